@@ -1,0 +1,260 @@
+//! The `iolab` command line: argument definitions and the subcommands.
+pub mod interfaces_cmd;
+pub mod probe;
+pub mod run;
+
+use crate::plan::{size, Budget, Complete, Job, Rw, Submit};
+use clap::{ArgAction, Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "iolab", version, about = "A laboratory for the Linux storage I/O stack: which way of doing I/O is best on this machine?")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Run one workload through one interface and measure it.
+    Run(RunArgs),
+    /// Print each interface's design point and whether this machine can run it.
+    Interfaces,
+    /// Try every interface and mode on a target (read-only) and say what works, and why not.
+    Probe {
+        /// File or block device to probe; default: a small temporary file.
+        target: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Files or block devices. None: a 1 GiB temporary file (or --size), filled, removed after.
+    pub targets: Vec<PathBuf>,
+    /// I/O interface: psync, pvsync2, posixaio, libaio, io_uring.
+    #[arg(short = 'i', long, default_value = "psync")]
+    pub interface: String,
+    /// How requests reach the kernel.
+    #[arg(long, value_enum, default_value = "syscall")]
+    pub submit: Submit,
+    /// How completions are detected.
+    #[arg(long, value_enum, default_value = "irq")]
+    pub complete: Complete,
+    #[arg(long, value_enum, default_value = "randread")]
+    pub rw: Rw,
+    /// Percentage of writes for --rw randrw.
+    #[arg(long)]
+    pub write_mix: Option<u8>,
+    /// Block size, 512 to 1m (e.g. 4k, 128k).
+    #[arg(long, default_value = "4k")]
+    pub bs: String,
+    /// Requests in flight per thread.
+    #[arg(long, default_value_t = 1)]
+    pub qd: u32,
+    /// Threads, each with its own queue and random stream.
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
+    /// Requests per submission call.
+    #[arg(long, default_value_t = 1)]
+    pub batch_submit: u32,
+    /// Completions to wait for when the queue is full.
+    #[arg(long, default_value_t = 1)]
+    pub batch_reap: u32,
+    /// Measured time (e.g. 10s, 2m); default 10s unless --ios or --bytes is given.
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// Warm-up time excluded from every figure.
+    #[arg(long, default_value = "0")]
+    pub ramp: String,
+    /// Stop after this many measured I/Os (all threads together).
+    #[arg(long)]
+    pub ios: Option<u64>,
+    /// Stop after this many measured bytes (e.g. 1g).
+    #[arg(long)]
+    pub bytes: Option<String>,
+    /// Bytes of each target to use (and the size of the temporary target).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Where in each target the range starts.
+    #[arg(long, default_value = "0")]
+    pub offset: String,
+    /// Use the page cache (default is O_DIRECT).
+    #[arg(long)]
+    pub buffered: bool,
+    /// CPUs to pin threads to, round-robin (e.g. 0,2 or 0-3).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// Seed for the offset streams.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// CPU for the io_uring SQPOLL kernel thread.
+    #[arg(long)]
+    pub sq_cpu: Option<u32>,
+    /// Milliseconds the SQPOLL thread spins idle before sleeping.
+    #[arg(long, default_value_t = 1000)]
+    pub sq_idle: u32,
+    /// io_uring: register the I/O buffers (READ_FIXED/WRITE_FIXED).
+    #[arg(long, action = ArgAction::Set, default_value_t = true)]
+    pub register_buffers: bool,
+    /// io_uring: register the target files.
+    #[arg(long, action = ArgAction::Set, default_value_t = true)]
+    pub register_files: bool,
+    /// Write checksummed blocks and check every read (and read back every written block).
+    #[arg(long)]
+    pub verify: bool,
+    /// Count failed I/Os and go on instead of stopping at the first.
+    #[arg(long)]
+    pub continue_on_error: bool,
+    /// Run a polled completion mode even where the queue cannot poll, reporting the fallback.
+    #[arg(long)]
+    pub allow_fallback: bool,
+    /// Allow writing to this exact block device, destroying its contents (repeatable).
+    #[arg(long, value_name = "DEVICE")]
+    pub destructive: Vec<String>,
+    /// Write the full record as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// No progress display.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        let bad = || format!("--cpus '{text}' is not a CPU list: use e.g. 0,2 or 0-3");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.trim().parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("--cpus '{text}' names no CPU"));
+    }
+    Ok(out)
+}
+
+impl RunArgs {
+    /// The job these arguments describe; Err is one line for the user.
+    pub fn to_job(&self) -> Result<Job, String> {
+        let budget = match (&self.runtime, self.ios, &self.bytes) {
+            (None, None, None) => Budget::Seconds(10.0),
+            (Some(r), None, None) => Budget::Seconds(size::parse_seconds(r).map_err(|e| format!("--runtime: {e}"))?),
+            (None, Some(n), None) => Budget::Ios(n),
+            (None, None, Some(b)) => Budget::Bytes(size::parse_size(b).map_err(|e| format!("--bytes: {e}"))?),
+            _ => return Err("give only one of --runtime, --ios and --bytes".into()),
+        };
+        if self.write_mix.is_some() && self.rw != Rw::Randrw {
+            return Err("--write-mix applies only to --rw randrw".into());
+        }
+        Ok(Job {
+            interface: self.interface.clone(),
+            submit: self.submit,
+            complete: self.complete,
+            rw: self.rw,
+            write_mix: self.write_mix.unwrap_or(50),
+            bs: size::parse_size(&self.bs).map_err(|e| format!("--bs: {e}"))?,
+            qd: self.qd,
+            threads: self.threads,
+            batch_submit: self.batch_submit,
+            batch_reap: self.batch_reap,
+            ramp_s: size::parse_seconds(&self.ramp).map_err(|e| format!("--ramp: {e}"))?,
+            budget,
+            size: self.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
+            offset: size::parse_size(&self.offset).map_err(|e| format!("--offset: {e}"))?,
+            direct: !self.buffered,
+            cpus: self.cpus.as_deref().map(parse_cpus).transpose()?.unwrap_or_default(),
+            seed: self.seed,
+            targets: self.targets.iter().map(|p| p.display().to_string()).collect(),
+            sq_cpu: self.sq_cpu,
+            sq_idle_ms: self.sq_idle,
+            register_buffers: self.register_buffers,
+            register_files: self.register_files,
+            verify: self.verify,
+            continue_on_error: self.continue_on_error,
+            allow_fallback: self.allow_fallback,
+            destructive: self.destructive.clone(),
+        })
+    }
+}
+
+/// clap's multi-line error as one line (help and version pass through untouched).
+pub fn one_line_error(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty())
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information")).collect();
+    format!("{} (see iolab --help)", lines.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Job, String> {
+        let mut v = vec!["iolab", "run"];
+        v.extend_from_slice(args);
+        match Cli::try_parse_from(v) {
+            Ok(Cli { cmd: Cmd::Run(a) }) => a.to_job(),
+            Ok(_) => unreachable!(),
+            Err(e) => Err(one_line_error(&e)),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let j = parse(&[]).unwrap();
+        assert_eq!(j.interface, "psync");
+        assert_eq!(j.bs, 4096);
+        assert_eq!(j.qd, 1);
+        assert!(j.direct);
+        assert_eq!(j.budget, Budget::Seconds(10.0));
+        assert!(j.register_buffers && j.register_files);
+    }
+
+    #[test]
+    fn full_job() {
+        let j = parse(&["-i", "io_uring", "--submit", "sqpoll", "--complete", "poll", "--rw", "randrw", "--write-mix", "30",
+            "--bs", "128k", "--qd", "32", "--threads", "2", "--runtime", "2m", "--ramp", "500ms", "--cpus", "0-1",
+            "--register-buffers", "false", "--size", "1g", "/dev/null"]).unwrap();
+        assert_eq!(j.submit, Submit::Sqpoll);
+        assert_eq!(j.complete, Complete::Poll);
+        assert_eq!(j.write_mix, 30);
+        assert_eq!(j.bs, 131072);
+        assert_eq!(j.budget, Budget::Seconds(120.0));
+        assert_eq!(j.ramp_s, 0.5);
+        assert_eq!(j.cpus, vec![0, 1]);
+        assert!(!j.register_buffers);
+        assert_eq!(j.size, Some(1 << 30));
+        assert_eq!(j.targets, vec!["/dev/null"]);
+    }
+
+    #[test]
+    fn count_budgets() {
+        assert_eq!(parse(&["--ios", "1000"]).unwrap().budget, Budget::Ios(1000));
+        assert_eq!(parse(&["--bytes", "1m"]).unwrap().budget, Budget::Bytes(1 << 20));
+        assert!(parse(&["--ios", "10", "--runtime", "1s"]).unwrap_err().contains("only one of"));
+    }
+
+    #[test]
+    fn bad_input_is_one_line() {
+        for args in [&["--frobnicate"][..], &["--rw", "sideways"], &["--bs", "4q"], &["--cpus", "x"], &["--write-mix", "10"]] {
+            let e = parse(args).unwrap_err();
+            assert!(!e.contains('\n'), "multi-line error: {e}");
+            assert!(!e.is_empty());
+        }
+        assert!(parse(&["--rw", "sideways"]).unwrap_err().contains("possible values"));
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpus("0,2,4-5").unwrap(), vec![0, 2, 4, 5]);
+        assert!(parse_cpus("3-1").is_err());
+        assert!(parse_cpus("").is_err());
+    }
+}

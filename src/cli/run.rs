@@ -1,0 +1,239 @@
+//! `iolab run`: plan → checks → targets → engine → record → summary/JSON.
+use crate::engine::{self, OpenTarget};
+use crate::interfaces::{self, io_uring};
+use crate::plan::validate::{name_complete, validate};
+use crate::plan::{Complete, Job, Submit};
+use crate::record::{self, CompletionPath, Environment, Results, RunRecord, Verify};
+use crate::report::summary;
+use crate::target::{self, sysinfo::TargetInfo, Target};
+use std::io::{IsTerminal, Write};
+
+/// A run that could not be done or failed, with its exit code.
+pub struct Failure {
+    pub message: String,
+    pub code: i32,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure { message, code: 2 }
+    }
+}
+
+pub fn kernel_release() -> String {
+    // SAFETY: uts is a valid out-pointer.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    unsafe { libc::uname(&mut uts) };
+    unsafe { std::ffi::CStr::from_ptr(uts.release.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+/// (major, minor) of the running kernel.
+pub fn kernel_version() -> (u32, u32) {
+    let r = kernel_release();
+    let mut it = r.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse().ok());
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// Checks that need the kernel: is the interface there, does it accept these ring flags?
+pub fn check_kernel(job: &Job) -> Result<(), String> {
+    interfaces::machine_support(&job.interface).map_err(|e| format!("{} is not usable here: {e}", job.interface))?;
+    if job.interface == "io_uring" {
+        let flags = io_uring::flags_for(job.submit, job.complete);
+        if let Err(e) = io_uring::create_ring(2, flags, job.sq_cpu, job.sq_idle_ms) {
+            let k = kernel_release();
+            if job.complete == Complete::Hybrid && e.raw_os_error() == Some(libc::EINVAL) {
+                return Err(format!("kernel {k} has no io_uring hybrid polling (IORING_SETUP_HYBRID_IOPOLL needs Linux 6.13 or later): use --complete poll"));
+            }
+            let what = match (job.submit, job.complete) {
+                (Submit::Sqpoll, _) => "SQPOLL",
+                (_, Complete::Poll) => "IOPOLL",
+                _ => "a ring",
+            };
+            return Err(format!("kernel {k} refused to set up io_uring with {what}: {e}"));
+        }
+    }
+    Ok(())
+}
+
+/// What completion path iolab expects the kernel to take, and why if it differs from the request.
+pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
+    let requested = name_complete(job.complete).to_string();
+    let (expected, reason) = match (job.interface.as_str(), job.complete) {
+        (_, Complete::Irq) => ("interrupt", None),
+        ("pvsync2", _) if kernel_version() >= (5, 18) => ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string())),
+        ("posixaio", _) => ("interrupt", Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string())),
+        _ => {
+            let no_poll: Vec<&str> = targets.iter().filter(|t| t.io_poll == Some(false)).map(|t| t.device.as_deref().unwrap_or(&t.path)).collect();
+            if !no_poll.is_empty() {
+                ("interrupt", Some(format!("{} has no poll queues (queue/io_poll = 0): polled I/O completes by interrupt", no_poll.join(", "))))
+            } else if targets.iter().all(|t| t.io_poll == Some(true)) {
+                ("polled", None)
+            } else {
+                ("unknown", Some("the device behind the target does not say whether it can poll".to_string()))
+            }
+        }
+    };
+    CompletionPath { requested, expected: expected.to_string(), reason }
+}
+
+/// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
+fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
+    if job.interface != "io_uring" || job.complete == Complete::Irq || job.allow_fallback {
+        return Ok(());
+    }
+    for t in targets {
+        if t.info.io_poll == Some(false) {
+            let dev = t.info.device.as_deref().unwrap_or("?");
+            return Err(format!("{} cannot poll: /sys/block/{dev}/queue/io_poll is 0 (the driver has no poll queues; for NVMe set nvme.poll_queues=N, e.g. modprobe nvme poll_queues=2); or pass --allow-fallback to run and report the interrupt fallback",
+                t.path.display()));
+        }
+    }
+    Ok(())
+}
+
+fn environment(targets: Vec<TargetInfo>) -> Environment {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string());
+    Environment {
+        iolab_version: env!("CARGO_PKG_VERSION").to_string(),
+        command_line: std::env::args().collect(),
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string()),
+        kernel: kernel_release(),
+        cpu_model,
+        cpu_count: crate::plan::validate::online_cpus(),
+        started_at_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+        clock: None,
+        targets,
+    }
+}
+
+/// Write JSON atomically: a temporary file beside the destination, then rename.
+pub fn write_json(dest: &str, value: &impl serde::Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| format!("cannot encode JSON: {e}"))?;
+    if dest == "-" {
+        println!("{text}");
+        return Ok(());
+    }
+    let path = std::path::Path::new(dest);
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {dest}: {e}"))?;
+    tmp.write_all(text.as_bytes()).and_then(|_| tmp.as_file().sync_all()).map_err(|e| format!("cannot write {dest}: {e}"))?;
+    tmp.persist(path).map_err(|e| format!("cannot write {dest}: {}", e.error))?;
+    Ok(())
+}
+
+/// Run a job end to end. Returns the record and whether to print it.
+pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
+    validate(job)?;
+    check_kernel(job)?;
+    let temp = if job.targets.is_empty() {
+        Some(target::create_default_target(job.size.unwrap_or(target::DEFAULT_TARGET_SIZE))?)
+    } else {
+        None
+    };
+    let paths: Vec<std::path::PathBuf> = match &temp {
+        Some(t) => vec![t.path.clone()],
+        None => job.targets.iter().map(Into::into).collect(),
+    };
+    let targets = target::open_targets(job, &paths, temp.is_some())?;
+    check_polling(job, &targets)?;
+    let infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
+    let path = expected_path(job, &infos);
+    let mut env = environment(infos);
+    let open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
+
+    let show = !quiet && std::io::stderr().is_terminal();
+    let bar = show.then(|| {
+        let b = indicatif::ProgressBar::new(1000);
+        b.set_style(indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed_precise} ETA {eta}  {msg}").unwrap().progress_chars("=> "));
+        b
+    });
+    let mut last = (0.0f64, 0u64);
+    let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| {
+        if let Some(b) = &bar {
+            let iops = if elapsed > last.0 { (done.saturating_sub(last.1)) as f64 / (elapsed - last.0) } else { 0.0 };
+            last = (elapsed, done);
+            match (total, job.budget) {
+                (Some(t), _) => b.set_position((elapsed / t * 1000.0).min(1000.0) as u64),
+                (None, crate::plan::Budget::Ios(n)) => b.set_position((done as f64 / n as f64 * 1000.0) as u64),
+                (None, crate::plan::Budget::Bytes(n)) => b.set_position((done as f64 * job.bs as f64 / n as f64 * 1000.0) as u64),
+                _ => {}
+            }
+            b.set_message(format!("{}{} IOPS", if ramp { "ramp " } else { "" }, summary::format_count(iops)));
+        }
+    };
+    engine::install_interrupt_handler();
+    let out = engine::run(job, &open, &mut progress).map_err(|m| Failure { message: m, code: 1 })?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    env.clock = Some(out.clock.clone());
+    let w = out.window_s;
+    let mut total = out.rec.read.clone();
+    total.ios += out.rec.write.ios;
+    total.bytes += out.rec.write.bytes;
+    total.errors += out.rec.write.errors;
+    total.lat.add(&out.rec.write.lat).expect("same bounds");
+    let results = Results {
+        window_s: w,
+        read: record::direction(&out.rec.read, w),
+        write: record::direction(&out.rec.write, w),
+        total: record::direction(&total, w),
+        series: record::series(&out.rec.series),
+        cpu: record::cpu(&out.cpu, w, total.ios),
+        verify: job.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
+    };
+    let error = out.first_error.as_ref().map(|f| {
+        let t = &targets[f.file as usize].path;
+        let dir = if f.write { "write" } else { "read" };
+        let tail = if job.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
+        format!("{dir} of {} bytes at offset {} on {} failed: {}{tail}", job.bs, f.offset, t.display(), f.what)
+    });
+    let status = if out.interrupted { "interrupted" } else if error.is_some() && !job.continue_on_error { "failed" } else { "ok" };
+    drop(temp);
+    Ok(RunRecord {
+        schema_version: record::SCHEMA_VERSION,
+        status: status.into(),
+        error,
+        spec: job.clone(),
+        environment: env,
+        results: Some(results),
+        completion_path: path,
+    })
+}
+
+/// `iolab run`: returns the process exit code.
+pub fn main(args: &super::RunArgs) -> i32 {
+    let job = match args.to_job() {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            return 2;
+        }
+    };
+    match execute(&job, args.quiet) {
+        Err(f) => {
+            eprintln!("iolab: {}", f.message);
+            f.code
+        }
+        Ok(rec) => {
+            let text = summary::render(&rec);
+            if args.json.as_deref() == Some("-") { eprint!("{text}") } else { print!("{text}") }
+            if let Some(dest) = &args.json {
+                if let Err(e) = write_json(dest, &rec) {
+                    eprintln!("iolab: {e}");
+                    return 1;
+                }
+            }
+            if let Some(e) = &rec.error {
+                eprintln!("iolab: {e}");
+            }
+            match rec.status.as_str() {
+                "failed" => 1,
+                "interrupted" => 130,
+                _ if rec.error.is_some() => 1,
+                _ => 0,
+            }
+        }
+    }
+}

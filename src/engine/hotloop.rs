@@ -1,0 +1,170 @@
+//! The one hot loop every interface shares: keep `qd` requests in flight, submit in batches,
+//! reap at least `batch_reap` when nothing else can be done, stamp each completion against its
+//! slot's submit time, refill. One clock read per submitted batch and one per reaped batch;
+//! everything it touches was allocated before it started; no locks, no system calls but the
+//! interface's own.
+use super::clock::Clock;
+use super::recorder::Recorder;
+use super::verify;
+use super::workload::Stream;
+use crate::interfaces::{Completion, IoInterface, Request};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// What the loop needs to know about the job, in absolute clock nanoseconds.
+pub struct LoopPlan {
+    pub bs: u32,
+    pub qd: u32,
+    pub batch_submit: u32,
+    pub batch_reap: u32,
+    pub ramp_end: u64,
+    /// Time budget: stop issuing at this instant and ignore later completions.
+    pub end: Option<u64>,
+    /// Count budget: measured completions this thread must deliver.
+    pub quota: Option<u64>,
+    pub continue_on_error: bool,
+    pub verify: bool,
+}
+
+/// The first failed I/O, for the one-line error message.
+#[derive(Clone, Debug)]
+pub struct FailedIo {
+    pub file: u32,
+    pub offset: u64,
+    pub write: bool,
+    pub what: String,
+}
+
+pub struct LoopEnd {
+    pub measure_start: u64,
+    pub measure_end: u64,
+    pub interrupted: bool,
+    pub first_error: Option<FailedIo>,
+    /// Blocks written in the measured window and verify state (for the read-back pass).
+    pub verified_reads: u64,
+}
+
+/// Blocks written with verify data, per target, so they can be read back after the run.
+pub type WrittenMap = Vec<Vec<u64>>;
+
+#[allow(clippy::too_many_arguments)]
+pub fn run<I: IoInterface>(io: &mut I, plan: &LoopPlan, clock: &Clock, stream: &mut Stream, bufs: *mut u8,
+    rec: &mut Recorder, stop: &AtomicBool, progress: &AtomicU64, written: &mut WrittenMap, start: u64) -> Result<LoopEnd, String> {
+    let qd = plan.qd as usize;
+    let bs = plan.bs as usize;
+    let batch = plan.batch_submit as usize;
+    let mut free: Vec<u32> = (0..plan.qd).rev().collect();
+    let mut slot_req = vec![Request::default(); qd];
+    let mut submit_ns = vec![0u64; qd];
+    let mut pending: Vec<Request> = Vec::with_capacity(batch);
+    let mut done = vec![Completion::default(); qd];
+    let (mut inflight, mut measured, mut verified, mut gen) = (0usize, 0u64, 0u64, 0u64);
+    let mut measuring = start >= plan.ramp_end;
+    // `early`: stopped by Ctrl-C or a failed I/O rather than by the budget.
+    let (mut stopping, mut interrupted, mut early) = (false, false, false);
+    let mut first_error: Option<FailedIo> = None;
+    let mut now = start;
+    let mut last_done = start;
+
+    loop {
+        if !stopping && (stop.load(Relaxed) || plan.end.is_some_and(|e| now >= e)) {
+            interrupted = stop.load(Relaxed);
+            early = interrupted;
+            stopping = true;
+        }
+        while !stopping && pending.len() < batch && quota_left(plan, measuring, measured, inflight + pending.len()) {
+            let Some(tag) = free.pop() else { break };
+            let next = stream.next();
+            // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
+            let buf = unsafe { bufs.add(tag as usize * bs) };
+            if plan.verify && next.write {
+                gen += 1;
+                verify::fill(unsafe { std::slice::from_raw_parts_mut(buf, bs) }, next.offset, gen);
+            }
+            let r = Request { tag, write: next.write, file: next.file, offset: next.offset, len: plan.bs, buf };
+            slot_req[tag as usize] = r;
+            pending.push(r);
+        }
+        let can_issue_more = !stopping && quota_left(plan, measuring, measured, inflight + pending.len()) && !free.is_empty();
+        if !pending.is_empty() && (pending.len() >= batch || !can_issue_more) {
+            now = clock.now();
+            for r in &pending {
+                submit_ns[r.tag as usize] = now;
+            }
+            let n = io.submit(&pending).map_err(|e| format!("submission failed: {e}"))?;
+            inflight += n;
+            pending.drain(..n);
+        }
+        if inflight == 0 {
+            if pending.is_empty() && (stopping || !quota_left(plan, measuring, measured, inflight)) {
+                break;
+            }
+            continue;
+        }
+        let must_wait = !can_issue_more || !pending.is_empty();
+        let min = if must_wait { inflight.min(plan.batch_reap as usize) } else { 0 };
+        let n = io.reap(min, &mut done).map_err(|e| format!("reaping completions failed: {e}"))?;
+        if n == 0 {
+            continue;
+        }
+        now = clock.now();
+        if !measuring && now >= plan.ramp_end {
+            rec.reset();
+            measuring = true;
+        }
+        let in_window = measuring && plan.end.is_none_or(|e| now <= e);
+        let second = (now.saturating_sub(plan.ramp_end) / 1_000_000_000) as usize;
+        for c in &done[..n] {
+            let r = slot_req[c.tag as usize];
+            free.push(c.tag);
+            inflight -= 1;
+            let mut failure = None;
+            if c.result < 0 {
+                failure = Some(std::io::Error::from_raw_os_error(-c.result as i32).to_string());
+            } else if c.result != r.len as i64 {
+                failure = Some(format!("short {} of {} bytes", c.result, r.len));
+            } else if plan.verify && !r.write {
+                // SAFETY: the read just filled this slot's buffer.
+                let data = unsafe { std::slice::from_raw_parts(r.buf, bs) };
+                match verify::check(data, r.offset) {
+                    Ok(()) => verified += 1,
+                    Err(e) => failure = Some(format!("verify failed: {e}")),
+                }
+            }
+            if let Some(what) = failure {
+                rec.error(r.write);
+                if first_error.is_none() {
+                    first_error = Some(FailedIo { file: r.file, offset: r.offset, write: r.write, what });
+                }
+                if !plan.continue_on_error {
+                    stopping = true;
+                    early = true;
+                }
+                continue;
+            }
+            if plan.verify && r.write {
+                let map = &mut written[r.file as usize];
+                let block = (r.offset / bs as u64) as usize;
+                map[block / 64] |= 1 << (block % 64);
+            }
+            if in_window {
+                rec.record(r.write, r.len as u64, now - submit_ns[c.tag as usize], second);
+                measured += 1;
+                last_done = now;
+            }
+        }
+        progress.store(measured, Relaxed);
+    }
+    let measure_start = plan.ramp_end.max(start);
+    let measure_end = match plan.end {
+        Some(e) if !early => e,
+        _ => last_done.max(measure_start),
+    };
+    Ok(LoopEnd { measure_start, measure_end, interrupted, first_error, verified_reads: verified })
+}
+
+/// May another request be issued? During the ramp always; after it, only while the measured
+/// completions plus those still owed stay under the count budget.
+#[inline(always)]
+fn quota_left(plan: &LoopPlan, measuring: bool, measured: u64, outstanding: usize) -> bool {
+    !measuring || plan.quota.is_none_or(|q| measured + (outstanding as u64) < q)
+}

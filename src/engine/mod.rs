@@ -1,0 +1,307 @@
+//! The engine: runs one job's threads over already-open targets and hands back what it
+//! measured. It knows nothing of storage formats or reports.
+pub mod clock;
+pub mod hotloop;
+pub mod recorder;
+pub mod verify;
+pub mod workload;
+
+use crate::interfaces::{self, IoInterface, Setup};
+use crate::meters::cpu::{self, Rusage};
+use crate::plan::{Budget, Job};
+use clock::{Clock, ClockInfo};
+use hotloop::{FailedIo, LoopPlan, WrittenMap};
+use recorder::Recorder;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use workload::{region_for, Rng, Stream};
+
+/// Set by Ctrl-C; every thread checks it once per loop iteration.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Make Ctrl-C stop the run cleanly instead of killing it (results so far are kept).
+pub fn install_interrupt_handler() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t);
+    }
+}
+
+/// An open target as the engine sees it: a descriptor and the byte range to use.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenTarget {
+    pub fd: RawFd,
+    pub range_start: u64,
+    pub range_len: u64,
+}
+
+/// Called about once a second from the coordinating thread with (elapsed s, total s or None,
+/// measured I/Os so far, in ramp).
+pub type ProgressFn<'a> = &'a mut dyn FnMut(f64, Option<f64>, u64, bool);
+
+pub struct EngineOutput {
+    pub rec: Recorder,
+    /// Measured window, seconds (ramp excluded).
+    pub window_s: f64,
+    pub interrupted: bool,
+    pub first_error: Option<FailedIo>,
+    pub clock: ClockInfo,
+    /// Process CPU over the measured window.
+    pub cpu: Rusage,
+    pub verified_reads: u64,
+    pub verified_written: u64,
+}
+
+struct ThreadOut {
+    rec: Recorder,
+    end: hotloop::LoopEnd,
+    verified_written: u64,
+    verify_error: Option<FailedIo>,
+}
+
+/// Aligned, zeroed memory for a thread's slot buffers, owned for the run.
+struct AlignedBuf {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+impl AlignedBuf {
+    fn new(len: usize) -> AlignedBuf {
+        let layout = std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("buffer layout");
+        // SAFETY: layout is non-zero sized.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory for I/O buffers");
+        AlignedBuf { ptr, layout }
+    }
+    fn slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr owns layout.size() bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+unsafe impl Send for AlignedBuf {}
+
+fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+    // SAFETY: set is a plain bitmask initialised by CPU_ZERO/CPU_SET.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// Run the job over the targets. Blocks until all threads finish.
+pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<EngineOutput, String> {
+    let clock = Clock::calibrate();
+    let clock_info = clock.info();
+    let threads = job.threads as usize;
+    let quota_for = |t: usize| -> Option<u64> {
+        let total = match job.budget {
+            Budget::Seconds(_) => return None,
+            Budget::Ios(n) => n,
+            Budget::Bytes(b) => b.div_ceil(job.bs),
+        };
+        Some(total / threads as u64 + u64::from((t as u64) < total % threads as u64))
+    };
+    let series_len = match job.budget {
+        Budget::Seconds(s) => s.ceil() as usize + 2,
+        _ => 86_400, // a day of seconds; count-based runs have no known length
+    };
+    let ready = Arc::new(Barrier::new(threads + 1));
+    let go = Arc::new(Barrier::new(threads + 1));
+    let start_at = Arc::new(AtomicU64::new(0));
+    let progress_ctrs: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
+    let finished = Arc::new(AtomicUsize::new(0));
+    let ramp_ns = (job.ramp_s * 1e9) as u64;
+    let run_ns = match job.budget {
+        Budget::Seconds(s) => Some((s * 1e9) as u64),
+        _ => None,
+    };
+
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let job = job.clone();
+        let targets = targets.to_vec();
+        let (ready, go, start_at, ctrs, finished) = (ready.clone(), go.clone(), start_at.clone(), progress_ctrs.clone(), finished.clone());
+        let quota = quota_for(t);
+        handles.push(std::thread::Builder::new().name(format!("iolab-w{t}")).spawn(move || -> Result<ThreadOut, String> {
+            // Everything fallible happens before the barrier, so a failure cannot leave others waiting.
+            let prep = (|| -> Result<_, String> {
+                if !job.cpus.is_empty() {
+                    pin_to_cpu(job.cpus[t % job.cpus.len()])?;
+                }
+                let bs = job.bs as usize;
+                let mut bufs = AlignedBuf::new(bs * job.qd as usize);
+                let mut rng = Rng::for_thread(job.seed, t as u32);
+                // Incompressible data, so compressing devices cannot flatter writes.
+                rng.fill(bufs.slice());
+                let regions = targets.iter().map(|o| region_for(o.range_start, o.range_len, job.bs, job.rw.is_random(), t as u32, job.threads)).collect::<Vec<_>>();
+                if regions.iter().any(|r| r.blocks == 0) {
+                    return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", job.bs));
+                }
+                let written: WrittenMap = if job.verify && job.rw.writes(job.write_mix) {
+                    targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize]).collect()
+                } else {
+                    targets.iter().map(|_| Vec::new()).collect()
+                };
+                let stream = Stream::new(rng, regions, job.bs, job.rw.is_random(), job.rw.write_percent(job.write_mix));
+                Ok((bufs, stream, written))
+            })();
+            let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
+            let mut opened = None;
+            let prep = prep.and_then(|(bufs, stream, written)| {
+                let setup = Setup {
+                    fds: &fds, buffers: bufs.ptr, buffers_len: bufs.layout.size(), qd: job.qd, submit: job.submit,
+                    complete: job.complete, batch_submit: job.batch_submit, sq_cpu: job.sq_cpu, sq_idle_ms: job.sq_idle_ms,
+                    register_buffers: job.register_buffers, register_files: job.register_files,
+                };
+                opened = Some(open_interface(&job.interface, &setup)?);
+                Ok((bufs, stream, written))
+            });
+            ready.wait();
+            go.wait();
+            let (bufs, mut stream, mut written) = prep?;
+            let start = start_at.load(Ordering::Acquire);
+            let plan = LoopPlan {
+                bs: job.bs as u32, qd: job.qd, batch_submit: job.batch_submit, batch_reap: job.batch_reap,
+                ramp_end: start + ramp_ns, end: run_ns.map(|r| start + ramp_ns + r), quota,
+                continue_on_error: job.continue_on_error, verify: job.verify,
+            };
+            let mut rec = Recorder::new(series_len);
+            let res = match opened.take().expect("opened") {
+                Opened::Psync(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
+                Opened::Pvsync2(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
+                Opened::PosixAio(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
+                Opened::Libaio(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
+                Opened::Uring(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
+            };
+            finished.fetch_add(1, Ordering::Release);
+            let end = res?;
+            let (verified_written, verify_error) = read_back(&fds, &written, &bufs, job.bs);
+            Ok(ThreadOut { rec, end, verified_written, verify_error })
+        }).map_err(|e| format!("cannot start thread: {e}"))?);
+    }
+
+    ready.wait();
+    let start = clock.now();
+    start_at.store(start, Ordering::Release);
+    go.wait();
+
+    // Coordinate: sample CPU at the ramp's end and the run's end, report progress once a second.
+    let ramp_end = start + ramp_ns;
+    let end = run_ns.map(|r| ramp_end + r);
+    let total_s = run_ns.map(|r| (ramp_ns + r) as f64 / 1e9);
+    let mut cpu_at_ramp_end = if ramp_ns == 0 { Some(cpu::rusage_self()) } else { None };
+    let mut cpu_at_end = None;
+    let mut next_report = start + 1_000_000_000;
+    while finished.load(Ordering::Acquire) < threads {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = clock.now();
+        if cpu_at_ramp_end.is_none() && now >= ramp_end {
+            cpu_at_ramp_end = Some(cpu::rusage_self());
+        }
+        if cpu_at_end.is_none() && end.is_some_and(|e| now >= e) {
+            cpu_at_end = Some(cpu::rusage_self());
+        }
+        if now >= next_report {
+            next_report += 1_000_000_000;
+            let done: u64 = progress_ctrs.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+            progress((now - start) as f64 / 1e9, total_s, done, now < ramp_end);
+        }
+    }
+    let cpu_end = cpu_at_end.unwrap_or_else(cpu::rusage_self);
+    let cpu_start = cpu_at_ramp_end.unwrap_or(cpu_end);
+
+    let mut outs = Vec::with_capacity(threads);
+    for h in handles {
+        outs.push(h.join().map_err(|_| "a worker thread panicked".to_string())??);
+    }
+    let mut rec = Recorder::new(1);
+    let (mut mstart, mut mend) = (u64::MAX, 0u64);
+    let (mut interrupted, mut first_error, mut verified_reads, mut verified_written) = (false, None, 0, 0);
+    for o in &outs {
+        rec.merge(&o.rec);
+        mstart = mstart.min(o.end.measure_start);
+        mend = mend.max(o.end.measure_end);
+        interrupted |= o.end.interrupted;
+        verified_reads += o.end.verified_reads;
+        verified_written += o.verified_written;
+        if first_error.is_none() {
+            first_error = o.end.first_error.clone().or_else(|| o.verify_error.clone());
+        }
+    }
+    // Drop trailing empty seconds (a count-based run's unused slots).
+    let used = rec.series.iter().rposition(|s| s.read_ios + s.write_ios > 0).map_or(0, |i| i + 1);
+    rec.series.truncate(used);
+    Ok(EngineOutput {
+        rec,
+        window_s: mend.saturating_sub(mstart) as f64 / 1e9,
+        interrupted,
+        first_error,
+        clock: clock_info,
+        cpu: cpu_end.minus(&cpu_start),
+        verified_reads,
+        verified_written,
+    })
+}
+
+enum Opened {
+    Psync(interfaces::psync::Psync),
+    Pvsync2(interfaces::pvsync2::Pvsync2),
+    PosixAio(interfaces::posixaio::PosixAio),
+    Libaio(interfaces::libaio::Libaio),
+    Uring(interfaces::io_uring::Uring),
+}
+
+fn open_interface(name: &str, setup: &Setup) -> Result<Opened, String> {
+    let fail = |e: std::io::Error| format!("{name}: setup failed: {e}");
+    Ok(match name {
+        "psync" => Opened::Psync(IoInterface::open(setup).map_err(fail)?),
+        "pvsync2" => Opened::Pvsync2(IoInterface::open(setup).map_err(fail)?),
+        "posixaio" => Opened::PosixAio(IoInterface::open(setup).map_err(fail)?),
+        "libaio" => Opened::Libaio(IoInterface::open(setup).map_err(fail)?),
+        "io_uring" => Opened::Uring(IoInterface::open(setup).map_err(fail)?),
+        other => return Err(format!("unknown interface '{other}'")),
+    })
+}
+
+/// After a write job with --verify: read every block this thread wrote and check it.
+fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64) -> (u64, Option<FailedIo>) {
+    let mut checked = 0;
+    for (file, map) in written.iter().enumerate() {
+        for (w, word) in map.iter().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let block = (w * 64 + bits.trailing_zeros() as usize) as u64;
+                bits &= bits - 1;
+                let offset = block * bs;
+                // SAFETY: slot 0's buffer is bs bytes and suitably aligned.
+                let n = unsafe { libc::pread(fds[file], bufs.ptr as *mut libc::c_void, bs as usize, offset as i64) };
+                let what = if n as i64 != bs as i64 {
+                    Some(format!("verify read-back returned {n} of {bs} bytes"))
+                } else {
+                    let data = unsafe { std::slice::from_raw_parts(bufs.ptr, bs as usize) };
+                    verify::check(data, offset).err().map(|e| format!("verify failed on read-back: {e}"))
+                };
+                if let Some(what) = what {
+                    return (checked, Some(FailedIo { file: file as u32, offset, write: false, what }));
+                }
+                checked += 1;
+            }
+        }
+    }
+    (checked, None)
+}

@@ -1,0 +1,187 @@
+//! io_uring: shared submission/completion rings.
+//! submit: `syscall` (io_uring_enter per batch) or `sqpoll` (a kernel thread polls the SQ).
+//! complete: `irq`, `poll` (IORING_SETUP_IOPOLL) or `hybrid` (IORING_SETUP_HYBRID_IOPOLL, 6.13+).
+//! The ring is created with a raw io_uring_setup so that flags the crate has no builder for
+//! (HYBRID_IOPOLL) can be set, then handed to the `io-uring` crate.
+use super::{Completion, IoInterface, Request, Setup};
+use crate::plan::{Complete, Submit};
+use io_uring::{opcode, types, IoUring};
+use std::io;
+
+pub const SETUP_IOPOLL: u32 = 1 << 0;
+pub const SETUP_SQPOLL: u32 = 1 << 1;
+pub const SETUP_SQ_AFF: u32 = 1 << 2;
+pub const SETUP_CLAMP: u32 = 1 << 4;
+pub const SETUP_COOP_TASKRUN: u32 = 1 << 8;
+pub const SETUP_SINGLE_ISSUER: u32 = 1 << 12;
+pub const SETUP_HYBRID_IOPOLL: u32 = 1 << 17;
+
+/// The kernel's `struct io_uring_params` (120 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RawParams {
+    sq_entries: u32,
+    cq_entries: u32,
+    flags: u32,
+    sq_thread_cpu: u32,
+    sq_thread_idle: u32,
+    features: u32,
+    wq_fd: u32,
+    resv: [u32; 3],
+    sq_off: [u32; 10],
+    cq_off: [u32; 10],
+}
+const _: () = assert!(std::mem::size_of::<RawParams>() == 120);
+const _: () = assert!(std::mem::size_of::<io_uring::Parameters>() == 120);
+
+/// Create a ring with exactly these setup flags; returns the ring or the kernel's error.
+pub fn create_ring(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring> {
+    let mut p = RawParams { flags, sq_thread_idle: sq_idle_ms, ..Default::default() };
+    if let Some(cpu) = sq_cpu {
+        p.flags |= SETUP_SQ_AFF;
+        p.sq_thread_cpu = cpu;
+    }
+    p.flags |= SETUP_CLAMP;
+    // SAFETY: p is a valid io_uring_params the kernel fills in.
+    let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, entries, &mut p as *mut RawParams) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: Parameters is repr(transparent) over the same kernel struct (sizes asserted);
+    // fd is a fresh ring whose parameters the kernel just wrote.
+    unsafe {
+        let params: io_uring::Parameters = std::mem::transmute(p);
+        IoUring::from_fd(fd as i32, params)
+    }
+}
+
+pub fn machine_support() -> Result<(), String> {
+    if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
+        if v.trim() == "2" {
+            return Err("io_uring is disabled (kernel.io_uring_disabled = 2): set it to 0".into());
+        }
+    }
+    create_ring(2, 0, None, 0).map(|_| ()).map_err(|e| format!("io_uring_setup failed: {e}"))
+}
+
+/// Setup flags a job asks for, plus the cheap ones that change nothing but cost.
+pub fn flags_for(submit: Submit, complete: Complete) -> u32 {
+    let mut f = 0;
+    match submit {
+        Submit::Sqpoll => f |= SETUP_SQPOLL,
+        // One submitting thread per ring; task work runs when we enter anyway.
+        Submit::Syscall => f |= SETUP_SINGLE_ISSUER | SETUP_COOP_TASKRUN,
+    }
+    match complete {
+        Complete::Irq => {}
+        Complete::Poll => f |= SETUP_IOPOLL,
+        Complete::Hybrid => f |= SETUP_IOPOLL | SETUP_HYBRID_IOPOLL,
+    }
+    f
+}
+
+pub struct Uring {
+    ring: IoUring,
+    fixed_files: bool,
+    fixed_bufs: bool,
+    fds: Vec<i32>,
+    /// SQEs pushed since the last io_uring_enter.
+    unsubmitted: u32,
+    sqpoll: bool,
+    /// Completions are only found by entering the kernel (IOPOLL without SQPOLL).
+    enter_to_poll: bool,
+    /// With SQPOLL + polling the SQ thread reaps; the application only watches the CQ ring.
+    spin_on_cq: bool,
+}
+
+impl IoInterface for Uring {
+    fn open(setup: &Setup) -> io::Result<Self> {
+        let flags = flags_for(setup.submit, setup.complete);
+        let ring = create_ring(setup.qd, flags, setup.sq_cpu, setup.sq_idle_ms)?;
+        if setup.register_files {
+            ring.submitter().register_files(setup.fds)?;
+        }
+        if setup.register_buffers {
+            let iov = libc::iovec { iov_base: setup.buffers as *mut libc::c_void, iov_len: setup.buffers_len };
+            // SAFETY: the buffer region outlives the ring (owned by the hot loop's caller).
+            unsafe { ring.submitter().register_buffers(&[iov])? };
+        }
+        let sqpoll = setup.submit == Submit::Sqpoll;
+        let polled = setup.complete != Complete::Irq;
+        Ok(Uring {
+            ring,
+            fixed_files: setup.register_files,
+            fixed_bufs: setup.register_buffers,
+            fds: setup.fds.to_vec(),
+            unsubmitted: 0,
+            sqpoll,
+            enter_to_poll: polled && !sqpoll,
+            spin_on_cq: polled && sqpoll,
+        })
+    }
+
+    #[inline]
+    fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
+        let mut sq = self.ring.submission();
+        let mut pushed = 0;
+        for r in reqs {
+            let entry = match (r.write, self.fixed_bufs, self.fixed_files) {
+                (false, true, true) => opcode::ReadFixed::new(types::Fixed(r.file), r.buf, r.len, 0).offset(r.offset).build(),
+                (false, true, false) => opcode::ReadFixed::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len, 0).offset(r.offset).build(),
+                (false, false, true) => opcode::Read::new(types::Fixed(r.file), r.buf, r.len).offset(r.offset).build(),
+                (false, false, false) => opcode::Read::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
+                (true, true, true) => opcode::WriteFixed::new(types::Fixed(r.file), r.buf, r.len, 0).offset(r.offset).build(),
+                (true, true, false) => opcode::WriteFixed::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len, 0).offset(r.offset).build(),
+                (true, false, true) => opcode::Write::new(types::Fixed(r.file), r.buf, r.len).offset(r.offset).build(),
+                (true, false, false) => opcode::Write::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
+            }
+            .user_data(r.tag as u64);
+            // SAFETY: the buffer stays valid until the completion is reaped.
+            if unsafe { sq.push(&entry) }.is_err() {
+                break;
+            }
+            pushed += 1;
+        }
+        drop(sq);
+        if self.sqpoll {
+            // Publishes the tail; enters only if the SQ thread went idle and needs a wakeup.
+            self.ring.submit()?;
+        } else {
+            self.unsubmitted += pushed as u32;
+        }
+        Ok(pushed)
+    }
+
+    #[inline]
+    fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
+        let ready = self.ring.completion().len();
+        if self.spin_on_cq {
+            while self.ring.completion().len() < min {
+                std::hint::spin_loop();
+            }
+        } else if self.unsubmitted > 0 || (ready < min) || (self.enter_to_poll && min > 0) {
+            // One io_uring_enter both submits what is queued and waits (or polls) for completions.
+            let want = if self.enter_to_poll { min } else { min.saturating_sub(ready) };
+            loop {
+                match self.ring.submit_and_wait(want) {
+                    Ok(_) => break,
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EAGAIN) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            self.unsubmitted = 0;
+        }
+        let mut cq = self.ring.completion();
+        let mut n = 0;
+        while n < out.len() {
+            match cq.next() {
+                Some(c) => {
+                    out[n] = Completion { tag: c.user_data() as u32, result: c.result() as i64 };
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        Ok(n)
+    }
+}

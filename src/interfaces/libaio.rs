@@ -1,0 +1,132 @@
+//! libaio: Linux native AIO through raw io_setup/io_submit/io_getevents system calls (no
+//! libaio.so needed). Asynchronous only with O_DIRECT; buffered I/O blocks inside io_submit.
+use super::{Completion, IoInterface, Request, Setup};
+use std::io;
+use std::os::fd::RawFd;
+
+const IOCB_CMD_PREAD: u16 = 0;
+const IOCB_CMD_PWRITE: u16 = 1;
+
+/// The kernel's `struct iocb` (little-endian field order).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Iocb {
+    data: u64,
+    key: u32,
+    rw_flags: i32,
+    opcode: u16,
+    reqprio: i16,
+    fildes: u32,
+    buf: u64,
+    nbytes: u64,
+    offset: i64,
+    reserved2: u64,
+    flags: u32,
+    resfd: u32,
+}
+
+/// The kernel's `struct io_event`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct IoEvent {
+    data: u64,
+    obj: u64,
+    res: i64,
+    res2: i64,
+}
+
+pub struct Libaio {
+    ctx: libc::c_ulong,
+    fds: Vec<RawFd>,
+    iocbs: Vec<Iocb>,
+    ptrs: Vec<*mut Iocb>,
+    events: Vec<IoEvent>,
+}
+
+pub fn machine_support() -> Result<(), String> {
+    let mut ctx: libc::c_ulong = 0;
+    // SAFETY: io_setup writes the context id into ctx.
+    let rc = unsafe { libc::syscall(libc::SYS_io_setup, 1, &mut ctx) };
+    if rc < 0 {
+        return Err(format!("io_setup failed: {} (kernel without CONFIG_AIO, or fs.aio-max-nr exhausted)", io::Error::last_os_error()));
+    }
+    unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
+    Ok(())
+}
+
+impl IoInterface for Libaio {
+    fn open(setup: &Setup) -> io::Result<Self> {
+        let mut ctx: libc::c_ulong = 0;
+        // SAFETY: io_setup writes the context id into ctx.
+        if unsafe { libc::syscall(libc::SYS_io_setup, setup.qd as libc::c_long, &mut ctx) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let qd = setup.qd as usize;
+        Ok(Libaio {
+            ctx,
+            fds: setup.fds.to_vec(),
+            iocbs: vec![Iocb::default(); qd],
+            ptrs: vec![std::ptr::null_mut(); qd],
+            events: vec![IoEvent::default(); qd],
+        })
+    }
+
+    #[inline]
+    fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
+        for (i, r) in reqs.iter().enumerate() {
+            let cb = &mut self.iocbs[r.tag as usize];
+            *cb = Iocb {
+                data: r.tag as u64,
+                opcode: if r.write { IOCB_CMD_PWRITE } else { IOCB_CMD_PREAD },
+                fildes: self.fds[r.file as usize] as u32,
+                buf: r.buf as u64,
+                nbytes: r.len as u64,
+                offset: r.offset as i64,
+                ..Iocb::default()
+            };
+            self.ptrs[i] = cb;
+        }
+        // SAFETY: ptrs[..n] point at iocbs that live as long as self.
+        let rc = unsafe { libc::syscall(libc::SYS_io_submit, self.ctx, reqs.len() as libc::c_long, self.ptrs.as_mut_ptr()) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            // EAGAIN: the kernel took none this time; the loop retries after reaping.
+            return if e.raw_os_error() == Some(libc::EAGAIN) { Ok(0) } else { Err(e) };
+        }
+        Ok(rc as usize)
+    }
+
+    #[inline]
+    fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
+        if min == 0 {
+            return Ok(0);
+        }
+        let max = out.len().min(self.events.len());
+        loop {
+            // SAFETY: events has room for max entries.
+            let rc = unsafe {
+                libc::syscall(libc::SYS_io_getevents, self.ctx, min as libc::c_long, max as libc::c_long,
+                    self.events.as_mut_ptr(), std::ptr::null_mut::<libc::timespec>())
+            };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Err(e);
+            }
+            let n = rc as usize;
+            for (o, ev) in out.iter_mut().zip(&self.events[..n]) {
+                *o = Completion { tag: ev.data as u32, result: ev.res };
+            }
+            return Ok(n);
+        }
+    }
+}
+
+impl Drop for Libaio {
+    fn drop(&mut self) {
+        // SAFETY: ctx came from io_setup; the hot loop drained every request.
+        unsafe { libc::syscall(libc::SYS_io_destroy, self.ctx) };
+    }
+}

@@ -1,0 +1,156 @@
+//! I/O interfaces: one file each behind [`IoInterface`], described as data in [`INTERFACES`].
+//!
+//! Like fio's `ioengine_ops` and SPDK perf's `ns_fn_table`: an interface only moves requests to
+//! the kernel and completions back. Timing, offsets, buffers and accounting live in the shared
+//! hot loop (`engine::hotloop`), so every interface is measured the same way.
+pub mod io_uring;
+pub mod libaio;
+pub mod posixaio;
+pub mod psync;
+pub mod pvsync2;
+
+use crate::plan::{Complete, Submit};
+use serde::Serialize;
+use std::io;
+use std::os::fd::RawFd;
+
+/// One I/O request. `tag` names the slot (buffer and timestamp) it belongs to.
+#[derive(Clone, Copy, Debug)]
+pub struct Request {
+    pub tag: u32,
+    pub write: bool,
+    pub file: u32,
+    pub offset: u64,
+    pub len: u32,
+    pub buf: *mut u8,
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Request { tag: 0, write: false, file: 0, offset: 0, len: 0, buf: std::ptr::null_mut() }
+    }
+}
+
+/// A finished request: bytes transferred, or a negative errno.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Completion {
+    pub tag: u32,
+    pub result: i64,
+}
+
+/// What an interface gets once, before the hot loop: already-open files and the slot buffers.
+pub struct Setup<'a> {
+    pub fds: &'a [RawFd],
+    /// Start of the thread's buffer region: `qd` slots of `bs` bytes, aligned.
+    pub buffers: *mut u8,
+    pub buffers_len: usize,
+    pub qd: u32,
+    pub submit: Submit,
+    pub complete: Complete,
+    pub batch_submit: u32,
+    pub sq_cpu: Option<u32>,
+    pub sq_idle_ms: u32,
+    pub register_buffers: bool,
+    pub register_files: bool,
+}
+
+/// The whole contract between the hot loop and an interface.
+pub trait IoInterface: Sized {
+    /// Set up rings, contexts and registrations once.
+    fn open(setup: &Setup) -> io::Result<Self>;
+    /// Queue (async) or perform (sync) the requests; returns how many were accepted.
+    fn submit(&mut self, reqs: &[Request]) -> io::Result<usize>;
+    /// Collect at least `min` completions (0 = only what is ready), at most `out.len()`.
+    fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Behaviour {
+    Sync,
+    Async,
+}
+
+/// An interface's design point (the HotStorage'23 paper's Table 1) and what it supports.
+#[derive(Debug, Serialize)]
+pub struct InterfaceInfo {
+    pub name: &'static str,
+    pub execution: &'static str,
+    pub behaviour: Behaviour,
+    pub submits: &'static [Submit],
+    pub completes: &'static [Complete],
+    /// What the completion modes mean for this interface.
+    pub how: &'static str,
+    /// Asynchronous only with O_DIRECT (libaio silently blocks in io_submit otherwise).
+    pub async_needs_direct: bool,
+}
+
+pub const INTERFACES: &[InterfaceInfo] = &[
+    InterfaceInfo {
+        name: "psync",
+        execution: "kernel",
+        behaviour: Behaviour::Sync,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq],
+        how: "pread/pwrite; depth comes from threads",
+        async_needs_direct: false,
+    },
+    InterfaceInfo {
+        name: "pvsync2",
+        execution: "kernel",
+        behaviour: Behaviour::Sync,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq, Complete::Poll],
+        how: "preadv2/pwritev2; poll sets RWF_HIPRI (ignored for sync I/O since Linux 5.18)",
+        async_needs_direct: false,
+    },
+    InterfaceInfo {
+        name: "posixaio",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq, Complete::Poll],
+        how: "glibc aio_read/aio_write (user-space thread pool); irq waits in aio_suspend, poll spins on aio_error",
+        async_needs_direct: false,
+    },
+    InterfaceInfo {
+        name: "libaio",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq],
+        how: "io_setup/io_submit/io_getevents; asynchronous only with O_DIRECT",
+        async_needs_direct: true,
+    },
+    InterfaceInfo {
+        name: "io_uring",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall, Submit::Sqpoll],
+        completes: &[Complete::Irq, Complete::Poll, Complete::Hybrid],
+        how: "shared rings; sqpoll = SQPOLL kernel thread; poll = IOPOLL; hybrid = HYBRID_IOPOLL (6.13+)",
+        async_needs_direct: false,
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static InterfaceInfo> {
+    INTERFACES.iter().find(|i| i.name == name)
+}
+
+pub fn names() -> String {
+    INTERFACES.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Whether this machine can run the interface at all; Err carries the reason.
+pub fn machine_support(name: &str) -> Result<(), String> {
+    match name {
+        "io_uring" => io_uring::machine_support(),
+        "libaio" => libaio::machine_support(),
+        _ => Ok(()),
+    }
+}
+
+/// The errno of the last failed libc call, as a negative completion result.
+pub(crate) fn neg_errno() -> i64 {
+    -(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) as i64)
+}

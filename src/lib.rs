@@ -1,0 +1,10 @@
+//! iolab: a laboratory for the Linux storage I/O stack.
+//! Layers follow the data: plan → engine (with interfaces) → meters → record → report.
+pub mod cli;
+pub mod engine;
+pub mod interfaces;
+pub mod meters;
+pub mod plan;
+pub mod record;
+pub mod report;
+pub mod target;

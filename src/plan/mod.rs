@@ -1,0 +1,102 @@
+//! The plan layer: a fully specified job, parsed and validated before any device is touched.
+pub mod size;
+pub mod validate;
+
+use serde::{Deserialize, Serialize};
+
+/// Access pattern of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Rw {
+    Read,
+    Write,
+    Randread,
+    Randwrite,
+    Randrw,
+}
+
+impl Rw {
+    pub fn is_random(self) -> bool {
+        matches!(self, Rw::Randread | Rw::Randwrite | Rw::Randrw)
+    }
+    /// Percentage of I/Os that are writes.
+    pub fn write_percent(self, mix: u8) -> u8 {
+        match self {
+            Rw::Read | Rw::Randread => 0,
+            Rw::Write | Rw::Randwrite => 100,
+            Rw::Randrw => mix,
+        }
+    }
+    pub fn writes(self, mix: u8) -> bool {
+        self.write_percent(mix) > 0
+    }
+}
+
+/// How requests reach the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Submit {
+    /// The application makes a system call per batch.
+    Syscall,
+    /// A kernel thread polls the submission queue (io_uring SQPOLL).
+    Sqpoll,
+}
+
+/// How completions are detected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Complete {
+    /// The device raises an interrupt; the application sleeps.
+    Irq,
+    /// Classic busy polling.
+    Poll,
+    /// Sleep for part of the expected latency, then poll.
+    Hybrid,
+}
+
+/// When a job ends.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum Budget {
+    /// Measured seconds after the ramp.
+    Seconds(f64),
+    /// Total completed I/Os over all threads after the ramp.
+    Ios(u64),
+    /// Total bytes over all threads after the ramp.
+    Bytes(u64),
+}
+
+/// Everything needed to rerun a measurement.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Job {
+    pub interface: String,
+    pub submit: Submit,
+    pub complete: Complete,
+    pub rw: Rw,
+    /// Percentage of writes for randrw.
+    pub write_mix: u8,
+    pub bs: u64,
+    pub qd: u32,
+    pub threads: u32,
+    pub batch_submit: u32,
+    pub batch_reap: u32,
+    pub ramp_s: f64,
+    pub budget: Budget,
+    /// Bytes of each target to use, from `offset`; None = to the end.
+    pub size: Option<u64>,
+    pub offset: u64,
+    pub direct: bool,
+    pub cpus: Vec<usize>,
+    pub seed: u64,
+    pub targets: Vec<String>,
+    pub sq_cpu: Option<u32>,
+    pub sq_idle_ms: u32,
+    pub register_buffers: bool,
+    pub register_files: bool,
+    pub verify: bool,
+    pub continue_on_error: bool,
+    /// Run a polled mode even where the queue cannot poll, reporting the fallback.
+    pub allow_fallback: bool,
+    /// Devices the user named as safe to overwrite.
+    pub destructive: Vec<String>,
+}

@@ -1,0 +1,78 @@
+//! Checks that reject a job before anything is created or opened, each with one line that says
+//! what is wrong and what to do instead.
+use super::{Complete, Job, Submit};
+use crate::interfaces::{self, Behaviour};
+
+pub const MIN_BS: u64 = 512;
+pub const MAX_BS: u64 = 1 << 20;
+pub const MAX_QD: u32 = 1024;
+
+fn name_submit(s: Submit) -> &'static str {
+    match s { Submit::Syscall => "syscall", Submit::Sqpoll => "sqpoll" }
+}
+pub fn name_complete(c: Complete) -> &'static str {
+    match c { Complete::Irq => "irq", Complete::Poll => "poll", Complete::Hybrid => "hybrid" }
+}
+
+/// Job-only checks (no target or kernel needed).
+pub fn validate(job: &Job) -> Result<(), String> {
+    let Some(info) = interfaces::find(&job.interface) else {
+        return Err(format!("unknown interface '{}': choose one of {} (see `iolab interfaces`)", job.interface, interfaces::names()));
+    };
+    let name = info.name;
+    if !info.submits.contains(&job.submit) {
+        return Err(format!("{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)", name_submit(job.submit)));
+    }
+    if !info.completes.contains(&job.complete) {
+        let can: Vec<&str> = info.completes.iter().map(|c| name_complete(*c)).collect();
+        return Err(format!("{name} cannot complete by {}: it supports --complete {}", name_complete(job.complete), can.join("|")));
+    }
+    if !(MIN_BS..=MAX_BS).contains(&job.bs) || job.bs % 512 != 0 {
+        return Err(format!("--bs {} is out of range: use a multiple of 512 from 512 to 1m", job.bs));
+    }
+    if !(1..=MAX_QD).contains(&job.qd) {
+        return Err(format!("--qd {} is out of range: use 1 to {MAX_QD}", job.qd));
+    }
+    if info.behaviour == Behaviour::Sync && job.qd > 1 {
+        return Err(format!("{name} is synchronous and keeps one I/O in flight per thread, so --qd {} makes no sense: reach depth {} with --threads {}", job.qd, job.qd, job.qd));
+    }
+    if job.threads == 0 || job.threads > 4096 {
+        return Err(format!("--threads {} is out of range: use 1 to 4096", job.threads));
+    }
+    if job.batch_submit == 0 || job.batch_submit > job.qd || job.batch_reap == 0 || job.batch_reap > job.qd {
+        return Err(format!("--batch-submit and --batch-reap must be between 1 and --qd ({})", job.qd));
+    }
+    if job.write_mix > 100 {
+        return Err(format!("--write-mix {} is not a percentage: use 0 to 100", job.write_mix));
+    }
+    if info.async_needs_direct && !job.direct {
+        return Err(format!("{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"));
+    }
+    if job.complete != Complete::Irq && !job.direct {
+        return Err(format!("--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered", name_complete(job.complete)));
+    }
+    if job.sq_cpu.is_some() && job.submit != Submit::Sqpoll {
+        return Err("--sq-cpu only applies with --submit sqpoll".into());
+    }
+    let ncpu = online_cpus();
+    if let Some(c) = job.cpus.iter().chain(job.sq_cpu.map(|c| c as usize).as_ref()).find(|c| **c >= ncpu) {
+        return Err(format!("CPU {c} does not exist: this machine has CPUs 0 to {}", ncpu - 1));
+    }
+    if job.ramp_s < 0.0 {
+        return Err("--ramp must not be negative".into());
+    }
+    match job.budget {
+        super::Budget::Seconds(s) if s <= 0.0 => return Err("--runtime must be positive".into()),
+        super::Budget::Ios(0) | super::Budget::Bytes(0) => return Err("--ios/--bytes must be positive".into()),
+        _ => {}
+    }
+    if job.verify && !job.direct {
+        return Err("--verify needs O_DIRECT so reads come from the device, not the page cache: drop --buffered".into());
+    }
+    Ok(())
+}
+
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as usize
+}

@@ -1,0 +1,173 @@
+//! The RunRecord: one serde value holding everything about a run. The JSON output (schema in
+//! docs/json-schema.md) is this value; later layers (store, reports) read it.
+use crate::engine::clock::ClockInfo;
+use crate::engine::recorder::{Direction, SecondSlot};
+use crate::meters::cpu::Rusage;
+use crate::plan::Job;
+use crate::target::sysinfo::TargetInfo;
+use serde::Serialize;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    /// "ok", "interrupted" or "failed".
+    pub status: String,
+    pub error: Option<String>,
+    pub spec: Job,
+    pub environment: Environment,
+    pub results: Option<Results>,
+    pub completion_path: CompletionPath,
+}
+
+#[derive(Serialize)]
+pub struct Environment {
+    pub iolab_version: String,
+    pub command_line: Vec<String>,
+    pub hostname: Option<String>,
+    pub kernel: String,
+    pub cpu_model: Option<String>,
+    pub cpu_count: usize,
+    pub started_at_unix_s: f64,
+    pub clock: Option<ClockInfo>,
+    pub targets: Vec<TargetInfo>,
+}
+
+#[derive(Serialize)]
+pub struct LatencyNs {
+    pub mean: f64,
+    pub stdev: f64,
+    pub min: u64,
+    pub max: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub p99_99: u64,
+    pub p99_999: u64,
+}
+
+#[derive(Serialize)]
+pub struct DirectionResult {
+    pub ios: u64,
+    pub bytes: u64,
+    pub iops: f64,
+    pub bw_bytes_per_s: f64,
+    pub errors: u64,
+    /// Null when the direction completed no I/O.
+    pub lat_ns: Option<LatencyNs>,
+    /// The full latency histogram, HdrHistogram V2 deflate format in base64 (mergeable).
+    pub lat_histogram: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct SecondPoint {
+    /// Seconds since the measured window began (the ramp is excluded).
+    pub t: u32,
+    pub read_iops: u64,
+    pub write_iops: u64,
+    /// Null in a second with no completions.
+    pub mean_lat_ns: Option<f64>,
+}
+
+#[derive(Serialize)]
+pub struct Cpu {
+    pub user_s: f64,
+    pub system_s: f64,
+    /// Cores kept busy on average by iolab's process (user + system) over the window.
+    pub cores: f64,
+    pub user_ns_per_io: Option<f64>,
+    pub system_ns_per_io: Option<f64>,
+    pub voluntary_ctx_switches: u64,
+    pub involuntary_ctx_switches: u64,
+}
+
+#[derive(Serialize)]
+pub struct Verify {
+    pub reads_checked: u64,
+    pub written_blocks_read_back: u64,
+}
+
+#[derive(Serialize)]
+pub struct Results {
+    pub window_s: f64,
+    pub read: DirectionResult,
+    pub write: DirectionResult,
+    pub total: DirectionResult,
+    pub series: Vec<SecondPoint>,
+    pub cpu: Cpu,
+    pub verify: Option<Verify>,
+}
+
+/// What completion method was asked for and what the kernel is known to do with it.
+/// Measured evidence (interrupt counts) belongs to the cost meters and is null until present.
+#[derive(Serialize)]
+pub struct CompletionPath {
+    pub requested: String,
+    /// "interrupt", "polled" or "unknown": what iolab expects actually happens.
+    pub expected: String,
+    pub reason: Option<String>,
+}
+
+pub fn latency(h: &hdrhistogram::Histogram<u64>) -> Option<LatencyNs> {
+    if h.is_empty() {
+        return None;
+    }
+    Some(LatencyNs {
+        mean: h.mean(),
+        stdev: h.stdev(),
+        min: h.min(),
+        max: h.max(),
+        p50: h.value_at_quantile(0.5),
+        p90: h.value_at_quantile(0.9),
+        p99: h.value_at_quantile(0.99),
+        p99_9: h.value_at_quantile(0.999),
+        p99_99: h.value_at_quantile(0.9999),
+        p99_999: h.value_at_quantile(0.99999),
+    })
+}
+
+pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
+    use base64::Engine;
+    use hdrhistogram::serialization::Serializer;
+    if h.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    hdrhistogram::serialization::V2DeflateSerializer::new().serialize(h, &mut out).ok()?;
+    Some(base64::engine::general_purpose::STANDARD.encode(out))
+}
+
+pub fn direction(d: &Direction, window_s: f64) -> DirectionResult {
+    let per_s = |x: u64| if window_s > 0.0 { x as f64 / window_s } else { 0.0 };
+    DirectionResult {
+        ios: d.ios,
+        bytes: d.bytes,
+        iops: per_s(d.ios),
+        bw_bytes_per_s: per_s(d.bytes),
+        errors: d.errors,
+        lat_ns: latency(&d.lat),
+        lat_histogram: encode_histogram(&d.lat),
+    }
+}
+
+pub fn series(slots: &[SecondSlot]) -> Vec<SecondPoint> {
+    slots.iter().enumerate().map(|(i, s)| {
+        let n = s.read_ios + s.write_ios;
+        SecondPoint { t: i as u32, read_iops: s.read_ios, write_iops: s.write_ios, mean_lat_ns: (n > 0).then(|| s.lat_sum_ns as f64 / n as f64) }
+    }).collect()
+}
+
+pub fn cpu(r: &Rusage, window_s: f64, ios: u64) -> Cpu {
+    let per_io = |s: f64| (ios > 0).then(|| s * 1e9 / ios as f64);
+    Cpu {
+        user_s: r.user_s,
+        system_s: r.system_s,
+        cores: if window_s > 0.0 { (r.user_s + r.system_s) / window_s } else { 0.0 },
+        user_ns_per_io: per_io(r.user_s),
+        system_ns_per_io: per_io(r.system_s),
+        voluntary_ctx_switches: r.voluntary_ctx,
+        involuntary_ctx_switches: r.involuntary_ctx,
+    }
+}
