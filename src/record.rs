@@ -110,15 +110,16 @@ pub struct CompletionPath {
     pub reason: Option<String>,
 }
 
-pub fn latency(h: &hdrhistogram::Histogram<u64>) -> Option<LatencyNs> {
+pub fn latency(d: &Direction) -> Option<LatencyNs> {
+    let h = &d.lat;
     if h.is_empty() {
         return None;
     }
     Some(LatencyNs {
         mean: h.mean(),
         stdev: h.stdev(),
-        min: h.min(),
-        max: h.max(),
+        min: d.min_ns,
+        max: d.max_ns,
         p50: h.value_at_quantile(0.5),
         p90: h.value_at_quantile(0.9),
         p99: h.value_at_quantile(0.99),
@@ -147,7 +148,7 @@ pub fn direction(d: &Direction, window_s: f64) -> DirectionResult {
         iops: per_s(d.ios),
         bw_bytes_per_s: per_s(d.bytes),
         errors: d.errors,
-        lat_ns: latency(&d.lat),
+        lat_ns: latency(d),
         lat_histogram: encode_histogram(&d.lat),
     }
 }

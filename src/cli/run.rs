@@ -173,6 +173,8 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
     total.ios += out.rec.write.ios;
     total.bytes += out.rec.write.bytes;
     total.errors += out.rec.write.errors;
+    total.min_ns = total.min_ns.min(out.rec.write.min_ns);
+    total.max_ns = total.max_ns.max(out.rec.write.max_ns);
     total.lat.add(&out.rec.write.lat).expect("same bounds");
     let results = Results {
         window_s: w,
@@ -186,8 +188,13 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
     let error = out.first_error.as_ref().map(|f| {
         let t = &targets[f.file as usize].path;
         let dir = if f.write { "write" } else { "read" };
+        let hint = if f.errno == Some(libc::EOPNOTSUPP) && job.complete != Complete::Irq {
+            " (this kernel rejects polled I/O on a queue without poll queues instead of falling back to interrupts)"
+        } else {
+            ""
+        };
         let tail = if job.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
-        format!("{dir} of {} bytes at offset {} on {} failed: {}{tail}", job.bs, f.offset, t.display(), f.what)
+        format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.bs, f.offset, t.display(), f.what)
     });
     let status = if out.interrupted { "interrupted" } else if error.is_some() && !job.continue_on_error { "failed" } else { "ok" };
     drop(temp);

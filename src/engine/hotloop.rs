@@ -31,6 +31,8 @@ pub struct FailedIo {
     pub file: u32,
     pub offset: u64,
     pub write: bool,
+    /// The errno, when the kernel failed the request.
+    pub errno: Option<i32>,
     pub what: String,
 }
 
@@ -118,6 +120,7 @@ pub fn run<I: IoInterface>(io: &mut I, plan: &LoopPlan, clock: &Clock, stream: &
             free.push(c.tag);
             inflight -= 1;
             let mut failure = None;
+            let errno = (c.result < 0).then_some(-c.result as i32);
             if c.result < 0 {
                 failure = Some(std::io::Error::from_raw_os_error(-c.result as i32).to_string());
             } else if c.result != r.len as i64 {
@@ -133,7 +136,7 @@ pub fn run<I: IoInterface>(io: &mut I, plan: &LoopPlan, clock: &Clock, stream: &
             if let Some(what) = failure {
                 rec.error(r.write);
                 if first_error.is_none() {
-                    first_error = Some(FailedIo { file: r.file, offset: r.offset, write: r.write, what });
+                    first_error = Some(FailedIo { file: r.file, offset: r.offset, write: r.write, errno, what });
                 }
                 if !plan.continue_on_error {
                     stopping = true;

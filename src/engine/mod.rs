@@ -297,7 +297,7 @@ fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64) ->
                     verify::check(data, offset).err().map(|e| format!("verify failed on read-back: {e}"))
                 };
                 if let Some(what) = what {
-                    return (checked, Some(FailedIo { file: file as u32, offset, write: false, what }));
+                    return (checked, Some(FailedIo { file: file as u32, offset, write: false, errno: None, what }));
                 }
                 checked += 1;
             }

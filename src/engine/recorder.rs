@@ -18,16 +18,21 @@ pub struct Direction {
     pub ios: u64,
     pub bytes: u64,
     pub errors: u64,
+    /// Exact extremes (the histogram's are bucket edges).
+    pub min_ns: u64,
+    pub max_ns: u64,
     pub lat: Histogram<u64>,
 }
 
 impl Direction {
     fn new() -> Direction {
-        Direction { ios: 0, bytes: 0, errors: 0, lat: new_histogram() }
+        Direction { ios: 0, bytes: 0, errors: 0, min_ns: u64::MAX, max_ns: 0, lat: new_histogram() }
     }
     fn reset(&mut self) {
         self.ios = 0;
         self.bytes = 0;
+        self.min_ns = u64::MAX;
+        self.max_ns = 0;
         self.lat.reset();
     }
 }
@@ -65,6 +70,8 @@ impl Recorder {
         d.ios += 1;
         d.bytes += bytes;
         d.lat.saturating_record(lat_ns.max(1));
+        d.min_ns = d.min_ns.min(lat_ns);
+        d.max_ns = d.max_ns.max(lat_ns);
         let last = self.series.len() - 1;
         let slot = &mut self.series[second.min(last)];
         if write { slot.write_ios += 1 } else { slot.read_ios += 1 }
@@ -82,6 +89,8 @@ impl Recorder {
             a.ios += b.ios;
             a.bytes += b.bytes;
             a.errors += b.errors;
+            a.min_ns = a.min_ns.min(b.min_ns);
+            a.max_ns = a.max_ns.max(b.max_ns);
             a.lat.add(&b.lat).expect("histograms share bounds");
         }
         if self.series.len() < other.series.len() {

@@ -50,8 +50,8 @@ pub fn render(rec: &RunRecord) -> String {
         format!("{} ({}{}{})", t.path, fs, t.kind, dev)
     }).collect();
     let submit = if s.submit == crate::plan::Submit::Sqpoll { "sqpoll" } else { "syscall" };
-    let _ = writeln!(out, "{} [{} submit, {} completion] {:?} {} QD{} x {} thread{} on {}", s.interface, submit, name_complete(s.complete),
-        s.rw, format_bytes(s.bs as f64), s.qd, s.threads, if s.threads == 1 { "" } else { "s" }, targets.join(", "));
+    let _ = writeln!(out, "{} [{} submit, {} completion] {} {} QD{} x {} thread{} on {}", s.interface, submit, name_complete(s.complete),
+        s.rw.name(), format_bytes(s.bs as f64), s.qd, s.threads, if s.threads == 1 { "" } else { "s" }, targets.join(", "));
     let Some(r) = &rec.results else {
         return out;
     };
