@@ -6,13 +6,40 @@ use crate::plan::validate::name_complete;
 use crate::plan::{Budget, Job, Rw, Submit};
 use std::path::PathBuf;
 
-pub fn probe_job(interface: &str, submit: Submit, complete: crate::plan::Complete, sync: bool, target: &str) -> Job {
+pub fn probe_job(
+    interface: &str,
+    submit: Submit,
+    complete: crate::plan::Complete,
+    sync: bool,
+    target: &str,
+) -> Job {
     Job {
-        interface: interface.into(), submit, complete, rw: Rw::Randread, write_mix: 0, bs: 4096,
-        qd: if sync { 1 } else { 4 }, threads: 1, batch_submit: 1, batch_reap: 1, ramp_s: 0.0,
-        budget: Budget::Ios(256), size: None, offset: 0, direct: true, cpus: vec![], seed: 1,
-        targets: vec![target.into()], sq_cpu: None, sq_idle_ms: 100, register_buffers: true,
-        register_files: true, verify: false, continue_on_error: false, allow_fallback: false, destructive: vec![],
+        interface: interface.into(),
+        submit,
+        complete,
+        rw: Rw::Randread,
+        write_mix: 0,
+        bs: 4096,
+        qd: if sync { 1 } else { 4 },
+        threads: 1,
+        batch_submit: 1,
+        batch_reap: 1,
+        ramp_s: 0.0,
+        budget: Budget::Ios(256),
+        size: None,
+        offset: 0,
+        direct: true,
+        cpus: vec![],
+        seed: 1,
+        targets: vec![target.into()],
+        sq_cpu: None,
+        sq_idle_ms: 100,
+        register_buffers: true,
+        register_files: true,
+        verify: false,
+        continue_on_error: false,
+        allow_fallback: false,
+        destructive: vec![],
     }
 }
 
@@ -27,35 +54,87 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
             }
         },
     };
-    let path = target.cloned().unwrap_or_else(|| temp.as_ref().unwrap().path.clone());
+    let path = target
+        .cloned()
+        .unwrap_or_else(|| temp.as_ref().unwrap().path.clone());
     if !path.exists() {
-        eprintln!("iolab: target {} does not exist: give an existing file or block device", path.display());
+        eprintln!(
+            "iolab: target {} does not exist: give an existing file or block device",
+            path.display()
+        );
         return 2;
     }
-    println!("probing {} (read-only, 256 random 4 KiB reads per mode)", path.display());
-    println!("{:<10} {:<8} {:<7} {:<6} detail", "interface", "submit", "complete", "works");
+    println!(
+        "probing {} (read-only, 256 random 4 KiB reads per mode)",
+        path.display()
+    );
+    println!(
+        "{:<10} {:<8} {:<7} {:<6} detail",
+        "interface", "submit", "complete", "works"
+    );
     for i in INTERFACES {
         for &s in i.submits {
             for &c in i.completes {
-                let job = probe_job(i.name, s, c, i.behaviour == Behaviour::Sync, &path.display().to_string());
-                let sub = if s == Submit::Sqpoll { "sqpoll" } else { "syscall" };
-                let (ok, detail) = match execute(&job, true) {
-                    Ok(rec) if rec.error.is_none() => {
-                        let r = rec.results.as_ref().unwrap();
-                        let lat = r.read.lat_ns.as_ref().map(|l| crate::report::summary::format_ns(l.mean)).unwrap_or_default();
-                        let path = &rec.completion_path;
-                        let how = match &path.reason {
-                            Some(why) => format!("; completes by {}: {why}", path.expected),
-                            None => format!("; completes by {}", path.expected),
-                        };
-                        ("yes", format!("mean latency {lat}{how}"))
-                    }
-                    Ok(rec) => ("no", rec.error.unwrap_or_default()),
-                    Err(f) => ("no", f.message),
+                let job = probe_job(
+                    i.name,
+                    s,
+                    c,
+                    i.behaviour == Behaviour::Sync,
+                    &path.display().to_string(),
+                );
+                let sub = if s == Submit::Sqpoll {
+                    "sqpoll"
+                } else {
+                    "syscall"
                 };
-                println!("{:<10} {:<8} {:<7} {:<6} {}", i.name, sub, name_complete(c), ok, detail);
+                let (ok, mut detail) = outcome(&job);
+                if ok == "no" && job.complete != crate::plan::Complete::Irq {
+                    // Show what the kernel does when asked to poll anyway.
+                    let mut anyway = job.clone();
+                    anyway.allow_fallback = true;
+                    let (ok2, detail2) = outcome(&anyway);
+                    detail = format!(
+                        "{detail}. With --allow-fallback: {}",
+                        if ok2 == "yes" {
+                            detail2
+                        } else {
+                            format!("fails: {detail2}")
+                        }
+                    );
+                }
+                println!(
+                    "{:<10} {:<8} {:<7} {:<6} {}",
+                    i.name,
+                    sub,
+                    name_complete(c),
+                    ok,
+                    detail
+                );
             }
         }
     }
     0
+}
+
+/// ("yes"|"no", what happened) for one short job.
+fn outcome(job: &Job) -> (&'static str, String) {
+    match execute(job, true) {
+        Ok(rec) if rec.error.is_none() => {
+            let r = rec.results.as_ref().unwrap();
+            let lat = r
+                .read
+                .lat_ns
+                .as_ref()
+                .map(|l| crate::report::summary::format_ns(l.mean))
+                .unwrap_or_default();
+            let path = &rec.completion_path;
+            let how = match &path.reason {
+                Some(why) => format!("; completes by {}: {why}", path.expected),
+                None => format!("; completes by {}", path.expected),
+            };
+            ("yes", format!("mean latency {lat}{how}"))
+        }
+        Ok(rec) => ("no", rec.error.unwrap_or_default()),
+        Err(f) => ("no", f.message),
+    }
 }
