@@ -39,7 +39,6 @@ pub struct FailedIo {
 pub struct LoopEnd {
     pub measure_start: u64,
     pub measure_end: u64,
-    pub interrupted: bool,
     pub first_error: Option<FailedIo>,
     /// Blocks written in the measured window and verify state (for the read-back pass).
     pub verified_reads: u64,
@@ -48,9 +47,24 @@ pub struct LoopEnd {
 /// Blocks written with verify data, per target, so they can be read back after the run.
 pub type WrittenMap = Vec<Vec<u64>>;
 
-#[allow(clippy::too_many_arguments)]
-pub fn run<I: IoInterface>(io: &mut I, plan: &LoopPlan, clock: &Clock, stream: &mut Stream, bufs: *mut u8,
-    rec: &mut Recorder, stop: &AtomicBool, progress: &AtomicU64, written: &mut WrittenMap, start: u64) -> Result<LoopEnd, String> {
+/// Everything one thread's loop works with, prepared before the start barrier.
+pub struct LoopCtx<'a> {
+    pub plan: LoopPlan,
+    pub clock: &'a Clock,
+    pub stream: Stream,
+    /// The thread's slot buffers: `qd` x `bs` bytes, aligned.
+    pub bufs: *mut u8,
+    pub rec: Recorder,
+    /// Run-wide stop request (Ctrl-C, or another thread's failed I/O).
+    pub stop: &'a AtomicBool,
+    pub progress: &'a AtomicU64,
+    pub written: WrittenMap,
+    pub start: u64,
+}
+
+pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, String> {
+    let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
+    let (bufs, start) = (*bufs, *start);
     let qd = plan.qd as usize;
     let bs = plan.bs as usize;
     let batch = plan.batch_submit as usize;
@@ -61,16 +75,15 @@ pub fn run<I: IoInterface>(io: &mut I, plan: &LoopPlan, clock: &Clock, stream: &
     let mut done = vec![Completion::default(); qd];
     let (mut inflight, mut measured, mut verified, mut gen) = (0usize, 0u64, 0u64, 0u64);
     let mut measuring = start >= plan.ramp_end;
-    // `early`: stopped by Ctrl-C or a failed I/O rather than by the budget.
-    let (mut stopping, mut interrupted, mut early) = (false, false, false);
+    // `early`: stopped by a stop request or a failed I/O rather than by the budget.
+    let (mut stopping, mut early) = (false, false);
     let mut first_error: Option<FailedIo> = None;
     let mut now = start;
     let mut last_done = start;
 
     loop {
         if !stopping && (stop.load(Relaxed) || plan.end.is_some_and(|e| now >= e)) {
-            interrupted = stop.load(Relaxed);
-            early = interrupted;
+            early = stop.load(Relaxed);
             stopping = true;
         }
         while !stopping && pending.len() < batch && quota_left(plan, measuring, measured, inflight + pending.len()) {
@@ -141,6 +154,7 @@ pub fn run<I: IoInterface>(io: &mut I, plan: &LoopPlan, clock: &Clock, stream: &
                 if !plan.continue_on_error {
                     stopping = true;
                     early = true;
+                    stop.store(true, Relaxed);
                 }
                 continue;
             }
@@ -162,7 +176,7 @@ pub fn run<I: IoInterface>(io: &mut I, plan: &LoopPlan, clock: &Clock, stream: &
         Some(e) if !early => e,
         _ => last_done.max(measure_start),
     };
-    Ok(LoopEnd { measure_start, measure_end, interrupted, first_error, verified_reads: verified })
+    Ok(LoopEnd { measure_start, measure_end, first_error, verified_reads: verified })
 }
 
 /// May another request be issued? During the ramp always; after it, only while the measured

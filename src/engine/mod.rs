@@ -125,6 +125,8 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
     let start_at = Arc::new(AtomicU64::new(0));
     let progress_ctrs: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
     let finished = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let prep_failed = Arc::new(AtomicBool::new(false));
     let ramp_ns = (job.ramp_s * 1e9) as u64;
     let run_ns = match job.budget {
         Budget::Seconds(s) => Some((s * 1e9) as u64),
@@ -136,8 +138,9 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
         let job = job.clone();
         let targets = targets.to_vec();
         let (ready, go, start_at, ctrs, finished) = (ready.clone(), go.clone(), start_at.clone(), progress_ctrs.clone(), finished.clone());
+        let (stop, prep_failed) = (stop.clone(), prep_failed.clone());
         let quota = quota_for(t);
-        handles.push(std::thread::Builder::new().name(format!("iolab-w{t}")).spawn(move || -> Result<ThreadOut, String> {
+        handles.push(std::thread::Builder::new().name(format!("iolab-w{t}")).spawn(move || -> Result<Option<ThreadOut>, String> {
             // Everything fallible happens before the barrier, so a failure cannot leave others waiting.
             let prep = (|| -> Result<_, String> {
                 if !job.cpus.is_empty() {
@@ -171,27 +174,40 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
                 opened = Some(open_interface(&job.interface, &setup)?);
                 Ok((bufs, stream, written))
             });
+            if prep.is_err() {
+                prep_failed.store(true, Ordering::Release);
+            }
             ready.wait();
             go.wait();
-            let (bufs, mut stream, mut written) = prep?;
+            if prep_failed.load(Ordering::Acquire) {
+                // Some thread could not start: nobody runs.
+                finished.fetch_add(1, Ordering::Release);
+                return prep.map(|_| None);
+            }
+            let (bufs, stream, written) = prep?;
             let start = start_at.load(Ordering::Acquire);
             let plan = LoopPlan {
                 bs: job.bs as u32, qd: job.qd, batch_submit: job.batch_submit, batch_reap: job.batch_reap,
                 ramp_end: start + ramp_ns, end: run_ns.map(|r| start + ramp_ns + r), quota,
                 continue_on_error: job.continue_on_error, verify: job.verify,
             };
-            let mut rec = Recorder::new(series_len);
-            let res = match opened.take().expect("opened") {
-                Opened::Psync(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
-                Opened::Pvsync2(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
-                Opened::PosixAio(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
-                Opened::Libaio(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
-                Opened::Uring(mut io) => hotloop::run(&mut io, &plan, &clock, &mut stream, bufs.ptr, &mut rec, &STOP, &ctrs[t], &mut written, start),
+            let mut cx = hotloop::LoopCtx {
+                plan, clock: &clock, stream, bufs: bufs.ptr, rec: Recorder::new(series_len), stop: &stop, progress: &ctrs[t], written, start,
             };
+            let res = match opened.take().expect("opened") {
+                Opened::Psync(mut io) => hotloop::run(&mut io, &mut cx),
+                Opened::Pvsync2(mut io) => hotloop::run(&mut io, &mut cx),
+                Opened::PosixAio(mut io) => hotloop::run(&mut io, &mut cx),
+                Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
+                Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
+            };
+            if res.is_err() {
+                stop.store(true, Ordering::Relaxed);
+            }
             finished.fetch_add(1, Ordering::Release);
             let end = res?;
-            let (verified_written, verify_error) = read_back(&fds, &written, &bufs, job.bs);
-            Ok(ThreadOut { rec, end, verified_written, verify_error })
+            let (verified_written, verify_error) = read_back(&fds, &cx.written, &bufs, job.bs);
+            Ok(Some(ThreadOut { rec: cx.rec, end, verified_written, verify_error }))
         }).map_err(|e| format!("cannot start thread: {e}"))?);
     }
 
@@ -209,6 +225,9 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
     let mut next_report = start + 1_000_000_000;
     while finished.load(Ordering::Acquire) < threads {
         std::thread::sleep(std::time::Duration::from_millis(20));
+        if STOP.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::Relaxed);
+        }
         let now = clock.now();
         if cpu_at_ramp_end.is_none() && now >= ramp_end {
             cpu_at_ramp_end = Some(cpu::rusage_self());
@@ -226,17 +245,25 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
     let cpu_start = cpu_at_ramp_end.unwrap_or(cpu_end);
 
     let mut outs = Vec::with_capacity(threads);
+    let mut failure = None;
     for h in handles {
-        outs.push(h.join().map_err(|_| "a worker thread panicked".to_string())??);
+        match h.join().map_err(|_| "a worker thread panicked".to_string()).and_then(|r| r) {
+            Ok(Some(o)) => outs.push(o),
+            Ok(None) => {}
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
     }
     let mut rec = Recorder::new(1);
     let (mut mstart, mut mend) = (u64::MAX, 0u64);
-    let (mut interrupted, mut first_error, mut verified_reads, mut verified_written) = (false, None, 0, 0);
+    let interrupted = STOP.load(Ordering::Relaxed);
+    let (mut first_error, mut verified_reads, mut verified_written) = (None, 0, 0);
     for o in &outs {
         rec.merge(&o.rec);
         mstart = mstart.min(o.end.measure_start);
         mend = mend.max(o.end.measure_end);
-        interrupted |= o.end.interrupted;
         verified_reads += o.end.verified_reads;
         verified_written += o.verified_written;
         if first_error.is_none() {
