@@ -18,6 +18,9 @@ pub struct RunRecord {
     pub spec: Job,
     pub environment: Environment,
     pub results: Option<Results>,
+    /// Where the cost landed: CPU by thread class and system-wide, interrupts, device counters,
+    /// perf counters. Null when the run never reached its measured window.
+    pub cost: Option<crate::meters::Cost>,
     pub completion_path: CompletionPath,
 }
 
@@ -100,14 +103,20 @@ pub struct Results {
     pub verify: Option<Verify>,
 }
 
-/// What completion method was asked for and what the kernel is known to do with it.
-/// Measured evidence (interrupt counts) belongs to the cost meters and is null until present.
+/// What completion method was asked for, what the kernel rules predict, and what the device's
+/// interrupt counters show actually happened.
 #[derive(Serialize)]
 pub struct CompletionPath {
     pub requested: String,
-    /// "interrupt", "polled" or "unknown": what iolab expects actually happens.
+    /// "interrupt", "polled" or "unknown": what iolab expects from the kernel rules and io_poll.
     pub expected: String,
     pub reason: Option<String>,
+    /// "polled", "interrupt" or "unknown", from the target devices' queue interrupts over the
+    /// window; null when nothing completed.
+    pub observed: Option<String>,
+    pub evidence: Option<String>,
+    /// Polling was asked for and completions came by interrupt anyway.
+    pub fell_back: bool,
 }
 
 pub fn latency(d: &Direction) -> Option<LatencyNs> {

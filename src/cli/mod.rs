@@ -108,6 +108,9 @@ pub struct RunArgs {
     /// Run a polled completion mode even where the queue cannot poll, reporting the fallback.
     #[arg(long)]
     pub allow_fallback: bool,
+    /// Fail when polling was asked for but completions were not observed to be polled.
+    #[arg(long)]
+    pub strict: bool,
     /// Allow writing to this exact block device, destroying its contents (repeatable).
     #[arg(long, value_name = "DEVICE")]
     pub destructive: Vec<String>,
@@ -179,6 +182,7 @@ impl RunArgs {
             verify: self.verify,
             continue_on_error: self.continue_on_error,
             allow_fallback: self.allow_fallback,
+            strict: self.strict,
             destructive: self.destructive.clone(),
         })
     }

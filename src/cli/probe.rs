@@ -39,6 +39,7 @@ pub fn probe_job(
         verify: false,
         continue_on_error: false,
         allow_fallback: false,
+        strict: false,
         destructive: vec![],
     }
 }

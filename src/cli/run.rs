@@ -73,7 +73,30 @@ pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
             }
         }
     };
-    CompletionPath { requested, expected: expected.to_string(), reason }
+    CompletionPath { requested, expected: expected.to_string(), reason, observed: None, evidence: None, fell_back: false }
+}
+
+/// Fill in what the device interrupt counters say about the completion path.
+pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &crate::meters::Cost) {
+    let ios: u64 = cost.devices.iter().map(|d| d.iolab_ios).sum();
+    if ios == 0 {
+        return;
+    }
+    let counted: Vec<&crate::meters::DeviceCost> = cost.devices.iter().filter(|d| d.queue_interrupts.is_some()).collect();
+    if counted.is_empty() {
+        let devs: Vec<String> = cost.devices.iter().map(|d| d.irq_device.clone().or(d.device.clone()).unwrap_or_else(|| d.target.clone())).collect();
+        path.observed = Some("unknown".into());
+        path.evidence = Some(format!("no queue interrupt lines found for {} (loop, zram and null_blk complete without device interrupts)", devs.join(", ")));
+        return;
+    }
+    let irqs: u64 = counted.iter().filter_map(|d| d.queue_interrupts).sum();
+    let names: Vec<&str> = counted.iter().filter_map(|d| d.controller.as_deref()).collect();
+    let polled_asked = job.complete != Complete::Irq;
+    // Polled completions raise no device interrupt at all; what remains is other traffic.
+    let polled = irqs == 0 || (polled_asked && (irqs as f64) < 0.01 * ios as f64);
+    path.observed = Some(if polled { "polled" } else { "interrupt" }.into());
+    path.evidence = Some(format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+")));
+    path.fell_back = polled_asked && !polled;
 }
 
 /// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
@@ -126,7 +149,11 @@ pub fn write_json(dest: &str, value: &impl serde::Serialize) -> Result<(), Strin
 pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
     validate(job)?;
     check_kernel(job)?;
+    let show = !quiet && std::io::stderr().is_terminal();
     let temp = if job.targets.is_empty() {
+        if show {
+            eprint!("creating and filling a {} temporary target...\r", crate::plan::size::format_bytes(job.size.unwrap_or(target::DEFAULT_TARGET_SIZE) as f64));
+        }
         Some(target::create_default_target(job.size.unwrap_or(target::DEFAULT_TARGET_SIZE))?)
     } else {
         None
@@ -142,7 +169,6 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
     let mut env = environment(infos);
     let open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
 
-    let show = !quiet && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(1000);
         b.set_style(indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed_precise} ETA {eta}  {msg}").unwrap().progress_chars("=> "));
@@ -163,7 +189,8 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
         }
     };
     engine::install_interrupt_handler();
-    let out = engine::run(job, &open, &mut progress).map_err(|m| Failure { message: m, code: 1 })?;
+    let mut meters = crate::meters::Meters::new(&env.targets);
+    let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| Failure { message: m, code: 1 })?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -182,7 +209,7 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
         write: record::direction(&out.rec.write, w),
         total: record::direction(&total, w),
         series: record::series(&out.rec.series),
-        cpu: record::cpu(&out.cpu, w, total.ios),
+        cpu: record::cpu(&meters.process_rusage(), w, total.ios),
         verify: job.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
     };
     let error = out.first_error.as_ref().map(|f| {
@@ -196,7 +223,17 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
         let tail = if job.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
         format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.bs, f.offset, t.display(), f.what)
     });
-    let status = if out.interrupted { "interrupted" } else if error.is_some() && !job.continue_on_error { "failed" } else { "ok" };
+    let cost = meters.cost(&out.rec.per_target);
+    let mut path = path;
+    if let Some(c) = &cost {
+        observe_path(&mut path, job, c);
+    }
+    let strict_error = (job.strict && job.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled")).then(|| {
+        format!("--strict: asked for {} completion but the completion path observed was {} ({})", name_complete(job.complete),
+            path.observed.as_deref().unwrap_or("?"), path.evidence.as_deref().unwrap_or(""))
+    });
+    let error = error.or(strict_error);
+    let status = if out.interrupted { "interrupted" } else if error.is_some() && (!job.continue_on_error || job.strict) { "failed" } else { "ok" };
     drop(temp);
     Ok(RunRecord {
         schema_version: record::SCHEMA_VERSION,
@@ -205,6 +242,7 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
         spec: job.clone(),
         environment: env,
         results: Some(results),
+        cost,
         completion_path: path,
     })
 }

@@ -57,13 +57,24 @@ pub struct LoopCtx<'a> {
     pub rec: Recorder,
     /// Run-wide stop request (Ctrl-C, or another thread's failed I/O).
     pub stop: &'a AtomicBool,
+    /// Completions so far, ramp included, for the live display.
     pub progress: &'a AtomicU64,
     pub written: WrittenMap,
     pub start: u64,
 }
 
 pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, String> {
-    let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
+    let LoopCtx {
+        plan,
+        clock,
+        stream,
+        bufs,
+        rec,
+        stop,
+        progress,
+        written,
+        start,
+    } = cx;
     let (bufs, start) = (*bufs, *start);
     let qd = plan.qd as usize;
     let bs = plan.bs as usize;
@@ -74,6 +85,8 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
     let mut pending: Vec<Request> = Vec::with_capacity(batch);
     let mut done = vec![Completion::default(); qd];
     let (mut inflight, mut measured, mut verified, mut gen) = (0usize, 0u64, 0u64, 0u64);
+    // All completions, ramp included: what the live display shows.
+    let mut completed = 0u64;
     let mut measuring = start >= plan.ramp_end;
     // `early`: stopped by a stop request or a failed I/O rather than by the budget.
     let (mut stopping, mut early) = (false, false);
@@ -95,7 +108,14 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
                 gen += 1;
                 verify::fill(unsafe { std::slice::from_raw_parts_mut(buf, bs) }, next.offset, gen);
             }
-            let r = Request { tag, write: next.write, file: next.file, offset: next.offset, len: plan.bs, buf };
+            let r = Request {
+                tag,
+                write: next.write,
+                file: next.file,
+                offset: next.offset,
+                len: plan.bs,
+                buf,
+            };
             slot_req[tag as usize] = r;
             pending.push(r);
         }
@@ -149,7 +169,13 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             if let Some(what) = failure {
                 rec.error(r.write);
                 if first_error.is_none() {
-                    first_error = Some(FailedIo { file: r.file, offset: r.offset, write: r.write, errno, what });
+                    first_error = Some(FailedIo {
+                        file: r.file,
+                        offset: r.offset,
+                        write: r.write,
+                        errno,
+                        what,
+                    });
                 }
                 if !plan.continue_on_error {
                     stopping = true;
@@ -164,19 +190,25 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
                 map[block / 64] |= 1 << (block % 64);
             }
             if in_window {
-                rec.record(r.write, r.len as u64, now - submit_ns[c.tag as usize], second);
+                rec.record(r.write, r.file as usize, r.len as u64, now - submit_ns[c.tag as usize], second);
                 measured += 1;
                 last_done = now;
             }
         }
-        progress.store(measured, Relaxed);
+        completed += n as u64;
+        progress.store(completed, Relaxed);
     }
     let measure_start = plan.ramp_end.max(start);
     let measure_end = match plan.end {
         Some(e) if !early => e,
         _ => last_done.max(measure_start),
     };
-    Ok(LoopEnd { measure_start, measure_end, first_error, verified_reads: verified })
+    Ok(LoopEnd {
+        measure_start,
+        measure_end,
+        first_error,
+        verified_reads: verified,
+    })
 }
 
 /// May another request be issued? During the ramp always; after it, only while the measured

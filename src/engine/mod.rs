@@ -7,7 +7,6 @@ pub mod verify;
 pub mod workload;
 
 use crate::interfaces::{self, IoInterface, Setup};
-use crate::meters::cpu::{self, Rusage};
 use crate::plan::{Budget, Job};
 use clock::{Clock, ClockInfo};
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
@@ -41,8 +40,23 @@ pub struct OpenTarget {
     pub range_len: u64,
 }
 
+/// Measurements taken around the measured window, by the coordinating thread (never by a
+/// worker): `window_start` when the ramp ends, `window_end` when the budget is spent.
+pub trait WindowHooks {
+    /// `workload_tids`: the kernel thread ids of the workers.
+    fn window_start(&mut self, workload_tids: &[i32]);
+    fn window_end(&mut self);
+}
+
+/// Hooks that measure nothing.
+pub struct NoHooks;
+impl WindowHooks for NoHooks {
+    fn window_start(&mut self, _: &[i32]) {}
+    fn window_end(&mut self) {}
+}
+
 /// Called about once a second from the coordinating thread with (elapsed s, total s or None,
-/// measured I/Os so far, in ramp).
+/// completions so far including the ramp, in ramp).
 pub type ProgressFn<'a> = &'a mut dyn FnMut(f64, Option<f64>, u64, bool);
 
 pub struct EngineOutput {
@@ -52,8 +66,6 @@ pub struct EngineOutput {
     pub interrupted: bool,
     pub first_error: Option<FailedIo>,
     pub clock: ClockInfo,
-    /// Process CPU over the measured window.
-    pub cpu: Rusage,
     pub verified_reads: u64,
     pub verified_written: u64,
 }
@@ -104,7 +116,7 @@ fn pin_to_cpu(cpu: usize) -> Result<(), String> {
 }
 
 /// Run the job over the targets. Blocks until all threads finish.
-pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<EngineOutput, String> {
+pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut dyn WindowHooks) -> Result<EngineOutput, String> {
     let clock = Clock::calibrate();
     let clock_info = clock.info();
     let threads = job.threads as usize;
@@ -122,11 +134,13 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
     };
     let ready = Arc::new(Barrier::new(threads + 1));
     let go = Arc::new(Barrier::new(threads + 1));
+    let closing = Arc::new(Barrier::new(threads + 1));
     let start_at = Arc::new(AtomicU64::new(0));
     let progress_ctrs: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
     let finished = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let prep_failed = Arc::new(AtomicBool::new(false));
+    let tids: Arc<Vec<std::sync::atomic::AtomicI32>> = Arc::new((0..threads).map(|_| std::sync::atomic::AtomicI32::new(0)).collect());
     let ramp_ns = (job.ramp_s * 1e9) as u64;
     let run_ns = match job.budget {
         Budget::Seconds(s) => Some((s * 1e9) as u64),
@@ -138,77 +152,124 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
         let job = job.clone();
         let targets = targets.to_vec();
         let (ready, go, start_at, ctrs, finished) = (ready.clone(), go.clone(), start_at.clone(), progress_ctrs.clone(), finished.clone());
-        let (stop, prep_failed) = (stop.clone(), prep_failed.clone());
+        let (stop, prep_failed, tids, closing) = (stop.clone(), prep_failed.clone(), tids.clone(), closing.clone());
         let quota = quota_for(t);
-        handles.push(std::thread::Builder::new().name(format!("iolab-w{t}")).spawn(move || -> Result<Option<ThreadOut>, String> {
-            // Everything fallible happens before the barrier, so a failure cannot leave others waiting.
-            let prep = (|| -> Result<_, String> {
-                if !job.cpus.is_empty() {
-                    pin_to_cpu(job.cpus[t % job.cpus.len()])?;
-                }
-                let bs = job.bs as usize;
-                let mut bufs = AlignedBuf::new(bs * job.qd as usize);
-                let mut rng = Rng::for_thread(job.seed, t as u32);
-                // Incompressible data, so compressing devices cannot flatter writes.
-                rng.fill(bufs.slice());
-                let regions = targets.iter().map(|o| region_for(o.range_start, o.range_len, job.bs, job.rw.is_random(), t as u32, job.threads)).collect::<Vec<_>>();
-                if regions.iter().any(|r| r.blocks == 0) {
-                    return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", job.bs));
-                }
-                let written: WrittenMap = if job.verify && job.rw.writes(job.write_mix) {
-                    targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize]).collect()
-                } else {
-                    targets.iter().map(|_| Vec::new()).collect()
-                };
-                let stream = Stream::new(rng, regions, job.bs, job.rw.is_random(), job.rw.write_percent(job.write_mix));
-                Ok((bufs, stream, written))
-            })();
-            let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-            let mut opened = None;
-            let prep = prep.and_then(|(bufs, stream, written)| {
-                let setup = Setup {
-                    fds: &fds, buffers: bufs.ptr, buffers_len: bufs.layout.size(), qd: job.qd, submit: job.submit,
-                    complete: job.complete, batch_submit: job.batch_submit, sq_cpu: job.sq_cpu, sq_idle_ms: job.sq_idle_ms,
-                    register_buffers: job.register_buffers, register_files: job.register_files,
-                };
-                opened = Some(open_interface(&job.interface, &setup)?);
-                Ok((bufs, stream, written))
-            });
-            if prep.is_err() {
-                prep_failed.store(true, Ordering::Release);
-            }
-            ready.wait();
-            go.wait();
-            if prep_failed.load(Ordering::Acquire) {
-                // Some thread could not start: nobody runs.
-                finished.fetch_add(1, Ordering::Release);
-                return prep.map(|_| None);
-            }
-            let (bufs, stream, written) = prep?;
-            let start = start_at.load(Ordering::Acquire);
-            let plan = LoopPlan {
-                bs: job.bs as u32, qd: job.qd, batch_submit: job.batch_submit, batch_reap: job.batch_reap,
-                ramp_end: start + ramp_ns, end: run_ns.map(|r| start + ramp_ns + r), quota,
-                continue_on_error: job.continue_on_error, verify: job.verify,
-            };
-            let mut cx = hotloop::LoopCtx {
-                plan, clock: &clock, stream, bufs: bufs.ptr, rec: Recorder::new(series_len), stop: &stop, progress: &ctrs[t], written, start,
-            };
-            let res = match opened.take().expect("opened") {
-                Opened::Psync(mut io) => hotloop::run(&mut io, &mut cx),
-                Opened::Pvsync2(mut io) => hotloop::run(&mut io, &mut cx),
-                Opened::PosixAio(mut io) => hotloop::run(&mut io, &mut cx),
-                Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
-                Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
-            };
-            if res.is_err() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            finished.fetch_add(1, Ordering::Release);
-            let end = res?;
-            let (verified_written, verify_error) = read_back(&fds, &cx.written, &bufs, job.bs);
-            Ok(Some(ThreadOut { rec: cx.rec, end, verified_written, verify_error }))
-        }).map_err(|e| format!("cannot start thread: {e}"))?);
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("iolab-w{t}"))
+                .spawn(move || {
+                    let result = (|| -> Result<Option<ThreadOut>, String> {
+                        // SAFETY: gettid has no preconditions.
+                        tids[t].store(unsafe { libc::gettid() }, Ordering::Release);
+                        // Everything fallible happens before the barrier, so a failure cannot leave others waiting.
+                        let prep = (|| -> Result<_, String> {
+                            if !job.cpus.is_empty() {
+                                pin_to_cpu(job.cpus[t % job.cpus.len()])?;
+                            }
+                            let bs = job.bs as usize;
+                            let mut bufs = AlignedBuf::new(bs * job.qd as usize);
+                            let mut rng = Rng::for_thread(job.seed, t as u32);
+                            // Incompressible data, so compressing devices cannot flatter writes.
+                            rng.fill(bufs.slice());
+                            let regions = targets
+                                .iter()
+                                .map(|o| region_for(o.range_start, o.range_len, job.bs, job.rw.is_random(), t as u32, job.threads))
+                                .collect::<Vec<_>>();
+                            if regions.iter().any(|r| r.blocks == 0) {
+                                return Err(format!(
+                                    "each thread needs at least one {}-byte block: use a larger --size or fewer --threads",
+                                    job.bs
+                                ));
+                            }
+                            let written: WrittenMap = if job.verify && job.rw.writes(job.write_mix) {
+                                targets
+                                    .iter()
+                                    .map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize])
+                                    .collect()
+                            } else {
+                                targets.iter().map(|_| Vec::new()).collect()
+                            };
+                            let stream = Stream::new(rng, regions, job.bs, job.rw.is_random(), job.rw.write_percent(job.write_mix));
+                            Ok((bufs, stream, written))
+                        })();
+                        let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
+                        let mut opened = None;
+                        let prep = prep.and_then(|(bufs, stream, written)| {
+                            let setup = Setup {
+                                fds: &fds,
+                                buffers: bufs.ptr,
+                                buffers_len: bufs.layout.size(),
+                                qd: job.qd,
+                                submit: job.submit,
+                                complete: job.complete,
+                                batch_submit: job.batch_submit,
+                                sq_cpu: job.sq_cpu,
+                                sq_idle_ms: job.sq_idle_ms,
+                                register_buffers: job.register_buffers,
+                                register_files: job.register_files,
+                            };
+                            opened = Some(open_interface(&job.interface, &setup)?);
+                            Ok((bufs, stream, written))
+                        });
+                        if prep.is_err() {
+                            prep_failed.store(true, Ordering::Release);
+                        }
+                        ready.wait();
+                        go.wait();
+                        if prep_failed.load(Ordering::Acquire) {
+                            // Some thread could not start: nobody runs.
+                            return prep.map(|_| None);
+                        }
+                        let (bufs, stream, written) = prep?;
+                        let start = start_at.load(Ordering::Acquire);
+                        let plan = LoopPlan {
+                            bs: job.bs as u32,
+                            qd: job.qd,
+                            batch_submit: job.batch_submit,
+                            batch_reap: job.batch_reap,
+                            ramp_end: start + ramp_ns,
+                            end: run_ns.map(|r| start + ramp_ns + r),
+                            quota,
+                            continue_on_error: job.continue_on_error,
+                            verify: job.verify,
+                        };
+                        let mut cx = hotloop::LoopCtx {
+                            plan,
+                            clock: &clock,
+                            stream,
+                            bufs: bufs.ptr,
+                            rec: Recorder::new(series_len, targets.len()),
+                            stop: &stop,
+                            progress: &ctrs[t],
+                            written,
+                            start,
+                        };
+                        let res = match opened.take().expect("opened") {
+                            Opened::Psync(mut io) => hotloop::run(&mut io, &mut cx),
+                            Opened::Pvsync2(mut io) => hotloop::run(&mut io, &mut cx),
+                            Opened::PosixAio(mut io) => hotloop::run(&mut io, &mut cx),
+                            Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
+                            Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
+                        };
+                        if res.is_err() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        let end = res?;
+                        let (verified_written, verify_error) = read_back(&fds, &cx.written, &bufs, job.bs);
+                        Ok(Some(ThreadOut {
+                            rec: cx.rec,
+                            end,
+                            verified_written,
+                            verify_error,
+                        }))
+                    })();
+                    finished.fetch_add(1, Ordering::Release);
+                    // Stay alive until the window's end has been measured, so the meters see this thread.
+                    closing.wait();
+                    result
+                })
+                .map_err(|e| format!("cannot start thread: {e}"))?,
+        );
     }
 
     ready.wait();
@@ -220,8 +281,12 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
     let ramp_end = start + ramp_ns;
     let end = run_ns.map(|r| ramp_end + r);
     let total_s = run_ns.map(|r| (ramp_ns + r) as f64 / 1e9);
-    let mut cpu_at_ramp_end = if ramp_ns == 0 { Some(cpu::rusage_self()) } else { None };
-    let mut cpu_at_end = None;
+    let worker_tids: Vec<i32> = tids.iter().map(|t| t.load(Ordering::Acquire)).collect();
+    let (mut started, mut ended) = (false, false);
+    if ramp_ns == 0 && !prep_failed.load(Ordering::Acquire) {
+        hooks.window_start(&worker_tids);
+        started = true;
+    }
     let mut next_report = start + 1_000_000_000;
     while finished.load(Ordering::Acquire) < threads {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -229,11 +294,13 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
             stop.store(true, Ordering::Relaxed);
         }
         let now = clock.now();
-        if cpu_at_ramp_end.is_none() && now >= ramp_end {
-            cpu_at_ramp_end = Some(cpu::rusage_self());
+        if !started && now >= ramp_end {
+            hooks.window_start(&worker_tids);
+            started = true;
         }
-        if cpu_at_end.is_none() && end.is_some_and(|e| now >= e) {
-            cpu_at_end = Some(cpu::rusage_self());
+        if started && !ended && end.is_some_and(|e| now >= e) {
+            hooks.window_end();
+            ended = true;
         }
         if now >= next_report {
             next_report += 1_000_000_000;
@@ -241,8 +308,10 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
             progress((now - start) as f64 / 1e9, total_s, done, now < ramp_end);
         }
     }
-    let cpu_end = cpu_at_end.unwrap_or_else(cpu::rusage_self);
-    let cpu_start = cpu_at_ramp_end.unwrap_or(cpu_end);
+    if started && !ended {
+        hooks.window_end();
+    }
+    closing.wait();
 
     let mut outs = Vec::with_capacity(threads);
     let mut failure = None;
@@ -256,7 +325,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
     if let Some(e) = failure {
         return Err(e);
     }
-    let mut rec = Recorder::new(1);
+    let mut rec = Recorder::new(1, targets.len());
     let (mut mstart, mut mend) = (u64::MAX, 0u64);
     let interrupted = STOP.load(Ordering::Relaxed);
     let (mut first_error, mut verified_reads, mut verified_written) = (None, 0, 0);
@@ -279,7 +348,6 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn) -> Result<En
         interrupted,
         first_error,
         clock: clock_info,
-        cpu: cpu_end.minus(&cpu_start),
         verified_reads,
         verified_written,
     })
@@ -321,10 +389,21 @@ fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64) ->
                     Some(format!("verify read-back returned {n} of {bs} bytes"))
                 } else {
                     let data = unsafe { std::slice::from_raw_parts(bufs.ptr, bs as usize) };
-                    verify::check(data, offset).err().map(|e| format!("verify failed on read-back: {e}"))
+                    verify::check(data, offset)
+                        .err()
+                        .map(|e| format!("verify failed on read-back: {e}"))
                 };
                 if let Some(what) = what {
-                    return (checked, Some(FailedIo { file: file as u32, offset, write: false, errno: None, what }));
+                    return (
+                        checked,
+                        Some(FailedIo {
+                            file: file as u32,
+                            offset,
+                            write: false,
+                            errno: None,
+                            what,
+                        }),
+                    );
                 }
                 checked += 1;
             }

@@ -26,7 +26,14 @@ pub struct Direction {
 
 impl Direction {
     fn new() -> Direction {
-        Direction { ios: 0, bytes: 0, errors: 0, min_ns: u64::MAX, max_ns: 0, lat: new_histogram() }
+        Direction {
+            ios: 0,
+            bytes: 0,
+            errors: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            lat: new_histogram(),
+        }
     }
     fn reset(&mut self) {
         self.ios = 0;
@@ -49,12 +56,19 @@ pub struct Recorder {
     pub read: Direction,
     pub write: Direction,
     pub series: Vec<SecondSlot>,
+    /// Completions per target, to compare with each device's own counters.
+    pub per_target: Vec<u64>,
 }
 
 impl Recorder {
     /// `seconds` slots are allocated now so the hot loop never allocates.
-    pub fn new(seconds: usize) -> Recorder {
-        Recorder { read: Direction::new(), write: Direction::new(), series: vec![SecondSlot::default(); seconds.max(1)] }
+    pub fn new(seconds: usize, targets: usize) -> Recorder {
+        Recorder {
+            read: Direction::new(),
+            write: Direction::new(),
+            series: vec![SecondSlot::default(); seconds.max(1)],
+            per_target: vec![0; targets.max(1)],
+        }
     }
 
     /// Forget everything recorded during the ramp (errors stay counted: a failure is a failure).
@@ -62,10 +76,12 @@ impl Recorder {
         self.read.reset();
         self.write.reset();
         self.series.iter_mut().for_each(|s| *s = SecondSlot::default());
+        self.per_target.iter_mut().for_each(|n| *n = 0);
     }
 
     #[inline(always)]
-    pub fn record(&mut self, write: bool, bytes: u64, lat_ns: u64, second: usize) {
+    pub fn record(&mut self, write: bool, file: usize, bytes: u64, lat_ns: u64, second: usize) {
+        self.per_target[file] += 1;
         let d = if write { &mut self.write } else { &mut self.read };
         d.ios += 1;
         d.bytes += bytes;
@@ -74,13 +90,21 @@ impl Recorder {
         d.max_ns = d.max_ns.max(lat_ns);
         let last = self.series.len() - 1;
         let slot = &mut self.series[second.min(last)];
-        if write { slot.write_ios += 1 } else { slot.read_ios += 1 }
+        if write {
+            slot.write_ios += 1
+        } else {
+            slot.read_ios += 1
+        }
         slot.lat_sum_ns += lat_ns;
     }
 
     #[inline(always)]
     pub fn error(&mut self, write: bool) {
-        if write { self.write.errors += 1 } else { self.read.errors += 1 }
+        if write {
+            self.write.errors += 1
+        } else {
+            self.read.errors += 1
+        }
     }
 
     /// Fold another thread's recorder into this one.
@@ -92,6 +116,12 @@ impl Recorder {
             a.min_ns = a.min_ns.min(b.min_ns);
             a.max_ns = a.max_ns.max(b.max_ns);
             a.lat.add(&b.lat).expect("histograms share bounds");
+        }
+        if self.per_target.len() < other.per_target.len() {
+            self.per_target.resize(other.per_target.len(), 0);
+        }
+        for (a, b) in self.per_target.iter_mut().zip(&other.per_target) {
+            *a += b;
         }
         if self.series.len() < other.series.len() {
             self.series.resize(other.series.len(), SecondSlot::default());
@@ -134,11 +164,11 @@ mod tests {
 
     #[test]
     fn merge_adds_counts_and_series() {
-        let mut a = Recorder::new(3);
-        let mut b = Recorder::new(5);
-        a.record(false, 4096, 1000, 0);
-        b.record(true, 8192, 3000, 4);
-        b.record(false, 4096, 2000, 0);
+        let mut a = Recorder::new(3, 1);
+        let mut b = Recorder::new(5, 1);
+        a.record(false, 0, 4096, 1000, 0);
+        b.record(true, 0, 8192, 3000, 4);
+        b.record(false, 0, 4096, 2000, 0);
         b.error(true);
         a.merge(&b);
         assert_eq!(a.read.ios, 2);
@@ -149,12 +179,13 @@ mod tests {
         assert_eq!(a.series[0].read_ios, 2);
         assert_eq!(a.series[4].write_ios, 1);
         assert_eq!(a.read.lat.len(), 2);
+        assert_eq!(a.per_target, vec![3]);
     }
 
     #[test]
     fn reset_keeps_errors_and_capacity() {
-        let mut r = Recorder::new(2);
-        r.record(false, 512, 10, 9);
+        let mut r = Recorder::new(2, 1);
+        r.record(false, 0, 512, 10, 9);
         r.error(false);
         r.reset();
         assert_eq!(r.read.ios, 0);

@@ -19,7 +19,9 @@ fn splitmix64(x: &mut u64) -> u64 {
 impl Rng {
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
-        Rng { s: [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)] }
+        Rng {
+            s: [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)],
+        }
     }
 
     /// An independent stream for one thread of a job.
@@ -68,14 +70,20 @@ pub struct Region {
 pub fn region_for(range_start: u64, range_len: u64, bs: u64, random: bool, thread: u32, threads: u32) -> Region {
     let blocks = range_len / bs;
     if random || threads <= 1 {
-        return Region { start: range_start, blocks };
+        return Region {
+            start: range_start,
+            blocks,
+        };
     }
     let per = blocks / threads as u64;
     let extra = blocks % threads as u64;
     let t = thread as u64;
     let first = t * per + t.min(extra);
     let count = per + u64::from(t < extra);
-    Region { start: range_start + first * bs, blocks: count }
+    Region {
+        start: range_start + first * bs,
+        blocks: count,
+    }
 }
 
 /// The next I/O a thread issues.
@@ -100,7 +108,15 @@ pub struct Stream {
 impl Stream {
     pub fn new(rng: Rng, regions: Vec<Region>, bs: u64, random: bool, write_pct: u8) -> Stream {
         let cursors = vec![0; regions.len()];
-        Stream { rng, regions, cursors, bs, random, write_pct: write_pct as u64, next_file: 0 }
+        Stream {
+            rng,
+            regions,
+            cursors,
+            bs,
+            random,
+            write_pct: write_pct as u64,
+            next_file: 0,
+        }
     }
 
     #[inline(always)]
@@ -125,7 +141,11 @@ impl Stream {
             100 => true,
             p => self.rng.below(100) < p,
         };
-        NextIo { file, offset: r.start + block * self.bs, write }
+        NextIo {
+            file,
+            offset: r.start + block * self.bs,
+            write,
+        }
     }
 }
 

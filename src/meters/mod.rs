@@ -1,2 +1,357 @@
-//! Meters: what the run cost, sampled around the engine's measured window.
+//! Meters: what a run cost and where that cost landed, sampled at the start and end of the
+//! measured window (never inside the hot loop). CPU by thread class and system-wide, context
+//! switches, device interrupts, device counters and perf counters.
 pub mod cpu;
+pub mod diskstat;
+pub mod interrupts;
+pub mod perf;
+pub mod procstat;
+pub mod tasks;
+
+use crate::engine::WindowHooks;
+use crate::target::sysinfo::{sysfs_disk_for, TargetInfo};
+use diskstat::DiskStat;
+use interrupts::IrqLine;
+use perf::{CounterSet, CounterValues};
+use procstat::SystemCpu;
+use serde::Serialize;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use tasks::TaskSample;
+
+/// Where a target's I/O lands: the disk whose counters to read and the controller whose
+/// interrupts to count.
+#[derive(Clone, Debug, Default)]
+pub struct DevicePath {
+    /// The device iolab submits to (loop0, nvme0n1, vda1...).
+    pub device: Option<String>,
+    pub stat_path: Option<PathBuf>,
+    /// The device that raises interrupts (vda behind a loop file, or the device itself).
+    pub irq_device: Option<String>,
+    pub controller: Option<String>,
+}
+
+fn sysfs_of_dev(dev: u64) -> Option<(PathBuf, Option<String>)> {
+    sysfs_disk_for(libc::major(dev), libc::minor(dev))
+}
+
+/// Find the device behind a target: itself (or its partition) for block devices, the
+/// filesystem's device for files, and through loop devices to their backing file's device.
+pub fn device_path(path: &Path) -> DevicePath {
+    let Ok(meta) = std::fs::metadata(path) else { return DevicePath::default() };
+    let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
+    let Some((disk, part)) = sysfs_of_dev(dev) else { return DevicePath::default() };
+    let name = disk.file_name().map(|n| n.to_string_lossy().into_owned());
+    let stat_path = Some(match &part { Some(p) => disk.join(p).join("stat"), None => disk.join("stat") });
+    let mut out = DevicePath { device: part.clone().or(name.clone()), stat_path, irq_device: name.clone(), controller: interrupts::controller_of(&disk) };
+    // A loop device raises no interrupts: follow it to the device holding its backing file.
+    if let Ok(backing) = std::fs::read_to_string(disk.join("loop/backing_file")) {
+        let inner = device_path(Path::new(backing.trim()));
+        out.irq_device = inner.irq_device;
+        out.controller = inner.controller;
+    }
+    out
+}
+
+struct Snapshot {
+    at: std::time::Instant,
+    own: Vec<TaskSample>,
+    own_total: (f64, f64),
+    others: Vec<TaskSample>,
+    system: Option<SystemCpu>,
+    irqs: Vec<IrqLine>,
+    disks: Vec<Option<DiskStat>>,
+    rusage: cpu::Rusage,
+}
+
+pub struct Meters {
+    pid: i32,
+    hz: f64,
+    ncpu: usize,
+    devices: Vec<DevicePath>,
+    paths: Vec<String>,
+    workload_tids: Vec<i32>,
+    start: Option<Snapshot>,
+    end: Option<Snapshot>,
+    counters: Option<CounterSet>,
+    counter_values: Option<(CounterValues, CounterValues)>,
+    /// Why hardware / system-wide counters are missing, if they are.
+    counter_notes: (Option<String>, Option<String>),
+}
+
+impl Meters {
+    pub fn new(targets: &[TargetInfo]) -> Meters {
+        Meters {
+            pid: std::process::id() as i32,
+            hz: procstat::user_hz(),
+            ncpu: crate::plan::validate::online_cpus(),
+            devices: targets.iter().map(|t| device_path(Path::new(&t.path))).collect(),
+            paths: targets.iter().map(|t| t.path.clone()).collect(),
+            workload_tids: Vec::new(),
+            start: None,
+            end: None,
+            counters: None,
+            counter_values: None,
+            counter_notes: (None, None),
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            at: std::time::Instant::now(),
+            own: tasks::sample_process(self.pid, self.hz),
+            own_total: tasks::process_total(self.pid, self.hz).unwrap_or((0.0, 0.0)),
+            others: tasks::sample_others(self.pid, self.hz),
+            system: procstat::sample(),
+            irqs: interrupts::sample(),
+            disks: self.devices.iter().map(|d| d.stat_path.as_deref().and_then(diskstat::sample)).collect(),
+            rusage: cpu::rusage_self(),
+        }
+    }
+}
+
+impl WindowHooks for Meters {
+    fn window_start(&mut self, workload_tids: &[i32]) {
+        self.workload_tids = workload_tids.to_vec();
+        self.start = Some(self.snapshot());
+        self.counters = Some(CounterSet::start(workload_tids, self.ncpu));
+    }
+    fn window_end(&mut self) {
+        if let Some(c) = self.counters.take() {
+            self.counter_notes = (c.hardware_unavailable.clone(), c.system_unavailable.clone());
+            self.counter_values = Some(c.finish());
+        }
+        self.end = Some(self.snapshot());
+    }
+}
+
+/// CPU time of one class of threads over the window.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassCost {
+    /// workload, sqpoll, io_wq, aio_helpers, other_threads, exited_threads, rest_of_system
+    pub class: &'static str,
+    /// Threads seen in this class at the end of the window (null for exited threads).
+    pub threads: Option<usize>,
+    pub user_s: f64,
+    pub system_s: f64,
+    /// (user + system) / window.
+    pub cores: f64,
+    pub ns_per_io: Option<f64>,
+    pub voluntary_ctx_switches: Option<u64>,
+    pub involuntary_ctx_switches: Option<u64>,
+    pub ctx_switches_per_io: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemCost {
+    pub cpus: usize,
+    /// Change of /proc/stat's aggregate line over the window.
+    pub cpu: SystemCpu,
+    pub busy_s: f64,
+    pub busy_cores: f64,
+    pub busy_ns_per_io: Option<f64>,
+}
+
+/// Do the classes add up to what the whole system was busy for?
+#[derive(Clone, Debug, Serialize)]
+pub struct Accounting {
+    pub classes_s: f64,
+    pub busy_s: f64,
+    /// busy - classes: interrupt time that landed on idle CPUs, tasks that exited in the
+    /// window, clock-tick rounding.
+    pub unaccounted_s: f64,
+    pub unaccounted_fraction: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceCost {
+    pub target: String,
+    pub device: Option<String>,
+    /// The device whose interrupts were counted (the one behind a loop device or partition).
+    pub irq_device: Option<String>,
+    pub controller: Option<String>,
+    /// /proc/interrupts lines of the controller's I/O queues.
+    pub irq_lines: Vec<String>,
+    /// Null where the device has no interrupt lines to count (loop, zram, null_blk bio mode).
+    pub queue_interrupts: Option<u64>,
+    pub queue_interrupts_per_io: Option<f64>,
+    /// Change of the device's /sys/block stat over the window.
+    pub stat: Option<DiskStat>,
+    /// Completed I/Os the device counted, and iolab's own count of completions on the target.
+    pub device_ios: Option<u64>,
+    pub iolab_ios: u64,
+    /// device_ios - iolab_ios: other traffic, merges, splits, I/Os in flight at the window edges.
+    pub difference: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PerIo {
+    pub instructions: Option<f64>,
+    pub cycles: Option<f64>,
+    pub ipc: Option<f64>,
+    pub cache_miss_rate: Option<f64>,
+    pub task_clock_ns: Option<f64>,
+    pub context_switches: Option<f64>,
+    pub page_faults: Option<f64>,
+}
+
+impl PerIo {
+    fn of(c: &CounterValues, ios: u64) -> PerIo {
+        let per = |v: Option<u64>| v.filter(|_| ios > 0).map(|v| v as f64 / ios as f64);
+        PerIo {
+            instructions: per(c.instructions),
+            cycles: per(c.cycles),
+            ipc: match (c.instructions, c.cycles) { (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64), _ => None },
+            cache_miss_rate: match (c.cache_misses, c.cache_references) { (Some(m), Some(r)) if r > 0 => Some(m as f64 / r as f64), _ => None },
+            task_clock_ns: per(c.task_clock_ns),
+            context_switches: per(c.context_switches),
+            page_faults: per(c.page_faults),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Counters {
+    /// Null when hardware counters were counted; otherwise why not.
+    pub hardware_unavailable: Option<String>,
+    pub system_wide_unavailable: Option<String>,
+    pub workload: CounterValues,
+    pub workload_per_io: PerIo,
+    pub system: CounterValues,
+    pub system_per_io: PerIo,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Cost {
+    pub window_s: f64,
+    pub classes: Vec<ClassCost>,
+    pub system: Option<SystemCost>,
+    pub accounting: Option<Accounting>,
+    pub devices: Vec<DeviceCost>,
+    /// Every interrupt on the machine (all lines of /proc/interrupts) over the window.
+    pub interrupts_total: u64,
+    pub interrupts_total_per_io: Option<f64>,
+    pub counters: Option<Counters>,
+}
+
+/// Which class a thread of our own process belongs to.
+pub fn classify(t: &TaskSample, workload: &[i32]) -> &'static str {
+    if workload.contains(&t.tid) {
+        "workload"
+    } else if t.comm.starts_with("iou-sqp-") {
+        "sqpoll"
+    } else if t.comm.starts_with("iou-wrk-") {
+        "io_wq"
+    } else if t.comm.starts_with("iolab-w") {
+        // glibc's AIO threads are created by a worker and inherit its name.
+        "aio_helpers"
+    } else {
+        "other_threads"
+    }
+}
+
+pub const CLASSES: [&str; 5] = ["workload", "sqpoll", "io_wq", "aio_helpers", "other_threads"];
+
+fn class_cost(class: &'static str, ts: &[&TaskSample], window: f64, ios: u64) -> ClassCost {
+    let (u, s) = ts.iter().fold((0.0, 0.0), |a, t| (a.0 + t.user_s, a.1 + t.system_s));
+    let (v, n) = ts.iter().fold((0, 0), |a, t| (a.0 + t.voluntary_ctx, a.1 + t.involuntary_ctx));
+    let per_io = |x: f64| (ios > 0).then(|| x / ios as f64);
+    ClassCost {
+        class,
+        threads: Some(ts.len()),
+        user_s: u,
+        system_s: s,
+        cores: if window > 0.0 { (u + s) / window } else { 0.0 },
+        ns_per_io: per_io((u + s) * 1e9),
+        voluntary_ctx_switches: Some(v),
+        involuntary_ctx_switches: Some(n),
+        ctx_switches_per_io: per_io((v + n) as f64),
+    }
+}
+
+impl Meters {
+    /// Process rusage over the window (all of iolab's threads).
+    pub fn process_rusage(&self) -> cpu::Rusage {
+        match (&self.start, &self.end) {
+            (Some(a), Some(b)) => b.rusage.minus(&a.rusage),
+            _ => cpu::Rusage::default(),
+        }
+    }
+
+    /// Everything measured, given iolab's completion count per target over the window.
+    pub fn cost(&self, ios_per_target: &[u64]) -> Option<Cost> {
+        let (a, b) = (self.start.as_ref()?, self.end.as_ref()?);
+        let window = b.at.duration_since(a.at).as_secs_f64();
+        let ios: u64 = ios_per_target.iter().sum();
+        let per_io = |x: f64| (ios > 0).then(|| x / ios as f64);
+
+        let own = tasks::deltas(&a.own, &b.own);
+        let mut classes: Vec<ClassCost> = CLASSES.iter().map(|c| {
+            let ts: Vec<&TaskSample> = own.iter().filter(|t| classify(t, &self.workload_tids) == *c).collect();
+            class_cost(c, &ts, window, ios)
+        }).collect();
+        // Threads that ended inside the window: the process total minus its live threads.
+        let (live_u, live_s) = own.iter().fold((0.0, 0.0), |acc, t| (acc.0 + t.user_s, acc.1 + t.system_s));
+        let exited_u = (b.own_total.0 - a.own_total.0 - live_u).max(0.0);
+        let exited_s = (b.own_total.1 - a.own_total.1 - live_s).max(0.0);
+        classes.push(ClassCost {
+            class: "exited_threads", threads: None, user_s: exited_u, system_s: exited_s, cores: (exited_u + exited_s) / window.max(1e-9),
+            ns_per_io: per_io((exited_u + exited_s) * 1e9), voluntary_ctx_switches: None, involuntary_ctx_switches: None, ctx_switches_per_io: None,
+        });
+        let others = tasks::deltas(&a.others, &b.others);
+        let other_refs: Vec<&TaskSample> = others.iter().collect();
+        let mut rest = class_cost("rest_of_system", &other_refs, window, ios);
+        rest.threads = Some(others.len());
+        classes.push(rest);
+
+        let system = match (a.system, b.system) {
+            (Some(x), Some(y)) => {
+                let d = y.minus(&x);
+                Some(SystemCost { cpus: self.ncpu, cpu: d, busy_s: d.busy_s(), busy_cores: d.busy_s() / window.max(1e-9), busy_ns_per_io: per_io(d.busy_s() * 1e9) })
+            }
+            _ => None,
+        };
+        let accounting = system.as_ref().map(|s| {
+            let classes_s: f64 = classes.iter().map(|c| c.user_s + c.system_s).sum();
+            Accounting { classes_s, busy_s: s.busy_s, unaccounted_s: s.busy_s - classes_s, unaccounted_fraction: (s.busy_s > 0.0).then(|| (s.busy_s - classes_s) / s.busy_s) }
+        });
+
+        let devices = self.devices.iter().enumerate().map(|(i, d)| {
+            let lines: Vec<&IrqLine> = match &d.controller {
+                Some(c) => b.irqs.iter().filter(|l| interrupts::is_queue_irq(c, &l.name)).collect(),
+                None => vec![],
+            };
+            let count = |snap: &Snapshot, l: &IrqLine| snap.irqs.iter().find(|x| x.id == l.id).map_or(0, |x| x.total);
+            let queue_interrupts = (!lines.is_empty()).then(|| lines.iter().map(|l| count(b, l).saturating_sub(count(a, l))).sum::<u64>());
+            let stat = match (a.disks.get(i).copied().flatten(), b.disks.get(i).copied().flatten()) {
+                (Some(x), Some(y)) => Some(y.minus(&x)),
+                _ => None,
+            };
+            let iolab_ios = ios_per_target.get(i).copied().unwrap_or(0);
+            let device_ios = stat.map(|s| s.read_ios + s.write_ios);
+            DeviceCost {
+                target: self.paths[i].clone(),
+                device: d.device.clone(),
+                irq_device: d.irq_device.clone(),
+                controller: d.controller.clone(),
+                irq_lines: lines.iter().map(|l| l.name.clone()).collect(),
+                queue_interrupts,
+                queue_interrupts_per_io: queue_interrupts.filter(|_| iolab_ios > 0).map(|q| q as f64 / iolab_ios as f64),
+                stat,
+                device_ios,
+                iolab_ios,
+                difference: device_ios.map(|d| d as i64 - iolab_ios as i64),
+            }
+        }).collect();
+        let irq_total = interrupts::totals(&b.irqs, None).1.saturating_sub(interrupts::totals(&a.irqs, None).1);
+        let counters = self.counter_values.as_ref().map(|(w, s)| Counters {
+            hardware_unavailable: self.counter_notes.0.clone(),
+            system_wide_unavailable: self.counter_notes.1.clone(),
+            workload_per_io: PerIo::of(w, ios),
+            system_per_io: PerIo::of(s, ios),
+            workload: w.clone(),
+            system: s.clone(),
+        });
+        Some(Cost { window_s: window, classes, system, accounting, devices, interrupts_total: irq_total, interrupts_total_per_io: per_io(irq_total as f64), counters })
+    }
+}

@@ -106,6 +106,9 @@ pub struct Job {
     pub continue_on_error: bool,
     /// Run a polled mode even where the queue cannot poll, reporting the fallback.
     pub allow_fallback: bool,
+    /// Fail the run when the completion path observed is not the one asked for.
+    #[serde(default)]
+    pub strict: bool,
     /// Devices the user named as safe to overwrite.
     pub destructive: Vec<String>,
 }

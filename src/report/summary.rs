@@ -67,9 +67,58 @@ pub fn render(rec: &RunRecord) -> String {
     if let Some(v) = &r.verify {
         let _ = writeln!(out, "  verify {} reads checked, {} written blocks read back and checked", v.reads_checked, v.written_blocks_read_back);
     }
+    if let Some(c) = &rec.cost {
+        cost(&mut out, c);
+    }
     let p = &rec.completion_path;
-    if let Some(reason) = &p.reason {
+    if p.fell_back {
+        let _ = writeln!(out, "  WARNING: asked for {} completion but completions came by interrupt ({}){}", p.requested,
+            p.evidence.as_deref().unwrap_or(""), p.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default());
+    } else if let Some(reason) = &p.reason {
         let _ = writeln!(out, "  warning: asked for {} completion, expect {}: {reason}", p.requested, p.expected);
     }
+    if let (Some(o), Some(e)) = (&p.observed, &p.evidence) {
+        let _ = writeln!(out, "  path   completion observed: {o} ({e})");
+    }
     out
+}
+
+fn cost(out: &mut String, c: &crate::meters::Cost) {
+    let classes: Vec<String> = c.classes.iter().filter(|k| k.user_s + k.system_s > 0.0 || k.class == "workload").map(|k| {
+        let per = k.ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
+        format!("{} {:.2}{per}", k.class.replace('_', "-"), k.cores)
+    }).collect();
+    let _ = writeln!(out, "  cores  {}", classes.join(", "));
+    if let Some(s) = &c.system {
+        let pct = |x: f64| if s.busy_s > 0.0 { 100.0 * x / s.busy_s } else { 0.0 };
+        let _ = writeln!(out, "         system-wide {:.2} of {} cores busy{} (user {:.0}%, system {:.0}%, irq {:.0}%, softirq {:.0}%, steal {:.0}%)",
+            s.busy_cores, s.cpus, s.busy_ns_per_io.map(|n| format!(", {}/IO", format_ns(n))).unwrap_or_default(),
+            pct(s.cpu.user_s + s.cpu.nice_s), pct(s.cpu.system_s), pct(s.cpu.irq_s), pct(s.cpu.softirq_s), pct(s.cpu.steal_s));
+    }
+    if let Some(w) = c.classes.iter().find(|k| k.class == "workload") {
+        if let Some(x) = w.ctx_switches_per_io {
+            let _ = writeln!(out, "  ctxsw  workload {x:.3}/IO ({} voluntary, {} involuntary)", w.voluntary_ctx_switches.unwrap_or(0), w.involuntary_ctx_switches.unwrap_or(0));
+        }
+    }
+    for d in &c.devices {
+        let irq = match (d.queue_interrupts, d.queue_interrupts_per_io) {
+            (Some(n), Some(p)) => format!("{n} queue interrupts ({p:.3}/IO) on {}", d.controller.as_deref().unwrap_or("?")),
+            _ => "no device interrupts to count".to_string(),
+        };
+        let stat = match (d.device_ios, d.difference) {
+            (Some(n), Some(diff)) => format!("; device counted {n} I/Os ({diff:+} vs iolab)"),
+            _ => String::new(),
+        };
+        let _ = writeln!(out, "  device {}: {irq}{stat}", d.device.as_deref().unwrap_or(&d.target));
+    }
+    if let Some(k) = &c.counters {
+        let w = &k.workload_per_io;
+        let hw = match (&k.hardware_unavailable, w.instructions, w.ipc) {
+            (Some(_), _, _) => "no hardware counters on this machine".to_string(),
+            (None, Some(i), ipc) => format!("{i:.0} instructions/IO, IPC {}", ipc.map(|x| format!("{x:.2}")).unwrap_or("-".into())),
+            _ => "hardware counters not read".to_string(),
+        };
+        let sw = w.task_clock_ns.map(|t| format!("; workload task clock {}/IO", format_ns(t))).unwrap_or_default();
+        let _ = writeln!(out, "  perf   {hw}{sw}");
+    }
 }
