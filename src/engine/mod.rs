@@ -273,6 +273,13 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
     }
 
     ready.wait();
+    let worker_tids: Vec<i32> = tids.iter().map(|t| t.load(Ordering::Acquire)).collect();
+    let (mut started, mut ended) = (false, false);
+    if ramp_ns == 0 && !prep_failed.load(Ordering::Acquire) {
+        // No ramp: measure the starting state before the first I/O is issued.
+        hooks.window_start(&worker_tids);
+        started = true;
+    }
     let start = clock.now();
     start_at.store(start, Ordering::Release);
     go.wait();
@@ -281,12 +288,6 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
     let ramp_end = start + ramp_ns;
     let end = run_ns.map(|r| ramp_end + r);
     let total_s = run_ns.map(|r| (ramp_ns + r) as f64 / 1e9);
-    let worker_tids: Vec<i32> = tids.iter().map(|t| t.load(Ordering::Acquire)).collect();
-    let (mut started, mut ended) = (false, false);
-    if ramp_ns == 0 && !prep_failed.load(Ordering::Acquire) {
-        hooks.window_start(&worker_tids);
-        started = true;
-    }
     let mut next_report = start + 1_000_000_000;
     while finished.load(Ordering::Acquire) < threads {
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -58,6 +58,7 @@ struct Snapshot {
     own: Vec<TaskSample>,
     own_total: (f64, f64),
     others: Vec<TaskSample>,
+    other_procs: Vec<tasks::ProcSample>,
     system: Option<SystemCpu>,
     irqs: Vec<IrqLine>,
     disks: Vec<Option<DiskStat>>,
@@ -97,14 +98,21 @@ impl Meters {
     }
 
     fn snapshot(&self) -> Snapshot {
+        // The instant and /proc/stat first, together: the window's length pairs with its idle time.
+        let at = std::time::Instant::now();
+        let system = procstat::sample();
+        // Device counters next, before the slower walk over every task.
+        let disks = self.devices.iter().map(|d| d.stat_path.as_deref().and_then(diskstat::sample)).collect();
+        let irqs = interrupts::sample();
         Snapshot {
-            at: std::time::Instant::now(),
+            at,
+            system,
+            disks,
+            irqs,
             own: tasks::sample_process(self.pid, self.hz),
             own_total: tasks::process_total(self.pid, self.hz).unwrap_or((0.0, 0.0)),
             others: tasks::sample_others(self.pid, self.hz),
-            system: procstat::sample(),
-            irqs: interrupts::sample(),
-            disks: self.devices.iter().map(|d| d.stat_path.as_deref().and_then(diskstat::sample)).collect(),
+            other_procs: tasks::sample_other_processes(self.pid, self.hz),
             rusage: cpu::rusage_self(),
         }
     }
@@ -128,13 +136,17 @@ impl WindowHooks for Meters {
 /// CPU time of one class of threads over the window.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClassCost {
-    /// workload, sqpoll, io_wq, aio_helpers, other_threads, exited_threads, rest_of_system
+    /// workload, sqpoll, io_wq, aio_helpers, other_threads, exited_threads (iolab's own);
+    /// rest_of_system (other processes' live threads), rest_of_system_exited
     pub class: &'static str,
     /// Threads seen in this class at the end of the window (null for exited threads).
     pub threads: Option<usize>,
-    pub user_s: f64,
-    pub system_s: f64,
-    /// (user + system) / window.
+    /// CPU seconds in the window (user + system).
+    pub cpu_s: f64,
+    /// The split, where the kernel keeps it.
+    pub user_s: Option<f64>,
+    pub system_s: Option<f64>,
+    /// cpu_s / window.
     pub cores: f64,
     pub ns_per_io: Option<f64>,
     pub voluntary_ctx_switches: Option<u64>,
@@ -147,6 +159,7 @@ pub struct SystemCost {
     pub cpus: usize,
     /// Change of /proc/stat's aggregate line over the window.
     pub cpu: SystemCpu,
+    /// cpus x window - idle - iowait (idle is tracked exactly; the busy fields are tick samples).
     pub busy_s: f64,
     pub busy_cores: f64,
     pub busy_ns_per_io: Option<f64>,
@@ -259,8 +272,9 @@ fn class_cost(class: &'static str, ts: &[&TaskSample], window: f64, ios: u64) ->
     ClassCost {
         class,
         threads: Some(ts.len()),
-        user_s: u,
-        system_s: s,
+        cpu_s: u + s,
+        user_s: Some(u),
+        system_s: Some(s),
         cores: if window > 0.0 { (u + s) / window } else { 0.0 },
         ns_per_io: per_io((u + s) * 1e9),
         voluntary_ctx_switches: Some(v),
@@ -295,24 +309,36 @@ impl Meters {
         let exited_u = (b.own_total.0 - a.own_total.0 - live_u).max(0.0);
         let exited_s = (b.own_total.1 - a.own_total.1 - live_s).max(0.0);
         classes.push(ClassCost {
-            class: "exited_threads", threads: None, user_s: exited_u, system_s: exited_s, cores: (exited_u + exited_s) / window.max(1e-9),
+            class: "exited_threads", threads: None, cpu_s: exited_u + exited_s, user_s: Some(exited_u), system_s: Some(exited_s), cores: (exited_u + exited_s) / window.max(1e-9),
             ns_per_io: per_io((exited_u + exited_s) * 1e9), voluntary_ctx_switches: None, involuntary_ctx_switches: None, ctx_switches_per_io: None,
         });
         let others = tasks::deltas(&a.others, &b.others);
         let other_refs: Vec<&TaskSample> = others.iter().collect();
         let mut rest = class_cost("rest_of_system", &other_refs, window, ios);
         rest.threads = Some(others.len());
+        let live_rest = rest.cpu_s;
         classes.push(rest);
+        // Work by other processes' threads and children that came and went inside the window:
+        // the per-thread view loses them, process totals and reaped-children times keep them.
+        let gone = (tasks::others_window_time(&a.other_procs, &b.other_procs) - live_rest).max(0.0);
+        classes.push(ClassCost {
+            class: "rest_of_system_exited", threads: None, cpu_s: gone, user_s: None, system_s: None, cores: gone / window.max(1e-9),
+            ns_per_io: per_io(gone * 1e9), voluntary_ctx_switches: None, involuntary_ctx_switches: None, ctx_switches_per_io: None,
+        });
 
         let system = match (a.system, b.system) {
             (Some(x), Some(y)) => {
                 let d = y.minus(&x);
-                Some(SystemCost { cpus: self.ncpu, cpu: d, busy_s: d.busy_s(), busy_cores: d.busy_s() / window.max(1e-9), busy_ns_per_io: per_io(d.busy_s() * 1e9) })
+                // Idle and iowait are tracked exactly (NO_HZ idle accounting) while the busy fields
+                // are sampled at timer ticks, which miss short bursts between idle periods. So busy
+                // time is what the CPUs were not idle; the busy fields only give its split.
+                let busy = (self.ncpu as f64 * window - d.idle_s - d.iowait_s).max(0.0);
+                Some(SystemCost { cpus: self.ncpu, cpu: d, busy_s: busy, busy_cores: busy / window.max(1e-9), busy_ns_per_io: per_io(busy * 1e9) })
             }
             _ => None,
         };
         let accounting = system.as_ref().map(|s| {
-            let classes_s: f64 = classes.iter().map(|c| c.user_s + c.system_s).sum();
+            let classes_s: f64 = classes.iter().map(|c| c.cpu_s).sum();
             Accounting { classes_s, busy_s: s.busy_s, unaccounted_s: s.busy_s - classes_s, unaccounted_fraction: (s.busy_s > 0.0).then(|| (s.busy_s - classes_s) / s.busy_s) }
         });
 

@@ -73,3 +73,46 @@ pub fn deltas(start: &[TaskSample], end: &[TaskSample]) -> Vec<TaskSample> {
         }
     }).collect()
 }
+
+/// Process-level CPU: its own threads (live and exited) and its reaped children.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcSample {
+    pub pid: i32,
+    pub self_s: f64,
+    pub children_s: f64,
+}
+
+/// (utime, stime, cutime, cstime) ticks from /proc/PID/stat.
+pub fn parse_stat_with_children(text: &str) -> Option<(u64, u64, u64, u64)> {
+    let close = text.rfind(')')?;
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    let f = |i: usize| rest.get(i).and_then(|x| x.parse::<i64>().ok()).map(|v| v.max(0) as u64);
+    Some((f(11)?, f(12)?, f(13)?, f(14)?))
+}
+
+/// Every process but `me`.
+pub fn sample_other_processes(me: i32, hz: f64) -> Vec<ProcSample> {
+    numeric_entries("/proc").into_iter().filter(|p| *p != me).filter_map(|pid| {
+        let (u, s, cu, cs) = parse_stat_with_children(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+        Some(ProcSample { pid, self_s: (u + s) as f64 / hz, children_s: (cu + cs) as f64 / hz })
+    }).collect()
+}
+
+/// CPU time other processes spent inside the window, including processes that started or
+/// exited in it: an exited child's whole time reaches its parent's children time when reaped,
+/// so what it had already used at the start is taken off again.
+pub fn others_window_time(start: &[ProcSample], end: &[ProcSample]) -> f64 {
+    let before: HashMap<i32, &ProcSample> = start.iter().map(|p| (p.pid, p)).collect();
+    let after: HashMap<i32, &ProcSample> = end.iter().map(|p| (p.pid, p)).collect();
+    let mut total = 0.0;
+    for e in end {
+        let (s0, c0) = before.get(&e.pid).map_or((0.0, 0.0), |b| (b.self_s, b.children_s));
+        total += (e.self_s - s0).max(0.0) + (e.children_s - c0).max(0.0);
+    }
+    for b in start {
+        if !after.contains_key(&b.pid) {
+            total -= b.self_s + b.children_s;
+        }
+    }
+    total.max(0.0)
+}

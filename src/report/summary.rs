@@ -84,7 +84,7 @@ pub fn render(rec: &RunRecord) -> String {
 }
 
 fn cost(out: &mut String, c: &crate::meters::Cost) {
-    let classes: Vec<String> = c.classes.iter().filter(|k| k.user_s + k.system_s > 0.0 || k.class == "workload").map(|k| {
+    let classes: Vec<String> = c.classes.iter().filter(|k| k.cpu_s > 0.0 || k.class == "workload").map(|k| {
         let per = k.ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
         format!("{} {:.2}{per}", k.class.replace('_', "-"), k.cores)
     }).collect();
