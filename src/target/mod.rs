@@ -1,0 +1,122 @@
+//! Targets: files and block devices, opened safely, plus the temporary default target.
+pub mod safety;
+pub mod sysinfo;
+
+use crate::engine::verify;
+use crate::plan::Job;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use sysinfo::TargetInfo;
+
+pub const DEFAULT_TARGET_SIZE: u64 = 1 << 30;
+
+/// An opened target, kept open (and, for the default one, kept on disk) for the run.
+pub struct Target {
+    pub path: PathBuf,
+    pub file: File,
+    pub info: TargetInfo,
+    pub range_start: u64,
+    pub range_len: u64,
+}
+
+/// The default target: a file in a private temporary directory, removed on drop.
+pub struct TempTarget {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+/// Create and fill the default target so reads hit allocated blocks. The data is in
+/// `--verify` format, so verified reads work on it too.
+pub fn create_default_target(size: u64) -> Result<TempTarget, String> {
+    let dir = tempfile::Builder::new().prefix("iolab-").tempdir()
+        .map_err(|e| format!("cannot create a temporary directory for the default target: {e} (set TMPDIR to a writable directory)"))?;
+    let path = dir.path().join("target.dat");
+    let mut f = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let chunk = 1 << 20;
+    let mut buf = vec![0u8; chunk];
+    let mut off = 0u64;
+    while off < size {
+        let n = chunk.min((size - off) as usize);
+        verify::fill(&mut buf[..n], off, 0x5eed);
+        f.write_all(&buf[..n]).map_err(|e| format!("cannot fill the default target {}: {e} (is the disk full? set TMPDIR elsewhere)", path.display()))?;
+        off += n as u64;
+    }
+    f.sync_all().map_err(|e| format!("cannot sync {}: {e}", path.display()))?;
+    Ok(TempTarget { _dir: dir, path })
+}
+
+/// Open every target of the job, checking existence, kind, safety and the usable range.
+pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, String> {
+    let writes = job.rw.writes(job.write_mix);
+    let mut out = Vec::with_capacity(paths.len());
+    for path in paths {
+        let shown = path.display();
+        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("target {shown} does not exist: give an existing file or block device, or no target for a temporary 1 GiB file"),
+            _ => format!("cannot read target {shown}: {e}"),
+        })?;
+        let ft = meta.file_type();
+        if !(ft.is_file() || ft.is_block_device()) {
+            return Err(format!("target {shown} is neither a regular file nor a block device"));
+        }
+        let info = sysinfo::describe(path, &meta);
+        if writes && ft.is_block_device() && !temp {
+            safety::check_block_write(path, &info, &job.destructive)?;
+        }
+        let mut opts = std::fs::OpenOptions::new();
+        opts.read(true).write(writes);
+        if job.direct {
+            opts.custom_flags(libc::O_DIRECT);
+        }
+        let file = opts.open(path).map_err(|e| {
+            let mode = if writes { "reading and writing" } else { "reading" };
+            if e.raw_os_error() == Some(libc::EINVAL) && job.direct {
+                format!("cannot open {shown} with O_DIRECT: the filesystem does not support direct I/O (use --buffered)")
+            } else {
+                format!("cannot open {shown} for {mode}: {e}")
+            }
+        })?;
+        let size = if ft.is_block_device() { block_device_size(&file).map_err(|e| format!("cannot read the size of {shown}: {e}"))? } else { meta.len() };
+        let align = if job.direct { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
+        if job.direct && job.bs % align != 0 {
+            return Err(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", job.bs));
+        }
+        if job.direct && job.offset % align != 0 {
+            return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", job.offset));
+        }
+        if job.offset >= size {
+            return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", job.offset, size));
+        }
+        let avail = size - job.offset;
+        let len = match job.size {
+            Some(s) if s > avail => return Err(format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", job.offset + s, size)),
+            Some(s) => s,
+            None => avail,
+        };
+        let len = len / job.bs * job.bs;
+        if len < job.bs * job.threads as u64 {
+            return Err(format!("{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size", job.bs));
+        }
+        let mut info = info;
+        info.size_bytes = size;
+        out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len });
+    }
+    Ok(out)
+}
+
+fn block_device_size(f: &File) -> std::io::Result<u64> {
+    const BLKGETSIZE64: libc::c_ulong = 0x80081272;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes a u64.
+    if unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+pub fn path_of(s: &str) -> &Path {
+    Path::new(s)
+}

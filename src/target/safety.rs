@@ -1,0 +1,548 @@
+//! Write safety for block devices.
+//!
+//! iolab never writes to a block device that is *in use* (mounted, active swap, held by another
+//! device such as device-mapper, md or bcache, or exclusively claimed by the kernel): consent
+//! cannot make that safe, the device must be released first. Any other block device is written
+//! only when `--destructive DEVICE` names that exact device; the refusal says what would be
+//! destroyed (a partition table, a filesystem/RAID/LVM/crypto signature) or that the device
+//! looks unused.
+//!
+//! Everything read from sysfs goes through a root directory (normally [`SYSFS`]) so the holder
+//! and partition detection can be tested against a fake tree.
+use super::sysinfo::TargetInfo;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Where sysfs is mounted.
+pub const SYSFS: &str = "/sys";
+
+/// How much of the device's start is searched for signatures.
+const HEAD_BYTES: usize = 68 * 1024;
+
+/// (byte offset, magic bytes, what it means) for the signatures we recognise on our own.
+const SIGNATURES: &[(u64, &[u8], &str)] = &[
+    (1080, &[0x53, 0xEF], "an ext2/3/4 filesystem"),
+    (0, b"XFSB", "an XFS filesystem"),
+    (65600, b"_BHRfS_M", "a btrfs filesystem"),
+    (1024, &[0x10, 0x20, 0xF5, 0xF2], "an F2FS filesystem"),
+    (3, b"NTFS    ", "an NTFS filesystem"),
+    (54, b"FAT1", "a FAT filesystem"),
+    (82, b"FAT32   ", "a FAT32 filesystem"),
+    (32769, b"CD001", "an ISO 9660 filesystem"),
+    (0, b"hsqs", "a squashfs filesystem"),
+    (0, b"LUKS\xba\xbe", "a LUKS encrypted volume"),
+    (0, b"LABELONE", "an LVM physical volume"),
+    (512, b"LABELONE", "an LVM physical volume"),
+    (1024, b"LABELONE", "an LVM physical volume"),
+    (1536, b"LABELONE", "an LVM physical volume"),
+    (0, &[0xFC, 0x4E, 0x2B, 0xA9], "an md RAID (v1.1) member"),
+    (4096, &[0xFC, 0x4E, 0x2B, 0xA9], "an md RAID (v1.2) member"),
+    (4086, b"SWAPSPACE2", "a swap area"),
+    (4086, b"SWAP-SPACE", "a swap area"),
+    (512, b"EFI PART", "a GPT partition table"),
+    (4096, b"EFI PART", "a GPT partition table"),
+];
+
+/// What sysfs says about a block device: its partitions and what is built on top of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SysfsFacts {
+    /// The device's sysfs directory, if sysfs knows the device number.
+    pub node: Option<PathBuf>,
+    /// Whether the device is itself a partition.
+    pub is_partition: bool,
+    /// For a whole disk: its partitions as (name, "major:minor").
+    pub partitions: Vec<(String, Option<String>)>,
+    /// Devices built on this one (or, for a whole disk, on one of its partitions), as
+    /// "holder" or "holder (on partition)".
+    pub holders: Vec<String>,
+}
+
+/// The sysfs directory of device `major:minor` under the sysfs root `sys`.
+pub fn sysfs_node(sys: &Path, major: u32, minor: u32) -> Option<PathBuf> {
+    std::fs::canonicalize(sys.join(format!("dev/block/{major}:{minor}"))).ok().filter(|p| p.is_dir())
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir).into_iter().flatten().flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+/// The partitions of the whole disk whose sysfs directory is `disk`: (name, "major:minor").
+pub fn partitions_of(disk: &Path) -> Vec<(String, Option<String>)> {
+    let mut v: Vec<(String, Option<String>)> = std::fs::read_dir(disk).into_iter().flatten().flatten()
+        .filter(|e| e.path().join("partition").is_file())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), read_trim(&e.path().join("dev"))))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The devices holding (built on) the device whose sysfs directory is `node`.
+pub fn holders_of(node: &Path) -> Vec<String> {
+    names_in(&node.join("holders"))
+}
+
+/// Partitions and holders of device `major:minor`, read from the sysfs root `sys`.
+pub fn sysfs_facts(sys: &Path, major: u32, minor: u32) -> SysfsFacts {
+    let Some(node) = sysfs_node(sys, major, minor) else { return SysfsFacts::default() };
+    let is_partition = node.join("partition").is_file();
+    let mut facts = SysfsFacts { is_partition, holders: holders_of(&node), ..Default::default() };
+    if !is_partition {
+        facts.partitions = partitions_of(&node);
+        for (p, _) in &facts.partitions {
+            facts.holders.extend(holders_of(&node.join(p)).into_iter().map(|h| format!("{h} (on {p})")));
+        }
+    }
+    facts.node = Some(node);
+    facts
+}
+
+/// Undo the octal escapes (`\040` for a space) the kernel uses in mountinfo and swaps.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Mount points in `mountinfo` (the text of /proc/self/mountinfo) of any of the device numbers
+/// `devs` ("major:minor").
+pub fn mount_points(mountinfo: &str, devs: &[String]) -> Vec<String> {
+    let mut v = Vec::new();
+    for l in mountinfo.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        if f.len() > 4 && devs.iter().any(|d| d == f[2]) {
+            let m = unescape(f[4]);
+            if !v.contains(&m) {
+                v.push(m);
+            }
+        }
+    }
+    v
+}
+
+/// Whether `swaps` (the text of /proc/swaps) lists a block device with device number `rdev`.
+fn in_swaps(swaps: &str, rdev: u64) -> bool {
+    swaps.lines().skip(1).filter_map(|l| l.split_whitespace().next()).any(|dev| {
+        std::fs::metadata(unescape(dev)).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == rdev)
+    })
+}
+
+/// Why writing to the device would be wrong, split by whether `--destructive` can override it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// The device is in use: no consent makes writing safe.
+    pub in_use: Vec<String>,
+    /// Data that writing would destroy: `--destructive` naming the device overrides these.
+    pub contents: Vec<String>,
+}
+
+impl Findings {
+    pub fn is_empty(&self) -> bool {
+        self.in_use.is_empty() && self.contents.is_empty()
+    }
+}
+
+fn push_unique(v: &mut Vec<String>, s: String) {
+    if !v.contains(&s) {
+        v.push(s);
+    }
+}
+
+/// Examine the block device at `path`, reading sysfs under `sys`.
+pub fn examine(path: &Path, sys: &Path) -> Findings {
+    let mut found = Findings::default();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            found.in_use.push(format!("{} cannot be examined ({e})", path.display()));
+            return found;
+        }
+    };
+    let rdev = meta.rdev();
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    let facts = sysfs_facts(sys, major, minor);
+
+    // This device and, for a whole disk, its partitions: a mount of any of them is in use.
+    let mut devs = vec![format!("{major}:{minor}")];
+    devs.extend(facts.partitions.iter().filter_map(|(_, d)| d.clone()));
+    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
+        for m in mount_points(&mounts, &devs) {
+            push_unique(&mut found.in_use, format!("it is mounted on {m}"));
+        }
+    }
+    if std::fs::read_to_string("/proc/swaps").is_ok_and(|s| in_swaps(&s, rdev)) {
+        found.in_use.push("it is in use as swap".into());
+    }
+    if !facts.holders.is_empty() {
+        found.in_use.push(format!("it has holders ({}): another device is built on it", facts.holders.join(", ")));
+    }
+    // The kernel's own word: an exclusive open fails with EBUSY while anything has claimed the
+    // device (a mount in another namespace, swap, device-mapper, md, another exclusive opener).
+    if found.in_use.is_empty() && meta.file_type().is_block_device() {
+        if let Err(e) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(path) {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                found.in_use.push("it is in use: the kernel refuses an exclusive open (EBUSY), so it is mounted, swap, or claimed by another device or program".into());
+            }
+        }
+    }
+
+    if !facts.partitions.is_empty() {
+        let names: Vec<&str> = facts.partitions.iter().map(|(n, _)| n.as_str()).collect();
+        found.contents.push(format!("it has a partition table (partitions {})", names.join(", ")));
+    }
+    for s in signatures_in(path) {
+        push_unique(&mut found.contents, s);
+    }
+    if found.is_empty() {
+        found.contents.extend(blkid_findings(path));
+    }
+    found
+}
+
+/// Why writing to the device would destroy something or is unsafe; empty when it looks unused.
+pub fn reasons_not_to_write(path: &Path, _info: &TargetInfo) -> Vec<String> {
+    let f = examine(path, Path::new(SYSFS));
+    f.in_use.into_iter().chain(f.contents).collect()
+}
+
+fn read_at(f: &mut std::fs::File, off: u64, len: usize) -> Option<Vec<u8>> {
+    f.seek(SeekFrom::Start(off)).ok()?;
+    let mut buf = vec![0u8; len];
+    f.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// Up to `len` bytes from the start (less on a smaller device).
+fn read_head(f: &mut std::fs::File, len: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(len);
+    if f.seek(SeekFrom::Start(0)).is_ok() {
+        let _ = f.by_ref().take(len as u64).read_to_end(&mut buf);
+    }
+    buf
+}
+
+/// Signatures found in the device's first 68 KiB, and at its end (md v0.90/v1.0 superblocks,
+/// the GPT backup header). The size is measured here, not taken from the caller.
+pub fn signatures_in(path: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return vec![format!("{} cannot be read to look for signatures ({e})", path.display())],
+    };
+    let size = f.seek(SeekFrom::End(0)).unwrap_or(0);
+    let head = read_head(&mut f, HEAD_BYTES);
+    for (off, magic, what) in SIGNATURES {
+        let o = *off as usize;
+        if head.len() >= o + magic.len() && &head[o..o + magic.len()] == *magic {
+            push_unique(&mut found, format!("it holds {what}"));
+        }
+    }
+    // MBR: boot signature plus at least one used partition entry.
+    if head.len() >= 512 && head[510] == 0x55 && head[511] == 0xAA && (0..4).any(|i| head[446 + 16 * i + 4] != 0) {
+        found.push("it holds an MBR partition table".into());
+    }
+    // md v0.90 (64 KiB aligned, last 64 KiB) and v1.0 (8 KiB from the end, 4 KiB aligned).
+    if size >= 128 * 1024 {
+        for off in [(size & !65535) - 65536, (size - 8192) & !4095] {
+            if read_at(&mut f, off, 4).is_some_and(|b| b == [0xFC, 0x4E, 0x2B, 0xA9]) {
+                push_unique(&mut found, "it holds an md RAID (v0.90/1.0) member".into());
+            }
+        }
+    }
+    // GPT backup header in the last logical block (512 or 4096 bytes).
+    for lbs in [512u64, 4096] {
+        if size >= 2 * lbs && read_at(&mut f, size - lbs, 8).is_some_and(|b| b == b"EFI PART") {
+            push_unique(&mut found, "it holds a GPT partition table".into());
+        }
+    }
+    found
+}
+
+/// A second opinion from util-linux's blkid where it is installed (it knows far more formats).
+fn blkid_findings(path: &Path) -> Vec<String> {
+    let Ok(out) = std::process::Command::new("blkid").args(["-p", "-o", "export"]).arg(path)
+        .stdin(std::process::Stdio::null()).stderr(std::process::Stdio::null()).output() else { return vec![] };
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().filter_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        match k {
+            "TYPE" => Some(format!("blkid finds a {v} signature on it")),
+            "PTTYPE" => Some(format!("blkid finds a {v} partition table on it")),
+            _ => None,
+        }
+    }).collect()
+}
+
+/// Does `--destructive` name exactly this device (by path, or by device number)?
+pub fn named_destructive(path: &Path, destructive: &[String]) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else { return false };
+    let canon = std::fs::canonicalize(path).ok();
+    destructive.iter().any(|d| {
+        let p = Path::new(d);
+        (canon.is_some() && std::fs::canonicalize(p).ok() == canon)
+            || (meta.file_type().is_block_device()
+                && std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == meta.rdev()))
+    })
+}
+
+/// The one-line refusal for `findings` on `path`, or Ok when writing is allowed.
+pub fn decide(path: &Path, findings: &Findings, consent: bool) -> Result<(), String> {
+    let shown = path.display();
+    if !findings.in_use.is_empty() {
+        let mut why = findings.in_use.clone();
+        why.extend(findings.contents.iter().cloned());
+        return Err(format!("refusing to write to {shown}: {}; release it first (unmount it, swapoff, remove what is built on it): --destructive does not override a device in use", why.join("; ")));
+    }
+    if consent {
+        return Ok(());
+    }
+    if findings.contents.is_empty() {
+        return Err(format!("refusing to write to block device {shown} without consent: its contents will be destroyed; pass --destructive {shown} to allow it"));
+    }
+    Err(format!("refusing to write to {shown}: {}; pass --destructive {shown} only if everything on it may be destroyed", findings.contents.join("; ")))
+}
+
+/// Ok if writing is allowed; otherwise one line saying why not and what to do.
+pub fn check_block_write(path: &Path, _info: &TargetInfo, destructive: &[String]) -> Result<(), String> {
+    check_block_write_in(path, destructive, Path::new(SYSFS))
+}
+
+/// [`check_block_write`] reading sysfs under `sys`.
+pub fn check_block_write_in(path: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
+    decide(path, &examine(path, sys), named_destructive(path, destructive))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// A fake sysfs: loop0 (7:0) with partitions loop0p1 (259:0, held by dm-0) and loop0p2
+    /// (259:1); loop1 (7:1) held by md0; loop2 (7:2) with nothing; sda (8:0) a plain disk.
+    fn fake_sysfs() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let blk = r.join("devices/virtual/block");
+        let mk = |dir: &Path, dev: &str, partition: Option<&str>, holders: &[&str]| {
+            std::fs::create_dir_all(dir.join("holders")).unwrap();
+            std::fs::write(dir.join("dev"), format!("{dev}\n")).unwrap();
+            if let Some(n) = partition {
+                std::fs::write(dir.join("partition"), format!("{n}\n")).unwrap();
+            }
+            for h in holders {
+                // Real holders entries are symlinks to the holder's directory.
+                symlink(format!("../../../{h}"), dir.join("holders").join(h)).unwrap();
+            }
+            std::fs::create_dir_all(r.join("dev/block")).unwrap();
+            let rel = Path::new("../..").join(dir.strip_prefix(r).unwrap());
+            symlink(rel, r.join("dev/block").join(dev)).unwrap();
+        };
+        mk(&blk.join("loop0"), "7:0", None, &[]);
+        mk(&blk.join("loop0/loop0p1"), "259:0", Some("1"), &["dm-0"]);
+        mk(&blk.join("loop0/loop0p2"), "259:1", Some("2"), &[]);
+        mk(&blk.join("loop1"), "7:1", None, &["md0"]);
+        mk(&blk.join("loop2"), "7:2", None, &[]);
+        // A whole disk's other directories (queue, holders, power) must not count as partitions.
+        std::fs::create_dir_all(blk.join("loop2/queue")).unwrap();
+        std::fs::create_dir_all(blk.join("loop2/power")).unwrap();
+        mk(&r.join("devices/pci0000:00/0000:00:01.0/host0/block/sda"), "8:0", None, &[]);
+        root
+    }
+
+    #[test]
+    fn whole_disk_lists_partitions_and_their_holders() {
+        let sys = fake_sysfs();
+        let f = sysfs_facts(sys.path(), 7, 0);
+        assert!(f.node.as_ref().unwrap().ends_with("devices/virtual/block/loop0"));
+        assert!(!f.is_partition);
+        assert_eq!(f.partitions, vec![("loop0p1".into(), Some("259:0".into())), ("loop0p2".into(), Some("259:1".into()))]);
+        assert_eq!(f.holders, vec!["dm-0 (on loop0p1)".to_string()]);
+    }
+
+    #[test]
+    fn partition_has_no_children_and_its_own_holders() {
+        let sys = fake_sysfs();
+        let f = sysfs_facts(sys.path(), 259, 0);
+        assert!(f.is_partition);
+        assert!(f.partitions.is_empty());
+        assert_eq!(f.holders, vec!["dm-0".to_string()]);
+        let f = sysfs_facts(sys.path(), 259, 1);
+        assert!(f.is_partition && f.partitions.is_empty() && f.holders.is_empty());
+    }
+
+    #[test]
+    fn holders_of_a_whole_disk() {
+        let sys = fake_sysfs();
+        let f = sysfs_facts(sys.path(), 7, 1);
+        assert_eq!(f.holders, vec!["md0".to_string()]);
+        assert!(f.partitions.is_empty());
+    }
+
+    #[test]
+    fn unused_disks_and_unknown_numbers() {
+        let sys = fake_sysfs();
+        for (ma, mi) in [(7, 2), (8, 0)] {
+            let f = sysfs_facts(sys.path(), ma, mi);
+            assert!(f.node.is_some(), "{ma}:{mi}");
+            assert!(f.partitions.is_empty() && f.holders.is_empty(), "{ma}:{mi}: {f:?}");
+        }
+        assert_eq!(sysfs_facts(sys.path(), 9, 9), SysfsFacts::default());
+        assert_eq!(sysfs_facts(&sys.path().join("nonexistent"), 7, 0), SysfsFacts::default());
+    }
+
+    #[test]
+    fn the_real_sysfs_resolves_this_machines_disks() {
+        // Whatever disk holds the current directory, sysfs must know it (when it is a block device).
+        let Ok(meta) = std::fs::metadata(".") else { return };
+        let (ma, mi) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        if ma != 0 && Path::new(SYSFS).join("dev/block").is_dir() {
+            assert!(sysfs_node(Path::new(SYSFS), ma, mi).is_some());
+        }
+    }
+
+    #[test]
+    fn mount_points_match_device_numbers() {
+        let mi = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                  40 22 7:0 / /mnt/my\\040disk rw - ext4 /dev/loop0 rw\n\
+                  41 22 259:1 / /srv rw - xfs /dev/loop0p2 rw\n\
+                  42 22 259:1 /sub /bind rw - xfs /dev/loop0p2 rw\n";
+        assert_eq!(mount_points(mi, &["7:0".into()]), vec!["/mnt/my disk".to_string()]);
+        assert_eq!(mount_points(mi, &["7:1".into(), "259:1".into()]), vec!["/srv".to_string(), "/bind".to_string()]);
+        assert!(mount_points(mi, &["7:10".into()]).is_empty());
+        assert!(mount_points("", &["7:0".into()]).is_empty());
+    }
+
+    #[test]
+    fn unescape_octal() {
+        assert_eq!(unescape("/a\\040b\\011c"), "/a b\tc");
+        assert_eq!(unescape("/plain\\"), "/plain\\");
+        assert_eq!(unescape("\\04"), "\\04");
+    }
+
+    fn image(len: usize, edit: impl FnOnce(&mut Vec<u8>)) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("img");
+        let mut b = vec![0u8; len];
+        edit(&mut b);
+        std::fs::write(&p, &b).unwrap();
+        (d, p)
+    }
+
+    #[test]
+    fn signatures_at_the_start() {
+        let (_d, p) = image(1 << 20, |_| {});
+        assert!(signatures_in(&p).is_empty());
+        let (_d, p) = image(1 << 20, |b| b[1080..1082].copy_from_slice(&[0x53, 0xEF]));
+        assert_eq!(signatures_in(&p), vec!["it holds an ext2/3/4 filesystem".to_string()]);
+        let (_d, p) = image(1 << 20, |b| {
+            b[0..8].copy_from_slice(b"LABELONE");
+            b[512..520].copy_from_slice(b"LABELONE");
+        });
+        assert_eq!(signatures_in(&p), vec!["it holds an LVM physical volume".to_string()]);
+        let (_d, p) = image(1 << 20, |b| b[65600..65608].copy_from_slice(b"_BHRfS_M"));
+        assert_eq!(signatures_in(&p), vec!["it holds a btrfs filesystem".to_string()]);
+    }
+
+    #[test]
+    fn partition_tables() {
+        let mbr = |b: &mut Vec<u8>| {
+            b[446 + 4] = 0x83;
+            b[510] = 0x55;
+            b[511] = 0xAA;
+        };
+        let (_d, p) = image(1 << 20, mbr);
+        assert_eq!(signatures_in(&p), vec!["it holds an MBR partition table".to_string()]);
+        // A boot signature with no used entry is not a partition table.
+        let (_d, p) = image(1 << 20, |b| {
+            b[510] = 0x55;
+            b[511] = 0xAA;
+        });
+        assert!(signatures_in(&p).is_empty());
+        // Devices smaller than the searched head are still searched.
+        let (_d, p) = image(4096, mbr);
+        assert_eq!(signatures_in(&p), vec!["it holds an MBR partition table".to_string()]);
+        let (_d, p) = image(1 << 20, |b| b[512..520].copy_from_slice(b"EFI PART"));
+        assert_eq!(signatures_in(&p), vec!["it holds a GPT partition table".to_string()]);
+        // Only the backup GPT header (the primary was wiped).
+        let (_d, p) = image(1 << 20, |b| {
+            let n = b.len();
+            b[n - 512..n - 504].copy_from_slice(b"EFI PART");
+        });
+        assert_eq!(signatures_in(&p), vec!["it holds a GPT partition table".to_string()]);
+    }
+
+    #[test]
+    fn md_superblocks_at_the_end() {
+        let magic = [0xFC, 0x4E, 0x2B, 0xA9];
+        let size = (1 << 20) + 12345;
+        let (_d, p) = image(size, |b| {
+            let o = (size & !65535) - 65536;
+            b[o..o + 4].copy_from_slice(&magic);
+        });
+        assert_eq!(signatures_in(&p), vec!["it holds an md RAID (v0.90/1.0) member".to_string()]);
+        let (_d, p) = image(size, |b| {
+            let o = (size - 8192) & !4095;
+            b[o..o + 4].copy_from_slice(&magic);
+        });
+        assert_eq!(signatures_in(&p), vec!["it holds an md RAID (v0.90/1.0) member".to_string()]);
+    }
+
+    #[test]
+    fn decisions() {
+        let p = Path::new("/dev/sdz");
+        let none = Findings::default();
+        let e = decide(p, &none, false).unwrap_err();
+        assert!(e.contains("without consent") && e.contains("--destructive /dev/sdz"), "{e}");
+        assert_eq!(decide(p, &none, true), Ok(()));
+        let fs = Findings { in_use: vec![], contents: vec!["it holds an XFS filesystem".into()] };
+        let e = decide(p, &fs, false).unwrap_err();
+        assert!(e.contains("XFS") && e.contains("--destructive /dev/sdz"), "{e}");
+        assert_eq!(decide(p, &fs, true), Ok(()));
+        let busy = Findings { in_use: vec!["it is mounted on /mnt".into()], contents: vec!["it holds an XFS filesystem".into()] };
+        for consent in [false, true] {
+            let e = decide(p, &busy, consent).unwrap_err();
+            assert!(e.contains("mounted on /mnt") && e.contains("XFS") && e.contains("--destructive does not override"), "{e}");
+        }
+        for f in [&none, &fs, &busy] {
+            for c in [false, true] {
+                if let Err(e) = decide(p, f, c) {
+                    assert!(!e.contains('\n'));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn destructive_must_name_the_same_file() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        let b = d.path().join("b");
+        std::fs::write(&a, b"x").unwrap();
+        std::fs::write(&b, b"x").unwrap();
+        symlink(&a, d.path().join("link")).unwrap();
+        let s = |p: &Path| p.display().to_string();
+        assert!(named_destructive(&a, &[s(&a)]));
+        assert!(named_destructive(&a, &[s(&b), s(&d.path().join("link"))]));
+        assert!(!named_destructive(&a, &[s(&b)]));
+        assert!(!named_destructive(&a, &[]));
+        assert!(!named_destructive(&a, &["/nonexistent".into()]));
+        assert!(!named_destructive(&d.path().join("gone"), &[s(&a)]));
+    }
+}

@@ -1,0 +1,195 @@
+//! Bad input: every mistake gets exactly one line on stderr, exit code 2, nothing on stdout,
+//! and nothing created or changed (no JSON record, no temporary target, the target untouched).
+mod common;
+
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// Run `iolab run ARGS --json DIR/out.json` in a fresh directory holding an 8 MiB target file
+/// `DIR/t.dat` (named "TARGET" in ARGS); expect a usage error and return its line.
+fn refused(args: &[&str]) -> String {
+    let dir = tempdir();
+    let target = verify_file(dir.path(), "t.dat", 8 << 20);
+    let before = std::fs::read(&target).unwrap();
+    let json = dir.path().join("out.json");
+    let mut a = vec!["run".to_string()];
+    a.extend(args.iter().map(|s| if *s == "TARGET" { target.display().to_string() } else { s.to_string() }));
+    a.extend(["--json".to_string(), json.display().to_string()]);
+    let r = iolab_in(dir.path(), &a);
+    let line = r.assert_usage_error();
+    assert!(r.stdout.is_empty(), "stdout not empty:\n{}", r.describe());
+    assert!(!json.exists(), "a JSON record was written:\n{}", r.describe());
+    assert_eq!(entries(dir.path()), vec!["t.dat".to_string()], "files created:\n{}", r.describe());
+    assert!(std::fs::read(&target).unwrap() == before, "the target changed:\n{}", r.describe());
+    line
+}
+
+fn assert_mentions(line: &str, words: &[&str]) {
+    for w in words {
+        assert!(line.contains(w), "error line should mention {w:?}: {line}");
+    }
+}
+
+#[test]
+fn unknown_interface() {
+    let l = refused(&["-i", "spdk", "--ios", "10", "TARGET"]);
+    assert_mentions(&l, &["unknown interface 'spdk'", "psync", "io_uring"]);
+    // Without a target: no temporary target is created either.
+    let l = refused(&["-i", "nope", "--ios", "10", "--size", "1m"]);
+    assert_mentions(&l, &["unknown interface"]);
+}
+
+#[test]
+fn unknown_option_and_bad_values() {
+    assert_mentions(&refused(&["--frobnicate", "TARGET"]), &["--frobnicate"]);
+    assert_mentions(&refused(&["--rw", "sideways", "TARGET"]), &["sideways"]);
+    assert_mentions(&refused(&["--submit", "carrier-pigeon", "TARGET"]), &["carrier-pigeon"]);
+    assert_mentions(&refused(&["--complete", "psychic", "TARGET"]), &["psychic"]);
+    assert_mentions(&refused(&["--bs", "4q", "--ios", "10", "TARGET"]), &["--bs"]);
+    assert_mentions(&refused(&["--qd", "many", "TARGET"]), &["many"]);
+    assert_mentions(&refused(&["--runtime", "forever", "TARGET"]), &["--runtime"]);
+    assert_mentions(&refused(&["--cpus", "x", "--ios", "10", "TARGET"]), &["--cpus"]);
+    assert_mentions(&refused(&["--ios", "10", "--runtime", "1s", "TARGET"]), &["only one of"]);
+    assert_mentions(&refused(&["--ios", "0", "TARGET"]), &["--ios"]);
+    assert_mentions(&refused(&["--rw", "randread", "--write-mix", "30", "--ios", "10", "TARGET"]), &["--write-mix"]);
+    assert_mentions(&refused(&["--rw", "randrw", "--write-mix", "130", "--ios", "10", "TARGET"]), &["130"]);
+    assert_mentions(&refused(&["--qd", "0", "-i", "io_uring", "--ios", "10", "TARGET"]), &["--qd"]);
+    assert_mentions(&refused(&["--threads", "0", "--ios", "10", "TARGET"]), &["--threads"]);
+    assert_mentions(&refused(&["-i", "libaio", "--qd", "4", "--batch-submit", "5", "--ios", "10", "TARGET"]), &["--batch-submit"]);
+    assert_mentions(&refused(&["--cpus", "4096", "--ios", "10", "TARGET"]), &["CPU 4096"]);
+}
+
+#[test]
+fn block_size_out_of_range_or_misaligned() {
+    // Not a multiple of 512: no device's logical block size allows it under O_DIRECT.
+    assert_mentions(&refused(&["--bs", "1000", "--ios", "10", "TARGET"]), &["--bs 1000", "512"]);
+    assert_mentions(&refused(&["--bs", "1000", "--ios", "10", "--size", "1m"]), &["--bs 1000"]);
+    assert_mentions(&refused(&["--bs", "2m", "--ios", "10", "TARGET"]), &["--bs"]);
+    assert_mentions(&refused(&["--bs", "256", "--ios", "10", "TARGET"]), &["--bs"]);
+    // (512 on a 4096-byte-sector device is in block_safety.rs, on a loop device.)
+}
+
+#[test]
+fn missing_target() {
+    let dir = tempdir();
+    let ghost = dir.path().join("ghost.dat");
+    for rw in ["randread", "randwrite", "write"] {
+        let r = iolab_in(dir.path(), &["run", "--rw", rw, "--ios", "10", &ghost.display().to_string()]);
+        let l = r.assert_usage_error();
+        assert_mentions(&l, &["does not exist", &ghost.display().to_string()]);
+        assert!(!ghost.exists(), "--rw {rw} created the missing target");
+        assert!(entries(dir.path()).is_empty());
+    }
+    let l = refused(&["--ios", "10", "/nonexistent-dir/x"]);
+    assert_mentions(&l, &["does not exist"]);
+}
+
+#[test]
+fn targets_of_the_wrong_kind() {
+    assert_mentions(&refused(&["--ios", "10", "/dev/null"]), &["neither a regular file nor a block device"]);
+    let dir = tempdir();
+    let r = iolab_in(dir.path(), &["run", "--ios", "10", &dir.path().display().to_string()]);
+    assert_mentions(&r.assert_usage_error(), &["neither a regular file nor a block device"]);
+}
+
+#[test]
+fn target_too_small_or_range_outside() {
+    assert_mentions(&refused(&["--size", "16m", "--ios", "10", "TARGET"]), &["--size"]);
+    assert_mentions(&refused(&["--offset", "9m", "--ios", "10", "TARGET"]), &["--offset"]);
+    assert_mentions(&refused(&["--offset", "1000", "--ios", "10", "TARGET"]), &["--offset 1000"]);
+    let dir = tempdir();
+    let tiny = zero_file(dir.path(), "tiny", 2048);
+    let r = iolab_in(dir.path(), &["run", "--ios", "10", &tiny.display().to_string()]);
+    r.assert_usage_error();
+}
+
+#[test]
+fn unreadable_target() {
+    let dir = tempdir();
+    // Traversable by everyone, so an unprivileged user reaches the file.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let target = verify_file(dir.path(), "secret.dat", 1 << 20);
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let args = ["run", "--ios", "10", "--json", &dir.path().join("out.json").display().to_string(), &target.display().to_string()];
+    let r = if is_root() {
+        // Root reads any file: drop to nobody for this one.
+        use std::os::unix::process::CommandExt;
+        if std::fs::metadata(BIN).map(|m| m.permissions().mode() & 0o001 == 0).unwrap_or(true) {
+            skip("unreadable_target", "the iolab binary is not executable by other users");
+            return;
+        }
+        let out = std::process::Command::new(BIN).args(args).uid(65534).gid(65534).env("TMPDIR", dir.path()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), out.stdout.is_empty())
+    } else {
+        let r = iolab_in(dir.path(), &args);
+        (Some(r.code), r.stderr.clone(), r.stdout.is_empty())
+    };
+    assert_eq!(r.0, Some(2), "{}", r.1);
+    assert_eq!(r.1.lines().count(), 1, "{}", r.1);
+    assert!(r.1.contains("Permission denied") && r.1.contains("secret.dat"), "{}", r.1);
+    assert!(r.2);
+    assert_eq!(entries(dir.path()), vec!["secret.dat".to_string()]);
+}
+
+#[test]
+fn synchronous_interfaces_reject_queue_depth() {
+    for i in ["psync", "pvsync2"] {
+        let l = refused(&["-i", i, "--qd", "8", "--ios", "10", "TARGET"]);
+        assert_mentions(&l, &[i, "--qd 8", "--threads 8"]);
+    }
+}
+
+#[test]
+fn modes_an_interface_does_not_have() {
+    for i in ["psync", "pvsync2", "posixaio", "libaio"] {
+        assert_mentions(&refused(&["-i", i, "--submit", "sqpoll", "--ios", "10", "TARGET"]), &["sqpoll"]);
+    }
+    for i in ["psync", "libaio"] {
+        assert_mentions(&refused(&["-i", i, "--complete", "poll", "--ios", "10", "TARGET"]), &["--complete"]);
+    }
+    assert_mentions(&refused(&["-i", "pvsync2", "--complete", "hybrid", "--ios", "10", "TARGET"]), &["hybrid"]);
+    assert_mentions(&refused(&["-i", "io_uring", "--sq-cpu", "0", "--ios", "10", "TARGET"]), &["--sq-cpu", "sqpoll"]);
+    assert_mentions(&refused(&["-i", "io_uring", "--submit", "sqpoll", "--sq-cpu", "4096", "--ios", "10", "TARGET"]), &["CPU 4096"]);
+}
+
+#[test]
+fn page_cache_conflicts() {
+    assert_mentions(&refused(&["-i", "libaio", "--buffered", "--ios", "10", "TARGET"]), &["libaio", "O_DIRECT"]);
+    assert_mentions(&refused(&["--verify", "--buffered", "--ios", "10", "TARGET"]), &["--verify", "--buffered"]);
+    assert_mentions(&refused(&["-i", "pvsync2", "--complete", "poll", "--buffered", "--ios", "10", "TARGET"]), &["O_DIRECT"]);
+    assert_mentions(&refused(&["-i", "io_uring", "--complete", "poll", "--buffered", "--ios", "10", "TARGET"]), &["O_DIRECT"]);
+}
+
+/// The sysfs `queue/io_poll` of the disk holding `path`, if known.
+fn io_poll_of(path: &Path) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let node = std::fs::canonicalize(format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev))).ok()?;
+    let disk = if node.join("partition").exists() { node.parent()?.to_path_buf() } else { node };
+    Some(std::fs::read_to_string(disk.join("queue/io_poll")).ok()?.trim() == "1")
+}
+
+#[test]
+fn polling_a_queue_that_cannot_poll() {
+    if iolab::interfaces::machine_support("io_uring").is_err() {
+        skip("polling_a_queue_that_cannot_poll", "io_uring is not available");
+        return;
+    }
+    let probe = tempdir();
+    if io_poll_of(probe.path()) != Some(false) {
+        skip("polling_a_queue_that_cannot_poll", "the temporary directory's disk can poll (or does not say)");
+        return;
+    }
+    let mut modes = vec![vec!["--complete", "poll"], vec!["--submit", "sqpoll", "--complete", "poll"]];
+    if kernel_version() >= (6, 13) {
+        modes.push(vec!["--complete", "hybrid"]);
+    }
+    for m in modes {
+        let mut a = vec!["-i", "io_uring", "--ios", "10"];
+        a.extend(&m);
+        a.push("TARGET");
+        let l = refused(&a);
+        assert_mentions(&l, &["io_poll", "poll_queues", "--allow-fallback"]);
+    }
+}
