@@ -1,5 +1,6 @@
 //! iolab: a laboratory for the Linux storage I/O stack.
 //! Layers follow the data: plan → engine (with interfaces) → meters → record → report.
+pub mod analysis;
 pub mod cli;
 pub mod engine;
 pub mod interfaces;
@@ -7,4 +8,6 @@ pub mod meters;
 pub mod plan;
 pub mod record;
 pub mod report;
+pub mod settings;
+pub mod store;
 pub mod target;

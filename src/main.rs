@@ -2,6 +2,9 @@ use clap::Parser;
 use iolab::cli::{self, Cli, Cmd};
 
 fn main() {
+    // Die quietly on a closed pipe (`iolab results | head`), like other command-line tools.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
@@ -15,6 +18,10 @@ fn main() {
         Cmd::Run(args) => cli::run::main(args),
         Cmd::Interfaces => cli::interfaces_cmd::main(),
         Cmd::Probe { target } => cli::probe::main(target.as_ref()),
+        Cmd::Sweep(args) => cli::sweep::main(args),
+        Cmd::Results(args) => cli::results::main(args),
+        Cmd::Precondition(args) => cli::precondition::main(args),
+        Cmd::Restore => cli::run::restore_main(),
     };
     std::process::exit(code);
 }

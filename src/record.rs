@@ -35,6 +35,11 @@ pub struct Environment {
     pub started_at_unix_s: f64,
     pub clock: Option<ClockInfo>,
     pub targets: Vec<TargetInfo>,
+    /// Each target device's settings during the run (scheduler, nomerges, io_poll,
+    /// io_poll_delay, read_ahead_kb, wbt_lat_usec, nr_requests, CPU governor).
+    pub device_settings: Vec<serde_json::Value>,
+    /// Settings iolab changed for the run (and restored after), as "device setting: old -> new".
+    pub settings_changed: Vec<String>,
 }
 
 #[derive(Serialize)]

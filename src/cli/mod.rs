@@ -1,7 +1,10 @@
 //! The `iolab` command line: argument definitions and the subcommands.
 pub mod interfaces_cmd;
+pub mod precondition;
 pub mod probe;
+pub mod results;
 pub mod run;
+pub mod sweep;
 
 use crate::plan::{size, Budget, Complete, Job, Rw, Submit};
 use clap::{ArgAction, Args, Parser, Subcommand};
@@ -25,6 +28,14 @@ pub enum Cmd {
         /// File or block device to probe; default: a small temporary file.
         target: Option<PathBuf>,
     },
+    /// Run a plan (TOML): a matrix of configurations with replicates, stored in a database.
+    Sweep(sweep::SweepArgs),
+    /// List, filter and export stored runs.
+    Results(results::ResultsArgs),
+    /// Fill a target and write it randomly until steady state (SNIA PTS rule).
+    Precondition(precondition::PreconditionArgs),
+    /// Put back system settings a killed iolab left changed.
+    Restore,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -108,6 +119,13 @@ pub struct RunArgs {
     /// Run a polled completion mode even where the queue cannot poll, reporting the fallback.
     #[arg(long)]
     pub allow_fallback: bool,
+    /// I/O scheduler for every target's device during the run (none, mq-deadline, kyber, bfq); restored after.
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// A system setting for the run, restored after: nomerges=2, read_ahead_kb=0, wbt_lat_usec=0,
+    /// io_poll_delay=-1, governor=performance (repeatable).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
     /// Fail when polling was asked for but completions were not observed to be polled.
     #[arg(long)]
     pub strict: bool,
@@ -184,6 +202,8 @@ impl RunArgs {
             allow_fallback: self.allow_fallback,
             strict: self.strict,
             destructive: self.destructive.clone(),
+            scheduler: self.scheduler.clone(),
+            set: self.set.clone(),
         })
     }
 }

@@ -41,6 +41,8 @@ pub fn probe_job(
         allow_fallback: false,
         strict: false,
         destructive: vec![],
+        scheduler: None,
+        set: vec![],
     }
 }
 
@@ -119,7 +121,7 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
 
 /// ("yes"|"no", what happened) for one short job.
 fn outcome(job: &Job) -> (&'static str, String) {
-    match execute(job, true) {
+    match execute(job, &mut super::run::Quiet) {
         Ok(rec) if rec.error.is_none() => {
             let r = rec.results.as_ref().unwrap();
             let lat = r

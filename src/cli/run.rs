@@ -99,6 +99,56 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &crate::meters::
     path.fell_back = polled_asked && !polled;
 }
 
+/// The setting changes a job asks for, once per distinct device.
+fn settings_changes(job: &Job, targets: &[TargetInfo]) -> Result<Vec<crate::settings::Change>, String> {
+    use crate::settings::{Change, Setting};
+    let mut devices: Vec<&str> = Vec::new();
+    for t in targets {
+        let Some(d) = t.device.as_deref() else {
+            if job.scheduler.is_some() || !job.set.is_empty() {
+                return Err(format!("{} has no block device behind it whose settings could be changed", t.path));
+            }
+            continue;
+        };
+        if !devices.contains(&d) {
+            devices.push(d);
+        }
+    }
+    let mut out = Vec::new();
+    for d in &devices {
+        if let Some(s) = &job.scheduler {
+            out.push(Change::new(Setting::Scheduler, Some(d), s.clone()));
+        }
+        for spec in &job.set {
+            let c = Change::parse(spec, Some(d))?;
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `iolab restore`: put back what a killed iolab left changed.
+pub fn restore_main() -> i32 {
+    match crate::settings::Settings::system().restore_journal() {
+        Ok(lines) if lines.is_empty() => {
+            println!("nothing to restore: no system settings are recorded as changed");
+            0
+        }
+        Ok(lines) => {
+            for l in lines {
+                println!("{l}");
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            1
+        }
+    }
+}
+
 /// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
 fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
     if job.interface != "io_uring" || job.complete == Complete::Irq || job.allow_fallback {
@@ -127,7 +177,26 @@ fn environment(targets: Vec<TargetInfo>) -> Environment {
         started_at_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
         clock: None,
         targets,
+        device_settings: Vec::new(),
+        settings_changed: Vec::new(),
     }
+}
+
+/// Check before any I/O that a JSON destination can be written (its directory exists and
+/// takes a new file), so a long or destructive run is not wasted on a typo.
+pub fn check_output(dest: &str) -> Result<(), String> {
+    if dest == "-" {
+        return Ok(());
+    }
+    let path = std::path::Path::new(dest);
+    if path.is_dir() {
+        return Err(format!("--json {dest} is a directory: give a file name"));
+    }
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!("cannot write --json {dest}: directory {} does not exist", dir.display()));
+    }
+    tempfile::NamedTempFile::new_in(dir).map(drop).map_err(|e| format!("cannot write --json {dest}: {} is not writable ({})", dir.display(), std::io::Error::from(e.kind())))
 }
 
 /// Write JSON atomically: a temporary file beside the destination, then rename.
@@ -139,22 +208,81 @@ pub fn write_json(dest: &str, value: &impl serde::Serialize) -> Result<(), Strin
     }
     let path = std::path::Path::new(dest);
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {dest}: {e}"))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {dest}: {}", e.kind()))?;
     tmp.write_all(text.as_bytes()).and_then(|_| tmp.as_file().sync_all()).map_err(|e| format!("cannot write {dest}: {e}"))?;
     tmp.persist(path).map_err(|e| format!("cannot write {dest}: {}", e.error))?;
     Ok(())
 }
 
-/// Run a job end to end. Returns the record and whether to print it.
-pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
+
+/// What a run shows while it works: notes and about one progress call a second.
+pub trait RunUi {
+    fn note(&mut self, _msg: &str) {}
+    /// (elapsed s, total s for time budgets, completions so far including the ramp, in ramp)
+    fn progress(&mut self, _elapsed: f64, _total: Option<f64>, _done: u64, _ramp: bool) {}
+    fn finish(&mut self) {}
+}
+
+/// Shows nothing.
+pub struct Quiet;
+impl RunUi for Quiet {}
+
+/// Live IOPS from successive progress calls.
+#[derive(Default)]
+pub struct IopsMeter {
+    last: (f64, u64),
+}
+impl IopsMeter {
+    pub fn update(&mut self, elapsed: f64, done: u64) -> f64 {
+        let iops = if elapsed > self.last.0 { done.saturating_sub(self.last.1) as f64 / (elapsed - self.last.0) } else { 0.0 };
+        self.last = (elapsed, done);
+        iops
+    }
+}
+
+/// One run's bar on the terminal: position, ETA and live IOPS.
+pub struct RunBar {
+    bar: indicatif::ProgressBar,
+    iops: IopsMeter,
+    budget: crate::plan::Budget,
+    bs: u64,
+}
+impl RunBar {
+    pub fn new(job: &Job) -> RunBar {
+        let bar = indicatif::ProgressBar::new(1000);
+        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed_precise} ETA {eta}  {msg}").unwrap().progress_chars("=> "));
+        RunBar { bar, iops: IopsMeter::default(), budget: job.budget, bs: job.bs }
+    }
+}
+impl RunUi for RunBar {
+    fn note(&mut self, msg: &str) {
+        self.bar.set_message(msg.to_string());
+        self.bar.tick();
+    }
+    fn progress(&mut self, elapsed: f64, total: Option<f64>, done: u64, ramp: bool) {
+        let iops = self.iops.update(elapsed, done);
+        let frac = match (total, self.budget) {
+            (Some(t), _) => elapsed / t,
+            (None, crate::plan::Budget::Ios(n)) => done as f64 / n as f64,
+            (None, crate::plan::Budget::Bytes(n)) => done as f64 * self.bs as f64 / n as f64,
+            _ => 0.0,
+        };
+        self.bar.set_position((frac * 1000.0).min(1000.0) as u64);
+        self.bar.set_message(format!("{}{} IOPS", if ramp { "ramp " } else { "" }, summary::format_count(iops)));
+    }
+    fn finish(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Run a job end to end: checks, targets, engine, meters, record.
+pub fn execute(job: &Job, ui: &mut dyn RunUi) -> Result<RunRecord, Failure> {
     validate(job)?;
     check_kernel(job)?;
-    let show = !quiet && std::io::stderr().is_terminal();
     let temp = if job.targets.is_empty() {
-        if show {
-            eprint!("creating and filling a {} temporary target...\r", crate::plan::size::format_bytes(job.size.unwrap_or(target::DEFAULT_TARGET_SIZE) as f64));
-        }
-        Some(target::create_default_target(job.size.unwrap_or(target::DEFAULT_TARGET_SIZE))?)
+        let size = job.size.unwrap_or(target::DEFAULT_TARGET_SIZE);
+        ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
+        Some(target::create_default_target(size)?)
     } else {
         None
     };
@@ -165,35 +293,27 @@ pub fn execute(job: &Job, quiet: bool) -> Result<RunRecord, Failure> {
     let targets = target::open_targets(job, &paths, temp.is_some())?;
     check_polling(job, &targets)?;
     let infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
+    // System settings: originals journaled before any change, restored when the guard drops
+    // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
+    let system = crate::settings::Settings::system();
+    let changes = settings_changes(job, &infos)?;
+    let guard = if changes.is_empty() { None } else { Some(system.apply(&changes)?) };
+    // Describe the targets after the change, so the record shows what the run ran with.
+    let infos: Vec<TargetInfo> = if guard.is_some() { targets.iter().map(|t| crate::target::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)).collect() } else { infos };
     let path = expected_path(job, &infos);
     let mut env = environment(infos);
+    env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
+    env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
     let open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
-
-    let bar = show.then(|| {
-        let b = indicatif::ProgressBar::new(1000);
-        b.set_style(indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed_precise} ETA {eta}  {msg}").unwrap().progress_chars("=> "));
-        b
-    });
-    let mut last = (0.0f64, 0u64);
-    let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| {
-        if let Some(b) = &bar {
-            let iops = if elapsed > last.0 { (done.saturating_sub(last.1)) as f64 / (elapsed - last.0) } else { 0.0 };
-            last = (elapsed, done);
-            match (total, job.budget) {
-                (Some(t), _) => b.set_position((elapsed / t * 1000.0).min(1000.0) as u64),
-                (None, crate::plan::Budget::Ios(n)) => b.set_position((done as f64 / n as f64 * 1000.0) as u64),
-                (None, crate::plan::Budget::Bytes(n)) => b.set_position((done as f64 * job.bs as f64 / n as f64 * 1000.0) as u64),
-                _ => {}
-            }
-            b.set_message(format!("{}{} IOPS", if ramp { "ramp " } else { "" }, summary::format_count(iops)));
-        }
-    };
+    let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     engine::install_interrupt_handler();
     let mut meters = crate::meters::Meters::new(&env.targets);
-    let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| Failure { message: m, code: 1 })?;
-    if let Some(b) = &bar {
-        b.finish_and_clear();
+    let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| Failure { message: m, code: 1 });
+    ui.finish();
+    if let Some(g) = guard {
+        g.restore().map_err(|e| Failure { message: format!("restoring system settings failed: {e}; run `iolab restore`"), code: 1 })?;
     }
+    let out = out?;
     env.clock = Some(out.clock.clone());
     let w = out.window_s;
     let mut total = out.rec.read.clone();
@@ -256,7 +376,12 @@ pub fn main(args: &super::RunArgs) -> i32 {
             return 2;
         }
     };
-    match execute(&job, args.quiet) {
+    if let Some(Err(e)) = args.json.as_deref().map(check_output) {
+        eprintln!("iolab: {e}");
+        return 2;
+    }
+    let mut ui: Box<dyn RunUi> = if !args.quiet && std::io::stderr().is_terminal() { Box::new(RunBar::new(&job)) } else { Box::new(Quiet) };
+    match execute(&job, ui.as_mut()) {
         Err(f) => {
             eprintln!("iolab: {}", f.message);
             f.code

@@ -1,5 +1,6 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
 pub mod size;
+pub mod sweep;
 pub mod validate;
 
 use serde::{Deserialize, Serialize};
@@ -111,4 +112,11 @@ pub struct Job {
     pub strict: bool,
     /// Devices the user named as safe to overwrite.
     pub destructive: Vec<String>,
+    /// I/O scheduler to select on every target's device for the run (restored after).
+    #[serde(default)]
+    pub scheduler: Option<String>,
+    /// Other system settings for the run, "name=value" (nomerges, io_poll_delay,
+    /// read_ahead_kb, wbt_lat_usec on every target's device; governor on every CPU).
+    #[serde(default)]
+    pub set: Vec<String>,
 }

@@ -75,6 +75,13 @@ fn dio_align(path: &Path) -> (Option<u64>, Option<u64>) {
     (Some(stx.stx_dio_offset_align as u64), Some(stx.stx_dio_mem_align as u64))
 }
 
+impl TargetInfo {
+    pub fn with_size(mut self, size: u64) -> TargetInfo {
+        self.size_bytes = size;
+        self
+    }
+}
+
 pub fn describe(path: &Path, meta: &Metadata) -> TargetInfo {
     let block = meta.file_type().is_block_device();
     let dev = if block { meta.rdev() } else { meta.dev() };

@@ -1,0 +1,2 @@
+//! Analysis: statistics over measured values. Never touches devices.
+pub mod steady;

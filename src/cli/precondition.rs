@@ -1,0 +1,139 @@
+//! `iolab precondition TARGET`: bring a device to steady state before measuring it, as the
+//! SNIA PTS asks: sequential fills of the whole range, then rounds of random writes until the
+//! IOPS of the last 5 rounds are steady (range within 20 % of the mean, fitted-line excursion
+//! within 10 %). Writes are subject to the same safety rules as `iolab run`.
+use super::run::{execute, Quiet, RunBar, RunUi};
+use crate::analysis::steady;
+use crate::plan::{size, Budget, Complete, Rw, Submit};
+use serde::Serialize;
+use std::io::IsTerminal;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PreconditionArgs {
+    /// The file or block device to precondition.
+    pub target: std::path::PathBuf,
+    /// Sequential passes over the whole range.
+    #[arg(long, default_value_t = 2)]
+    pub fills: u32,
+    /// Block size of the sequential fills.
+    #[arg(long, default_value = "128k")]
+    pub fill_bs: String,
+    /// Block size of the random-write rounds.
+    #[arg(long, default_value = "4k")]
+    pub bs: String,
+    #[arg(long, default_value_t = 32)]
+    pub qd: u32,
+    /// Length of one random-write round.
+    #[arg(long, default_value = "60s")]
+    pub round: String,
+    /// Give up on steady state after this many rounds (SNIA: 25).
+    #[arg(long, default_value_t = 25)]
+    pub max_rounds: u32,
+    #[arg(short = 'i', long, default_value = "io_uring")]
+    pub interface: String,
+    /// Bytes of the target to use (default: all of it).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Allow writing to this exact block device, destroying its contents.
+    #[arg(long, value_name = "DEVICE")]
+    pub destructive: Vec<String>,
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    target: String,
+    fills: Vec<f64>,
+    round_iops: Vec<f64>,
+    steady: Option<steady::SteadyState>,
+    reached_steady_state: bool,
+}
+
+pub fn main(a: &PreconditionArgs) -> i32 {
+    match precondition(a) {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            2
+        }
+    }
+}
+
+fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
+    if let Some(dest) = &a.json {
+        super::run::check_output(dest)?;
+    }
+    let target = a.target.display().to_string();
+    let mut base = super::probe::probe_job(&a.interface, Submit::Syscall, Complete::Irq, false, &target);
+    base.qd = a.qd;
+    base.budget = Budget::Ios(1);
+    base.destructive = a.destructive.clone();
+    base.size = a.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?;
+    let round_s = size::parse_seconds(&a.round).map_err(|e| format!("--round: {e}"))?;
+    let show = !a.quiet && std::io::stderr().is_terminal();
+
+    let mut fills = Vec::new();
+    for n in 1..=a.fills {
+        let mut job = base.clone();
+        job.rw = Rw::Write;
+        job.bs = size::parse_size(&a.fill_bs).map_err(|e| format!("--fill-bs: {e}"))?;
+        // One pass: the whole range, found from the target itself.
+        let range = range_of(&job)?;
+        job.budget = Budget::Bytes(range / job.bs * job.bs);
+        let rec = run_step(&job, show)?;
+        let bw = rec.results.as_ref().map_or(0.0, |r| r.write.bw_bytes_per_s);
+        println!("fill {n}/{}: {} at {}/s", a.fills, size::format_bytes(range as f64), size::format_bytes(bw));
+        fills.push(bw);
+    }
+    let mut iops = Vec::new();
+    let mut state = None;
+    for n in 1..=a.max_rounds {
+        let mut job = base.clone();
+        job.rw = Rw::Randwrite;
+        job.bs = size::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?;
+        job.budget = Budget::Seconds(round_s);
+        job.seed = n as u64;
+        let rec = run_step(&job, show)?;
+        let x = rec.results.as_ref().map_or(0.0, |r| r.write.iops);
+        iops.push(x);
+        state = steady::check(&iops);
+        match &state {
+            Some(s) => println!("round {n}: {:.0} IOPS; last {} rounds: range {:.1} %, slope {:.1} %{}", x, steady::WINDOW,
+                s.range_fraction * 100.0, s.slope_fraction * 100.0, if s.steady { " - steady state" } else { "" }),
+            None => println!("round {n}: {x:.0} IOPS"),
+        }
+        if state.as_ref().is_some_and(|s| s.steady) {
+            break;
+        }
+    }
+    let reached = state.as_ref().is_some_and(|s| s.steady);
+    if !reached {
+        println!("no steady state after {} rounds", a.max_rounds);
+    }
+    if let Some(dest) = &a.json {
+        super::run::write_json(dest, &Report { target, fills, round_iops: iops, steady: state, reached_steady_state: reached })?;
+    }
+    Ok(reached)
+}
+
+fn range_of(job: &crate::plan::Job) -> Result<u64, String> {
+    let path = std::path::PathBuf::from(&job.targets[0]);
+    let t = crate::target::open_targets(&crate::plan::Job { rw: Rw::Read, ..job.clone() }, &[path], false)?;
+    Ok(t[0].range_len)
+}
+
+fn run_step(job: &crate::plan::Job, show: bool) -> Result<crate::record::RunRecord, String> {
+    let mut ui: Box<dyn RunUi> = if show { Box::new(RunBar::new(job)) } else { Box::new(Quiet) };
+    let rec = execute(job, ui.as_mut()).map_err(|f| f.message)?;
+    if rec.status == "interrupted" {
+        return Err("interrupted".into());
+    }
+    if let Some(e) = rec.error {
+        return Err(e);
+    }
+    Ok(rec)
+}

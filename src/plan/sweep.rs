@@ -1,0 +1,458 @@
+//! Sweep plans: a TOML file describing a matrix of configurations, replicates and rules,
+//! expanded into the ordered list of runs a sweep executes.
+//!
+//! ```toml
+//! name = "poll-vs-interrupt"
+//! replicates = 5
+//! ramp = "10s"
+//! runtime = "2m"
+//! cooldown = "5s"
+//! targets = ["/dev/nvme0n1"]
+//! [matrix]
+//! interface = ["pvsync2", "io_uring"]
+//! complete = ["irq", "poll"]
+//! bs = ["4k", "16k"]
+//! threads = [1, 8]
+//! [[rule]]
+//! when = { interface = "pvsync2", complete = "poll" }
+//! action = "drop"
+//! reason = "RWF_HIPRI is ignored for sync I/O"
+//! ```
+use super::size::{parse_seconds, parse_size};
+use super::validate::validate;
+use super::{Budget, Complete, Job, Rw, Submit};
+use crate::engine::workload::Rng;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    fn bytes(&self) -> Result<u64, String> {
+        match self {
+            SizeValue::Bytes(n) => Ok(*n),
+            SizeValue::Text(t) => parse_size(t),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matrix {
+    #[serde(default)]
+    pub interface: Vec<String>,
+    #[serde(default)]
+    pub submit: Vec<Submit>,
+    #[serde(default)]
+    pub complete: Vec<Complete>,
+    #[serde(default)]
+    pub rw: Vec<Rw>,
+    #[serde(default)]
+    pub write_mix: Vec<u8>,
+    #[serde(default)]
+    pub bs: Vec<SizeValue>,
+    #[serde(default)]
+    pub qd: Vec<u32>,
+    #[serde(default)]
+    pub threads: Vec<u32>,
+    #[serde(default)]
+    pub batch: Vec<u32>,
+    /// One target per run; the plan's `targets` are used together when this is empty.
+    #[serde(default)]
+    pub target: Vec<String>,
+    #[serde(default)]
+    pub scheduler: Vec<String>,
+}
+
+/// Options every run of the plan shares.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    #[serde(default)]
+    pub buffered: bool,
+    pub cpus: Option<Vec<usize>>,
+    pub sq_cpu: Option<u32>,
+    pub sq_idle_ms: Option<u32>,
+    pub register_buffers: Option<bool>,
+    pub register_files: Option<bool>,
+    #[serde(default)]
+    pub verify: bool,
+    #[serde(default)]
+    pub continue_on_error: bool,
+    #[serde(default)]
+    pub allow_fallback: bool,
+    #[serde(default)]
+    pub strict: bool,
+    pub batch_reap: Option<u32>,
+    /// System settings for every run, "name=value" (see `iolab run --set`).
+    #[serde(default)]
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub when: toml::Table,
+    /// "drop" leaves the matching configurations out; "reject" refuses the whole plan.
+    pub action: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    #[serde(default = "one")]
+    pub replicates: u32,
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+    pub ramp: Option<String>,
+    pub runtime: Option<String>,
+    pub ios: Option<u64>,
+    pub bytes: Option<String>,
+    pub cooldown: Option<String>,
+    #[serde(default)]
+    pub targets: Vec<String>,
+    #[serde(default)]
+    pub destructive: Vec<String>,
+    pub size: Option<String>,
+    pub offset: Option<String>,
+    #[serde(default)]
+    pub matrix: Matrix,
+    #[serde(default)]
+    pub options: Options,
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<Rule>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+
+/// One configuration of the matrix: a job plus the key naming it across replicates.
+#[derive(Debug, Clone)]
+pub struct PlannedConfig {
+    pub key: String,
+    pub job: Job,
+}
+
+#[derive(Debug)]
+pub struct Expansion {
+    pub name: String,
+    pub configs: Vec<PlannedConfig>,
+    /// (configuration key, why it was left out).
+    pub dropped: Vec<(String, String)>,
+    /// (replicate, index into configs) in execution order.
+    pub order: Vec<(u32, usize)>,
+    pub replicates: u32,
+    pub cooldown_s: f64,
+    /// Seconds per run (ramp + runtime) when the budget is time; None for count budgets.
+    pub seconds_per_run: Option<f64>,
+}
+
+impl Expansion {
+    /// Estimated wall time of the remaining `runs` runs (adds a second per run for set-up).
+    pub fn estimate_s(&self, runs: usize) -> Option<f64> {
+        self.seconds_per_run.map(|s| runs as f64 * (s + self.cooldown_s + 1.0))
+    }
+}
+
+fn or_all<T: Clone>(v: &[T], default: T) -> Vec<T> {
+    if v.is_empty() { vec![default] } else { v.to_vec() }
+}
+
+fn value_of(job: &Job, key: &str) -> Option<toml::Value> {
+    use toml::Value::{Integer, String as S};
+    Some(match key {
+        "interface" => S(job.interface.clone()),
+        "submit" => S(if job.submit == Submit::Sqpoll { "sqpoll" } else { "syscall" }.into()),
+        "complete" => S(super::validate::name_complete(job.complete).into()),
+        "rw" => S(job.rw.name().into()),
+        "write_mix" => Integer(job.write_mix as i64),
+        "bs" => Integer(job.bs as i64),
+        "qd" => Integer(job.qd as i64),
+        "threads" => Integer(job.threads as i64),
+        "batch" => Integer(job.batch_submit as i64),
+        "target" => S(job.targets.first().cloned().unwrap_or_default()),
+        "scheduler" => S(job.scheduler.clone().unwrap_or_default()),
+        _ => return None,
+    })
+}
+
+/// Does `actual` satisfy the rule's condition (a value, a list of values, or a comparison
+/// string such as ">1", "<=4k", "!=io_uring")?
+fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, String> {
+    use toml::Value;
+    match cond {
+        Value::Array(items) => {
+            for i in items {
+                if matches(i, actual)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        Value::String(s) => {
+            let ops = [">=", "<=", "!=", ">", "<", "="];
+            if let Some(op) = ops.iter().find(|o| s.starts_with(**o)) {
+                let rhs = s[op.len()..].trim();
+                if let Value::Integer(a) = actual {
+                    let b = parse_size(rhs).map_err(|e| format!("rule condition '{s}': {e}"))? as i64;
+                    return Ok(match *op { ">=" => *a >= b, "<=" => *a <= b, "!=" => *a != b, ">" => *a > b, "<" => *a < b, _ => *a == b });
+                }
+                let a = actual.as_str().unwrap_or("");
+                return Ok(match *op { "!=" => a != rhs, "=" => a == rhs, _ => return Err(format!("rule condition '{s}' compares a text value")) });
+            }
+            match actual {
+                Value::Integer(a) => Ok(parse_size(s).map(|b| b as i64 == *a).unwrap_or(false)),
+                _ => Ok(actual.as_str() == Some(s.as_str())),
+            }
+        }
+        Value::Integer(i) => Ok(actual.as_integer() == Some(*i)),
+        other => Err(format!("rule condition {other} is not a value, list or comparison")),
+    }
+}
+
+/// Parse and expand a plan. Errors are one line.
+pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
+    let plan: PlanFile = toml::from_str(text).map_err(|e| format!("plan: {}", e.message()))?;
+    let m = &plan.matrix;
+    let budget = match (&plan.runtime, plan.ios, &plan.bytes) {
+        (None, None, None) => Budget::Seconds(10.0),
+        (Some(r), None, None) => Budget::Seconds(parse_seconds(r).map_err(|e| format!("plan runtime: {e}"))?),
+        (None, Some(n), None) => Budget::Ios(n),
+        (None, None, Some(b)) => Budget::Bytes(parse_size(b).map_err(|e| format!("plan bytes: {e}"))?),
+        _ => return Err("plan: give only one of runtime, ios and bytes".into()),
+    };
+    let ramp_s = plan.ramp.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan ramp: {e}"))?.unwrap_or(0.0);
+    let cooldown_s = plan.cooldown.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan cooldown: {e}"))?.unwrap_or(0.0);
+    if plan.replicates == 0 {
+        return Err("plan: replicates must be at least 1".into());
+    }
+    for r in &plan.rules {
+        if r.action != "drop" && r.action != "reject" {
+            return Err(format!("plan rule action '{}' is not 'drop' or 'reject'", r.action));
+        }
+        if let Some(k) = r.when.keys().find(|k| value_of(&base_job(), k).is_none()) {
+            return Err(format!("plan rule names '{k}', which is not a matrix dimension"));
+        }
+    }
+    let targets: Vec<Vec<String>> = if !m.target.is_empty() {
+        m.target.iter().map(|t| vec![t.clone()]).collect()
+    } else if !cli_targets.is_empty() {
+        vec![cli_targets.to_vec()]
+    } else {
+        vec![plan.targets.clone()]
+    };
+    let bss: Vec<u64> = if m.bs.is_empty() { vec![4096] } else { m.bs.iter().map(SizeValue::bytes).collect::<Result<_, _>>().map_err(|e| format!("plan bs: {e}"))? };
+    let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| format!("plan size: {e}"))?;
+    let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| format!("plan offset: {e}"))?.unwrap_or(0);
+    let o = &plan.options;
+
+    let mut configs = Vec::new();
+    let mut dropped = Vec::new();
+    let schedulers: Vec<Option<String>> = if m.scheduler.is_empty() { vec![None] } else { m.scheduler.iter().cloned().map(Some).collect() };
+    for iface in or_all(&m.interface, "psync".to_string()) {
+        for &submit in &or_all(&m.submit, Submit::Syscall) {
+            for &complete in &or_all(&m.complete, Complete::Irq) {
+                for &rw in &or_all(&m.rw, Rw::Randread) {
+                    for &mix in &or_all(&m.write_mix, 50) {
+                        for &bs in &bss {
+                            for &qd in &or_all(&m.qd, 1) {
+                                for &threads in &or_all(&m.threads, 1) {
+                                    for &batch in &or_all(&m.batch, 1) {
+                                        for t in &targets {
+                                            for sched in &schedulers {
+                                                let job = Job {
+                                                    interface: iface.clone(), submit, complete, rw, write_mix: mix, bs, qd, threads,
+                                                    batch_submit: batch, batch_reap: o.batch_reap.unwrap_or(batch).min(qd.max(1)),
+                                                    ramp_s, budget, size, offset, direct: !o.buffered, cpus: o.cpus.clone().unwrap_or_default(),
+                                                    seed: plan.seed, targets: t.clone(), sq_cpu: o.sq_cpu, sq_idle_ms: o.sq_idle_ms.unwrap_or(1000),
+                                                    register_buffers: o.register_buffers.unwrap_or(true), register_files: o.register_files.unwrap_or(true),
+                                                    verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback,
+                                                    strict: o.strict, destructive: plan.destructive.clone(), scheduler: sched.clone(), set: o.set.clone(),
+                                                };
+                                                let key = config_key(&job, m);
+                                                if let Some(reason) = rule_verdict(&plan.rules, &job)? {
+                                                    dropped.push((key, reason));
+                                                    continue;
+                                                }
+                                                if let Err(reason) = validate(&job) {
+                                                    dropped.push((key, reason));
+                                                    continue;
+                                                }
+                                                configs.push(PlannedConfig { key, job });
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if configs.is_empty() {
+        return Err(format!("plan: every configuration was dropped ({} dropped)", dropped.len()));
+    }
+    // Replicates interleaved: each round runs every configuration once, in a seeded order.
+    let mut order = Vec::with_capacity(configs.len() * plan.replicates as usize);
+    for r in 0..plan.replicates {
+        let mut idx: Vec<usize> = (0..configs.len()).collect();
+        let mut rng = Rng::for_thread(plan.seed, r);
+        for i in (1..idx.len()).rev() {
+            idx.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        order.extend(idx.into_iter().map(|i| (r, i)));
+    }
+    let seconds_per_run = match budget {
+        Budget::Seconds(s) => Some(ramp_s + s),
+        _ => None,
+    };
+    Ok(Expansion {
+        name: plan.name.clone().unwrap_or_else(|| "sweep".into()),
+        configs,
+        dropped,
+        order,
+        replicates: plan.replicates,
+        cooldown_s,
+        seconds_per_run,
+    })
+}
+
+fn base_job() -> Job {
+    crate::cli::probe::probe_job("psync", Submit::Syscall, Complete::Irq, true, "")
+}
+
+/// The varying dimensions, named, in a fixed order: the configuration's identity.
+fn config_key(job: &Job, m: &Matrix) -> String {
+    let dims: [(&str, bool); 11] = [
+        ("interface", true), ("submit", true), ("complete", true), ("rw", true), ("write_mix", job.rw == Rw::Randrw),
+        ("bs", true), ("qd", true), ("threads", true), ("batch", !m.batch.is_empty()), ("target", !m.target.is_empty()), ("scheduler", !m.scheduler.is_empty()),
+    ];
+    dims.iter().filter(|(_, on)| *on).map(|(k, _)| {
+        let v = value_of(job, k).unwrap();
+        format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+    }).collect::<Vec<_>>().join(",")
+}
+
+/// Some(reason) when a drop rule matches; Err when a reject rule does.
+fn rule_verdict(rules: &[Rule], job: &Job) -> Result<Option<String>, String> {
+    for r in rules {
+        let mut all = true;
+        for (k, cond) in &r.when {
+            if !matches(cond, &value_of(job, k).unwrap())? {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            if r.action == "reject" {
+                return Err(format!("plan rejected: {} ({})", r.reason, config_key(job, &Matrix::default())));
+            }
+            return Ok(Some(r.reason.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// A stable fingerprint of the plan text and targets, to find the sweep to resume.
+pub fn plan_hash(text: &str, targets: &[String]) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in text.bytes().chain(targets.join("\0").bytes()) {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = r#"
+name = "t"
+replicates = 3
+seed = 7
+ramp = "1s"
+runtime = "2s"
+cooldown = "1s"
+targets = ["/tmp/x"]
+[matrix]
+interface = ["psync", "io_uring"]
+complete = ["irq", "poll"]
+bs = ["4k", 16384]
+qd = [1, 8]
+[[rule]]
+when = { interface = "io_uring", qd = "<2" }
+action = "drop"
+reason = "io_uring at QD1 is covered elsewhere"
+"#;
+
+    #[test]
+    fn expands_matrix_with_validation_and_rules() {
+        let e = expand(PLAN, &[]).unwrap();
+        // psync: irq only, qd 1 only -> 2 bs = 2 configs. io_uring: 2 complete x 2 bs x qd 8 = 4.
+        assert_eq!(e.configs.len(), 6, "{:?}", e.configs.iter().map(|c| &c.key).collect::<Vec<_>>());
+        let reasons: Vec<&str> = e.dropped.iter().map(|d| d.1.as_str()).collect();
+        assert!(reasons.iter().any(|r| r.contains("--threads")), "psync qd 8 dropped with the reason: {reasons:?}");
+        assert!(reasons.iter().any(|r| r.contains("cannot complete by poll")));
+        assert!(reasons.contains(&"io_uring at QD1 is covered elsewhere"));
+        assert_eq!(e.order.len(), 18);
+        assert_eq!(e.estimate_s(18), Some(18.0 * (3.0 + 1.0 + 1.0)));
+        let j = &e.configs[0].job;
+        assert_eq!((j.ramp_s, j.budget, j.targets.clone()), (1.0, Budget::Seconds(2.0), vec!["/tmp/x".to_string()]));
+    }
+
+    #[test]
+    fn replicates_are_interleaved_in_a_seeded_order() {
+        let e = expand(PLAN, &[]).unwrap();
+        let n = e.configs.len();
+        for round in 0..3 {
+            let mut seen: Vec<usize> = e.order[round * n..(round + 1) * n].iter().map(|(r, i)| { assert_eq!(*r as usize, round); *i }).collect();
+            seen.sort();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "each round runs every configuration once");
+        }
+        assert_eq!(expand(PLAN, &[]).unwrap().order, e.order, "same seed, same order");
+        let other = expand(&PLAN.replace("seed = 7", "seed = 8"), &[]).unwrap();
+        assert_ne!(other.order, e.order);
+        let first_round: Vec<usize> = e.order[..n].iter().map(|x| x.1).collect();
+        assert_ne!(first_round, (0..n).collect::<Vec<_>>(), "shuffled, not matrix order");
+    }
+
+    #[test]
+    fn keys_name_the_varying_dimensions() {
+        let e = expand(PLAN, &[]).unwrap();
+        let keys: Vec<&str> = e.configs.iter().map(|c| c.key.as_str()).collect();
+        assert!(keys.contains(&"interface=io_uring,submit=syscall,complete=poll,rw=randread,bs=16384,qd=8,threads=1"), "{keys:?}");
+        let mut uniq = keys.clone();
+        uniq.dedup();
+        assert_eq!(uniq.len(), keys.len());
+    }
+
+    #[test]
+    fn reject_rules_and_bad_plans_fail_with_one_line() {
+        let rej = PLAN.replace("action = \"drop\"", "action = \"reject\"");
+        assert!(expand(&rej, &[]).unwrap_err().starts_with("plan rejected: io_uring at QD1"));
+        for bad in ["replicates = 0", "[matrix]\nqd = [\"x\"]", "runtime = \"2s\"\nios = 5", "colour = 1", "[[rule]]\nwhen = { color = 1 }\naction = \"drop\"\nreason = \"x\""] {
+            let e = expand(bad, &[]).unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn cli_targets_override_plan_targets_and_hash_changes() {
+        let e = expand(PLAN, &["/dev/zram0".to_string()]).unwrap();
+        assert_eq!(e.configs[0].job.targets, vec!["/dev/zram0"]);
+        assert_ne!(plan_hash(PLAN, &[]), plan_hash(PLAN, &["/dev/zram0".into()]));
+    }
+}

@@ -1,0 +1,227 @@
+//! The settings journal: the original value of every setting iolab changed, written durably
+//! (temp file, fsync, rename, fsync of the directory) before the first change, so that
+//! `iolab restore` can undo what a killed process left behind. One JSON file, guarded by an
+//! advisory lock on `<journal>.lock` for every read-modify-write.
+use super::Setting;
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// The journal file as stored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Journal {
+    pub version: u32,
+    /// The process that changed the settings.
+    pub pid: u32,
+    /// Its start time in clock ticks since boot (/proc/<pid>/stat field 22), to tell a live
+    /// owner from a reused pid.
+    #[serde(default)]
+    pub pid_start_ticks: Option<u64>,
+    /// When the first change was recorded, seconds since the Unix epoch.
+    #[serde(default)]
+    pub started_at: u64,
+    /// The owner's command line, for the user.
+    #[serde(default)]
+    pub command: String,
+    pub entries: Vec<JournalEntry>,
+}
+
+/// One changed file.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct JournalEntry {
+    /// Which `AppliedGuard` of the owner made the change.
+    pub guard: u64,
+    pub setting: Setting,
+    /// The block device, None for the governor.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Who the file belongs to, for messages: the device ("nvme0n1") or the CPU ("cpu3").
+    pub target: String,
+    /// The sysfs file written.
+    pub path: PathBuf,
+    /// The value before iolab changed it (for the scheduler: the selected one's name).
+    pub original: String,
+    /// The value iolab wrote.
+    pub new: String,
+}
+
+impl JournalEntry {
+    pub fn label(&self) -> String {
+        format!("{} {}", self.target, self.setting.name())
+    }
+}
+
+/// Who holds the journal's entries, as seen from this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Us,
+    AliveOther(u32),
+    Dead(u32),
+}
+
+impl Journal {
+    /// A new, empty journal owned by this process.
+    pub fn for_us() -> Journal {
+        let pid = std::process::id();
+        Journal {
+            version: JOURNAL_VERSION,
+            pid,
+            pid_start_ticks: proc_start_ticks(pid),
+            started_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            entries: Vec::new(),
+        }
+    }
+
+    pub fn owner(&self) -> Owner {
+        let alive = pid_alive(self.pid, self.pid_start_ticks);
+        if alive && self.pid == std::process::id() {
+            Owner::Us
+        } else if alive {
+            Owner::AliveOther(self.pid)
+        } else {
+            Owner::Dead(self.pid)
+        }
+    }
+}
+
+/// Start time of a process in clock ticks since boot, from /proc/<pid>/stat.
+pub fn proc_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // rest starts at field 3 (state); starttime is field 22.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether `pid` is alive and (when both are known) started at `start_ticks`.
+pub fn pid_alive(pid: u32, start_ticks: Option<u64>) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(pid as i32, 0) };
+    if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    match (start_ticks, proc_start_ticks(pid)) {
+        (Some(want), Some(got)) => want == got,
+        _ => true,
+    }
+}
+
+fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
+    let mut s: OsString = p.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+fn parent_dir(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn fsync_dir(dir: &Path) -> Result<(), String> {
+    let d = File::open(dir).map_err(|e| format!("cannot open {} to sync it: {e}", dir.display()))?;
+    d.sync_all().map_err(|e| format!("cannot sync directory {}: {e}", dir.display()))
+}
+
+/// An exclusive lock on the journal, held until dropped.
+pub struct JournalLock {
+    _file: File,
+}
+
+/// Take the journal lock, creating the journal's directory if needed.
+pub fn lock(journal: &Path) -> Result<JournalLock, String> {
+    let dir = parent_dir(journal);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!("cannot create the settings journal directory {}: {e} (set IOLAB_JOURNAL to a writable path)", dir.display())
+    })?;
+    let lp = with_suffix(journal, ".lock");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lp)
+        .map_err(|e| format!("cannot open the settings journal lock {}: {e} (set IOLAB_JOURNAL to a writable path)", lp.display()))?;
+    loop {
+        // SAFETY: f is an open file descriptor.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("cannot lock {}: {e}", lp.display()));
+        }
+    }
+    Ok(JournalLock { _file: f })
+}
+
+/// Read the journal; None when there is none.
+pub fn load(journal: &Path) -> Result<Option<Journal>, String> {
+    let text = match std::fs::read_to_string(journal) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read the settings journal {}: {e}", journal.display())),
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let j: Journal = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "the settings journal {} is damaged ({e}): put back the values it lists by hand, then delete it",
+            journal.display()
+        )
+    })?;
+    if j.version > JOURNAL_VERSION {
+        return Err(format!(
+            "the settings journal {} has version {} (this iolab knows {JOURNAL_VERSION}): restore with a newer iolab",
+            journal.display(),
+            j.version
+        ));
+    }
+    Ok(Some(j))
+}
+
+/// Write the journal atomically and durably: temp file + fsync + rename + fsync of the directory.
+/// An empty journal removes the file (durably too).
+pub fn store(journal: &Path, j: &Journal) -> Result<(), String> {
+    let dir = parent_dir(journal);
+    if j.entries.is_empty() {
+        match std::fs::remove_file(journal) {
+            Ok(()) => return fsync_dir(&dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("cannot remove the settings journal {}: {e}", journal.display())),
+        }
+    }
+    let name = journal.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "journal".into());
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let text = serde_json::to_string_pretty(j).map_err(|e| format!("cannot encode the settings journal: {e}"))?;
+    let write = || -> std::io::Result<()> {
+        let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, journal)
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "cannot write the settings journal {}: {e} (set IOLAB_JOURNAL to a writable path)",
+            journal.display()
+        ));
+    }
+    fsync_dir(&dir)
+}

@@ -1,0 +1,694 @@
+//! System settings per run: I/O scheduler, nomerges, io_poll_delay, read-ahead, wbt and the CPU
+//! frequency governor. iolab records the original values durably in a journal before changing
+//! anything, restores them when the run ends (the `AppliedGuard`'s drop, or `restore()`), rolls
+//! back on a failure midway, and `Settings::restore_journal` (behind `iolab restore`) undoes what
+//! a killed process left changed. See docs/settings.md.
+mod journal;
+mod sysfs;
+
+pub use journal::{Journal, JournalEntry, Owner};
+pub use sysfs::parse_scheduler;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One setting iolab can change. Device settings live under `<sysfs>/block/<dev>/queue/`; the
+/// governor under `<sysfs>/devices/system/cpu/cpu*/cpufreq/scaling_governor` (all CPUs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Setting {
+    Scheduler,
+    Nomerges,
+    IoPollDelay,
+    ReadAheadKb,
+    WbtLatUsec,
+    Governor,
+}
+
+impl Setting {
+    pub const ALL: [Setting; 6] =
+        [Setting::Scheduler, Setting::Nomerges, Setting::IoPollDelay, Setting::ReadAheadKb, Setting::WbtLatUsec, Setting::Governor];
+
+    /// The name users write ("read_ahead_kb").
+    pub fn name(self) -> &'static str {
+        match self {
+            Setting::Scheduler => "scheduler",
+            Setting::Nomerges => "nomerges",
+            Setting::IoPollDelay => "io_poll_delay",
+            Setting::ReadAheadKb => "read_ahead_kb",
+            Setting::WbtLatUsec => "wbt_lat_usec",
+            Setting::Governor => "governor",
+        }
+    }
+
+    /// The sysfs file's name.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Setting::Governor => "scaling_governor",
+            s => s.name(),
+        }
+    }
+
+    /// Whether the setting belongs to a block device (all but the governor).
+    pub fn is_device_setting(self) -> bool {
+        self != Setting::Governor
+    }
+
+    /// The setting a user's name stands for; also accepts the sysfs file names and a few
+    /// obvious short forms.
+    pub fn from_name(s: &str) -> Option<Setting> {
+        Some(match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "scheduler" | "sched" | "elevator" => Setting::Scheduler,
+            "nomerges" | "no_merges" => Setting::Nomerges,
+            "io_poll_delay" | "poll_delay" => Setting::IoPollDelay,
+            "read_ahead_kb" | "read_ahead" | "readahead" | "readahead_kb" => Setting::ReadAheadKb,
+            "wbt_lat_usec" | "wbt" => Setting::WbtLatUsec,
+            "governor" | "scaling_governor" | "cpu_governor" => Setting::Governor,
+            _ => return None,
+        })
+    }
+
+    /// Whether `file_name` is the file of some setting (the journal only ever names these).
+    fn known_file(file_name: &str) -> Option<Setting> {
+        Setting::ALL.into_iter().find(|s| s.file_name() == file_name)
+    }
+}
+
+impl std::fmt::Display for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Setting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Setting, String> {
+        Setting::from_name(s).ok_or_else(|| {
+            format!(
+                "unknown setting \"{s}\": choose one of scheduler, nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec, governor"
+            )
+        })
+    }
+}
+
+/// One change: set `setting` (of `device`; None for the governor) to `value`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub setting: Setting,
+    /// The whole disk, e.g. "nvme0n1" ("/dev/" is stripped); None for the governor.
+    pub device: Option<String>,
+    pub value: String,
+}
+
+impl Change {
+    pub fn new(setting: Setting, device: Option<&str>, value: impl Into<String>) -> Change {
+        Change { setting, device: device.map(str::to_string), value: value.into() }
+    }
+
+    /// Parse "name=value" ("scheduler=none", "read_ahead_kb=128", "governor=performance").
+    /// `device` is used for device settings and ignored for the governor.
+    pub fn parse(spec: &str, device: Option<&str>) -> Result<Change, String> {
+        let Some((name, value)) = spec.split_once('=') else {
+            return Err(format!("setting \"{spec}\" needs the form name=value, e.g. scheduler=none"));
+        };
+        let setting: Setting = name.parse()?;
+        let device = if setting.is_device_setting() { device } else { None };
+        Ok(Change::new(setting, device, value.trim()))
+    }
+}
+
+/// One file a change writes: the device's queue file, or one per CPU for the governor.
+struct Target {
+    path: PathBuf,
+    /// The device or CPU name, for messages.
+    label: String,
+}
+
+static NEXT_GUARD: AtomicU64 = AtomicU64::new(1);
+
+/// Where settings live and where their originals are journaled.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    sysfs: PathBuf,
+    journal: PathBuf,
+}
+
+impl Settings {
+    pub fn new(sysfs_root: PathBuf, journal: PathBuf) -> Settings {
+        Settings { sysfs: sysfs_root, journal }
+    }
+
+    /// The real system: `/sys` (or `$IOLAB_SYSFS`, for tests) and `default_journal_path()`.
+    pub fn system() -> Settings {
+        let sysfs = std::env::var_os("IOLAB_SYSFS").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| "/sys".into());
+        Settings::new(sysfs, Settings::default_journal_path())
+    }
+
+    /// `$IOLAB_JOURNAL`; else /var/lib/iolab/settings-journal.json for root; else
+    /// `$XDG_STATE_HOME/iolab/settings-journal.json` or `~/.local/state/iolab/settings-journal.json`.
+    pub fn default_journal_path() -> PathBuf {
+        const NAME: &str = "settings-journal.json";
+        if let Some(p) = std::env::var_os("IOLAB_JOURNAL").filter(|v| !v.is_empty()) {
+            return PathBuf::from(p);
+        }
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            return Path::new("/var/lib/iolab").join(NAME);
+        }
+        if let Some(x) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
+            return x.join("iolab").join(NAME);
+        }
+        if let Some(h) = std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
+            return h.join(".local/state/iolab").join(NAME);
+        }
+        // SAFETY: getuid cannot fail.
+        PathBuf::from(format!("/tmp/iolab-{}-{NAME}", unsafe { libc::getuid() }))
+    }
+
+    pub fn sysfs_root(&self) -> &Path {
+        &self.sysfs
+    }
+
+    pub fn journal_path(&self) -> &Path {
+        &self.journal
+    }
+
+    /// The device's sysfs directory, or a one-line error.
+    fn device_dir(&self, device: Option<&str>, setting: Setting) -> Result<(String, PathBuf), String> {
+        let Some(dev) = device else {
+            return Err(format!("{} needs a block device (e.g. nvme0n1)", setting.name()));
+        };
+        let dev = dev.trim();
+        let dev = dev.strip_prefix("/dev/").unwrap_or(dev);
+        if dev.is_empty() || dev.contains('/') || dev == "." || dev == ".." {
+            return Err(format!("\"{dev}\" is not a block device name: give one as listed in /sys/block, e.g. nvme0n1"));
+        }
+        let dir = self.sysfs.join("block").join(dev);
+        if !dir.is_dir() {
+            return Err(format!(
+                "no block device {dev} ({} is missing): give a whole disk as listed in /sys/block (partitions have no queue settings)",
+                dir.display()
+            ));
+        }
+        Ok((dev.to_string(), dir))
+    }
+
+    /// The governor files of all CPUs (one per cpufreq policy).
+    fn governor_files(&self) -> Result<Vec<Target>, String> {
+        let cpus = self.sysfs.join("devices/system/cpu");
+        let mut found: Vec<(u32, Target)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        if let Ok(rd) = std::fs::read_dir(&cpus) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(n) = name.strip_prefix("cpu").and_then(|n| n.parse::<u32>().ok()) else { continue };
+                let path = e.path().join("cpufreq/scaling_governor");
+                if !path.exists() {
+                    continue;
+                }
+                // CPUs of one policy share a file (cpuN/cpufreq -> ../cpufreq/policyM).
+                let canon = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                if seen.insert(canon) {
+                    found.push((n, Target { path, label: name }));
+                }
+            }
+        }
+        found.sort_by_key(|(n, _)| *n);
+        if found.is_empty() {
+            return Err(format!(
+                "no CPU frequency scaling here ({}/cpu*/cpufreq is missing; common in VMs): drop the governor setting",
+                cpus.display()
+            ));
+        }
+        Ok(found.into_iter().map(|(_, t)| t).collect())
+    }
+
+    /// The files a change writes, each checked to exist and be writable.
+    fn targets(&self, c: &Change) -> Result<Vec<Target>, String> {
+        let targets = if c.setting == Setting::Governor {
+            self.governor_files()?
+        } else {
+            let (dev, dir) = self.device_dir(c.device.as_deref(), c.setting)?;
+            let path = dir.join("queue").join(c.setting.file_name());
+            if !path.exists() {
+                return Err(format!(
+                    "{dev} has no queue/{} on this kernel or driver: drop the {} setting",
+                    c.setting.file_name(),
+                    c.setting.name()
+                ));
+            }
+            vec![Target { path, label: dev }]
+        };
+        for t in &targets {
+            writable(&t.path, c.setting)?;
+        }
+        Ok(targets)
+    }
+
+    /// Check a change is possible: the file exists and is writable, and the value is one the
+    /// setting allows. The error is one line saying what is wrong and how to fix it.
+    pub fn check(&self, c: &Change) -> Result<(), String> {
+        let targets = self.targets(c)?;
+        let v = c.value.trim();
+        let name = c.setting.name();
+        if v.is_empty() {
+            return Err(format!("{name} needs a value, e.g. {name}={}", example(c.setting)));
+        }
+        match c.setting {
+            Setting::Scheduler => {
+                let t = &targets[0];
+                let (_, avail) = parse_scheduler(&sysfs::read_raw(&t.path)?);
+                if !avail.iter().any(|a| a == v) {
+                    return Err(format!(
+                        "scheduler {v} is not available for {} (available: {}): pick one of those or load its kernel module",
+                        t.label,
+                        avail.join(" ")
+                    ));
+                }
+            }
+            Setting::Nomerges => {
+                if !matches!(v, "0" | "1" | "2") {
+                    return Err(format!("nomerges must be 0 (merge), 1 (only simple merges) or 2 (no merges), not \"{v}\""));
+                }
+            }
+            Setting::IoPollDelay => {
+                if !v.parse::<i64>().map(|n| n >= -1).unwrap_or(false) {
+                    return Err(format!(
+                        "io_poll_delay must be -1 (classic polling), 0 (hybrid polling) or a delay in microseconds, not \"{v}\""
+                    ));
+                }
+            }
+            Setting::ReadAheadKb => {
+                let page_kb = page_kb();
+                match v.parse::<u64>() {
+                    Ok(n) if n % page_kb == 0 => {}
+                    _ => {
+                        return Err(format!(
+                            "read_ahead_kb must be a whole number of KiB, a multiple of {page_kb} (the page size), not \"{v}\""
+                        ))
+                    }
+                }
+            }
+            Setting::WbtLatUsec => {
+                if !v.parse::<i64>().map(|n| n >= -1).unwrap_or(false) {
+                    return Err(format!(
+                        "wbt_lat_usec must be -1 (kernel default), 0 (writeback throttling off) or a target latency in microseconds, not \"{v}\""
+                    ));
+                }
+            }
+            Setting::Governor => {
+                for t in &targets {
+                    let avail_path = t.path.with_file_name("scaling_available_governors");
+                    let avail = sysfs::read_raw(&avail_path).map_err(|e| format!("{e}: cannot tell which governors {} offers", t.label))?;
+                    if !avail.split_whitespace().any(|a| a == v) {
+                        return Err(format!(
+                            "governor {v} is not available on {} (available: {}): pick one of those or load its cpufreq module",
+                            t.label, avail
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Record the original values durably, then apply the changes in order, verifying each by
+    /// reading it back. On a failure midway, restore what was applied and return the error.
+    /// The returned guard restores when dropped (or by `restore()`).
+    pub fn apply(&self, changes: &[Change]) -> Result<AppliedGuard, String> {
+        let guard_id = NEXT_GUARD.fetch_add(1, Ordering::Relaxed);
+        let guard = |entries| AppliedGuard { journal: self.journal.clone(), guard: guard_id, entries, done: false };
+        if changes.is_empty() {
+            return Ok(guard(Vec::new()));
+        }
+        // Everything checked before anything is recorded or written.
+        let mut planned: Vec<(Change, Vec<Target>)> = Vec::new();
+        for c in changes {
+            self.check(c)?;
+            let c = Change { value: c.value.trim().to_string(), ..c.clone() };
+            planned.push((c.clone(), self.targets(&c)?));
+        }
+        // Held until the end of apply: originals are read and written under it.
+        let _lock = journal::lock(&self.journal)?;
+        let mut entries: Vec<JournalEntry> = Vec::new();
+        for (c, targets) in &planned {
+            for t in targets {
+                if let Some(prev) = entries.iter().find(|e| e.path == t.path) {
+                    return Err(format!("{} is changed twice in one run: give each setting once", prev.label()));
+                }
+                let original = sysfs::read_current(c.setting, &t.path)?;
+                entries.push(JournalEntry {
+                    guard: guard_id,
+                    setting: c.setting,
+                    device: if c.setting.is_device_setting() { Some(t.label.clone()) } else { None },
+                    target: t.label.clone(),
+                    path: t.path.clone(),
+                    original,
+                    new: c.value.clone(),
+                });
+            }
+        }
+
+        let mut j = match journal::load(&self.journal)? {
+            Some(j) if !j.entries.is_empty() => {
+                match j.owner() {
+                    Owner::Us => {}
+                    Owner::AliveOther(pid) => {
+                        return Err(format!(
+                            "another iolab (pid {pid}) is changing system settings: wait for it to end, then run again"
+                        ))
+                    }
+                    Owner::Dead(pid) => {
+                        return Err(format!(
+                            "a previous iolab run (pid {pid}) left settings changed: run `iolab restore` (journal {})",
+                            self.journal.display()
+                        ))
+                    }
+                }
+                if let Some(e) = entries.iter().find(|e| j.entries.iter().any(|o| o.path == e.path)) {
+                    return Err(format!("{} is already changed by this iolab: restore that change first", e.label()));
+                }
+                j
+            }
+            _ => Journal::for_us(),
+        };
+        j.entries.extend(entries.iter().cloned());
+        journal::store(&self.journal, &j)?;
+
+        for (i, e) in entries.iter().enumerate() {
+            if let Err(err) = sysfs::write_verified(e.setting, &e.path, &e.new, &e.target) {
+                // Roll back the applied ones and the failed one (it may have half taken).
+                let outcomes = restore_entries(&entries[..=i]);
+                let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.failure()).collect();
+                let settled: Vec<&JournalEntry> =
+                    entries[..=i].iter().zip(&outcomes).filter(|(_, o)| o.failure().is_none()).map(|(e, _)| e).collect();
+                j.entries.retain(|x| {
+                    !(x.guard == guard_id && (settled.iter().any(|s| s.path == x.path) || entries[i + 1..].iter().any(|n| n.path == x.path)))
+                });
+                let stored = journal::store(&self.journal, &j);
+                let mut msg = err;
+                if i > 0 {
+                    msg.push_str(&format!(" (rolled back the {i} change(s) made before it)"));
+                }
+                if !failed.is_empty() {
+                    msg.push_str(&format!(
+                        "; rolling back failed too: {}; run `iolab restore`",
+                        failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ")
+                    ));
+                }
+                if let Err(se) = stored {
+                    msg.push_str(&format!("; {se}"));
+                }
+                return Err(msg);
+            }
+        }
+        Ok(guard(entries))
+    }
+
+    /// Undo everything recorded in the journal (what a killed process left changed). Returns
+    /// what was done, as lines for the user; empty when there was nothing to restore.
+    /// Idempotent; clears the journal when done. Refuses while another live iolab owns it.
+    pub fn restore_journal(&self) -> Result<Vec<String>, String> {
+        let _lock = journal::lock(&self.journal)?;
+        let Some(mut j) = journal::load(&self.journal)? else { return Ok(Vec::new()) };
+        if j.entries.is_empty() {
+            journal::store(&self.journal, &j)?;
+            return Ok(Vec::new());
+        }
+        if let Owner::AliveOther(pid) = j.owner() {
+            return Err(format!(
+                "iolab pid {pid} is running and owns the changed settings; it restores them when it ends (stop it first to restore now)"
+            ));
+        }
+        let entries = j.entries.clone();
+        let outcomes = restore_entries(&entries);
+        let mut lines = Vec::new();
+        let mut failed = Vec::new();
+        let mut keep = Vec::new();
+        for (e, o) in entries.into_iter().zip(outcomes) {
+            match o {
+                Outcome::Done(line) => lines.push(line),
+                Outcome::Failed(msg) => {
+                    failed.push(msg);
+                    keep.push(e);
+                }
+            }
+        }
+        j.entries = keep;
+        journal::store(&self.journal, &j)?;
+        if !failed.is_empty() {
+            return Err(format!(
+                "could not restore {} setting(s): {} (they stay in {}; fix and rerun `iolab restore`)",
+                failed.len(),
+                failed.join("; "),
+                self.journal.display()
+            ));
+        }
+        Ok(lines)
+    }
+
+    /// Current values of all settings for a device, for the environment record. Missing ones
+    /// are null. `governor` is the CPUs' common governor (null when they differ or there is no
+    /// cpufreq); `governors` maps each CPU to its governor.
+    pub fn snapshot(&self, device: &str) -> Value {
+        let dev = device.trim();
+        let dev = dev.strip_prefix("/dev/").unwrap_or(dev);
+        let q = self.sysfs.join("block").join(dev).join("queue");
+        let ok_name = !dev.is_empty() && !dev.contains('/') && dev != "." && dev != "..";
+        let raw = |f: &str| if ok_name { sysfs::read_raw(&q.join(f)).ok().filter(|s| !s.is_empty()) } else { None };
+        let num = |f: &str| -> Value {
+            match raw(f) {
+                Some(s) => s.parse::<i64>().map(Value::from).unwrap_or(Value::String(s)),
+                None => Value::Null,
+            }
+        };
+        let (sched, avail) = match raw("scheduler") {
+            Some(s) => parse_scheduler(&s),
+            None => (None, Vec::new()),
+        };
+        let mut governors = serde_json::Map::new();
+        if let Ok(files) = self.governor_files() {
+            for t in files {
+                if let Ok(g) = sysfs::read_raw(&t.path) {
+                    governors.insert(t.label, Value::String(g));
+                }
+            }
+        }
+        let mut distinct: Vec<&Value> = governors.values().collect();
+        distinct.dedup();
+        let governor = if distinct.len() == 1 { distinct[0].clone() } else { Value::Null };
+        json!({
+            "device": dev,
+            "scheduler": sched,
+            "schedulers_available": avail,
+            "nomerges": num("nomerges"),
+            "io_poll": num("io_poll"),
+            "io_poll_delay": num("io_poll_delay"),
+            "read_ahead_kb": num("read_ahead_kb"),
+            "wbt_lat_usec": num("wbt_lat_usec"),
+            "nr_requests": num("nr_requests"),
+            "governor": governor,
+            "governors": if governors.is_empty() { Value::Null } else { Value::Object(governors) },
+        })
+    }
+}
+
+fn example(s: Setting) -> &'static str {
+    match s {
+        Setting::Scheduler => "none",
+        Setting::Nomerges => "2",
+        Setting::IoPollDelay => "-1",
+        Setting::ReadAheadKb => "128",
+        Setting::WbtLatUsec => "-1",
+        Setting::Governor => "performance",
+    }
+}
+
+fn page_kb() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p >= 1024 {
+        p as u64 / 1024
+    } else {
+        4
+    }
+}
+
+/// A one-line error unless `path` is a file this process may write.
+fn writable(path: &Path, setting: Setting) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot inspect {}: {e}", path.display()))?;
+    if meta.is_dir() {
+        return Err(format!("{} is not a settings file", path.display()));
+    }
+    if meta.permissions().mode() & 0o222 == 0 {
+        return Err(format!("{} is read-only: this kernel or driver does not let {} change", path.display(), setting.name()));
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("bad path {}", path.display()))?;
+    // SAFETY: c is NUL-terminated.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!("cannot write {} ({e}): run iolab as root (sudo) to change {}", path.display(), setting.name()));
+    }
+    Ok(())
+}
+
+/// What restoring one entry came to.
+enum Outcome {
+    /// Restored, or nothing left to restore (the device is gone); the line says which.
+    Done(String),
+    /// Still changed: why.
+    Failed(String),
+}
+
+impl Outcome {
+    fn failure(&self) -> Option<&String> {
+        match self {
+            Outcome::Failed(m) => Some(m),
+            Outcome::Done(_) => None,
+        }
+    }
+}
+
+/// Put back the originals of `entries`, last change first, verifying each; then check them all
+/// again and rewrite any a later restore disturbed (switching the scheduler can reset wbt).
+/// One outcome per entry, in the order given.
+fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {
+    let mut out: Vec<Option<Outcome>> = entries.iter().map(|_| None).collect();
+    for (i, e) in entries.iter().enumerate().rev() {
+        let file = e.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        if Setting::known_file(&file) != Some(e.setting) {
+            out[i] = Some(Outcome::Failed(format!(
+                "{}: the journal names {} which is not a {} file; not touching it",
+                e.label(),
+                e.path.display(),
+                e.setting.name()
+            )));
+            continue;
+        }
+        // The device (block/<dev>) or CPU (cpu/cpuN) went away: nothing left to restore.
+        let owner_dir = e.path.parent().and_then(Path::parent);
+        if !e.path.exists() && owner_dir.map(|d| !d.exists()).unwrap_or(true) {
+            out[i] = Some(Outcome::Done(format!("{}: {} is gone, nothing to restore (was {})", e.label(), e.target, e.original)));
+            continue;
+        }
+        out[i] = Some(match sysfs::write_verified(e.setting, &e.path, &e.original, &e.target) {
+            Ok(()) => Outcome::Done(format!("{}: {} -> {} (restored)", e.label(), e.new, e.original)),
+            Err(err) => Outcome::Failed(format!("{}: {err}", e.label())),
+        });
+    }
+    // Second pass: a later restore may have changed an earlier-restored file.
+    for (i, e) in entries.iter().enumerate().rev() {
+        if !matches!(out[i], Some(Outcome::Done(_))) || !e.path.exists() {
+            continue;
+        }
+        match sysfs::read_current(e.setting, &e.path) {
+            Ok(got) if sysfs::value_matches(e.setting, &e.original, &got) => {}
+            _ => {
+                if let Err(err) = sysfs::write_verified(e.setting, &e.path, &e.original, &e.target) {
+                    out[i] = Some(Outcome::Failed(format!("{}: {err}", e.label())));
+                }
+            }
+        }
+    }
+    out.into_iter().map(|o| o.unwrap_or_else(|| Outcome::Failed("not restored".into()))).collect()
+}
+
+/// The changes of one `Settings::apply`. Dropping it restores the originals (errors go to
+/// stderr); `restore()` does the same and reports. Drop does not run when the process is killed
+/// or panics (release builds abort on panic): `Settings::restore_journal` is the backstop.
+#[must_use = "dropping the guard restores the settings at once"]
+pub struct AppliedGuard {
+    journal: PathBuf,
+    guard: u64,
+    entries: Vec<JournalEntry>,
+    done: bool,
+}
+
+impl AppliedGuard {
+    /// What was changed, as lines for the user ("loop0 scheduler: none -> kyber").
+    pub fn changes(&self) -> Vec<String> {
+        self.entries.iter().map(|e| format!("{}: {} -> {}", e.label(), e.original, e.new)).collect()
+    }
+
+    /// The journal entries this guard owns.
+    pub fn entries(&self) -> &[JournalEntry] {
+        &self.entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Restore the originals now; returns what was restored, as lines for the user.
+    pub fn restore(mut self) -> Result<Vec<String>, String> {
+        self.done = true;
+        self.restore_inner()
+    }
+
+    fn restore_inner(&mut self) -> Result<Vec<String>, String> {
+        if self.entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let _lock = journal::lock(&self.journal);
+        let outcomes = restore_entries(&self.entries);
+        let mut lines = Vec::new();
+        let mut failed = Vec::new();
+        let mut settled = Vec::new();
+        for (e, o) in self.entries.iter().zip(outcomes) {
+            match o {
+                Outcome::Done(l) => {
+                    lines.push(l);
+                    settled.push(e.path.clone());
+                }
+                Outcome::Failed(m) => failed.push(m),
+            }
+        }
+        // Drop our settled entries from the journal (if it is still ours).
+        let mut store_err = None;
+        match journal::load(&self.journal) {
+            Ok(Some(mut j)) if j.owner() == Owner::Us => {
+                let before = j.entries.len();
+                j.entries.retain(|x| !(x.guard == self.guard && settled.contains(&x.path)));
+                if j.entries.len() != before || j.entries.is_empty() {
+                    store_err = journal::store(&self.journal, &j).err();
+                }
+            }
+            Ok(_) => {}
+            Err(e) => store_err = Some(e),
+        }
+        self.entries.retain(|e| !settled.contains(&e.path));
+        if !failed.is_empty() {
+            return Err(format!(
+                "could not restore {} setting(s): {} (they stay in {}; run `iolab restore`)",
+                failed.len(),
+                failed.join("; "),
+                self.journal.display()
+            ));
+        }
+        if let Some(e) = store_err {
+            return Err(format!("settings restored, but {e}"));
+        }
+        Ok(lines)
+    }
+}
+
+impl Drop for AppliedGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            if let Err(e) = self.restore_inner() {
+                eprintln!("iolab: {e}");
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for AppliedGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppliedGuard").field("journal", &self.journal).field("guard", &self.guard).field("entries", &self.entries).finish()
+    }
+}

@@ -1,0 +1,99 @@
+//! Reading, writing and verifying single sysfs attribute files.
+use super::Setting;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Sysfs attributes are at most a page; never read more than this (a stray symlink to a
+/// character device must not make us read forever).
+const MAX_READ: u64 = 64 * 1024;
+
+/// The file's content, trimmed.
+pub fn read_raw(path: &Path) -> Result<String, String> {
+    let f = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut buf = Vec::new();
+    f.take(MAX_READ).read_to_end(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(String::from_utf8_lossy(&buf).trim().to_string())
+}
+
+/// The scheduler file lists the available ones with the selected one in brackets:
+/// "none [mq-deadline] kyber bfq". Returns (selected, available).
+pub fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
+    let mut current = None;
+    let mut all = Vec::new();
+    for tok in s.split_whitespace() {
+        if let Some(name) = tok.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            current = Some(name.to_string());
+            all.push(name.to_string());
+        } else {
+            all.push(tok.to_string());
+        }
+    }
+    // A queue without elevator support reads just "none".
+    if current.is_none() && all.len() == 1 {
+        current = Some(all[0].clone());
+    }
+    (current, all)
+}
+
+/// The current value of a setting's file, as it would be written back (for the scheduler: the
+/// selected one's name).
+pub fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
+    let raw = read_raw(path)?;
+    if setting == Setting::Scheduler {
+        return parse_scheduler(&raw)
+            .0
+            .ok_or_else(|| format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display()));
+    }
+    Ok(raw)
+}
+
+/// Write `value` to a sysfs file in one write(2), as `echo value > file` would.
+pub fn write_value(path: &Path, value: &str) -> Result<(), String> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
+    let data = format!("{value}\n");
+    match f.write(data.as_bytes()) {
+        Ok(n) if n == data.len() => Ok(()),
+        Ok(n) => Err(format!("short write of {value} to {} ({n} of {} bytes)", path.display(), data.len())),
+        Err(e) => Err(format!("the kernel refused {value} for {}: {e}", path.display())),
+    }
+}
+
+/// Whether the value read back (`got`, as from `read_current`) shows `want` took effect.
+pub fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
+    if want == got {
+        return true;
+    }
+    match setting {
+        Setting::Scheduler | Setting::Governor => false,
+        Setting::WbtLatUsec if want.trim() == "-1" => {
+            // -1 asks for the kernel's default, which reads back as that default (or 0 when wbt
+            // cannot run on this queue).
+            got.parse::<i64>().map(|v| v >= 0).unwrap_or(false)
+        }
+        _ => match (want.trim().parse::<i64>(), got.trim().parse::<i64>()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        },
+    }
+}
+
+/// Write and read back. Err when the write fails or the kernel kept another value.
+pub fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -> Result<(), String> {
+    write_value(path, value)?;
+    let got = read_current(setting, path)?;
+    if value_matches(setting, value, &got) {
+        return Ok(());
+    }
+    let hint = match setting {
+        Setting::IoPollDelay => "; io_poll_delay does nothing on this kernel: drop it",
+        Setting::Scheduler => "; is the scheduler's module loadable?",
+        _ => "; drop this setting",
+    };
+    let got = if got.is_empty() { "nothing".to_string() } else { got };
+    Err(format!("the kernel ignored {}={value} on {label} (reads back {got}){hint}", setting.name()))
+}

@@ -1,0 +1,662 @@
+//! The results database: an embedded SQLite file (default `./iolab.db`) holding every run's
+//! record (job spec, environment, results, cost), its key metrics as columns, its latency
+//! histograms and its per-second series, and the sweeps with their planned runs so that
+//! `iolab sweep --resume` continues where a crash or `kill -9` stopped it.
+//!
+//! Each run is committed in one transaction with `synchronous=FULL` in WAL mode: once
+//! `record_run` returns, the run survives a kill or power loss, and a failure part-way leaves
+//! nothing of it behind. One writer at a time (SQLite's lock, with a busy timeout); readers run
+//! alongside it. Schema and migrations: `schema.rs`; layout and queries: docs/store.md.
+
+mod export;
+mod extract;
+pub mod schema;
+
+use rusqlite::types::Value as Sql;
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+pub use export::CSV_COLUMNS;
+pub use extract::DIRECTIONS;
+
+/// The database file used when none is named.
+pub const DEFAULT_PATH: &str = "iolab.db";
+
+/// How long a writer waits for another writer's lock before giving up.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+pub(crate) fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+/// One run of a sweep's plan, in execution order.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannedRun {
+    pub id: i64,
+    pub sweep_id: i64,
+    /// Execution order within the sweep.
+    pub ordinal: i64,
+    pub replicate: u32,
+    /// Identifies the configuration; the same for all its replicates.
+    pub config_key: String,
+    /// The Job.
+    pub spec: Value,
+    /// planned | done | skipped | failed
+    pub status: String,
+    /// Why it was skipped.
+    pub reason: Option<String>,
+}
+
+/// A sweep with its progress.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepInfo {
+    pub id: i64,
+    pub name: String,
+    pub plan_text: String,
+    pub plan_hash: String,
+    pub seed: u64,
+    pub created_at: f64,
+    /// All planned runs of the sweep.
+    pub total: usize,
+    /// Still to run.
+    pub pending: usize,
+    pub done: usize,
+    pub skipped: usize,
+    pub failed: usize,
+}
+
+/// Which runs `list_runs` and the exports return. Every field set must match (AND); the
+/// default matches every run.
+#[derive(Clone, Debug, Default)]
+pub struct RunFilter {
+    pub sweep: Option<i64>,
+    pub interface: Option<String>,
+    pub rw: Option<String>,
+    /// The record's status: ok, failed, interrupted.
+    pub status: Option<String>,
+    pub config_key: Option<String>,
+    pub submit: Option<String>,
+    pub complete: Option<String>,
+    pub bs: Option<u64>,
+    pub qd: Option<u32>,
+    pub threads: Option<u32>,
+    pub hostname: Option<String>,
+    /// A device name among the run's target devices (e.g. `nvme0n1`).
+    pub device: Option<String>,
+    /// Some(true): only runs of a sweep; Some(false): only lone `iolab run`s.
+    pub in_sweep: Option<bool>,
+    /// Started at or after / before this unix time.
+    pub since: Option<f64>,
+    pub until: Option<f64>,
+    /// Keep only the most recent N matching runs (still returned oldest first).
+    pub limit: Option<usize>,
+}
+
+/// A stored run: identity, spec and key metrics. Metrics are None when the run measured nothing.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRow {
+    pub id: i64,
+    pub sweep_id: Option<i64>,
+    pub planned_id: Option<i64>,
+    pub replicate: Option<u32>,
+    pub config_key: Option<String>,
+    /// The record's status: ok, failed, interrupted.
+    pub status: String,
+    pub error: Option<String>,
+    pub started_at: f64,
+    pub recorded_at: f64,
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub iolab_version: Option<String>,
+    /// The target devices, comma separated.
+    pub devices: Option<String>,
+    pub interface: String,
+    pub submit: String,
+    pub complete: String,
+    pub rw: String,
+    pub write_mix: u32,
+    pub bs: u64,
+    pub qd: u32,
+    pub threads: u32,
+    pub batch_submit: u32,
+    pub batch_reap: u32,
+    pub direct: bool,
+    /// seconds | ios | bytes
+    pub budget_kind: Option<String>,
+    pub budget_value: Option<f64>,
+    pub targets: Vec<String>,
+    pub window_s: Option<f64>,
+    pub ios: Option<u64>,
+    pub iops: Option<f64>,
+    pub read_iops: Option<f64>,
+    pub write_iops: Option<f64>,
+    pub bw_bytes_per_s: Option<f64>,
+    pub lat_mean_ns: Option<f64>,
+    pub lat_p50_ns: Option<f64>,
+    pub lat_p99_ns: Option<f64>,
+    pub lat_p99_9_ns: Option<f64>,
+    pub lat_p99_999_ns: Option<f64>,
+    pub lat_max_ns: Option<f64>,
+    pub errors: u64,
+    pub cpu_cores: Option<f64>,
+    pub busy_cores: Option<f64>,
+    pub unaccounted_fraction: Option<f64>,
+    pub completion_observed: Option<String>,
+    pub fell_back: Option<bool>,
+}
+
+/// One second of a run's series.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeriesPoint {
+    pub t: u32,
+    pub read_iops: Option<u64>,
+    pub write_iops: Option<u64>,
+    pub mean_lat_ns: Option<f64>,
+}
+
+const RUN_COLUMNS: &str = "id, sweep_id, planned_id, replicate, config_key, status, error, started_at, recorded_at, \
+    hostname, kernel, iolab_version, devices, interface, submit, complete, rw, write_mix, bs, qd, threads, \
+    batch_submit, batch_reap, direct, budget_kind, budget_value, targets, window_s, ios, iops, read_iops, \
+    write_iops, bw_bytes_per_s, lat_mean_ns, lat_p50_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_999_ns, lat_max_ns, \
+    errors, cpu_cores, busy_cores, unaccounted_fraction, completion_observed, fell_back";
+
+fn run_row(r: &Row) -> rusqlite::Result<RunRow> {
+    let targets: String = r.get("targets")?;
+    Ok(RunRow {
+        id: r.get("id")?,
+        sweep_id: r.get("sweep_id")?,
+        planned_id: r.get("planned_id")?,
+        replicate: r.get("replicate")?,
+        config_key: r.get("config_key")?,
+        status: r.get("status")?,
+        error: r.get("error")?,
+        started_at: r.get("started_at")?,
+        recorded_at: r.get("recorded_at")?,
+        hostname: r.get("hostname")?,
+        kernel: r.get("kernel")?,
+        iolab_version: r.get("iolab_version")?,
+        devices: r.get("devices")?,
+        interface: r.get("interface")?,
+        submit: r.get("submit")?,
+        complete: r.get("complete")?,
+        rw: r.get("rw")?,
+        write_mix: r.get("write_mix")?,
+        bs: r.get::<_, i64>("bs")? as u64,
+        qd: r.get("qd")?,
+        threads: r.get("threads")?,
+        batch_submit: r.get("batch_submit")?,
+        batch_reap: r.get("batch_reap")?,
+        direct: r.get("direct")?,
+        budget_kind: r.get("budget_kind")?,
+        budget_value: r.get("budget_value")?,
+        targets: serde_json::from_str(&targets).unwrap_or_default(),
+        window_s: r.get("window_s")?,
+        ios: r.get::<_, Option<i64>>("ios")?.map(|x| x as u64),
+        iops: r.get("iops")?,
+        read_iops: r.get("read_iops")?,
+        write_iops: r.get("write_iops")?,
+        bw_bytes_per_s: r.get("bw_bytes_per_s")?,
+        lat_mean_ns: r.get("lat_mean_ns")?,
+        lat_p50_ns: r.get("lat_p50_ns")?,
+        lat_p99_ns: r.get("lat_p99_ns")?,
+        lat_p99_9_ns: r.get("lat_p99_9_ns")?,
+        lat_p99_999_ns: r.get("lat_p99_999_ns")?,
+        lat_max_ns: r.get("lat_max_ns")?,
+        errors: r.get::<_, i64>("errors")? as u64,
+        cpu_cores: r.get("cpu_cores")?,
+        busy_cores: r.get("busy_cores")?,
+        unaccounted_fraction: r.get("unaccounted_fraction")?,
+        completion_observed: r.get("completion_observed")?,
+        fell_back: r.get("fell_back")?,
+    })
+}
+
+fn planned_row(r: &Row) -> rusqlite::Result<PlannedRun> {
+    let spec: String = r.get("spec")?;
+    Ok(PlannedRun {
+        id: r.get("id")?,
+        sweep_id: r.get("sweep_id")?,
+        ordinal: r.get("ordinal")?,
+        replicate: r.get("replicate")?,
+        config_key: r.get("config_key")?,
+        spec: serde_json::from_str(&spec).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))?,
+        status: r.get("status")?,
+        reason: r.get("reason")?,
+    })
+}
+
+/// The WHERE clause (with a leading space, or empty) and its parameters for a filter.
+fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
+    let mut w: Vec<&str> = Vec::new();
+    let mut p: Vec<Sql> = Vec::new();
+    let mut eq = |col: &'static str, v: Option<Sql>| {
+        if let Some(v) = v {
+            w.push(col);
+            p.push(v);
+        }
+    };
+    let t = |s: &Option<String>| s.clone().map(Sql::Text);
+    eq("sweep_id = ?", f.sweep.map(Sql::Integer));
+    eq("interface = ?", t(&f.interface));
+    eq("rw = ?", t(&f.rw));
+    eq("status = ?", t(&f.status));
+    eq("config_key = ?", t(&f.config_key));
+    eq("submit = ?", t(&f.submit));
+    eq("complete = ?", t(&f.complete));
+    eq("bs = ?", f.bs.map(|x| Sql::Integer(x as i64)));
+    eq("qd = ?", f.qd.map(|x| Sql::Integer(x as i64)));
+    eq("threads = ?", f.threads.map(|x| Sql::Integer(x as i64)));
+    eq("hostname = ?", t(&f.hostname));
+    eq("(',' || devices || ',') LIKE ('%,' || ? || ',%')", t(&f.device));
+    eq("started_at >= ?", f.since.map(Sql::Real));
+    eq("started_at < ?", f.until.map(Sql::Real));
+    match f.in_sweep {
+        Some(true) => w.push("sweep_id IS NOT NULL"),
+        Some(false) => w.push("sweep_id IS NULL"),
+        None => {}
+    }
+    let clause = if w.is_empty() { String::new() } else { format!(" WHERE {}", w.join(" AND ")) };
+    (clause, p)
+}
+
+impl Store {
+    /// Open the database at `path`, creating it or migrating it to the current schema.
+    pub fn open(path: &Path) -> Result<Store, String> {
+        let name = path.display().to_string();
+        let e = |x: rusqlite::Error| format!("results database {name}: {x}");
+        let mut conn = Connection::open(path).map_err(e)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
+        if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+            return Err(format!("results database {name}: cannot use write-ahead logging (journal mode {mode})"));
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;").map_err(e)?;
+        schema::migrate(&mut conn).map_err(|x| format!("results database {name}: {x}"))?;
+        Ok(Store { conn, path: name })
+    }
+
+    /// Open an existing database; an error when there is none at `path` (for readers such as
+    /// `iolab results`, which should not create an empty file).
+    pub fn open_existing(path: &Path) -> Result<Store, String> {
+        if !path.exists() {
+            return Err(format!("no results database at {}", path.display()));
+        }
+        Store::open(path)
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn e(&self) -> impl Fn(rusqlite::Error) -> String + '_ {
+        move |x| format!("results database {}: {x}", self.path)
+    }
+
+    pub fn schema_version(&self) -> Result<u32, String> {
+        schema::user_version(&self.conn).map_err(self.e())
+    }
+
+    /// A sweep and its planned runs in one transaction; returns the sweep id.
+    pub fn create_sweep(&mut self, name: &str, plan_text: &str, plan_hash: &str, seed: u64, runs: &[(i64, u32, String, Value)]) -> Result<i64, String> {
+        let path = self.path.clone();
+        let e = |x: rusqlite::Error| format!("results database {path}: {x}");
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        tx.execute(
+            "INSERT INTO sweeps(name, plan_text, plan_hash, seed, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![name, plan_text, plan_hash, seed as i64, now()],
+        )
+        .map_err(e)?;
+        let sweep = tx.last_insert_rowid();
+        {
+            let mut st = tx
+                .prepare("INSERT INTO planned_runs(sweep_id, ordinal, replicate, config_key, spec) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(e)?;
+            for (ordinal, replicate, key, spec) in runs {
+                st.execute(params![sweep, ordinal, replicate, key, spec.to_string()]).map_err(|x| match x {
+                    rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                        format!("results database {path}: sweep plan has ordinal {ordinal} twice")
+                    }
+                    x => e(x),
+                })?;
+            }
+        }
+        tx.commit().map_err(e)?;
+        Ok(sweep)
+    }
+
+    /// The most recent sweep with this plan hash that still has planned runs (for --resume).
+    pub fn unfinished_sweep(&self, plan_hash: &str) -> Result<Option<i64>, String> {
+        self.conn
+            .query_row(
+                "SELECT s.id FROM sweeps s WHERE s.plan_hash = ?1 AND EXISTS \
+                 (SELECT 1 FROM planned_runs p WHERE p.sweep_id = s.id AND p.status = 'planned') \
+                 ORDER BY s.id DESC LIMIT 1",
+                [plan_hash],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.e())
+    }
+
+    fn planned_where(&self, sweep_id: i64, only_pending: bool) -> Result<Vec<PlannedRun>, String> {
+        let sql = format!(
+            "SELECT id, sweep_id, ordinal, replicate, config_key, spec, status, reason FROM planned_runs \
+             WHERE sweep_id = ?1{} ORDER BY ordinal",
+            if only_pending { " AND status = 'planned'" } else { "" }
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
+        let rows = st.query_map([sweep_id], planned_row).map_err(self.e())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+    }
+
+    /// All planned runs of a sweep, in ordinal (execution) order.
+    pub fn planned_runs(&self, sweep_id: i64) -> Result<Vec<PlannedRun>, String> {
+        self.planned_where(sweep_id, false)
+    }
+
+    /// The planned runs of a sweep still to run (status `planned`), in ordinal order.
+    pub fn pending_runs(&self, sweep_id: i64) -> Result<Vec<PlannedRun>, String> {
+        self.planned_where(sweep_id, true)
+    }
+
+    /// Store a finished run and mark its planned run, all in one transaction; returns the run id.
+    ///
+    /// The record's status decides the planned run's: `ok` → done, `failed` (or anything else)
+    /// → failed, `interrupted` → stays planned (the run is kept but `--resume` runs it again).
+    /// A planned run that is not `planned` any more is an error, never a second result.
+    /// `planned_id` None stores a lone `iolab run`.
+    pub fn record_run(&mut self, planned_id: Option<i64>, record: &Value) -> Result<i64, String> {
+        use base64::Engine;
+        let x = extract::extract(record).map_err(|m| format!("results database {}: {m}", self.path))?;
+        let path = self.path.clone();
+        let e = |x: rusqlite::Error| format!("results database {path}: {x}");
+        let fail = |m: String| format!("results database {path}: {m}");
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let (sweep, replicate, key) = match planned_id {
+            None => (Sql::Null, Sql::Null, Sql::Null),
+            Some(pid) => {
+                let row: Option<(i64, i64, String, String)> = tx
+                    .query_row("SELECT sweep_id, replicate, config_key, status FROM planned_runs WHERE id = ?1", [pid], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()
+                    .map_err(e)?;
+                let (s, rep, key, status) = row.ok_or_else(|| fail(format!("no planned run {pid}")))?;
+                if status != "planned" {
+                    let run: Option<i64> = tx
+                        .query_row("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", [pid], |r| r.get(0))
+                        .optional()
+                        .map_err(e)?;
+                    let by = run.map(|r| format!(" (run {r})")).unwrap_or_default();
+                    return Err(fail(format!("planned run {pid} is already {status}{by}; not storing it twice")));
+                }
+                (Sql::Integer(s), Sql::Integer(rep), Sql::Text(key))
+            }
+        };
+        let mut cols: Vec<(&str, Sql)> = vec![
+            ("planned_id", planned_id.map_or(Sql::Null, Sql::Integer)),
+            ("sweep_id", sweep),
+            ("replicate", replicate),
+            ("config_key", key),
+            ("recorded_at", Sql::Real(now())),
+            ("record", Sql::Text(x.stripped.to_string())),
+        ];
+        let status = match &x.columns[0] {
+            (_, Sql::Text(s)) => s.clone(),
+            _ => unreachable!("status is the first column"),
+        };
+        cols.extend(x.columns);
+        let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
+        let marks = vec!["?"; cols.len()].join(", ");
+        tx.execute(
+            &format!("INSERT INTO runs({}) VALUES ({marks})", names.join(", ")),
+            rusqlite::params_from_iter(cols.into_iter().map(|c| c.1)),
+        )
+        .map_err(|x| match x {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                fail(format!("planned run {} already has a stored run; not storing it twice", planned_id.unwrap_or(0)))
+            }
+            x => e(x),
+        })?;
+        let run = tx.last_insert_rowid();
+        {
+            let mut st = tx
+                .prepare("INSERT INTO histograms(run_id, direction, encoding, data) VALUES (?1, ?2, 'hdr-v2-deflate', ?3)")
+                .map_err(e)?;
+            for (d, b64) in &x.histograms {
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .map_err(|m| fail(format!("run record results.{d}.lat_histogram is not base64: {m}")))?;
+                st.execute(params![run, d, data]).map_err(e)?;
+            }
+            let mut st = tx
+                .prepare("INSERT INTO series(run_id, t, read_iops, write_iops, mean_lat_ns, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+                .map_err(e)?;
+            for p in &x.series {
+                let (t, r, w, m, extra) = extract::series_point(p).map_err(fail)?;
+                st.execute(params![run, t, r, w, m, extra]).map_err(|x| match x {
+                    rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                        fail(format!("run record series has second {t} twice"))
+                    }
+                    x => e(x),
+                })?;
+            }
+        }
+        if let Some(pid) = planned_id {
+            let new = match status.as_str() {
+                "ok" => Some("done"),
+                "interrupted" => None,
+                _ => Some("failed"),
+            };
+            if let Some(new) = new {
+                let n = tx
+                    .execute(
+                        "UPDATE planned_runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status = 'planned'",
+                        params![new, now(), pid],
+                    )
+                    .map_err(e)?;
+                if n != 1 {
+                    return Err(fail(format!("planned run {pid} changed while storing its run")));
+                }
+            }
+        }
+        tx.commit().map_err(e)?;
+        Ok(run)
+    }
+
+    /// Mark a planned run skipped (e.g. not valid on this machine), with the reason.
+    pub fn record_skip(&mut self, planned_id: i64, reason: &str) -> Result<(), String> {
+        let path = self.path.clone();
+        let e = |x: rusqlite::Error| format!("results database {path}: {x}");
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let status: Option<String> =
+            tx.query_row("SELECT status FROM planned_runs WHERE id = ?1", [planned_id], |r| r.get(0)).optional().map_err(e)?;
+        match status.as_deref() {
+            None => return Err(format!("results database {path}: no planned run {planned_id}")),
+            Some("planned") => {}
+            Some(s) => return Err(format!("results database {path}: planned run {planned_id} is already {s}; not skipping it")),
+        }
+        tx.execute(
+            "UPDATE planned_runs SET status = 'skipped', reason = ?1, updated_at = ?2 WHERE id = ?3",
+            params![reason, now(), planned_id],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)
+    }
+
+    /// The runs matching a filter, oldest first.
+    pub fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, String> {
+        let (clause, p) = filter_sql(f);
+        let sql = match f.limit {
+            Some(n) => format!(
+                "SELECT * FROM (SELECT {RUN_COLUMNS} FROM runs{clause} ORDER BY id DESC LIMIT {}) ORDER BY id",
+                n.min(i64::MAX as usize)
+            ),
+            None => format!("SELECT {RUN_COLUMNS} FROM runs{clause} ORDER BY id"),
+        };
+        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
+        let rows = st.query_map(rusqlite::params_from_iter(p), run_row).map_err(self.e())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+    }
+
+    /// One run, as a row.
+    pub fn run(&self, run_id: i64) -> Result<Option<RunRow>, String> {
+        self.conn
+            .query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [run_id], run_row)
+            .optional()
+            .map_err(self.e())
+    }
+
+    /// The full run record as it was given to `record_run` (histograms and series put back).
+    pub fn run_record(&self, run_id: i64) -> Result<Option<Value>, String> {
+        use base64::Engine;
+        let text: Option<String> =
+            self.conn.query_row("SELECT record FROM runs WHERE id = ?1", [run_id], |r| r.get(0)).optional().map_err(self.e())?;
+        let Some(text) = text else { return Ok(None) };
+        let mut record: Value =
+            serde_json::from_str(&text).map_err(|m| format!("results database {}: run {run_id}: stored record: {m}", self.path))?;
+        let hist = self
+            .histograms(run_id)?
+            .into_iter()
+            .map(|(d, b)| (d, base64::engine::general_purpose::STANDARD.encode(b)))
+            .collect();
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT t, read_iops, write_iops, mean_lat_ns, extra FROM series WHERE run_id = ?1 ORDER BY t")
+            .map_err(self.e())?;
+        let series = st
+            .query_map([run_id], |r| Ok(extract::point(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .map_err(self.e())?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.e())?;
+        extract::reassemble(&mut record, hist, series);
+        Ok(Some(record))
+    }
+
+    /// A run's latency histograms: (direction, HdrHistogram V2 deflate bytes), read/write/total.
+    pub fn histograms(&self, run_id: i64) -> Result<Vec<(String, Vec<u8>)>, String> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT direction, data FROM histograms WHERE run_id = ?1 \
+                 ORDER BY CASE direction WHEN 'read' THEN 0 WHEN 'write' THEN 1 ELSE 2 END",
+            )
+            .map_err(self.e())?;
+        let rows = st.query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?))).map_err(self.e())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+    }
+
+    /// A run's per-second series.
+    pub fn series(&self, run_id: i64) -> Result<Vec<SeriesPoint>, String> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT t, read_iops, write_iops, mean_lat_ns FROM series WHERE run_id = ?1 ORDER BY t")
+            .map_err(self.e())?;
+        let rows = st
+            .query_map([run_id], |r| {
+                Ok(SeriesPoint {
+                    t: r.get(0)?,
+                    read_iops: r.get::<_, Option<i64>>(1)?.map(|x| x as u64),
+                    write_iops: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
+                    mean_lat_ns: r.get(3)?,
+                })
+            })
+            .map_err(self.e())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+    }
+
+    /// One row per run (key metrics and spec columns) with a header row.
+    pub fn export_csv(&self, f: &RunFilter, out: &mut dyn std::io::Write) -> Result<(), String> {
+        let rows = self.list_runs(f)?;
+        export::csv(&rows, out).map_err(|m| format!("writing CSV: {m}"))
+    }
+
+    /// A JSON array of the full run records, each with a `store` object naming its run id,
+    /// sweep, planned run, replicate and configuration.
+    pub fn export_json(&self, f: &RunFilter, out: &mut dyn std::io::Write) -> Result<(), String> {
+        let rows = self.list_runs(f)?;
+        let w = |m: std::io::Error| format!("writing JSON: {m}");
+        out.write_all(b"[").map_err(w)?;
+        for (i, row) in rows.iter().enumerate() {
+            let mut rec = self.run_record(row.id)?.unwrap_or(Value::Null);
+            if let Some(o) = rec.as_object_mut() {
+                o.insert(
+                    "store".into(),
+                    serde_json::json!({
+                        "run_id": row.id,
+                        "sweep_id": row.sweep_id,
+                        "planned_id": row.planned_id,
+                        "replicate": row.replicate,
+                        "config_key": row.config_key,
+                        "recorded_at": row.recorded_at,
+                    }),
+                );
+            }
+            out.write_all(if i == 0 { b"\n" } else { b",\n" }).map_err(w)?;
+            serde_json::to_writer(&mut *out, &rec).map_err(|m| format!("writing JSON: {m}"))?;
+        }
+        out.write_all(if rows.is_empty() { b"]\n" } else { b"\n]\n" }).map_err(w)?;
+        out.flush().map_err(w)
+    }
+
+    /// Every sweep with its progress, oldest first.
+    pub fn sweep_infos(&self) -> Result<Vec<SweepInfo>, String> {
+        self.sweep_query(None)
+    }
+
+    /// One sweep with its plan and progress.
+    pub fn sweep(&self, sweep_id: i64) -> Result<Option<SweepInfo>, String> {
+        Ok(self.sweep_query(Some(sweep_id))?.pop())
+    }
+
+    fn sweep_query(&self, id: Option<i64>) -> Result<Vec<SweepInfo>, String> {
+        let sql = format!(
+            "SELECT s.id, s.name, s.plan_text, s.plan_hash, s.seed, s.created_at, count(p.id), \
+             coalesce(sum(p.status = 'planned'), 0), coalesce(sum(p.status = 'done'), 0), \
+             coalesce(sum(p.status = 'skipped'), 0), coalesce(sum(p.status = 'failed'), 0) \
+             FROM sweeps s LEFT JOIN planned_runs p ON p.sweep_id = s.id {} GROUP BY s.id ORDER BY s.id",
+            if id.is_some() { "WHERE s.id = ?1" } else { "" }
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
+        let map = |r: &Row| {
+            Ok(SweepInfo {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                plan_text: r.get(2)?,
+                plan_hash: r.get(3)?,
+                seed: r.get::<_, i64>(4)? as u64,
+                created_at: r.get(5)?,
+                total: r.get::<_, i64>(6)? as usize,
+                pending: r.get::<_, i64>(7)? as usize,
+                done: r.get::<_, i64>(8)? as usize,
+                skipped: r.get::<_, i64>(9)? as usize,
+                failed: r.get::<_, i64>(10)? as usize,
+            })
+        };
+        let rows = match id {
+            Some(i) => st.query_map([i], map),
+            None => st.query_map([], map),
+        }
+        .map_err(self.e())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+    }
+
+    /// Every sweep: (id, name, created_at, planned = all runs in its plan, done, skipped).
+    #[allow(clippy::type_complexity)]
+    pub fn sweeps(&self) -> Result<Vec<(i64, String, f64, usize, usize, usize)>, String> {
+        Ok(self.sweep_infos()?.into_iter().map(|s| (s.id, s.name, s.created_at, s.total, s.done, s.skipped)).collect())
+    }
+}

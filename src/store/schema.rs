@@ -1,0 +1,189 @@
+//! The results database schema and its migrations.
+//!
+//! The schema version is kept twice: in SQLite's `PRAGMA user_version` (what `open` trusts) and
+//! in the `meta` table (`schema_version`, readable with any SQL tool). `MIGRATIONS[i]` takes a
+//! database from version `i` to version `i + 1`; every pending step runs in one transaction
+//! together with the version bump, so a database is always at exactly one version. Steps are
+//! never edited once released: a change to the schema is a new step at the end.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+/// The schema version this code writes and reads.
+pub const LATEST: u32 = MIGRATIONS.len() as u32;
+
+/// Ordered migration steps; index i migrates version i to version i + 1.
+pub const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// Version 1: sweeps, planned runs, runs with their key metrics, histograms and series.
+pub const V1: &str = r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE sweeps (
+    id         INTEGER PRIMARY KEY,
+    name       TEXT NOT NULL,
+    plan_text  TEXT NOT NULL,
+    plan_hash  TEXT NOT NULL,
+    seed       INTEGER NOT NULL,       -- u64 stored bit for bit as i64
+    created_at REAL NOT NULL           -- unix seconds
+);
+CREATE INDEX sweeps_plan_hash ON sweeps(plan_hash);
+
+CREATE TABLE planned_runs (
+    id         INTEGER PRIMARY KEY,
+    sweep_id   INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+    ordinal    INTEGER NOT NULL,       -- execution order within the sweep
+    replicate  INTEGER NOT NULL,
+    config_key TEXT NOT NULL,
+    spec       TEXT NOT NULL,          -- the Job as JSON
+    status     TEXT NOT NULL DEFAULT 'planned'
+               CHECK (status IN ('planned', 'done', 'skipped', 'failed')),
+    reason     TEXT,                   -- why it was skipped
+    updated_at REAL,
+    UNIQUE (sweep_id, ordinal)
+);
+CREATE INDEX planned_runs_sweep_status ON planned_runs(sweep_id, status);
+
+CREATE TABLE runs (
+    id             INTEGER PRIMARY KEY,
+    planned_id     INTEGER REFERENCES planned_runs(id),
+    sweep_id       INTEGER REFERENCES sweeps(id),
+    replicate      INTEGER,
+    config_key     TEXT,
+    status         TEXT NOT NULL,      -- the record's: ok, failed, interrupted
+    error          TEXT,
+    record_schema  INTEGER,
+    recorded_at    REAL NOT NULL,
+    started_at     REAL NOT NULL,
+    hostname       TEXT,
+    kernel         TEXT,
+    iolab_version  TEXT,
+    devices        TEXT,               -- environment.targets[].device, comma separated
+    interface      TEXT NOT NULL,
+    submit         TEXT NOT NULL,
+    complete       TEXT NOT NULL,
+    rw             TEXT NOT NULL,
+    write_mix      INTEGER NOT NULL,
+    bs             INTEGER NOT NULL,
+    qd             INTEGER NOT NULL,
+    threads        INTEGER NOT NULL,
+    batch_submit   INTEGER NOT NULL,
+    batch_reap     INTEGER NOT NULL,
+    direct         INTEGER NOT NULL,
+    budget_kind    TEXT,
+    budget_value   REAL,
+    targets        TEXT NOT NULL,      -- spec.targets as a JSON array
+    window_s       REAL,
+    ios            INTEGER,
+    iops           REAL,
+    read_iops      REAL,
+    write_iops     REAL,
+    bw_bytes_per_s REAL,
+    lat_mean_ns    REAL,
+    lat_p50_ns     REAL,
+    lat_p99_ns     REAL,
+    lat_p99_9_ns   REAL,
+    lat_p99_999_ns REAL,
+    lat_max_ns     REAL,
+    errors         INTEGER NOT NULL,
+    cpu_cores      REAL,
+    busy_cores     REAL,
+    unaccounted_fraction REAL,
+    record         TEXT NOT NULL       -- the run record, histograms and series moved out
+);
+CREATE INDEX runs_sweep ON runs(sweep_id);
+-- A planned run has at most one stored result; interrupted runs do not count, they are rerun.
+CREATE UNIQUE INDEX runs_planned ON runs(planned_id)
+    WHERE planned_id IS NOT NULL AND status <> 'interrupted';
+
+CREATE TABLE histograms (
+    run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    direction TEXT NOT NULL CHECK (direction IN ('read', 'write', 'total')),
+    encoding  TEXT NOT NULL,           -- 'hdr-v2-deflate'
+    data      BLOB NOT NULL,
+    PRIMARY KEY (run_id, direction)
+) WITHOUT ROWID;
+
+CREATE TABLE series (
+    run_id      INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t           INTEGER NOT NULL,
+    read_iops   INTEGER,
+    write_iops  INTEGER,
+    mean_lat_ns REAL,
+    extra       TEXT,                  -- fields of the point not in a column, as JSON
+    PRIMARY KEY (run_id, t)
+) WITHOUT ROWID;
+"#;
+
+/// Version 2: the completion path observed and the polling fallback become columns
+/// (filled from the stored records), and runs are indexed by configuration for the
+/// replicate statistics.
+pub const V2: &str = r#"
+ALTER TABLE runs ADD COLUMN completion_observed TEXT;
+ALTER TABLE runs ADD COLUMN fell_back INTEGER;
+UPDATE runs SET
+    completion_observed = json_extract(record, '$.completion_path.observed'),
+    fell_back = json_extract(record, '$.completion_path.fell_back');
+CREATE INDEX runs_config_key ON runs(config_key);
+CREATE INDEX planned_runs_config_key ON planned_runs(config_key);
+"#;
+
+fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).map(|v| v as u32)
+}
+
+/// Bring the database to `LATEST`, creating it when empty. Refuses a database written by a
+/// newer iolab and a non-empty SQLite file that is not an iolab results database.
+pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let e = |x: rusqlite::Error| x.to_string();
+    let v = user_version(conn).map_err(e)?;
+    if v > LATEST {
+        return Err(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab"));
+    }
+    if v == 0 {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", [], |r| r.get(0))
+            .map_err(e)?;
+        if tables > 0 {
+            return Err("not an iolab results database (it has tables but no iolab schema version)".into());
+        }
+    } else {
+        let meta: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+            .optional()
+            .map_err(e)?;
+        if meta.as_deref() != Some(v.to_string().as_str()) {
+            return Err(format!("inconsistent schema version: user_version {v}, meta {}", meta.as_deref().unwrap_or("missing")));
+        }
+    }
+    if v == LATEST {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+    // Someone else may have migrated between the read above and taking the write lock.
+    let v = user_version(&tx).map_err(e)?;
+    if v >= LATEST {
+        return tx.commit().map_err(e);
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(v as usize) {
+        tx.execute_batch(step).map_err(|x| format!("migration to schema version {}: {x}", i + 1))?;
+    }
+    let t = now().to_string();
+    let mut meta = vec![("schema_version".to_string(), LATEST.to_string()), (format!("migrated_to_{LATEST}_at"), t.clone())];
+    if v == 0 {
+        meta.push(("created_at".into(), t));
+        meta.push(("created_by".into(), format!("iolab {}", env!("CARGO_PKG_VERSION"))));
+    }
+    for (k, val) in meta {
+        tx.execute("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (k, val))
+            .map_err(e)?;
+    }
+    tx.pragma_update(None, "user_version", LATEST as i64).map_err(e)?;
+    tx.commit().map_err(e)
+}
