@@ -22,6 +22,7 @@ fn main() {
         Cmd::Results(args) => cli::results::main(args),
         Cmd::Precondition(args) => cli::precondition::main(args),
         Cmd::Restore => cli::run::restore_main(),
+        Cmd::Suite(cmd) => cli::suite::main(cmd),
     };
     std::process::exit(code);
 }

@@ -4,6 +4,7 @@ pub mod precondition;
 pub mod probe;
 pub mod results;
 pub mod run;
+pub mod suite;
 pub mod sweep;
 
 use crate::plan::{size, Budget, Complete, Job, Rw, Submit};
@@ -36,6 +37,9 @@ pub enum Cmd {
     Precondition(precondition::PreconditionArgs),
     /// Put back system settings a killed iolab left changed.
     Restore,
+    /// The five studies as built-in sweeps.
+    #[command(subcommand)]
+    Suite(suite::SuiteCmd),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -85,35 +85,80 @@ pub fn main(args: &SweepArgs) -> i32 {
 fn sweep(args: &SweepArgs) -> Result<i32, String> {
     let text = std::fs::read_to_string(&args.plan).map_err(|e| format!("cannot read plan {}: {e}", args.plan.display()))?;
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
-    run_plan(&text, &targets, args)
+    let resume = if args.resume { Resume::Required } else if args.new { Resume::New } else { Resume::Refuse };
+    let how = PlanRun { db: args.db.clone(), quiet: args.quiet, dry_run: args.dry_run, resume, again: format!("iolab sweep --resume {}", args.plan.display()) };
+    run_plan(&text, &targets, &[], &how)
 }
 
-/// Execute plan text (from a file or a built-in suite).
-pub fn run_plan(text: &str, targets: &[String], args: &SweepArgs) -> Result<i32, String> {
+/// What to do about an earlier sweep of the same plan.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// --resume: continue it; error if there is none.
+    Required,
+    /// Refuse to start while one is unfinished.
+    Refuse,
+    /// --new: start another.
+    New,
+    /// Suites: continue an unfinished one, leave a finished one alone.
+    Auto,
+}
+
+pub struct PlanRun {
+    pub db: PathBuf,
+    pub quiet: bool,
+    pub dry_run: bool,
+    pub resume: Resume,
+    /// The command that continues this sweep, for the closing message.
+    pub again: String,
+}
+
+/// Execute plan text (from a file or a built-in suite). `unsupported`: parts of the study that
+/// cannot run here, stored as skipped runs with their reason.
+pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<i32, String> {
     let e = expand(text, targets)?;
-    if args.dry_run {
+    if how.dry_run {
         print_plan(&e, e.order.len(), true);
+        for (what, why) in unsupported {
+            println!("  cannot run {what}: {why}");
+        }
         return Ok(0);
     }
     let hash = plan_hash(text, targets);
-    let mut store = Store::open(&args.db)?;
-    let sweep_id = match (args.resume, store.unfinished_sweep(&hash)?) {
-        (true, Some(id)) => id,
-        (true, None) => return Err(format!("no unfinished sweep of this plan in {}: run without --resume to start one", args.db.display())),
-        (false, Some(id)) if !args.new => {
-            return Err(format!("sweep #{id} of this plan in {} is unfinished: continue it with --resume, or start over with --new", args.db.display()));
+    let mut store = Store::open(&how.db)?;
+    let db = how.db.display();
+    let unfinished = store.unfinished_sweep(&hash)?;
+    let sweep_id = match (how.resume, unfinished) {
+        (Resume::Required | Resume::Auto, Some(id)) => id,
+        (Resume::Required, None) => return Err(format!("no unfinished sweep of this plan in {db}: run without --resume to start one")),
+        (Resume::Refuse, Some(id)) => return Err(format!("sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new")),
+        (Resume::Auto, None) if store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) => {
+            println!("{}: already done in {db}", e.name);
+            return Ok(0);
         }
         _ => {
-            let runs: Vec<(i64, u32, String, serde_json::Value)> = e.order.iter().enumerate()
+            let mut runs: Vec<(i64, u32, String, serde_json::Value)> = e.order.iter().enumerate()
                 .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).expect("job serialises")))
                 .collect();
-            store.create_sweep(&e.name, text, &hash, e.configs.first().map_or(1, |c| c.job.seed), &runs)?
+            let first_unsupported = runs.len() as i64;
+            for (n, (what, _)) in unsupported.iter().enumerate() {
+                runs.push((first_unsupported + n as i64, 0, what.clone(), serde_json::json!({ "unsupported": what })));
+            }
+            let id = store.create_sweep(&e.name, text, &hash, e.configs.first().map_or(1, |c| c.job.seed), &runs)?;
+            // What cannot run here is kept, as skipped with the reason, not left out.
+            for p in store.planned_runs(id)?.iter().filter(|p| p.spec.get("unsupported").is_some()) {
+                let why = unsupported.iter().find(|(w, _)| *w == p.config_key).map_or("", |x| x.1.as_str());
+                store.record_skip(p.id, why)?;
+            }
+            id
         }
     };
     let planned = store.planned_runs(sweep_id)?;
     let pending: Vec<_> = planned.iter().filter(|r| r.status == "planned").collect();
     print_plan(&e, pending.len(), false);
-    println!("sweep #{sweep_id} in {}: {} of {} runs to do", args.db.display(), pending.len(), planned.len());
+    println!("sweep #{sweep_id} in {db}: {} of {} runs to do", pending.len(), planned.len());
+    for (what, why) in unsupported {
+        println!("  cannot run {what}: {why}");
+    }
 
     // One temporary target for the whole sweep when the plan names none.
     let needs_temp = pending.iter().any(|r| r.spec["targets"].as_array().is_some_and(|t| t.is_empty()));
@@ -125,7 +170,7 @@ pub fn run_plan(text: &str, targets: &[String], args: &SweepArgs) -> Result<i32,
     };
 
     crate::engine::install_interrupt_handler();
-    let show = !args.quiet && std::io::stderr().is_terminal();
+    let show = !how.quiet && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(pending.len() as u64);
         b.set_style(indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs  {elapsed_precise} ETA {eta_precise}  {msg}").unwrap().progress_chars("=> "));
@@ -134,6 +179,7 @@ pub fn run_plan(text: &str, targets: &[String], args: &SweepArgs) -> Result<i32,
     let mut ui = SweepUi { bar, iops: IopsMeter::default(), label: String::new() };
     let (mut done, mut skipped, mut failed) = (0usize, 0usize, 0usize);
     let mut interrupted = false;
+    let mut reasons: Vec<String> = Vec::new();
     for (n, run) in pending.iter().enumerate() {
         if crate::engine::STOP.load(Ordering::Relaxed) {
             interrupted = true;
@@ -147,7 +193,7 @@ pub fn run_plan(text: &str, targets: &[String], args: &SweepArgs) -> Result<i32,
         }
         ui.label = format!("{} #{}", run.config_key, run.replicate + 1);
         ui.iops = IopsMeter::default();
-        if ui.bar.is_none() && !args.quiet {
+        if ui.bar.is_none() && !how.quiet {
             eprintln!("[{}/{}] {}", n + 1, pending.len(), ui.label);
         }
         match execute(&job, &mut ui) {
@@ -166,10 +212,12 @@ pub fn run_plan(text: &str, targets: &[String], args: &SweepArgs) -> Result<i32,
                 // The machine cannot do this run: keep it, with the reason, as skipped.
                 store.record_skip(run.id, &f.message)?;
                 skipped += 1;
-                if let Some(b) = &ui.bar {
-                    b.println(format!("skipped {}: {}", run.config_key, f.message));
-                } else {
-                    eprintln!("skipped {}: {}", run.config_key, f.message);
+                // Each distinct reason once; the database keeps it for every run.
+                let line = if reasons.contains(&f.message) { format!("skipped {}", run.config_key) } else { format!("skipped {}: {}", run.config_key, f.message) };
+                reasons.push(f.message);
+                match &ui.bar {
+                    Some(b) => b.println(line),
+                    None => eprintln!("{line}"),
                 }
             }
         }
@@ -189,7 +237,7 @@ pub fn run_plan(text: &str, targets: &[String], args: &SweepArgs) -> Result<i32,
     let left = pending.len() - done - skipped;
     println!("sweep #{sweep_id}: {done} runs stored ({failed} failed), {skipped} skipped, {left} left");
     if left > 0 {
-        println!("continue with: iolab sweep --resume {}{}", args.plan.display(), if args.db.as_os_str() != "iolab.db" { format!(" --db {}", args.db.display()) } else { String::new() });
+        println!("continue with: {}{}", how.again, if how.db.as_os_str() != "iolab.db" { format!(" --db {db}") } else { String::new() });
     }
     Ok(if interrupted { 130 } else { 0 })
 }

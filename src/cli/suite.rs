@@ -1,0 +1,101 @@
+//! `iolab suite list` and `iolab suite run NAME`: the five studies as built-in sweeps.
+use super::sweep::{run_plan, PlanRun, Resume};
+use crate::plan::suites::{find, SUITES};
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum SuiteCmd {
+    /// The built-in suites, their parts and what each feeds.
+    List,
+    /// Run a suite's parts as sweeps into the results database (re-running continues it).
+    Run(SuiteRunArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SuiteRunArgs {
+    /// S1 to S5.
+    pub name: String,
+    /// Targets (default: one temporary file).
+    pub targets: Vec<PathBuf>,
+    /// Small sweeps and short runs that finish in minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Only the parts whose name starts with this (e.g. S2.4).
+    #[arg(long)]
+    pub part: Option<String>,
+    /// Bytes of each target to use (and the temporary target's size).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Allow writing to this exact block device, destroying its contents.
+    #[arg(long, value_name = "DEVICE")]
+    pub destructive: Vec<String>,
+    #[arg(long, default_value = "iolab.db")]
+    pub db: PathBuf,
+    /// List the runs and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn main(cmd: &SuiteCmd) -> i32 {
+    match cmd {
+        SuiteCmd::List => {
+            for s in SUITES {
+                println!("{}  {}", s.name, s.title);
+                for p in s.parts {
+                    let scale = if p.runnable() {
+                        let runs = |q: bool| crate::plan::sweep::expand(&p.plan(q, None, &[]), &[]).map(|e| (e.order.len(), e.estimate_s(e.order.len())));
+                        match (runs(false), runs(true)) {
+                            (Ok((n, t)), Ok((qn, qt))) => format!("{n} runs ~{} | quick: {qn} runs ~{}",
+                                t.map(super::sweep::format_duration).unwrap_or_default(), qt.map(super::sweep::format_duration).unwrap_or_default()),
+                            _ => String::new(),
+                        }
+                    } else {
+                        "nothing runnable".into()
+                    };
+                    println!("  {:<20} {scale}\n  {:<20} feeds: {}", p.name, "", p.feeds);
+                    for (what, why) in p.unsupported {
+                        println!("  {:<20} cannot run {what}: {why}", "");
+                    }
+                }
+            }
+            0
+        }
+        SuiteCmd::Run(a) => match run(a) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("iolab: {e}");
+                2
+            }
+        },
+    }
+}
+
+fn run(a: &SuiteRunArgs) -> Result<i32, String> {
+    let suite = find(&a.name).ok_or_else(|| format!("no suite '{}': choose one of {} (see `iolab suite list`)", a.name,
+        SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")))?;
+    let targets: Vec<String> = a.targets.iter().map(|p| p.display().to_string()).collect();
+    let parts: Vec<_> = suite.parts.iter().filter(|p| a.part.as_deref().is_none_or(|x| p.name.starts_with(x))).collect();
+    if parts.is_empty() {
+        return Err(format!("suite {} has no part starting with '{}'", suite.name, a.part.as_deref().unwrap_or("")));
+    }
+    println!("{}: {}{}", suite.name, suite.title, if a.quick { " (quick)" } else { "" });
+    let again = format!("iolab suite run {}{}", suite.name, if a.quick { " --quick" } else { "" });
+    for p in parts {
+        println!("\n== {}: {}", p.name, p.feeds);
+        let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
+        if !p.runnable() {
+            for (w, r) in &unsupported {
+                println!("  cannot run {w}: {r}");
+            }
+            continue;
+        }
+        let how = PlanRun { db: a.db.clone(), quiet: a.quiet, dry_run: a.dry_run, resume: Resume::Auto, again: again.clone() };
+        let code = run_plan(&p.plan(a.quick, a.size.as_deref(), &a.destructive), &targets, &unsupported, &how)?;
+        if code != 0 {
+            return Ok(code);
+        }
+    }
+    Ok(0)
+}
