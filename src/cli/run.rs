@@ -157,7 +157,7 @@ fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
     for t in targets {
         if t.info.io_poll == Some(false) {
             let dev = t.info.device.as_deref().unwrap_or("?");
-            return Err(format!("{} cannot poll: /sys/block/{dev}/queue/io_poll is 0 (the driver has no poll queues; for NVMe set nvme.poll_queues=N, e.g. modprobe nvme poll_queues=2); or pass --allow-fallback to run anyway (the kernel then completes by interrupt, or on recent kernels fails each I/O with EOPNOTSUPP; iolab reports which)",
+            return Err(format!("{} cannot poll: /sys/block/{dev}/queue/io_poll is 0 (the driver has no poll queues: load nvme with poll_queues=N, or null_blk with poll_queues=N); or pass --allow-fallback to run anyway (the kernel then completes by interrupt, or on recent kernels fails each I/O with EOPNOTSUPP; iolab reports which)",
                 t.path.display()));
         }
     }

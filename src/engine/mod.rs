@@ -158,7 +158,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
             std::thread::Builder::new()
                 .name(format!("iolab-w{t}"))
                 .spawn(move || {
-                    let result = (|| -> Result<Option<ThreadOut>, String> {
+                    let result = (|| -> Result<Option<(ThreadOut, WrittenMap, AlignedBuf)>, String> {
                         // SAFETY: gettid has no preconditions.
                         tids[t].store(unsafe { libc::gettid() }, Ordering::Release);
                         // Everything fallible happens before the barrier, so a failure cannot leave others waiting.
@@ -255,18 +255,19 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                             stop.store(true, Ordering::Relaxed);
                         }
                         let end = res?;
-                        let (verified_written, verify_error) = read_back(&fds, &cx.written, &bufs, job.bs);
-                        Ok(Some(ThreadOut {
-                            rec: cx.rec,
-                            end,
-                            verified_written,
-                            verify_error,
-                        }))
+                        Ok(Some((ThreadOut { rec: cx.rec, end, verified_written: 0, verify_error: None }, cx.written, bufs)))
                     })();
                     finished.fetch_add(1, Ordering::Release);
                     // Stay alive until the window's end has been measured, so the meters see this thread.
                     closing.wait();
-                    result
+                    // Verify read-back happens after the window closed: it is not the run's I/O.
+                    result.map(|r| {
+                        r.map(|(mut out, written, bufs)| {
+                            let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
+                            (out.verified_written, out.verify_error) = read_back(&fds, &written, &bufs, job.bs);
+                            out
+                        })
+                    })
                 })
                 .map_err(|e| format!("cannot start thread: {e}"))?,
         );
