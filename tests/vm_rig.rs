@@ -1,0 +1,109 @@
+//! iolab under a real NVMe driver: `tests/vm/rig.sh` boots Debian's kernel under QEMU (TCG, no
+//! KVM needed) with emulated NVMe controllers and null_blk, and runs the guest scripts in
+//! `tests/vm/guest/` against this build of iolab. See docs/vm-rig.md.
+//!
+//! Each guest check prints `RESULT <name> PASS|FAIL|SKIP <details>`; those lines are shown live
+//! (written straight to stderr, past the test harness's capture). The whole console is printed
+//! through the harness (visible on failure or with --nocapture) and kept in
+//! target/vm-rig-<boot>.log. Where QEMU or the kernel cannot be had, rig.sh exits 77 and the test
+//! passes with the reason. IOLAB_VM_RIG=skip skips it; IOLAB_VM_TIMEOUT sets the per-boot limit.
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Written past the test harness's output capture, so it shows while the test runs.
+fn live(line: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = writeln!(e, "{line}");
+    let _ = e.flush();
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Boot once with `rig_args` and run `scripts` (paths under tests/vm/guest) in that boot.
+fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
+    if std::env::var("IOLAB_VM_RIG").is_ok_and(|v| v == "skip" || v == "0") {
+        live(&format!("vm-rig {name}: skipped (IOLAB_VM_RIG={})", std::env::var("IOLAB_VM_RIG").unwrap()));
+        return;
+    }
+    let rig = repo().join("tests/vm/rig.sh");
+    let timeout = std::env::var("IOLAB_VM_TIMEOUT").unwrap_or_else(|_| "900".into());
+    let mut cmd = Command::new("bash");
+    cmd.arg(&rig).args(["--iolab", env!("CARGO_BIN_EXE_iolab"), "--timeout", &timeout]).args(rig_args);
+    for s in scripts {
+        cmd.arg(repo().join("tests/vm/guest").join(s));
+    }
+    let shown = format!("bash {} --iolab {} --timeout {timeout} {} {}", rig.display(), env!("CARGO_BIN_EXE_iolab"), rig_args.join(" "), scripts.join(" "));
+    live(&format!("vm-rig {name}: {shown}"));
+    let started = std::time::Instant::now();
+    let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            live(&format!("vm-rig {name}: SKIP: cannot run bash: {e}"));
+            return;
+        }
+    };
+    // stderr (usage errors) is short: collect it on a thread while stdout streams.
+    let mut err = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let mut console = String::new();
+    let mut results = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let Ok(line) = line else { break };
+        if line.starts_with("RESULT ") || line.starts_with("vm-rig") || line.starts_with("VMRIG ") || line.starts_with("=== ") {
+            live(&format!("  {line}"));
+        }
+        if line.starts_with("RESULT ") {
+            results.push(line.clone());
+        }
+        console.push_str(&line);
+        console.push('\n');
+    }
+    let status = child.wait().expect("wait for rig.sh");
+    let stderr = err_reader.join().unwrap_or_default();
+    let secs = started.elapsed().as_secs_f64();
+    let log = save_log(name, &console, &stderr);
+    println!("----- console of boot {name} ({secs:.0} s, kept in {}) -----\n{console}{stderr}", log.display());
+    let code = status.code().unwrap_or(-1);
+    if code == 77 {
+        let why = console.lines().chain(stderr.lines()).find(|l| l.contains("SKIP")).unwrap_or("rig.sh exited 77");
+        live(&format!("vm-rig {name}: skipped after {secs:.0} s: {why}"));
+        return;
+    }
+    let count = |s: &str| results.iter().filter(|l| l.split_whitespace().nth(2) == Some(s)).count();
+    live(&format!("vm-rig {name}: exit {code} after {secs:.0} s: {} passed, {} failed, {} skipped", count("PASS"), count("FAIL"), count("SKIP")));
+    let failed: Vec<&String> = results.iter().filter(|l| l.split_whitespace().nth(2) == Some("FAIL")).collect();
+    assert!(
+        code == 0,
+        "rig.sh (boot {name}) exited {code}; failed checks:\n{}\n(console above; log in {})\n{stderr}",
+        failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"),
+        log.display()
+    );
+    assert!(count("PASS") > 0, "boot {name}: no guest check passed");
+}
+
+fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {
+    let dir = option_env!("CARGO_TARGET_TMPDIR").and_then(|d| Path::new(d).parent().map(Path::to_path_buf)).unwrap_or_else(|| repo().join("target"));
+    let path = dir.join(format!("vm-rig-{name}.log"));
+    let _ = std::fs::write(&path, format!("{console}{stderr}"));
+    path
+}
+
+/// Poll queues: every interface and mode on NVMe and null_blk, the completion path against the
+/// queue interrupts, hybrid polling, the schedulers, and --verify writes read back.
+#[test]
+fn vm_nvme_with_poll_queues() {
+    boot("poll-queues-1", &["--poll-queues", "1"], &["interfaces.sh", "verify.sh"]);
+}
+
+/// No poll queues: polled io_uring refused without --allow-fallback; with it, interrupts.
+#[test]
+fn vm_nvme_without_poll_queues() {
+    boot("poll-queues-0", &["--poll-queues", "0"], &["nopoll.sh"]);
+}
