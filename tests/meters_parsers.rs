@@ -49,12 +49,7 @@ fn nvme_queue_names() {
 
 #[test]
 fn nvme_guest_interrupts() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvme-guest/proc_interrupts");
-    if !path.exists() {
-        eprintln!("skipped: no nvme-guest fixture recorded");
-        return;
-    }
-    let lines = interrupts::parse(&std::fs::read_to_string(path).unwrap());
+    let lines = interrupts::parse(&fixture("nvme-guest/proc_interrupts"));
     let q: Vec<&interrupts::IrqLine> = lines.iter().filter(|l| interrupts::is_queue_irq("nvme0", &l.name)).collect();
     assert!(!q.is_empty(), "nvme0 I/O queue lines");
     assert!(lines.iter().any(|l| l.name == "nvme0q0"), "admin queue present but not an I/O queue");
@@ -72,7 +67,7 @@ fn sys_block_stat() {
 }
 
 fn task_dir(name: &str) -> Vec<tasks::TaskSample> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/host").join(name);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     let mut out = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap().flatten() {
         let p = e.path();
@@ -89,7 +84,7 @@ fn task_dir(name: &str) -> Vec<tasks::TaskSample> {
 
 #[test]
 fn task_stat_classes_under_sqpoll() {
-    let ts = task_dir("task-sqpoll");
+    let ts = task_dir("host/task-sqpoll");
     let worker = ts.iter().find(|t| t.comm == "iolab-w0").unwrap();
     let sqp = ts.iter().find(|t| t.comm.starts_with("iou-sqp-")).expect("SQPOLL thread recorded");
     assert_eq!(classify(worker, &[worker.tid]), "workload");
@@ -101,7 +96,7 @@ fn task_stat_classes_under_sqpoll() {
 
 #[test]
 fn task_stat_classes_under_posixaio() {
-    let ts = task_dir("task-posixaio");
+    let ts = task_dir("host/task-posixaio");
     let workers: Vec<&tasks::TaskSample> = ts.iter().filter(|t| t.comm == "iolab-w0").collect();
     assert_eq!(workers.len(), 2, "the worker and glibc's helper share a name");
     let (w, helper) = (workers[0], workers[1]);
@@ -114,4 +109,21 @@ fn stat_comm_with_spaces_and_parens() {
     let line = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 7 9 0 0 20 0 1 0 100 1000 10";
     let (comm, ut, st) = tasks::parse_stat(line).unwrap();
     assert_eq!((comm.as_str(), ut, st), ("a (b) c", 7, 9));
+}
+
+#[test]
+fn nvme_guest_stat_files() {
+    // Recorded in the emulated-NVMe guest (tests/vm/guest/capture-fixtures.sh) during an
+    // io_uring SQPOLL run on nvme0n1.
+    let s = procstat::parse(&fixture("nvme-guest/proc_stat"), 100.0).unwrap();
+    assert!(s.busy_s() > 0.0 && s.idle_s > 0.0);
+    let d = diskstat::parse(&fixture("nvme-guest/sys_block_stat")).unwrap();
+    assert!(d.read_ios > 0, "the run's reads are counted");
+    let ts = task_dir("nvme-guest/task-sqpoll");
+    let worker = ts.iter().find(|t| t.comm == "iolab-w0").unwrap();
+    let sqp = ts.iter().find(|t| t.comm == format!("iou-sqp-{}", worker.tid)).expect("SQ thread named after its creator");
+    assert_eq!(classify(sqp, &[worker.tid]), "sqpoll");
+    assert!(sqp.system_s > 0.0);
+    let (dev, all) = interrupts::totals(&interrupts::parse(&fixture("nvme-guest/proc_interrupts")), Some("nvme0"));
+    assert!(dev.unwrap() > 0 && all > dev.unwrap());
 }
