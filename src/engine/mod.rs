@@ -45,6 +45,8 @@ pub struct OpenTarget {
 pub trait WindowHooks {
     /// `workload_tids`: the kernel thread ids of the workers.
     fn window_start(&mut self, workload_tids: &[i32]);
+    /// Called every ~20 ms inside the window, for meters that must catch short-lived things.
+    fn window_tick(&mut self) {}
     fn window_end(&mut self);
 }
 
@@ -250,6 +252,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                             Opened::PosixAio(mut io) => hotloop::run(&mut io, &mut cx),
                             Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
                             Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
+                            Opened::Passthru(mut io) => hotloop::run(&mut io, &mut cx),
                         };
                         if res.is_err() {
                             stop.store(true, Ordering::Relaxed);
@@ -264,7 +267,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                     result.map(|r| {
                         r.map(|(mut out, written, bufs)| {
                             let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-                            (out.verified_written, out.verify_error) = read_back(&fds, &written, &bufs, job.bs);
+                            (out.verified_written, out.verify_error) = read_back(&fds, &written, &bufs, job.bs, &job.interface);
                             out
                         })
                     })
@@ -303,6 +306,9 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
         if started && !ended && end.is_some_and(|e| now >= e) {
             hooks.window_end();
             ended = true;
+        }
+        if started && !ended {
+            hooks.window_tick();
         }
         if now >= next_report {
             next_report += 1_000_000_000;
@@ -361,6 +367,7 @@ enum Opened {
     PosixAio(interfaces::posixaio::PosixAio),
     Libaio(interfaces::libaio::Libaio),
     Uring(interfaces::io_uring::Uring),
+    Passthru(interfaces::nvme_passthru::Passthru),
 }
 
 fn open_interface(name: &str, setup: &Setup) -> Result<Opened, String> {
@@ -371,23 +378,42 @@ fn open_interface(name: &str, setup: &Setup) -> Result<Opened, String> {
         "posixaio" => Opened::PosixAio(IoInterface::open(setup).map_err(fail)?),
         "libaio" => Opened::Libaio(IoInterface::open(setup).map_err(fail)?),
         "io_uring" => Opened::Uring(IoInterface::open(setup).map_err(fail)?),
+        "nvme-passthru" => Opened::Passthru(IoInterface::open(setup).map_err(fail)?),
         other => return Err(format!("unknown interface '{other}'")),
     })
 }
 
-/// After a write job with --verify: read every block this thread wrote and check it.
-fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64) -> (u64, Option<FailedIo>) {
+/// After a write job with --verify: read every block this thread wrote and check it, with
+/// pread, or for nvme-passthru (whose character device has no read) with synchronous NVMe Reads.
+fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, interface: &str) -> (u64, Option<FailedIo>) {
+    use interfaces::nvme_passthru;
     let mut checked = 0;
     for (file, map) in written.iter().enumerate() {
+        let ns = if interface == "nvme-passthru" && map.iter().any(|w| *w != 0) {
+            match nvme_passthru::Namespace::of_fd(fds[file]) {
+                Ok(ns) => Some(ns),
+                Err(e) => {
+                    let what = format!("verify read-back cannot address the namespace: {e}");
+                    return (checked, Some(FailedIo { file: file as u32, offset: 0, write: false, errno: None, what }));
+                }
+            }
+        } else {
+            None
+        };
         for (w, word) in map.iter().enumerate() {
             let mut bits = *word;
             while bits != 0 {
                 let block = (w * 64 + bits.trailing_zeros() as usize) as u64;
                 bits &= bits - 1;
                 let offset = block * bs;
-                // SAFETY: slot 0's buffer is bs bytes and suitably aligned.
-                let n = unsafe { libc::pread(fds[file], bufs.ptr as *mut libc::c_void, bs as usize, offset as i64) };
-                let what = if n as i64 != bs as i64 {
+                let n = match &ns {
+                    Some(ns) => nvme_passthru::read_sync(fds[file], ns, bufs.ptr, bs as u32, offset),
+                    // SAFETY: slot 0's buffer is bs bytes and suitably aligned.
+                    None => unsafe { libc::pread(fds[file], bufs.ptr as *mut libc::c_void, bs as usize, offset as i64) as i64 },
+                };
+                let what = if n < 0 && ns.is_some() {
+                    Some(format!("verify read-back failed: {}", interfaces::error_text(n)))
+                } else if n != bs as i64 {
                     Some(format!("verify read-back returned {n} of {bs} bytes"))
                 } else {
                     let data = unsafe { std::slice::from_raw_parts(bufs.ptr, bs as usize) };

@@ -36,9 +36,17 @@ fn sysfs_of_dev(dev: u64) -> Option<(PathBuf, Option<String>)> {
 }
 
 /// Find the device behind a target: itself (or its partition) for block devices, the
-/// filesystem's device for files, and through loop devices to their backing file's device.
+/// filesystem's device for files, through loop devices to their backing file's device, and
+/// for an NVMe generic character device its namespace's block device.
 pub fn device_path(path: &Path) -> DevicePath {
     let Ok(meta) = std::fs::metadata(path) else { return DevicePath::default() };
+    if meta.file_type().is_char_device() {
+        // An NVMe generic device: its namespace's block device has the same queue and controller.
+        return match crate::interfaces::nvme_passthru::block_device_of(path) {
+            Ok(b) => device_path(&b),
+            Err(_) => DevicePath::default(),
+        };
+    }
     let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
     let Some((disk, part)) = sysfs_of_dev(dev) else { return DevicePath::default() };
     let name = disk.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -78,6 +86,10 @@ pub struct Meters {
     counter_values: Option<(CounterValues, CounterValues)>,
     /// Why hardware / system-wide counters are missing, if they are.
     counter_notes: (Option<String>, Option<String>),
+    /// The last sample of every thread of ours seen inside the window, so threads that exit
+    /// before its end (io-wq workers, AIO helpers) still count in their class.
+    seen: std::collections::HashMap<i32, TaskSample>,
+    last_tick: Option<std::time::Instant>,
 }
 
 impl Meters {
@@ -94,6 +106,8 @@ impl Meters {
             counters: None,
             counter_values: None,
             counter_notes: (None, None),
+            seen: std::collections::HashMap::new(),
+            last_tick: None,
         }
     }
 
@@ -123,6 +137,16 @@ impl WindowHooks for Meters {
         self.workload_tids = workload_tids.to_vec();
         self.start = Some(self.snapshot());
         self.counters = Some(CounterSet::start(workload_tids, self.ncpu));
+    }
+    fn window_tick(&mut self) {
+        // Every 100 ms: our own threads only (a few small files), not the whole system.
+        if self.last_tick.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(100)) {
+            return;
+        }
+        self.last_tick = Some(std::time::Instant::now());
+        for t in tasks::sample_process(self.pid, self.hz) {
+            self.seen.insert(t.tid, t);
+        }
     }
     fn window_end(&mut self) {
         if let Some(c) = self.counters.take() {
@@ -299,7 +323,14 @@ impl Meters {
         let ios: u64 = ios_per_target.iter().sum();
         let per_io = |x: f64| (ios > 0).then(|| x / ios as f64);
 
-        let own = tasks::deltas(&a.own, &b.own);
+        // Threads alive at the end, plus those seen during the window that had exited by then.
+        let mut last_seen: Vec<TaskSample> = b.own.clone();
+        for (tid, t) in &self.seen {
+            if !b.own.iter().any(|x| x.tid == *tid) {
+                last_seen.push(t.clone());
+            }
+        }
+        let own = tasks::deltas(&a.own, &last_seen);
         let mut classes: Vec<ClassCost> = CLASSES.iter().map(|c| {
             let ts: Vec<&TaskSample> = own.iter().filter(|t| classify(t, &self.workload_tids) == *c).collect();
             class_cost(c, &ts, window, ios)
