@@ -2,6 +2,7 @@
 //! Layers follow the data: plan → engine (with interfaces) → meters → record → report.
 pub mod analysis;
 pub mod cli;
+pub mod energy;
 pub mod engine;
 pub mod interfaces;
 pub mod meters;

@@ -23,6 +23,7 @@ fn main() {
         Cmd::Precondition(args) => cli::precondition::main(args),
         Cmd::Restore => cli::run::restore_main(),
         Cmd::Suite(cmd) => cli::suite::main(cmd),
+        Cmd::Compare(args) => cli::compare::main(args),
     };
     std::process::exit(code);
 }

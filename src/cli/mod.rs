@@ -1,4 +1,5 @@
 //! The `iolab` command line: argument definitions and the subcommands.
+pub mod compare;
 pub mod interfaces_cmd;
 pub mod precondition;
 pub mod probe;
@@ -40,6 +41,8 @@ pub enum Cmd {
     /// The five studies as built-in sweeps.
     #[command(subcommand)]
     Suite(suite::SuiteCmd),
+    /// Two configurations (or two databases) side by side with ratios and significance.
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -1,0 +1,322 @@
+//! Comparing configurations from their replicates: per metric the ratio of means (b / a), a
+//! Welch t-test, and a verdict; with more than two configurations a ranking against the best
+//! with Holm-corrected p-values. The comparisons are pure functions on `&[f64]`; the helpers at
+//! the end pull a metric's replicate values for one `config_key` out of a [`Store`].
+//! Methods: docs/statistics.md.
+use super::stats::{self, Summary, TTest};
+use crate::store::{RunFilter, RunRow, Store};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The significance level of the verdicts.
+pub const ALPHA: f64 = 0.05;
+
+/// What is compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// I/Os per second over the measured window (higher is better).
+    Iops,
+    /// Mean completion latency, ns.
+    LatMeanNs,
+    /// 99th-percentile completion latency, ns.
+    LatP99Ns,
+    /// CPU time of iolab's threads per I/O, ns: `cpu_cores` / `iops` × 10⁹.
+    CpuNsPerIo,
+    /// Energy per I/O over the measured window, joules, when the record has an energy reading
+    /// (see [`Metric::of_record`]).
+    JoulesPerIo,
+}
+
+/// Where a run record may keep its energy report (`energy::EnergyReport`, or a bare
+/// `{"joules": J}`); the first present wins.
+pub const ENERGY_PATHS: [&str; 3] = ["/energy", "/cost/energy", "/results/energy"];
+/// Which scope of an energy report counts, in order of preference. Scopes overlap and are never
+/// added; the package (RAPL) comes first because it is what the energy studies measured and the
+/// finest-grained, so runs of one machine are compared on the same scope.
+pub const ENERGY_SCOPES: [&str; 6] = ["cpu_package", "platform", "wall_ac", "bmc_system", "dram", "gpu"];
+
+/// Joules per I/O from an energy report: the first scope of [`ENERGY_SCOPES`] with a source that
+/// has `iops_per_joule` (which the energy layer sets only when the source covered enough of the
+/// window) gives 1 / iops_per_joule; a bare `joules` gives joules / `ios`.
+fn joules_per_io(energy: &Value, ios: Option<f64>) -> Option<f64> {
+    if let Some(sources) = energy.get("sources").and_then(Value::as_array) {
+        return ENERGY_SCOPES.iter().find_map(|scope| {
+            sources
+                .iter()
+                .filter(|s| s.get("scope").and_then(Value::as_str) == Some(scope))
+                .find_map(|s| s.get("iops_per_joule").and_then(Value::as_f64).filter(|&x| x > 0.0))
+                .map(|ipj| 1.0 / ipj)
+        });
+    }
+    let j = energy.get("joules").and_then(Value::as_f64)?;
+    Some(j / ios.filter(|&n| n > 0.0)?)
+}
+
+impl Metric {
+    pub const ALL: [Metric; 5] = [Metric::Iops, Metric::LatMeanNs, Metric::LatP99Ns, Metric::CpuNsPerIo, Metric::JoulesPerIo];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Iops => "iops",
+            Metric::LatMeanNs => "lat_mean_ns",
+            Metric::LatP99Ns => "lat_p99_ns",
+            Metric::CpuNsPerIo => "cpu_ns_per_io",
+            Metric::JoulesPerIo => "joules_per_io",
+        }
+    }
+
+    /// True for throughput; false for latencies and costs, where lower is better.
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Metric::Iops)
+    }
+
+    /// The metric's value in a stored run's row; None when the run did not measure it (and
+    /// always for [`Metric::JoulesPerIo`], which lives in the record: see [`Metric::of_record`]).
+    pub fn of_row(self, r: &RunRow) -> Option<f64> {
+        let v = match self {
+            Metric::Iops => r.iops,
+            Metric::LatMeanNs => r.lat_mean_ns,
+            Metric::LatP99Ns => r.lat_p99_ns,
+            Metric::CpuNsPerIo => match (r.cpu_cores, r.iops) {
+                (Some(c), Some(i)) if i > 0.0 => Some(c / i * 1e9),
+                _ => None,
+            },
+            Metric::JoulesPerIo => None,
+        };
+        v.filter(|x| x.is_finite())
+    }
+
+    /// The metric's value in a run record (JSON). For [`Metric::JoulesPerIo`]: the energy
+    /// report at the first of [`ENERGY_PATHS`] present; of its sources the first scope of
+    /// [`ENERGY_SCOPES`] with an `iops_per_joule` gives 1 / iops_per_joule; a bare
+    /// `{"joules": J}` gives J / `results.total.ios`. None when there is no usable reading.
+    pub fn of_record(self, rec: &Value) -> Option<f64> {
+        let f = |p: &str| rec.pointer(p).and_then(Value::as_f64);
+        let v = match self {
+            Metric::Iops => f("/results/total/iops"),
+            Metric::LatMeanNs => f("/results/total/lat_ns/mean"),
+            Metric::LatP99Ns => f("/results/total/lat_ns/p99"),
+            Metric::CpuNsPerIo => match (f("/results/cpu/cores"), f("/results/total/iops")) {
+                (Some(c), Some(i)) if i > 0.0 => Some(c / i * 1e9),
+                _ => None,
+            },
+            Metric::JoulesPerIo => {
+                let energy = ENERGY_PATHS.iter().find_map(|p| rec.pointer(p).filter(|v| v.is_object()))?;
+                joules_per_io(energy, f("/results/total/ios"))
+            }
+        };
+        v.filter(|x| x.is_finite())
+    }
+}
+
+/// How configuration b stands against a in one metric. "Faster" means better in the metric's
+/// direction (more IOPS; less latency, CPU or energy per I/O).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Faster,
+    Slower,
+    /// No significant difference (p > α).
+    Tie,
+    /// Not testable: fewer than two replicates on a side.
+    Untested,
+}
+
+impl Verdict {
+    pub fn describe(self, alpha: f64) -> String {
+        match self {
+            Verdict::Faster => "faster".into(),
+            Verdict::Slower => "slower".into(),
+            Verdict::Tie => format!("tie (p > {alpha})"),
+            Verdict::Untested => "untested (n < 2)".into(),
+        }
+    }
+}
+
+/// The verdict for b against a from a p-value and the difference of means (b − a).
+pub fn verdict(metric: Metric, p: Option<f64>, b_minus_a: f64, alpha: f64) -> Verdict {
+    match p {
+        None => Verdict::Untested,
+        Some(p) if p > alpha || b_minus_a == 0.0 => Verdict::Tie,
+        Some(_) => {
+            if (b_minus_a > 0.0) == metric.higher_is_better() {
+                Verdict::Faster
+            } else {
+                Verdict::Slower
+            }
+        }
+    }
+}
+
+/// One metric compared between configurations a and b.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MetricComparison {
+    pub metric: Metric,
+    pub a: Summary,
+    pub b: Summary,
+    /// mean(b) / mean(a); None when mean(a) is 0.
+    pub ratio: Option<f64>,
+    /// Welch's test of a against b (t > 0 when a's mean is the larger); None when n < 2 on a side.
+    pub welch: Option<TTest>,
+    /// b against a.
+    pub verdict: Verdict,
+}
+
+/// Compare one metric's replicates of a and b. None when either side is empty or non-finite.
+pub fn compare_metric(metric: Metric, a: &[f64], b: &[f64], alpha: f64) -> Option<MetricComparison> {
+    let sa = stats::summarize(a)?;
+    let sb = stats::summarize(b)?;
+    let welch = stats::welch_t_test(a, b);
+    let ratio = if sa.mean != 0.0 { Some(sb.mean / sa.mean) } else { None };
+    let v = verdict(metric, welch.map(|t| t.p), sb.mean - sa.mean, alpha);
+    Some(MetricComparison { metric, a: sa, b: sb, ratio, welch, verdict: v })
+}
+
+/// A configuration's replicate values, per metric (a metric it lacks is simply absent).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Replicates {
+    pub config_key: String,
+    pub values: Vec<(Metric, Vec<f64>)>,
+}
+
+impl Replicates {
+    pub fn get(&self, m: Metric) -> Option<&[f64]> {
+        self.values.iter().find(|(k, _)| *k == m).map(|(_, v)| v.as_slice())
+    }
+}
+
+/// Compare every metric both configurations have, in [`Metric::ALL`] order.
+pub fn compare(a: &Replicates, b: &Replicates, alpha: f64) -> Vec<MetricComparison> {
+    Metric::ALL
+        .iter()
+        .filter_map(|&m| match (a.get(m), b.get(m)) {
+            (Some(x), Some(y)) => compare_metric(m, x, y, alpha),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One configuration's place in a ranking.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Ranked {
+    pub config_key: String,
+    pub summary: Summary,
+    /// mean / the best's mean.
+    pub ratio_to_best: Option<f64>,
+    /// Welch p-value against the best, unadjusted; None for the best itself or when untestable.
+    pub p: Option<f64>,
+    /// Holm-adjusted over the k − 1 comparisons with the best.
+    pub p_holm: Option<f64>,
+    /// This configuration against the best: Slower when the adjusted p ≤ α, otherwise Tie
+    /// (Untested when n < 2); the best itself is Tie.
+    pub verdict: Verdict,
+}
+
+/// Rank configurations by the mean of one metric, best first (ties in the mean keep input order),
+/// and test every other against the best with Welch's test, Holm-correcting the k − 1 p-values.
+/// Configurations with no usable values are left out.
+pub fn rank(metric: Metric, configs: &[(String, Vec<f64>)], alpha: f64) -> Vec<Ranked> {
+    let mut s: Vec<(&String, &Vec<f64>, Summary)> =
+        configs.iter().filter_map(|(k, v)| stats::summarize(v).map(|s| (k, v, s))).collect();
+    s.sort_by(|x, y| {
+        let o = x.2.mean.total_cmp(&y.2.mean);
+        if metric.higher_is_better() {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+    let Some((_, best_values, best)) = s.first().map(|(k, v, s)| (*k, *v, s.clone())) else {
+        return Vec::new();
+    };
+    let tests: Vec<Option<TTest>> = s.iter().skip(1).map(|(_, v, _)| stats::welch_t_test(best_values, v)).collect();
+    // Holm over the testable comparisons only.
+    let testable: Vec<f64> = tests.iter().flatten().map(|t| t.p).collect();
+    let mut adjusted = stats::holm(&testable).into_iter();
+    let mut out = Vec::with_capacity(s.len());
+    for (i, (k, _, sum)) in s.iter().enumerate() {
+        let ratio_to_best = if best.mean != 0.0 { Some(sum.mean / best.mean) } else { None };
+        let (p, p_holm, v) = if i == 0 {
+            (None, None, Verdict::Tie)
+        } else {
+            match tests[i - 1] {
+                None => (None, None, Verdict::Untested),
+                Some(t) => {
+                    let adj = adjusted.next();
+                    (Some(t.p), adj, verdict(metric, adj, sum.mean - best.mean, alpha))
+                }
+            }
+        };
+        out.push(Ranked { config_key: (*k).clone(), summary: sum.clone(), ratio_to_best, p, p_holm, verdict: v });
+    }
+    out
+}
+
+/// A metric's values over the runs a filter selects, oldest first, skipping runs that did not
+/// measure it. Only runs whose status is `ok` count unless the filter names another status.
+pub fn metric_values(store: &Store, filter: &RunFilter, metric: Metric) -> Result<Vec<f64>, String> {
+    let mut f = filter.clone();
+    if f.status.is_none() {
+        f.status = Some("ok".into());
+    }
+    let rows = store.list_runs(&f)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let v = match metric {
+            Metric::JoulesPerIo => store.run_record(r.id)?.and_then(|rec| metric.of_record(&rec)),
+            m => m.of_row(r),
+        };
+        out.extend(v);
+    }
+    Ok(out)
+}
+
+/// The replicate values of one metric for one configuration (`config_key`), from its `ok` runs.
+pub fn config_values(store: &Store, config_key: &str, metric: Metric) -> Result<Vec<f64>, String> {
+    metric_values(store, &RunFilter { config_key: Some(config_key.to_string()), ..Default::default() }, metric)
+}
+
+/// Every metric a configuration has at least one value of, in [`Metric::ALL`] order.
+pub fn config_replicates(store: &Store, config_key: &str) -> Result<Replicates, String> {
+    let mut values = Vec::new();
+    for m in Metric::ALL {
+        let v = config_values(store, config_key, m)?;
+        if !v.is_empty() {
+            values.push((m, v));
+        }
+    }
+    Ok(Replicates { config_key: config_key.to_string(), values })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_follows_the_metric_direction() {
+        assert_eq!(verdict(Metric::Iops, Some(0.01), 5.0, ALPHA), Verdict::Faster);
+        assert_eq!(verdict(Metric::LatP99Ns, Some(0.01), 5.0, ALPHA), Verdict::Slower);
+        assert_eq!(verdict(Metric::JoulesPerIo, Some(0.01), -1.0, ALPHA), Verdict::Faster);
+        assert_eq!(verdict(Metric::Iops, Some(0.2), 5.0, ALPHA), Verdict::Tie);
+        assert_eq!(verdict(Metric::Iops, None, 5.0, ALPHA), Verdict::Untested);
+    }
+
+    #[test]
+    fn energy_per_io_from_the_record() {
+        let rec = serde_json::json!({"results": {"total": {"ios": 1000, "iops": 500.0}, "cpu": {"cores": 0.25}},
+                                     "cost": {"energy": {"joules": 3.0}}});
+        assert_eq!(Metric::JoulesPerIo.of_record(&rec), Some(0.003));
+        assert_eq!(Metric::CpuNsPerIo.of_record(&rec), Some(0.25 / 500.0 * 1e9));
+        assert_eq!(Metric::JoulesPerIo.of_record(&serde_json::json!({"results": {}})), None);
+        // An energy report: the package scope wins over the wall; a source without a ratio
+        // (too little coverage) is passed over.
+        let rep = serde_json::json!({"results": {"total": {"ios": 1000}}, "energy": {"status": "measured", "sources": [
+            {"scope": "wall_ac", "joules": 50.0, "iops_per_joule": 20.0},
+            {"scope": "cpu_package", "joules": 9.0},
+            {"scope": "cpu_package", "joules": 10.0, "iops_per_joule": 100.0}]}});
+        assert_eq!(Metric::JoulesPerIo.of_record(&rep), Some(0.01));
+        let none = serde_json::json!({"energy": {"status": "unavailable", "sources": []}});
+        assert_eq!(Metric::JoulesPerIo.of_record(&none), None);
+    }
+}

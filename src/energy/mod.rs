@@ -1,0 +1,534 @@
+//! Energy: joules from real power sources over the measured window, IOPS and bytes per joule,
+//! and never an invented number. See docs/energy.md.
+//!
+//! Backends: RAPL through powercap sysfs (`rapl`), the perf `power` PMU (`perf`), the BMC
+//! through `ipmitool dcmi power reading` (`ipmi`), Redfish (`redfish`), NVML (`nvml`) and an
+//! external meter's log (`meter`). Each reading carries one scope (cpu_package, dram, platform,
+//! bmc_system, wall_ac, gpu) and its method; scopes are never added together. With no source the
+//! report says "unavailable" with the reason per backend and carries no numbers: no TDP or
+//! model-based estimate exists anywhere here.
+//!
+//! Sampling: one background thread per source (never an I/O thread), counters every
+//! `sample_interval` (default 250 ms, at most 1 s so RAPL wraps are caught), BMCs about 1 Hz.
+pub mod integrate;
+pub mod ipmi;
+pub mod meterlog;
+pub mod nvml;
+pub mod perf_power;
+pub mod rapl;
+pub mod redfish;
+
+pub use meterlog::ClockCorrection;
+pub use redfish::RedfishConfig;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What a reading covers. Different scopes overlap (psys contains the package, the BMC sees
+/// the whole box) and are never added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    CpuPackage,
+    Dram,
+    Platform,
+    BmcSystem,
+    WallAc,
+    Gpu,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::CpuPackage => "cpu_package",
+            Scope::Dram => "dram",
+            Scope::Platform => "platform",
+            Scope::BmcSystem => "bmc_system",
+            Scope::WallAc => "wall_ac",
+            Scope::Gpu => "gpu",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ChannelKind {
+    /// Cumulative counter: raw × scale_j = joules; wraps at `range` raw units if Some.
+    Counter { scale_j: f64, range: Option<f64>, max_plausible_w: f64 },
+    /// Instantaneous power, watts.
+    Power { max_gap_s: f64, edge_hold_s: f64 },
+}
+
+/// One thing read per sample (a RAPL zone, a perf event on one CPU, a GPU, a BMC reading).
+#[derive(Clone, Debug)]
+pub struct Channel {
+    pub scope: Scope,
+    pub label: String,
+    pub kind: ChannelKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reading {
+    Raw(f64),
+    Watts(f64),
+}
+
+/// A live backend. Channels of the same scope are disjoint parts (sockets, GPUs) and are summed.
+pub trait Source: Send {
+    fn name(&self) -> &'static str;
+    fn method(&self, scope: Scope) -> String;
+    fn channels(&self) -> &[Channel];
+    /// One value per channel, in order; errors are gaps.
+    fn read(&mut self) -> Vec<Result<Reading, String>>;
+    /// Cheap to read (sysfs, perf, NVML): read synchronously at start.
+    fn fast(&self) -> bool {
+        false
+    }
+    /// Own polling interval, if slower than the meter's.
+    fn interval(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+pub const BACKENDS: [&str; 6] = ["rapl", "perf", "ipmi", "redfish", "nvml", "meter"];
+/// Below this coverage a source still reports its joules and mean watts, but no per-joule ratio.
+pub const MIN_COVERAGE_FOR_RATIOS: f64 = 0.9;
+
+#[derive(Clone, Debug)]
+pub struct EnergyConfig {
+    /// Backends to use (see BACKENDS); empty = auto-detect all.
+    pub sources: Vec<String>,
+    pub meter_log: Option<PathBuf>,
+    /// "hobo", "hobo-dmy" or "csv"; None = detect.
+    pub meter_format: Option<String>,
+    /// Added to the meter's timestamps (see meterlog::ClockCorrection).
+    pub meter_offset_s: f64,
+    /// Meter clock rate error, positive when the meter runs fast.
+    pub meter_drift_ppm: f64,
+    /// Two (meter time, host UNIX time) sync marks; overrides offset and drift when set.
+    pub meter_sync: Option<((f64, f64), (f64, f64))>,
+    /// "/sys", injectable for tests.
+    pub sysfs_root: PathBuf,
+    pub redfish: Option<RedfishConfig>,
+    /// ipmitool binary; None = IOLAB_IPMITOOL, else looked up on PATH.
+    pub ipmitool: Option<PathBuf>,
+    /// Arguments before "dcmi power reading", e.g. -I lanplus -H bmc -U user -E (password via IPMI_PASSWORD).
+    pub ipmitool_args: Vec<String>,
+    /// NVML library; None = IOLAB_NVML_LIB, else libnvidia-ml.so.1.
+    pub nvml_library: Option<PathBuf>,
+    /// Counter sampling interval; clamped to [10 ms, 1 s].
+    pub sample_interval: Duration,
+}
+
+impl Default for EnergyConfig {
+    fn default() -> Self {
+        EnergyConfig {
+            sources: Vec::new(),
+            meter_log: None,
+            meter_format: None,
+            meter_offset_s: 0.0,
+            meter_drift_ppm: 0.0,
+            meter_sync: None,
+            sysfs_root: PathBuf::from("/sys"),
+            redfish: None,
+            ipmitool: None,
+            ipmitool_args: Vec::new(),
+            nvml_library: None,
+            sample_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+impl EnergyConfig {
+    fn clock_correction(&self) -> Result<ClockCorrection, String> {
+        match self.meter_sync {
+            Some((m1, m2)) => ClockCorrection::from_sync_marks(m1, m2),
+            None => Ok(ClockCorrection { offset_s: self.meter_offset_s, drift_ppm: self.meter_drift_ppm, anchor_meter_s: None }),
+        }
+    }
+}
+
+/// One backend: available or why not.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceStatus {
+    pub backend: String,
+    pub available: bool,
+    pub scopes: Vec<String>,
+    /// What was found (method, zones, de-duplication) or why it is unavailable.
+    pub detail: String,
+    pub notes: Vec<String>,
+}
+
+type Opened = Result<(Box<dyn Source>, Vec<String>), String>;
+
+fn open_backend(cfg: &EnergyConfig, b: &str) -> Opened {
+    match b {
+        "rapl" => rapl::Rapl::open(&cfg.sysfs_root).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
+        "perf" => perf_power::PerfPower::open(&cfg.sysfs_root).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
+        "ipmi" => {
+            let prog = cfg.ipmitool.clone().or_else(|| std::env::var_os("IOLAB_IPMITOOL").map(PathBuf::from));
+            ipmi::Ipmi::open(prog.as_deref(), &cfg.ipmitool_args).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n))
+        }
+        "redfish" => match &cfg.redfish {
+            Some(r) => redfish::Redfish::open(r).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
+            None => Err("no Redfish URL configured".into()),
+        },
+        "nvml" => {
+            let lib = cfg.nvml_library.clone().or_else(|| std::env::var_os("IOLAB_NVML_LIB").map(PathBuf::from));
+            nvml::Nvml::open(lib.as_deref()).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n))
+        }
+        other => Err(format!("unknown energy source {other:?} (known: {})", BACKENDS.join(", "))),
+    }
+}
+
+/// Open what the config asks for. Returns the live sources and one status per backend considered.
+fn open_all(cfg: &EnergyConfig) -> (Vec<Box<dyn Source>>, Vec<SourceStatus>) {
+    let mut live: Vec<Box<dyn Source>> = Vec::new();
+    let mut st = Vec::new();
+    let mut names: Vec<String> = if cfg.sources.is_empty() { BACKENDS.iter().map(|s| s.to_string()).collect() } else { cfg.sources.clone() };
+    names.dedup();
+    for b in &names {
+        let b = b.as_str();
+        if b == "meter" {
+            st.push(match &cfg.meter_log {
+                Some(p) => SourceStatus { backend: "meter".into(), available: p.exists(), scopes: vec!["wall_ac".into()], detail: if p.exists() { format!("meter log {} (imported at the window's end)", p.display()) } else { format!("meter log {} does not exist (yet)", p.display()) }, notes: vec![] },
+                None => SourceStatus { backend: "meter".into(), available: false, scopes: vec![], detail: "no meter log given".into(), notes: vec![] },
+            });
+            continue;
+        }
+        if b == "perf" && cfg.sources.is_empty() && live.iter().any(|s| s.name() == "rapl") {
+            st.push(SourceStatus { backend: "perf".into(), available: false, scopes: vec![], detail: "skipped: powercap RAPL already measures the same domains (ask for it explicitly to get both)".into(), notes: vec![] });
+            continue;
+        }
+        if b == "redfish" && cfg.redfish.is_none() && cfg.sources.is_empty() {
+            st.push(SourceStatus { backend: "redfish".into(), available: false, scopes: vec![], detail: "no Redfish URL configured".into(), notes: vec![] });
+            continue;
+        }
+        match open_backend(cfg, b) {
+            Ok((s, notes)) => {
+                let mut scopes: Vec<Scope> = s.channels().iter().map(|c| c.scope).collect();
+                scopes.sort();
+                scopes.dedup();
+                let detail = scopes.iter().map(|&sc| format!("{}: {}", sc.as_str(), s.method(sc))).collect::<Vec<_>>().join(" | ");
+                st.push(SourceStatus { backend: b.into(), available: true, scopes: scopes.iter().map(|s| s.as_str().to_string()).collect(), detail, notes });
+                live.push(s);
+            }
+            Err(why) => st.push(SourceStatus { backend: b.into(), available: false, scopes: vec![], detail: why, notes: vec![] }),
+        }
+    }
+    (live, st)
+}
+
+/// Every backend: available or why not (for `iolab probe`).
+pub fn probe(cfg: &EnergyConfig) -> Vec<SourceStatus> {
+    open_all(cfg).1
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceEnergy {
+    pub source: String,
+    pub scope: String,
+    pub method: String,
+    /// Energy measured over the covered parts of the window.
+    pub joules: f64,
+    /// joules / covered seconds.
+    pub mean_watts: f64,
+    pub window_s: f64,
+    /// Fraction of the window covered by counted sample intervals.
+    pub coverage: f64,
+    pub largest_gap_s: f64,
+    pub samples: usize,
+    pub read_errors: usize,
+    pub wraps: u64,
+    /// I/Os per joule (= IOPS per watt): ios / (mean_watts × window_s). Set by `with_io`, only
+    /// when coverage ≥ MIN_COVERAGE_FOR_RATIOS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iops_per_joule: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_joule: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EnergyReport {
+    /// "measured" | "unavailable"
+    pub status: String,
+    /// Why backends gave nothing (per backend), also when others measured.
+    pub reasons: Vec<String>,
+    pub sources: Vec<SourceEnergy>,
+    pub window_s: f64,
+    /// The measured window in UNIX time (SystemTime), for aligning external meter logs later.
+    pub window_start_unix_s: f64,
+    pub window_end_unix_s: f64,
+}
+
+impl EnergyReport {
+    pub fn unavailable(reasons: Vec<String>) -> EnergyReport {
+        EnergyReport { status: "unavailable".into(), reasons, sources: Vec::new(), window_s: 0.0, window_start_unix_s: 0.0, window_end_unix_s: 0.0 }
+    }
+
+    /// Add I/Os per joule and bytes per joule to every source with enough coverage.
+    pub fn with_io(&mut self, ios: u64, bytes: u64) {
+        for s in &mut self.sources {
+            let e = s.mean_watts * s.window_s;
+            if s.coverage >= MIN_COVERAGE_FOR_RATIOS && e > 0.0 {
+                s.iops_per_joule = Some(ios as f64 / e);
+                s.bytes_per_joule = Some(bytes as f64 / e);
+            } else {
+                s.iops_per_joule = None;
+                s.bytes_per_joule = None;
+                let n = format!("no per-joule ratios: coverage {:.3} < {MIN_COVERAGE_FOR_RATIOS}", s.coverage);
+                if !s.notes.contains(&n) {
+                    s.notes.push(n);
+                }
+            }
+        }
+    }
+
+    /// Import an external meter log for this report's window (e.g. after downloading the logger).
+    pub fn import_meter_log(&mut self, cfg: &EnergyConfig) {
+        let Some(path) = &cfg.meter_log else { return };
+        match import_meter_log(path, cfg, (self.window_start_unix_s, self.window_end_unix_s)) {
+            Ok(s) => self.sources.push(s),
+            Err(e) => self.reasons.push(format!("meter: {e}")),
+        }
+        self.status = if self.sources.is_empty() { "unavailable" } else { "measured" }.into();
+    }
+
+    /// For `--require-energy`: Err with the reasons when nothing was measured.
+    pub fn require_measured(&self) -> Result<(), String> {
+        if self.status == "measured" { Ok(()) } else { Err(format!("no energy source: {}", self.reasons.join("; "))) }
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// Read a meter log and integrate it over a host UNIX-time window.
+pub fn import_meter_log(path: &std::path::Path, cfg: &EnergyConfig, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
+    let corr = cfg.clock_correction()?;
+    let r = meterlog::integrate_log(&log, &corr, window_unix);
+    let first = log.points[0].0;
+    let (lo, hi) = (corr.apply(first, first), corr.apply(log.points[log.points.len() - 1].0, first));
+    if let Some(why) = r.invalid {
+        return Err(format!("{} ({} samples spanning UNIX {lo:.1}..{hi:.1} after correction; window {:.1}..{:.1}): {why}", path.display(), log.points.len(), window_unix.0, window_unix.1));
+    }
+    let window_s = window_unix.1 - window_unix.0;
+    let method = format!("meter log {} ({}, series {:?}, {}), clock offset {:+.3} s drift {:+.1} ppm", path.display(), log.format, log.series, match log.kind {
+        meterlog::SeriesKind::Watts => "power samples, trapezoid rule",
+        meterlog::SeriesKind::CumulativeJoules => "cumulative energy differences",
+    }, corr.offset_s, corr.drift_ppm);
+    Ok(SourceEnergy {
+        source: "meter".into(),
+        scope: Scope::WallAc.as_str().into(),
+        method,
+        joules: r.joules,
+        mean_watts: if r.covered_s > 0.0 { r.joules / r.covered_s } else { 0.0 },
+        window_s,
+        coverage: if window_s > 0.0 { (r.covered_s / window_s).min(1.0) } else { 0.0 },
+        largest_gap_s: r.largest_gap_s,
+        samples: r.samples,
+        read_errors: 0,
+        wraps: 0,
+        iops_per_joule: None,
+        bytes_per_joule: None,
+        notes: Vec::new(),
+    })
+}
+
+type Samples = Vec<(f64, Vec<Result<Reading, String>>)>;
+
+struct Running {
+    handle: JoinHandle<(Box<dyn Source>, Samples)>,
+}
+
+/// Started at the window's start, sampled from background threads, stopped at its end.
+pub struct EnergyMeter {
+    cfg: EnergyConfig,
+    t0: Instant,
+    start_unix: f64,
+    stop_tx: Vec<mpsc::Sender<()>>,
+    running: Vec<Running>,
+    reasons: Vec<String>,
+}
+
+fn sample(src: &mut dyn Source, t0: Instant) -> (f64, Vec<Result<Reading, String>>) {
+    let a = t0.elapsed().as_secs_f64();
+    let v = src.read();
+    let b = t0.elapsed().as_secs_f64();
+    ((a + b) / 2.0, v)
+}
+
+/// Sources opened ahead of the window (probing ipmitool or a BMC takes time).
+pub struct PreparedEnergy {
+    cfg: EnergyConfig,
+    live: Vec<Box<dyn Source>>,
+    reasons: Vec<String>,
+}
+
+impl PreparedEnergy {
+    pub fn prepare(cfg: &EnergyConfig) -> PreparedEnergy {
+        let (live, st) = open_all(cfg);
+        let reasons = st.iter().filter(|s| !s.available && !(s.backend == "meter" && cfg.meter_log.is_none() && cfg.sources.is_empty())).map(|s| format!("{}: {}", s.backend, s.detail)).collect();
+        PreparedEnergy { cfg: cfg.clone(), live, reasons }
+    }
+
+    /// Start at the window's start.
+    pub fn start(self) -> EnergyMeter {
+        let interval = self.cfg.sample_interval.clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let start_unix = unix_now();
+        let t0 = Instant::now();
+        let mut stop_tx = Vec::new();
+        let mut running = Vec::new();
+        for mut src in self.live {
+            let mut samples: Samples = Vec::new();
+            if src.fast() {
+                samples.push(sample(src.as_mut(), t0));
+            }
+            let (tx, rx) = mpsc::channel::<()>();
+            stop_tx.push(tx);
+            let every = src.interval().max(interval);
+            let handle = std::thread::Builder::new()
+                .name(format!("energy-{}", src.name()))
+                .spawn(move || {
+                    let mut next = if samples.is_empty() { Duration::ZERO } else { every };
+                    loop {
+                        let wait = next.saturating_sub(t0.elapsed());
+                        match rx.recv_timeout(wait) {
+                            Err(mpsc::RecvTimeoutError::Timeout) => {
+                                samples.push(sample(src.as_mut(), t0));
+                                // Keep the cadence; after a slow read, sample again at once rather than drift.
+                                next += every;
+                                if next < t0.elapsed() {
+                                    next = t0.elapsed();
+                                }
+                            }
+                            _ => break,
+                        }
+                    }
+                    samples.push(sample(src.as_mut(), t0)); // the window's end
+                    (src, samples)
+                })
+                .expect("spawn energy sampler");
+            running.push(Running { handle });
+        }
+        EnergyMeter { cfg: self.cfg, t0, start_unix, stop_tx, running, reasons: self.reasons }
+    }
+}
+
+impl EnergyMeter {
+    /// Open the sources and start sampling now (the window's start).
+    pub fn start(cfg: &EnergyConfig) -> EnergyMeter {
+        PreparedEnergy::prepare(cfg).start()
+    }
+
+    /// Stop at the window's end and integrate.
+    pub fn stop(self) -> EnergyReport {
+        let end = self.t0.elapsed().as_secs_f64();
+        let end_unix = self.start_unix + end;
+        for tx in &self.stop_tx {
+            let _ = tx.send(());
+        }
+        let mut sources = Vec::new();
+        let mut reasons = self.reasons;
+        for r in self.running {
+            let Ok((src, samples)) = r.handle.join() else {
+                reasons.push("a sampler thread panicked".into());
+                continue;
+            };
+            let (mut s, mut why) = summarise(src.as_ref(), &samples, end);
+            sources.append(&mut s);
+            reasons.append(&mut why);
+        }
+        let mut report = EnergyReport { status: String::new(), reasons, sources, window_s: end, window_start_unix_s: self.start_unix, window_end_unix_s: end_unix };
+        report.import_meter_log(&self.cfg);
+        report.status = if report.sources.is_empty() { "unavailable" } else { "measured" }.into();
+        report
+    }
+}
+
+/// Integrate one source's samples over [0, end]: one SourceEnergy per scope, or reasons.
+pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEnergy>, Vec<String>) {
+    let chans = src.channels();
+    let mut scopes: Vec<Scope> = chans.iter().map(|c| c.scope).collect();
+    scopes.sort();
+    scopes.dedup();
+    let mut out = Vec::new();
+    let mut reasons = Vec::new();
+    for scope in scopes {
+        let mut joules = 0.0;
+        let mut watts = 0.0;
+        let mut coverage: f64 = 1.0;
+        let mut gap: f64 = 0.0;
+        let mut n = usize::MAX;
+        let (mut errs, mut wraps) = (0usize, 0u64);
+        let mut bad = Vec::new();
+        let mut first_err: Option<String> = None;
+        for (i, ch) in chans.iter().enumerate().filter(|(_, c)| c.scope == scope) {
+            let series: Vec<(f64, Option<f64>)> = samples
+                .iter()
+                .map(|(t, v)| {
+                    let x = match v.get(i) {
+                        Some(Ok(Reading::Raw(x))) | Some(Ok(Reading::Watts(x))) => Some(*x),
+                        Some(Err(e)) => {
+                            first_err.get_or_insert_with(|| e.clone());
+                            None
+                        }
+                        None => None,
+                    };
+                    (*t, x)
+                })
+                .collect();
+            let r = match ch.kind {
+                ChannelKind::Counter { scale_j, range, max_plausible_w } => integrate::integrate_counter(&series, scale_j, range, max_plausible_w, (0.0, end)),
+                ChannelKind::Power { max_gap_s, edge_hold_s } => integrate::integrate_power(&series, max_gap_s, edge_hold_s, (0.0, end)),
+            };
+            if let Some(why) = &r.invalid {
+                bad.push(format!("{}: {why}", ch.label));
+                continue;
+            }
+            joules += r.joules;
+            watts += if r.covered_s > 0.0 { r.joules / r.covered_s } else { 0.0 };
+            coverage = coverage.min(if end > 0.0 { (r.covered_s / end).min(1.0) } else { 0.0 });
+            gap = gap.max(r.largest_gap_s);
+            n = n.min(r.samples);
+            errs += r.read_errors;
+            wraps += r.wraps;
+        }
+        if !bad.is_empty() {
+            // A scope missing one of its parts would under-count: no number for it.
+            let mut why = format!("{} {}: {}", src.name(), scope.as_str(), bad.join("; "));
+            if let Some(e) = first_err {
+                why.push_str(&format!(" (first read error: {e})"));
+            }
+            reasons.push(why);
+            continue;
+        }
+        let mut notes = Vec::new();
+        if let Some(e) = first_err {
+            notes.push(format!("{errs} failed reads counted as gaps; first: {e}"));
+        }
+        out.push(SourceEnergy {
+            source: src.name().into(),
+            scope: scope.as_str().into(),
+            method: src.method(scope),
+            joules,
+            mean_watts: watts,
+            window_s: end,
+            coverage,
+            largest_gap_s: gap,
+            samples: if n == usize::MAX { 0 } else { n },
+            read_errors: errs,
+            wraps,
+            iops_per_joule: None,
+            bytes_per_joule: None,
+            notes,
+        });
+    }
+    (out, reasons)
+}

@@ -1,0 +1,578 @@
+//! Energy sources, all on fixtures: powercap trees (tests/fixtures/energy/powercap, built by
+//! make_powercap_fixture.py with real symlinks and "%d\n" bytes), counter sequences with wraps,
+//! stuck counters and read errors, a perf power PMU tree, a fake ipmitool replaying recorded
+//! outputs, a loopback Redfish server (plain HTTP: the scheme is taken from the URL), meter logs
+//! with a known integral, offset and drift, a fake NVML built with cc, and this machine itself,
+//! which has no source.
+use iolab::energy::integrate::integrate_counter;
+use iolab::energy::meterlog::parse_meter_log;
+use iolab::energy::{self, EnergyConfig, EnergyMeter, RedfishConfig};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/energy")
+}
+
+/// Copy a tree, keeping symlinks as symlinks.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ft = std::fs::symlink_metadata(&src).unwrap().file_type();
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if ft.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+            let mut p = std::fs::metadata(&dst).unwrap().permissions();
+            p.set_mode(p.mode() | 0o600);
+            std::fs::set_permissions(&dst, p).unwrap();
+        }
+    }
+}
+
+fn machine(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("powercap").join(name), d.path());
+    let sys = d.path().join("sys");
+    (d, sys)
+}
+
+fn cfg_with(sources: &[&str], sys: &Path) -> EnergyConfig {
+    EnergyConfig { sources: sources.iter().map(|s| s.to_string()).collect(), sysfs_root: sys.to_path_buf(), sample_interval: Duration::from_millis(20), ..Default::default() }
+}
+
+fn zone(sys: &Path, id: &str) -> PathBuf {
+    sys.join("class/powercap").join(id).join("energy_uj")
+}
+
+fn set(sys: &Path, id: &str, v: u64) {
+    std::fs::write(zone(sys, id), format!("{v}\n")).unwrap();
+}
+
+#[test]
+fn fixture_files_match_sysfs_bytes() {
+    let (_d, sys) = machine("intel-2socket-server");
+    assert!(std::fs::symlink_metadata(sys.join("class/powercap/intel-rapl:1")).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(zone(&sys, "intel-rapl:1")).unwrap(), "262140000000\n");
+    assert_eq!(std::fs::read_to_string(sys.join("class/powercap/intel-rapl:1/max_energy_range_uj")).unwrap(), "262143328850\n");
+    let src = fixtures().join("powercap/intel-2socket-server/sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/energy_uj");
+    assert_eq!(std::fs::metadata(src).unwrap().permissions().mode() & 0o777, 0o400, "energy_uj is root-only as in the kernel");
+}
+
+#[test]
+fn client_with_psys_and_mmio_dedups_and_never_mixes_scopes() {
+    let (_d, sys) = machine("intel-client-psys-mmio");
+    let st = energy::probe(&cfg_with(&["rapl"], &sys));
+    assert_eq!(st.len(), 1);
+    let s = &st[0];
+    assert!(s.available, "{s:?}");
+    assert_eq!(s.scopes, vec!["cpu_package", "dram", "platform"]);
+    let notes = s.notes.join("\n");
+    assert!(notes.contains("intel-rapl-mmio:0 (package-0) duplicates intel-rapl:0"), "{notes}");
+    assert!(notes.contains("package-0/core"), "{notes}");
+    assert!(!s.detail.contains("intel-rapl-mmio:0"), "mmio copy must not be summed: {}", s.detail);
+
+    // Live: each scope advances separately; the report has one entry per scope and no total.
+    let meter = EnergyMeter::start(&cfg_with(&["rapl"], &sys));
+    std::thread::sleep(Duration::from_millis(60));
+    set(&sys, "intel-rapl:0", 4065340592 + 5_000_000);
+    set(&sys, "intel-rapl-mmio:0", 4065301119 + 5_000_000);
+    set(&sys, "intel-rapl:0:2", 612339802 + 1_000_000);
+    set(&sys, "intel-rapl:1", 9911728837 + 9_000_000);
+    std::thread::sleep(Duration::from_millis(60));
+    let r = meter.stop();
+    assert_eq!(r.status, "measured", "{r:?}");
+    let by: Vec<(&str, f64)> = r.sources.iter().map(|s| (s.scope.as_str(), s.joules)).collect();
+    assert_eq!(by.len(), 3, "{by:?}");
+    let j = |sc: &str| by.iter().find(|b| b.0 == sc).unwrap().1;
+    assert!((j("cpu_package") - 5.0).abs() < 1e-9, "mmio copy not added: {by:?}");
+    assert!((j("dram") - 1.0).abs() < 1e-9);
+    assert!((j("platform") - 9.0).abs() < 1e-9);
+    let js = serde_json::to_string(&r).unwrap();
+    assert!(!js.contains("total"), "no cross-scope total: {js}");
+}
+
+#[test]
+fn two_socket_server_sums_sockets_and_corrects_a_wrap() {
+    let (_d, sys) = machine("intel-2socket-server");
+    let range = 262143328850u64;
+    let meter = EnergyMeter::start(&cfg_with(&["rapl"], &sys));
+    // intel-rapl:1 follows the recorded sequence through its wrap; the others advance steadily.
+    let seq: Vec<u64> = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(fixtures().join("powercap/energy_uj_sequences.json")).unwrap()).unwrap()["intel-2socket-server/intel-rapl:1/energy_uj"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(seq[0], 262140000000);
+    for (k, v) in seq.iter().enumerate().skip(1) {
+        std::thread::sleep(Duration::from_millis(70));
+        set(&sys, "intel-rapl:1", *v);
+        set(&sys, "intel-rapl:0", 183221490071 + k as u64 * 2_000_000);
+        set(&sys, "intel-rapl:0:0", 51260016478 + k as u64 * 500_000);
+        set(&sys, "intel-rapl:1:0", 7733901220 + k as u64 * 500_000);
+    }
+    std::thread::sleep(Duration::from_millis(70));
+    let mut r = meter.stop();
+    let pkg = r.sources.iter().find(|s| s.scope == "cpu_package").expect("package measured");
+    let socket1 = (3_000_000 + (range - 262143000000 + 1_500_000) + 3_000_000) as f64 / 1e6;
+    assert!((pkg.joules - (socket1 + 6.0)).abs() < 1e-9, "{} vs {}", pkg.joules, socket1 + 6.0);
+    assert_eq!(pkg.wraps, 1);
+    assert!(pkg.coverage > 0.99, "{pkg:?}");
+    assert!(pkg.samples >= 5);
+    let dram = r.sources.iter().find(|s| s.scope == "dram").unwrap();
+    assert!((dram.joules - 3.0).abs() < 1e-9);
+    assert!(pkg.method.contains("package-0 (intel-rapl:0) + package-1 (intel-rapl:1)"), "{}", pkg.method);
+    r.with_io(1_000_000, 4096 * 1_000_000);
+    let pkg = r.sources.iter().find(|s| s.scope == "cpu_package").unwrap();
+    let e = pkg.mean_watts * pkg.window_s;
+    assert!((pkg.iops_per_joule.unwrap() - 1e6 / e).abs() < 1e-6);
+    assert!((pkg.bytes_per_joule.unwrap() - 4096e6 / e).abs() < 1e-3);
+}
+
+#[test]
+fn read_errors_are_gaps_not_zeros() {
+    let (_d, sys) = machine("amd-zen");
+    let meter = EnergyMeter::start(&cfg_with(&["rapl"], &sys));
+    std::thread::sleep(Duration::from_millis(50));
+    // EIO-like: the file vanishes and reading fails for a while.
+    let p = zone(&sys, "intel-rapl:0");
+    let real = std::fs::canonicalize(&p).unwrap();
+    std::fs::remove_file(&real).unwrap();
+    std::thread::sleep(Duration::from_millis(80));
+    std::fs::write(&real, format!("{}\n", 29012331771u64 + 7_000_000)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let r = meter.stop();
+    let pkg = r.sources.iter().find(|s| s.scope == "cpu_package").expect("measured");
+    assert!(pkg.read_errors >= 2, "{pkg:?}");
+    assert!((pkg.joules - 7.0).abs() < 1e-9, "counter stays exact across the gap");
+    assert!(pkg.largest_gap_s >= 0.08, "{pkg:?}");
+    assert!(pkg.notes.iter().any(|n| n.contains("gaps")), "{pkg:?}");
+}
+
+#[test]
+fn stuck_counter_is_unavailable_with_a_reason() {
+    let (_d, sys) = machine("amd-zen");
+    let meter = EnergyMeter::start(&cfg_with(&["rapl"], &sys));
+    std::thread::sleep(Duration::from_millis(100));
+    let r = meter.stop();
+    assert_eq!(r.status, "unavailable");
+    assert!(r.sources.is_empty());
+    assert!(r.reasons.iter().any(|x| x.contains("never advanced")), "{:?}", r.reasons);
+}
+
+#[test]
+fn recorded_sequences_wrap_stuck_eio() {
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("powercap/energy_uj_sequences.json")).unwrap()).unwrap();
+    let seq = |k: &str| -> Vec<(f64, Option<f64>)> { v[k].as_array().unwrap().iter().enumerate().map(|(i, x)| (i as f64, x.as_f64())).collect() };
+    let w = integrate_counter(&seq("intel-2socket-server/intel-rapl:1/energy_uj"), 1e-6, Some(262143328850.0), 1000.0, (0.0, 3.0));
+    assert!((w.joules - 7.82885).abs() < 1e-9 && w.wraps == 1);
+    let s = integrate_counter(&seq("vm-passthrough-stuck/energy_uj"), 1e-6, Some(262143328850.0), 1000.0, (0.0, 2.0));
+    assert!(s.invalid.is_some() && s.joules == 0.0);
+    let e = integrate_counter(&seq("transient-eio/energy_uj"), 1e-6, Some(262143328850.0), 1000.0, (0.0, 2.0));
+    assert_eq!((e.read_errors, e.joules), (1, 2.0));
+    // Double wrap hidden in one long interval: refused, not guessed.
+    let d = integrate_counter(&[(0.0, Some(1.0)), (600.0, Some(2.0))], 1e-6, Some(262143328850.0), 1000.0, (0.0, 600.0));
+    assert!(d.invalid.unwrap().contains("wrap-safe"));
+}
+
+#[test]
+fn permission_error_is_explained() {
+    let e = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+    let m = energy::rapl::explain_read_error(Path::new("/sys/class/powercap/intel-rapl:0/energy_uj"), &e);
+    assert!(m.contains("CVE-2020-8694") && m.contains("root"), "{m}");
+}
+
+#[test]
+fn vm_tree_without_powercap_is_unavailable() {
+    let d = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join("powercap/vm-no-rapl"), d.path());
+    let st = energy::probe(&cfg_with(&["rapl", "perf"], &d.path().join("sys")));
+    assert!(st.iter().all(|s| !s.available));
+    assert!(st[0].detail.contains("class/powercap"), "{:?}", st[0]);
+    assert!(st[1].detail.contains("bus/event_source/devices/power"), "{:?}", st[1]);
+}
+
+#[test]
+fn perf_power_pmu_tree() {
+    let sys = fixtures().join("perf/sys");
+    let d = energy::perf_power::describe(&sys).unwrap();
+    assert_eq!(d.pmu_type, 32);
+    assert_eq!(d.cpus, vec![0]);
+    let names: Vec<(&str, &str, u64)> = d.events.iter().map(|e| (e.name.as_str(), e.scope.as_str(), e.config)).collect();
+    assert_eq!(names, vec![("energy-pkg", "cpu_package", 2), ("energy-ram", "dram", 3), ("energy-psys", "platform", 5)]);
+    assert_eq!(d.events[0].scale, 2.3283064365386962890625e-10);
+    assert!(d.notes.iter().any(|n| n.contains("energy-cores")));
+    assert_eq!(energy::perf_power::parse_cpulist("0-1,28"), Some(vec![0, 1, 28]));
+    // No such PMU type on this machine: the open fails with a reason, never a number.
+    let st = energy::probe(&cfg_with(&["perf"], &sys));
+    assert!(!st[0].available && st[0].detail.contains("perf_event_open"), "{:?}", st[0]);
+}
+
+// ---- ipmitool ----
+
+fn fake_ipmitool(dir: &Path, body: &str) -> PathBuf {
+    let p = dir.join("ipmitool");
+    std::fs::write(&p, format!("#!/bin/sh\necho \"LC_ALL=$LC_ALL ARGS=$*\" >> '{}/calls'\n{body}\n", dir.display())).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn ipmi_cfg(prog: PathBuf) -> EnergyConfig {
+    EnergyConfig { sources: vec!["ipmi".into()], ipmitool: Some(prog), ..Default::default() }
+}
+
+#[test]
+fn ipmitool_outputs_parse() {
+    let dir = fixtures().join("ipmitool");
+    for f in ["dcmi_power_reading.1.8.18.txt", "dcmi_power_reading.1.8.19.C-locale.txt"] {
+        let r = energy::ipmi::parse_dcmi(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap();
+        assert_eq!(r.instantaneous_w, 215.0, "{f}");
+        assert_eq!(r.average_w, Some(176.0));
+        assert_eq!(r.state.as_deref(), Some("activated"));
+    }
+    let r = energy::ipmi::parse_dcmi(&std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.19.C-locale.txt")).unwrap()).unwrap();
+    assert_eq!(r.timestamp.as_deref(), Some("03/06/25 19:30:35 UTC"));
+    let e = energy::ipmi::parse_dcmi(&std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.deactivated-zero.txt")).unwrap()).unwrap_err();
+    assert!(e.contains("deactivated"), "{e}");
+    let t = std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.txt")).unwrap().replace("Thu Mar  6 19:30:35 2025", "Thu Jan  1 00:00:00 1970");
+    assert!(energy::ipmi::parse_dcmi(&t).unwrap_err().contains("1970"));
+    let t = std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.txt")).unwrap().replace("  215 Watts", "    0 Watts");
+    assert!(energy::ipmi::parse_dcmi(&t).unwrap_err().contains("0 W"));
+}
+
+#[test]
+fn fake_ipmitool_on_path_measures_bmc_power() {
+    let d = tempfile::tempdir().unwrap();
+    let fixture = fixtures().join("ipmitool/dcmi_power_reading.1.8.19.C-locale.txt");
+    let prog = fake_ipmitool(d.path(), &format!("cat '{}'", fixture.display()));
+    assert_eq!(energy::ipmi::lookup_in_path("ipmitool", &format!("/nonexistent:{}", d.path().display())), Some(prog.clone()));
+    let meter = EnergyMeter::start(&ipmi_cfg(prog));
+    std::thread::sleep(Duration::from_millis(2300));
+    let r = meter.stop();
+    assert_eq!(r.status, "measured", "{r:?}");
+    let s = &r.sources[0];
+    assert_eq!((s.source.as_str(), s.scope.as_str()), ("ipmi", "bmc_system"));
+    assert!((s.mean_watts - 215.0).abs() < 1e-9, "{s:?}");
+    assert!(s.coverage > 0.95, "{s:?}");
+    assert!((s.joules - 215.0 * s.window_s * s.coverage).abs() < 1e-6);
+    assert!(s.samples >= 3, "{s:?}");
+    let calls = std::fs::read_to_string(d.path().join("calls")).unwrap();
+    assert!(calls.lines().all(|l| l.starts_with("LC_ALL=C ARGS=dcmi power reading")), "{calls}");
+}
+
+#[test]
+fn ipmitool_failures_are_reasons() {
+    let d = tempfile::tempdir().unwrap();
+    let fixture = fixtures().join("ipmitool/dcmi_power_reading.1.8.18.deactivated-zero.txt");
+    let st = energy::probe(&ipmi_cfg(fake_ipmitool(d.path(), &format!("cat '{}'", fixture.display()))));
+    assert!(!st[0].available && st[0].detail.contains("deactivated"), "{:?}", st[0]);
+    let d2 = tempfile::tempdir().unwrap();
+    let st = energy::probe(&ipmi_cfg(fake_ipmitool(d2.path(), "echo 'DCMI request failed because: Unspecified error (ff)' >&2; exit 1")));
+    assert!(!st[0].available && st[0].detail.contains("Unspecified error (ff)"), "{:?}", st[0]);
+    let st = energy::probe(&ipmi_cfg(PathBuf::from("/nonexistent/ipmitool")));
+    assert!(!st[0].available && st[0].detail.contains("cannot run"), "{:?}", st[0]);
+}
+
+// ---- Redfish ----
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 answering GETs from a route table with Basic auth.
+fn redfish_server(routes: Vec<(&'static str, String)>, auth: &'static str) -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            if r.read_line(&mut line).is_err() {
+                continue;
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+            let mut authorized = false;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).is_err() || h.trim().is_empty() {
+                    break;
+                }
+                if h.to_ascii_lowercase().starts_with("authorization:") && h.trim_end().ends_with(auth) {
+                    authorized = true;
+                }
+            }
+            let (code, body) = if !authorized {
+                ("401 Unauthorized", "{}".to_string())
+            } else {
+                match routes.iter().find(|r| r.0 == path) {
+                    Some((_, b)) => ("200 OK", b.clone()),
+                    None => ("404 Not Found", "{}".to_string()),
+                }
+            };
+            let _ = write!(s, "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    format!("http://{addr}")
+}
+
+// "admin:secret"
+const BASIC: &str = "Basic YWRtaW46c2VjcmV0";
+
+fn chassis_routes(env_metrics: bool) -> Vec<(&'static str, String)> {
+    let chassis = if env_metrics {
+        r#"{"Id":"1U","EnvironmentMetrics":{"@odata.id":"/redfish/v1/Chassis/1U/EnvironmentMetrics"},"Power":{"@odata.id":"/redfish/v1/Chassis/1U/Power"}}"#
+    } else {
+        r#"{"Id":"1U","Power":{"@odata.id":"/redfish/v1/Chassis/1U/Power"}}"#
+    };
+    vec![
+        ("/redfish/v1/Chassis", r#"{"Members":[{"@odata.id":"/redfish/v1/Chassis/1U"}],"Members@odata.count":1}"#.to_string()),
+        ("/redfish/v1/Chassis/1U", chassis.to_string()),
+        ("/redfish/v1/Chassis/1U/EnvironmentMetrics", r#"{"PowerWatts":{"DataSourceUri":"/redfish/v1/Chassis/1U/Sensors/PowerWatts","Reading":300.0},"EnergykWh":{"Reading":1234.5}}"#.to_string()),
+        // Two PowerControl entries: the second is a sub-domain and must not be added.
+        ("/redfish/v1/Chassis/1U/Power", r#"{"PowerControl":[{"MemberId":"0","PowerConsumedWatts":250,"PowerMetrics":{"AverageConsumedWatts":245}},{"MemberId":"1","PowerConsumedWatts":100}]}"#.to_string()),
+    ]
+}
+
+#[test]
+fn redfish_environment_metrics_over_loopback() {
+    let url = redfish_server(chassis_routes(true), BASIC);
+    let rf = RedfishConfig { url, username: Some("admin".into()), password: Some("secret".into()), ..Default::default() };
+    assert!(!format!("{rf:?}").contains("secret"), "password never printed");
+    let cfg = EnergyConfig { sources: vec!["redfish".into()], redfish: Some(rf), ..Default::default() };
+    let meter = EnergyMeter::start(&cfg);
+    std::thread::sleep(Duration::from_millis(1300));
+    let r = meter.stop();
+    let s = r.sources.first().unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!((s.source.as_str(), s.scope.as_str()), ("redfish", "bmc_system"));
+    assert!((s.mean_watts - 300.0).abs() < 1e-9 && s.coverage > 0.95, "{s:?}");
+    assert!(s.method.contains("EnvironmentMetrics"));
+}
+
+#[test]
+fn redfish_legacy_power_with_credentials_file() {
+    let url = redfish_server(chassis_routes(false), BASIC);
+    let d = tempfile::tempdir().unwrap();
+    let cred = d.path().join("cred");
+    std::fs::write(&cred, "admin:secret\n").unwrap();
+    let rf = RedfishConfig { url: url.clone(), credentials_file: Some(cred), ..Default::default() };
+    let st = energy::probe(&EnergyConfig { sources: vec!["redfish".into()], redfish: Some(rf), ..Default::default() });
+    assert!(st[0].available, "{:?}", st[0]);
+    assert!(st[0].detail.contains("legacy Power"), "{:?}", st[0]);
+    assert!(st[0].notes[0].contains("250 W"), "first PowerControl entry only: {:?}", st[0].notes);
+    // Wrong password: a reason, no number.
+    let rf = RedfishConfig { url, username: Some("admin".into()), password: Some("wrong".into()), ..Default::default() };
+    let st = energy::probe(&EnergyConfig { sources: vec!["redfish".into()], redfish: Some(rf), ..Default::default() });
+    assert!(!st[0].available && st[0].detail.contains("authentication refused"), "{:?}", st[0]);
+}
+
+// ---- meter logs ----
+
+const T0: f64 = 1_741_289_435.0; // 2025-03-06T19:30:35Z
+
+/// Host-time samples of w(t) = 100 + (t − T0) W at 1 Hz from T0−10 to T0+70, written with the
+/// meter's clock: m = m0 + (h − h0)(1 + d), m0 = h0 − offset.
+fn meter_points(offset_s: f64, drift_ppm: f64) -> Vec<(f64, f64)> {
+    let h0 = T0 - 10.0;
+    let m0 = h0 - offset_s;
+    (0..=80).map(|i| {
+        let h = h0 + i as f64;
+        (m0 + (h - h0) * (1.0 + drift_ppm * 1e-6), 100.0 + (h - T0))
+    }).collect()
+}
+
+fn iso(t: f64) -> String {
+    let secs = t.floor() as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // civil from days (inverse of days_from_civil)
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:06.3}Z", rem / 3600, rem % 3600 / 60, (rem % 60) as f64 + (t - t.floor()))
+}
+
+#[test]
+fn plain_csv_with_offset_and_drift_gives_the_known_integral() {
+    let (offset, drift) = (-3.5, 200.0);
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("meter.csv");
+    let mut text = String::from("timestamp,watts\n");
+    for (i, (t, w)) in meter_points(offset, drift).iter().enumerate() {
+        // Mix UNIX seconds and ISO 8601.
+        if i % 2 == 0 { text.push_str(&format!("{t:.6},{w}\n")) } else { text.push_str(&format!("{},{w}\n", iso(*t))) }
+    }
+    std::fs::write(&p, text).unwrap();
+    let exact = 100.0 * 60.0 + 60.0 * 60.0 / 2.0; // ∫_0^60 (100 + t) dt
+    let mut cfg = EnergyConfig { meter_log: Some(p.clone()), meter_offset_s: offset, meter_drift_ppm: drift, ..Default::default() };
+    let s = energy::import_meter_log(&p, &cfg, (T0, T0 + 60.0)).unwrap();
+    assert_eq!(s.scope, "wall_ac");
+    assert!((s.joules - exact).abs() < 1e-3, "{} vs {exact}", s.joules);
+    assert!((s.coverage - 1.0).abs() < 1e-9 && s.largest_gap_s <= 1.0 + 1e-3, "{s:?}");
+    assert!((s.mean_watts - 130.0).abs() < 1e-4);
+    // Uncorrected, the same log gives a different (wrong) answer: the correction matters.
+    cfg.meter_offset_s = 0.0;
+    cfg.meter_drift_ppm = 0.0;
+    let wrong = energy::import_meter_log(&p, &cfg, (T0, T0 + 60.0)).unwrap();
+    assert!((wrong.joules - exact).abs() > 100.0, "{}", wrong.joules);
+    // Two sync marks (meter time, host time) recover the same correction.
+    let pts = meter_points(offset, drift);
+    cfg.meter_sync = Some(((pts[0].0, T0 - 10.0), (pts[80].0, T0 + 70.0)));
+    let synced = energy::import_meter_log(&p, &cfg, (T0, T0 + 60.0)).unwrap();
+    assert!((synced.joules - exact).abs() < 1e-3, "{}", synced.joules);
+    // A window the log does not cover: a reason, no number.
+    assert!(energy::import_meter_log(&p, &cfg, (T0 + 1000.0, T0 + 1060.0)).is_err());
+}
+
+fn hobo_date(t: f64, tz: f64) -> String {
+    let local = iso(t + tz); // YYYY-MM-DDTHH:MM:SS.sssZ
+    let (y, mo, d) = (&local[2..4], &local[5..7], &local[8..10]);
+    let (h, mi, s) = (local[11..13].parse::<u32>().unwrap(), &local[14..16], &local[17..19]);
+    let (h12, ap) = match h { 0 => (12, "AM"), 1..=11 => (h, "AM"), 12 => (12, "PM"), _ => (h - 12, "PM") };
+    format!("{mo}/{d}/{y} {h12:02}:{mi}:{s} {ap}")
+}
+
+#[test]
+fn hoboware_power_and_energy_series() {
+    let tz = -5.0 * 3600.0;
+    let pts = meter_points(0.0, 0.0);
+    let mut text = String::from("\"Plot Title: iolab rig\"\n\"#\",\"Date Time, GMT-05:00\",\"Active Power, W (LGR S/N: 20123456, SEN S/N: 20123456)\",\"Started (LGR S/N: 20123456)\"\n");
+    text.push_str(&format!("1,{},,Logged\n", hobo_date(pts[0].0, tz)));
+    for (i, (t, w)) in pts.iter().enumerate() {
+        text.push_str(&format!("{},{},{w:.1},\n", i + 2, hobo_date(*t, tz)));
+    }
+    let log = parse_meter_log(&text, None).unwrap();
+    assert_eq!(log.format, "hobo");
+    assert_eq!(log.points.len(), 81);
+    assert_eq!(log.points[10], (T0, 100.0), "GMT-05:00 applied, 12 h clock parsed");
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("hobo.csv");
+    std::fs::write(&p, &text).unwrap();
+    let s = energy::import_meter_log(&p, &EnergyConfig::default(), (T0, T0 + 60.0)).unwrap();
+    assert!((s.joules - 7800.0).abs() < 1e-6, "{}", s.joules);
+
+    // Cumulative "Active Energy, Wh" (preferred over power), semicolon-separated, 24 h clock.
+    let mut text = String::from("Plot Title: rig\n\"#\";\"Date Time, GMT+00:00\";\"Active Power, W (LGR S/N: 1)\";\"Active Energy, Wh (LGR S/N: 1)\"\n");
+    let mut wh = 0.0;
+    for i in 0..=80 {
+        let t = T0 - 10.0 + i as f64;
+        let local = iso(t);
+        text.push_str(&format!("{};{}/{}/{} {};{};{:.9}\n", i + 1, &local[5..7], &local[8..10], &local[0..4], &local[11..19], 150, wh));
+        wh += 150.0 / 3600.0;
+    }
+    let log = parse_meter_log(&text, Some("hobo")).unwrap();
+    assert_eq!(log.kind, iolab::energy::meterlog::SeriesKind::CumulativeJoules);
+    std::fs::write(&p, &text).unwrap();
+    let s = energy::import_meter_log(&p, &EnergyConfig::default(), (T0, T0 + 60.0)).unwrap();
+    assert!((s.joules - 9000.0).abs() < 1e-3, "{}", s.joules);
+}
+
+#[test]
+fn meter_log_is_aligned_to_a_live_window() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("live.csv");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let text: String = (0..60).map(|i| format!("{:.3},80\n", now - 10.0 + i as f64 * 0.5)).collect();
+    std::fs::write(&p, text).unwrap();
+    let cfg = EnergyConfig { sources: vec!["meter".into()], meter_log: Some(p), ..Default::default() };
+    let meter = EnergyMeter::start(&cfg);
+    std::thread::sleep(Duration::from_millis(300));
+    let r = meter.stop();
+    assert!(r.window_end_unix_s > r.window_start_unix_s && r.window_start_unix_s >= now);
+    let s = r.sources.first().unwrap_or_else(|| panic!("{r:?}"));
+    assert!((s.mean_watts - 80.0).abs() < 1e-9 && (s.coverage - 1.0).abs() < 1e-9, "{s:?}");
+    assert!((s.joules - 80.0 * r.window_s).abs() < 1e-3, "{s:?}");
+}
+
+#[test]
+fn low_coverage_gives_no_ratios() {
+    let mut r = energy::EnergyReport::unavailable(vec![]);
+    r.status = "measured".into();
+    r.sources.push(energy::SourceEnergy { source: "ipmi".into(), scope: "bmc_system".into(), method: "x".into(), joules: 100.0, mean_watts: 200.0, window_s: 1.0, coverage: 0.5, largest_gap_s: 0.5, samples: 1, read_errors: 0, wraps: 0, iops_per_joule: None, bytes_per_joule: None, notes: vec![] });
+    r.with_io(1000, 4096000);
+    assert!(r.sources[0].iops_per_joule.is_none());
+    assert!(r.sources[0].notes[0].contains("coverage"));
+}
+
+// ---- NVML ----
+
+const FAKE_NVML: &str = r#"
+#include <stdint.h>
+static uint64_t e = 1000000;
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+const char *nvmlErrorString(int r) { return r == 3 ? "Not Supported" : "Unknown Error"; }
+int nvmlDeviceGetCount_v2(unsigned *n) { *n = 1; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) { *h = (void *)0x1; return 0; }
+int nvmlDeviceGetTotalEnergyConsumption(void *h, uint64_t *mj) { if (NOT_SUPPORTED) return 3; e += 500; *mj = e; return 0; }
+"#;
+
+fn build_fake_nvml(dir: &Path, not_supported: bool) -> Option<PathBuf> {
+    let c = dir.join("fake_nvml.c");
+    std::fs::write(&c, FAKE_NVML).ok()?;
+    let so = dir.join(if not_supported { "libnvml_ns.so" } else { "libnvml_ok.so" });
+    let st = std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(format!("-DNOT_SUPPORTED={}", u8::from(not_supported))).arg(&c).status().ok()?;
+    st.success().then_some(so)
+}
+
+#[test]
+fn nvml_loaded_at_run_time() {
+    let d = tempfile::tempdir().unwrap();
+    let Some(ok) = build_fake_nvml(d.path(), false) else {
+        eprintln!("no C compiler: fake NVML test skipped");
+        return;
+    };
+    let cfg = EnergyConfig { sources: vec!["nvml".into()], nvml_library: Some(ok), sample_interval: Duration::from_millis(20), ..Default::default() };
+    let meter = EnergyMeter::start(&cfg);
+    std::thread::sleep(Duration::from_millis(150));
+    let r = meter.stop();
+    let s = r.sources.first().unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!((s.source.as_str(), s.scope.as_str()), ("nvml", "gpu"));
+    // 500 mJ per read; the last interval ends just after the window and counts pro rata.
+    let n = (s.samples - 1) as f64;
+    assert!(s.joules <= 0.5 * n + 1e-9 && s.joules > 0.5 * (n - 1.0), "{s:?}");
+    let ns = build_fake_nvml(d.path(), true).unwrap();
+    let st = energy::probe(&EnergyConfig { sources: vec!["nvml".into()], nvml_library: Some(ns), ..Default::default() });
+    assert!(!st[0].available && st[0].detail.contains("Not Supported"), "{:?}", st[0]);
+    let st = energy::probe(&EnergyConfig { sources: vec!["nvml".into()], nvml_library: Some("/nonexistent/libnvidia-ml.so.1".into()), ..Default::default() });
+    assert!(!st[0].available && st[0].detail.contains("not loadable"));
+}
+
+// ---- this machine ----
+
+#[test]
+fn this_machine_has_no_source_and_says_so() {
+    if Path::new("/sys/class/powercap").exists() || Path::new("/sys/bus/event_source/devices/power").exists() {
+        eprintln!("this machine has RAPL: the no-source test is for VMs");
+        return;
+    }
+    let meter = EnergyMeter::start(&EnergyConfig::default());
+    std::thread::sleep(Duration::from_millis(50));
+    let mut r = meter.stop();
+    r.with_io(1000, 4096000);
+    if r.status == "measured" {
+        // A BMC or GPU is reachable after all: every number then has a source and scope.
+        assert!(r.sources.iter().all(|s| !s.scope.is_empty() && !s.method.is_empty()));
+        return;
+    }
+    assert_eq!(r.status, "unavailable");
+    assert!(r.sources.is_empty());
+    for b in ["rapl:", "perf:", "ipmi:", "nvml:"] {
+        assert!(r.reasons.iter().any(|x| x.starts_with(b)), "missing reason for {b}: {:?}", r.reasons);
+    }
+    let js = serde_json::to_value(&r).unwrap();
+    assert_eq!(js["status"], "unavailable");
+    let text = js.to_string();
+    for k in ["joules", "mean_watts", "iops_per_joule", "bytes_per_joule"] {
+        assert!(!text.contains(k), "no number without a source: {text}");
+    }
+    assert!(r.require_measured().is_err());
+}
