@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""iolab against fio on a RAM-backed block device, one core, same workloads.
+
+Not a test: a measurement to run by hand (as root) on an otherwise idle machine.
+
+For each row (psync QD1, libaio QD32, io_uring QD32, io_uring QD32 in batches of 8) it runs
+iolab and Debian's fio alternately, several repetitions each, on /dev/zram0 filled with random
+data, both pinned to one CPU, both doing 4 KiB O_DIRECT random reads for the same time with
+latency recorded for every I/O. For each run it measures
+
+  * the tool's own user-space CPU time per I/O: the user time the kernel accounts to the tool
+    process (wait4 rusage of the child: every thread, startup and teardown included, nothing
+    subtracted) divided by the I/Os the tool reports having done;
+  * IOPS per busy core: the IOPS the tool reports, divided by the average number of busy CPUs
+    over the run, where busy is taken system-wide from /proc/stat (user + nice + system + irq +
+    softirq + steal; guest time is already inside user) so that work done by kernel threads or
+    on other CPUs on the tool's behalf counts against it.
+
+Shared machines: before each run it waits for the CPUs to be idle; after it, it compares the
+system-wide busy time with what the run is responsible for (the tool's own CPU time, every kernel
+thread's, interrupts). A run during which other programs used more than --noise cores is rerun;
+one still shared after --retries is charged its attributed busy time and counted as shared.
+
+It prints per row the medians for both tools, the ratios and PASS/FAIL against the targets:
+iolab user time per I/O at most 1/3 of fio's; iolab IOPS per busy core at least 1.08x fio's on
+the psync and libaio rows and at least 1.25x on the io_uring rows.
+
+The target: /dev/zram0. Its disksize is set (default 1 GiB) if it is 0 and reset afterwards;
+an already initialised zram0 is only used with --reuse-zram (its contents are overwritten).
+It is filled once with random data, so every page is stored (incompressible, i.e. as a plain
+page copy) and reads hit allocated memory rather than zram's cheap path for unwritten sectors.
+
+The iolab binary is copied before the first run, so a rebuild during the benchmark changes
+nothing. docs/benchmarks.md has the settings, their reasons and measured results.
+
+Usage (from the repository root, after `cargo build --release`):
+
+    sudo python3 benches/vs_fio.py                  # 10 s runs, 3 repetitions per tool and row
+    sudo python3 benches/vs_fio.py --runtime 5 --reps 5 --markdown table.md --json runs.json
+
+Only the Python 3 standard library is used.
+"""
+import argparse
+import errno
+import hashlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ZRAM = "zram0"
+FIO_COMMON = [
+    "--name=vs_fio", "--rw=randread", "--bs=4k", "--direct=1", "--time_based",
+    # Favourable but ordinary: a thread rather than a forked process, and no random map
+    # (iolab draws offsets uniformly with replacement, which is exactly fio's norandommap).
+    "--thread", "--norandommap",
+    # fio records slat, clat and lat for every I/O by default.  iolab records one latency per
+    # I/O (submission to completion, in a histogram with percentiles), i.e. fio's "lat".
+    # Keep fio to that same one: no slat, no clat, lat with percentiles.
+    "--disable_slat=1", "--disable_clat=1", "--lat_percentiles=1",
+    "--output-format=json",
+]
+ROWS = [
+    # name, iolab args, fio args, IOPS-per-busy-core target
+    ("psync QD1", ["-i", "psync", "--qd", "1"], ["--ioengine=psync", "--iodepth=1"], 1.08),
+    ("libaio QD32", ["-i", "libaio", "--qd", "32"], ["--ioengine=libaio", "--iodepth=32"], 1.08),
+    ("io_uring QD32", ["-i", "io_uring", "--qd", "32"],
+     ["--ioengine=io_uring", "--iodepth=32", "--fixedbufs", "--registerfiles"], 1.25),
+    ("io_uring QD32 batch 8", ["-i", "io_uring", "--qd", "32", "--batch-submit", "8", "--batch-reap", "8"],
+     ["--ioengine=io_uring", "--iodepth=32", "--fixedbufs", "--registerfiles",
+      "--iodepth_batch_submit=8", "--iodepth_batch_complete_min=8"], 1.25),
+]
+USER_TARGET = 1 / 3
+
+
+def die(msg):
+    print(f"vs_fio: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_sys(name):
+    with open(f"/sys/block/{ZRAM}/{name}") as f:
+        return f.read().strip()
+
+
+def write_sys(name, value):
+    with open(f"/sys/block/{ZRAM}/{name}", "w") as f:
+        f.write(str(value))
+
+
+class Zram:
+    """Set up /dev/zram0 filled with random data; undo what was changed on close()."""
+
+    def __init__(self, size, reuse):
+        self.dev = f"/dev/{ZRAM}"
+        self.created = False
+        if not os.path.isdir(f"/sys/block/{ZRAM}"):
+            die(f"no /sys/block/{ZRAM} (load the zram module: modprobe zram)")
+        self.orig_disksize = int(read_sys("disksize"))
+        for table in ("/proc/swaps", "/proc/mounts"):
+            with open(table) as f:
+                if any(line.split()[0] == self.dev for line in f if line.strip()):
+                    die(f"{self.dev} is in use ({table}); refusing to touch it")
+        if self.orig_disksize == 0:
+            write_sys("disksize", size)
+            self.created = True
+        elif not reuse:
+            die(f"{self.dev} is already initialised (disksize {self.orig_disksize}); "
+                "pass --reuse-zram to overwrite its contents with random data")
+        self.size = int(read_sys("disksize"))
+        mib = self.size // (1 << 20)
+        subprocess.run(["dd", "if=/dev/urandom", f"of={self.dev}", "bs=1M", f"count={mib}",
+                        "oflag=direct", "status=none"], check=True)
+        self.mm_stat = read_sys("mm_stat").split()
+
+    def close(self):
+        if self.created:
+            # Back to the state found: uninitialised, disksize 0, memory freed.  The reset fails
+            # with EBUSY while anything still has the device open (a process just exiting, a udev
+            # probe after the writes), so retry for a while.
+            for _ in range(100):
+                try:
+                    write_sys("reset", 1)
+                    break
+                except OSError as e:
+                    if e.errno != errno.EBUSY:
+                        raise
+                    time.sleep(0.1)
+            else:
+                print(f"vs_fio: could not reset /dev/{ZRAM} (busy); do it with: echo 1 > /sys/block/{ZRAM}/reset",
+                      file=sys.stderr)
+            self.created = False
+
+
+def proc_stat():
+    """{cpu name: (busy jiffies, total jiffies)} for 'cpu' and each 'cpuN'."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if not line.startswith("cpu"):
+                break
+            p = line.split()
+            v = [int(x) for x in p[1:]] + [0] * 10
+            user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+            busy = user + nice + system + irq + softirq + steal
+            out[p[0]] = (busy, busy + idle + iowait, irq + softirq)
+    return out
+
+
+PF_KTHREAD = 0x00200000
+
+
+def kthread_ticks():
+    """{pid: utime + stime} of every kernel thread (kworkers, ksoftirqd, ...), in clock ticks."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2:].split()
+        if int(fields[6]) & PF_KTHREAD:
+            out[pid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def wait_quiet(cpu, hz, limit, max_wait):
+    """Wait until the CPUs other than `cpu` were busy for less than `limit` cores over 1 s
+    (someone else's build or test would otherwise be charged to the tool). Returns seconds waited."""
+    t0 = time.monotonic()
+    while True:
+        s0 = proc_stat()
+        time.sleep(1.0)
+        s1 = proc_stat()
+        other = sum(s1[k][0] - s0[k][0] for k in s1 if k not in ("cpu", f"cpu{cpu}")) / hz
+        mine = (s1[f"cpu{cpu}"][0] - s0[f"cpu{cpu}"][0]) / hz
+        waited = time.monotonic() - t0
+        if (other < limit and mine < limit) or waited > max_wait:
+            return waited
+
+
+def run_measured(cmd, out_path, err_path):
+    """Run cmd; return (exit status, rusage of the child, wall seconds, /proc/stat before, after)."""
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        k0 = kthread_ticks()
+        s0 = proc_stat()
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+        t1 = time.monotonic()
+        s1 = proc_stat()
+        k1 = kthread_ticks()
+        p.returncode = os.waitstatus_to_exitcode(status)
+    kthreads = sum(v - k0.get(pid, 0) for pid, v in k1.items())
+    return p.returncode, ru, t1 - t0, s0, s1, kthreads
+
+
+def measure(tool, cmd, workdir, cpu, hz):
+    out_path = os.path.join(workdir, f"{tool}.json")
+    err_path = os.path.join(workdir, f"{tool}.err")
+    rc, ru, wall, s0, s1, kthreads = run_measured(cmd, out_path, err_path)
+    with open(out_path) as f:
+        text = f.read()
+    if rc != 0:
+        with open(err_path) as f:
+            die(f"{tool} failed ({rc}): {' '.join(cmd)}\n{f.read()}{text[:2000]}")
+    if tool == "fio":
+        # fio may print warnings before the JSON document.
+        d = json.loads(text[text.index("{"):])
+        job = d["jobs"][0]
+        if job.get("error"):
+            die(f"fio job error {job['error']}")
+        ios = job["read"]["total_ios"]
+        iops = job["read"]["iops"]
+        lat_n = job["read"]["lat_ns"]["N"]
+        lat_p50 = job["read"]["lat_ns"].get("percentile", {}).get("50.000000")
+    else:
+        d = json.loads(text)
+        if d["status"] != "ok":
+            die(f"iolab status {d['status']}: {d.get('error')}")
+        ios = d["results"]["total"]["ios"]
+        iops = d["results"]["total"]["iops"]
+        lat_n = ios
+        lat_p50 = d["results"]["total"]["lat_ns"]["p50"]
+    busy = (s1["cpu"][0] - s0["cpu"][0]) / hz
+    pinned = f"cpu{cpu}"
+    other = sum(s1[k][0] - s0[k][0] for k in s1 if k not in ("cpu", pinned)) / hz
+    busy_cores = busy / wall
+    pinned_busy = (s1[pinned][0] - s0[pinned][0]) / hz
+    # What this run is responsible for: the tool (all its threads) + every kernel thread +
+    # interrupts. Equal to `busy` on a quiet machine; on a shared one, `busy` minus this is the
+    # other programs' time.
+    attributed = ru.ru_utime + ru.ru_stime + kthreads / hz + (s1["cpu"][2] - s0["cpu"][2]) / hz
+    return {
+        "tool": tool, "cmd": cmd, "ios": ios, "iops": iops, "lat_samples": lat_n, "lat_p50_ns": lat_p50,
+        "user_s": ru.ru_utime, "sys_s": ru.ru_stime, "wall_s": wall, "busy_s": busy,
+        "busy_cores": busy_cores, "other_cpus_busy_cores": other / wall,
+        "attributed_busy_cores": attributed / wall,
+        "unattributed_busy_cores": (busy - attributed) / wall,
+        "kthreads_busy_cores": kthreads / hz / wall,
+        "pinned_cpu_busy_cores": pinned_busy / wall,
+        # The tool's own CPU time (every thread of it, io_uring's io-wq workers included) as a
+        # share of the pinned CPU's busy time: well under 1 means something else ran there.
+        "tool_share_of_pinned_cpu": (ru.ru_utime + ru.ru_stime) / pinned_busy if pinned_busy else 0.0,
+        "user_ns_per_io": ru.ru_utime / ios * 1e9,
+        "sys_ns_per_io": ru.ru_stime / ios * 1e9,
+        "ctx_switches_per_io": (ru.ru_nvcsw + ru.ru_nivcsw) / ios,
+        "iops_per_busy_core": iops / busy_cores,
+        "iops_per_attributed_busy_core": iops / (attributed / wall),
+    }
+
+
+def commands(row, args, iolab, target):
+    name, iolab_args, fio_args, _ = row
+    pin = ["taskset", "-c", str(args.cpu)]
+    ic = pin + [iolab, "run", "-q", "--cpus", str(args.cpu), "--rw", "randread", "--bs", "4k",
+                "--runtime", f"{args.runtime}s", "--json", "-"] + iolab_args + [target]
+    fc = pin + [args.fio, f"--filename={target}", f"--runtime={args.runtime}",
+                f"--cpus_allowed={args.cpu}"] + FIO_COMMON + fio_args + args.fio_extra.split()
+    return {"iolab": ic, "fio": fc}
+
+
+def med(runs, key):
+    return statistics.median(r[key] for r in runs)
+
+
+def summarize(results):
+    rows = []
+    for name, target, runs in results:
+        i = [r for r in runs if r["tool"] == "iolab"]
+        f = [r for r in runs if r["tool"] == "fio"]
+        s = {"row": name, "ipbc_target": target, "reps": len(i)}
+        for tool, rs in (("iolab", i), ("fio", f)):
+            for k in ("iops", "user_ns_per_io", "sys_ns_per_io", "ipbc", "busy_cores",
+                      "attributed_busy_cores", "ctx_switches_per_io"):
+                s[f"{tool}_{k}"] = med(rs, k)
+            s[f"{tool}_attributed_runs"] = sum(r["busy_basis"] == "attributed" for r in rs)
+        s["user_ratio"] = s["fio_user_ns_per_io"] / s["iolab_user_ns_per_io"]  # fio / iolab, want >= 3
+        s["ipbc_ratio"] = s["iolab_ipbc"] / s["fio_ipbc"]
+        s["user_pass"] = s["iolab_user_ns_per_io"] <= USER_TARGET * s["fio_user_ns_per_io"]
+        s["ipbc_pass"] = s["ipbc_ratio"] >= target
+        rows.append(s)
+    return rows
+
+
+def pf(ok):
+    return "PASS" if ok else "FAIL"
+
+
+def table(rows, markdown):
+    head = ["row", "iolab IOPS", "fio IOPS", "iolab user ns/IO", "fio user ns/IO", "fio/iolab user",
+            "user ≤1/3", "iolab IOPS/busy core", "fio IOPS/busy core", "iolab/fio", "target", "IOPS/busy core", "shared runs"]
+    body = []
+    for s in rows:
+        body.append([
+            s["row"], f"{s['iolab_iops'] / 1e3:.1f} k", f"{s['fio_iops'] / 1e3:.1f} k",
+            f"{s['iolab_user_ns_per_io']:.0f}", f"{s['fio_user_ns_per_io']:.0f}", f"{s['user_ratio']:.2f}x",
+            pf(s["user_pass"]), f"{s['iolab_ipbc'] / 1e3:.1f} k",
+            f"{s['fio_ipbc'] / 1e3:.1f} k", f"{s['ipbc_ratio']:.3f}x",
+            f"≥{s['ipbc_target']:.2f}x", pf(s["ipbc_pass"]),
+            f"{s['iolab_attributed_runs'] + s['fio_attributed_runs']}/{2 * s['reps']}",
+        ])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        return "\n".join(lines)
+    w = [max(len(str(x[c])) for x in [head] + body) for c in range(len(head))]
+    fmt = lambda r: "  ".join(str(x).ljust(w[c]) if c == 0 else str(x).rjust(w[c]) for c, x in enumerate(r))
+    return "\n".join([fmt(head), fmt(["-" * n for n in w])] + [fmt(r) for r in body])
+
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"kernel": os.uname().release, "cpu_model": model, "cpus": os.cpu_count(),
+            "clocksource": open("/sys/devices/system/clocksource/clocksource0/current_clocksource").read().strip()}
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--iolab", default=os.path.join(root, "target/release/iolab"))
+    ap.add_argument("--fio", default="/usr/bin/fio")
+    ap.add_argument("--runtime", type=int, default=10, help="seconds per run (default 10)")
+    ap.add_argument("--reps", type=int, default=3, help="runs per tool and row (default 3)")
+    ap.add_argument("--cpu", type=int, default=1, help="CPU both tools are pinned to (default 1)")
+    ap.add_argument("--size", default="1G", help="zram disksize if it has to be set (default 1G)")
+    ap.add_argument("--reuse-zram", action="store_true", help="use an already initialised zram0, overwriting it")
+    ap.add_argument("--rows", default="", help="comma-separated row numbers to run (1-4), default all")
+    ap.add_argument("--pause", type=float, default=0.0, help="extra seconds of idle before each run (default 0)")
+    ap.add_argument("--noise", type=float, default=0.05,
+                    help="a run is quiet if busy time not attributable to it (other programs) stays under this many "
+                         "cores and its tool had at least 95%% of --cpu's busy time (default 0.05)")
+    ap.add_argument("--max-wait", type=float, default=120,
+                    help="before each run, wait up to this many seconds for the machine to be idle (default 120)")
+    ap.add_argument("--retries", type=int, default=3,
+                    help="reruns of a run the machine was not quiet for; after them, attributed busy is used (default 3)")
+    ap.add_argument("--fio-extra", default="", help="more fio options, appended (later ones win)")
+    ap.add_argument("--json", help="write every run and the summary to this file")
+    ap.add_argument("--markdown", help="write the table as Markdown to this file")
+    args = ap.parse_args()
+
+    if os.geteuid() != 0:
+        die("needs root (zram set-up, O_DIRECT on a block device)")
+    for tool in ("taskset", "dd", args.fio):
+        if shutil.which(tool) is None:
+            die(f"{tool} not found")
+    if not os.access(args.iolab, os.X_OK):
+        die(f"{args.iolab} not found: cargo build --release")
+    rows = ROWS
+    if args.rows:
+        rows = [ROWS[int(x) - 1] for x in args.rows.split(",")]
+    hz = os.sysconf("SC_CLK_TCK")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    size = int(args.size[:-1]) * mult[args.size[-1].lower()] if args.size[-1].isalpha() else int(args.size)
+
+    workdir = tempfile.mkdtemp(prefix="vs_fio.")
+    # Benchmark a snapshot of the binary, so a rebuild during the run cannot change it.
+    iolab = os.path.join(workdir, "iolab")
+    shutil.copy2(args.iolab, iolab)
+    with open(iolab, "rb") as f:
+        iolab_sha = hashlib.sha256(f.read()).hexdigest()
+    fio_version = subprocess.run([args.fio, "--version"], capture_output=True, text=True).stdout.strip()
+    git = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"], capture_output=True,
+                         text=True).stdout.strip()
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    zram = None
+    all_runs = {r[0]: [] for r in rows}
+    try:
+        zram = Zram(size, args.reuse_zram)
+        info = machine()
+        print(f"# {info['kernel']}, {info['cpu_model']} x{info['cpus']}, clocksource {info['clocksource']}; "
+              f"{fio_version}; iolab binary sha256 {iolab_sha[:12]} (repository now at {git})")
+        print(f"# target /dev/{ZRAM} {zram.size >> 20} MiB filled with random data (mm_stat {' '.join(zram.mm_stat[:3])}), "
+              f"{args.runtime} s x {args.reps} reps per tool and row, pinned to CPU {args.cpu}", flush=True)
+        for rep in range(args.reps):
+            for row in rows:
+                cmds = commands(row, args, iolab, zram.dev)
+                order = ["iolab", "fio"] if rep % 2 == 0 else ["fio", "iolab"]
+                for tool in order:
+                    for attempt in range(args.retries + 1):
+                        time.sleep(args.pause)
+                        waited = wait_quiet(args.cpu, hz, args.noise, args.max_wait)
+                        if waited > 1.5:
+                            print(f"  (waited {waited:.0f} s for the machine to go quiet)", flush=True)
+                        r = measure(tool, cmds[tool], workdir, args.cpu, hz)
+                        r["rep"], r["attempt"] = rep, attempt
+                        r["quiet"] = (r["unattributed_busy_cores"] <= args.noise
+                                      and r["tool_share_of_pinned_cpu"] >= 0.95)
+                        last = r["quiet"] or attempt == args.retries
+                        # A run on a machine other programs kept busy is charged only what it is
+                        # responsible for (see measure()), and marked.
+                        r["busy_basis"] = "system" if r["quiet"] else "attributed"
+                        r["ipbc"] = r["iops_per_busy_core"] if r["quiet"] else r["iops_per_attributed_busy_core"]
+                        print(f"  rep {rep + 1} {row[0]:<22} {tool:<5} {r['iops'] / 1e3:7.1f} k IOPS  "
+                              f"user {r['user_ns_per_io']:4.0f} ns/IO  sys {r['sys_ns_per_io']:5.0f} ns/IO  "
+                              f"{r['ctx_switches_per_io']:.2f} cs/IO  busy {r['busy_cores']:.3f} cores "
+                              f"(attributed {r['attributed_busy_cores']:.3f}, kthreads {r['kthreads_busy_cores']:.3f}; "
+                              f"tool {r['tool_share_of_pinned_cpu']:.2f} of CPU {args.cpu})  "
+                              f"{r['ipbc'] / 1e3:6.1f} k IOPS/busy core"
+                              + ("" if r["quiet"] else "  SHARED, " + ("rerun" if not last else "attributed busy used")),
+                              flush=True)
+                        if last:
+                            break
+                    all_runs[row[0]].append(r)
+    finally:
+        if zram:
+            zram.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    summary = summarize([(r[0], r[3], all_runs[r[0]]) for r in rows])
+    print()
+    print(table(summary, markdown=False))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table(summary, markdown=True) + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "fio_version": fio_version, "iolab_git": git,
+                       "iolab_sha256": iolab_sha, "args": vars(args), "summary": summary, "runs": all_runs}, f, indent=1)
+    ok = all(s["user_pass"] and s["ipbc_pass"] for s in summary)
+    print(f"\n{'all rows PASS' if ok else 'some rows FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
