@@ -21,6 +21,9 @@ pub struct RunRecord {
     /// Where the cost landed: CPU by thread class and system-wide, interrupts, device counters,
     /// perf counters. Null when the run never reached its measured window.
     pub cost: Option<crate::meters::Cost>,
+    /// Joules per source and scope, IOPS and bytes per joule; `status: "unavailable"` with the
+    /// reasons where nothing can measure. Never an estimate.
+    pub energy: Option<crate::energy::record::EnergyRecord>,
     pub completion_path: CompletionPath,
 }
 

@@ -96,13 +96,16 @@ fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {
 }
 
 /// Poll queues: every interface and mode on NVMe and null_blk, the completion path against the
-/// queue interrupts, hybrid polling, the schedulers, and --verify writes read back.
+/// queue interrupts, hybrid polling, the schedulers, --verify writes read back, and nvme-passthru
+/// on the generic character devices (irq and poll, registered buffers on and off, QD 1 and 8,
+/// data written through passthrough read back through the block device and the reverse).
 #[test]
 fn vm_nvme_with_poll_queues() {
-    boot("poll-queues-1", &["--poll-queues", "1"], &["interfaces.sh", "verify.sh"]);
+    boot("poll-queues-1", &["--poll-queues", "1"], &["interfaces.sh", "verify.sh", "passthru.sh"]);
 }
 
-/// No poll queues: polled io_uring refused without --allow-fallback; with it, interrupts.
+/// No poll queues: polled io_uring (and nvme-passthru) refused without --allow-fallback; with
+/// it, interrupts.
 #[test]
 fn vm_nvme_without_poll_queues() {
     boot("poll-queues-0", &["--poll-queues", "0"], &["nopoll.sh"]);

@@ -4,7 +4,7 @@ use crate::plan::validate::name_complete;
 use crate::plan::Submit;
 
 pub fn main() -> i32 {
-    println!("{:<10} {:<9} {:<9} {:<16} {:<16} {:<10} how", "interface", "execution", "behaviour", "submission", "completion", "available");
+    println!("{:<13} {:<9} {:<9} {:<16} {:<16} {:<10} how", "interface", "execution", "behaviour", "submission", "completion", "available");
     for i in INTERFACES {
         let subs: Vec<&str> = i.submits.iter().map(|s| if *s == Submit::Sqpoll { "sqpoll" } else { "syscall" }).collect();
         let comps: Vec<&str> = i.completes.iter().map(|c| name_complete(*c)).collect();
@@ -13,7 +13,7 @@ pub fn main() -> i32 {
             Err(e) => format!("no: {e}"),
         };
         let beh = if i.behaviour == Behaviour::Sync { "sync" } else { "async" };
-        println!("{:<10} {:<9} {:<9} {:<16} {:<16} {:<10} {}", i.name, i.execution, beh, subs.join(","), comps.join(","), avail, i.how);
+        println!("{:<13} {:<9} {:<9} {:<16} {:<16} {:<10} {}", i.name, i.execution, beh, subs.join(","), comps.join(","), avail, i.how);
     }
     println!("\nModes a target's queue cannot do (e.g. polling without poll queues) show in `iolab probe TARGET`.");
     0

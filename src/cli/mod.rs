@@ -145,6 +145,64 @@ pub struct RunArgs {
     /// No progress display.
     #[arg(short, long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub energy: EnergyArgs,
+}
+
+/// Where energy comes from. Credentials for Redfish come from IOLAB_REDFISH_USER and
+/// IOLAB_REDFISH_PASSWORD or --redfish-credentials, never the command line.
+#[derive(Args, Debug, Clone, Default)]
+pub struct EnergyArgs {
+    /// Energy sources to use: rapl, perf, ipmi, redfish, nvml, meter (repeatable; default: all found).
+    #[arg(long = "energy", value_name = "SOURCE")]
+    pub energy_sources: Vec<String>,
+    /// Fail before any I/O when no energy source can measure.
+    #[arg(long)]
+    pub require_energy: bool,
+    /// Measure idle power for this long first and report the dynamic part too (e.g. 10s).
+    #[arg(long, value_name = "DURATION")]
+    pub idle_baseline: Option<String>,
+    /// An external power meter's log (HOBOware CSV or timestamp,watts CSV) covering the run.
+    #[arg(long, value_name = "FILE")]
+    pub meter_log: Option<PathBuf>,
+    /// hobo, hobo-dmy or csv (default: detect).
+    #[arg(long, value_name = "FORMAT")]
+    pub meter_format: Option<String>,
+    /// Seconds to add to the meter's timestamps.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub meter_offset: f64,
+    /// The meter clock's rate error in ppm (positive: it runs fast).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub meter_drift_ppm: f64,
+    /// Redfish BMC base URL, e.g. https://bmc.example.org.
+    #[arg(long, value_name = "URL")]
+    pub redfish_url: Option<String>,
+    /// File with the Redfish user name and password.
+    #[arg(long, value_name = "FILE")]
+    pub redfish_credentials: Option<PathBuf>,
+}
+
+impl EnergyArgs {
+    pub fn options(&self) -> Result<crate::energy::record::EnergyOptions, String> {
+        let config = crate::energy::EnergyConfig {
+            sources: self.energy_sources.clone(),
+            meter_log: self.meter_log.clone(),
+            meter_format: self.meter_format.clone(),
+            meter_offset_s: self.meter_offset,
+            meter_drift_ppm: self.meter_drift_ppm,
+            redfish: self.redfish_url.as_ref().map(|url| crate::energy::redfish::RedfishConfig {
+                url: url.clone(),
+                chassis: None,
+                username: std::env::var("IOLAB_REDFISH_USER").ok(),
+                password: std::env::var("IOLAB_REDFISH_PASSWORD").ok(),
+                credentials_file: self.redfish_credentials.clone(),
+                timeout: None,
+            }),
+            ..Default::default()
+        };
+        let idle_baseline_s = self.idle_baseline.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--idle-baseline: {e}"))?;
+        Ok(crate::energy::record::EnergyOptions { config, require: self.require_energy, idle_baseline_s })
+    }
 }
 
 fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {

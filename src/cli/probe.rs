@@ -72,7 +72,7 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
         path.display()
     );
     println!(
-        "{:<10} {:<8} {:<7} {:<6} detail",
+        "{:<13} {:<8} {:<7} {:<6} detail",
         "interface", "submit", "complete", "works"
     );
     for i in INTERFACES {
@@ -106,7 +106,7 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
                     );
                 }
                 println!(
-                    "{:<10} {:<8} {:<7} {:<6} {}",
+                    "{:<13} {:<8} {:<7} {:<6} {}",
                     i.name,
                     sub,
                     name_complete(c),
@@ -121,7 +121,7 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
 
 /// ("yes"|"no", what happened) for one short job.
 fn outcome(job: &Job) -> (&'static str, String) {
-    match execute(job, &mut super::run::Quiet) {
+    match execute(job, &mut super::run::Quiet, None) {
         Ok(rec) if rec.error.is_none() => {
             let r = rec.results.as_ref().unwrap();
             let lat = r

@@ -52,6 +52,17 @@ pub fn check_kernel(job: &Job) -> Result<(), String> {
             return Err(format!("kernel {k} refused to set up io_uring with {what}: {e}"));
         }
     }
+    if job.interface == "nvme-passthru" {
+        let flags = io_uring::flags_for(job.submit, job.complete);
+        if let Err(e) = io_uring::create_ring_big(2, flags, job.sq_cpu, job.sq_idle_ms) {
+            let what = match (job.submit, job.complete) {
+                (Submit::Sqpoll, _) => "SQPOLL and 128-byte SQEs",
+                (_, Complete::Poll) => "IOPOLL and 128-byte SQEs",
+                _ => "128-byte SQEs and 32-byte CQEs",
+            };
+            return Err(format!("kernel {} refused to set up io_uring with {what}: {e}", kernel_release()));
+        }
+    }
     Ok(())
 }
 
@@ -151,7 +162,7 @@ pub fn restore_main() -> i32 {
 
 /// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
 fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
-    if job.interface != "io_uring" || job.complete == Complete::Irq || job.allow_fallback {
+    if !matches!(job.interface.as_str(), "io_uring" | "nvme-passthru") || job.complete == Complete::Irq || job.allow_fallback {
         return Ok(());
     }
     for t in targets {
@@ -276,9 +287,17 @@ impl RunUi for RunBar {
 }
 
 /// Run a job end to end: checks, targets, engine, meters, record.
-pub fn execute(job: &Job, ui: &mut dyn RunUi) -> Result<RunRecord, Failure> {
+/// `energy`: how to measure energy (None: not at all, as for probes).
+pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, Failure> {
     validate(job)?;
     check_kernel(job)?;
+    if let Some(e) = energy.filter(|e| e.require) {
+        let found = crate::energy::probe(&e.config);
+        if !found.iter().any(|s| s.available) {
+            let why: Vec<String> = found.iter().map(|s| format!("{}: {}", s.backend, s.detail)).collect();
+            return Err(format!("--require-energy: no energy source can measure here ({})", why.join("; ")).into());
+        }
+    }
     let temp = if job.targets.is_empty() {
         let size = job.size.unwrap_or(target::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
@@ -305,9 +324,13 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi) -> Result<RunRecord, Failure> {
     env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
     let open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
-    let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     engine::install_interrupt_handler();
-    let mut meters = crate::meters::Meters::new(&env.targets);
+    let idle = energy.and_then(|e| e.idle_baseline_s.map(|s| {
+        ui.note(&format!("measuring idle power for {s} s"));
+        crate::energy::record::measure_idle(&e.config, s)
+    }));
+    let mut meters = crate::meters::Meters::new(&env.targets, energy.map(|e| &e.config));
+    let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| Failure { message: m, code: 1 });
     ui.finish();
     if let Some(g) = guard {
@@ -344,6 +367,10 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi) -> Result<RunRecord, Failure> {
         format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.bs, f.offset, t.display(), f.what)
     });
     let cost = meters.cost(&out.rec.per_target);
+    let energy_record = match (energy, meters.take_energy()) {
+        (Some(opts), Some(report)) => Some(crate::energy::record::finish(report, opts, idle, total.ios, total.bytes)),
+        _ => None,
+    };
     let mut path = path;
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
@@ -363,6 +390,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi) -> Result<RunRecord, Failure> {
         environment: env,
         results: Some(results),
         cost,
+        energy: energy_record,
         completion_path: path,
     })
 }
@@ -381,7 +409,14 @@ pub fn main(args: &super::RunArgs) -> i32 {
         return 2;
     }
     let mut ui: Box<dyn RunUi> = if !args.quiet && std::io::stderr().is_terminal() { Box::new(RunBar::new(&job)) } else { Box::new(Quiet) };
-    match execute(&job, ui.as_mut()) {
+    let energy = match args.energy.options() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            return 2;
+        }
+    };
+    match execute(&job, ui.as_mut(), Some(&energy)) {
         Err(f) => {
             eprintln!("iolab: {}", f.message);
             f.code

@@ -196,7 +196,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         if ui.bar.is_none() && !how.quiet {
             eprintln!("[{}/{}] {}", n + 1, pending.len(), ui.label);
         }
-        match execute(&job, &mut ui) {
+        match execute(&job, &mut ui, Some(&crate::energy::record::EnergyOptions::default())) {
             Ok(rec) if rec.status == "interrupted" => {
                 interrupted = true;
                 break;

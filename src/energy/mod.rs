@@ -11,6 +11,7 @@
 //! Sampling: one background thread per source (never an I/O thread), counters every
 //! `sample_interval` (default 250 ms, at most 1 s so RAPL wraps are caught), BMCs about 1 Hz.
 pub mod integrate;
+pub mod record;
 pub mod ipmi;
 pub mod meterlog;
 pub mod nvml;

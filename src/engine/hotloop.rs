@@ -153,9 +153,9 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             free.push(c.tag);
             inflight -= 1;
             let mut failure = None;
-            let errno = (c.result < 0).then_some(-c.result as i32);
+            let errno = crate::interfaces::errno_of(c.result);
             if c.result < 0 {
-                failure = Some(std::io::Error::from_raw_os_error(-c.result as i32).to_string());
+                failure = Some(crate::interfaces::error_text(c.result));
             } else if c.result != r.len as i64 {
                 failure = Some(format!("short {} of {} bytes", c.result, r.len));
             } else if plan.verify && !r.write {

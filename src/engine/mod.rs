@@ -201,6 +201,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                                 fds: &fds,
                                 buffers: bufs.ptr,
                                 buffers_len: bufs.layout.size(),
+                                bs: job.bs as u32,
                                 qd: job.qd,
                                 submit: job.submit,
                                 complete: job.complete,

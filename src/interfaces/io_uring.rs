@@ -5,7 +5,7 @@
 //! (HYBRID_IOPOLL) can be set, then handed to the `io-uring` crate.
 use super::{Completion, IoInterface, Request, Setup};
 use crate::plan::{Complete, Submit};
-use io_uring::{opcode, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 
 pub const SETUP_IOPOLL: u32 = 1 << 0;
@@ -53,6 +53,36 @@ pub fn create_ring(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u3
         let params: io_uring::Parameters = std::mem::transmute(p);
         IoUring::from_fd(fd as i32, params)
     }
+}
+
+/// A ring of 128-byte SQEs and 32-byte CQEs (IORING_SETUP_SQE128 | IORING_SETUP_CQE32, Linux
+/// 5.19+), as NVMe passthrough needs: the 80-byte command rides in the SQE and the NVMe result
+/// dwords in the CQE. Built with the crate's builder (its `from_fd` only makes default-sized
+/// rings) from the same setup flags as [`create_ring`]; flags it has no builder for
+/// (HYBRID_IOPOLL) are refused with EINVAL, as an old kernel would.
+pub fn create_ring_big(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring<squeue::Entry128, cqueue::Entry32>> {
+    let known = SETUP_IOPOLL | SETUP_SQPOLL | SETUP_SQ_AFF | SETUP_CLAMP | SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER;
+    if flags & !known != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut b = IoUring::<squeue::Entry128, cqueue::Entry32>::builder();
+    b.setup_clamp();
+    if flags & SETUP_IOPOLL != 0 {
+        b.setup_iopoll();
+    }
+    if flags & SETUP_SQPOLL != 0 {
+        b.setup_sqpoll(sq_idle_ms);
+        if let Some(cpu) = sq_cpu {
+            b.setup_sqpoll_cpu(cpu);
+        }
+    }
+    if flags & SETUP_COOP_TASKRUN != 0 {
+        b.setup_coop_taskrun();
+    }
+    if flags & SETUP_SINGLE_ISSUER != 0 {
+        b.setup_single_issuer();
+    }
+    b.build(entries)
 }
 
 pub fn machine_support() -> Result<(), String> {

@@ -5,6 +5,7 @@
 //! hot loop (`engine::hotloop`), so every interface is measured the same way.
 pub mod io_uring;
 pub mod libaio;
+pub mod nvme_passthru;
 pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
@@ -31,11 +32,30 @@ impl Default for Request {
     }
 }
 
-/// A finished request: bytes transferred, or a negative errno.
+/// A finished request: bytes transferred, a negative errno, or (at or below [`DEVICE_STATUS`])
+/// a status the device itself returned.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Completion {
     pub tag: u32,
     pub result: i64,
+}
+
+/// Completion results at or below this carry a device status rather than an errno:
+/// `result = DEVICE_STATUS - status` (an NVMe status for nvme-passthru).
+pub const DEVICE_STATUS: i64 = -(1 << 32);
+
+/// The errno of a failed completion result, if it is one (not a device status).
+pub fn errno_of(result: i64) -> Option<i32> {
+    (result < 0 && result > DEVICE_STATUS).then_some(-result as i32)
+}
+
+/// A failed completion result in words.
+pub fn error_text(result: i64) -> String {
+    if result <= DEVICE_STATUS {
+        nvme_passthru::status_text((DEVICE_STATUS - result) as u64)
+    } else {
+        io::Error::from_raw_os_error(-result as i32).to_string()
+    }
 }
 
 /// What an interface gets once, before the hot loop: already-open files and the slot buffers.
@@ -44,6 +64,8 @@ pub struct Setup<'a> {
     /// Start of the thread's buffer region: `qd` slots of `bs` bytes, aligned.
     pub buffers: *mut u8,
     pub buffers_len: usize,
+    /// Bytes per slot (the job's block size): slot `tag` starts at `buffers + tag * bs`.
+    pub bs: u32,
     pub qd: u32,
     pub submit: Submit,
     pub complete: Complete,
@@ -131,6 +153,15 @@ pub const INTERFACES: &[InterfaceInfo] = &[
         how: "shared rings; sqpoll = SQPOLL kernel thread; poll = IOPOLL; hybrid = HYBRID_IOPOLL (6.13+)",
         async_needs_direct: false,
     },
+    InterfaceInfo {
+        name: "nvme-passthru",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall, Submit::Sqpoll],
+        completes: &[Complete::Irq, Complete::Poll],
+        how: "io_uring URING_CMD on /dev/ngXnY: iolab builds the NVMe read/write commands (no submit_bio path: no splitting, merging or scheduler); poll = IOPOLL; registered buffers 6.1+",
+        async_needs_direct: false,
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static InterfaceInfo> {
@@ -146,6 +177,7 @@ pub fn machine_support(name: &str) -> Result<(), String> {
     match name {
         "io_uring" => io_uring::machine_support(),
         "libaio" => libaio::machine_support(),
+        "nvme-passthru" => nvme_passthru::machine_support(),
         _ => Ok(()),
     }
 }

@@ -42,8 +42,17 @@ pub fn device_path(path: &Path) -> DevicePath {
     let Ok(meta) = std::fs::metadata(path) else { return DevicePath::default() };
     if meta.file_type().is_char_device() {
         // An NVMe generic device: its namespace's block device has the same queue and controller.
+        // Its passthrough commands are not in the disk's stat unless queue/iostats_passthrough
+        // (Linux 6.14+) says so: then there is no device count to compare with.
         return match crate::interfaces::nvme_passthru::block_device_of(path) {
-            Ok(b) => device_path(&b),
+            Ok(b) => {
+                let mut d = device_path(&b);
+                let counted = d.stat_path.as_deref().and_then(|s| std::fs::read_to_string(s.with_file_name("queue/iostats_passthrough")).ok());
+                if counted.as_deref().map(str::trim) != Some("1") {
+                    d.stat_path = None;
+                }
+                d
+            }
             Err(_) => DevicePath::default(),
         };
     }
@@ -90,11 +99,19 @@ pub struct Meters {
     /// before its end (io-wq workers, AIO helpers) still count in their class.
     seen: std::collections::HashMap<i32, TaskSample>,
     last_tick: Option<std::time::Instant>,
+    /// Energy sources, opened before the window, sampling from their own threads inside it.
+    energy_prepared: Option<crate::energy::PreparedEnergy>,
+    energy_meter: Option<crate::energy::EnergyMeter>,
+    energy_report: Option<crate::energy::EnergyReport>,
 }
 
 impl Meters {
-    pub fn new(targets: &[TargetInfo]) -> Meters {
+    /// `energy`: the sources to sample (None: measure no energy).
+    pub fn new(targets: &[TargetInfo], energy: Option<&crate::energy::EnergyConfig>) -> Meters {
         Meters {
+            energy_prepared: energy.map(crate::energy::PreparedEnergy::prepare),
+            energy_meter: None,
+            energy_report: None,
             pid: std::process::id() as i32,
             hz: procstat::user_hz(),
             ncpu: crate::plan::validate::online_cpus(),
@@ -136,6 +153,7 @@ impl WindowHooks for Meters {
     fn window_start(&mut self, workload_tids: &[i32]) {
         self.workload_tids = workload_tids.to_vec();
         self.start = Some(self.snapshot());
+        self.energy_meter = self.energy_prepared.take().map(|p| p.start());
         self.counters = Some(CounterSet::start(workload_tids, self.ncpu));
     }
     fn window_tick(&mut self) {
@@ -149,6 +167,7 @@ impl WindowHooks for Meters {
         }
     }
     fn window_end(&mut self) {
+        self.energy_report = self.energy_meter.take().map(|m| m.stop());
         if let Some(c) = self.counters.take() {
             self.counter_notes = (c.hardware_unavailable.clone(), c.system_unavailable.clone());
             self.counter_values = Some(c.finish());
@@ -308,6 +327,12 @@ fn class_cost(class: &'static str, ts: &[&TaskSample], window: f64, ios: u64) ->
 }
 
 impl Meters {
+    /// The energy measured over the window (None when energy was not asked for or the window
+    /// never started).
+    pub fn take_energy(&mut self) -> Option<crate::energy::EnergyReport> {
+        self.energy_report.take()
+    }
+
     /// Process rusage over the window (all of iolab's threads).
     pub fn process_rusage(&self) -> cpu::Rusage {
         match (&self.start, &self.end) {

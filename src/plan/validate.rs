@@ -45,6 +45,12 @@ pub fn validate(job: &Job) -> Result<(), String> {
     if job.write_mix > 100 {
         return Err(format!("--write-mix {} is not a percentage: use 0 to 100", job.write_mix));
     }
+    if name == "nvme-passthru" && !job.direct {
+        return Err("nvme-passthru never goes through the page cache (it sends NVMe commands to the namespace): drop --buffered".into());
+    }
+    if name == "nvme-passthru" && job.targets.is_empty() {
+        return Err("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: give one as the target (there is no temporary default target for it)".into());
+    }
     if info.async_needs_direct && !job.direct {
         return Err(format!("{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"));
     }

@@ -70,6 +70,9 @@ pub fn render(rec: &RunRecord) -> String {
     if let Some(c) = &rec.cost {
         cost(&mut out, c);
     }
+    if let Some(e) = &rec.energy {
+        energy(&mut out, e);
+    }
     let p = &rec.completion_path;
     if p.fell_back {
         let _ = writeln!(out, "  WARNING: asked for {} completion but completions came by interrupt ({}){}", p.requested,
@@ -120,5 +123,22 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
         };
         let sw = w.task_clock_ns.map(|t| format!("; workload task clock {}/IO", format_ns(t))).unwrap_or_default();
         let _ = writeln!(out, "  perf   {hw}{sw}");
+    }
+}
+
+fn energy(out: &mut String, e: &crate::energy::record::EnergyRecord) {
+    let r = &e.report;
+    if r.sources.is_empty() {
+        let backends: Vec<&str> = r.reasons.iter().filter_map(|x| x.split(':').next()).collect();
+        let _ = writeln!(out, "  energy unavailable: no energy source can measure here (checked {}; reasons in the JSON)", backends.join(", "));
+        return;
+    }
+    for s in &r.sources {
+        let per = s.iops_per_joule.map(|x| format!(", {x:.0} I/Os per joule")).unwrap_or_default();
+        let _ = writeln!(out, "  energy {} {}: {:.2} J, {:.2} W mean{per} (coverage {:.0} %)", s.source, s.scope, s.joules, s.mean_watts, s.coverage * 100.0);
+    }
+    for d in &e.dynamic {
+        let per = d.ios_per_dynamic_joule.map(|x| format!(", {x:.0} I/Os per dynamic joule")).unwrap_or_default();
+        let _ = writeln!(out, "         {} {} above idle: {:.2} J, {:.2} W{per}", d.source, d.scope, d.dynamic_joules, d.dynamic_watts);
     }
 }

@@ -1,8 +1,10 @@
-//! Targets: files and block devices, opened safely, plus the temporary default target.
+//! Targets: files, block devices and (for nvme-passthru) NVMe generic character devices, opened
+//! safely, plus the temporary default target.
 pub mod safety;
 pub mod sysinfo;
 
 use crate::engine::verify;
+use crate::interfaces::nvme_passthru;
 use crate::plan::Job;
 use std::fs::File;
 use std::io::Write;
@@ -51,6 +53,7 @@ pub fn create_default_target(size: u64) -> Result<TempTarget, String> {
 /// Open every target of the job, checking existence, kind, safety and the usable range.
 pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, String> {
     let writes = job.rw.writes(job.write_mix);
+    let passthru = job.interface == "nvme-passthru";
     let mut out = Vec::with_capacity(paths.len());
     for path in paths {
         let shown = path.display();
@@ -59,16 +62,43 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
             _ => format!("cannot read target {shown}: {e}"),
         })?;
         let ft = meta.file_type();
-        if !(ft.is_file() || ft.is_block_device()) {
+        let generic = ft.is_char_device() && nvme_passthru::is_generic(path);
+        if passthru && !generic {
+            let what = if ft.is_block_device() {
+                match nvme_passthru::generic_device_of_block(path) {
+                    Some(g) => format!("a block device (its namespace's generic device is {})", g.display()),
+                    None => "a block device".into(),
+                }
+            } else if ft.is_file() {
+                "a regular file".into()
+            } else if ft.is_char_device() {
+                "another kind of character device".into()
+            } else {
+                "neither a file nor a device".into()
+            };
+            return Err(format!("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}"));
+        }
+        if generic && !passthru {
+            let block = nvme_passthru::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
+            return Err(format!("target {shown} is an NVMe generic character device, which only -i nvme-passthru drives: use -i nvme-passthru, or the namespace's block device{block}"));
+        }
+        if !(ft.is_file() || ft.is_block_device() || generic) {
             return Err(format!("target {shown} is neither a regular file nor a block device"));
         }
         let info = sysinfo::describe(path, &meta);
         if writes && ft.is_block_device() && !temp {
             safety::check_block_write(path, &info, &job.destructive)?;
         }
+        if writes && generic {
+            // The same rules as for the namespace's block device, which names the same blocks.
+            let block = nvme_passthru::block_device_of(path)
+                .map_err(|e| format!("refusing to write to {shown}: {e}, so iolab cannot check that the namespace is unused"))?;
+            safety::check_passthru_write(path, &block, &job.destructive)?;
+        }
         let mut opts = std::fs::OpenOptions::new();
         opts.read(true).write(writes);
-        if job.direct {
+        // The generic device has no page cache to bypass (and refuses O_DIRECT).
+        if job.direct && !generic {
             opts.custom_flags(libc::O_DIRECT);
         }
         let file = opts.open(path).map_err(|e| {
@@ -79,8 +109,22 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
                 format!("cannot open {shown} for {mode}: {e}")
             }
         })?;
-        let size = if ft.is_block_device() { block_device_size(&file).map_err(|e| format!("cannot read the size of {shown}: {e}"))? } else { meta.len() };
-        let align = if job.direct { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
+        let ns = if generic {
+            Some(nvme_passthru::Namespace::of_fd(file.as_raw_fd()).map_err(|e| format!("cannot identify the namespace of {shown}: {e}"))?)
+        } else {
+            None
+        };
+        let size = match &ns {
+            Some(ns) => ns.id.size_bytes(),
+            None if ft.is_block_device() => block_device_size(&file).map_err(|e| format!("cannot read the size of {shown}: {e}"))?,
+            None => meta.len(),
+        };
+        let mut info = info;
+        if let Some(ns) = &ns {
+            passthru_checks(job, &shown.to_string(), ns, &info)?;
+            info.logical_block_size = ns.id.lba_size as u64;
+        }
+        let align = if job.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
         if job.direct && job.bs % align != 0 {
             return Err(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", job.bs));
         }
@@ -100,11 +144,41 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         if len < job.bs * job.threads as u64 {
             return Err(format!("{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size", job.bs));
         }
-        let mut info = info;
         info.size_bytes = size;
         out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len });
     }
     Ok(out)
+}
+
+/// What an NVMe command can carry here: whole logical blocks, at most what the controller takes
+/// in one command (passthrough commands are never split), data without interleaved metadata.
+fn passthru_checks(job: &Job, shown: &str, ns: &nvme_passthru::Namespace, info: &TargetInfo) -> Result<(), String> {
+    let lba = ns.id.lba_size as u64;
+    if ns.id.extended && ns.id.metadata_size > 0 {
+        return Err(format!("{shown} uses LBA format {} with {} bytes of metadata interleaved with each block; nvme-passthru moves data only: use a namespace formatted without metadata",
+            ns.id.format, ns.id.metadata_size));
+    }
+    if job.bs % lba != 0 {
+        return Err(format!("block size {} is not a multiple of {shown}'s LBA size {lba}: NVMe commands move whole logical blocks; use a multiple of {lba}", job.bs));
+    }
+    if job.offset % lba != 0 {
+        return Err(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", job.offset));
+    }
+    if let Some(d) = &info.device {
+        let q = Path::new("/sys/block").join(d).join("queue");
+        let read = |f: &str| std::fs::read_to_string(q.join(f)).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        let page = 4096u64;
+        let max = match (read("max_hw_sectors_kb"), read("max_segments")) {
+            (Some(kb), Some(segs)) => Some((kb * 1024).min(segs * page)),
+            (Some(kb), None) => Some(kb * 1024),
+            _ => None,
+        };
+        if let Some(max) = max.filter(|m| job.bs > *m) {
+            return Err(format!("--bs {} exceeds the {} bytes one NVMe command can carry to {shown} (queue/max_hw_sectors_kb, max_segments of {d}); passthrough commands are not split: use --bs {} or less",
+                job.bs, max, max));
+        }
+    }
+    Ok(())
 }
 
 fn block_device_size(f: &File) -> std::io::Result<u64> {

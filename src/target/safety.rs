@@ -304,7 +304,13 @@ pub fn named_destructive(path: &Path, destructive: &[String]) -> bool {
 
 /// The one-line refusal for `findings` on `path`, or Ok when writing is allowed.
 pub fn decide(path: &Path, findings: &Findings, consent: bool) -> Result<(), String> {
-    let shown = path.display();
+    let shown = path.display().to_string();
+    decide_as(&format!("block device {shown}"), &shown, &shown, findings, consent)
+}
+
+/// [`decide`] with the words: `what` names the device in the no-consent line ("block device
+/// /dev/sdz"), `shown` in the others, `pass` is what `--destructive` should name.
+fn decide_as(what: &str, shown: &str, pass: &str, findings: &Findings, consent: bool) -> Result<(), String> {
     if !findings.in_use.is_empty() {
         let mut why = findings.in_use.clone();
         why.extend(findings.contents.iter().cloned());
@@ -314,9 +320,23 @@ pub fn decide(path: &Path, findings: &Findings, consent: bool) -> Result<(), Str
         return Ok(());
     }
     if findings.contents.is_empty() {
-        return Err(format!("refusing to write to block device {shown} without consent: its contents will be destroyed; pass --destructive {shown} to allow it"));
+        return Err(format!("refusing to write to {what} without consent: its contents will be destroyed; pass --destructive {pass} to allow it"));
     }
-    Err(format!("refusing to write to {shown}: {}; pass --destructive {shown} only if everything on it may be destroyed", findings.contents.join("; ")))
+    Err(format!("refusing to write to {shown}: {}; pass --destructive {pass} only if everything on it may be destroyed", findings.contents.join("; ")))
+}
+
+/// Writing through an NVMe generic character device `generic` overwrites the blocks of its
+/// namespace's block device `block`: the block device's rules apply (in use: never; contents:
+/// only with consent), and `--destructive` may name either path.
+pub fn check_passthru_write(generic: &Path, block: &Path, destructive: &[String]) -> Result<(), String> {
+    check_passthru_write_in(generic, block, destructive, Path::new(SYSFS))
+}
+
+/// [`check_passthru_write`] reading sysfs under `sys`.
+pub fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
+    let (g, b) = (generic.display(), block.display());
+    let consent = named_destructive(generic, destructive) || named_destructive(block, destructive);
+    decide_as(&format!("NVMe namespace {g} (block device {b})"), &format!("{g} (the namespace of block device {b})"), &g.to_string(), &examine(block, sys), consent)
 }
 
 /// Ok if writing is allowed; otherwise one line saying why not and what to do.
@@ -527,6 +547,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn passthru_decisions_name_both_paths() {
+        let none = Findings::default();
+        let e = decide_as("NVMe namespace /dev/ng0n1 (block device /dev/nvme0n1)", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &none, false).unwrap_err();
+        assert!(e.contains("without consent") && e.contains("--destructive /dev/ng0n1") && e.contains("/dev/nvme0n1"), "{e}");
+        let busy = Findings { in_use: vec!["it is mounted on /mnt".into()], contents: vec![] };
+        let e = decide_as("x", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &busy, true).unwrap_err();
+        assert!(e.contains("mounted on /mnt") && e.contains("/dev/nvme0n1") && e.contains("does not override"), "{e}");
     }
 
     #[test]

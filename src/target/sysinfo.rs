@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TargetInfo {
     pub path: String,
-    /// "file" or "block".
+    /// "file", "block", or "nvme-generic" (an NVMe generic character device, /dev/ngXnY,
+    /// described through its namespace's block device).
     pub kind: String,
     pub size_bytes: u64,
     /// The whole disk holding the data (e.g. nvme0n1, vda, loop0); None on virtual filesystems.
@@ -83,6 +84,9 @@ impl TargetInfo {
 }
 
 pub fn describe(path: &Path, meta: &Metadata) -> TargetInfo {
+    if meta.file_type().is_char_device() && crate::interfaces::nvme_passthru::is_generic(path) {
+        return describe_generic(path);
+    }
     let block = meta.file_type().is_block_device();
     let dev = if block { meta.rdev() } else { meta.dev() };
     let (major, minor) = (libc::major(dev), libc::minor(dev));
@@ -116,6 +120,22 @@ pub fn describe(path: &Path, meta: &Metadata) -> TargetInfo {
         info.rotational = read_trim(q.join("rotational")).map(|v| v == "1");
         info.loop_backing_file = read_trim(disk.join("loop/backing_file"));
     }
+    info
+}
+
+/// An NVMe generic character device: what its namespace's block device says (the same queue,
+/// controller and blocks), under the generic device's path and kind. Size and logical block size
+/// come from the namespace's Identify data when the target is opened.
+fn describe_generic(path: &Path) -> TargetInfo {
+    let block = crate::interfaces::nvme_passthru::block_device_of(path).ok();
+    let mut info = match block.as_deref().and_then(|b| std::fs::metadata(b).ok().map(|m| (b, m))) {
+        Some((b, m)) => describe(b, &m),
+        None => TargetInfo { logical_block_size: 512, ..Default::default() },
+    };
+    info.path = path.display().to_string();
+    info.kind = "nvme-generic".into();
+    info.size_bytes = 0;
+    (info.dio_offset_align, info.dio_mem_align) = (None, None);
     info
 }
 

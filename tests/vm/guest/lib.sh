@@ -46,6 +46,30 @@ irqs() {
 # devios DISK: reads + writes the block device DISK has completed (its /sys/block/DISK/stat).
 devios() { awk '{ print $1 + $5 }' "/sys/block/$1/stat"; }
 
+# ng_block ngXnY: the block device (nvmeXnY) of the same namespace as the NVMe generic character
+# device, from sysfs (both hang under the same controller or subsystem; hidden per-path disks
+# nvmeXcZnY never match).
+ng_block() {
+  local _p _d
+  _p=$(readlink -f "/sys/class/nvme-generic/$1" 2>/dev/null) || return 1
+  [ -n "$_p" ] || return 1
+  for _d in "${_p%/*}"/nvme*n"${1##*n}"; do
+    case ${_d##*/} in *c*) continue;; esac
+    [ -d "$_d/queue" ] && { echo "${_d##*/}"; return 0; }
+  done
+  return 1
+}
+
+# ng_of /dev/nvmeXnY: the generic character device (/dev/ngXnY) of the same namespace.
+ng_of() {
+  local _b=${1#/dev/} _p _g
+  _p=$(readlink -f "/sys/block/$_b" 2>/dev/null) || return 1
+  for _g in "${_p%/*}"/ng*n"${_b##*n}"; do
+    [ -c "/dev/${_g##*/}" ] && { echo "/dev/${_g##*/}"; return 0; }
+  done
+  return 1
+}
+
 # run_iolab NAME CTRL ARGS...: `iolab run -q ARGS --json -`. Sets RC, IRQS (I/O-queue interrupts
 # of CTRL during the run, empty without CTRL), DEVIOS (requests the target device completed
 # during the run: the measured I/O plus anything else, such as the safety check's reads before a
@@ -54,6 +78,9 @@ run_iolab() {
   local _c=$2 _i0=0 _a _dev="" _s0=0
   RUN_NAME=$1; shift 2
   for _a in "$@"; do case $_a in /dev/*) _dev=${_a#/dev/};; esac; done
+  # An NVMe generic character device: count the requests of its namespace's block device.
+  case $_dev in ng*) _dev=$(ng_block "$_dev");; esac
+  [ -n "$_dev" ] && [ ! -e "/sys/block/$_dev/stat" ] && _dev=""
   echo "+ iolab run -q $* --json -" > "/tmp/$RUN_NAME.cmd"
   [ -n "$_dev" ] && _s0=$(devios "$_dev")
   [ -n "$_c" ] && _i0=$(irqs "$_c")

@@ -53,6 +53,22 @@ if [ -n "$DEV" ]; then
   else
     result nvme_probe_nopoll FAIL "probe exit $rc; io_uring poll row: '$row' (must not claim polled completion)"
   fi
+  section "no poll queues: nvme-passthru on the generic device of $DEV"
+  NG=$(ng_of "$DEV")
+  if [ -n "$NG" ]; then
+    refused nvme_passthru_poll_refused "allow-fallback" -i nvme-passthru --qd 8 --complete poll --ios $IOS "$NG"
+    n=nvme_passthru_poll_fallback
+    run_iolab $n "$CTRL" -i nvme-passthru --qd 8 --complete poll --allow-fallback --ios $IOS "$NG"
+    if [ "$RC" != 0 ] && grep -q 'rejects polled I/O' /tmp/$n.err; then
+      result $n PASS "the kernel rejects polled passthrough here and iolab says so: $(head -1 /tmp/$n.err)"
+    else
+      check_ok interrupt
+      [ "$(j completion_path.fell_back)" = true ] || problem "completion_path.fell_back=$(j completion_path.fell_back), want true"
+      report $n "reason=\"$(j completion_path.reason)\""
+    fi
+  else
+    result nvme_passthru_present FAIL "no generic character device for $DEV"
+  fi
 else
   result nvme_present FAIL "no NVMe namespace with the null backend (serial vmrig-null)"
 fi

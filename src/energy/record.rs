@@ -1,0 +1,79 @@
+//! The energy part of a run record: the window's report, and with `--idle-baseline` the idle
+//! power measured before the run and the dynamic part of the run's energy.
+use super::{EnergyConfig, EnergyMeter, EnergyReport};
+use serde::Serialize;
+
+/// How a run measures energy.
+#[derive(Clone, Debug, Default)]
+pub struct EnergyOptions {
+    pub config: EnergyConfig,
+    /// Refuse to run when no source can measure.
+    pub require: bool,
+    /// Seconds of idle measurement before the run.
+    pub idle_baseline_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IdlePower {
+    pub source: String,
+    pub scope: String,
+    pub idle_watts: f64,
+    pub idle_window_s: f64,
+    pub coverage: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DynamicEnergy {
+    pub source: String,
+    pub scope: String,
+    /// joules - idle_watts x covered seconds of the run.
+    pub dynamic_joules: f64,
+    pub dynamic_watts: f64,
+    pub ios_per_dynamic_joule: Option<f64>,
+    pub bytes_per_dynamic_joule: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EnergyRecord {
+    #[serde(flatten)]
+    pub report: EnergyReport,
+    /// Null unless --idle-baseline was given.
+    pub idle_baseline: Option<Vec<IdlePower>>,
+    pub dynamic: Vec<DynamicEnergy>,
+}
+
+/// Measure idle power for `seconds` (nothing of iolab's runs meanwhile).
+pub fn measure_idle(cfg: &EnergyConfig, seconds: f64) -> Vec<IdlePower> {
+    let meter = EnergyMeter::start(cfg);
+    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    let r = meter.stop();
+    r.sources.iter().filter(|s| s.coverage > 0.0).map(|s| IdlePower {
+        source: s.source.clone(), scope: s.scope.clone(), idle_watts: s.mean_watts, idle_window_s: s.window_s, coverage: s.coverage,
+    }).collect()
+}
+
+/// The run's record, with per-joule ratios and, given an idle baseline, the dynamic part.
+pub fn finish(mut report: EnergyReport, opts: &EnergyOptions, idle: Option<Vec<IdlePower>>, ios: u64, bytes: u64) -> EnergyRecord {
+    if opts.config.meter_log.is_some() {
+        report.import_meter_log(&opts.config);
+    }
+    report.with_io(ios, bytes);
+    let mut dynamic = Vec::new();
+    if let Some(idle) = &idle {
+        for s in &report.sources {
+            let Some(i) = idle.iter().find(|i| i.source == s.source && i.scope == s.scope) else { continue };
+            let covered = s.window_s * s.coverage;
+            let dj = s.joules - i.idle_watts * covered;
+            let ok = s.coverage >= super::MIN_COVERAGE_FOR_RATIOS && dj > 0.0;
+            dynamic.push(DynamicEnergy {
+                source: s.source.clone(),
+                scope: s.scope.clone(),
+                dynamic_joules: dj,
+                dynamic_watts: if covered > 0.0 { dj / covered } else { 0.0 },
+                ios_per_dynamic_joule: ok.then(|| ios as f64 / (dj / s.coverage)),
+                bytes_per_dynamic_joule: ok.then(|| bytes as f64 / (dj / s.coverage)),
+            });
+        }
+    }
+    EnergyRecord { report, idle_baseline: idle, dynamic }
+}
