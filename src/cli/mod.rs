@@ -126,6 +126,10 @@ pub struct RunArgs {
     /// Run a polled completion mode even where the queue cannot poll, reporting the fallback.
     #[arg(long)]
     pub allow_fallback: bool,
+    /// io_uring: IOSQE_ASYNC on every request, skipping the non-blocking first try (for devices
+    /// that cannot take non-blocking reads and would punt every request to io-wq anyway).
+    #[arg(long)]
+    pub force_async: bool,
     /// I/O scheduler for every target's device during the run (none, mq-deadline, kyber, bfq); restored after.
     #[arg(long)]
     pub scheduler: Option<String>,
@@ -266,6 +270,7 @@ impl RunArgs {
             continue_on_error: self.continue_on_error,
             allow_fallback: self.allow_fallback,
             strict: self.strict,
+            force_async: self.force_async,
             destructive: self.destructive.clone(),
             scheduler: self.scheduler.clone(),
             set: self.set.clone(),

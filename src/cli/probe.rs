@@ -40,6 +40,7 @@ pub fn probe_job(
         continue_on_error: false,
         allow_fallback: false,
         strict: false,
+        force_async: false,
         destructive: vec![],
         scheduler: None,
         set: vec![],

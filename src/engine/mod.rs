@@ -210,6 +210,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                                 sq_idle_ms: job.sq_idle_ms,
                                 register_buffers: job.register_buffers,
                                 register_files: job.register_files,
+                                force_async: job.force_async,
                             };
                             opened = Some(open_interface(&job.interface, &setup)?);
                             Ok((bufs, stream, written))

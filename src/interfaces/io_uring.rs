@@ -14,7 +14,9 @@ pub const SETUP_SQ_AFF: u32 = 1 << 2;
 pub const SETUP_CLAMP: u32 = 1 << 4;
 pub const SETUP_COOP_TASKRUN: u32 = 1 << 8;
 pub const SETUP_SINGLE_ISSUER: u32 = 1 << 12;
+pub const SETUP_DEFER_TASKRUN: u32 = 1 << 13;
 pub const SETUP_HYBRID_IOPOLL: u32 = 1 << 17;
+const ENTER_GETEVENTS: u32 = 1 << 0;
 
 /// The kernel's `struct io_uring_params` (120 bytes).
 #[repr(C)]
@@ -36,6 +38,16 @@ const _: () = assert!(std::mem::size_of::<io_uring::Parameters>() == 120);
 
 /// Create a ring with exactly these setup flags; returns the ring or the kernel's error.
 pub fn create_ring(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring> {
+    match create_ring_exact(entries, flags, sq_cpu, sq_idle_ms) {
+        // Kernels before 6.1 lack DEFER_TASKRUN: cooperative task running is the next best.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && flags & SETUP_DEFER_TASKRUN != 0 => {
+            create_ring_exact(entries, (flags & !SETUP_DEFER_TASKRUN) | SETUP_COOP_TASKRUN, sq_cpu, sq_idle_ms)
+        }
+        r => r,
+    }
+}
+
+fn create_ring_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring> {
     let mut p = RawParams { flags, sq_thread_idle: sq_idle_ms, ..Default::default() };
     if let Some(cpu) = sq_cpu {
         p.flags |= SETUP_SQ_AFF;
@@ -99,8 +111,9 @@ pub fn flags_for(submit: Submit, complete: Complete) -> u32 {
     let mut f = 0;
     match submit {
         Submit::Sqpoll => f |= SETUP_SQPOLL,
-        // One submitting thread per ring; task work runs when we enter anyway.
-        Submit::Syscall => f |= SETUP_SINGLE_ISSUER | SETUP_COOP_TASKRUN,
+        // One submitting thread per ring, and completion work deferred to when it enters
+        // the kernel to reap (it always does, with GETEVENTS): no task-work interruptions.
+        Submit::Syscall => f |= SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN,
     }
     match complete {
         Complete::Irq => {}
@@ -114,6 +127,7 @@ pub struct Uring {
     ring: IoUring,
     fixed_files: bool,
     fixed_bufs: bool,
+    sqe_flags: io_uring::squeue::Flags,
     fds: Vec<i32>,
     /// SQEs pushed since the last io_uring_enter.
     unsubmitted: u32,
@@ -142,6 +156,7 @@ impl IoInterface for Uring {
             ring,
             fixed_files: setup.register_files,
             fixed_bufs: setup.register_buffers,
+            sqe_flags: if setup.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
             fds: setup.fds.to_vec(),
             unsubmitted: 0,
             sqpoll,
@@ -165,7 +180,8 @@ impl IoInterface for Uring {
                 (true, false, true) => opcode::Write::new(types::Fixed(r.file), r.buf, r.len).offset(r.offset).build(),
                 (true, false, false) => opcode::Write::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
             }
-            .user_data(r.tag as u64);
+            .user_data(r.tag as u64)
+            .flags(self.sqe_flags);
             // SAFETY: the buffer stays valid until the completion is reaped.
             if unsafe { sq.push(&entry) }.is_err() {
                 break;
@@ -193,7 +209,15 @@ impl IoInterface for Uring {
             // One io_uring_enter both submits what is queued and waits (or polls) for completions.
             let want = if self.enter_to_poll { min } else { min.saturating_sub(ready) };
             loop {
-                match self.ring.submit_and_wait(want) {
+                let r = if self.sqpoll {
+                    // Handles the SQ thread's wakeup flag.
+                    self.ring.submit_and_wait(want)
+                } else {
+                    // Always GETEVENTS, so deferred completion work runs on every entry.
+                    // SAFETY: the SQ tail was published when the submission queue was dropped.
+                    unsafe { self.ring.submitter().enter::<libc::sigset_t>(self.unsubmitted, want as u32, ENTER_GETEVENTS, None) }
+                };
+                match r {
                     Ok(_) => break,
                     Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EAGAIN) => continue,
                     Err(e) => return Err(e),

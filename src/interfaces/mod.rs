@@ -74,6 +74,8 @@ pub struct Setup<'a> {
     pub sq_idle_ms: u32,
     pub register_buffers: bool,
     pub register_files: bool,
+    /// io_uring: IOSQE_ASYNC on every request (straight to io-wq, skipping the non-blocking try).
+    pub force_async: bool,
 }
 
 /// The whole contract between the hot loop and an interface.

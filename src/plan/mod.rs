@@ -108,6 +108,9 @@ pub struct Job {
     pub continue_on_error: bool,
     /// Run a polled mode even where the queue cannot poll, reporting the fallback.
     pub allow_fallback: bool,
+    /// io_uring: send every request straight to the io-wq workers (IOSQE_ASYNC).
+    #[serde(default)]
+    pub force_async: bool,
     /// Fail the run when the completion path observed is not the one asked for.
     #[serde(default)]
     pub strict: bool,

@@ -57,6 +57,9 @@ pub fn validate(job: &Job) -> Result<(), String> {
     if job.complete != Complete::Irq && !job.direct {
         return Err(format!("--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered", name_complete(job.complete)));
     }
+    if job.force_async && name != "io_uring" {
+        return Err("--force-async applies only to -i io_uring".into());
+    }
     if job.sq_cpu.is_some() && job.submit != Submit::Sqpoll {
         return Err("--sq-cpu only applies with --submit sqpoll".into());
     }
