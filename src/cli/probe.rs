@@ -117,6 +117,11 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
             }
         }
     }
+    println!("\nenergy sources");
+    for e in crate::energy::probe(&crate::energy::EnergyConfig::default()) {
+        let scopes = if e.scopes.is_empty() { String::new() } else { format!(" [{}]", e.scopes.join(", ")) };
+        println!("{:<10} {:<6} {}{scopes}", e.backend, if e.available { "yes" } else { "no" }, e.detail);
+    }
     0
 }
 
