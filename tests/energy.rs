@@ -61,8 +61,9 @@ fn fixture_files_match_sysfs_bytes() {
     assert!(std::fs::symlink_metadata(sys.join("class/powercap/intel-rapl:1")).unwrap().file_type().is_symlink());
     assert_eq!(std::fs::read_to_string(zone(&sys, "intel-rapl:1")).unwrap(), "262140000000\n");
     assert_eq!(std::fs::read_to_string(sys.join("class/powercap/intel-rapl:1/max_energy_range_uj")).unwrap(), "262143328850\n");
-    let src = fixtures().join("powercap/intel-2socket-server/sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/energy_uj");
-    assert_eq!(std::fs::metadata(src).unwrap().permissions().mode() & 0o777, 0o400, "energy_uj is root-only as in the kernel");
+    // Git keeps no file modes but the executable bit, so the kernel's root-only 0400 on
+    // energy_uj is not checked here; the permission path is tested with a mode set at run time.
+    assert!(fixtures().join("powercap/intel-2socket-server/sys/devices/virtual/powercap/intel-rapl/intel-rapl:0/energy_uj").is_file());
 }
 
 #[test]
