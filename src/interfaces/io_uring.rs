@@ -73,6 +73,9 @@ fn create_ring_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: 
 /// rings) from the same setup flags as [`create_ring`]; flags it has no builder for
 /// (HYBRID_IOPOLL) are refused with EINVAL, as an old kernel would.
 pub fn create_ring_big(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring<squeue::Entry128, cqueue::Entry32>> {
+    // The passthrough loop does not always enter with GETEVENTS, which DEFER_TASKRUN needs:
+    // cooperative task running instead.
+    let flags = if flags & SETUP_DEFER_TASKRUN != 0 { (flags & !SETUP_DEFER_TASKRUN) | SETUP_COOP_TASKRUN } else { flags };
     let known = SETUP_IOPOLL | SETUP_SQPOLL | SETUP_SQ_AFF | SETUP_CLAMP | SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER;
     if flags & !known != 0 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
