@@ -50,13 +50,6 @@ pub trait WindowHooks {
     fn window_end(&mut self);
 }
 
-/// Hooks that measure nothing.
-pub struct NoHooks;
-impl WindowHooks for NoHooks {
-    fn window_start(&mut self, _: &[i32]) {}
-    fn window_end(&mut self) {}
-}
-
 /// Called about once a second from the coordinating thread with (elapsed s, total s or None,
 /// completions so far including the ramp, in ramp).
 pub type ProgressFn<'a> = &'a mut dyn FnMut(f64, Option<f64>, u64, bool);

@@ -190,7 +190,3 @@ fn block_device_size(f: &File) -> std::io::Result<u64> {
     }
     Ok(size)
 }
-
-pub fn path_of(s: &str) -> &Path {
-    Path::new(s)
-}
