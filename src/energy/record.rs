@@ -64,7 +64,9 @@ pub fn finish(mut report: EnergyReport, opts: &EnergyOptions, idle: Option<Vec<I
             let Some(i) = idle.iter().find(|i| i.source == s.source && i.scope == s.scope) else { continue };
             let covered = s.window_s * s.coverage;
             let dj = s.joules - i.idle_watts * covered;
-            let ok = s.coverage >= super::MIN_COVERAGE_FOR_RATIOS && dj > 0.0;
+            // A dynamic part within floating-point rounding of zero is no energy: dividing by it
+            // would print an absurd ratio.
+            let ok = s.coverage >= super::MIN_COVERAGE_FOR_RATIOS && dj > s.joules * 1e-9;
             dynamic.push(DynamicEnergy {
                 source: s.source.clone(),
                 scope: s.scope.clone(),
