@@ -217,6 +217,12 @@ pub struct Accounting {
     /// window, clock-tick rounding.
     pub unaccounted_s: f64,
     pub unaccounted_fraction: Option<f64>,
+    /// irq + softirq time from /proc/stat over the window. Without IRQ_TIME_ACCOUNTING, interrupt
+    /// work that lands on an idle CPU (a completion IPI and its block softirq while the submitter
+    /// sleeps) is charged to no task: this is the part of `unaccounted_s` that has a known home.
+    pub interrupt_context_s: f64,
+    /// unaccounted - interrupt context, as a fraction of busy time: what no counter explains.
+    pub unexplained_fraction: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -395,7 +401,17 @@ impl Meters {
         };
         let accounting = system.as_ref().map(|s| {
             let classes_s: f64 = classes.iter().map(|c| c.cpu_s).sum();
-            Accounting { classes_s, busy_s: s.busy_s, unaccounted_s: s.busy_s - classes_s, unaccounted_fraction: (s.busy_s > 0.0).then(|| (s.busy_s - classes_s) / s.busy_s) }
+            let unaccounted_s = s.busy_s - classes_s;
+            let interrupt_context_s = s.cpu.irq_s + s.cpu.softirq_s;
+            let frac = |x: f64| (s.busy_s > 0.0).then(|| x / s.busy_s);
+            Accounting {
+                classes_s,
+                busy_s: s.busy_s,
+                unaccounted_s,
+                unaccounted_fraction: frac(unaccounted_s),
+                interrupt_context_s,
+                unexplained_fraction: frac((unaccounted_s - interrupt_context_s).max(0.0)),
+            }
         });
 
         let devices = self.devices.iter().enumerate().map(|(i, d)| {

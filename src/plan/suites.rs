@@ -181,7 +181,7 @@ pub const SUITES: &[Suite] = &[
         Part { name: "S5.1-breakdown", feeds: "latency breakdown of one 4 KiB I/O through the kernel", matrix: s5_baseline, full: (0, "0s", "0s"), quick: (0, "0s", "0s"),
             unsupported: &[("latency breakdown", "needs kernel tracepoints per layer; not implemented")] },
         Part { name: "S5.2-baseline", feeds: "kernel baseline latency (seq/rand read/write) and IOPS/bandwidth 4K-128K for the fast-path comparison", matrix: s5_baseline, full: (3, "5s", "30s"), quick: (1, "0.5s", "1s"),
-            unsupported: &[("interface=nvme-passthru", "the NVMe passthrough (synthesised commands) interface is not in iolab yet")] },
+            unsupported: &[("interface=nvme-passthru", "the fast path (-i nvme-passthru) runs on an NVMe generic device /dev/ngXnY while the suite's target is a block device; run the same matrix with -i nvme-passthru on the namespace's ng device")] },
     ]},
 ];
 
