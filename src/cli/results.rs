@@ -35,17 +35,7 @@ pub struct ResultsArgs {
 }
 
 fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), String>) -> Result<(), String> {
-    if dest == "-" {
-        let stdout = std::io::stdout();
-        let mut lock = stdout.lock();
-        return f(&mut lock);
-    }
-    let path = std::path::Path::new(dest);
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {dest}: {e}"))?;
-    f(&mut tmp)?;
-    tmp.persist(path).map_err(|e| format!("cannot write {dest}: {}", e.error))?;
-    Ok(())
+    super::output::write_with(dest, f)
 }
 
 pub fn main(a: &ResultsArgs) -> i32 {

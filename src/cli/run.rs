@@ -6,7 +6,7 @@ use crate::plan::{Complete, Job, Submit};
 use crate::record::{self, CompletionPath, Environment, Results, RunRecord, Verify};
 use crate::report::summary;
 use crate::target::{self, sysinfo::TargetInfo, Target};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 
 /// A run that could not be done or failed, with its exit code.
 pub struct Failure {
@@ -193,36 +193,16 @@ fn environment(targets: Vec<TargetInfo>) -> Environment {
     }
 }
 
-/// Check before any I/O that a JSON destination can be written (its directory exists and
-/// takes a new file), so a long or destructive run is not wasted on a typo.
+/// Check before any I/O that a JSON destination can be written, so a long or destructive run
+/// is not wasted on a typo.
 pub fn check_output(dest: &str) -> Result<(), String> {
-    if dest == "-" {
-        return Ok(());
-    }
-    let path = std::path::Path::new(dest);
-    if path.is_dir() {
-        return Err(format!("--json {dest} is a directory: give a file name"));
-    }
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    if !dir.is_dir() {
-        return Err(format!("cannot write --json {dest}: directory {} does not exist", dir.display()));
-    }
-    tempfile::NamedTempFile::new_in(dir).map(drop).map_err(|e| format!("cannot write --json {dest}: {} is not writable ({})", dir.display(), std::io::Error::from(e.kind())))
+    super::output::check_writable("--json", dest)
 }
 
-/// Write JSON atomically: a temporary file beside the destination, then rename.
+/// Write JSON whole or not at all (see `output`).
 pub fn write_json(dest: &str, value: &impl serde::Serialize) -> Result<(), String> {
     let text = serde_json::to_string_pretty(value).map_err(|e| format!("cannot encode JSON: {e}"))?;
-    if dest == "-" {
-        println!("{text}");
-        return Ok(());
-    }
-    let path = std::path::Path::new(dest);
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {dest}: {}", e.kind()))?;
-    tmp.write_all(text.as_bytes()).and_then(|_| tmp.as_file().sync_all()).map_err(|e| format!("cannot write {dest}: {e}"))?;
-    tmp.persist(path).map_err(|e| format!("cannot write {dest}: {}", e.error))?;
-    Ok(())
+    super::output::write_bytes(dest, format!("{text}\n").as_bytes())
 }
 
 
