@@ -243,6 +243,10 @@ fn point(c: &Config, x: f64, series: &str, x_label: &str, y_label: &str, y_of: &
 }
 
 fn plot(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
+    plot_with(ctx, configs, p, notes, Vec::new());
+}
+
+fn plot_with(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>, callouts: Vec<Callout>) {
     let mut series: Vec<Series> = Vec::new();
     let mut used: Vec<&Run> = Vec::new();
     for c in configs {
@@ -263,7 +267,7 @@ fn plot(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
     for s in &mut series {
         s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
-    let svg = svg::chart(&Chart { title: p.title.clone(), x: p.x, y: p.y, series, callouts: Vec::new(), lines: true });
+    let svg = svg::chart(&Chart { title: p.title.clone(), x: p.x, y: p.y, series, callouts, lines: true });
     ctx.figure(&p.title, svg, &used, notes);
 }
 
@@ -345,7 +349,8 @@ fn section(sweep: &SweepRuns) -> Section {
 fn configurations(ctx: &mut Ctx) {
     let mut t = Table::new(format!("{}: configurations and replicate statistics", ctx.sweep.name),
         &["configuration", "n", "IOPS mean", "IOPS sd", "IOPS 95 % CI", "MAD outliers", "mean latency µs", "p99 µs", "CPU cores", "completion path taken"]);
-    for c in &ctx.sweep.configs {
+    let (names, common) = short_names(&ctx.sweep.configs);
+    for (c, name) in ctx.sweep.configs.iter().zip(names) {
         let s = c.summary(&iops);
         let (mean, sd, ci, out) = match &s {
             Some(s) => (num(s.mean), s.sd.map(num).unwrap_or("n < 2".into()),
@@ -353,14 +358,33 @@ fn configurations(ctx: &mut Ctx) {
                 if s.outliers.is_empty() { "none".into() } else { s.outliers.iter().map(|i| format!("run {}", c.runs[*i].row.id)).collect::<Vec<_>>().join(", ") }),
             None => ("not measured".into(), String::new(), String::new(), String::new()),
         };
-        let mut paths: Vec<String> = c.runs.iter().map(|r| r.row.completion_observed.clone().unwrap_or("not observed".into()) + if r.fell_back() { " (fell back)" } else { "" }).collect();
-        paths.sort();
-        paths.dedup();
-        t.rows.push(vec![c.key.clone(), c.runs.len().to_string(), mean, sd, ci, out, cell(c, &lat_mean_us), cell(c, &|r| us(r, "/results/total/lat_ns/p99")), cell(c, &cores), paths.join(", ")]);
+        t.rows.push(vec![name, c.runs.len().to_string(), mean, sd, ci, out, cell(c, &lat_mean_us), cell(c, &|r| us(r, "/results/total/lat_ns/p99")), cell(c, &cores), paths_taken(c)]);
+    }
+    if !common.is_empty() {
+        t.notes.push(format!("Common to every configuration: {common}."));
     }
     t.notes.push("Mean ± half-width of the 95 % confidence interval of the mean (Student t, n − 1 df) over the replicates; MAD outliers are flagged, never dropped.".into());
     let runs = ctx.all_runs();
     ctx.table(t, &runs);
+}
+
+/// Each configuration named by the `key=value` parts of its key that vary within the sweep, and
+/// the parts common to all (said once, under the table).
+fn short_names(configs: &[Config]) -> (Vec<String>, String) {
+    let parts: Vec<Vec<&str>> = configs.iter().map(|c| c.key.split(',').collect()).collect();
+    let common: Vec<&str> = parts.first().map(|p| p.iter().filter(|kv| parts.iter().all(|o| o.contains(kv))).copied().collect()).unwrap_or_default();
+    let names = parts.iter().map(|p| {
+        let varying: Vec<&str> = p.iter().filter(|kv| !common.contains(kv)).copied().collect();
+        if varying.is_empty() { "(the only configuration)".to_string() } else { varying.join(", ") }
+    }).collect();
+    (names, common.join(", "))
+}
+
+fn paths_taken(c: &Config) -> String {
+    let mut paths: Vec<String> = c.runs.iter().map(|r| r.row.completion_observed.clone().unwrap_or("not observed".into()) + if r.fell_back() { " (polling fell back)" } else { "" }).collect();
+    paths.sort();
+    paths.dedup();
+    paths.join(", ")
 }
 
 fn s1_latency(ctx: &mut Ctx) {
@@ -379,7 +403,7 @@ fn s1_latency(ctx: &mut Ctx) {
     let p50: Vec<(String, Vec<f64>)> = methods.iter().filter_map(|m| Some((m.clone(), find(m, "randread")?.values(&|r| us(r, "/results/total/lat_ns/p50"))))).collect();
     let ranked = compare::rank(Metric::LatP99Ns, &p50, ALPHA);
     let mut t = Table::new("S1 latency table: p50/p99 (µs) and mean slowdown against the fastest configuration",
-        &["configuration", "randread p50", "randread p99", "randwrite p50", "randwrite p99", "slowdown", "randread p50 vs fastest (Welch, Holm)"]);
+        &["configuration", "randread p50", "randread p99", "randwrite p50", "randwrite p99", "slowdown", "randread p50 vs fastest (Welch, Holm)", "completion path taken"]);
     for row in slowdown_table(&rows) {
         let mut cells = vec![row.name.clone()];
         for (i, (rw, _, p)) in columns.iter().enumerate() {
@@ -400,6 +424,11 @@ fn s1_latency(ctx: &mut Ctx) {
             }
             None => "-".into(),
         });
+        let mine: Vec<&Config> = columns.iter().filter_map(|(rw, _, _)| find(&row.name, rw)).collect();
+        let mut paths: Vec<String> = mine.iter().map(|c| paths_taken(c)).collect();
+        paths.sort();
+        paths.dedup();
+        cells.push(paths.join(", "));
         t.rows.push(cells);
     }
     t.notes.push("Slowdown: for each of the four latency columns, the configuration's mean divided by the fastest configuration's mean in that column, averaged over the columns it has; rows sorted by it (HotStorage'23 Table 2).".into());
@@ -513,27 +542,31 @@ fn counter_cell(c: &Config, name: &str, gap: &Option<String>) -> String {
 
 fn s2_cores(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
-    let method = |c: &Config| c.method();
-    plot(ctx, &cs, Plot { title: "IOPS against cores (threads at QD128)".into(), x: axis("cores (threads)", Scale::Log2), y: axis("IOPS", Scale::Linear),
-        x_of: &|r| r.threads as f64, y_of: &iops, series_of: &method }, vec![]);
     let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
     methods.sort();
     methods.dedup();
-    let mut t = Table::new("S2 cores to peak", &["configuration", "peak IOPS", "threads at the peak", "cores to peak", "how decided"]);
+    let mut t = Table::new("S2 cores to peak", &["configuration", "peak IOPS", "threads at the peak", "cores to peak", "IOPS there", "how decided"]);
+    let mut callouts = Vec::new();
     for m in &methods {
         let mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
         let by_threads: Vec<(String, Vec<f64>)> = mine.iter().map(|c| (c.first().threads.to_string(), c.values(&iops))).collect();
         let ranked = compare::rank(Metric::Iops, &by_threads, ALPHA);
         let Some(best) = ranked.first() else { continue };
         let testable = ranked.iter().skip(1).all(|r| r.verdict != Verdict::Untested);
+        // The best itself is a Tie, so there is always a candidate.
         let (to_peak, how) = if testable {
-            let fewest = ranked.iter().filter(|r| r.verdict == Verdict::Tie).filter_map(|r| r.config_key.parse::<u32>().ok()).min().unwrap_or(0);
-            (fewest.to_string(), "fewest threads not significantly below the peak (Welch against the peak, Holm-corrected, α = 0.05)".to_string())
+            let fewest = ranked.iter().filter(|r| r.verdict == Verdict::Tie).min_by_key(|r| r.config_key.parse::<u32>().unwrap_or(u32::MAX)).unwrap_or(best);
+            (fewest, "fewest threads not significantly below the peak (Welch against the peak, Holm-corrected, α = 0.05)")
         } else {
-            (best.config_key.clone(), "untested (n < 2): the threads of the highest mean".to_string())
+            (best, "untested (n < 2): the threads of the highest mean")
         };
-        t.rows.push(vec![m.clone(), mean_ci(&best.summary), best.config_key.clone(), to_peak, how]);
+        let threads: f64 = to_peak.config_key.parse().unwrap_or(0.0);
+        callouts.push(Callout { x: threads, y: to_peak.summary.mean, text: format!("{m}: {threads} to peak") });
+        t.rows.push(vec![m.clone(), mean_ci(&best.summary), best.config_key.clone(), to_peak.config_key.clone(), mean_ci(&to_peak.summary), how.to_string()]);
     }
+    let method = |c: &Config| c.method();
+    plot_with(ctx, &cs, Plot { title: "IOPS against cores (threads at QD128)".into(), x: axis("cores (threads)", Scale::Log2), y: axis("IOPS", Scale::Linear),
+        x_of: &|r| r.threads as f64, y_of: &iops, series_of: &method }, vec!["Circled: cores to peak per configuration (see the table).".into()], callouts);
     let runs = runs_of(&cs);
     ctx.table(t, &runs);
 }
@@ -591,11 +624,8 @@ fn s3(ctx: &mut Ctx) {
     let mut sorted = four_k.clone();
     sorted.sort_by_key(|c| (c.first().threads, c.method()));
     for c in &sorted {
-        let mut paths: Vec<String> = c.runs.iter().filter_map(|r| r.row.completion_observed.clone()).collect();
-        paths.sort();
-        paths.dedup();
         t.rows.push(vec![c.first().threads.to_string(), c.method(), cell(c, &lat_mean_us), cell(c, &iops), cell(c, &|r| r.row.bw_bytes_per_s.map(|b| b / 1e6)),
-            cell(c, &cores), cell(c, &Run::ctx_switches_per_io), paths.join(", ") + if c.any_fell_back() { " (polling fell back)" } else { "" }]);
+            cell(c, &cores), cell(c, &Run::ctx_switches_per_io), paths_taken(c)]);
     }
     if !sorted.is_empty() {
         ctx.table(t, &runs_of(&four_k));
@@ -747,9 +777,8 @@ fn s4_completion(ctx: &mut Ctx) {
     sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, c.method()));
     let mut t = Table::new("S4 completion methods: latency and CPU per I/O", &["rw", "bs", "method", "mean latency µs", "p99.999 µs", "CPU user ns per I/O", "CPU kernel ns per I/O", "completion path taken"]);
     for c in &sorted {
-        let path = c.runs.iter().filter_map(|r| r.row.completion_observed.clone()).next().unwrap_or("not observed".into()) + if c.any_fell_back() { " (polling fell back)" } else { "" };
         t.rows.push(vec![c.first().rw.clone(), bs_name(c.first().bs), c.method(), cell(c, &lat_mean_us), cell(c, &|r| us(r, "/results/total/lat_ns/p99_999")),
-            cell(c, &|r| r.f("/results/cpu/user_ns_per_io")), cell(c, &|r| r.f("/results/cpu/system_ns_per_io")), path]);
+            cell(c, &|r| r.f("/results/cpu/user_ns_per_io")), cell(c, &|r| r.f("/results/cpu/system_ns_per_io")), paths_taken(c)]);
     }
     ctx.table(t, &runs_of(&cs));
     let method = |c: &Config| c.method();
