@@ -6,6 +6,7 @@
 mod common;
 
 use common::iolab;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -13,32 +14,51 @@ fn work_dir() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("iolab-report-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
-/// Small plans with the names of suite parts; `ios` keeps every run to a few hundred I/Os.
-const PLANS: &[(&str, &str)] = &[
-    ("S1.1-latency", r#"replicates = 2
+/// Small plans with the names of suite parts: (name, budget, measure energy, matrix). Most runs
+/// are a few hundred I/Os; the S3 map's runs last a second each with a fake BMC (a replayed
+/// `ipmitool` reading of 215 W, as in tests/energy_run.rs) so the map is drawn from measured
+/// joules; the GC part runs 2 s for a per-second series.
+const PLANS: &[(&str, &str, bool, &str)] = &[
+    ("S1.1-latency", "ios = 400", false, r#"replicates = 2
 [matrix]
 interface = ["psync", "pvsync2", "libaio", "io_uring"]
 rw = ["randread", "randwrite"]
 "#),
-    ("S2.2-jcurve", r#"replicates = 1
+    ("S1.2-queue-depth", "ios = 400", false, r#"replicates = 1
+[matrix]
+interface = ["libaio", "io_uring"]
+qd = [1, 4]
+"#),
+    ("S2.2-jcurve", "ios = 400", false, r#"replicates = 1
 [matrix]
 interface = ["libaio", "io_uring"]
 qd = [1, 2, 4, 8]
 "#),
-    ("S3-map", r#"replicates = 3
+    ("S2.3-cores", "ios = 400", false, r#"replicates = 2
+[matrix]
+interface = ["libaio"]
+qd = [4]
+threads = [1, 2]
+"#),
+    ("S3-map", "runtime = \"1s\"", true, r#"replicates = 2
 [matrix]
 interface = ["pvsync2", "io_uring"]
 complete = ["irq", "poll"]
 bs = ["4k", "8k"]
-threads = [1, 2]
 "#),
-    ("S4.1-latency", r#"replicates = 1
+    ("S4.1-latency", "ios = 400", false, r#"replicates = 1
 [matrix]
 interface = ["libaio"]
 rw = ["randread", "randwrite"]
 qd = [1, 4]
 "#),
-    ("ad-hoc", r#"replicates = 2
+    ("S4.4-gc", "runtime = \"2s\"", false, r#"replicates = 1
+[matrix]
+interface = ["libaio"]
+rw = ["randwrite"]
+qd = [4]
+"#),
+    ("ad-hoc", "ios = 400", false, r#"replicates = 3
 [matrix]
 interface = ["psync", "libaio"]
 "#),
@@ -47,11 +67,21 @@ interface = ["psync", "libaio"]
 fn make_db(dir: &Path) -> PathBuf {
     let data = dir.join("data.img");
     std::fs::write(&data, vec![0x5au8; 16 << 20]).unwrap();
+    let fake_bmc = dir.join("ipmitool");
+    let reading = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/energy/ipmitool/dcmi_power_reading.1.8.19.C-locale.txt");
+    std::fs::write(&fake_bmc, format!("#!/bin/sh\ncat '{}'\n", reading.display())).unwrap();
+    std::fs::set_permissions(&fake_bmc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let db = dir.join("iolab.db");
-    for (name, matrix) in PLANS {
+    for (name, budget, energy, matrix) in PLANS {
         let plan = dir.join(format!("{name}.toml"));
-        std::fs::write(&plan, format!("name = \"{name}\"\nseed = 5\nios = 400\ntargets = [\"{}\"]\n{matrix}", data.display())).unwrap();
-        iolab(&["sweep", plan.to_str().unwrap(), "--db", db.to_str().unwrap(), "--quiet"]).assert_ok();
+        std::fs::write(&plan, format!("name = \"{name}\"\nseed = 5\n{budget}\ntargets = [\"{}\"]\n{matrix}", data.display())).unwrap();
+        let mut cmd = Command::new(common::BIN);
+        cmd.args(["sweep", plan.to_str().unwrap(), "--db", db.to_str().unwrap(), "--quiet"]);
+        if *energy {
+            cmd.env("IOLAB_IPMITOOL", &fake_bmc);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "sweep {name}: {}", String::from_utf8_lossy(&out.stderr));
     }
     db
 }
@@ -129,16 +159,28 @@ fn report_renders_every_figure_offline_without_errors() {
 
     // Study panels, statistics and provenance.
     for want in ["S1 latency table", "J-curves", "Energy-efficiency map", "Context switches per I/O", "mean latency against queue depth",
-        "ad-hoc (sweep 5)", "ad-hoc: configurations and replicate statistics", "Welch", "Holm", "Student"] {
+        "ad-hoc (sweep 8)", "ad-hoc: configurations and replicate statistics", "Welch", "Holm", "Student", "IOPS against cores", "S2 cores to peak",
+        "Garbage collection: per-second mean write latency", "replicates 3 per configuration"] {
         assert!(html.contains(want), "the page lacks {want:?}");
     }
     assert_eq!(html.matches("<p class=\"prov\">machine ").count(), figures + tables, "provenance under every figure and table");
-    assert!(html.contains("kernel ") && html.contains(" · runs ") && html.contains("replicates 3 per configuration"));
+    assert!(html.contains("kernel ") && html.contains(" · runs "));
     // pvsync2 --complete poll on a file completes by interrupt: said where it is shown.
     assert!(html.contains("poll → interrupt, fell back"), "the fallen-back completion path is not shown");
     assert!(html.contains("Polling was asked for but completions came by interrupt"));
-    // This machine's energy: either a measured map or the panel saying why not, never nothing.
-    assert!(html.contains("data-kind=\"map\"") || html.contains("Not available here"));
+    // The S3 map is drawn from measured joules (the fake BMC), with the tie rule applied.
+    let map = &html[html.find("id=\"s3-map-5-energy-efficiency-map").expect("no energy map figure")..];
+    let map = &map[..map.find("</figure>").unwrap()];
+    assert!(map.contains("data-kind=\"map\"") && map.contains("joules_per_io"), "the energy map is not drawn from joules: {map}");
+    let tiles = map.matches("<g class=\"mark\">").count();
+    assert_eq!(tiles, 2, "one tile per block size (4k, 8k) at one thread");
+    // Without an energy source (the other sweeps here, unless the machine has RAPL or a BMC),
+    // the panel stands in place with the reason.
+    if html.contains("Power and IOPS per joule against queue depth") {
+        assert!(html.contains("Not available here"));
+    } else {
+        assert!(html.contains("Power against queue depth") && html.contains("IOPS per joule against queue depth"));
+    }
 
     // The S1 table is sorted by slowdown, every slowdown ≥ 1 and the first is the smallest.
     let s1 = files(&out.join("tables"), "csv").into_iter().find(|p| p.to_str().unwrap().contains("s1-latency-table")).expect("no S1 latency table CSV");
@@ -173,7 +215,7 @@ fn report_renders_every_figure_offline_without_errors() {
     let only = dir.path().join("s3");
     iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "s3", "--out", only.to_str().unwrap(), "--quiet"]).assert_ok();
     let s3 = std::fs::read_to_string(only.join("report.html")).unwrap();
-    assert!(s3.contains("S3-map (sweep 3)") && !s3.contains("S1.1-latency"));
+    assert!(s3.contains("S3-map (sweep 5)") && !s3.contains("S1.1-latency"));
 }
 
 #[test]

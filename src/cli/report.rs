@@ -69,10 +69,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
         sweeps.sort();
         sweeps.dedup();
         for id in sweeps {
-            if store.sweep(id)?.is_none() {
-                return Err(format!("{} has no sweep {id} (see iolab results --sweeps)", a.db.display()));
-            }
-            groups.extend(data::load(&store, &RunFilter { sweep: Some(id), ..base.clone() })?);
+            groups.push(data::load_sweep(&store, id, &base)?);
         }
     }
     if groups.iter().all(|g| g.configs.is_empty()) {

@@ -38,12 +38,7 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String>
             Some(i) => i,
             None => {
                 let (name, skipped) = match row.sweep_id {
-                    Some(id) => {
-                        let name = store.sweep(id)?.map(|s| s.name).unwrap_or_else(|| format!("sweep {id}"));
-                        let skipped = store.planned_runs(id)?.into_iter().filter(|p| p.status == "skipped")
-                            .map(|p| (p.config_key, p.reason.unwrap_or_default())).collect();
-                        (name, skipped)
-                    }
+                    Some(id) => (store.sweep(id)?.map(|s| s.name).unwrap_or_else(|| format!("sweep {id}")), skipped_runs(store, id)?),
                     None => ("lone runs".to_string(), Vec::new()),
                 };
                 out.push(SweepRuns { id: row.sweep_id, name, configs: Vec::new(), skipped, not_ok: 0 });
@@ -64,6 +59,21 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String>
     }
     out.sort_by_key(|s| s.id.unwrap_or(i64::MAX));
     Ok(out)
+}
+
+/// One sweep's selected runs; a sweep none of whose runs is selected still comes back (empty),
+/// so that what it could not run is reported.
+pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<SweepRuns, String> {
+    let mut groups = load(store, &RunFilter { sweep: Some(sweep), ..filter.clone() })?;
+    if let Some(g) = groups.pop() {
+        return Ok(g);
+    }
+    let info = store.sweep(sweep)?.ok_or_else(|| format!("{} has no sweep {sweep} (see iolab results --sweeps)", store.path()))?;
+    Ok(SweepRuns { id: Some(sweep), name: info.name, configs: Vec::new(), skipped: skipped_runs(store, sweep)?, not_ok: 0 })
+}
+
+fn skipped_runs(store: &Store, sweep: i64) -> Result<Vec<(String, String)>, String> {
+    Ok(store.planned_runs(sweep)?.into_iter().filter(|p| p.status == "skipped").map(|p| (p.config_key, p.reason.unwrap_or_default())).collect())
 }
 
 /// Lone runs have no config key; runs with the same spec columns are replicates of each other.

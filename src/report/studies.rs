@@ -308,6 +308,9 @@ fn section(sweep: &SweepRuns) -> Section {
     });
     let mut ctx = Ctx { sweep, prefix: prefix.clone(), items: Vec::new() };
     let part = crate::plan::suites::SUITES.iter().flat_map(|s| s.parts.iter()).find(|p| p.name == sweep.name);
+    for (what, why) in part.map(|p| p.unsupported).unwrap_or_default() {
+        ctx.note(format!("Not run by iolab: {what}: {why}."));
+    }
     if !sweep.skipped.is_empty() {
         let mut why: BTreeMap<&str, usize> = BTreeMap::new();
         for (_, reason) in &sweep.skipped {

@@ -227,7 +227,10 @@ pub fn chart(c: &Chart) -> String {
             continue;
         }
         let (x, y) = (mx.t(m.x), my.t(m.y));
-        let _ = write!(out, r##"<circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#000" stroke-width="2"/><text x="{:.1}" y="{:.1}" font-weight="600">{}</text>"##, x + 10.0, y - 10.0, esc(&m.text));
+        // Keep the label inside the plot: left of points in the right half, below points near the top.
+        let (tx, anchor) = if x > (px0 + px1) / 2.0 { (x - 10.0, "end") } else { (x + 10.0, "start") };
+        let ty = if y < py1 + 24.0 { y + 22.0 } else { y - 10.0 };
+        let _ = write!(out, r##"<circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#000" stroke-width="2"/><text x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}" font-weight="600">{}</text>"##, esc(&m.text));
     }
     if dropped > 0 {
         let _ = write!(out, r##"<text x="{px0}" y="{}" fill="#a00">{dropped} point(s) not drawable on a log axis (value ≤ 0)</text>"##, H - 28.0);
