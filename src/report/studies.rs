@@ -662,7 +662,8 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
     let threads = distinct(all, |r| r.threads);
     let value = metric_value(metric);
     let mut tiles = Vec::new();
-    let mut t = Table::new(format!("{title} (table)"), &["bs", "threads", "best", "second", "margin", "Welch p", "call (Welch)", "Student p", "call (Student)"]);
+    let best_mean = format!("best's mean {}", metric.name());
+    let mut t = Table::new(format!("{title} (table)"), &["bs", "threads", "best", &best_mean, "second", "margin", "Welch p", "call (Welch)", "Student p", "call (Student)"]);
     let mut disagreements = 0;
     for (col, bs) in bss.iter().enumerate() {
         for (row, th) in threads.iter().enumerate() {
@@ -681,16 +682,18 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
             if student_call != welch_call {
                 disagreements += 1;
             }
+            let p = w.welch.map(|x| format!("p = {}", num(x.p))).unwrap_or_default();
+            let second = w.second.clone().unwrap_or_default();
             let sub = match w.call {
-                TileCall::Tie => format!("tie with {} (p = {})", w.second.clone().unwrap_or_default(), num(w.welch.map(|x| x.p).unwrap_or(1.0))),
-                TileCall::Untested => format!("{margin} (untested, n < 2)"),
-                TileCall::Alone => "only method".into(),
-                TileCall::Clear => format!("{margin} over {}", w.second.clone().unwrap_or_default()),
+                TileCall::Tie => vec![format!("tie with {second}"), format!("{margin}, {p}")],
+                TileCall::Untested => vec![format!("{margin} over {second}"), "untested, n < 2".into()],
+                TileCall::Alone => vec!["only method".into()],
+                TileCall::Clear => vec![format!("{margin} over {second}"), p.clone()],
             };
             let (text, key) = if w.call == TileCall::Tie { (format!("tie: {}", w.best), svg::TIE_KEY.to_string()) } else { (w.best.clone(), w.best.clone()) };
-            tiles.push(Tile { col, row, text, sub: sub.clone(), key,
-                tip: format!("{} · {} threads · best {} ({} {}) · {}", bs_name(*bs), th, w.best, num(w.best_mean), metric.name(), sub) });
-            t.rows.push(vec![bs_name(*bs), th.to_string(), w.best.clone(), w.second.clone().unwrap_or("-".into()), margin,
+            tiles.push(Tile { col, row, text, key,
+                tip: format!("{} · {} threads · best {} ({} {}) · {}", bs_name(*bs), th, w.best, num(w.best_mean), metric.name(), sub.join(", ")), sub });
+            t.rows.push(vec![bs_name(*bs), th.to_string(), w.best.clone(), num(w.best_mean), w.second.clone().unwrap_or("-".into()), margin,
                 w.welch.map(|x| num(x.p)).unwrap_or("-".into()), welch_call, w.student.map(|x| num(x.p)).unwrap_or("-".into()), student_call]);
         }
     }

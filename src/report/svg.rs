@@ -251,9 +251,9 @@ fn truncate(s: &str, n: usize) -> String {
 pub struct Tile {
     pub col: usize,
     pub row: usize,
-    /// Big text (e.g. the winning method) and small text (e.g. "+12 %" or "tie").
+    /// Big text (e.g. the winning method) and small lines under it (e.g. "+12 % over irq").
     pub text: String,
-    pub sub: String,
+    pub sub: Vec<String>,
     /// Tiles with the same key share a colour (e.g. the winning method); empty or [`TIE_KEY`] = grey.
     pub key: String,
     pub tip: String,
@@ -296,11 +296,18 @@ pub fn tile_map(m: &TileMap) -> String {
     }
     let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, (px0 + px1) / 2.0, H - 12.0, esc(&m.x_label));
     let _ = write!(out, r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#, (py0 + py1) / 2.0, esc(&m.y_label));
+    // Characters that fit across a tile at a glyph width (px); the tooltip has the whole text.
+    let fit = |glyph: f64| ((cw - 6.0) / glyph).max(4.0) as usize;
     for t in &m.tiles {
         let colour = key_colour(&keys, &t.key);
         let (x, y) = (px0 + t.col as f64 * cw, py0 + t.row as f64 * rh);
-        let _ = write!(out, r##"<g class="mark"><title>{}</title><rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{colour}" fill-opacity="0.55" stroke="#fff" stroke-width="2"/><text x="{:.1}" y="{:.1}" text-anchor="middle" font-weight="600">{}</text><text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text></g>"##,
-            esc(&t.tip), cw, rh, x + cw / 2.0, y + rh / 2.0 - 2.0, esc(&truncate(&t.text, 22)), x + cw / 2.0, y + rh / 2.0 + 13.0, esc(&t.sub));
+        let top = y + rh / 2.0 - 6.0 * t.sub.len() as f64;
+        let _ = write!(out, r##"<g class="mark"><title>{}</title><rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{colour}" fill-opacity="0.55" stroke="#fff" stroke-width="2"/><text x="{:.1}" y="{top:.1}" text-anchor="middle" font-weight="600">{}</text>"##,
+            esc(&t.tip), cw, rh, x + cw / 2.0, esc(&truncate(&t.text, fit(7.5))));
+        for (i, line) in t.sub.iter().enumerate() {
+            let _ = write!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#, x + cw / 2.0, top + 14.0 + 13.0 * i as f64, esc(&truncate(line, fit(6.2))));
+        }
+        out += "</g>";
     }
     for (i, k) in keys.iter().enumerate() {
         let ly = TOP + 16.0 + i as f64 * 17.0;
