@@ -331,3 +331,43 @@ pub fn unavailable(title: &str, reason: &str) -> (String, bool) {
     }
     (out + "</svg>", lines.len() <= MAX_LINES)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(x: f64, y: f64) -> Point {
+        Point { x, y, ci: Some(1.0), tip: format!("{x},{y}"), flagged: false }
+    }
+
+    #[test]
+    fn ticks_on_both_scales() {
+        let log = Mapping { lo: 1.0, hi: 64.0, scale: Scale::Log2, from: 0.0, to: 100.0 };
+        assert_eq!(log.ticks(), vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
+        assert_eq!((log.t(1.0), log.t(8.0), log.t(64.0)), (0.0, 50.0, 100.0));
+        let lin = Mapping { lo: 0.0, hi: 1060.0, scale: Scale::Linear, from: 0.0, to: 1.0 };
+        assert_eq!(lin.ticks(), vec![0.0, 200.0, 400.0, 600.0, 800.0, 1000.0]);
+        assert_eq!(short_number(125_000.0), "125k");
+        assert_eq!(short_number(2.5e6), "2.5M");
+        assert_eq!(short_number(0.25), "0.25");
+    }
+
+    #[test]
+    fn one_mark_per_drawable_point_and_the_rest_said() {
+        let c = Chart { title: "t".into(), x: Axis { label: "qd".into(), scale: Scale::Log2 }, y: Axis { label: "IOPS".into(), scale: Scale::Linear },
+            series: vec![Series { name: "a".into(), points: vec![pt(1.0, 10.0), pt(2.0, 20.0), pt(0.0, 5.0)] }], callouts: vec![], lines: true };
+        let svg = chart(&c);
+        assert_eq!(svg.matches("class=\"mark\"").count(), 2);
+        assert!(svg.contains("1 point(s) not drawable on a log axis"));
+        assert!(svg.contains("<title>1,10</title>"));
+    }
+
+    #[test]
+    fn unavailable_panel_wraps_and_says_whether_it_fits() {
+        let (svg, fits) = unavailable("Power", "no RAPL here");
+        assert!(fits && svg.contains("data-kind=\"unavailable\"") && svg.contains("Not available here") && svg.contains("no RAPL here"));
+        let long = "word ".repeat(1000);
+        assert!(!unavailable("Power", &long).1);
+        assert_eq!(wrap("aa bb cc", 5), vec!["aa bb", "cc"]);
+    }
+}
