@@ -136,6 +136,8 @@ fn report_renders_every_figure_offline_without_errors() {
     let page = out.join("report.html");
     assert_eq!(run.stdout.lines().next(), Some(page.to_str().unwrap()), "the page's path comes first:\n{}", run.describe());
     let html = std::fs::read_to_string(&page).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o644, "a report is readable by others");
 
     // Offline: nothing is fetched (the SVG namespace is a name, not a fetch).
     for attr in ["src=", "href=", "url("] {

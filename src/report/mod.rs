@@ -23,6 +23,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Temporary files are created 0600; a report is for sharing, so readable like any new file.
+    use std::os::unix::fs::PermissionsExt;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     tmp.write_all(bytes).and_then(|_| tmp.as_file().sync_all()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     tmp.persist(path).map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
     Ok(())
