@@ -24,6 +24,7 @@ fn main() {
         Cmd::Restore => cli::run::restore_main(),
         Cmd::Suite(cmd) => cli::suite::main(cmd),
         Cmd::Compare(args) => cli::compare::main(args),
+        Cmd::Report(args) => cli::report::main(args),
     };
     std::process::exit(code);
 }

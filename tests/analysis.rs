@@ -389,3 +389,55 @@ fn replicate_values_come_from_the_store_by_config_key() {
     assert_eq!(cmp.iter().find(|c| c.metric == Metric::LatMeanNs).unwrap().verdict, Verdict::Faster);
     assert!(cmp.iter().all(|c| c.metric != Metric::JoulesPerIo));
 }
+
+// ---- study reductions: slowdown table and the map's tiles ----
+
+#[test]
+fn slowdown_table_against_the_fastest_per_column() {
+    use iolab::analysis::study::slowdown_table;
+    // Columns: read p50, read p99, write p50, write p99 (µs).
+    let rows = vec![
+        ("slow".to_string(), vec![Some(20.0), Some(40.0), Some(30.0), Some(60.0)]),
+        ("fast".to_string(), vec![Some(10.0), Some(20.0), Some(15.0), Some(30.0)]),
+        ("mixed".to_string(), vec![Some(10.0), Some(40.0), None, Some(30.0)]),
+        ("empty".to_string(), vec![None, None, None, None]),
+    ];
+    let t = slowdown_table(&rows);
+    let names: Vec<&str> = t.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["fast", "mixed", "slow", "empty"]);
+    assert_eq!(t[0].slowdown, Some(1.0));
+    // mixed: (10/10 + 40/20 + 30/30) / 3 = 4/3, over the three columns it has.
+    assert_close!(t[1].slowdown.unwrap(), 4.0 / 3.0, 1e-12);
+    assert_eq!(t[2].slowdown, Some(2.0));
+    assert_eq!(t[3].slowdown, None);
+}
+
+#[test]
+fn tile_winner_margin_and_tie() {
+    use iolab::analysis::study::{tile_winner, TileCall};
+    // Joules per I/O, lower is better. "poll" is clearly cheaper than "irq": both sds are
+    // √(0.02 / 3) = 0.0816, se = √(2 · 0.00667 / 4) = 0.0577, t = 1.0 / 0.0577 = 17.3 on 6 df.
+    let clear = vec![("irq".to_string(), vec![2.0, 2.1, 1.9, 2.0]), ("poll".to_string(), vec![1.0, 1.1, 0.9, 1.0]),
+        ("hybrid".to_string(), vec![3.0, 3.2, 2.8, 3.0])];
+    let w = tile_winner(Metric::JoulesPerIo, &clear, ALPHA).unwrap();
+    assert_eq!((w.best.as_str(), w.second.as_deref()), ("poll", Some("irq")));
+    assert_close!(w.margin.unwrap(), 1.0, 1e-12); // second / best − 1 = 2.0 / 1.0 − 1
+    assert_eq!(w.call, TileCall::Clear);
+    assert!(w.welch.unwrap().p < 1e-4);
+    // Overlapping replicates C and D: Welch p = 0.556 > 0.05 → tie (scipy values in welch_matches_scipy).
+    let tie = vec![("irq".to_string(), C.to_vec()), ("poll".to_string(), D.to_vec())];
+    let w = tile_winner(Metric::Iops, &tie, ALPHA).unwrap();
+    assert_eq!(w.call, TileCall::Tie);
+    assert_eq!(w.best, "irq"); // mean 255.75 > 251.5
+    assert_close!(w.margin.unwrap(), 255.75 / 251.5 - 1.0, 1e-12);
+    assert_close!(w.welch.unwrap().p, 0.5564074315953828, 1e-8);
+    // Student's p (0.365, student_matches_scipy) differs from Welch's and is kept beside it.
+    assert_close!(w.student.unwrap().p, 0.3649572884780081, 1e-8);
+    // One replicate a side: untested; one method: alone.
+    let single = vec![("irq".to_string(), vec![1.0]), ("poll".to_string(), vec![2.0])];
+    assert_eq!(tile_winner(Metric::Iops, &single, ALPHA).unwrap().call, TileCall::Untested);
+    let alone = vec![("irq".to_string(), vec![1.0, 1.2])];
+    let w = tile_winner(Metric::Iops, &alone, ALPHA).unwrap();
+    assert_eq!((w.call, w.margin), (TileCall::Alone, None));
+    assert!(tile_winner(Metric::Iops, &[], ALPHA).is_none());
+}

@@ -388,16 +388,7 @@ fn meter_points(offset_s: f64, drift_ppm: f64) -> Vec<(f64, f64)> {
 fn iso(t: f64) -> String {
     let secs = t.floor() as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // civil from days (inverse of days_from_civil)
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = iolab::energy::meterlog::civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:06.3}Z", rem / 3600, rem % 3600 / 60, (rem % 60) as f64 + (t - t.floor()))
 }
 

@@ -3,3 +3,4 @@ pub mod steady;
 pub mod compare;
 pub mod saturation;
 pub mod stats;
+pub mod study;

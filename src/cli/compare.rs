@@ -31,13 +31,7 @@ fn fmt(m: Metric, x: f64) -> String {
 }
 
 pub fn main(a: &CompareArgs) -> i32 {
-    match run(a) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("iolab: {e}");
-            2
-        }
-    }
+    super::exit_code(run(a))
 }
 
 fn run(args: &CompareArgs) -> Result<(), String> {

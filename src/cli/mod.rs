@@ -4,6 +4,7 @@ pub mod interfaces_cmd;
 pub mod output;
 pub mod precondition;
 pub mod probe;
+pub mod report;
 pub mod results;
 pub mod run;
 pub mod suite;
@@ -44,6 +45,9 @@ pub enum Cmd {
     Suite(suite::SuiteCmd),
     /// Two configurations (or two databases) side by side with ratios and significance.
     Compare(compare::CompareArgs),
+    /// One self-contained HTML report over a results database (a suite, sweeps or filtered
+    /// runs), with every figure as SVG and every table as CSV and Markdown.
+    Report(report::ReportArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -276,6 +280,18 @@ impl RunArgs {
             scheduler: self.scheduler.clone(),
             set: self.set.clone(),
         })
+    }
+}
+
+/// Exit code of a command whose every error is the user's: 0, or the error as one line on
+/// stderr and 2.
+pub fn exit_code(r: Result<(), String>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            2
+        }
     }
 }
 

@@ -39,13 +39,7 @@ fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), Stri
 }
 
 pub fn main(a: &ResultsArgs) -> i32 {
-    match results(a) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("iolab: {e}");
-            2
-        }
-    }
+    super::exit_code(results(a))
 }
 
 fn results(a: &ResultsArgs) -> Result<(), String> {

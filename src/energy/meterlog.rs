@@ -64,6 +64,20 @@ pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146097 + doe - 719468
 }
 
+/// The proleptic Gregorian date (year, month, day) of a count of days since 1970-01-01, the
+/// inverse of [`days_from_civil`] (H. Hinnant's algorithm).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 fn hms(s: &str) -> Option<f64> {
     let mut it = s.split(':');
     let h: f64 = it.next()?.trim().parse().ok()?;
@@ -275,6 +289,9 @@ mod tests {
     #[test]
     fn dates() {
         assert_eq!(days_from_civil(1970, 1, 1), 0);
+        for (y, m, d) in [(1970, 1, 1), (2000, 2, 29), (2026, 11, 23), (1969, 12, 31), (2100, 3, 1)] {
+            assert_eq!(civil_from_days(days_from_civil(y, m, d)), (y, m, d));
+        }
         assert_eq!(parse_timestamp("2025-03-06T19:30:35Z"), Some(1741289435.0));
         assert_eq!(parse_timestamp("2025-03-06T20:30:35.5+01:00"), Some(1741289435.5));
         assert_eq!(parse_timestamp("2025-03-06 14:30:35-05:00"), Some(1741289435.0));

@@ -1,2 +1,61 @@
-//! Reports: what people read. For now the terminal summary of one run.
+//! Reports: what people read. The terminal summary of one run (`summary`), and `iolab report`:
+//! a self-contained HTML page over a results database with every figure also as SVG and every
+//! table as CSV and Markdown (`data` reads the store, `studies` builds the per-study sections
+//! through the analysis layer, `svg`/`tables`/`html` render). Never touches devices.
+pub mod data;
+pub mod html;
+pub mod studies;
 pub mod summary;
+pub mod svg;
+pub mod tables;
+
+use std::path::{Path, PathBuf};
+
+/// How the report's numbers were made, at the end of the page (docs/report.md has the long form).
+pub const METHOD_NOTES: &str = "<p>Every number is measured by iolab on the machine named in each figure's provenance line; nothing is modelled or estimated. Where the machine could not measure something (no energy source, no performance counters, polling that fell back to interrupts, runs that could not be made), the place says so with the reason.</p>\
+<p><b>Replicates.</b> Each configuration's replicates are summarised by the mean, the sample standard deviation and the 95 % confidence interval of the mean (Student t quantile with n − 1 degrees of freedom); error bars show that interval. Replicates whose modified z-score (median absolute deviation) exceeds 3.5 are flagged (hollow marks, the configurations table) and never dropped.</p>\
+<p><b>Comparisons.</b> Two configurations are compared with Welch's unequal-variance t-test; a ranking of more than two tests every configuration against the best and corrects the p-values with Holm's step-down procedure (α = 0.05). In the S3 map, best and second of a tile are one comparison (Welch, no correction) and a tile is a tie when p &gt; 0.05. HotStorage'22 used a two-sample t-test; its map table lists Student's pooled-variance p beside Welch's and counts where the two calls differ.</p>\
+<p><b>Saturation.</b> A J-curve saturates at the first queue depth whose next step gains less than 5 % IOPS per doubling of the queue while mean latency grows by more than 20 % per doubling, applied to replicate means.</p>";
+
+/// Write `bytes` to `path` atomically: a temporary file in the same directory, synced, renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Temporary files are created 0600; a report is for sharing, so readable like any new file.
+    use std::os::unix::fs::PermissionsExt;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    tmp.write_all(bytes).and_then(|_| tmp.as_file().sync_all()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    tmp.persist(path).map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
+    Ok(())
+}
+
+/// Write the page, each figure as SVG and each table as CSV and Markdown under `out`; returns the
+/// paths written, the page first.
+pub fn write(out: &Path, header: &html::Header, sections: &[studies::Section]) -> Result<Vec<PathBuf>, String> {
+    let mut written = Vec::new();
+    let page = out.join("report.html");
+    write_atomic(&page, html::page(header, sections, METHOD_NOTES).as_bytes())?;
+    written.push(page);
+    for item in sections.iter().flat_map(|s| s.items.iter()) {
+        match item {
+            studies::Item::Figure(f) => {
+                let p = out.join(html::figure_file(&f.id));
+                let standalone = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- {} -->\n{}\n", f.provenance.replace("--", "-"), f.svg);
+                write_atomic(&p, standalone.as_bytes())?;
+                written.push(p);
+            }
+            studies::Item::Table(t) => {
+                let (csv, md) = html::table_files(&t.id);
+                for (name, text) in [(csv, t.table.csv()), (md, t.table.markdown() + &format!("\n{}\n", t.provenance))] {
+                    let p = out.join(name);
+                    write_atomic(&p, text.as_bytes())?;
+                    written.push(p);
+                }
+            }
+            studies::Item::Note(_) => {}
+        }
+    }
+    Ok(written)
+}

@@ -64,7 +64,8 @@ fn cells(r: &RunRow) -> Vec<String> {
     ]
 }
 
-fn quote(s: &str) -> std::borrow::Cow<'_, str> {
+/// RFC 4180 quoting of one cell.
+pub fn quote(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
 
-pub use export::CSV_COLUMNS;
+pub use export::{quote as csv_quote, CSV_COLUMNS};
 pub use extract::DIRECTIONS;
 
 /// The database file used when none is named.

@@ -1,0 +1,107 @@
+//! `iolab report`: one self-contained HTML page over a results database (a suite, sweeps, or
+//! any filter of runs), with every figure as SVG and every table as CSV and Markdown.
+use crate::report::{data, html, studies};
+use crate::store::{RunFilter, Store};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Results database.
+    #[arg(long, default_value = crate::store::DEFAULT_PATH)]
+    pub db: PathBuf,
+    /// Report a suite (S1 to S5): for each of its parts, the newest sweep of that name.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Only runs of this sweep (repeatable).
+    #[arg(long)]
+    pub sweep: Vec<i64>,
+    #[arg(long)]
+    pub interface: Option<String>,
+    #[arg(long)]
+    pub rw: Option<String>,
+    /// Configuration key, as `iolab sweep --dry-run` prints it.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// Directory for report.html, figures/ and tables/ (created).
+    #[arg(long, default_value = "report")]
+    pub out: PathBuf,
+    /// Print only the page's path.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn main(a: &ReportArgs) -> i32 {
+    super::exit_code(report(a))
+}
+
+fn report(a: &ReportArgs) -> Result<(), String> {
+    if !a.db.exists() {
+        return Err(format!("no results database at {}: run `iolab suite run` or `iolab sweep PLAN` first, or pass --db", a.db.display()));
+    }
+    let store = Store::open_existing(&a.db)?;
+    let base = RunFilter { interface: a.interface.clone(), rw: a.rw.clone(), config_key: a.config.clone(), ..Default::default() };
+    let mut sweeps = a.sweep.clone();
+    let mut selection = Vec::new();
+    if let Some(name) = &a.suite {
+        let suite = crate::plan::suites::find(name)
+            .ok_or_else(|| format!("no suite '{name}': the suites are {}", crate::plan::suites::SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")))?;
+        let infos = store.sweep_infos()?;
+        let found: Vec<i64> = suite.parts.iter()
+            .filter_map(|p| infos.iter().filter(|s| s.name == p.name && s.done + s.skipped > 0).max_by_key(|s| s.id).map(|s| s.id))
+            .collect();
+        if found.is_empty() {
+            return Err(format!("{} holds no runs of suite {}: run `iolab suite run {}` first", a.db.display(), suite.name, suite.name));
+        }
+        selection.push(format!("suite {} (sweeps {})", suite.name, found.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
+        sweeps.extend(found);
+    } else if !sweeps.is_empty() {
+        selection.push(format!("sweeps {}", sweeps.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
+    }
+    for (what, v) in [("interface", &a.interface), ("rw", &a.rw), ("config", &a.config)] {
+        if let Some(v) = v {
+            selection.push(format!("{what} = {v}"));
+        }
+    }
+    let mut groups = Vec::new();
+    if sweeps.is_empty() {
+        groups = data::load(&store, &base)?;
+    } else {
+        sweeps.sort();
+        sweeps.dedup();
+        for id in sweeps {
+            groups.push(data::load_sweep(&store, id, &base)?);
+        }
+    }
+    if groups.iter().all(|g| g.configs.is_empty()) {
+        return Err(format!("the selection holds no finished runs in {} (see iolab results)", a.db.display()));
+    }
+    let sections = studies::sections(&groups);
+    let all: Vec<&data::Run> = groups.iter().flat_map(|g| g.configs.iter().flat_map(|c| c.runs.iter())).collect();
+    let header = html::Header {
+        title: match &a.suite {
+            Some(s) => format!("iolab report: {}", crate::plan::suites::find(s).map(|s| format!("{} — {}", s.name, s.title)).unwrap_or_default()),
+            None => "iolab report".into(),
+        },
+        database: a.db.display().to_string(),
+        selection: if selection.is_empty() { "all runs".into() } else { selection.join(", ") },
+        generated: format!("by iolab {} at {} UTC", env!("CARGO_PKG_VERSION"), utc_now()),
+        provenance: studies::provenance(&all),
+    };
+    let written = crate::report::write(&a.out, &header, &sections)?;
+    if a.quiet {
+        println!("{}", written[0].display());
+    } else {
+        for p in &written {
+            println!("{}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// The current UTC time as YYYY-MM-DD HH:MM.
+fn utc_now() -> String {
+    let secs = crate::store::now() as i64;
+    let (y, m, d) = crate::energy::meterlog::civil_from_days(secs.div_euclid(86400));
+    let rem = secs.rem_euclid(86400);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+}

@@ -1,0 +1,176 @@
+//! What a report is made of, read from the results database: the selected runs grouped by
+//! sweep and, within a sweep, by configuration (its replicates), with each run's full record.
+use crate::analysis::compare::{Metric, ENERGY_PATHS, ENERGY_SCOPES};
+use crate::analysis::stats::{self, Summary};
+use crate::store::{RunFilter, RunRow, Store};
+use serde_json::Value;
+
+/// One stored run and its record.
+pub struct Run {
+    pub row: RunRow,
+    pub record: Value,
+}
+
+/// The replicates of one configuration.
+pub struct Config {
+    pub key: String,
+    pub runs: Vec<Run>,
+}
+
+/// The selected runs of one sweep (or the lone runs, `id` None).
+pub struct SweepRuns {
+    pub id: Option<i64>,
+    pub name: String,
+    pub configs: Vec<Config>,
+    /// Planned runs the machine could not do: (config key, reason).
+    pub skipped: Vec<(String, String)>,
+    /// Runs selected but not `ok` (failed, interrupted): left out of every figure, counted here.
+    pub not_ok: usize,
+}
+
+/// Read the runs a filter selects, grouped by sweep then configuration, sweeps in id order
+/// (lone runs last) and configurations in order of their first run.
+pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String> {
+    let rows = store.list_runs(filter)?;
+    let mut out: Vec<SweepRuns> = Vec::new();
+    for row in rows {
+        let idx = match out.iter().position(|s| s.id == row.sweep_id) {
+            Some(i) => i,
+            None => {
+                let (name, skipped) = match row.sweep_id {
+                    Some(id) => (store.sweep(id)?.map(|s| s.name).unwrap_or_else(|| format!("sweep {id}")), skipped_runs(store, id)?),
+                    None => ("lone runs".to_string(), Vec::new()),
+                };
+                out.push(SweepRuns { id: row.sweep_id, name, configs: Vec::new(), skipped, not_ok: 0 });
+                out.len() - 1
+            }
+        };
+        let sweep = &mut out[idx];
+        if row.status != "ok" {
+            sweep.not_ok += 1;
+            continue;
+        }
+        let record = store.run_record(row.id)?.unwrap_or(Value::Null);
+        let key = row.config_key.clone().unwrap_or_else(|| lone_key(&row));
+        match sweep.configs.iter_mut().find(|c| c.key == key) {
+            Some(c) => c.runs.push(Run { row, record }),
+            None => sweep.configs.push(Config { key, runs: vec![Run { row, record }] }),
+        }
+    }
+    out.sort_by_key(|s| s.id.unwrap_or(i64::MAX));
+    Ok(out)
+}
+
+/// One sweep's selected runs; a sweep none of whose runs is selected still comes back (empty),
+/// so that what it could not run is reported.
+pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<SweepRuns, String> {
+    let mut groups = load(store, &RunFilter { sweep: Some(sweep), ..filter.clone() })?;
+    if let Some(g) = groups.pop() {
+        return Ok(g);
+    }
+    let info = store.sweep(sweep)?.ok_or_else(|| format!("{} has no sweep {sweep} (see iolab results --sweeps)", store.path()))?;
+    Ok(SweepRuns { id: Some(sweep), name: info.name, configs: Vec::new(), skipped: skipped_runs(store, sweep)?, not_ok: 0 })
+}
+
+fn skipped_runs(store: &Store, sweep: i64) -> Result<Vec<(String, String)>, String> {
+    Ok(store.planned_runs(sweep)?.into_iter().filter(|p| p.status == "skipped").map(|p| (p.config_key, p.reason.unwrap_or_default())).collect())
+}
+
+/// Lone runs have no config key; runs with the same spec columns are replicates of each other.
+fn lone_key(r: &RunRow) -> String {
+    format!("interface={},submit={},complete={},rw={},bs={},qd={},threads={}", r.interface, r.submit, r.complete, r.rw, r.bs, r.qd, r.threads)
+}
+
+impl Run {
+    pub fn f(&self, pointer: &str) -> Option<f64> {
+        self.record.pointer(pointer).and_then(Value::as_f64).filter(|x| x.is_finite())
+    }
+
+    pub fn scheduler(&self) -> String {
+        self.record.pointer("/spec/scheduler").and_then(Value::as_str).unwrap_or("unchanged").to_string()
+    }
+
+    pub fn fell_back(&self) -> bool {
+        self.row.fell_back == Some(true)
+    }
+
+    fn energy(&self) -> Option<&Value> {
+        ENERGY_PATHS.iter().find_map(|p| self.record.pointer(p).filter(|v| v.is_object()))
+    }
+
+    /// The energy source used for this run's figures: the first scope of [`ENERGY_SCOPES`] with
+    /// a source that covered the window (it has `iops_per_joule`); the same choice as
+    /// `Metric::JoulesPerIo`.
+    fn energy_source(&self) -> Option<&Value> {
+        let sources = self.energy()?.get("sources")?.as_array()?;
+        ENERGY_SCOPES.iter().find_map(|scope| {
+            sources.iter().find(|s| s.get("scope").and_then(Value::as_str) == Some(scope) && s.get("iops_per_joule").and_then(Value::as_f64).is_some())
+        })
+    }
+
+    pub fn watts(&self) -> Option<f64> {
+        self.energy_source()?.get("mean_watts").and_then(Value::as_f64)
+    }
+
+    pub fn iops_per_joule(&self) -> Option<f64> {
+        Metric::JoulesPerIo.of_record(&self.record).filter(|j| *j > 0.0).map(|j| 1.0 / j)
+    }
+
+    pub fn bytes_per_joule(&self) -> Option<f64> {
+        self.iops_per_joule().map(|x| x * self.row.bs as f64)
+    }
+
+    /// Why the record has no energy figure (the energy layer's reasons), when it has none.
+    pub fn energy_missing_reason(&self) -> Option<String> {
+        if self.iops_per_joule().is_some() {
+            return None;
+        }
+        let Some(e) = self.energy() else { return Some("the record has no energy report (recorded by an iolab without energy measurement)".into()) };
+        let reasons: Vec<&str> = e.get("reasons").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        Some(if reasons.is_empty() { "no energy source covered enough of the measured window".into() } else { reasons.join("; ") })
+    }
+
+    /// Why hardware counters are missing, when they are.
+    pub fn counters_missing_reason(&self) -> Option<String> {
+        match self.record.pointer("/cost/counters") {
+            None | Some(Value::Null) => Some("the record has no perf counters".into()),
+            Some(c) => c.get("hardware_unavailable").and_then(Value::as_str).map(str::to_string),
+        }
+    }
+
+    /// Context switches of iolab's worker threads per I/O.
+    pub fn ctx_switches_per_io(&self) -> Option<f64> {
+        let classes = self.record.pointer("/cost/classes")?.as_array()?;
+        let w = classes.iter().find(|c| c.get("class").and_then(Value::as_str) == Some("workload"))?;
+        w.get("ctx_switches_per_io").and_then(Value::as_f64)
+    }
+}
+
+impl Config {
+    pub fn first(&self) -> &RunRow {
+        &self.runs[0].row
+    }
+
+    /// A measured value of every replicate that has it.
+    pub fn values(&self, f: &dyn Fn(&Run) -> Option<f64>) -> Vec<f64> {
+        self.runs.iter().filter_map(f).filter(|x| x.is_finite()).collect()
+    }
+
+    pub fn summary(&self, f: &dyn Fn(&Run) -> Option<f64>) -> Option<Summary> {
+        stats::summarize(&self.values(f))
+    }
+
+    pub fn any_fell_back(&self) -> bool {
+        self.runs.iter().any(Run::fell_back)
+    }
+
+    /// Interface, submission and completion: the design point, e.g. `io_uring sqpoll poll`.
+    pub fn method(&self) -> String {
+        let r = self.first();
+        let mut s = r.interface.clone();
+        if r.submit != "syscall" {
+            s += &format!(" {}", r.submit);
+        }
+        s + &format!(" {}", r.complete)
+    }
+}

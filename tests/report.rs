@@ -1,0 +1,243 @@
+//! `iolab report` end to end: a database made by real sweeps (tiny I/O budgets on a temporary
+//! file, named after suite parts so each gets its study panels) is reported; the files are
+//! checked (offline, one SVG per figure, CSV and Markdown per table, the S1 slowdown ordering,
+//! provenance), and the page is rendered in headless Chromium, whose dumped DOM must show every
+//! figure drawn and no script or console error. Bad input gets one line and exit code 2.
+mod common;
+
+use common::iolab;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn work_dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("iolab-report-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// Small plans with the names of suite parts: (name, budget, measure energy, matrix). Most runs
+/// are a few hundred I/Os; the S3 map's runs last a second each with a fake BMC (a replayed
+/// `ipmitool` reading of 215 W, as in tests/energy_run.rs) so the map is drawn from measured
+/// joules; the GC part runs 2 s for a per-second series.
+const PLANS: &[(&str, &str, bool, &str)] = &[
+    ("S1.1-latency", "ios = 400", false, r#"replicates = 2
+[matrix]
+interface = ["psync", "pvsync2", "libaio", "io_uring"]
+rw = ["randread", "randwrite"]
+"#),
+    ("S1.2-queue-depth", "ios = 400", false, r#"replicates = 1
+[matrix]
+interface = ["libaio", "io_uring"]
+qd = [1, 4]
+"#),
+    ("S2.2-jcurve", "ios = 400", false, r#"replicates = 1
+[matrix]
+interface = ["libaio", "io_uring"]
+qd = [1, 2, 4, 8]
+"#),
+    ("S2.3-cores", "ios = 400", false, r#"replicates = 2
+[matrix]
+interface = ["libaio"]
+qd = [4]
+threads = [1, 2]
+"#),
+    ("S3-map", "runtime = \"1s\"", true, r#"replicates = 2
+[matrix]
+interface = ["pvsync2", "io_uring"]
+complete = ["irq", "poll"]
+bs = ["4k", "8k"]
+"#),
+    ("S4.1-latency", "ios = 400", false, r#"replicates = 1
+[matrix]
+interface = ["libaio"]
+rw = ["randread", "randwrite"]
+qd = [1, 4]
+"#),
+    ("S4.4-gc", "runtime = \"2s\"", false, r#"replicates = 1
+[matrix]
+interface = ["libaio"]
+rw = ["randwrite"]
+qd = [4]
+"#),
+    ("ad-hoc", "ios = 400", false, r#"replicates = 3
+[matrix]
+interface = ["psync", "libaio"]
+"#),
+];
+
+fn make_db(dir: &Path) -> PathBuf {
+    let data = dir.join("data.img");
+    std::fs::write(&data, vec![0x5au8; 16 << 20]).unwrap();
+    let fake_bmc = dir.join("ipmitool");
+    let reading = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/energy/ipmitool/dcmi_power_reading.1.8.19.C-locale.txt");
+    std::fs::write(&fake_bmc, format!("#!/bin/sh\ncat '{}'\n", reading.display())).unwrap();
+    std::fs::set_permissions(&fake_bmc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let db = dir.join("iolab.db");
+    for (name, budget, energy, matrix) in PLANS {
+        let plan = dir.join(format!("{name}.toml"));
+        std::fs::write(&plan, format!("name = \"{name}\"\nseed = 5\n{budget}\ntargets = [\"{}\"]\n{matrix}", data.display())).unwrap();
+        let mut cmd = Command::new(common::BIN);
+        cmd.args(["sweep", plan.to_str().unwrap(), "--db", db.to_str().unwrap(), "--quiet"]);
+        if *energy {
+            cmd.env("IOLAB_IPMITOOL", &fake_bmc);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "sweep {name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    db
+}
+
+fn chromium() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("chromium")).find(|c| c.is_file()));
+    found.unwrap_or_else(|| panic!("chromium not found on PATH: install Debian's `chromium` package (apt-get install chromium); the report test renders the page in it (.ci/run installs it)"))
+}
+
+/// The page as headless Chromium leaves it after load, and Chromium's stderr. The flags keep it
+/// off the network (closed here) and out of any profile but a fresh one.
+fn render(page: &Path, scratch: &Path) -> (String, String) {
+    let profile = tempfile::Builder::new().prefix("chromium-").tempdir_in(scratch).unwrap();
+    let out = Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("cannot run chromium");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "chromium failed: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// An attribute of the dumped <body>.
+fn body_attr(dom: &str, name: &str) -> String {
+    let body = &dom[dom.find("<body").expect("no <body> in the dumped DOM")..];
+    let body = &body[..body.find('>').unwrap()];
+    let key = format!("{name}=\"");
+    let start = body.find(&key).unwrap_or_else(|| panic!("<body> has no {name}: {body}")) + key.len();
+    body[start..start + body[start..].find('"').unwrap()].to_string()
+}
+
+fn console_errors(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains("CONSOLE") && (l.contains("ERROR") || l.to_lowercase().contains("uncaught"))).collect()
+}
+
+fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect()).unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn report_renders_every_figure_offline_without_errors() {
+    let dir = work_dir();
+    let db = make_db(dir.path());
+    let out = dir.path().join("report");
+    let run = iolab(&["report", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    run.assert_ok();
+    let page = out.join("report.html");
+    assert_eq!(run.stdout.lines().next(), Some(page.to_str().unwrap()), "the page's path comes first:\n{}", run.describe());
+    let html = std::fs::read_to_string(&page).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&page).unwrap().permissions().mode() & 0o777, 0o644, "a report is readable by others");
+
+    // Offline: nothing is fetched (the SVG namespace is a name, not a fetch).
+    for attr in ["src=", "href=", "url("] {
+        for quote in ["\"", "'", ""] {
+            for scheme in ["http://", "https://", "//"] {
+                let needle = format!("{attr}{quote}{scheme}");
+                assert!(!html.contains(&needle), "the page references the network ({needle})");
+            }
+        }
+    }
+    assert!(!html.contains("@import") && !html.contains("@font-face"), "no external styles or fonts");
+
+    // Every figure is also an SVG file and every table a CSV and a Markdown file.
+    let figures = html.matches("<figure class=\"fig\"").count();
+    let tables = html.matches("<div class=\"tbl\"").count();
+    assert!(figures >= 6, "too few figures: {figures}");
+    assert_eq!(files(&out.join("figures"), "svg").len(), figures);
+    assert_eq!(files(&out.join("tables"), "csv").len(), tables);
+    assert_eq!(files(&out.join("tables"), "md").len(), tables);
+    assert_eq!(run.stdout.lines().count(), 1 + figures + 2 * tables, "every path written is printed");
+
+    // Study panels, statistics and provenance.
+    for want in ["S1 latency table", "J-curves", "Energy-efficiency map", "Context switches per I/O", "mean latency against queue depth",
+        "ad-hoc (sweep 8)", "ad-hoc: configurations and replicate statistics", "Welch", "Holm", "Student", "IOPS against cores", "S2 cores to peak",
+        "Garbage collection: per-second mean write latency", "replicates 3 per configuration"] {
+        assert!(html.contains(want), "the page lacks {want:?}");
+    }
+    assert_eq!(html.matches("<p class=\"prov\">machine ").count(), figures + tables, "provenance under every figure and table");
+    assert!(html.contains("kernel ") && html.contains(" · runs "));
+    // pvsync2 --complete poll on a file completes by interrupt: said where it is shown.
+    assert!(html.contains("poll → interrupt, fell back"), "the fallen-back completion path is not shown");
+    assert!(html.contains("Polling was asked for but completions came by interrupt"));
+    // The S3 map is drawn from measured joules (the fake BMC), with the tie rule applied.
+    let map = &html[html.find("id=\"s3-map-5-energy-efficiency-map").expect("no energy map figure")..];
+    let map = &map[..map.find("</figure>").unwrap()];
+    assert!(map.contains("data-kind=\"map\"") && map.contains("joules_per_io"), "the energy map is not drawn from joules: {map}");
+    let tiles = map.matches("<g class=\"mark\">").count();
+    assert_eq!(tiles, 2, "one tile per block size (4k, 8k) at one thread");
+    // Without an energy source (the other sweeps here, unless the machine has RAPL or a BMC),
+    // the panel stands in place with the reason.
+    if html.contains("Power and IOPS per joule against queue depth") {
+        assert!(html.contains("Not available here"));
+    } else {
+        assert!(html.contains("Power against queue depth") && html.contains("IOPS per joule against queue depth"));
+    }
+
+    // The S1 table is sorted by slowdown, every slowdown ≥ 1 and the first is the smallest.
+    let s1 = files(&out.join("tables"), "csv").into_iter().find(|p| p.to_str().unwrap().contains("s1-latency-table")).expect("no S1 latency table CSV");
+    let text = std::fs::read_to_string(&s1).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "slowdown").unwrap();
+    let slowdowns: Vec<f64> = text.lines().skip(1).map(|l| l.split(',').nth(col).unwrap().trim_end_matches('×').parse().unwrap()).collect();
+    assert_eq!(slowdowns.len(), 4, "{text}");
+    assert!(slowdowns.windows(2).all(|w| w[0] <= w[1]) && slowdowns[0] >= 1.0, "{text}");
+    let md = std::fs::read_to_string(s1.with_extension("md")).unwrap();
+    assert!(md.contains("| configuration | randread p50 |") && md.contains("machine "), "{md}");
+
+    // Headless Chromium: every figure drew (non-empty box and a data mark, or a "not available
+    // here" panel) and nothing went wrong in the page or on the console.
+    let (dom, stderr) = render(&page, dir.path());
+    assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
+    assert_eq!(body_attr(&dom, "data-figures"), figures.to_string());
+    assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
+    assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+
+    // The check itself notices a broken page: a planted error and an empty figure.
+    let broken = html.replacen("<div id=\"readout\">", "<figure class=\"fig\" id=\"empty\"><svg></svg></figure><script>throw new Error('planted');</script><div id=\"readout\">", 1);
+    let broken_page = out.join("broken.html");
+    std::fs::write(&broken_page, broken).unwrap();
+    let (dom, _) = render(&broken_page, dir.path());
+    assert_eq!(body_attr(&dom, "data-errors"), "1");
+    assert!(body_attr(&dom, "data-error-text").contains("planted"));
+    assert_eq!(body_attr(&dom, "data-not-drawn"), "empty");
+
+    // A suite selects its parts' newest sweeps only.
+    let only = dir.path().join("s3");
+    iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "s3", "--out", only.to_str().unwrap(), "--quiet"]).assert_ok();
+    let s3 = std::fs::read_to_string(only.join("report.html")).unwrap();
+    assert!(s3.contains("S3-map (sweep 5)") && !s3.contains("S1.1-latency"));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = work_dir();
+    let missing = dir.path().join("none.db");
+    let out = dir.path().join("out");
+    let r = iolab(&["report", "--db", missing.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(r.assert_usage_error().contains("no results database"));
+    assert!(!missing.exists(), "a missing database must not be created");
+    // An empty database (made by iolab itself) and selections that match nothing.
+    let db = dir.path().join("iolab.db");
+    iolab::store::Store::open(&db).unwrap();
+    for (args, says) in [(vec![], "no finished runs"), (vec!["--suite", "S9"], "no suite 'S9'"), (vec!["--suite", "S1"], "no runs of suite S1"),
+        (vec!["--sweep", "7"], "no sweep 7"), (vec!["--frobnicate"], "frobnicate")] {
+        let mut all = vec!["report", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        all.extend(args);
+        let r = iolab(&all);
+        let line = r.assert_usage_error();
+        assert!(line.contains(says), "{line}");
+    }
+    assert!(!out.exists(), "nothing is written on bad input");
+}
