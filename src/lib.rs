@@ -6,6 +6,7 @@ pub mod energy;
 pub mod engine;
 pub mod interfaces;
 pub mod meters;
+pub mod output;
 pub mod plan;
 pub mod record;
 pub mod report;

@@ -1,7 +1,6 @@
 //! The `iolab` command line: argument definitions and the subcommands.
 pub mod compare;
 pub mod interfaces_cmd;
-pub mod output;
 pub mod precondition;
 pub mod probe;
 pub mod report;

@@ -35,7 +35,7 @@ pub struct ResultsArgs {
 }
 
 fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), String>) -> Result<(), String> {
-    super::output::write_with(dest, f)
+    crate::output::write_with(dest, f)
 }
 
 pub fn main(a: &ResultsArgs) -> i32 {

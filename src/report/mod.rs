@@ -17,18 +17,11 @@ pub const METHOD_NOTES: &str = "<p>Every number is measured by iolab on the mach
 <p><b>Comparisons.</b> Two configurations are compared with Welch's unequal-variance t-test; a ranking of more than two tests every configuration against the best and corrects the p-values with Holm's step-down procedure (α = 0.05). In the S3 map, best and second of a tile are one comparison (Welch, no correction) and a tile is a tie when p &gt; 0.05. HotStorage'22 used a two-sample t-test; its map table lists Student's pooled-variance p beside Welch's and counts where the two calls differ.</p>\
 <p><b>Saturation.</b> A J-curve saturates at the first queue depth whose next step gains less than 5 % IOPS per doubling of the queue while mean latency grows by more than 20 % per doubling, applied to replicate means.</p>";
 
-/// Write `bytes` to `path` atomically: a temporary file in the same directory, synced, renamed.
+/// Write `bytes` to `path` whole or not at all (see `crate::output`), creating its directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    use std::io::Write;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    // Temporary files are created 0600; a report is for sharing, so readable like any new file.
-    use std::os::unix::fs::PermissionsExt;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    tmp.write_all(bytes).and_then(|_| tmp.as_file().sync_all()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    tmp.persist(path).map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
-    Ok(())
+    crate::output::write_bytes(&path.to_string_lossy(), bytes)
 }
 
 /// Write the page, each figure as SVG and each table as CSV and Markdown under `out`; returns the

@@ -1,4 +1,4 @@
-//! Files iolab writes for people (JSON records, exports): whole or not at all.
+//! Files iolab writes for people (JSON records, exports, reports): whole or not at all.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -64,6 +64,9 @@ pub fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), Strin
         }
         Destination::Replace(p) => {
             let mut tmp = tempfile::NamedTempFile::new_in(parent(&p)).map_err(|e| format!("cannot write {dest}: {e}"))?;
+            // Temporary files start 0600; results are for sharing, readable like any new file.
+            use std::os::unix::fs::PermissionsExt;
+            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot write {dest}: {e}"))?;
             f(&mut tmp)?;
             tmp.as_file().sync_all().map_err(|e| format!("cannot write {dest}: {e}"))?;
             tmp.persist(&p).map_err(|e| format!("cannot write {dest}: {}", e.error))?;
