@@ -63,6 +63,13 @@ pub struct LoopCtx<'a> {
     pub start: u64,
 }
 
+/// A slot's request while it is in flight, and when it was submitted.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    req: Request,
+    submit_ns: u64,
+}
+
 pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, String> {
     let LoopCtx {
         plan,
@@ -80,8 +87,7 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
     let bs = plan.bs as usize;
     let batch = plan.batch_submit as usize;
     let mut free: Vec<u32> = (0..plan.qd).rev().collect();
-    let mut slot_req = vec![Request::default(); qd];
-    let mut submit_ns = vec![0u64; qd];
+    let mut slots = vec![Slot::default(); qd];
     let mut pending: Vec<Request> = Vec::with_capacity(batch);
     let mut done = vec![Completion::default(); qd];
     let (mut inflight, mut measured, mut verified, mut gen) = (0usize, 0u64, 0u64, 0u64);
@@ -116,18 +122,23 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
                 len: plan.bs,
                 buf,
             };
-            slot_req[tag as usize] = r;
+            slots[tag as usize].req = r;
             pending.push(r);
         }
         let can_issue_more = !stopping && quota_left(plan, measuring, measured, inflight + pending.len()) && !free.is_empty();
         if !pending.is_empty() && (pending.len() >= batch || !can_issue_more) {
             now = clock.now();
             for r in &pending {
-                submit_ns[r.tag as usize] = now;
+                slots[r.tag as usize].submit_ns = now;
             }
             let n = io.submit(&pending).map_err(|e| format!("submission failed: {e}"))?;
             inflight += n;
-            pending.drain(..n);
+            // Usually every request was taken: then no shifting of the rest is needed.
+            if n == pending.len() {
+                pending.clear();
+            } else {
+                pending.drain(..n);
+            }
         }
         if inflight == 0 {
             if pending.is_empty() && (stopping || !quota_left(plan, measuring, measured, inflight)) {
@@ -147,50 +158,31 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             measuring = true;
         }
         let in_window = measuring && plan.end.is_none_or(|e| now <= e);
-        let second = (now.saturating_sub(plan.ramp_end) / 1_000_000_000) as usize;
+        if in_window {
+            rec.at_second(((now - plan.ramp_end) / 1_000_000_000) as usize);
+        }
         for c in &done[..n] {
-            let r = slot_req[c.tag as usize];
+            let Slot { req: r, submit_ns } = slots[c.tag as usize];
             free.push(c.tag);
             inflight -= 1;
-            let mut failure = None;
-            let errno = crate::interfaces::errno_of(c.result);
-            if c.result < 0 {
-                failure = Some(crate::interfaces::error_text(c.result));
-            } else if c.result != r.len as i64 {
-                failure = Some(format!("short {} of {} bytes", c.result, r.len));
-            } else if plan.verify && !r.write {
-                // SAFETY: the read just filled this slot's buffer.
-                let data = unsafe { std::slice::from_raw_parts(r.buf, bs) };
-                match verify::check(data, r.offset) {
-                    Ok(()) => verified += 1,
-                    Err(e) => failure = Some(format!("verify failed: {e}")),
+            // Anything but a full transfer, and verify's extra work, off the common path.
+            if c.result != r.len as i64 || plan.verify {
+                if let Err(what) = settle(&r, c.result, plan.verify, written, &mut verified) {
+                    rec.error(r.write);
+                    if first_error.is_none() {
+                        let errno = crate::interfaces::errno_of(c.result);
+                        first_error = Some(FailedIo { file: r.file, offset: r.offset, write: r.write, errno, what });
+                    }
+                    if !plan.continue_on_error {
+                        stopping = true;
+                        early = true;
+                        stop.store(true, Relaxed);
+                    }
+                    continue;
                 }
-            }
-            if let Some(what) = failure {
-                rec.error(r.write);
-                if first_error.is_none() {
-                    first_error = Some(FailedIo {
-                        file: r.file,
-                        offset: r.offset,
-                        write: r.write,
-                        errno,
-                        what,
-                    });
-                }
-                if !plan.continue_on_error {
-                    stopping = true;
-                    early = true;
-                    stop.store(true, Relaxed);
-                }
-                continue;
-            }
-            if plan.verify && r.write {
-                let map = &mut written[r.file as usize];
-                let block = (r.offset / bs as u64) as usize;
-                map[block / 64] |= 1 << (block % 64);
             }
             if in_window {
-                rec.record(r.write, r.file as usize, r.len as u64, now - submit_ns[c.tag as usize], second);
+                rec.record(r.write, r.file as usize, now - submit_ns);
                 measured += 1;
                 last_done = now;
             }
@@ -198,6 +190,7 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
         completed += n as u64;
         progress.store(completed, Relaxed);
     }
+    rec.finish();
     let measure_start = plan.ramp_end.max(start);
     let measure_end = match plan.end {
         Some(e) if !early => e,
@@ -209,6 +202,29 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
         first_error,
         verified_reads: verified,
     })
+}
+
+/// A completion that is not simply a full transfer, or any under verify: the failure in words,
+/// or Ok after checking a read's data / noting a written block for the read-back.
+#[inline(never)]
+fn settle(r: &Request, result: i64, verify: bool, written: &mut WrittenMap, verified: &mut u64) -> Result<(), String> {
+    if result < 0 {
+        return Err(crate::interfaces::error_text(result));
+    }
+    if result != r.len as i64 {
+        return Err(format!("short {} of {} bytes", result, r.len));
+    }
+    if verify && r.write {
+        let map = &mut written[r.file as usize];
+        let block = r.offset / r.len as u64;
+        map[(block / 64) as usize] |= 1 << (block % 64);
+    } else if verify {
+        // SAFETY: the read just filled this slot's buffer.
+        let data = unsafe { std::slice::from_raw_parts(r.buf, r.len as usize) };
+        verify::check(data, r.offset).map_err(|e| format!("verify failed: {e}"))?;
+        *verified += 1;
+    }
+    Ok(())
 }
 
 /// May another request be issued? During the ramp always; after it, only while the measured
