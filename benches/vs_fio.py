@@ -45,8 +45,9 @@ once with random data, so every page is stored (incompressible, i.e. as a plain 
 reads hit allocated memory rather than zram's cheap path for unwritten sectors.
 
 The page-cache file: created with random data (and removed afterwards) unless --file names an
-existing one; before every run it is read whole until mincore shows every page resident, and
-its residency is recorded.
+existing one; it is mapped and mlock()ed for the whole benchmark so no page can be reclaimed
+(the tools read it with read system calls, not through the mapping), and mincore confirms after
+every run that every page is still cached.
 
 The iolab binary is copied before the first run, so a rebuild during the benchmark changes
 nothing. docs/benchmarks.md has the settings, their reasons and measured results.
@@ -170,7 +171,13 @@ class Zram:
 
 
 class PageCacheFile:
-    """A file held whole in the page cache; created (random data) and removed unless given."""
+    """A file held whole in the page cache; created (random data) and removed unless given.
+
+    The file is mapped and mlock()ed for the benchmark's duration: page-cache pages are
+    otherwise reclaimable, and this VM even reclaims cold memory proactively (a DAMON `pageout`
+    scheme, /sys/kernel/mm/damon), which between runs would leave pages that a read then has
+    to fetch from the disk (through io-wq, for io_uring). Locked pages stay; reads are the
+    ordinary buffered path (the tools do not use the mapping)."""
 
     def __init__(self, path, size):
         self.created = path is None
@@ -185,46 +192,35 @@ class PageCacheFile:
             subprocess.run(["dd", "if=/dev/urandom", f"of={self.path}", "bs=1M", f"count={size >> 20}",
                             "status=none"], check=True)
         self.size = os.path.getsize(self.path)
-        self.warm()
-
-    def resident(self):
-        """Fraction of the file's pages in the page cache (mincore on a mapping of it)."""
-        import mmap
-        page = mmap.PAGESIZE
-        pages = (self.size + page - 1) // page
-        libc = ctypes.CDLL(None, use_errno=True)
+        self.libc = libc = ctypes.CDLL(None, use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        for f in (libc.munmap, libc.mlock):
+            f.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            addr = libc.mmap(None, self.size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-            if addr in (None, ctypes.c_void_p(-1).value):
-                die(f"mmap of {self.path} failed: {os.strerror(ctypes.get_errno())}")
-            vec = ctypes.create_string_buffer(pages)
-            rc = libc.mincore(ctypes.c_void_p(addr), self.size, vec)
-            libc.munmap(ctypes.c_void_p(addr), self.size)
-            if rc != 0:
-                die(f"mincore on {self.path} failed: {os.strerror(ctypes.get_errno())}")
+            self.addr = libc.mmap(None, self.size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
         finally:
             os.close(fd)
+        if self.addr in (None, ctypes.c_void_p(-1).value):
+            die(f"mmap of {self.path} failed: {os.strerror(ctypes.get_errno())}")
+        # mlock reads every page in and pins it.
+        if libc.mlock(self.addr, self.size) != 0:
+            die(f"mlock of {self.path} failed: {os.strerror(ctypes.get_errno())}")
+        if self.resident() < 1.0:
+            die(f"{self.path} is not all in the page cache after mlock")
+
+    def resident(self):
+        """Fraction of the file's pages in the page cache (mincore)."""
+        pages = (self.size + 4095) // 4096
+        vec = ctypes.create_string_buffer(pages)
+        if self.libc.mincore(self.addr, self.size, vec) != 0:
+            die(f"mincore on {self.path} failed: {os.strerror(ctypes.get_errno())}")
         return sum(b & 1 for b in vec.raw) / pages
 
-    def warm(self):
-        """Read the file until every page is cached; return the resident fraction found first."""
-        before = self.resident()
-        for _ in range(3):
-            if self.resident() == 1.0:
-                break
-            with open(self.path, "rb", buffering=0) as f:
-                while f.read(1 << 20):
-                    pass
-        if self.resident() < 1.0:
-            die(f"{self.path} does not stay in the page cache (memory pressure?)")
-        return before
-
     def close(self):
+        self.libc.munmap(self.addr, self.size)  # unlocks too
         if self.created:
             os.unlink(self.path)
             self.created = False
@@ -600,17 +596,16 @@ def all_pass(summary):
 def run_until_quiet(tool, cmd, kind, row_name, rep, args, workdir, hz, pagefile):
     """One measured run, repeated while the machine was not quiet (up to --retries)."""
     for attempt in range(args.retries + 1):
-        if kind == "pagecache":
-            resident_before = pagefile.warm()
         time.sleep(args.pause)
         waited = wait_quiet(args.cpu, hz, args.noise, args.max_wait)
         if waited > 1.5:
             print(f"  (waited {waited:.0f} s for the machine to go quiet)", flush=True)
         r = measure(tool, cmd, workdir, args.cpu, hz)
         r["rep"], r["attempt"], r["target"] = rep, attempt, kind
-        if kind == "pagecache":
-            # Evicted pages would be read from the disk during the run: note what was cached.
-            r["resident_before_warm"], r["resident_after"] = resident_before, pagefile.resident()
+        # Pages missing from the cache would be read from the disk: the file must stay whole.
+        r["resident_after"] = pagefile.resident() if kind == "pagecache" else None
+        if kind == "pagecache" and r["resident_after"] < 1.0:
+            die(f"{pagefile.path} lost pages from the page cache during the run ({r['resident_after']:.4f} resident)")
         r["quiet"] = (r["unattributed_busy_cores"] <= args.noise
                       and r["tool_share_of_pinned_cpu"] >= 0.95)
         last = r["quiet"] or attempt == args.retries
