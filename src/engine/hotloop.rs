@@ -88,12 +88,18 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
     let batch = plan.batch_submit as usize;
     let mut free: Vec<u32> = (0..plan.qd).rev().collect();
     let mut slots = vec![Slot::default(); qd];
-    let mut pending: Vec<Request> = Vec::with_capacity(batch);
+    // Requests prepared but not yet accepted by the interface: `pending[..npending]`.
+    let (mut pending, mut npending) = (vec![Request::default(); batch], 0usize);
     let mut done = vec![Completion::default(); qd];
-    let (mut inflight, mut measured, mut verified, mut gen) = (0usize, 0u64, 0u64, 0u64);
+    let (mut inflight, mut verified, mut gen) = (0usize, 0u64, 0u64);
     // All completions, ramp included: what the live display shows.
     let mut completed = 0u64;
     let mut measuring = start >= plan.ramp_end;
+    // Requests this thread may still issue: unlimited during the ramp and under a time budget;
+    // under a count budget, the quota less what was measured or is outstanding (a failed I/O
+    // gives its place back). One counter instead of re-deriving it per request.
+    let quota_after = |outstanding: usize| plan.quota.map_or(u64::MAX, |q| q.saturating_sub(outstanding as u64));
+    let mut may_issue = if measuring { quota_after(0) } else { u64::MAX };
     // `early`: stopped by a stop request or a failed I/O rather than by the budget.
     let (mut stopping, mut early) = (false, false);
     let mut first_error: Option<FailedIo> = None;
@@ -105,7 +111,7 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             early = stop.load(Relaxed);
             stopping = true;
         }
-        while !stopping && pending.len() < batch && quota_left(plan, measuring, measured, inflight + pending.len()) {
+        while !stopping && npending < pending.len() && may_issue > 0 {
             let Some(tag) = free.pop() else { break };
             let next = stream.next();
             // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
@@ -123,30 +129,31 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
                 buf,
             };
             slots[tag as usize].req = r;
-            pending.push(r);
+            pending[npending] = r;
+            npending += 1;
+            may_issue -= 1;
         }
-        let can_issue_more = !stopping && quota_left(plan, measuring, measured, inflight + pending.len()) && !free.is_empty();
-        if !pending.is_empty() && (pending.len() >= batch || !can_issue_more) {
+        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty();
+        if npending > 0 && (npending == batch || !can_issue_more) {
             now = clock.now();
-            for r in &pending {
+            for r in &pending[..npending] {
                 slots[r.tag as usize].submit_ns = now;
             }
-            let n = io.submit(&pending).map_err(|e| format!("submission failed: {e}"))?;
+            let n = io.submit(&pending[..npending]).map_err(|e| format!("submission failed: {e}"))?;
             inflight += n;
-            // Usually every request was taken: then no shifting of the rest is needed.
-            if n == pending.len() {
-                pending.clear();
-            } else {
-                pending.drain(..n);
+            if n < npending {
+                // Whatever the interface did not take goes first next time.
+                pending.copy_within(n..npending, 0);
             }
+            npending -= n;
         }
         if inflight == 0 {
-            if pending.is_empty() && (stopping || !quota_left(plan, measuring, measured, inflight)) {
+            if npending == 0 && (stopping || may_issue == 0) {
                 break;
             }
             continue;
         }
-        let must_wait = !can_issue_more || !pending.is_empty();
+        let must_wait = !can_issue_more || npending > 0;
         let min = if must_wait { inflight.min(plan.batch_reap as usize) } else { 0 };
         let n = io.reap(min, &mut done).map_err(|e| format!("reaping completions failed: {e}"))?;
         if n == 0 {
@@ -156,6 +163,7 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
         if !measuring && now >= plan.ramp_end {
             rec.reset();
             measuring = true;
+            may_issue = quota_after(inflight + npending);
         }
         let in_window = measuring && plan.end.is_none_or(|e| now <= e);
         if in_window {
@@ -169,6 +177,7 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             if c.result != r.len as i64 || plan.verify {
                 if let Err(what) = settle(&r, c.result, plan.verify, written, &mut verified) {
                     rec.error(r.write);
+                    may_issue = may_issue.saturating_add(1);
                     if first_error.is_none() {
                         let errno = crate::interfaces::errno_of(c.result);
                         first_error = Some(FailedIo { file: r.file, offset: r.offset, write: r.write, errno, what });
@@ -183,7 +192,6 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             }
             if in_window {
                 rec.record(r.write, r.file as usize, now - submit_ns);
-                measured += 1;
                 last_done = now;
             }
         }
@@ -225,11 +233,4 @@ fn settle(r: &Request, result: i64, verify: bool, written: &mut WrittenMap, veri
         *verified += 1;
     }
     Ok(())
-}
-
-/// May another request be issued? During the ramp always; after it, only while the measured
-/// completions plus those still owed stay under the count budget.
-#[inline(always)]
-fn quota_left(plan: &LoopPlan, measuring: bool, measured: u64, outstanding: usize) -> bool {
-    !measuring || plan.quota.is_none_or(|q| measured + (outstanding as u64) < q)
 }
