@@ -191,11 +191,12 @@ pub(crate) fn neg_errno() -> i64 {
 
 /// A system call made directly, returning the kernel's result (a count, or a negative errno).
 ///
-/// For the synchronous interfaces' reads and writes: glibc's `pread`, `preadv2` and friends are
-/// cancellation points, so each call enables and disables asynchronous thread cancellation
-/// around the system call and turns the result into `errno` (about 55 instructions per I/O
-/// measured with callgrind, against a handful here). iolab never cancels threads, and wants the
-/// kernel's own result anyway.
+/// For the system calls made per I/O: glibc's `pread`, `preadv2` and friends are cancellation
+/// points, so each call enables and disables asynchronous thread cancellation around the
+/// system call and turns the result into `errno` (about 55 instructions per I/O measured with
+/// callgrind, against a handful here); `syscall()`, which the io-uring crate uses for
+/// `io_uring_enter`, still shuffles arguments and goes through `errno` (about 14). iolab never
+/// cancels threads, and wants the kernel's own result anyway.
 ///
 /// # Safety
 /// The arguments must be valid for system call `nr` (pointers to live memory of the right size).
