@@ -63,6 +63,13 @@ pub struct LoopCtx<'a> {
     pub start: u64,
 }
 
+/// A slot's request while it is in flight, and when it was submitted.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    req: Request,
+    submit_ns: u64,
+}
+
 pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, String> {
     let LoopCtx {
         plan,
@@ -80,14 +87,19 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
     let bs = plan.bs as usize;
     let batch = plan.batch_submit as usize;
     let mut free: Vec<u32> = (0..plan.qd).rev().collect();
-    let mut slot_req = vec![Request::default(); qd];
-    let mut submit_ns = vec![0u64; qd];
-    let mut pending: Vec<Request> = Vec::with_capacity(batch);
+    let mut slots = vec![Slot::default(); qd];
+    // Requests prepared but not yet accepted by the interface: `pending[..npending]`.
+    let (mut pending, mut npending) = (vec![Request::default(); batch], 0usize);
     let mut done = vec![Completion::default(); qd];
-    let (mut inflight, mut measured, mut verified, mut gen) = (0usize, 0u64, 0u64, 0u64);
+    let (mut inflight, mut verified, mut gen) = (0usize, 0u64, 0u64);
     // All completions, ramp included: what the live display shows.
     let mut completed = 0u64;
     let mut measuring = start >= plan.ramp_end;
+    // Requests this thread may still issue: unlimited during the ramp and under a time budget;
+    // under a count budget, the quota less what was measured or is outstanding (a failed I/O
+    // gives its place back). One counter instead of re-deriving it per request.
+    let quota_after = |outstanding: usize| plan.quota.map_or(u64::MAX, |q| q.saturating_sub(outstanding as u64));
+    let mut may_issue = if measuring { quota_after(0) } else { u64::MAX };
     // `early`: stopped by a stop request or a failed I/O rather than by the budget.
     let (mut stopping, mut early) = (false, false);
     let mut first_error: Option<FailedIo> = None;
@@ -99,7 +111,7 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             early = stop.load(Relaxed);
             stopping = true;
         }
-        while !stopping && pending.len() < batch && quota_left(plan, measuring, measured, inflight + pending.len()) {
+        while !stopping && npending < pending.len() && may_issue > 0 {
             let Some(tag) = free.pop() else { break };
             let next = stream.next();
             // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
@@ -116,26 +128,32 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
                 len: plan.bs,
                 buf,
             };
-            slot_req[tag as usize] = r;
-            pending.push(r);
+            slots[tag as usize].req = r;
+            pending[npending] = r;
+            npending += 1;
+            may_issue -= 1;
         }
-        let can_issue_more = !stopping && quota_left(plan, measuring, measured, inflight + pending.len()) && !free.is_empty();
-        if !pending.is_empty() && (pending.len() >= batch || !can_issue_more) {
+        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty();
+        if npending > 0 && (npending == batch || !can_issue_more) {
             now = clock.now();
-            for r in &pending {
-                submit_ns[r.tag as usize] = now;
+            for r in &pending[..npending] {
+                slots[r.tag as usize].submit_ns = now;
             }
-            let n = io.submit(&pending).map_err(|e| format!("submission failed: {e}"))?;
+            let n = io.submit(&pending[..npending]).map_err(|e| format!("submission failed: {e}"))?;
             inflight += n;
-            pending.drain(..n);
+            if n < npending {
+                // Whatever the interface did not take goes first next time.
+                pending.copy_within(n..npending, 0);
+            }
+            npending -= n;
         }
         if inflight == 0 {
-            if pending.is_empty() && (stopping || !quota_left(plan, measuring, measured, inflight)) {
+            if npending == 0 && (stopping || may_issue == 0) {
                 break;
             }
             continue;
         }
-        let must_wait = !can_issue_more || !pending.is_empty();
+        let must_wait = !can_issue_more || npending > 0;
         let min = if must_wait { inflight.min(plan.batch_reap as usize) } else { 0 };
         let n = io.reap(min, &mut done).map_err(|e| format!("reaping completions failed: {e}"))?;
         if n == 0 {
@@ -145,59 +163,42 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
         if !measuring && now >= plan.ramp_end {
             rec.reset();
             measuring = true;
+            may_issue = quota_after(inflight + npending);
         }
         let in_window = measuring && plan.end.is_none_or(|e| now <= e);
-        let second = (now.saturating_sub(plan.ramp_end) / 1_000_000_000) as usize;
+        if in_window {
+            rec.at_second(((now - plan.ramp_end) / 1_000_000_000) as usize);
+        }
         for c in &done[..n] {
-            let r = slot_req[c.tag as usize];
+            let Slot { req: r, submit_ns } = slots[c.tag as usize];
             free.push(c.tag);
             inflight -= 1;
-            let mut failure = None;
-            let errno = crate::interfaces::errno_of(c.result);
-            if c.result < 0 {
-                failure = Some(crate::interfaces::error_text(c.result));
-            } else if c.result != r.len as i64 {
-                failure = Some(format!("short {} of {} bytes", c.result, r.len));
-            } else if plan.verify && !r.write {
-                // SAFETY: the read just filled this slot's buffer.
-                let data = unsafe { std::slice::from_raw_parts(r.buf, bs) };
-                match verify::check(data, r.offset) {
-                    Ok(()) => verified += 1,
-                    Err(e) => failure = Some(format!("verify failed: {e}")),
+            // Anything but a full transfer, and verify's extra work, off the common path.
+            if c.result != r.len as i64 || plan.verify {
+                if let Err(what) = settle(&r, c.result, plan.verify, written, &mut verified) {
+                    rec.error(r.write);
+                    may_issue = may_issue.saturating_add(1);
+                    if first_error.is_none() {
+                        let errno = crate::interfaces::errno_of(c.result);
+                        first_error = Some(FailedIo { file: r.file, offset: r.offset, write: r.write, errno, what });
+                    }
+                    if !plan.continue_on_error {
+                        stopping = true;
+                        early = true;
+                        stop.store(true, Relaxed);
+                    }
+                    continue;
                 }
-            }
-            if let Some(what) = failure {
-                rec.error(r.write);
-                if first_error.is_none() {
-                    first_error = Some(FailedIo {
-                        file: r.file,
-                        offset: r.offset,
-                        write: r.write,
-                        errno,
-                        what,
-                    });
-                }
-                if !plan.continue_on_error {
-                    stopping = true;
-                    early = true;
-                    stop.store(true, Relaxed);
-                }
-                continue;
-            }
-            if plan.verify && r.write {
-                let map = &mut written[r.file as usize];
-                let block = (r.offset / bs as u64) as usize;
-                map[block / 64] |= 1 << (block % 64);
             }
             if in_window {
-                rec.record(r.write, r.file as usize, r.len as u64, now - submit_ns[c.tag as usize], second);
-                measured += 1;
+                rec.record(r.write, r.file as usize, now - submit_ns);
                 last_done = now;
             }
         }
         completed += n as u64;
         progress.store(completed, Relaxed);
     }
+    rec.finish();
     let measure_start = plan.ramp_end.max(start);
     let measure_end = match plan.end {
         Some(e) if !early => e,
@@ -211,9 +212,25 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
     })
 }
 
-/// May another request be issued? During the ramp always; after it, only while the measured
-/// completions plus those still owed stay under the count budget.
-#[inline(always)]
-fn quota_left(plan: &LoopPlan, measuring: bool, measured: u64, outstanding: usize) -> bool {
-    !measuring || plan.quota.is_none_or(|q| measured + (outstanding as u64) < q)
+/// A completion that is not simply a full transfer, or any under verify: the failure in words,
+/// or Ok after checking a read's data / noting a written block for the read-back.
+#[inline(never)]
+fn settle(r: &Request, result: i64, verify: bool, written: &mut WrittenMap, verified: &mut u64) -> Result<(), String> {
+    if result < 0 {
+        return Err(crate::interfaces::error_text(result));
+    }
+    if result != r.len as i64 {
+        return Err(format!("short {} of {} bytes", result, r.len));
+    }
+    if verify && r.write {
+        let map = &mut written[r.file as usize];
+        let block = r.offset / r.len as u64;
+        map[(block / 64) as usize] |= 1 << (block % 64);
+    } else if verify {
+        // SAFETY: the read just filled this slot's buffer.
+        let data = unsafe { std::slice::from_raw_parts(r.buf, r.len as usize) };
+        verify::check(data, r.offset).map_err(|e| format!("verify failed: {e}"))?;
+        *verified += 1;
+    }
+    Ok(())
 }

@@ -235,7 +235,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                             clock: &clock,
                             stream,
                             bufs: bufs.ptr,
-                            rec: Recorder::new(series_len, targets.len()),
+                            rec: Recorder::new(series_len, targets.len(), job.bs),
                             stop: &stop,
                             progress: &ctrs[t],
                             written,
@@ -328,7 +328,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
     if let Some(e) = failure {
         return Err(e);
     }
-    let mut rec = Recorder::new(1, targets.len());
+    let mut rec = Recorder::new(1, targets.len(), job.bs);
     let (mut mstart, mut mend) = (u64::MAX, 0u64);
     let interrupted = STOP.load(Ordering::Relaxed);
     let (mut first_error, mut verified_reads, mut verified_written) = (None, 0, 0);

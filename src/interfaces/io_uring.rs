@@ -3,10 +3,11 @@
 //! complete: `irq`, `poll` (IORING_SETUP_IOPOLL) or `hybrid` (IORING_SETUP_HYBRID_IOPOLL, 6.13+).
 //! The ring is created with a raw io_uring_setup so that flags the crate has no builder for
 //! (HYBRID_IOPOLL) can be set, then handed to the `io-uring` crate.
-use super::{Completion, IoInterface, Request, Setup};
+use super::{raw_syscall, Completion, IoInterface, Request, Setup};
 use crate::plan::{Complete, Submit};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
+use std::os::fd::AsRawFd;
 
 pub const SETUP_IOPOLL: u32 = 1 << 0;
 pub const SETUP_SQPOLL: u32 = 1 << 1;
@@ -216,9 +217,15 @@ impl IoInterface for Uring {
                     // Handles the SQ thread's wakeup flag.
                     self.ring.submit_and_wait(want)
                 } else {
-                    // Always GETEVENTS, so deferred completion work runs on every entry.
+                    // Always GETEVENTS, so deferred completion work runs on every entry. A bare
+                    // system call (as `Submitter::enter` makes through glibc's `syscall()`,
+                    // less its errno round trip), no signal mask.
+                    let args = [self.ring.as_raw_fd() as usize, self.unsubmitted as usize, want, ENTER_GETEVENTS as usize, 0, 0];
                     // SAFETY: the SQ tail was published when the submission queue was dropped.
-                    unsafe { self.ring.submitter().enter::<libc::sigset_t>(self.unsubmitted, want as u32, ENTER_GETEVENTS, None) }
+                    match unsafe { raw_syscall(libc::SYS_io_uring_enter, args) } {
+                        r if r < 0 => Err(io::Error::from_raw_os_error(-r as i32)),
+                        r => Ok(r as usize),
+                    }
                 };
                 match r {
                     Ok(_) => break,

@@ -1,5 +1,6 @@
-//! psync: pread/pwrite, one I/O per call. Sync interfaces reach depth with threads.
-use super::{neg_errno, Completion, IoInterface, Request, Setup};
+//! psync: pread/pwrite, one I/O per call (the bare system calls, see `raw_syscall`). Sync
+//! interfaces reach depth with threads.
+use super::{raw_syscall, Completion, IoInterface, Request, Setup};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -18,15 +19,10 @@ impl IoInterface for Psync {
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
         let r = &reqs[0];
         let fd = self.fds[r.file as usize];
+        let nr = if r.write { libc::SYS_pwrite64 } else { libc::SYS_pread64 };
         // SAFETY: the buffer belongs to slot r.tag and is r.len bytes long.
-        let n = unsafe {
-            if r.write {
-                libc::pwrite(fd, r.buf as *const libc::c_void, r.len as usize, r.offset as i64)
-            } else {
-                libc::pread(fd, r.buf as *mut libc::c_void, r.len as usize, r.offset as i64)
-            }
-        };
-        self.done = Completion { tag: r.tag, result: if n < 0 { neg_errno() } else { n as i64 } };
+        let result = unsafe { raw_syscall(nr, [fd as usize, r.buf as usize, r.len as usize, r.offset as usize, 0, 0]) };
+        self.done = Completion { tag: r.tag, result };
         self.has_done = true;
         Ok(1)
     }

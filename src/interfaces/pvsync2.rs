@@ -1,6 +1,6 @@
 //! pvsync2: preadv2/pwritev2; `--complete poll` passes RWF_HIPRI. Linux ignores RWF_HIPRI on
 //! synchronous I/O since 5.18, which iolab reports rather than hides.
-use super::{neg_errno, Completion, IoInterface, Request, Setup};
+use super::{raw_syscall, Completion, IoInterface, Request, Setup};
 use crate::plan::Complete;
 use std::io;
 use std::os::fd::RawFd;
@@ -23,15 +23,13 @@ impl IoInterface for Pvsync2 {
         let r = &reqs[0];
         let fd = self.fds[r.file as usize];
         let iov = libc::iovec { iov_base: r.buf as *mut libc::c_void, iov_len: r.len as usize };
-        // SAFETY: iov points at slot r.tag's buffer of r.len bytes.
-        let n = unsafe {
-            if r.write {
-                libc::pwritev2(fd, &iov, 1, r.offset as i64, self.flags)
-            } else {
-                libc::preadv2(fd, &iov, 1, r.offset as i64, self.flags)
-            }
-        };
-        self.done = Completion { tag: r.tag, result: if n < 0 { neg_errno() } else { n as i64 } };
+        let nr = if r.write { libc::SYS_pwritev2 } else { libc::SYS_preadv2 };
+        // The offset is passed as low and high halves; on 64-bit the kernel takes the low
+        // one whole (glibc passes 0 as the high half too).
+        let args = [fd as usize, &iov as *const libc::iovec as usize, 1, r.offset as usize, 0, self.flags as usize];
+        // SAFETY: iov points at slot r.tag's buffer of r.len bytes and lives across the call.
+        let result = unsafe { raw_syscall(nr, args) };
+        self.done = Completion { tag: r.tag, result };
         self.has_done = true;
         Ok(1)
     }
