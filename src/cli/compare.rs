@@ -31,7 +31,7 @@ fn fmt(m: Metric, x: f64) -> String {
 }
 
 pub fn main(a: &CompareArgs) -> i32 {
-    super::exit_code(run(a))
+    super::exit_code(run(a).map(|()| 0))
 }
 
 fn run(args: &CompareArgs) -> Result<(), String> {

@@ -282,11 +282,11 @@ impl RunArgs {
     }
 }
 
-/// Exit code of a command whose every error is the user's: 0, or the error as one line on
-/// stderr and 2.
-pub fn exit_code(r: Result<(), String>) -> i32 {
+/// Exit code of a command whose every error is the user's: the command's own code, or the error
+/// as one line on stderr and 2.
+pub fn exit_code(r: Result<i32, String>) -> i32 {
     match r {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("iolab: {e}");
             2

@@ -53,14 +53,8 @@ struct Report {
 }
 
 pub fn main(a: &PreconditionArgs) -> i32 {
-    match precondition(a) {
-        Ok(true) => 0,
-        Ok(false) => 1,
-        Err(e) => {
-            eprintln!("iolab: {e}");
-            2
-        }
-    }
+    // 1: the target did not reach steady state within the rounds.
+    super::exit_code(precondition(a).map(|steady| if steady { 0 } else { 1 }))
 }
 
 fn precondition(a: &PreconditionArgs) -> Result<bool, String> {

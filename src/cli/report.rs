@@ -31,7 +31,7 @@ pub struct ReportArgs {
 }
 
 pub fn main(a: &ReportArgs) -> i32 {
-    super::exit_code(report(a))
+    super::exit_code(report(a).map(|()| 0))
 }
 
 fn report(a: &ReportArgs) -> Result<(), String> {

@@ -39,7 +39,7 @@ fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), Stri
 }
 
 pub fn main(a: &ResultsArgs) -> i32 {
-    super::exit_code(results(a))
+    super::exit_code(results(a).map(|()| 0))
 }
 
 fn results(a: &ResultsArgs) -> Result<(), String> {

@@ -62,13 +62,7 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
             }
             0
         }
-        SuiteCmd::Run(a) => match run(a) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("iolab: {e}");
-                2
-            }
-        },
+        SuiteCmd::Run(a) => super::exit_code(run(a)),
     }
 }
 

@@ -73,13 +73,7 @@ pub fn print_plan(e: &Expansion, runs: usize, list: bool) {
 }
 
 pub fn main(args: &SweepArgs) -> i32 {
-    match sweep(args) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("iolab: {e}");
-            2
-        }
-    }
+    super::exit_code(sweep(args))
 }
 
 fn sweep(args: &SweepArgs) -> Result<i32, String> {

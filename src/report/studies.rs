@@ -275,25 +275,23 @@ fn axis(label: &str, scale: Scale) -> Axis {
     Axis { label: label.to_string(), scale }
 }
 
-/// Why none of these runs has an energy figure, or None when some have one.
-fn energy_gap(runs: &[&Run]) -> Option<String> {
-    if runs.iter().any(|r| r.iops_per_joule().is_some()) {
+/// Why none of `runs` has a figure, from their records' own reasons; None when some run has one.
+fn gap(runs: &[&Run], has: impl Fn(&Run) -> bool, why: impl Fn(&Run) -> Option<String>, fallback: &str) -> Option<String> {
+    if runs.iter().any(|r| has(r)) {
         return None;
     }
-    let mut reasons: Vec<String> = runs.iter().filter_map(|r| r.energy_missing_reason()).collect();
+    let mut reasons: Vec<String> = runs.iter().filter_map(|r| why(r)).collect();
     reasons.sort();
     reasons.dedup();
-    Some(if reasons.is_empty() { "no runs".into() } else { reasons.join(" | ") })
+    Some(if reasons.is_empty() { fallback.into() } else { reasons.join(" | ") })
+}
+
+fn energy_gap(runs: &[&Run]) -> Option<String> {
+    gap(runs, |r| r.iops_per_joule().is_some(), Run::energy_missing_reason, "no runs")
 }
 
 fn counters_gap(runs: &[&Run]) -> Option<String> {
-    if runs.iter().any(|r| r.f("/cost/counters/workload_per_io/instructions").is_some()) {
-        return None;
-    }
-    let mut reasons: Vec<String> = runs.iter().filter_map(|r| r.counters_missing_reason()).collect();
-    reasons.sort();
-    reasons.dedup();
-    Some(if reasons.is_empty() { "instructions were not counted".into() } else { reasons.join(" | ") })
+    gap(runs, |r| r.f("/cost/counters/workload_per_io/instructions").is_some(), Run::counters_missing_reason, "instructions were not counted")
 }
 
 /// Build the sections for the selected sweeps.
