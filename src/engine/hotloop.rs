@@ -105,6 +105,8 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
     let mut first_error: Option<FailedIo> = None;
     let mut now = start;
     let mut last_done = start;
+    // When the measured window's current second ends (the recorder starts in second 0).
+    let mut next_second_at = plan.ramp_end.saturating_add(1_000_000_000);
 
     loop {
         if !stopping && (stop.load(Relaxed) || plan.end.is_some_and(|e| now >= e)) {
@@ -166,8 +168,11 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             may_issue = quota_after(inflight + npending);
         }
         let in_window = measuring && plan.end.is_none_or(|e| now <= e);
-        if in_window {
-            rec.at_second(((now - plan.ramp_end) / 1_000_000_000) as usize);
+        // A compare per reap; the division only when a second has passed.
+        if in_window && now >= next_second_at {
+            let second = (now - plan.ramp_end) / 1_000_000_000;
+            rec.at_second(second as usize);
+            next_second_at = plan.ramp_end + (second + 1) * 1_000_000_000;
         }
         for c in &done[..n] {
             let Slot { req: r, submit_ns } = slots[c.tag as usize];

@@ -135,11 +135,46 @@ pub struct Uring {
     fds: Vec<i32>,
     /// SQEs pushed since the last io_uring_enter.
     unsubmitted: u32,
+    /// Requests pushed and not yet reaped.
+    outstanding: usize,
     sqpoll: bool,
     /// Completions are only found by entering the kernel (IOPOLL without SQPOLL).
     enter_to_poll: bool,
     /// With SQPOLL + polling the SQ thread reaps; the application only watches the CQ ring.
     spin_on_cq: bool,
+}
+
+impl Uring {
+    /// One io_uring_enter: submits whatever was pushed since the last one and waits for (or,
+    /// with IOPOLL, polls for) `want` completions. Always GETEVENTS, so deferred completion work
+    /// runs on every entry. A bare system call (as `Submitter::enter` makes through glibc's
+    /// `syscall()`, less its errno round trip), no signal mask.
+    #[inline]
+    fn enter(&mut self, want: usize) -> io::Result<()> {
+        let fd = self.ring.as_raw_fd() as usize;
+        let to_submit = self.unsubmitted as usize;
+        retry_eintr(|| {
+            let args = [fd, to_submit, want, ENTER_GETEVENTS as usize, 0, 0];
+            // SAFETY: the SQ tail was published when the submission queue was dropped.
+            match unsafe { raw_syscall(libc::SYS_io_uring_enter, args) } {
+                r if r < 0 => Err(io::Error::from_raw_os_error(-r as i32)),
+                r => Ok(r as usize),
+            }
+        })?;
+        self.unsubmitted = 0;
+        Ok(())
+    }
+}
+
+/// Repeat a system call interrupted by a signal or refused for want of resources.
+#[inline]
+fn retry_eintr(mut call: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
+    loop {
+        match call() {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN)) => continue,
+            r => return r,
+        }
+    }
 }
 
 impl IoInterface for Uring {
@@ -163,6 +198,7 @@ impl IoInterface for Uring {
             sqe_flags: if setup.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
             fds: setup.fds.to_vec(),
             unsubmitted: 0,
+            outstanding: 0,
             sqpoll,
             enter_to_poll: polled && !sqpoll,
             spin_on_cq: polled && sqpoll,
@@ -193,6 +229,7 @@ impl IoInterface for Uring {
             pushed += 1;
         }
         drop(sq);
+        self.outstanding += pushed;
         if self.sqpoll {
             // Publishes the tail; enters only if the SQ thread went idle and needs a wakeup.
             self.ring.submit()?;
@@ -204,36 +241,38 @@ impl IoInterface for Uring {
 
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
-        let ready = self.ring.completion().len();
+        let mut ready = self.ring.completion().len();
         if self.spin_on_cq {
             while self.ring.completion().len() < min {
                 std::hint::spin_loop();
             }
-        } else if self.unsubmitted > 0 || (ready < min) || (self.enter_to_poll && min > 0) {
-            // One io_uring_enter both submits what is queued and waits (or polls) for completions.
-            let want = if self.enter_to_poll { min } else { min.saturating_sub(ready) };
-            loop {
-                let r = if self.sqpoll {
-                    // Handles the SQ thread's wakeup flag.
-                    self.ring.submit_and_wait(want)
-                } else {
-                    // Always GETEVENTS, so deferred completion work runs on every entry. A bare
-                    // system call (as `Submitter::enter` makes through glibc's `syscall()`,
-                    // less its errno round trip), no signal mask.
-                    let args = [self.ring.as_raw_fd() as usize, self.unsubmitted as usize, want, ENTER_GETEVENTS as usize, 0, 0];
-                    // SAFETY: the SQ tail was published when the submission queue was dropped.
-                    match unsafe { raw_syscall(libc::SYS_io_uring_enter, args) } {
-                        r if r < 0 => Err(io::Error::from_raw_os_error(-r as i32)),
-                        r => Ok(r as usize),
-                    }
-                };
-                match r {
-                    Ok(_) => break,
-                    Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EAGAIN) => continue,
-                    Err(e) => return Err(e),
-                }
+        } else if self.sqpoll {
+            if ready < min {
+                // Handles the SQ thread's wakeup flag.
+                retry_eintr(|| self.ring.submit_and_wait(min - ready))?;
             }
-            self.unsubmitted = 0;
+        } else if self.enter_to_poll {
+            if self.unsubmitted > 0 || min > 0 {
+                // Polling happens inside the enter: ask for the full `min`.
+                self.enter(min)?;
+            }
+        } else {
+            // Others in flight besides the SQEs about to be submitted: their completions may
+            // be waiting in the deferred work list.
+            let others_in_flight = self.outstanding > self.unsubmitted as usize + ready;
+            if self.unsubmitted > 0 && (ready >= min || others_in_flight) {
+                // Submit without waiting first. The enter runs the deferred completion work, so
+                // the ring often holds enough afterwards, and its return lets a woken io-wq
+                // worker run before the check. Submitting and sleeping in one call instead made
+                // submitter and worker ping-pong on one CPU, a wake-up per I/O (zram: 0.28
+                // waits per I/O against fio's 0.15). With nothing else in flight (QD1) one call
+                // does both.
+                self.enter(0)?;
+                ready = self.ring.completion().len();
+            }
+            if ready < min {
+                self.enter(min - ready)?;
+            }
         }
         let mut cq = self.ring.completion();
         let mut n = 0;
@@ -246,6 +285,7 @@ impl IoInterface for Uring {
                 None => break,
             }
         }
+        self.outstanding -= n;
         Ok(n)
     }
 }
