@@ -17,10 +17,8 @@
 //! The namespace's id comes from `NVME_IOCTL_ID`, its geometry (size, LBA size) from an admin
 //! Identify Namespace (`NVME_IOCTL_ADMIN_CMD`). Writes are guarded by the block-device rules
 //! applied to the block device of the same namespace (`/dev/nvmeXnY`), found through sysfs.
-use super::io_uring::{create_ring_big, flags_for};
+use super::io_uring::{create_ring_big, flags_for, RingDriver};
 use super::{Completion, IoInterface, Request, Setup, DEVICE_STATUS};
-use crate::plan::Submit;
-use crate::plan::Complete;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
@@ -380,13 +378,7 @@ pub struct Passthru {
     fds: Vec<RawFd>,
     /// (namespace id, LBA shift) per file.
     ns: Vec<(u32, u32)>,
-    /// SQEs pushed since the last io_uring_enter.
-    unsubmitted: u32,
-    sqpoll: bool,
-    /// Completions are only found by entering the kernel (IOPOLL without SQPOLL).
-    enter_to_poll: bool,
-    /// With SQPOLL + polling the SQ thread reaps; the application only watches the CQ ring.
-    spin_on_cq: bool,
+    driver: RingDriver,
 }
 
 impl IoInterface for Passthru {
@@ -411,18 +403,13 @@ impl IoInterface for Passthru {
             // SAFETY: the buffer region outlives the ring (owned by the hot loop's caller).
             unsafe { ring.submitter().register_buffers(&iov)? };
         }
-        let sqpoll = setup.submit == Submit::Sqpoll;
-        let polled = setup.complete != Complete::Irq;
         Ok(Passthru {
             ring,
             fixed_files: setup.register_files,
             fixed_bufs,
             fds: setup.fds.to_vec(),
             ns,
-            unsubmitted: 0,
-            sqpoll,
-            enter_to_poll: polled && !sqpoll,
-            spin_on_cq: polled && sqpoll,
+            driver: RingDriver::new(setup.submit, setup.complete),
         })
     }
 
@@ -448,32 +435,13 @@ impl IoInterface for Passthru {
             pushed += 1;
         }
         drop(sq);
-        if self.sqpoll {
-            self.ring.submit()?;
-        } else {
-            self.unsubmitted += pushed as u32;
-        }
+        self.driver.pushed(&self.ring, pushed)?;
         Ok(pushed)
     }
 
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
-        let ready = self.ring.completion().len();
-        if self.spin_on_cq {
-            while self.ring.completion().len() < min {
-                std::hint::spin_loop();
-            }
-        } else if self.unsubmitted > 0 || (ready < min) || (self.enter_to_poll && min > 0) {
-            let want = if self.enter_to_poll { min } else { min.saturating_sub(ready) };
-            loop {
-                match self.ring.submit_and_wait(want) {
-                    Ok(_) => break,
-                    Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EAGAIN) => continue,
-                    Err(e) => return Err(e),
-                }
-            }
-            self.unsubmitted = 0;
-        }
+        self.driver.complete(&mut self.ring, min)?;
         let mut cq = self.ring.completion();
         let mut n = 0;
         while n < out.len() {
@@ -486,6 +454,7 @@ impl IoInterface for Passthru {
                 None => break,
             }
         }
+        self.driver.reaped(n);
         Ok(n)
     }
 }
