@@ -164,22 +164,9 @@ impl RingDriver {
         RingDriver { unsubmitted: 0, outstanding: 0, sqpoll, enter_to_poll: polled && !sqpoll, spin_on_cq: polled && sqpoll }
     }
 
-    /// After `n` SQEs were pushed: under SQPOLL publish the tail (the crate enters only when
-    /// the SQ thread went idle and needs a wakeup); otherwise the next enter submits them.
-    #[inline]
-    pub(crate) fn pushed<S: squeue::EntryMarker, C: cqueue::EntryMarker>(&mut self, ring: &IoUring<S, C>, n: usize) -> io::Result<()> {
-        self.outstanding += n;
-        if self.sqpoll {
-            ring.submit()?;
-        } else {
-            self.unsubmitted += n as u32;
-        }
-        Ok(())
-    }
-
     /// Submit what was pushed and make at least `min` completions visible in the CQ ring.
     #[inline]
-    pub(crate) fn complete<S: squeue::EntryMarker, C: cqueue::EntryMarker>(&mut self, ring: &mut IoUring<S, C>, min: usize) -> io::Result<()> {
+    fn complete<S: squeue::EntryMarker, C: cqueue::EntryMarker>(&mut self, ring: &mut IoUring<S, C>, min: usize) -> io::Result<()> {
         let mut ready = ring.completion().len();
         if self.spin_on_cq {
             while ring.completion().len() < min {
@@ -216,10 +203,58 @@ impl RingDriver {
         Ok(())
     }
 
-    /// After `n` completions were taken off the CQ ring.
+    /// Push one SQE per request, as many as the SQ ring takes, and hand them on per the mode.
     #[inline]
-    pub(crate) fn reaped(&mut self, n: usize) {
+    pub(crate) fn push<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
+        &mut self,
+        ring: &mut IoUring<S, C>,
+        reqs: &[Request],
+        mut sqe: impl FnMut(&Request) -> S,
+    ) -> io::Result<usize> {
+        let mut sq = ring.submission();
+        let mut pushed = 0;
+        for r in reqs {
+            // SAFETY: the buffer stays valid until the completion is reaped.
+            if unsafe { sq.push(&sqe(r)) }.is_err() {
+                break;
+            }
+            pushed += 1;
+        }
+        drop(sq);
+        self.outstanding += pushed;
+        if self.sqpoll {
+            // Publishes the tail; enters only if the SQ thread went idle and needs a wakeup.
+            ring.submit()?;
+        } else {
+            self.unsubmitted += pushed as u32;
+        }
+        Ok(pushed)
+    }
+
+    /// Make at least `min` completions visible (submitting what is pushed) and take every one
+    /// the ring holds, up to `out.len()`.
+    #[inline]
+    pub(crate) fn reap<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
+        &mut self,
+        ring: &mut IoUring<S, C>,
+        min: usize,
+        out: &mut [Completion],
+        mut completion: impl FnMut(cqueue::Entry) -> Completion,
+    ) -> io::Result<usize> {
+        self.complete(ring, min)?;
+        let mut cq = ring.completion();
+        let mut n = 0;
+        while n < out.len() {
+            match cq.next() {
+                Some(c) => {
+                    out[n] = completion(c.into());
+                    n += 1;
+                }
+                None => break,
+            }
+        }
         self.outstanding -= n;
+        Ok(n)
     }
 
     /// One io_uring_enter: submits whatever was pushed since the last one and waits for (or,
@@ -277,47 +312,25 @@ impl IoInterface for Uring {
 
     #[inline]
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
-        let mut sq = self.ring.submission();
-        let mut pushed = 0;
-        for r in reqs {
-            let entry = match (r.write, self.fixed_bufs, self.fixed_files) {
+        let (fds, fixed_bufs, fixed_files, flags) = (&self.fds, self.fixed_bufs, self.fixed_files, self.sqe_flags);
+        self.driver.push(&mut self.ring, reqs, |r| {
+            match (r.write, fixed_bufs, fixed_files) {
                 (false, true, true) => opcode::ReadFixed::new(types::Fixed(r.file), r.buf, r.len, 0).offset(r.offset).build(),
-                (false, true, false) => opcode::ReadFixed::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len, 0).offset(r.offset).build(),
+                (false, true, false) => opcode::ReadFixed::new(types::Fd(fds[r.file as usize]), r.buf, r.len, 0).offset(r.offset).build(),
                 (false, false, true) => opcode::Read::new(types::Fixed(r.file), r.buf, r.len).offset(r.offset).build(),
-                (false, false, false) => opcode::Read::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
+                (false, false, false) => opcode::Read::new(types::Fd(fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
                 (true, true, true) => opcode::WriteFixed::new(types::Fixed(r.file), r.buf, r.len, 0).offset(r.offset).build(),
-                (true, true, false) => opcode::WriteFixed::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len, 0).offset(r.offset).build(),
+                (true, true, false) => opcode::WriteFixed::new(types::Fd(fds[r.file as usize]), r.buf, r.len, 0).offset(r.offset).build(),
                 (true, false, true) => opcode::Write::new(types::Fixed(r.file), r.buf, r.len).offset(r.offset).build(),
-                (true, false, false) => opcode::Write::new(types::Fd(self.fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
+                (true, false, false) => opcode::Write::new(types::Fd(fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
             }
             .user_data(r.tag as u64)
-            .flags(self.sqe_flags);
-            // SAFETY: the buffer stays valid until the completion is reaped.
-            if unsafe { sq.push(&entry) }.is_err() {
-                break;
-            }
-            pushed += 1;
-        }
-        drop(sq);
-        self.driver.pushed(&self.ring, pushed)?;
-        Ok(pushed)
+            .flags(flags)
+        })
     }
 
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
-        self.driver.complete(&mut self.ring, min)?;
-        let mut cq = self.ring.completion();
-        let mut n = 0;
-        while n < out.len() {
-            match cq.next() {
-                Some(c) => {
-                    out[n] = Completion { tag: c.user_data() as u32, result: c.result() as i64 };
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        self.driver.reaped(n);
-        Ok(n)
+        self.driver.reap(&mut self.ring, min, out, |c| Completion { tag: c.user_data() as u32, result: c.result() as i64 })
     }
 }

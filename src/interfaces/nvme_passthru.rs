@@ -415,47 +415,27 @@ impl IoInterface for Passthru {
 
     #[inline]
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
-        let mut sq = self.ring.submission();
-        let mut pushed = 0;
-        for r in reqs {
-            let (nsid, shift) = self.ns[r.file as usize];
+        let (fds, ns, fixed_bufs, fixed_files) = (&self.fds, &self.ns, self.fixed_bufs, self.fixed_files);
+        self.driver.push(&mut self.ring, reqs, |r| {
+            let (nsid, shift) = ns[r.file as usize];
             let cmd = NvmeCmd::rw(r.write, nsid, shift, r.offset, r.len, r.buf as u64).to_bytes();
-            let op = if self.fixed_files {
+            let op = if fixed_files {
                 opcode::UringCmd80::new(types::Fixed(r.file), NVME_URING_CMD_IO)
             } else {
-                opcode::UringCmd80::new(types::Fd(self.fds[r.file as usize]), NVME_URING_CMD_IO)
+                opcode::UringCmd80::new(types::Fd(fds[r.file as usize]), NVME_URING_CMD_IO)
             };
-            let op = op.cmd(cmd).buf_index(self.fixed_bufs.then_some(r.tag as u16));
+            let op = op.cmd(cmd).buf_index(fixed_bufs.then_some(r.tag as u16));
             // The length rides in the user data: success completes with res 0, not a byte count.
-            let entry = op.build().user_data(r.tag as u64 | (r.len as u64) << 32);
-            // SAFETY: the buffer stays valid until the completion is reaped.
-            if unsafe { sq.push(&entry) }.is_err() {
-                break;
-            }
-            pushed += 1;
-        }
-        drop(sq);
-        self.driver.pushed(&self.ring, pushed)?;
-        Ok(pushed)
+            op.build().user_data(r.tag as u64 | (r.len as u64) << 32)
+        })
     }
 
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
-        self.driver.complete(&mut self.ring, min)?;
-        let mut cq = self.ring.completion();
-        let mut n = 0;
-        while n < out.len() {
-            match cq.next() {
-                Some(c) => {
-                    let ud = c.user_data();
-                    out[n] = Completion { tag: ud as u32, result: completion_result(c.result(), (ud >> 32) as u32) };
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        self.driver.reaped(n);
-        Ok(n)
+        self.driver.reap(&mut self.ring, min, out, |c| {
+            let ud = c.user_data();
+            Completion { tag: ud as u32, result: completion_result(c.result(), (ud >> 32) as u32) }
+        })
     }
 }
 
