@@ -40,6 +40,30 @@ pub struct Completion {
     pub result: i64,
 }
 
+/// What a synchronous interface holds between its `submit`, which did the I/O, and the loop's
+/// `reap`, which takes the one completion.
+#[derive(Default)]
+pub(crate) struct Held(Option<Completion>);
+
+impl Held {
+    #[inline]
+    pub(crate) fn hold(&mut self, tag: u32, result: i64) -> io::Result<usize> {
+        self.0 = Some(Completion { tag, result });
+        Ok(1)
+    }
+
+    #[inline]
+    pub(crate) fn take(&mut self, out: &mut [Completion]) -> io::Result<usize> {
+        match self.0.take() {
+            Some(c) => {
+                out[0] = c;
+                Ok(1)
+            }
+            None => Ok(0),
+        }
+    }
+}
+
 /// Completion results at or below this carry a device status rather than an errno:
 /// `result = DEVICE_STATUS - status` (an NVMe status for nvme-passthru).
 pub const DEVICE_STATUS: i64 = -(1 << 32);

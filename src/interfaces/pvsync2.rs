@@ -1,6 +1,6 @@
 //! pvsync2: preadv2/pwritev2; `--complete poll` passes RWF_HIPRI. Linux ignores RWF_HIPRI on
 //! synchronous I/O since 5.18, which iolab reports rather than hides.
-use super::{raw_syscall, Completion, IoInterface, Request, Setup};
+use super::{raw_syscall, Completion, Held, IoInterface, Request, Setup};
 use crate::plan::Complete;
 use std::io;
 use std::os::fd::RawFd;
@@ -8,14 +8,13 @@ use std::os::fd::RawFd;
 pub struct Pvsync2 {
     fds: Vec<RawFd>,
     flags: libc::c_int,
-    done: Completion,
-    has_done: bool,
+    done: Held,
 }
 
 impl IoInterface for Pvsync2 {
     fn open(setup: &Setup) -> io::Result<Self> {
         let flags = if setup.complete == Complete::Poll { libc::RWF_HIPRI } else { 0 };
-        Ok(Pvsync2 { fds: setup.fds.to_vec(), flags, done: Completion::default(), has_done: false })
+        Ok(Pvsync2 { fds: setup.fds.to_vec(), flags, done: Held::default() })
     }
 
     #[inline]
@@ -29,18 +28,11 @@ impl IoInterface for Pvsync2 {
         let args = [fd as usize, &iov as *const libc::iovec as usize, 1, r.offset as usize, 0, self.flags as usize];
         // SAFETY: iov points at slot r.tag's buffer of r.len bytes and lives across the call.
         let result = unsafe { raw_syscall(nr, args) };
-        self.done = Completion { tag: r.tag, result };
-        self.has_done = true;
-        Ok(1)
+        self.done.hold(r.tag, result)
     }
 
     #[inline]
     fn reap(&mut self, _min: usize, out: &mut [Completion]) -> io::Result<usize> {
-        if !self.has_done {
-            return Ok(0);
-        }
-        self.has_done = false;
-        out[0] = self.done;
-        Ok(1)
+        self.done.take(out)
     }
 }
