@@ -218,6 +218,19 @@ fn report_renders_every_figure_offline_without_errors() {
     iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "s3", "--out", only.to_str().unwrap(), "--quiet"]).assert_ok();
     let s3 = std::fs::read_to_string(only.join("report.html")).unwrap();
     assert!(s3.contains("S3-map (sweep 5)") && !s3.contains("S1.1-latency"));
+
+    // A report written over another removes the figures and tables the first had and it has
+    // not, and leaves everything else alone.
+    let mine = out.join("figures/mine.svg");
+    std::fs::write(&mine, "<svg/>").unwrap();
+    let before: Vec<PathBuf> = files(&out.join("figures"), "svg");
+    assert!(before.iter().any(|p| p.file_name().unwrap().to_string_lossy().starts_with("s1-")), "{before:?}");
+    iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "s3", "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let after: Vec<PathBuf> = files(&out.join("figures"), "svg");
+    let expected: Vec<PathBuf> = files(&only.join("figures"), "svg").iter().map(|p| out.join("figures").join(p.file_name().unwrap())).chain([mine.clone()]).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    assert_eq!(after, expected);
+    assert_eq!(files(&out.join("tables"), "csv").len(), files(&only.join("tables"), "csv").len());
+    assert!(out.join("broken.html").exists(), "a file the report did not write was removed");
 }
 
 #[test]

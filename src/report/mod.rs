@@ -24,9 +24,34 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     crate::output::write_bytes(&path.to_string_lossy(), bytes)
 }
 
+/// The list of files the last report wrote into its directory, one relative path per line, so
+/// that a report written over it can remove what it no longer has and nothing else.
+pub const MANIFEST: &str = ".iolab-report-files";
+
 /// Write the page, each figure as SVG and each table as CSV and Markdown under `out`; returns the
-/// paths written, the page first.
+/// paths written, the page first. Figures and tables an earlier report wrote there and this one
+/// does not are removed (they are known from its manifest); no other file is touched.
 pub fn write(out: &Path, header: &html::Header, sections: &[studies::Section]) -> Result<Vec<PathBuf>, String> {
+    let written = write_files(out, header, sections)?;
+    let now: Vec<String> = written.iter().filter_map(|p| p.strip_prefix(out).ok()).map(|p| p.to_string_lossy().into_owned()).collect();
+    let manifest = out.join(MANIFEST);
+    if let Ok(before) = std::fs::read_to_string(&manifest) {
+        for stale in before.lines().filter(|l| !now.iter().any(|n| n == l)) {
+            // Only what a report writes: figures/*.svg and tables/*.csv|md, no way out of `out`.
+            let rel = Path::new(stale);
+            let ours = rel.components().count() == 2
+                && matches!(rel.components().next().and_then(|c| c.as_os_str().to_str()), Some("figures") | Some("tables"))
+                && rel.extension().is_some_and(|e| e == "svg" || e == "csv" || e == "md");
+            if ours {
+                let _ = std::fs::remove_file(out.join(rel));
+            }
+        }
+    }
+    write_atomic(&manifest, (now.join("\n") + "\n").as_bytes())?;
+    Ok(written)
+}
+
+fn write_files(out: &Path, header: &html::Header, sections: &[studies::Section]) -> Result<Vec<PathBuf>, String> {
     let mut written = Vec::new();
     let page = out.join("report.html");
     write_atomic(&page, html::page(header, sections, METHOD_NOTES).as_bytes())?;
