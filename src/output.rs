@@ -23,7 +23,8 @@ fn destination(dest: &str) -> Destination {
     }
 }
 
-fn parent(path: &Path) -> &Path {
+/// The directory a file is created in (`.` for a bare name).
+pub fn parent(path: &Path) -> &Path {
     path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 

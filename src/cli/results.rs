@@ -34,10 +34,6 @@ pub struct ResultsArgs {
     pub json: Option<String>,
 }
 
-fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), String>) -> Result<(), String> {
-    crate::output::write_with(dest, f)
-}
-
 pub fn main(a: &ResultsArgs) -> i32 {
     super::exit_code(results(a).map(|()| 0))
 }
@@ -64,10 +60,10 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         ..Default::default()
     };
     if let Some(dest) = &a.csv {
-        return export(dest, |w| store.export_csv(&filter, w));
+        return crate::output::write_with(dest, |w| store.export_csv(&filter, w));
     }
     if let Some(dest) = &a.json {
-        return export(dest, |w| store.export_json(&filter, w));
+        return crate::output::write_with(dest, |w| store.export_json(&filter, w));
     }
     let rows = store.list_runs(&filter)?;
     println!("{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",

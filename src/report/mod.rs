@@ -19,7 +19,7 @@ pub const METHOD_NOTES: &str = "<p>Every number is measured by iolab on the mach
 
 /// Write `bytes` to `path` whole or not at all (see `crate::output`), creating its directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = crate::output::parent(path);
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     crate::output::write_bytes(&path.to_string_lossy(), bytes)
 }
