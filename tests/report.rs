@@ -86,16 +86,28 @@ fn make_db(dir: &Path) -> PathBuf {
     db
 }
 
-fn chromium() -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("chromium")).find(|c| c.is_file()));
-    found.unwrap_or_else(|| panic!("chromium not found on PATH: install Debian's `chromium` package (apt-get install chromium); the report test renders the page in it (.ci/run installs it)"))
+/// Headless Chromium, installed from Debian's packages when missing (as the VM rig installs
+/// QEMU); Err says why it cannot be had here, and only the rendering checks are then skipped.
+fn chromium() -> Result<PathBuf, String> {
+    let on_path = || std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join("chromium")).find(|c| c.is_file()));
+    if let Some(found) = on_path() {
+        return Ok(found);
+    }
+    if !common::is_root() {
+        return Err("chromium is not on PATH and only root can install it (Debian package chromium)".into());
+    }
+    let apt = |args: &[&str]| Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").output().map(|o| o.status.success()).unwrap_or(false);
+    if !(apt(&["install", "-y", "-qq", "chromium"]) || (apt(&["update", "-qq"]) && apt(&["install", "-y", "-qq", "chromium"]))) {
+        return Err("chromium is not on PATH and `apt-get install chromium` failed (no apt, or no package registry reachable)".into());
+    }
+    on_path().ok_or_else(|| "apt-get installed chromium but it is not on PATH".into())
 }
 
 /// The page as headless Chromium leaves it after load, and Chromium's stderr. The flags keep it
 /// off the network (closed here) and out of any profile but a fresh one.
-fn render(page: &Path, scratch: &Path) -> (String, String) {
+fn render(browser: &Path, page: &Path, scratch: &Path) -> (String, String) {
     let profile = tempfile::Builder::new().prefix("chromium-").tempdir_in(scratch).unwrap();
-    let out = Command::new(chromium())
+    let out = Command::new(browser)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
@@ -197,21 +209,26 @@ fn report_renders_every_figure_offline_without_errors() {
 
     // Headless Chromium: every figure drew (non-empty box and a data mark, or a "not available
     // here" panel) and nothing went wrong in the page or on the console.
-    let (dom, stderr) = render(&page, dir.path());
-    assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
-    assert_eq!(body_attr(&dom, "data-figures"), figures.to_string());
-    assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
-    assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
-    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
-
-    // The check itself notices a broken page: a planted error and an empty figure.
     let broken = html.replacen("<div id=\"readout\">", "<figure class=\"fig\" id=\"empty\"><svg></svg></figure><script>throw new Error('planted');</script><div id=\"readout\">", 1);
     let broken_page = out.join("broken.html");
     std::fs::write(&broken_page, broken).unwrap();
-    let (dom, _) = render(&broken_page, dir.path());
-    assert_eq!(body_attr(&dom, "data-errors"), "1");
-    assert!(body_attr(&dom, "data-error-text").contains("planted"));
-    assert_eq!(body_attr(&dom, "data-not-drawn"), "empty");
+    match chromium() {
+        Err(why) => common::skip("report_renders_every_figure_offline_without_errors (rendering in Chromium)", &why),
+        Ok(browser) => {
+            let (dom, stderr) = render(&browser, &page, dir.path());
+            assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
+            assert_eq!(body_attr(&dom, "data-figures"), figures.to_string());
+            assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
+            assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
+            assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+
+            // The check itself notices a broken page: a planted error and an empty figure.
+            let (dom, _) = render(&browser, &broken_page, dir.path());
+            assert_eq!(body_attr(&dom, "data-errors"), "1");
+            assert!(body_attr(&dom, "data-error-text").contains("planted"));
+            assert_eq!(body_attr(&dom, "data-not-drawn"), "empty");
+        }
+    }
 
     // A suite selects its parts' newest sweeps only.
     let only = dir.path().join("s3");
