@@ -272,10 +272,82 @@ fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
     (clause, p)
 }
 
+/// Refuse a database path that is not a regular file or a new one, and a file that is not
+/// SQLite, before SQLite opens it: SQLite would write its header into a device and create
+/// `-journal`, `-wal` and `-shm` files beside it. True when the file exists.
+fn check_path(path: &Path) -> Result<bool, String> {
+    let name = path.display();
+    if path.as_os_str().is_empty() {
+        return Err("--db is empty: give the results database's file name".into());
+    }
+    let m = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(x) if x.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(x) => return Err(format!("results database {name}: {x}")),
+    };
+    if !m.is_file() {
+        return Err(format!("results database {name} is {}: give a regular file, or a new file name for a new database", crate::output::kind(&m)));
+    }
+    let mut magic = [0u8; 16];
+    let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut magic)).map_err(|x| format!("results database {name}: {x}"))?;
+    if n > 0 && (n < magic.len() || &magic != b"SQLite format 3\0") {
+        return Err(format!("results database {name} is not a SQLite file: give an iolab results database, or a new file name"));
+    }
+    Ok(true)
+}
+
+/// `file:` URI for `path` (percent-encoded), for the `immutable` parameter.
+fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
+}
+
+/// A read-only connection to an existing database, checked (`schema::check`); its version.
+/// Changes nothing. A WAL database needs its `-shm` file, which a reader creates when it may;
+/// where it may not (a read-only mount, another user's directory) and no `-wal` holds
+/// uncheckpointed commits, the file alone is the whole database and is read as immutable.
+fn open_read_only(path: &Path) -> Result<(Connection, u32), String> {
+    use rusqlite::OpenFlags as F;
+    let name = path.display();
+    let e = |x: rusqlite::Error| format!("results database {name}: {x}");
+    let flags = F::SQLITE_OPEN_READ_ONLY | F::SQLITE_OPEN_URI | F::SQLITE_OPEN_NO_MUTEX;
+    // The first read is where SQLite finds it cannot open or create the -shm file.
+    let attempt = |conn: Connection| -> rusqlite::Result<Connection> {
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        schema::user_version(&conn)?;
+        Ok(conn)
+    };
+    let first = attempt(Connection::open_with_flags(path, flags).map_err(e)?);
+    let cannot_share = matches!(&first, Err(rusqlite::Error::SqliteFailure(f, _)) if matches!(f.code, rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly));
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal_empty = std::fs::metadata(&wal).map_or(true, |m| m.len() == 0);
+    let conn = if cannot_share && wal_empty {
+        attempt(Connection::open_with_flags(format!("{}?immutable=1", file_uri(path)), flags).map_err(e)?)
+    } else {
+        first
+    }
+    .map_err(e)?;
+    let v = schema::check(&conn).map_err(|m| format!("results database {name}: {m}"))?;
+    Ok((conn, v))
+}
+
 impl Store {
-    /// Open the database at `path`, creating it or migrating it to the current schema.
+    /// Open the database at `path` for writing, creating it or migrating it to the current
+    /// schema. An existing file is checked read-only first, so a database iolab refuses (not
+    /// SQLite, not iolab's, from a newer iolab) is left exactly as it was.
     pub fn open(path: &Path) -> Result<Store, String> {
         let name = path.display().to_string();
+        if check_path(path)? && std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            open_read_only(path)?;
+        }
         let e = |x: rusqlite::Error| format!("results database {name}: {x}");
         let mut conn = Connection::open(path).map_err(e)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
@@ -288,13 +360,24 @@ impl Store {
         Ok(Store { conn, path: name })
     }
 
-    /// Open an existing database; an error when there is none at `path` (for readers such as
-    /// `iolab results`, which should not create an empty file).
+    /// Open an existing database read-only, for commands that only read (`iolab results`,
+    /// `report`, `compare`): an error when there is none at `path` (a reader creates nothing),
+    /// and it works on a read-only mount and for a user who may only read the file. A database
+    /// of an older schema is migrated first, which needs write access.
     pub fn open_existing(path: &Path) -> Result<Store, String> {
-        if !path.exists() {
-            return Err(format!("no results database at {}", path.display()));
+        let name = path.display().to_string();
+        if !check_path(path)? {
+            return Err(format!("no results database at {name}"));
         }
-        Store::open(path)
+        let (conn, v) = open_read_only(path)?;
+        if v == 0 {
+            return Err(format!("results database {name} is empty: it holds no iolab results"));
+        }
+        if v < schema::LATEST {
+            drop(conn);
+            return Store::open(path).map_err(|x| format!("{x} (schema version {v} is upgraded to {} on first use, which needs write access)", schema::LATEST));
+        }
+        Ok(Store { conn, path: name })
     }
 
     pub fn path(&self) -> &str {
@@ -495,6 +578,44 @@ impl Store {
         )
         .map_err(e)?;
         tx.commit().map_err(e)
+    }
+
+    /// Planned runs with this planned-run status (`skipped`, or `planned`: still to run) that
+    /// match a filter, oldest first. They have no stored run, so `list_runs` cannot show them;
+    /// the filter's sweep and configuration apply, and interface, rw, submit, complete, bs, qd
+    /// and threads are read from the planned spec. A filter on what only a made run has (host,
+    /// device, time, lone runs) matches none.
+    pub fn list_planned(&self, f: &RunFilter, status: &str) -> Result<Vec<PlannedRun>, String> {
+        if f.hostname.is_some() || f.device.is_some() || f.since.is_some() || f.until.is_some() || f.in_sweep == Some(false) {
+            return Ok(Vec::new());
+        }
+        let mut w = vec!["status = ?".to_string()];
+        let mut p = vec![Sql::Text(status.into())];
+        let mut eq = |col: &str, v: Option<Sql>| {
+            if let Some(v) = v {
+                w.push(format!("{col} = ?"));
+                p.push(v);
+            }
+        };
+        let t = |s: &Option<String>| s.clone().map(Sql::Text);
+        let n = |x: Option<u64>| x.map(|x| Sql::Integer(x as i64));
+        eq("sweep_id", f.sweep.map(Sql::Integer));
+        eq("config_key", t(&f.config_key));
+        for (field, v) in [("interface", t(&f.interface)), ("rw", t(&f.rw)), ("submit", t(&f.submit)), ("complete", t(&f.complete))] {
+            eq(&format!("json_extract(spec, '$.{field}')"), v);
+        }
+        for (field, v) in [("bs", n(f.bs)), ("qd", n(f.qd.map(u64::from))), ("threads", n(f.threads.map(u64::from)))] {
+            eq(&format!("json_extract(spec, '$.{field}')"), v);
+        }
+        let sql = format!(
+            "SELECT * FROM (SELECT id, sweep_id, ordinal, replicate, config_key, spec, status, reason FROM planned_runs \
+             WHERE {} ORDER BY id DESC LIMIT {}) ORDER BY id",
+            w.join(" AND "),
+            f.limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64)
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
+        let rows = st.query_map(rusqlite::params_from_iter(p), planned_row).map_err(self.e())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
     }
 
     /// The runs matching a filter, oldest first.
