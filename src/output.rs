@@ -31,7 +31,7 @@ fn sink(m: &std::fs::Metadata) -> bool {
     matches!((major, minor), (1, 3) | (1, 5) | (4, _) | (5, 0) | (5, 1) | (136..=143, _))
 }
 
-/// What a node that is not a regular file is, for messages: "a block device (7:0)", ...
+/// What kind of node `m` is, for messages: "a block device (7:0)", "a FIFO", ...
 pub fn kind(m: &std::fs::Metadata) -> String {
     let t = m.file_type();
     let dev = format!("{}:{}", libc::major(m.rdev()), libc::minor(m.rdev()));
@@ -45,8 +45,10 @@ pub fn kind(m: &std::fs::Metadata) -> String {
         "a socket".into()
     } else if t.is_dir() {
         "a directory".into()
+    } else if t.is_file() {
+        "a regular file".into()
     } else {
-        "not a regular file".into()
+        "of an unknown kind".into()
     }
 }
 
@@ -156,6 +158,26 @@ mod tests {
         write_bytes("/dev/null", b"{}").unwrap();
         check_writable("--json", "/dev/null").unwrap();
         assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    }
+
+    #[test]
+    fn only_sinks_are_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: c is a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Checked without opening: a FIFO with no reader yet must not block the check.
+        check_writable("--json", fifo.to_str().unwrap()).unwrap();
+        check_writable("--json", "/dev/zero").unwrap();
+        for (dest, why) in [("/dev/full", "character device (1:7)"), ("", "is empty")] {
+            assert!(check_writable("--json", dest).unwrap_err().contains(why), "{dest}");
+            assert!(write_bytes(dest, b"{}").unwrap_err().contains(why), "{dest}");
+        }
+        let link = dir.path().join("full.json");
+        std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+        let e = check_writable("--json", link.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("a link to /dev/full") && e.contains("1:7"), "{e}");
     }
 
     #[test]

@@ -103,7 +103,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
 /// each file is checked again as it is written (see `crate::output`).
 fn check_out(out: &std::path::Path) -> Result<(), String> {
     match std::fs::metadata(out) {
-        Ok(m) if !m.is_dir() => Err(format!("--out {} is not a directory: give a directory for report.html, figures/ and tables/ (it is created)", out.display())),
+        Ok(m) if !m.is_dir() => Err(format!("--out {} is {}: give a directory for report.html, figures/ and tables/ (it is created)", out.display(), crate::output::kind(&m))),
         Ok(_) => crate::output::check_writable("--out", &out.join("report.html").to_string_lossy()),
         Err(_) => Ok(()),
     }

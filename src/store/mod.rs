@@ -309,18 +309,31 @@ fn file_uri(path: &Path) -> String {
     uri
 }
 
-/// A read-only connection to an existing database, checked (`schema::check`); its version.
-/// Changes nothing. A WAL database needs its `-shm` file, which a reader creates when it may;
-/// where it may not (a read-only mount, another user's directory) and no `-wal` holds
-/// uncheckpointed commits, the file alone is the whole database and is read as immutable.
-fn open_read_only(path: &Path) -> Result<(Connection, u32), String> {
+/// Whether this process may write `p` (access(2): false on a read-only mount, even for root).
+fn may_write(p: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: c is a NUL-terminated path alive for the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// A connection for a command that only reads an existing database, checked
+/// (`schema::check`), and its schema version. Its statements cannot write (`query_only`).
+/// Where the file and its directory may be written it opens like any SQLite client, which
+/// removes the `-wal` and `-shm` files it used when it closes; where they may not (a read-only
+/// mount, another user's file) it opens read-only. A WAL database read-only needs a `-shm`
+/// file; where none can be made and no `-wal` holds commits, the file alone is the whole
+/// database and is read as immutable.
+fn open_reader(path: &Path) -> Result<(Connection, u32), String> {
     use rusqlite::OpenFlags as F;
     let name = path.display();
     let e = |x: rusqlite::Error| format!("results database {name}: {x}");
-    let flags = F::SQLITE_OPEN_READ_ONLY | F::SQLITE_OPEN_URI | F::SQLITE_OPEN_NO_MUTEX;
+    let writable = may_write(path) && may_write(crate::output::parent(path));
+    let mode = if writable { F::SQLITE_OPEN_READ_WRITE } else { F::SQLITE_OPEN_READ_ONLY };
+    let flags = mode | F::SQLITE_OPEN_URI | F::SQLITE_OPEN_NO_MUTEX;
     // The first read is where SQLite finds it cannot open or create the -shm file.
     let attempt = |conn: Connection| -> rusqlite::Result<Connection> {
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "query_only", true)?;
         schema::user_version(&conn)?;
         Ok(conn)
     };
@@ -329,7 +342,7 @@ fn open_read_only(path: &Path) -> Result<(Connection, u32), String> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
     let wal_empty = std::fs::metadata(&wal).map_or(true, |m| m.len() == 0);
-    let conn = if cannot_share && wal_empty {
+    let conn = if cannot_share && !writable && wal_empty {
         attempt(Connection::open_with_flags(format!("{}?immutable=1", file_uri(path)), flags).map_err(e)?)
     } else {
         first
@@ -341,16 +354,16 @@ fn open_read_only(path: &Path) -> Result<(Connection, u32), String> {
 
 impl Store {
     /// Open the database at `path` for writing, creating it or migrating it to the current
-    /// schema. An existing file is checked read-only first, so a database iolab refuses (not
-    /// SQLite, not iolab's, from a newer iolab) is left exactly as it was.
+    /// schema. The file is checked (`schema::check`) before anything is changed, so a database
+    /// iolab refuses (not SQLite, not iolab's, from a newer iolab) is left as it was: not even
+    /// switched to write-ahead logging.
     pub fn open(path: &Path) -> Result<Store, String> {
         let name = path.display().to_string();
-        if check_path(path)? && std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
-            open_read_only(path)?;
-        }
+        check_path(path)?;
         let e = |x: rusqlite::Error| format!("results database {name}: {x}");
         let mut conn = Connection::open(path).map_err(e)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
+        schema::check(&conn).map_err(|x| format!("results database {name}: {x}"))?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
             return Err(format!("results database {name}: cannot use write-ahead logging (journal mode {mode})"));
@@ -360,16 +373,16 @@ impl Store {
         Ok(Store { conn, path: name })
     }
 
-    /// Open an existing database read-only, for commands that only read (`iolab results`,
-    /// `report`, `compare`): an error when there is none at `path` (a reader creates nothing),
-    /// and it works on a read-only mount and for a user who may only read the file. A database
-    /// of an older schema is migrated first, which needs write access.
+    /// Open an existing database for reading (`iolab results`, `report`, `compare`): an error
+    /// when there is none at `path` (a reader creates nothing); works on a read-only mount and
+    /// for a user who may only read the file (see `open_reader`). A database of an older schema
+    /// is migrated first, which needs write access.
     pub fn open_existing(path: &Path) -> Result<Store, String> {
         let name = path.display().to_string();
         if !check_path(path)? {
             return Err(format!("no results database at {name}"));
         }
-        let (conn, v) = open_read_only(path)?;
+        let (conn, v) = open_reader(path)?;
         if v == 0 {
             return Err(format!("results database {name} is empty: it holds no iolab results"));
         }
