@@ -228,10 +228,14 @@ fn each_refuses(db: &str, dir: &Path, why: &str, after: &dyn Fn(&Run)) {
 fn a_block_device_as_database_is_refused_and_left_unchanged() {
     let Some((d, lo)) = db_and_loop("a_block_device_as_database_is_refused_and_left_unchanged", 4 << 20, false) else { return };
     let before = digest(&lo.dev);
-    each_refuses(&lo.dev, d.path(), "is a block device", &|r| {
-        assert_eq!(digest(&lo.dev), before, "{} changed:\n{}", lo.dev, r.describe());
-        assert!(beside(&lo.dev).is_empty(), "created {:?}:\n{}", beside(&lo.dev), r.describe());
-    });
+    let link = d.path().join("link.db");
+    std::os::unix::fs::symlink(&lo.dev, &link).unwrap();
+    for db in [lo.dev.as_str(), link.to_str().unwrap()] {
+        each_refuses(db, d.path(), "is a block device", &|r| {
+            assert_eq!(digest(&lo.dev), before, "{} changed:\n{}", lo.dev, r.describe());
+            assert!(beside(&lo.dev).is_empty() && beside(db).is_empty(), "created {:?}:\n{}", beside(db), r.describe());
+        });
+    }
 }
 
 #[test]

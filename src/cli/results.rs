@@ -15,7 +15,7 @@ pub struct ResultsArgs {
     pub interface: Option<String>,
     #[arg(long)]
     pub rw: Option<String>,
-    /// ok, failed, interrupted, skipped...
+    /// ok, failed, interrupted (stored runs); skipped, planned (planned runs never made, listed with the reason).
     #[arg(long)]
     pub status: Option<String>,
     /// Configuration key, as `iolab sweep --dry-run` prints it.
