@@ -13,8 +13,8 @@ enum Destination {
     Replace(PathBuf),
 }
 
-/// Why a node that exists and is not a regular file may be written in place, or None: a FIFO
-/// (someone reads it), or a character device that only takes bytes away: mem's null (1:3) and
+/// Whether a node that is not a regular file may be written in place: a FIFO (someone reads
+/// it), or a character device that only takes bytes away: mem's null (1:3) and
 /// zero (1:5), which discard them, and terminals (virtual consoles and serial ports, major 4;
 /// /dev/tty and /dev/console, 5:0 and 5:1; pseudo-terminals, majors 136 to 143), which show
 /// them. Block devices and every other character device (/dev/full, /dev/mem, /dev/kmsg, disks
