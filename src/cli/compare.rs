@@ -40,13 +40,7 @@ fn run(args: &CompareArgs) -> Result<(), String> {
     if args.b.is_none() && args.db_b.is_none() {
         return Err("give two configurations, or one configuration and --db-b with a second database".into());
     }
-    let open = |p: &PathBuf| -> Result<Store, String> {
-        if !p.exists() {
-            return Err(format!("no results database at {}", p.display()));
-        }
-        Store::open(p)
-    };
-    let (sa, sb) = (open(&args.db)?, open(&db_b)?);
+    let (sa, sb) = (Store::open_existing(&args.db)?, Store::open_existing(&db_b)?);
     let ra = config_replicates(&sa, &args.a)?;
     let rb = config_replicates(&sb, &key_b)?;
     if ra.values.iter().all(|(_, v)| v.is_empty()) {

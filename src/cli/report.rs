@@ -38,6 +38,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     if !a.db.exists() {
         return Err(format!("no results database at {}: run `iolab suite run` or `iolab sweep PLAN` first, or pass --db", a.db.display()));
     }
+    check_out(&a.out)?;
     let store = Store::open_existing(&a.db)?;
     let base = RunFilter { interface: a.interface.clone(), rw: a.rw.clone(), config_key: a.config.clone(), ..Default::default() };
     let mut sweeps = a.sweep.clone();
@@ -96,6 +97,16 @@ fn report(a: &ReportArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Check before any work that `--out` is a directory (or a new one) whose page can be written;
+/// each file is checked again as it is written (see `crate::output`).
+fn check_out(out: &std::path::Path) -> Result<(), String> {
+    match std::fs::metadata(out) {
+        Ok(m) if !m.is_dir() => Err(format!("--out {} is {}: give a directory for report.html, figures/ and tables/ (it is created)", out.display(), crate::output::kind(&m))),
+        Ok(_) => crate::output::check_writable("--out", &out.join("report.html").to_string_lossy()),
+        Err(_) => Ok(()),
+    }
 }
 
 /// The current UTC time as YYYY-MM-DD HH:MM.

@@ -15,7 +15,7 @@ pub struct ResultsArgs {
     pub interface: Option<String>,
     #[arg(long)]
     pub rw: Option<String>,
-    /// ok, failed, interrupted, skipped...
+    /// ok, failed, interrupted (stored runs); skipped, planned (planned runs never made, listed with the reason).
     #[arg(long)]
     pub status: Option<String>,
     /// Configuration key, as `iolab sweep --dry-run` prints it.
@@ -38,11 +38,24 @@ pub fn main(a: &ResultsArgs) -> i32 {
     super::exit_code(results(a).map(|()| 0))
 }
 
+/// Planned-run statuses that never have a stored run: `results` lists them from the plan.
+const PLAN_ONLY: [&str; 2] = ["skipped", "planned"];
+
 fn results(a: &ResultsArgs) -> Result<(), String> {
+    let plan_only = a.status.as_deref().filter(|s| PLAN_ONLY.contains(s));
+    if let (Some(st), true) = (plan_only, a.csv.is_some() || a.json.is_some()) {
+        return Err(format!("{st} runs were never made, so there is no record to export: list them with `iolab results --status {st}`"));
+    }
     if !a.db.exists() {
         return Err(format!("no results database at {}: run `iolab sweep PLAN` first, or pass --db", a.db.display()));
     }
-    let store = Store::open(&a.db)?;
+    // Before the database is opened: an output iolab will refuse costs nothing.
+    for (flag, dest) in [("--csv", &a.csv), ("--json", &a.json)] {
+        if let Some(d) = dest {
+            crate::output::check_writable(flag, d)?;
+        }
+    }
+    let store = Store::open_existing(&a.db)?;
     if a.sweeps {
         println!("{:>5}  {:<24} {:>8} {:>6} {:>8}", "sweep", "name", "planned", "done", "skipped");
         for (id, name, _created, planned, done, skipped) in store.sweeps()? {
@@ -65,6 +78,9 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
     if let Some(dest) = &a.json {
         return crate::output::write_with(dest, |w| store.export_json(&filter, w));
     }
+    if let Some(st) = plan_only {
+        return list_planned(&store, &filter, st);
+    }
     let rows = store.list_runs(&filter)?;
     println!("{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
         "run", "sweep", "rep", "status", "interface", "submit", "compl", "rw", "bs", "qd", "thr", "IOPS", "mean", "p99", "cores", "path");
@@ -77,5 +93,25 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
             opt(r.cpu_cores, &|x| format!("{x:.2}")), r.completion_observed.clone().unwrap_or("-".into()));
     }
     println!("{} runs", rows.len());
+    if a.status.is_none() {
+        let skipped = store.list_planned(&filter, "skipped")?.len();
+        if skipped > 0 {
+            println!("{skipped} planned runs skipped, not made (--status skipped lists them with the reason)");
+        }
+    }
+    Ok(())
+}
+
+/// Planned runs that were never made (skipped, or still to run), with the reason.
+fn list_planned(store: &Store, filter: &RunFilter, status: &str) -> Result<(), String> {
+    let rows = store.list_planned(filter, status)?;
+    println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} reason", "plan", "sweep", "rep", "status", "interface", "rw", "bs", "qd", "thr", "config");
+    for p in &rows {
+        let spec = |k: &str| p.spec.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).unwrap_or("-".into());
+        let bs = p.spec.get("bs").and_then(|v| v.as_f64()).map_or("-".into(), |b| crate::plan::size::format_bytes(b).replace(".0 ", ""));
+        println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} {}", p.id, p.sweep_id, p.replicate + 1, p.status, spec("interface"), spec("rw"), bs,
+            spec("qd"), spec("threads"), p.config_key, p.reason.as_deref().unwrap_or("-"));
+    }
+    println!("{} {status} runs", rows.len());
     Ok(())
 }

@@ -272,13 +272,98 @@ fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
     (clause, p)
 }
 
+/// Refuse a database path that is not a regular file or a new one, and a file that is not
+/// SQLite, before SQLite opens it: SQLite would write its header into a device and create
+/// `-journal`, `-wal` and `-shm` files beside it. True when the file exists.
+fn check_path(path: &Path) -> Result<bool, String> {
+    let name = path.display();
+    if path.as_os_str().is_empty() {
+        return Err("--db is empty: give the results database's file name".into());
+    }
+    let m = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(x) if x.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(x) => return Err(format!("results database {name}: {x}")),
+    };
+    if !m.is_file() {
+        return Err(format!("results database {name} is {}: give a regular file, or a new file name for a new database", crate::output::kind(&m)));
+    }
+    let mut magic = [0u8; 16];
+    let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut magic)).map_err(|x| format!("results database {name}: {x}"))?;
+    if n > 0 && (n < magic.len() || &magic != b"SQLite format 3\0") {
+        return Err(format!("results database {name} is not a SQLite file: give an iolab results database, or a new file name"));
+    }
+    Ok(true)
+}
+
+/// `file:` URI for `path` (percent-encoded), for the `immutable` parameter.
+fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri
+}
+
+/// Whether this process may write `p` (access(2): false on a read-only mount, even for root).
+fn may_write(p: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: c is a NUL-terminated path alive for the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// A connection for a command that only reads an existing database, checked
+/// (`schema::check`), and its schema version. Its statements cannot write (`query_only`).
+/// Where the file and its directory may be written it opens like any SQLite client, which
+/// removes the `-wal` and `-shm` files it used when it closes; where they may not (a read-only
+/// mount, another user's file) it opens read-only. A WAL database read-only needs a `-shm`
+/// file; where none can be made and no `-wal` holds commits, the file alone is the whole
+/// database and is read as immutable.
+fn open_reader(path: &Path) -> Result<(Connection, u32), String> {
+    use rusqlite::OpenFlags as F;
+    let name = path.display();
+    let e = |x: rusqlite::Error| format!("results database {name}: {x}");
+    let writable = may_write(path) && may_write(crate::output::parent(path));
+    let mode = if writable { F::SQLITE_OPEN_READ_WRITE } else { F::SQLITE_OPEN_READ_ONLY };
+    let flags = mode | F::SQLITE_OPEN_URI | F::SQLITE_OPEN_NO_MUTEX;
+    // The first read is where SQLite finds it cannot open or create the -shm file.
+    let attempt = |conn: Connection| -> rusqlite::Result<Connection> {
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "query_only", true)?;
+        schema::user_version(&conn)?;
+        Ok(conn)
+    };
+    let first = attempt(Connection::open_with_flags(path, flags).map_err(e)?);
+    let cannot_share = matches!(&first, Err(rusqlite::Error::SqliteFailure(f, _)) if matches!(f.code, rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly));
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal_empty = std::fs::metadata(&wal).map_or(true, |m| m.len() == 0);
+    let conn = if cannot_share && !writable && wal_empty {
+        attempt(Connection::open_with_flags(format!("{}?immutable=1", file_uri(path)), flags).map_err(e)?)
+    } else {
+        first
+    }
+    .map_err(e)?;
+    let v = schema::check(&conn).map_err(|m| format!("results database {name}: {m}"))?;
+    Ok((conn, v))
+}
+
 impl Store {
-    /// Open the database at `path`, creating it or migrating it to the current schema.
+    /// Open the database at `path` for writing, creating it or migrating it to the current
+    /// schema. The file is checked (`schema::check`) before anything is changed, so a database
+    /// iolab refuses (not SQLite, not iolab's, from a newer iolab) is left as it was: not even
+    /// switched to write-ahead logging.
     pub fn open(path: &Path) -> Result<Store, String> {
         let name = path.display().to_string();
+        check_path(path)?;
         let e = |x: rusqlite::Error| format!("results database {name}: {x}");
         let mut conn = Connection::open(path).map_err(e)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
+        schema::check(&conn).map_err(|x| format!("results database {name}: {x}"))?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
             return Err(format!("results database {name}: cannot use write-ahead logging (journal mode {mode})"));
@@ -288,13 +373,24 @@ impl Store {
         Ok(Store { conn, path: name })
     }
 
-    /// Open an existing database; an error when there is none at `path` (for readers such as
-    /// `iolab results`, which should not create an empty file).
+    /// Open an existing database for reading (`iolab results`, `report`, `compare`): an error
+    /// when there is none at `path` (a reader creates nothing); works on a read-only mount and
+    /// for a user who may only read the file (see `open_reader`). A database of an older schema
+    /// is migrated first, which needs write access.
     pub fn open_existing(path: &Path) -> Result<Store, String> {
-        if !path.exists() {
-            return Err(format!("no results database at {}", path.display()));
+        let name = path.display().to_string();
+        if !check_path(path)? {
+            return Err(format!("no results database at {name}"));
         }
-        Store::open(path)
+        let (conn, v) = open_reader(path)?;
+        if v == 0 {
+            return Err(format!("results database {name} is empty: it holds no iolab results"));
+        }
+        if v < schema::LATEST {
+            drop(conn);
+            return Store::open(path).map_err(|x| format!("{x} (schema version {v} is upgraded to {} on first use, which needs write access)", schema::LATEST));
+        }
+        Ok(Store { conn, path: name })
     }
 
     pub fn path(&self) -> &str {
@@ -495,6 +591,44 @@ impl Store {
         )
         .map_err(e)?;
         tx.commit().map_err(e)
+    }
+
+    /// Planned runs with this planned-run status (`skipped`, or `planned`: still to run) that
+    /// match a filter, oldest first. They have no stored run, so `list_runs` cannot show them;
+    /// the filter's sweep and configuration apply, and interface, rw, submit, complete, bs, qd
+    /// and threads are read from the planned spec. A filter on what only a made run has (host,
+    /// device, time, lone runs) matches none.
+    pub fn list_planned(&self, f: &RunFilter, status: &str) -> Result<Vec<PlannedRun>, String> {
+        if f.hostname.is_some() || f.device.is_some() || f.since.is_some() || f.until.is_some() || f.in_sweep == Some(false) {
+            return Ok(Vec::new());
+        }
+        let mut w = vec!["status = ?".to_string()];
+        let mut p = vec![Sql::Text(status.into())];
+        let mut eq = |col: &str, v: Option<Sql>| {
+            if let Some(v) = v {
+                w.push(format!("{col} = ?"));
+                p.push(v);
+            }
+        };
+        let t = |s: &Option<String>| s.clone().map(Sql::Text);
+        let n = |x: Option<u64>| x.map(|x| Sql::Integer(x as i64));
+        eq("sweep_id", f.sweep.map(Sql::Integer));
+        eq("config_key", t(&f.config_key));
+        for (field, v) in [("interface", t(&f.interface)), ("rw", t(&f.rw)), ("submit", t(&f.submit)), ("complete", t(&f.complete))] {
+            eq(&format!("json_extract(spec, '$.{field}')"), v);
+        }
+        for (field, v) in [("bs", n(f.bs)), ("qd", n(f.qd.map(u64::from))), ("threads", n(f.threads.map(u64::from)))] {
+            eq(&format!("json_extract(spec, '$.{field}')"), v);
+        }
+        let sql = format!(
+            "SELECT * FROM (SELECT id, sweep_id, ordinal, replicate, config_key, spec, status, reason FROM planned_runs \
+             WHERE {} ORDER BY id DESC LIMIT {}) ORDER BY id",
+            w.join(" AND "),
+            f.limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64)
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
+        let rows = st.query_map(rusqlite::params_from_iter(p), planned_row).map_err(self.e())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
     }
 
     /// The runs matching a filter, oldest first.

@@ -138,9 +138,10 @@ pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).map(|v| v as u32)
 }
 
-/// Bring the database to `LATEST`, creating it when empty. Refuses a database written by a
-/// newer iolab and a non-empty SQLite file that is not an iolab results database.
-pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+/// The schema version of an iolab results database (0: an empty SQLite file), reading only, so
+/// that it can run on a read-only connection before anything is changed. Refuses a database
+/// written by a newer iolab and a non-empty SQLite file that is not an iolab results database.
+pub fn check(conn: &Connection) -> Result<u32, String> {
     let e = |x: rusqlite::Error| x.to_string();
     let v = user_version(conn).map_err(e)?;
     if v > LATEST {
@@ -162,6 +163,13 @@ pub fn migrate(conn: &mut Connection) -> Result<(), String> {
             return Err(format!("inconsistent schema version: user_version {v}, meta {}", meta.as_deref().unwrap_or("missing")));
         }
     }
+    Ok(v)
+}
+
+/// Bring the database to `LATEST`, creating it when empty, after `check`.
+pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let e = |x: rusqlite::Error| x.to_string();
+    let v = check(conn)?;
     if v == LATEST {
         return Ok(());
     }
