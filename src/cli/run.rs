@@ -348,9 +348,15 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     });
     let cost = meters.cost(&out.rec.per_target);
     let energy_record = match (energy, meters.take_energy()) {
-        (Some(opts), Some(report)) => Some(crate::energy::record::finish(report, opts, idle, total.ios, total.bytes)),
+        (Some(_), Some(report)) => Some(crate::energy::record::finish(report, idle, total.ios, total.bytes)),
         _ => None,
     };
+    // The check before the run only knew a source was there; this one knows what it measured.
+    let energy_error = match (energy.filter(|e| e.require), &energy_record) {
+        (Some(_), Some(r)) => r.report.require_measured().err(),
+        (Some(_), None) => Some("no energy was measured (the window never started)".to_string()),
+        _ => None,
+    }.map(|e| format!("--require-energy: {e}"));
     let mut path = path;
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
@@ -360,7 +366,11 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
             path.observed.as_deref().unwrap_or("?"), path.evidence.as_deref().unwrap_or(""))
     });
     let error = error.or(strict_error);
-    let status = if out.interrupted { "interrupted" } else if error.is_some() && (!job.continue_on_error || job.strict) { "failed" } else { "ok" };
+    let status = if out.interrupted { "interrupted" } else if energy_error.is_some() || (error.is_some() && (!job.continue_on_error || job.strict)) { "failed" } else { "ok" };
+    let error = match (error, energy_error) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     drop(temp);
     Ok(RunRecord {
         schema_version: record::SCHEMA_VERSION,
@@ -412,7 +422,7 @@ pub fn main(args: &super::RunArgs) -> i32 {
             }
             if let Some(e) = &rec.error {
                 let errors = rec.results.as_ref().map_or(0, |r| r.total.errors);
-                if job.continue_on_error { eprintln!("iolab: {errors} I/O errors counted; the first: {e}") } else { eprintln!("iolab: {e}") }
+                if job.continue_on_error && errors > 0 { eprintln!("iolab: {errors} I/O errors counted; the first: {e}") } else { eprintln!("iolab: {e}") }
             }
             // With --continue-on-error, errors are counted results, not a failed run.
             match rec.status.as_str() {
