@@ -93,6 +93,19 @@ fn targets_of_the_wrong_kind() {
     assert_mentions(&r.assert_usage_error(), &["neither a regular file nor a block device"]);
 }
 
+/// Files of proc, sysfs and the like are kernel interfaces, not storage: refused as targets,
+/// for reading as well as (with --buffered) writing.
+#[test]
+fn pseudo_file_system_targets() {
+    let sysfs = "/sys/kernel/uevent_seqnum";
+    if Path::new(sysfs).is_file() {
+        for rw in ["randread", "randwrite"] {
+            assert_mentions(&refused(&["--buffered", "--rw", rw, "--bs", "4096", "--ios", "1", sysfs]), &["is on sysfs, a kernel pseudo-file system"]);
+        }
+    }
+    assert_mentions(&refused(&["--buffered", "--ios", "1", "/proc/self/status"]), &["/proc/self/status is on proc, a kernel pseudo-file system"]);
+}
+
 #[test]
 fn target_too_small_or_range_outside() {
     assert_mentions(&refused(&["--size", "16m", "--ios", "10", "TARGET"]), &["--size"]);

@@ -233,6 +233,32 @@ fn filesystem_signature_is_refused() {
     assert!(head[1080..1082] != [0x53, 0xEF], "the ext4 superblock survived a write over it");
 }
 
+/// A 16 MiB ext4 image in `dir`, on a loop device, mounted read-only (so the file system itself
+/// writes nothing while bytes are compared); unmounted, then detached, on drop.
+struct MountedExt4 {
+    mount: Option<Mount>,
+    lp: Loop,
+    img: PathBuf,
+    mnt: PathBuf,
+}
+
+impl MountedExt4 {
+    /// None (the test skipped) where ext4 cannot be mounted.
+    fn new(test: &str, dir: &Path, name: &str) -> Option<MountedExt4> {
+        let img = backing_file(dir, name, 16 << 20);
+        mkfs_ext4(&img);
+        let lp = Loop::attach(&img, &[]).unwrap();
+        let mnt = dir.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let st = Command::new("mount").args(["-o", "ro", &lp.dev]).arg(&mnt).output().unwrap();
+        if !st.status.success() {
+            skip(test, &format!("cannot mount ext4 here: {}", String::from_utf8_lossy(&st.stderr).trim()));
+            return None;
+        }
+        Some(MountedExt4 { mount: Some(Mount(mnt.clone())), lp, img, mnt })
+    }
+}
+
 #[test]
 fn mounted_device_is_refused_even_with_consent() {
     needs_loops!("mounted_device_is_refused_even_with_consent");
@@ -242,18 +268,8 @@ fn mounted_device_is_refused_even_with_consent() {
     }
     let _g = lock();
     let dir = tempdir();
-    let img = backing_file(dir.path(), "mnt.img", 16 << 20);
-    mkfs_ext4(&img);
-    let lp = Loop::attach(&img, &[]).unwrap();
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    // Read-only, so the filesystem itself writes nothing while bytes are compared.
-    let st = Command::new("mount").args(["-o", "ro", &lp.dev]).arg(&mnt).output().unwrap();
-    if !st.status.success() {
-        skip("mounted_device_is_refused_even_with_consent", &format!("cannot mount ext4 here: {}", String::from_utf8_lossy(&st.stderr).trim()));
-        return;
-    }
-    let _m = Mount(mnt.clone());
+    let Some(m) = MountedExt4::new("mounted_device_is_refused_even_with_consent", dir.path(), "mnt.img") else { return };
+    let (lp, mnt) = (&m.lp, &m.mnt);
     let dev = lp.dev.as_str();
     let l = assert_refused(dir.path(), &lp, dev, WRITE);
     assert!(l.contains(&format!("mounted on {}", mnt.display())), "should say where it is mounted: {l}");
@@ -527,4 +543,43 @@ fn device_mounted_in_another_namespace_is_refused() {
     let l = assert_refused(dir.path(), &lp, &dev, &[WRITE, &["--destructive", &dev]].concat());
     assert!(l.contains("in use") && l.contains("does not override"), "{l}");
     drop(child);
+}
+
+/// A file backing a loop device whose ext4 is mounted is the mounted file system's storage:
+/// writing it (under any of its names) is refused like writing the device, and so is writing a
+/// second loop device over the same file. Reading stays allowed.
+#[test]
+fn file_backing_a_mounted_loop_device_is_refused() {
+    needs_loops!("file_backing_a_mounted_loop_device_is_refused");
+    if !have("mkfs.ext4") {
+        skip("file_backing_a_mounted_loop_device_is_refused", "mkfs.ext4 is not installed");
+        return;
+    }
+    let _g = lock();
+    let dir = tempdir();
+    let Some(mut m) = MountedExt4::new("file_backing_a_mounted_loop_device_is_refused", dir.path(), "mounted.img") else { return };
+    let (lp, img, mnt) = (&m.lp, m.img.clone(), m.mnt.clone());
+    let file = img.to_str().unwrap();
+    let l = assert_refused(dir.path(), &lp, file, &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
+    assert!(l.contains(&format!("it backs {}, which is mounted on {}", lp.name(), mnt.display())) && l.contains("does not override"), "{l}");
+    let link = dir.path().join("hard.img");
+    std::fs::hard_link(&img, &link).unwrap();
+    let sym = dir.path().join("sym.img");
+    std::os::unix::fs::symlink(&img, &sym).unwrap();
+    for other in [&link, &sym] {
+        let l = assert_refused(dir.path(), &lp, other.to_str().unwrap(), &["--rw", "write", "--size", "8M", "--ios", "16"]);
+        assert!(l.contains(&format!("backs {}", lp.name())), "{l}");
+    }
+    let before = lp.contents();
+    assert_runs(dir.path(), file, &["--rw", "randread", "--ios", "64"]);
+    assert!(lp.contents() == before);
+    // A second loop device over the mounted one's file, named with --destructive: still in use.
+    let second = Loop::attach(&img, &[]).unwrap();
+    let dev = second.dev.clone();
+    let l = assert_refused(dir.path(), &lp, &dev, &[WRITE, &["--destructive", &dev]].concat());
+    assert!(l.contains(&format!("{} over the same backing file", lp.name())) && l.contains(&format!("is mounted on {}", mnt.display())) && l.contains("does not override"), "{l}");
+    drop(second);
+    m.mount = None;
+    // Unmounted, the file is an ordinary file again.
+    assert_runs(dir.path(), file, &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
 }

@@ -68,3 +68,124 @@ fn no_source_no_number() {
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("--require-energy") && err.lines().count() == 1, "{err}");
 }
+
+/// `iolab run` with a meter log, killed after `limit` (a FIFO once made it wait forever) and with
+/// its address space capped at 2 GiB (/dev/zero once made it read until the OOM killer came).
+fn run_meter(dir: &std::path::Path, log: &std::path::Path, extra: &[&str], limit: std::time::Duration) -> (Option<i32>, String, serde_json::Value) {
+    use std::os::unix::process::CommandExt;
+    let json = dir.join("m.json");
+    let _ = std::fs::remove_file(&json);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_iolab"));
+    cmd.args(["run", "--size", "16m", "--runtime", "1s", "-q", "--energy", "meter", "--json"]).arg(&json).arg("--meter-log").arg(log).args(extra).env("TMPDIR", dir)
+        .stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 2 << 30, rlim_max: 2 << 30 };
+            libc::setrlimit(libc::RLIMIT_AS, &lim);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+    let v = std::fs::read(&json).map(|b| serde_json::from_slice(&b).unwrap()).unwrap_or(serde_json::Value::Null);
+    (code, err, v)
+}
+
+fn one_line(err: &str) -> &str {
+    assert!(err.lines().count() == 1 && err.starts_with("iolab: "), "want one line starting 'iolab: ': {err:?}");
+    err.trim_end()
+}
+
+/// A meter log that is a device, a FIFO or too large is refused before the run (exit 2, one line),
+/// never read without bound or waited on.
+#[test]
+fn meter_log_must_be_a_bounded_regular_file() {
+    let dir = tempfile::Builder::new().prefix("iolab-energy-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let wait = std::time::Duration::from_secs(20);
+    let (code, err, _) = run_meter(dir.path(), std::path::Path::new("/dev/zero"), &[], wait);
+    assert_eq!(code, Some(2), "/dev/zero: {err}");
+    assert!(one_line(&err).contains("--meter-log /dev/zero is a character device, not a regular file"), "{err}");
+    let fifo = dir.path().join("meter.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (code, err, _) = run_meter(dir.path(), &fifo, &[], wait);
+    assert_eq!(code, Some(2), "FIFO (None: still waiting after {wait:?}): {err}");
+    assert!(one_line(&err).contains("is a FIFO"), "{err}");
+    let big = dir.path().join("big.csv");
+    std::fs::File::create(&big).unwrap().set_len((256 << 20) + 1).unwrap();
+    let (code, err, _) = run_meter(dir.path(), &big, &[], wait);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(one_line(&err).contains("larger than 256 MiB"), "{err}");
+    // Also the format, when one is named.
+    let (code, err, _) = run_meter(dir.path(), &fifo, &["--meter-format", "hobo-ymd"], wait);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(one_line(&err).contains("--meter-format \"hobo-ymd\""), "{err}");
+    // A log that does not exist yet is allowed: a logger may write it during the run.
+    let (code, err, rec) = run_meter(dir.path(), &dir.path().join("later.csv"), &[], wait);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rec["energy"]["status"], "unavailable");
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+/// A `timestamp,watts` log from `from` to `to` (UNIX s), one sample a second at 100 W.
+fn csv_log(path: &std::path::Path, from: f64, to: f64) {
+    let mut text = String::from("timestamp,watts\n");
+    let mut t = from;
+    while t <= to {
+        text.push_str(&format!("{t:.3},100\n"));
+        t += 1.0;
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// With --require-energy a run whose meter log gave nothing for the window fails (exit 1, status
+/// failed, the reason in the record's error); a log covering the run passes, listed once.
+#[test]
+fn require_energy_is_checked_after_the_run() {
+    let dir = tempfile::Builder::new().prefix("iolab-energy-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let wait = std::time::Duration::from_secs(60);
+    let garbage = dir.path().join("garbage.csv");
+    std::fs::write(&garbage, "this is not,a meter log\nat all\n").unwrap();
+    let (code, err, rec) = run_meter(dir.path(), &garbage, &["--require-energy"], wait);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(rec["status"], "failed");
+    let e = rec["error"].as_str().unwrap();
+    assert!(e.contains("--require-energy") && e.contains("meter"), "{e}");
+    assert!(err.contains("--require-energy"), "{err}");
+    // Without --require-energy the same run is fine: energy is just unavailable.
+    let (code, err, rec) = run_meter(dir.path(), &garbage, &[], wait);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rec["energy"]["status"], "unavailable");
+    // Samples, but from another day: nothing covers the window.
+    let old = dir.path().join("old.csv");
+    csv_log(&old, 1e9, 1e9 + 120.0);
+    let (code, err, rec) = run_meter(dir.path(), &old, &["--require-energy"], wait);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(rec["error"].as_str().unwrap().contains("no power samples cover the window"), "{}", rec["error"]);
+    // A log covering the run: measured, and the meter listed once.
+    let good = dir.path().join("good.csv");
+    csv_log(&good, unix_now() - 10.0, unix_now() + 60.0);
+    let (code, err, rec) = run_meter(dir.path(), &good, &["--require-energy"], wait);
+    assert_eq!(code, Some(0), "{err}");
+    let sources = rec["energy"]["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 1, "{sources:?}");
+    assert!((sources[0]["mean_watts"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{sources:?}");
+}

@@ -96,20 +96,24 @@ fn polled_request_that_fell_back_is_reported_and_strict_fails() {
     assert!(String::from_utf8_lossy(&strict.stderr).contains("--strict"));
 }
 
-#[test]
-fn device_counters_match_iolab_on_a_loop_device() {
+/// A loop device attached over `file` (detach it after), or None (said why) without root or losetup.
+fn loop_over(file: &str) -> Option<String> {
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root for losetup");
-        return;
+        return None;
     }
-    let dir = work_dir();
-    let f = data_file(dir.path(), 16);
-    let out = Command::new("losetup").args(["-f", "--show", &f]).output().unwrap();
+    let out = Command::new("losetup").args(["-f", "--show", file]).output().unwrap();
     if !out.status.success() {
         eprintln!("skipped: losetup failed");
-        return;
+        return None;
     }
-    let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    Some(String::from_utf8(out.stdout).unwrap().trim().to_string())
+}
+
+#[test]
+fn device_counters_match_iolab_on_a_loop_device() {
+    let dir = work_dir();
+    let Some(dev) = loop_over(&data_file(dir.path(), 16)) else { return };
     let (run, rec) = run_json(&["-i", "libaio", "--qd", "4", "--ios", "3000", &dev]);
     let _ = Command::new("losetup").args(["-d", &dev]).status();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
@@ -140,4 +144,52 @@ fn hardware_counters_are_null_with_a_reason_where_there_is_no_pmu() {
     // Software events are there either way.
     assert!(c["workload"]["task_clock_ns"].as_u64().unwrap() > 0);
     assert!(c["workload"]["context_switches"].as_u64().unwrap() > 0);
+}
+
+/// A loop device over a file raises no interrupts of its own (the lines counted are its backing
+/// file's disk's, which the page cache may keep idle): the path is unknown, not polled, and
+/// --strict cannot call a pvsync2 poll run polled.
+#[test]
+fn loop_device_completion_path_is_unknown() {
+    let dir = work_dir();
+    let Some(dev) = loop_over(&data_file(dir.path(), 16)) else { return };
+    let irq = run_json(&["-i", "psync", "--ios", "500", &dev]);
+    let poll = run_json(&["-i", "pvsync2", "--complete", "poll", "--ios", "500", &dev]);
+    let strict = run_json(&["-i", "pvsync2", "--complete", "poll", "--strict", "--ios", "500", &dev]);
+    let _ = Command::new("losetup").args(["-d", &dev]).status();
+    for (out, rec) in [&irq, &poll] {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let p = &rec["completion_path"];
+        assert_eq!(p["observed"], "unknown", "{p}");
+        assert_eq!(p["fell_back"], false, "{p}");
+    }
+    let (out, rec) = &strict;
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(rec["status"], "failed");
+    assert!(rec["error"].as_str().unwrap().contains("--strict"), "{}", rec["error"]);
+}
+
+/// Two targets on one disk share its interrupt lines: counted once, per I/O over both targets.
+#[test]
+fn interrupts_of_two_targets_on_one_disk_are_counted_once() {
+    let dir = work_dir();
+    let a = data_file(dir.path(), 8);
+    let b = dir.path().join("b.img");
+    std::fs::copy(&a, &b).unwrap();
+    let (out, rec) = run_json(&["-i", "psync", "--ios", "2000", &a, b.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d = rec["cost"]["devices"].as_array().unwrap();
+    if d[0]["queue_interrupts"].is_null() {
+        eprintln!("skipped: the disk behind {a} has no interrupt lines to count");
+        return;
+    }
+    let q = d[0]["queue_interrupts"].as_u64().unwrap();
+    let ios = d[0]["iolab_ios"].as_u64().unwrap() + d[1]["iolab_ios"].as_u64().unwrap();
+    assert_eq!(d[1]["queue_interrupts"].as_u64(), Some(q), "the same lines");
+    for x in d {
+        assert!((x["queue_interrupts_per_io"].as_f64().unwrap() - q as f64 / ios as f64).abs() < 1e-9, "{x}");
+    }
+    assert_eq!(d[0]["irq_shared_with"][0].as_str(), b.to_str());
+    let ev = rec["completion_path"]["evidence"].as_str().unwrap();
+    assert!(ev.starts_with(&format!("{q} ")), "interrupts counted twice? {ev}");
 }

@@ -164,13 +164,13 @@ pub struct EnergyArgs {
     /// Energy sources to use: rapl, perf, ipmi, redfish, nvml, meter (repeatable; default: all found).
     #[arg(long = "energy", value_name = "SOURCE")]
     pub energy_sources: Vec<String>,
-    /// Fail before any I/O when no energy source can measure.
+    /// Refuse to start when no energy source can measure here; fail the run (exit 1) when none measured it.
     #[arg(long)]
     pub require_energy: bool,
     /// Measure idle power for this long first and report the dynamic part too (e.g. 10s).
     #[arg(long, value_name = "DURATION")]
     pub idle_baseline: Option<String>,
-    /// An external power meter's log (HOBOware CSV or timestamp,watts CSV) covering the run.
+    /// An external power meter's log (HOBOware CSV or timestamp,watts CSV) covering the run: a regular file of at most 256 MiB, read at the run's end.
     #[arg(long, value_name = "FILE")]
     pub meter_log: Option<PathBuf>,
     /// hobo, hobo-dmy or csv (default: detect).
@@ -208,6 +208,13 @@ impl EnergyArgs {
             }),
             ..Default::default()
         };
+        // What can be known about the meter log before the run; it is read at the run's end.
+        if let Some(f) = self.meter_format.as_deref().filter(|f| !crate::energy::meterlog::FORMATS.contains(f) && *f != "hoboware") {
+            return Err(format!("--meter-format {f:?} is not a meter log format: use one of {}", crate::energy::meterlog::FORMATS.join(", ")));
+        }
+        if let Some(why) = self.meter_log.as_deref().and_then(crate::energy::meter_log_problem) {
+            return Err(format!("--meter-log {why}"));
+        }
         let idle_baseline_s = self.idle_baseline.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--idle-baseline: {e}"))?;
         Ok(crate::energy::record::EnergyOptions { config, require: self.require_energy, idle_baseline_s })
     }

@@ -87,26 +87,57 @@ pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
     CompletionPath { requested, expected: expected.to_string(), reason, observed: None, evidence: None, fell_back: false }
 }
 
-/// Fill in what the device interrupt counters say about the completion path.
+/// Fill in what the device interrupt counters say about the completion path. Only a count of
+/// interrupt lines that the target's own I/O reaches says anything: zero interrupts from a
+/// device that raises none for this I/O is "unknown", never "polled".
 pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &crate::meters::Cost) {
     let ios: u64 = cost.devices.iter().map(|d| d.iolab_ios).sum();
     if ios == 0 {
         return;
     }
-    let counted: Vec<&crate::meters::DeviceCost> = cost.devices.iter().filter(|d| d.queue_interrupts.is_some()).collect();
-    if counted.is_empty() {
-        let devs: Vec<String> = cost.devices.iter().map(|d| d.irq_device.clone().or(d.device.clone()).unwrap_or_else(|| d.target.clone())).collect();
+    let name = |d: &crate::meters::DeviceCost| d.device.clone().unwrap_or_else(|| d.target.clone());
+    let mut blind = Vec::new();
+    let no_lines: Vec<String> = cost.devices.iter().filter(|d| d.queue_interrupts.is_none()).map(|d| d.irq_device.clone().unwrap_or_else(|| name(d))).collect();
+    if !no_lines.is_empty() {
+        blind.push(format!("no queue interrupt lines found for {} (loop, zram and null_blk complete without device interrupts)", no_lines.join(", ")));
+    }
+    for d in cost.devices.iter().filter(|d| d.irq_behind_loop && d.queue_interrupts.is_some()) {
+        blind.push(format!("{} completes from the loop driver's worker, not by interrupt; the {} {} queue interrupts count its backing file's I/O", name(d),
+            d.queue_interrupts.unwrap_or(0), d.controller.as_deref().unwrap_or("?")));
+    }
+    // The page cache (or anything else in between) can serve I/O the device never sees.
+    for d in cost.devices.iter().filter(|d| d.queue_interrupts.is_some() && !d.irq_behind_loop) {
+        if let Some(st) = d.stat.filter(|st| (st.read_sectors + st.write_sectors) * 512 * 2 < d.iolab_ios * job.bs) {
+            blind.push(format!("{} moved {} bytes for iolab's {}: the I/O did not reach it", name(d), (st.read_sectors + st.write_sectors) * 512, d.iolab_ios * job.bs));
+        }
+    }
+    if !blind.is_empty() {
         path.observed = Some("unknown".into());
-        path.evidence = Some(format!("no queue interrupt lines found for {} (loop, zram and null_blk complete without device interrupts)", devs.join(", ")));
+        path.evidence = Some(blind.join("; "));
         return;
     }
-    let irqs: u64 = counted.iter().filter_map(|d| d.queue_interrupts).sum();
-    let names: Vec<&str> = counted.iter().filter_map(|d| d.controller.as_deref()).collect();
+    // Each controller's lines once, however many targets sit on it.
+    let mut names: Vec<&str> = Vec::new();
+    let mut irqs = 0;
+    for d in &cost.devices {
+        let c = d.controller.as_deref().unwrap_or("?");
+        if !names.contains(&c) {
+            names.push(c);
+            irqs += d.queue_interrupts.unwrap_or(0);
+        }
+    }
     let polled_asked = job.complete != Complete::Irq;
+    let evidence = format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+"));
+    if irqs == 0 && !polled_asked {
+        // Interrupt completion asked for and none counted: these lines do not show this I/O.
+        path.observed = Some("unknown".into());
+        path.evidence = Some(format!("{evidence}, under interrupt completion: the lines did not count this I/O"));
+        return;
+    }
     // Polled completions raise no device interrupt at all; what remains is other traffic.
-    let polled = irqs == 0 || (polled_asked && (irqs as f64) < 0.01 * ios as f64);
+    let polled = polled_asked && (irqs as f64) < 0.01 * ios as f64;
     path.observed = Some(if polled { "polled" } else { "interrupt" }.into());
-    path.evidence = Some(format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+")));
+    path.evidence = Some(evidence);
     path.fell_back = polled_asked && !polled;
 }
 
@@ -348,9 +379,15 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     });
     let cost = meters.cost(&out.rec.per_target);
     let energy_record = match (energy, meters.take_energy()) {
-        (Some(opts), Some(report)) => Some(crate::energy::record::finish(report, opts, idle, total.ios, total.bytes)),
+        (Some(_), Some(report)) => Some(crate::energy::record::finish(report, idle, total.ios, total.bytes)),
         _ => None,
     };
+    // The check before the run only knew a source was there; this one knows what it measured.
+    let energy_error = match (energy.filter(|e| e.require), &energy_record) {
+        (Some(_), Some(r)) => r.report.require_measured().err(),
+        (Some(_), None) => Some("no energy was measured (the window never started)".to_string()),
+        _ => None,
+    }.map(|e| format!("--require-energy: {e}"));
     let mut path = path;
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
@@ -360,7 +397,11 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
             path.observed.as_deref().unwrap_or("?"), path.evidence.as_deref().unwrap_or(""))
     });
     let error = error.or(strict_error);
-    let status = if out.interrupted { "interrupted" } else if error.is_some() && (!job.continue_on_error || job.strict) { "failed" } else { "ok" };
+    let status = if out.interrupted { "interrupted" } else if energy_error.is_some() || (error.is_some() && (!job.continue_on_error || job.strict)) { "failed" } else { "ok" };
+    let error = match (error, energy_error) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     drop(temp);
     Ok(RunRecord {
         schema_version: record::SCHEMA_VERSION,
@@ -412,7 +453,7 @@ pub fn main(args: &super::RunArgs) -> i32 {
             }
             if let Some(e) = &rec.error {
                 let errors = rec.results.as_ref().map_or(0, |r| r.total.errors);
-                if job.continue_on_error { eprintln!("iolab: {errors} I/O errors counted; the first: {e}") } else { eprintln!("iolab: {e}") }
+                if job.continue_on_error && errors > 0 { eprintln!("iolab: {errors} I/O errors counted; the first: {e}") } else { eprintln!("iolab: {e}") }
             }
             // With --continue-on-error, errors are counted results, not a failed run.
             match rec.status.as_str() {

@@ -243,6 +243,9 @@ pub fn parse_plain_csv(text: &str) -> Result<MeterLog, String> {
     Ok(MeterLog { format: "csv".into(), series: "watts".into(), kind: SeriesKind::Watts, points })
 }
 
+/// The names `--meter-format` takes ("hoboware" is also accepted for "hobo").
+pub const FORMATS: [&str; 3] = ["hobo", "hobo-dmy", "csv"];
+
 pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, String> {
     let fmt = match format {
         Some(f) => f.to_string(),
@@ -253,7 +256,7 @@ pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, Str
         "hobo" | "hoboware" => parse_hobo(text, false)?,
         "hobo-dmy" => parse_hobo(text, true)?,
         "csv" => parse_plain_csv(text)?,
-        other => return Err(format!("unknown meter log format {other:?} (hobo, hobo-dmy, csv)")),
+        other => return Err(format!("unknown meter log format {other:?} ({})", FORMATS.join(", "))),
     };
     if log.points.len() < 2 {
         return Err(format!("meter log has {} samples; at least two are needed", log.points.len()));

@@ -22,7 +22,7 @@ pub mod redfish;
 pub use meterlog::ClockCorrection;
 pub use redfish::RedfishConfig;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -193,7 +193,14 @@ fn open_all(cfg: &EnergyConfig) -> (Vec<Box<dyn Source>>, Vec<SourceStatus>) {
         let b = b.as_str();
         if b == "meter" {
             st.push(match &cfg.meter_log {
-                Some(p) => SourceStatus { backend: "meter".into(), available: p.exists(), scopes: vec!["wall_ac".into()], detail: if p.exists() { format!("meter log {} (imported at the window's end)", p.display()) } else { format!("meter log {} does not exist (yet)", p.display()) }, notes: vec![] },
+                Some(p) => {
+                    let (available, detail) = match meter_log_problem(p) {
+                        Some(why) => (false, format!("meter log {why}")),
+                        None if p.exists() => (true, format!("meter log {} (imported at the window's end)", p.display())),
+                        None => (false, format!("meter log {} does not exist (yet)", p.display())),
+                    };
+                    SourceStatus { backend: "meter".into(), available, scopes: vec!["wall_ac".into()], detail, notes: vec![] }
+                }
                 None => SourceStatus { backend: "meter".into(), available: false, scopes: vec![], detail: "no meter log given".into(), notes: vec![] },
             });
             continue;
@@ -298,9 +305,17 @@ impl EnergyReport {
         self.status = if self.sources.is_empty() { "unavailable" } else { "measured" }.into();
     }
 
-    /// For `--require-energy`: Err with the reasons when nothing was measured.
+    /// For `--require-energy`: Err with the reasons when nothing was measured, or when a meter
+    /// log was given and gave nothing for the window (the user named that file: other sources
+    /// measuring does not make up for it).
     pub fn require_measured(&self) -> Result<(), String> {
-        if self.status == "measured" { Ok(()) } else { Err(format!("no energy source: {}", self.reasons.join("; "))) }
+        if self.status != "measured" {
+            return Err(format!("no energy was measured ({})", self.reasons.join("; ")));
+        }
+        match self.reasons.iter().find(|r| r.starts_with("meter: ")) {
+            Some(r) => Err(format!("the meter log gave no energy for the run ({r})")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -308,9 +323,53 @@ fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
+/// The largest meter log iolab reads. A month of 1 Hz samples is about 130 MiB of CSV; anything
+/// larger is refused, not read (a device such as /dev/zero never ends).
+pub const MAX_METER_LOG_BYTES: u64 = 256 << 20;
+
+fn not_regular(path: &Path, ft: std::fs::FileType) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let what = if ft.is_fifo() { "a FIFO" } else if ft.is_char_device() { "a character device" } else if ft.is_block_device() { "a block device" } else if ft.is_socket() { "a socket" } else if ft.is_dir() { "a directory" } else { "not a regular file" };
+    format!("{} is {what}, not a regular file: save the meter's log to a file and give that (it is read whole at the run's end)", path.display())
+}
+
+fn too_big(path: &Path) -> String {
+    format!("{} is larger than {} MiB, the most a meter log may be: keep only the hours around the run", path.display(), MAX_METER_LOG_BYTES >> 20)
+}
+
+/// Why the meter log at `path` could not be read at the run's end, checked before the run: it
+/// must be a regular file of at most MAX_METER_LOG_BYTES. None when it is fine, or does not exist
+/// yet (a logger may write it during the run).
+pub fn meter_log_problem(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() {
+        return Some(not_regular(path, meta.file_type()));
+    }
+    (meta.len() > MAX_METER_LOG_BYTES).then(|| too_big(path))
+}
+
+/// A meter log's text: a regular file only (a FIFO or device is refused without blocking on
+/// it), at most MAX_METER_LOG_BYTES (also when its size is not known up front, as in /proc).
+pub fn read_meter_log(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(not_regular(path, meta.file_type()));
+    }
+    let mut buf = Vec::new();
+    f.take(MAX_METER_LOG_BYTES + 1).read_to_end(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+    if buf.len() as u64 > MAX_METER_LOG_BYTES {
+        return Err(too_big(path));
+    }
+    String::from_utf8(buf).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+}
+
 /// Read a meter log and integrate it over a host UNIX-time window.
-pub fn import_meter_log(path: &std::path::Path, cfg: &EnergyConfig, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn import_meter_log(path: &Path, cfg: &EnergyConfig, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
+    let text = read_meter_log(path)?;
     let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
     let corr = cfg.clock_correction()?;
     let r = meterlog::integrate_log(&log, &corr, window_unix);
@@ -532,4 +591,22 @@ pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEn
         });
     }
     (out, reasons)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The import at the run's end does not wait on a FIFO put in the log's place during the run.
+    #[test]
+    fn meter_log_read_refuses_a_fifo_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("meter.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_meter_log(&fifo).unwrap_err();
+        assert!(e.contains("is a FIFO"), "{e}");
+        assert!(read_meter_log(Path::new("/dev/zero")).unwrap_err().contains("character device"));
+    }
 }

@@ -53,10 +53,8 @@ pub fn measure_idle(cfg: &EnergyConfig, seconds: f64) -> Vec<IdlePower> {
 }
 
 /// The run's record, with per-joule ratios and, given an idle baseline, the dynamic part.
-pub fn finish(mut report: EnergyReport, opts: &EnergyOptions, idle: Option<Vec<IdlePower>>, ios: u64, bytes: u64) -> EnergyRecord {
-    if opts.config.meter_log.is_some() {
-        report.import_meter_log(&opts.config);
-    }
+/// The meter log was imported by `EnergyMeter::stop` (importing it here too listed it twice).
+pub fn finish(mut report: EnergyReport, idle: Option<Vec<IdlePower>>, ios: u64, bytes: u64) -> EnergyRecord {
     report.with_io(ios, bytes);
     let mut dynamic = Vec::new();
     if let Some(idle) = &idle {

@@ -29,6 +29,9 @@ pub struct DevicePath {
     /// The device that raises interrupts (vda behind a loop file, or the device itself).
     pub irq_device: Option<String>,
     pub controller: Option<String>,
+    /// The interrupts are those of the disk under a loop device's backing file: they count the
+    /// backing file's I/O, not how the loop device completes (its worker thread does that).
+    pub behind_loop: bool,
 }
 
 fn sysfs_of_dev(dev: u64) -> Option<(PathBuf, Option<String>)> {
@@ -60,12 +63,13 @@ pub fn device_path(path: &Path) -> DevicePath {
     let Some((disk, part)) = sysfs_of_dev(dev) else { return DevicePath::default() };
     let name = disk.file_name().map(|n| n.to_string_lossy().into_owned());
     let stat_path = Some(match &part { Some(p) => disk.join(p).join("stat"), None => disk.join("stat") });
-    let mut out = DevicePath { device: part.clone().or(name.clone()), stat_path, irq_device: name.clone(), controller: interrupts::controller_of(&disk) };
+    let mut out = DevicePath { device: part.clone().or(name.clone()), stat_path, irq_device: name.clone(), controller: interrupts::controller_of(&disk), behind_loop: false };
     // A loop device raises no interrupts: follow it to the device holding its backing file.
     if let Ok(backing) = std::fs::read_to_string(disk.join("loop/backing_file")) {
         let inner = device_path(Path::new(backing.trim()));
         out.irq_device = inner.irq_device;
         out.controller = inner.controller;
+        out.behind_loop = true;
     }
     out
 }
@@ -236,7 +240,14 @@ pub struct DeviceCost {
     pub irq_lines: Vec<String>,
     /// Null where the device has no interrupt lines to count (loop, zram, null_blk bio mode).
     pub queue_interrupts: Option<u64>,
+    /// queue_interrupts over the I/Os of every target on these lines (this one and `irq_shared_with`).
     pub queue_interrupts_per_io: Option<f64>,
+    /// Other targets whose interrupts are counted on the same lines (the same disk or
+    /// controller): the count above is theirs too, and is counted once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub irq_shared_with: Vec<String>,
+    /// The lines are those of the disk under a loop device's backing file (see `DevicePath`).
+    pub irq_behind_loop: bool,
     /// Change of the device's /sys/block stat over the window.
     pub stat: Option<DiskStat>,
     /// Completed I/Os the device counted, and iolab's own count of completions on the target.
@@ -427,6 +438,9 @@ impl Meters {
             };
             let iolab_ios = ios_per_target.get(i).copied().unwrap_or(0);
             let device_ios = stat.map(|s| s.read_ios + s.write_ios);
+            // Targets on the same controller share its lines: per I/O is over all their I/Os.
+            let sharing: Vec<usize> = (0..self.devices.len()).filter(|&j| j != i && queue_interrupts.is_some() && self.devices[j].controller == d.controller).collect();
+            let line_ios = iolab_ios + sharing.iter().map(|&j| ios_per_target.get(j).copied().unwrap_or(0)).sum::<u64>();
             DeviceCost {
                 target: self.paths[i].clone(),
                 device: d.device.clone(),
@@ -434,7 +448,9 @@ impl Meters {
                 controller: d.controller.clone(),
                 irq_lines: lines.iter().map(|l| l.name.clone()).collect(),
                 queue_interrupts,
-                queue_interrupts_per_io: queue_interrupts.filter(|_| iolab_ios > 0).map(|q| q as f64 / iolab_ios as f64),
+                queue_interrupts_per_io: queue_interrupts.filter(|_| line_ios > 0).map(|q| q as f64 / line_ios as f64),
+                irq_shared_with: sharing.iter().map(|&j| self.paths[j].clone()).collect(),
+                irq_behind_loop: d.behind_loop,
                 stat,
                 device_ios,
                 iolab_ios,

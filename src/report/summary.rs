@@ -105,7 +105,8 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
     }
     for d in &c.devices {
         let irq = match (d.queue_interrupts, d.queue_interrupts_per_io) {
-            (Some(n), Some(p)) => format!("{n} queue interrupts ({p:.3}/IO) on {}", d.controller.as_deref().unwrap_or("?")),
+            (Some(n), Some(p)) if d.irq_shared_with.is_empty() => format!("{n} queue interrupts ({p:.3}/IO) on {}", d.controller.as_deref().unwrap_or("?")),
+            (Some(n), Some(p)) => format!("{n} queue interrupts ({p:.3}/IO, the same lines as {}) on {}", d.irq_shared_with.join(", "), d.controller.as_deref().unwrap_or("?")),
             _ => "no device interrupts to count".to_string(),
         };
         let stat = match (d.device_ios, d.difference) {

@@ -85,6 +85,9 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         if !(ft.is_file() || ft.is_block_device() || generic) {
             return Err(format!("target {shown} is neither a regular file nor a block device"));
         }
+        if ft.is_file() && !temp {
+            safety::check_file_target(path, writes)?;
+        }
         let info = sysinfo::describe(path, &meta);
         if writes && ft.is_block_device() && !temp {
             safety::check_block_write(path, &info, &job.destructive)?;

@@ -1,4 +1,4 @@
-//! Write safety for block devices.
+//! Write safety for block devices and the files behind loop devices.
 //!
 //! iolab never writes to a block device that is *in use* (mounted, active swap, held by another
 //! device such as device-mapper, md or bcache, or exclusively claimed by the kernel): consent
@@ -6,6 +6,11 @@
 //! only when `--destructive DEVICE` names that exact device; the refusal says what would be
 //! destroyed (a partition table, a filesystem/RAID/LVM/crypto signature) or that the device
 //! looks unused.
+//!
+//! The same in-use rules reach through loop devices: a regular file backing a loop device in use
+//! is not written, and a loop device is in use when another loop device over the same backing
+//! file (compared by device and inode, not path) is. Files on pseudo-file systems (proc, sysfs,
+//! debugfs...) are never targets.
 //!
 //! Everything read from sysfs goes through a root directory (normally [`SYSFS`]) so the holder
 //! and partition detection can be tested against a fake tree.
@@ -165,6 +170,97 @@ fn push_unique(v: &mut Vec<String>, s: String) {
     }
 }
 
+/// Why the block device `major:minor` (with sysfs `facts`) is in use, each as "it ...". `node`
+/// is a device node to try an exclusive open on, when there is one.
+fn in_use(node: Option<&Path>, major: u32, minor: u32, facts: &SysfsFacts) -> Vec<String> {
+    let mut found = Vec::new();
+    // This device and, for a whole disk, its partitions: a mount of any of them is in use.
+    let mut devs = vec![format!("{major}:{minor}")];
+    devs.extend(facts.partitions.iter().filter_map(|(_, d)| d.clone()));
+    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
+        for m in mount_points(&mounts, &devs) {
+            push_unique(&mut found, format!("it is mounted on {m}"));
+        }
+    }
+    if std::fs::read_to_string("/proc/swaps").is_ok_and(|s| in_swaps(&s, libc::makedev(major, minor))) {
+        found.push("it is in use as swap".into());
+    }
+    if !facts.holders.is_empty() {
+        found.push(format!("it has holders ({}): another device is built on it", facts.holders.join(", ")));
+    }
+    // The kernel's own word: an exclusive open fails with EBUSY while anything has claimed the
+    // device (a mount in another namespace, swap, device-mapper, md, another exclusive opener).
+    if let Some(node) = node.filter(|_| found.is_empty()) {
+        if let Err(e) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(node) {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                found.push("it is in use: the kernel refuses an exclusive open (EBUSY), so it is mounted, swap, or claimed by another device or program".into());
+            }
+        }
+    }
+    found
+}
+
+/// An attached loop device and the file behind it, as sysfs shows them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoopBacking {
+    /// "loop3"
+    pub name: String,
+    /// (major, minor)
+    pub dev: (u32, u32),
+    /// The backing file's path, as the kernel shows it now (it follows renames).
+    pub backing: String,
+    /// What that path is now (see [`file_id`]); None when it cannot be examined (deleted, or
+    /// not visible from here).
+    pub id: Option<(u64, u64)>,
+}
+
+/// Identity of a file, so the same file is found under any path (hard links, bind mounts,
+/// symlinks): (st_dev, st_ino), or for a block device (u64::MAX, its device number).
+pub fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    if meta.file_type().is_block_device() { (u64::MAX, meta.rdev()) } else { (meta.dev(), meta.ino()) }
+}
+
+/// Every attached loop device under the sysfs root `sys` (`block/loop*/loop/backing_file`).
+pub fn loop_backings(sys: &Path) -> Vec<LoopBacking> {
+    names_in(&sys.join("block")).into_iter().filter(|n| n.starts_with("loop")).filter_map(|name| {
+        let dir = sys.join("block").join(&name);
+        let backing = read_trim(&dir.join("loop/backing_file"))?;
+        let (ma, mi) = read_trim(&dir.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
+        let id = std::fs::metadata(&backing).ok().map(|m| file_id(&m));
+        Some(LoopBacking { name, dev: (ma?, mi?), backing, id })
+    }).collect()
+}
+
+/// Why the loop device `l` is in use, each as "is ..." / "has ...".
+fn loop_in_use(l: &LoopBacking, sys: &Path) -> Vec<String> {
+    let facts = sysfs_facts(sys, l.dev.0, l.dev.1);
+    // Its node in /dev, if that is the same device (never under a fake sysfs).
+    let node = Path::new("/dev").join(&l.name);
+    let node = std::fs::metadata(&node).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == libc::makedev(l.dev.0, l.dev.1)).then_some(node);
+    in_use(node.as_deref(), l.dev.0, l.dev.1, &facts).into_iter().map(|r| r.strip_prefix("it ").map(str::to_string).unwrap_or(r)).collect()
+}
+
+/// For a loop device `major:minor`: why what is behind it is in use. Another loop device over
+/// the same backing file writes the same blocks, so if it is in use, so is this one (a mount
+/// claims only the loop device it is on); a backing block device's own mounts count too.
+pub fn backing_in_use(major: u32, minor: u32, sys: &Path) -> Vec<String> {
+    let all = loop_backings(sys);
+    let Some(me) = all.iter().find(|l| l.dev == (major, minor)).filter(|l| l.id.is_some()) else { return vec![] };
+    let mut out = Vec::new();
+    for other in all.iter().filter(|l| l.id == me.id && l.dev != me.dev) {
+        for r in loop_in_use(other, sys) {
+            push_unique(&mut out, format!("{} over the same backing file {} {r}", other.name, me.backing));
+        }
+    }
+    if let Some((u64::MAX, rdev)) = me.id {
+        let (ma, mi) = (libc::major(rdev), libc::minor(rdev));
+        for r in in_use(None, ma, mi, &sysfs_facts(sys, ma, mi)) {
+            push_unique(&mut out, format!("its backing device {} {}", me.backing, r.strip_prefix("it ").unwrap_or(&r)));
+        }
+    }
+    out
+}
+
 /// Examine the block device at `path`, reading sysfs under `sys`.
 pub fn examine(path: &Path, sys: &Path) -> Findings {
     let mut found = Findings::default();
@@ -178,29 +274,9 @@ pub fn examine(path: &Path, sys: &Path) -> Findings {
     let rdev = meta.rdev();
     let (major, minor) = (libc::major(rdev), libc::minor(rdev));
     let facts = sysfs_facts(sys, major, minor);
-
-    // This device and, for a whole disk, its partitions: a mount of any of them is in use.
-    let mut devs = vec![format!("{major}:{minor}")];
-    devs.extend(facts.partitions.iter().filter_map(|(_, d)| d.clone()));
-    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") {
-        for m in mount_points(&mounts, &devs) {
-            push_unique(&mut found.in_use, format!("it is mounted on {m}"));
-        }
-    }
-    if std::fs::read_to_string("/proc/swaps").is_ok_and(|s| in_swaps(&s, rdev)) {
-        found.in_use.push("it is in use as swap".into());
-    }
-    if !facts.holders.is_empty() {
-        found.in_use.push(format!("it has holders ({}): another device is built on it", facts.holders.join(", ")));
-    }
-    // The kernel's own word: an exclusive open fails with EBUSY while anything has claimed the
-    // device (a mount in another namespace, swap, device-mapper, md, another exclusive opener).
-    if found.in_use.is_empty() && meta.file_type().is_block_device() {
-        if let Err(e) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(path) {
-            if e.raw_os_error() == Some(libc::EBUSY) {
-                found.in_use.push("it is in use: the kernel refuses an exclusive open (EBUSY), so it is mounted, swap, or claimed by another device or program".into());
-            }
-        }
+    found.in_use = in_use(meta.file_type().is_block_device().then_some(path), major, minor, &facts);
+    for r in backing_in_use(major, minor, sys) {
+        push_unique(&mut found.in_use, r);
     }
 
     if !facts.partitions.is_empty() {
@@ -214,6 +290,65 @@ pub fn examine(path: &Path, sys: &Path) -> Findings {
         found.contents.extend(blkid_findings(path));
     }
     found
+}
+
+/// Pseudo-file systems by statfs f_type (linux/magic.h): their files are kernel interfaces, not
+/// storage. devtmpfs is not among them: it reports tmpfs's magic, and tmpfs is a fair target.
+const PSEUDO_FS: &[(i64, &str)] = &[
+    (0x9fa0, "proc"), (0x62656572, "sysfs"), (0x64626720, "debugfs"), (0x74726163, "tracefs"),
+    (0x27e0eb, "cgroup"), (0x63677270, "cgroup2"), (0x62656570, "configfs"), (0x73636673, "securityfs"),
+    (0xcafe4a11, "bpf"), (0x6165676c, "pstore"), (0xde5e81e4, "efivarfs"), (0xf97cff8c, "selinuxfs"),
+    (0x43415d53, "smackfs"), (0x1cd1, "devpts"), (0x42494e4d, "binfmt_misc"), (0x65735543, "fusectl"),
+    (0x19800202, "mqueue"), (0x6e736673, "nsfs"),
+];
+
+/// The pseudo-file system `path` is on (proc, sysfs...), if it is on one.
+pub fn pseudo_fs(path: &Path) -> Option<&'static str> {
+    let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str())).ok()?;
+    // SAFETY: statfs writes a struct statfs; c is a valid C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    PSEUDO_FS.iter().find(|(m, _)| *m == st.f_type as i64).map(|(_, n)| *n)
+}
+
+/// Examine the regular file at `path` as a write target: the loop devices it backs that are in
+/// use (writing the file writes their blocks under whatever is mounted on them).
+pub fn examine_file(path: &Path, sys: &Path) -> Findings {
+    let mut found = Findings::default();
+    let Ok(meta) = std::fs::metadata(path) else { return found };
+    let id = file_id(&meta);
+    for l in loop_backings(sys).iter().filter(|l| l.id == Some(id)) {
+        for r in loop_in_use(l, sys) {
+            push_unique(&mut found.in_use, format!("it backs {}, which {r}", l.name));
+        }
+    }
+    found
+}
+
+/// The one-line refusal for a regular file target, or Ok: never on a pseudo-file system
+/// (`pseudo`), never written while it backs a loop device in use (`findings`, when writing).
+pub fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, writes: bool) -> Result<(), String> {
+    let shown = path.display();
+    if let Some(fs) = pseudo {
+        return Err(format!("target {shown} is on {fs}, a kernel pseudo-file system, not storage: give a file on a real file system or a block device"));
+    }
+    if writes && !findings.in_use.is_empty() {
+        return Err(format!("refusing to write to {shown}: {}; release it first (unmount it, detach the loop device with losetup -d): --destructive does not override a file in use", findings.in_use.join("; ")));
+    }
+    Ok(())
+}
+
+/// Ok if `path`, a regular file, may be a target (written, when `writes`).
+pub fn check_file_target(path: &Path, writes: bool) -> Result<(), String> {
+    check_file_target_in(path, writes, Path::new(SYSFS))
+}
+
+/// [`check_file_target`] reading sysfs under `sys`.
+pub fn check_file_target_in(path: &Path, writes: bool, sys: &Path) -> Result<(), String> {
+    let findings = if writes { examine_file(path, sys) } else { Findings::default() };
+    decide_file(path, pseudo_fs(path), &findings, writes)
 }
 
 /// Why writing to the device would destroy something or is unsafe; empty when it looks unused.
@@ -384,6 +519,68 @@ mod tests {
         std::fs::create_dir_all(blk.join("loop2/power")).unwrap();
         mk(&r.join("devices/pci0000:00/0000:00:01.0/host0/block/sda"), "8:0", None, &[]);
         root
+    }
+
+    /// Loop devices over files under the fake sysfs `r`: (name, "major:minor", backing file, holders).
+    fn fake_loops(r: &Path, loops: &[(&str, &str, &Path, &[&str])]) {
+        for (name, dev, backing, holders) in loops {
+            let dir = r.join("devices/virtual/block").join(name);
+            std::fs::create_dir_all(dir.join("loop")).unwrap();
+            std::fs::create_dir_all(dir.join("holders")).unwrap();
+            std::fs::write(dir.join("dev"), format!("{dev}\n")).unwrap();
+            std::fs::write(dir.join("loop/backing_file"), format!("{}\n", backing.display())).unwrap();
+            for h in *holders {
+                std::fs::create_dir_all(dir.join("holders").join(h)).unwrap();
+            }
+            std::fs::create_dir_all(r.join("block")).unwrap();
+            symlink(Path::new("../devices/virtual/block").join(name), r.join("block").join(name)).unwrap();
+            std::fs::create_dir_all(r.join("dev/block")).unwrap();
+            symlink(Path::new("../../devices/virtual/block").join(name), r.join("dev/block").join(dev)).unwrap();
+        }
+    }
+
+    #[test]
+    fn files_backing_loop_devices_in_use() {
+        let sys = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let (img, free, link) = (d.path().join("fs.img"), d.path().join("free.img"), d.path().join("hardlink.img"));
+        std::fs::write(&img, b"x").unwrap();
+        std::fs::write(&free, b"x").unwrap();
+        std::fs::hard_link(&img, &link).unwrap();
+        // loop60 over fs.img is held by dm-9; loop61 over the same file (by its other name) and
+        // loop62 over free.img are not.
+        fake_loops(sys.path(), &[("loop60", "7:60", &img, &["dm-9"]), ("loop61", "7:61", &link, &[]), ("loop62", "7:62", &free, &[])]);
+        let all = loop_backings(sys.path());
+        assert_eq!(all.iter().map(|l| (l.name.as_str(), l.dev)).collect::<Vec<_>>(), vec![("loop60", (7, 60)), ("loop61", (7, 61)), ("loop62", (7, 62))]);
+        assert_eq!(all[0].id, all[1].id);
+        // The file, under either name: it backs a loop device in use.
+        for p in [&img, &link] {
+            let f = examine_file(p, sys.path());
+            assert_eq!(f.in_use, vec!["it backs loop60, which has holders (dm-9): another device is built on it".to_string()], "{}", p.display());
+            let e = decide_file(p, None, &f, true).unwrap_err();
+            assert!(e.contains("backs loop60") && e.contains("does not override") && !e.contains('\n'), "{e}");
+            assert_eq!(decide_file(p, None, &f, false), Ok(()));
+        }
+        assert!(examine_file(&free, sys.path()).is_empty());
+        // The second loop device over that file is in use through the first; the first's own
+        // holders are found by sysfs_facts, not here; the unrelated one is free.
+        let r = backing_in_use(7, 61, sys.path());
+        assert_eq!(r, vec![format!("loop60 over the same backing file {} has holders (dm-9): another device is built on it", link.display())]);
+        assert!(backing_in_use(7, 60, sys.path()).is_empty());
+        assert!(backing_in_use(7, 62, sys.path()).is_empty());
+        assert!(backing_in_use(7, 99, sys.path()).is_empty());
+    }
+
+    #[test]
+    fn pseudo_file_systems() {
+        assert_eq!(pseudo_fs(Path::new("/proc/self/status")), Some("proc"));
+        if Path::new("/sys/kernel").is_dir() {
+            assert_eq!(pseudo_fs(Path::new("/sys/kernel")), Some("sysfs"));
+        }
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(pseudo_fs(d.path()), None);
+        let e = decide_file(Path::new("/proc/self/status"), Some("proc"), &Findings::default(), false).unwrap_err();
+        assert!(e.contains("on proc, a kernel pseudo-file system"), "{e}");
     }
 
     #[test]
