@@ -105,18 +105,19 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         }
     } else if !early.is_empty() {
         println!();
-        print_planned(&early, "failed before measuring");
+        print_planned(&early, "runs failed before measuring");
     }
     Ok(())
 }
 
 /// Planned runs that were never made (skipped, or still to run), with the reason.
 fn list_planned(store: &Store, filter: &RunFilter, status: &str) -> Result<(), String> {
-    print_planned(&store.list_planned(filter, status)?, status);
+    print_planned(&store.list_planned(filter, status)?, &format!("{status} runs"));
     Ok(())
 }
 
-fn print_planned(rows: &[crate::store::PlannedRun], status: &str) {
+/// `what`: the closing count's noun ("skipped runs").
+fn print_planned(rows: &[crate::store::PlannedRun], what: &str) {
     println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} reason", "plan", "sweep", "rep", "status", "interface", "rw", "bs", "qd", "thr", "config");
     for p in rows {
         let spec = |k: &str| p.spec.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).unwrap_or("-".into());
@@ -124,5 +125,5 @@ fn print_planned(rows: &[crate::store::PlannedRun], status: &str) {
         println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} {}", p.id, p.sweep_id, p.replicate + 1, p.status, spec("interface"), spec("rw"), bs,
             spec("qd"), spec("threads"), p.config_key, p.reason.as_deref().unwrap_or("-"));
     }
-    println!("{} {status} runs", rows.len());
+    println!("{} {what}", rows.len());
 }

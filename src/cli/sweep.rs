@@ -206,12 +206,12 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         }
         let mut store_record = |rec: &crate::record::RunRecord| -> Result<(), String> {
             if rec.status == "interrupted" {
-                // Kept, but the planned run stays to do: `--resume` runs it again.
+                // Not kept: the planned run stays to do, and `--resume` runs it again.
                 interrupted = true;
-            } else {
-                failed += usize::from(rec.status == "failed");
-                done += 1;
+                return Ok(());
             }
+            failed += usize::from(rec.status == "failed");
+            done += 1;
             store.record_run(Some(run.id), &serde_json::to_value(rec).map_err(|e| e.to_string())?).map(drop)
         };
         let outcome = execute(&job, &mut ui, Some(&crate::energy::record::EnergyOptions::default()));
