@@ -3,6 +3,7 @@
 pub mod analysis;
 pub mod cli;
 pub mod energy;
+pub mod failure;
 pub mod engine;
 pub mod interfaces;
 pub mod meters;

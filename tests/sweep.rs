@@ -190,3 +190,123 @@ fn scheduler_dimension_is_applied_and_restored_on_a_loop_device() {
         assert_eq!(Some(used.as_str()), rec["spec"]["scheduler"].as_str(), "each run ran under its scheduler");
     }
 }
+
+/// Planned runs of the only sweep in `db`, by status.
+fn planned_statuses(db: &Path) -> Vec<(String, Option<String>)> {
+    let store = Store::open(db).unwrap();
+    let sweep = store.sweeps().unwrap()[0].0;
+    store.planned_runs(sweep).unwrap().into_iter().map(|p| (p.status, p.reason)).collect()
+}
+
+#[test]
+fn engine_failure_in_a_sweep_is_stored_as_failed_never_skipped() {
+    // libaio's io_setup fails (EAGAIN) once the threads' contexts together ask for more events
+    // than fs.aio-max-nr allows: the engine fails to start, on any machine, as any user.
+    let max_nr: u64 = std::fs::read_to_string("/proc/sys/fs/aio-max-nr").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(u64::MAX);
+    let threads = max_nr / 1024 + 1;
+    if threads > 256 {
+        eprintln!("skipped: fs.aio-max-nr is {max_nr}; exhausting it takes {threads} threads of 4 MiB buffers each");
+        return;
+    }
+    let dir = work_dir();
+    let f = data_file(dir.path());
+    let p = dir.path().join("plan.toml");
+    std::fs::write(&p, format!(r#"
+name = "engine-failure"
+ios = 200
+targets = ["{f}"]
+[matrix]
+interface = ["libaio"]
+qd = [1024, 2]
+threads = [{threads}, 1]
+[[rule]]
+when = {{ qd = 2, threads = ">1" }}
+action = "drop"
+reason = "one small configuration is enough"
+"#)).unwrap();
+    let db = dir.path().join("r.db");
+    let out = iolab().args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(out.status.code(), Some(1), "a sweep with a failed run exits 1:\n{all}");
+    let st = planned_statuses(&db);
+    assert!(!st.iter().any(|(s, _)| s == "skipped"), "an engine failure is not a skip: {st:?}");
+    let failed: Vec<&Option<String>> = st.iter().filter(|(s, _)| s == "failed").map(|(_, r)| r).collect();
+    assert_eq!(failed.len(), 1, "{st:?}\n{all}");
+    assert!(failed[0].as_deref().unwrap_or("").contains("libaio: setup failed"), "stored with its error: {st:?}");
+    assert_eq!(st.iter().filter(|(s, _)| s == "done").count(), 2, "the sweep went on after the failure: {st:?}");
+    assert!(stdout.contains("1 failed before measuring, 0 skipped, 0 left"), "{all}");
+    // `iolab results` shows it.
+    let list = iolab().args(["results", "--db"]).arg(&db).output().unwrap();
+    assert!(String::from_utf8_lossy(&list.stdout).contains("1 planned runs failed before measuring"), "{}", String::from_utf8_lossy(&list.stdout));
+    let list = iolab().args(["results", "--status", "failed", "--db"]).arg(&db).output().unwrap();
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(text.contains("libaio: setup failed") && text.contains(&format!("threads={threads}")), "{text}");
+}
+
+/// A fake sysfs with one CPU whose governor iolab may change.
+fn fake_cpufreq(dir: &Path) -> std::path::PathBuf {
+    let c = dir.join("sys/devices/system/cpu/cpu0/cpufreq");
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::write(c.join("scaling_governor"), "schedutil\n").unwrap();
+    std::fs::write(c.join("scaling_available_governors"), "performance powersave schedutil\n").unwrap();
+    c.join("scaling_governor")
+}
+
+#[test]
+fn failed_settings_restore_stops_the_sweep_and_it_stays_resumable() {
+    let dir = work_dir();
+    let f = data_file(dir.path());
+    let governor = fake_cpufreq(dir.path());
+    let (sysfs, journal) = (dir.path().join("sys"), dir.path().join("journal.json"));
+    let cmd = || {
+        let mut c = iolab();
+        c.env("IOLAB_SYSFS", &sysfs).env("IOLAB_JOURNAL", &journal);
+        c
+    };
+    // Settings apply per block device behind the targets: the data file needs one.
+    let rec = dir.path().join("probe.json");
+    assert!(iolab().args(["run", "-q", "--ios", "10", &f, "--json"]).arg(&rec).stdout(Stdio::null()).status().unwrap().success());
+    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    if rec["environment"]["targets"][0]["device"].is_null() {
+        eprintln!("skipped: {} has no block device behind it, so no setting applies to it", dir.path().display());
+        return;
+    }
+    let p = dir.path().join("plan.toml");
+    std::fs::write(&p, format!("name = \"restore-fails\"\nruntime = \"2s\"\ntargets = [\"{f}\"]\n[options]\nset = [\"governor=performance\"]\n[matrix]\nbs = [\"4k\", \"8k\", \"16k\"]\n")).unwrap();
+    let db = dir.path().join("r.db");
+    let child = cmd().args(["sweep", "-q", "--db"]).arg(&db).arg(&p).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // Once the first run has changed the governor, make its file unwritable for the restore:
+    // a directory where the file was (works without root, unlike chattr +i).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&governor).map_or(true, |g| g.trim() != "performance") {
+        assert!(Instant::now() < deadline, "the governor was never changed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::rename(&governor, governor.with_extension("moved")).unwrap();
+    std::fs::create_dir(&governor).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(out.status.code(), Some(1), "a failed restore fails the sweep:\n{all}");
+    assert!(all.contains("restoring system settings failed") && all.contains("iolab restore"), "says so and how to put them back:\n{all}");
+    let st = planned_statuses(&db);
+    assert!(!st.iter().any(|(s, _)| s == "skipped"), "nothing after it was skipped: {st:?}");
+    assert_eq!(st.iter().filter(|(s, _)| s == "done").count(), 1, "stopped at once, the finished run's measurement kept: {st:?}");
+    assert_eq!(st.iter().filter(|(s, _)| s == "planned").count(), 2, "the rest is left for --resume: {st:?}");
+    assert!(stdout.contains("2 left"), "{all}");
+
+    // Put the file back as the failed restore left it, restore, and resume to the end.
+    std::fs::remove_dir(&governor).unwrap();
+    std::fs::rename(governor.with_extension("moved"), &governor).unwrap();
+    let early = cmd().args(["sweep", "-q", "--resume", "--db"]).arg(&db).arg(&p).output().unwrap();
+    assert_eq!(early.status.code(), Some(1), "no run starts while settings are left changed: {}", String::from_utf8_lossy(&early.stderr));
+    assert_eq!(planned_statuses(&db).iter().filter(|(s, _)| s == "planned").count(), 2, "and nothing was used up");
+    let restore = cmd().arg("restore").output().unwrap();
+    assert!(restore.status.success(), "{}", String::from_utf8_lossy(&restore.stderr));
+    assert_eq!(std::fs::read_to_string(&governor).unwrap().trim(), "schedutil");
+    let resumed = cmd().args(["sweep", "-q", "--resume", "--db"]).arg(&db).arg(&p).output().unwrap();
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(planned_statuses(&db).iter().all(|(s, _)| s == "done"));
+    assert_eq!(std::fs::read_to_string(&governor).unwrap().trim(), "schedutil", "each run restored the governor");
+}

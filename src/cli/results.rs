@@ -15,7 +15,7 @@ pub struct ResultsArgs {
     pub interface: Option<String>,
     #[arg(long)]
     pub rw: Option<String>,
-    /// ok, failed, interrupted (stored runs); skipped, planned (planned runs never made, listed with the reason).
+    /// ok, failed, interrupted (stored runs; failed also lists runs that failed before measuring, with the error); skipped, planned (planned runs never made, listed with the reason).
     #[arg(long)]
     pub status: Option<String>,
     /// Configuration key, as `iolab sweep --dry-run` prints it.
@@ -57,9 +57,9 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
     }
     let store = Store::open_existing(&a.db)?;
     if a.sweeps {
-        println!("{:>5}  {:<24} {:>8} {:>6} {:>8}", "sweep", "name", "planned", "done", "skipped");
-        for (id, name, _created, planned, done, skipped) in store.sweeps()? {
-            println!("{id:>5}  {name:<24} {planned:>8} {done:>6} {skipped:>8}");
+        println!("{:>5}  {:<24} {:>8} {:>6} {:>8} {:>6}", "sweep", "name", "planned", "done", "skipped", "failed");
+        for s in store.sweep_infos()? {
+            println!("{:>5}  {:<24} {:>8} {:>6} {:>8} {:>6}", s.id, s.name, s.total, s.done, s.skipped, s.failed);
         }
         return Ok(());
     }
@@ -93,25 +93,37 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
             opt(r.cpu_cores, &|x| format!("{x:.2}")), r.completion_observed.clone().unwrap_or("-".into()));
     }
     println!("{} runs", rows.len());
+    // Runs that failed before measuring have no stored run: they are listed from the plan.
+    let early = if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(&filter, "failed")? } else { Vec::new() };
     if a.status.is_none() {
         let skipped = store.list_planned(&filter, "skipped")?.len();
         if skipped > 0 {
             println!("{skipped} planned runs skipped, not made (--status skipped lists them with the reason)");
         }
+        if !early.is_empty() {
+            println!("{} planned runs failed before measuring (--status failed lists them with the error)", early.len());
+        }
+    } else if !early.is_empty() {
+        println!();
+        print_planned(&early, "runs failed before measuring");
     }
     Ok(())
 }
 
 /// Planned runs that were never made (skipped, or still to run), with the reason.
 fn list_planned(store: &Store, filter: &RunFilter, status: &str) -> Result<(), String> {
-    let rows = store.list_planned(filter, status)?;
+    print_planned(&store.list_planned(filter, status)?, &format!("{status} runs"));
+    Ok(())
+}
+
+/// `what`: the closing count's noun ("skipped runs").
+fn print_planned(rows: &[crate::store::PlannedRun], what: &str) {
     println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} reason", "plan", "sweep", "rep", "status", "interface", "rw", "bs", "qd", "thr", "config");
-    for p in &rows {
+    for p in rows {
         let spec = |k: &str| p.spec.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).unwrap_or("-".into());
         let bs = p.spec.get("bs").and_then(|v| v.as_f64()).map_or("-".into(), |b| crate::plan::size::format_bytes(b).replace(".0 ", ""));
         println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} {}", p.id, p.sweep_id, p.replicate + 1, p.status, spec("interface"), spec("rw"), bs,
             spec("qd"), spec("threads"), p.config_key, p.reason.as_deref().unwrap_or("-"));
     }
-    println!("{} {status} runs", rows.len());
-    Ok(())
+    println!("{} {what}", rows.len());
 }

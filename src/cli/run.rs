@@ -8,17 +8,8 @@ use crate::report::summary;
 use crate::target::{self, sysinfo::TargetInfo, Target};
 use std::io::IsTerminal;
 
-/// A run that could not be done or failed, with its exit code.
-pub struct Failure {
-    pub message: String,
-    pub code: i32,
-}
+pub use crate::failure::{Failure, FailureKind};
 
-impl From<String> for Failure {
-    fn from(message: String) -> Self {
-        Failure { message, code: 2 }
-    }
-}
 
 pub fn kernel_release() -> String {
     // SAFETY: uts is a valid out-pointer.
@@ -191,6 +182,30 @@ pub fn restore_main() -> i32 {
     }
 }
 
+/// Apply the job's setting changes. What the device or kernel does not offer is unsupported;
+/// settings left changed (by an earlier iolab, or by a change whose rollback failed) are
+/// settings not restored, and no run may start on them.
+fn apply_settings(system: &crate::settings::Settings, changes: &[crate::settings::Change]) -> Result<Option<crate::settings::AppliedGuard>, Failure> {
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    if let Some(left) = system.left_changed().map_err(Failure::failed)? {
+        return Err(Failure::new(FailureKind::SettingsNotRestored, left));
+    }
+    // Only root writes the real /sys: without it every change fails, whatever the machine offers.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 && system.sysfs_root() == std::path::Path::new("/sys") {
+        return Err(Failure::invalid("changing system settings (scheduler, set) needs root: run iolab as root (sudo), or drop them".into()));
+    }
+    for c in changes {
+        system.check(c).map_err(Failure::unsupported)?;
+    }
+    system.apply(changes).map(Some).map_err(|e| match system.left_changed() {
+        Ok(None) => Failure::failed(e),
+        _ => Failure::new(FailureKind::SettingsNotRestored, e),
+    })
+}
+
 /// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
 fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
     if !matches!(job.interface.as_str(), "io_uring" | "nvme-passthru") || job.complete == Complete::Irq || job.allow_fallback {
@@ -300,19 +315,20 @@ impl RunUi for RunBar {
 /// Run a job end to end: checks, targets, engine, meters, record.
 /// `energy`: how to measure energy (None: not at all, as for probes).
 pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, Failure> {
-    validate(job)?;
-    check_kernel(job)?;
+    validate(job).map_err(Failure::invalid)?;
+    // Whatever the kernel lacks or refuses, this machine cannot do.
+    check_kernel(job).map_err(Failure::unsupported)?;
     if let Some(e) = energy.filter(|e| e.require) {
         let found = crate::energy::probe(&e.config);
         if !found.iter().any(|s| s.available) {
             let why: Vec<String> = found.iter().map(|s| format!("{}: {}", s.backend, s.detail)).collect();
-            return Err(format!("--require-energy: no energy source can measure here ({})", why.join("; ")).into());
+            return Err(Failure::unsupported(format!("--require-energy: no energy source can measure here ({})", why.join("; "))));
         }
     }
     let temp = if job.targets.is_empty() {
         let size = job.size.unwrap_or(target::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
-        Some(target::create_default_target(size)?)
+        Some(target::create_default_target(size).map_err(Failure::failed)?)
     } else {
         None
     };
@@ -321,13 +337,13 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         None => job.targets.iter().map(Into::into).collect(),
     };
     let targets = target::open_targets(job, &paths, temp.is_some())?;
-    check_polling(job, &targets)?;
+    check_polling(job, &targets).map_err(Failure::unsupported)?;
     let infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
     let changes = settings_changes(job, &infos)?;
-    let guard = if changes.is_empty() { None } else { Some(system.apply(&changes)?) };
+    let guard = apply_settings(&system, &changes)?;
     // Describe the targets after the change, so the record shows what the run ran with.
     let infos: Vec<TargetInfo> = if guard.is_some() { targets.iter().map(|t| crate::target::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)).collect() } else { infos };
     let path = expected_path(job, &infos);
@@ -342,12 +358,21 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     }));
     let mut meters = crate::meters::Meters::new(&env.targets, energy.map(|e| &e.config));
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
-    let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| Failure { message: m, code: 1 });
+    let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| {
+        // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
+        let kind = if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) { FailureKind::Interrupted } else { FailureKind::Failed };
+        Failure::new(kind, m)
+    });
     ui.finish();
-    if let Some(g) = guard {
-        g.restore().map_err(|e| Failure { message: format!("restoring system settings failed: {e}; run `iolab restore`"), code: 1 })?;
-    }
-    let out = out?;
+    let not_restored = match guard.map(|g| g.restore()) {
+        Some(Err(e)) => Some(format!("restoring system settings failed: {e}")),
+        _ => None,
+    };
+    let out = match (out, &not_restored) {
+        (Ok(o), _) => o,
+        (Err(f), None) => return Err(f),
+        (Err(f), Some(r)) => return Err(Failure::new(FailureKind::SettingsNotRestored, format!("{}; {r}", f.message))),
+    };
     env.clock = Some(out.clock.clone());
     let w = out.window_s;
     let mut total = out.rec.read.clone();
@@ -403,7 +428,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         (a, b) => a.or(b),
     };
     drop(temp);
-    Ok(RunRecord {
+    let rec = RunRecord {
         schema_version: record::SCHEMA_VERSION,
         status: status.into(),
         error,
@@ -413,7 +438,12 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         cost,
         energy: energy_record,
         completion_path: path,
-    })
+    };
+    match not_restored {
+        // The measurement is whole; the machine is not as it was.
+        Some(m) => Err(Failure { kind: FailureKind::SettingsNotRestored, message: m, record: Some(Box::new(rec)) }),
+        None => Ok(rec),
+    }
 }
 
 /// `iolab run`: returns the process exit code.
@@ -437,30 +467,35 @@ pub fn main(args: &super::RunArgs) -> i32 {
             return 2;
         }
     };
-    match execute(&job, ui.as_mut(), Some(&energy)) {
+    let (rec, not_restored) = match execute(&job, ui.as_mut(), Some(&energy)) {
+        Ok(rec) => (rec, None),
+        // The run was made; show it, then say the machine is left changed.
+        Err(Failure { record: Some(rec), message, .. }) => (*rec, Some(message)),
         Err(f) => {
             eprintln!("iolab: {}", f.message);
-            f.code
+            return f.code();
         }
-        Ok(rec) => {
-            let text = summary::render(&rec);
-            if args.json.as_deref() == Some("-") { eprint!("{text}") } else { print!("{text}") }
-            if let Some(dest) = &args.json {
-                if let Err(e) = write_json(dest, &rec) {
-                    eprintln!("iolab: {e}");
-                    return 1;
-                }
-            }
-            if let Some(e) = &rec.error {
-                let errors = rec.results.as_ref().map_or(0, |r| r.total.errors);
-                if job.continue_on_error && errors > 0 { eprintln!("iolab: {errors} I/O errors counted; the first: {e}") } else { eprintln!("iolab: {e}") }
-            }
-            // With --continue-on-error, errors are counted results, not a failed run.
-            match rec.status.as_str() {
-                "failed" => 1,
-                "interrupted" => 130,
-                _ => 0,
-            }
+    };
+    let text = summary::render(&rec);
+    if args.json.as_deref() == Some("-") { eprint!("{text}") } else { print!("{text}") }
+    if let Some(dest) = &args.json {
+        if let Err(e) = write_json(dest, &rec) {
+            eprintln!("iolab: {e}");
+            return 1;
         }
+    }
+    if let Some(e) = &rec.error {
+        let errors = rec.results.as_ref().map_or(0, |r| r.total.errors);
+        if job.continue_on_error && errors > 0 { eprintln!("iolab: {errors} I/O errors counted; the first: {e}") } else { eprintln!("iolab: {e}") }
+    }
+    if let Some(m) = not_restored {
+        eprintln!("iolab: {m}");
+        return 1;
+    }
+    // With --continue-on-error, errors are counted results, not a failed run.
+    match rec.status.as_str() {
+        "failed" => 1,
+        "interrupted" => 130,
+        _ => 0,
     }
 }

@@ -76,6 +76,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     }
     println!("{}: {}{}", suite.name, suite.title, if a.quick { " (quick)" } else { "" });
     let again = format!("iolab suite run {}{}", suite.name, if a.quick { " --quick" } else { "" });
+    let mut code = 0;
     for p in parts {
         println!("\n== {}: {}", p.name, p.feeds);
         let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
@@ -86,10 +87,13 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             continue;
         }
         let how = PlanRun { db: a.db.clone(), quiet: a.quiet, dry_run: a.dry_run, resume: Resume::Auto, again: again.clone() };
-        let code = run_plan(&p.plan(a.quick, a.size.as_deref(), &a.destructive), &targets, &unsupported, &how)?;
-        if code != 0 {
-            return Ok(code);
+        let end = run_plan(&p.plan(a.quick, a.size.as_deref(), &a.destructive), &targets, &unsupported, &how)?;
+        // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
+        // left changed) does.
+        if !end.finished {
+            return Ok(end.code);
         }
+        code = code.max(end.code);
     }
-    Ok(0)
+    Ok(code)
 }

@@ -1,7 +1,7 @@
 //! `iolab sweep PLAN`: expand a plan, show the run count and estimated time, then execute the
 //! runs in their seeded order, committing each finished run to the results database. Ctrl-C
 //! stops after keeping every finished run; `--resume` continues an unfinished sweep.
-use super::run::{execute, IopsMeter, RunUi};
+use super::run::{execute, FailureKind, IopsMeter, RunUi};
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
 use crate::report::summary::format_count;
@@ -73,10 +73,10 @@ pub fn print_plan(e: &Expansion, runs: usize, list: bool) {
 }
 
 pub fn main(args: &SweepArgs) -> i32 {
-    super::exit_code(sweep(args))
+    super::exit_code(sweep(args).map(|end| end.code))
 }
 
-fn sweep(args: &SweepArgs) -> Result<i32, String> {
+fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
     let text = std::fs::read_to_string(&args.plan).map_err(|e| format!("cannot read plan {}: {e}", args.plan.display()))?;
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
     let resume = if args.resume { Resume::Required } else if args.new { Resume::New } else { Resume::Refuse };
@@ -106,16 +106,27 @@ pub struct PlanRun {
     pub again: String,
 }
 
+/// How a sweep ended: its exit code, and whether it went through to the end (a suite goes on
+/// to its next part only then).
+pub struct SweepEnd {
+    /// 0; 1 when a run of the sweep failed or settings were left changed; 2 on bad input; 130
+    /// after Ctrl-C.
+    pub code: i32,
+    /// Every planned run was tried; false when the sweep stopped early.
+    pub finished: bool,
+}
+
 /// Execute plan text (from a file or a built-in suite). `unsupported`: parts of the study that
 /// cannot run here, stored as skipped runs with their reason.
-pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<i32, String> {
+pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, String> {
     let e = expand(text, targets)?;
+    let end = |code| Ok(SweepEnd { code, finished: true });
     if how.dry_run {
         print_plan(&e, e.order.len(), true);
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");
         }
-        return Ok(0);
+        return end(0);
     }
     let hash = plan_hash(text, targets);
     let mut store = Store::open(&how.db)?;
@@ -127,7 +138,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         (Resume::Refuse, Some(id)) => return Err(format!("sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new")),
         (Resume::Auto, None) if store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) => {
             println!("{}: already done in {db}", e.name);
-            return Ok(0);
+            return end(0);
         }
         _ => {
             let mut runs: Vec<(i64, u32, String, serde_json::Value)> = e.order.iter().enumerate()
@@ -171,8 +182,11 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         b
     });
     let mut ui = SweepUi { bar, iops: IopsMeter::default(), label: String::new() };
-    let (mut done, mut skipped, mut failed) = (0usize, 0usize, 0usize);
+    // failed: of the stored runs; early: failed before measuring, so stored as failed planned runs.
+    let (mut done, mut skipped, mut failed, mut early) = (0usize, 0usize, 0usize, 0usize);
     let mut interrupted = false;
+    // Why the sweep stopped before its end: exit code and the message.
+    let mut stopped: Option<(i32, String)> = None;
     let mut reasons: Vec<String> = Vec::new();
     for (n, run) in pending.iter().enumerate() {
         if crate::engine::STOP.load(Ordering::Relaxed) {
@@ -190,30 +204,66 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         if ui.bar.is_none() && !how.quiet {
             eprintln!("[{}/{}] {}", n + 1, pending.len(), ui.label);
         }
-        match execute(&job, &mut ui, Some(&crate::energy::record::EnergyOptions::default())) {
-            Ok(rec) if rec.status == "interrupted" => {
+        let mut store_record = |rec: &crate::record::RunRecord| -> Result<(), String> {
+            if rec.status == "interrupted" {
+                // Not kept: the planned run stays to do, and `--resume` runs it again.
                 interrupted = true;
-                break;
+                return Ok(());
             }
+            failed += usize::from(rec.status == "failed");
+            done += 1;
+            store.record_run(Some(run.id), &serde_json::to_value(rec).map_err(|e| e.to_string())?).map(drop)
+        };
+        let outcome = execute(&job, &mut ui, Some(&crate::energy::record::EnergyOptions::default()));
+        let (what, why) = match outcome {
             Ok(rec) => {
-                if rec.status == "failed" {
-                    failed += 1;
-                }
-                store.record_run(Some(run.id), &serde_json::to_value(&rec).map_err(|e| e.to_string())?)?;
-                done += 1;
+                store_record(&rec)?;
+                (None, None)
             }
-            Err(f) => {
+            Err(f) => match f.kind {
                 // The machine cannot do this run: keep it, with the reason, as skipped.
-                store.record_skip(run.id, &f.message)?;
-                skipped += 1;
-                // Each distinct reason once; the database keeps it for every run.
-                let line = if reasons.contains(&f.message) { format!("skipped {}", run.config_key) } else { format!("skipped {}: {}", run.config_key, f.message) };
-                reasons.push(f.message);
-                match &ui.bar {
-                    Some(b) => b.println(line),
-                    None => eprintln!("{line}"),
+                FailureKind::Unsupported => {
+                    store.record_skip(run.id, &f.message)?;
+                    skipped += 1;
+                    (Some("skipped"), Some(f.message))
                 }
+                // Tried and went wrong: kept as failed with the error; the next may work.
+                FailureKind::Failed => {
+                    store.record_failure(run.id, &f.message)?;
+                    early += 1;
+                    (Some("failed"), Some(f.message))
+                }
+                FailureKind::Interrupted => {
+                    interrupted = true;
+                    (None, None)
+                }
+                // Every later run would meet it too: stop; this run stays to do.
+                FailureKind::Invalid => {
+                    stopped = Some((f.code(), format!("run {} #{}: {}", run.config_key, run.replicate + 1, f.message)));
+                    (None, None)
+                }
+                // No run may go on a machine left changed: stop at once. A measurement made
+                // before the restore failed is whole and kept.
+                FailureKind::SettingsNotRestored => {
+                    if let Some(rec) = &f.record {
+                        store_record(rec)?;
+                    }
+                    stopped = Some((f.code(), f.message));
+                    (None, None)
+                }
+            },
+        };
+        if let (Some(what), Some(why)) = (what, why) {
+            // Each distinct reason once; the database keeps it for every run.
+            let line = if reasons.contains(&why) { format!("{what} {}", run.config_key) } else { format!("{what} {}: {why}", run.config_key) };
+            reasons.push(why);
+            match &ui.bar {
+                Some(b) => b.println(line),
+                None => eprintln!("{line}"),
             }
+        }
+        if interrupted || stopped.is_some() {
+            break;
         }
         if let Some(b) = &ui.bar {
             b.inc(1);
@@ -228,10 +278,30 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     if let Some(b) = &ui.bar {
         b.finish_and_clear();
     }
-    let left = pending.len() - done - skipped;
-    println!("sweep #{sweep_id}: {done} runs stored ({failed} failed), {skipped} skipped, {left} left");
-    if left > 0 {
-        println!("continue with: {}{}", how.again, if how.db.as_os_str() != "iolab.db" { format!(" --db {db}") } else { String::new() });
+    let left = pending.len() - done - skipped - early;
+    println!("sweep #{sweep_id}: {done} runs stored ({failed} failed), {early} failed before measuring, {skipped} skipped, {left} left");
+    let again = format!("{}{}", how.again, if how.db.as_os_str() != "iolab.db" { format!(" --db {db}") } else { String::new() });
+    if let Some((code, why)) = &stopped {
+        eprintln!("iolab: {why}");
+        if *code == 1 {
+            // Settings left changed: nothing may run until they are put back.
+            println!("the sweep stopped: put the system settings back with `iolab restore`, then continue with: {again}");
+        } else {
+            println!("the sweep stopped: fix that, then continue with: {again}");
+        }
+    } else if left > 0 {
+        println!("continue with: {again}");
     }
-    Ok(if interrupted { 130 } else { 0 })
+    // Failed runs of this sweep, also from before a resume: `--resume` does not redo them.
+    let all_failed = store.sweep(sweep_id)?.map_or(0, |s| s.failed);
+    if all_failed > 0 {
+        println!("{all_failed} runs of sweep #{sweep_id} failed: `iolab results --sweep {sweep_id} --status failed{}` lists them with the error",
+            if how.db.as_os_str() != "iolab.db" { format!(" --db {db}") } else { String::new() });
+    }
+    let code = match (&stopped, interrupted) {
+        (Some((code, _)), _) => *code,
+        (None, true) => 130,
+        (None, false) => i32::from(all_failed > 0),
+    };
+    Ok(SweepEnd { code, finished: stopped.is_none() && !interrupted })
 }

@@ -223,9 +223,35 @@ fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, String> {
     }
 }
 
+/// The most runs (configurations x replicates) a plan may expand to. At a second a run, the
+/// shortest sensible, that is over a day of measuring and about 100 MB of planned runs in the
+/// database; anything bigger is a typo or a plan to split, and expanding it would exhaust memory
+/// first (2 x 10^9 configurations did, even with --dry-run).
+pub const MAX_RUNS: u64 = 100_000;
+/// The longest cooldown between runs: room for thermal settling or a drive's garbage
+/// collection, and still a sleep a person would wait for.
+pub const MAX_COOLDOWN_S: f64 = 3600.0;
+
+/// A TOML error as one line, with the plan's line number and, where the line sets one, the
+/// key it is about ("matrix.qd"), since type errors alone do not name it.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim().replace('\n', "; ");
+    let Some(span) = e.span() else { return format!("plan: {msg}") };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+    let key = line.split_once('=').map(|(k, _)| k.trim().trim_matches('"')).filter(|k| !k.is_empty() && !k.starts_with(['[', '#']));
+    let table = text[..start].lines().rev().map(str::trim).find(|l| l.starts_with('[')).map(|h| h.trim_matches(['[', ']']).trim());
+    match (key, table) {
+        (Some(k), Some(t)) => format!("plan line {line_no}, {t}.{k}: {msg}"),
+        (Some(k), None) => format!("plan line {line_no}, {k}: {msg}"),
+        _ => format!("plan line {line_no}: {msg}"),
+    }
+}
+
 /// Parse and expand a plan. Errors are one line.
 pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
-    let plan: PlanFile = toml::from_str(text).map_err(|e| format!("plan: {}", e.message()))?;
+    let plan: PlanFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
     let m = &plan.matrix;
     let budget = match (&plan.runtime, plan.ios, &plan.bytes) {
         (None, None, None) => Budget::Seconds(10.0),
@@ -236,6 +262,9 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     };
     let ramp_s = plan.ramp.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan ramp: {e}"))?.unwrap_or(0.0);
     let cooldown_s = plan.cooldown.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan cooldown: {e}"))?.unwrap_or(0.0);
+    if cooldown_s > MAX_COOLDOWN_S {
+        return Err(format!("plan cooldown: {} is longer than the {MAX_COOLDOWN_S} s iolab waits between runs: give at most 1h", plan.cooldown.as_deref().unwrap_or("")));
+    }
     if plan.replicates == 0 {
         return Err("plan: replicates must be at least 1".into());
     }
@@ -254,6 +283,13 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     } else {
         vec![plan.targets.clone()]
     };
+    // Counted before anything is expanded, so a runaway plan costs nothing.
+    let dims = [m.interface.len(), m.submit.len(), m.complete.len(), m.rw.len(), m.write_mix.len(), m.bs.len(), m.qd.len(), m.threads.len(), m.batch.len(), targets.len(), m.scheduler.len()];
+    let matrix = dims.iter().fold(1u128, |n, d| n.saturating_mul((*d).max(1) as u128));
+    let runs = matrix.saturating_mul(plan.replicates as u128);
+    if runs > MAX_RUNS as u128 {
+        return Err(format!("plan: {matrix} configurations x {} replicates = {runs} runs, more than the {MAX_RUNS} a sweep may have (counted before rules drop any): narrow the matrix, fewer replicates, or split the plan", plan.replicates));
+    }
     let bss: Vec<u64> = if m.bs.is_empty() { vec![4096] } else { m.bs.iter().map(SizeValue::bytes).collect::<Result<_, _>>().map_err(|e| format!("plan bs: {e}"))? };
     let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| format!("plan size: {e}"))?;
     let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| format!("plan offset: {e}"))?.unwrap_or(0);
@@ -304,7 +340,21 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
         }
     }
     if configs.is_empty() {
-        return Err(format!("plan: every configuration was dropped ({} dropped)", dropped.len()));
+        // Each distinct reason once, with how many it dropped.
+        let mut why: Vec<(&str, usize)> = Vec::new();
+        for (_, r) in &dropped {
+            match why.iter_mut().find(|(w, _)| w == r) {
+                Some((_, n)) => *n += 1,
+                None => why.push((r, 1)),
+            }
+        }
+        let mut why: Vec<String> = why.iter().map(|(w, n)| format!("{n} by: {w}")).collect();
+        if why.len() > 3 {
+            let more = why.len() - 3;
+            why.truncate(3);
+            why.push(format!("and {more} other reasons (`iolab sweep --dry-run` lists each)"));
+        }
+        return Err(format!("plan: every configuration was dropped, nothing is left to run ({}): change the matrix or the rules", why.join("; ")));
     }
     // Replicates interleaved: each round runs every configuration once, in a seeded order.
     let mut order = Vec::with_capacity(configs.len() * plan.replicates as usize);
@@ -445,10 +495,41 @@ reason = "io_uring at QD1 is covered elsewhere"
     fn reject_rules_and_bad_plans_fail_with_one_line() {
         let rej = PLAN.replace("action = \"drop\"", "action = \"reject\"");
         assert!(expand(&rej, &[]).unwrap_err().starts_with("plan rejected: io_uring at QD1"));
-        for bad in ["replicates = 0", "[matrix]\nqd = [\"x\"]", "runtime = \"2s\"\nios = 5", "colour = 1", "[[rule]]\nwhen = { color = 1 }\naction = \"drop\"\nreason = \"x\""] {
+        for bad in ["replicates = 0", "[matrix]\nqd = [\"x\"]", "runtime = \"2s\"\nios = 5", "colour = 1", "[[rule]]\nwhen = { color = 1 }\naction = \"drop\"\nreason = \"x\"", "name = \"x\nios = 5"] {
             let e = expand(bad, &[]).unwrap_err();
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn toml_errors_give_the_line_and_the_key() {
+        let e = expand("ios = 5\n[matrix]\nqd = [\"x\"]\n", &[]).unwrap_err();
+        assert!(e.starts_with("plan line 3, matrix.qd: ") && e.contains("expected u32"), "{e}");
+        let e = expand("ios = \"5\"\n", &[]).unwrap_err();
+        assert!(e.starts_with("plan line 1, ios: "), "{e}");
+        let e = expand("name = \"x\nios = 5\n", &[]).unwrap_err();
+        assert!(e.starts_with("plan line 1"), "{e}");
+    }
+
+    #[test]
+    fn runaway_plans_are_refused_before_expanding() {
+        // 4294967295 replicates, and about 2 x 10^9 configurations: refused at once, in one line.
+        let e = expand("ios = 5\nreplicates = 4294967295\n", &[]).unwrap_err();
+        assert!(e.contains("4294967295 runs, more than the 100000"), "{e}");
+        let values = |n: u32| (1..=n).map(|v| v.to_string()).collect::<Vec<_>>().join(", ");
+        let big = format!("ios = 5\n[matrix]\nqd = [{}]\nthreads = [{}]\nbatch = [{}]\nwrite_mix = [{}]\n", values(1024), values(1000), values(100), values(20));
+        let t = std::time::Instant::now();
+        let e = expand(&big, &[]).unwrap_err();
+        assert!(e.contains("2048000000 configurations"), "{e}");
+        assert!(t.elapsed().as_secs() < 5, "refused only after {:?}", t.elapsed());
+        assert!(expand("ios = 5\ncooldown = \"100000h\"\n", &[]).unwrap_err().starts_with("plan cooldown: 100000h is longer"));
+        assert!(expand("ios = 5\ncooldown = \"1h\"\n", &[]).is_ok());
+    }
+
+    #[test]
+    fn every_configuration_dropped_says_why() {
+        let e = expand("ios = 5\n[matrix]\ninterface = [\"psync\"]\nqd = [2, 4]\n", &[]).unwrap_err();
+        assert!(e.contains("1 by: psync is synchronous") && e.contains("--qd 4 makes no sense"), "{e}");
     }
 
     #[test]

@@ -407,6 +407,18 @@ impl Settings {
         Ok(guard(entries))
     }
 
+    /// Settings the journal still records as changed that no running iolab will put back: a
+    /// killed iolab's, or this process's after a restore or rollback failed. One line naming
+    /// them and `iolab restore`; None when nothing is left (or a live other iolab owns them).
+    pub fn left_changed(&self) -> Result<Option<String>, String> {
+        let Some(j) = journal::load(&self.journal)? else { return Ok(None) };
+        if j.entries.is_empty() || matches!(j.owner(), Owner::AliveOther(_)) {
+            return Ok(None);
+        }
+        let what: Vec<String> = j.entries.iter().map(|e| format!("{}: {} -> {}", e.label(), e.original, e.new)).collect();
+        Ok(Some(format!("system settings are still changed ({}; journal {}): run `iolab restore`", what.join("; "), self.journal.display())))
+    }
+
     /// Undo everything recorded in the journal (what a killed process left changed). Returns
     /// what was done, as lines for the user; empty when there was nothing to restore.
     /// Idempotent; clears the journal when done. Refuses while another live iolab owns it.

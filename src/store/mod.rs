@@ -575,25 +575,37 @@ impl Store {
 
     /// Mark a planned run skipped (e.g. not valid on this machine), with the reason.
     pub fn record_skip(&mut self, planned_id: i64, reason: &str) -> Result<(), String> {
+        self.close_planned(planned_id, "skipped", reason)
+    }
+
+    /// Mark a planned run failed before it measured anything (the engine did not start, a
+    /// target could not be made), with the error. It stays failed: `--resume` does not redo it.
+    pub fn record_failure(&mut self, planned_id: i64, error: &str) -> Result<(), String> {
+        self.close_planned(planned_id, "failed", error)
+    }
+
+    /// A planned run still to do becomes `status` (skipped or failed) with why, without a record.
+    fn close_planned(&mut self, planned_id: i64, status: &str, reason: &str) -> Result<(), String> {
         let path = self.path.clone();
         let e = |x: rusqlite::Error| format!("results database {path}: {x}");
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
-        let status: Option<String> =
+        let now_status: Option<String> =
             tx.query_row("SELECT status FROM planned_runs WHERE id = ?1", [planned_id], |r| r.get(0)).optional().map_err(e)?;
-        match status.as_deref() {
+        match now_status.as_deref() {
             None => return Err(format!("results database {path}: no planned run {planned_id}")),
             Some("planned") => {}
-            Some(s) => return Err(format!("results database {path}: planned run {planned_id} is already {s}; not skipping it")),
+            Some(s) => return Err(format!("results database {path}: planned run {planned_id} is already {s}; not marking it {status}")),
         }
         tx.execute(
-            "UPDATE planned_runs SET status = 'skipped', reason = ?1, updated_at = ?2 WHERE id = ?3",
-            params![reason, now(), planned_id],
+            "UPDATE planned_runs SET status = ?1, reason = ?2, updated_at = ?3 WHERE id = ?4",
+            params![status, reason, now(), planned_id],
         )
         .map_err(e)?;
         tx.commit().map_err(e)
     }
 
-    /// Planned runs with this planned-run status (`skipped`, or `planned`: still to run) that
+    /// Planned runs with this planned-run status (`skipped`, `planned`: still to run, or
+    /// `failed`: only those that failed before measuring, which have no stored run) that
     /// match a filter, oldest first. They have no stored run, so `list_runs` cannot show them;
     /// the filter's sweep and configuration apply, and interface, rw, submit, complete, bs, qd
     /// and threads are read from the planned spec. A filter on what only a made run has (host,
@@ -603,6 +615,9 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut w = vec!["status = ?".to_string()];
+        if status == "failed" {
+            w.push("NOT EXISTS (SELECT 1 FROM runs r WHERE r.planned_id = planned_runs.id)".into());
+        }
         let mut p = vec![Sql::Text(status.into())];
         let mut eq = |col: &str, v: Option<Sql>| {
             if let Some(v) = v {

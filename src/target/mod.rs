@@ -5,6 +5,7 @@ pub mod sysinfo;
 
 use crate::engine::verify;
 use crate::interfaces::nvme_passthru;
+use crate::failure::Failure;
 use crate::plan::Job;
 use std::fs::File;
 use std::io::Write;
@@ -51,7 +52,9 @@ pub fn create_default_target(size: u64) -> Result<TempTarget, String> {
 }
 
 /// Open every target of the job, checking existence, kind, safety and the usable range.
-pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, String> {
+/// Refusals are bad input unless the device or file system cannot do what the job asks
+/// (O_DIRECT, its block size, an NVMe command's limits): those are unsupported here.
+pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, Failure> {
     let writes = job.rw.writes(job.write_mix);
     let passthru = job.interface == "nvme-passthru";
     let mut out = Vec::with_capacity(paths.len());
@@ -76,14 +79,14 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
             } else {
                 "neither a file nor a device".into()
             };
-            return Err(format!("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}"));
+            return Err(format!("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}").into());
         }
         if generic && !passthru {
             let block = nvme_passthru::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
-            return Err(format!("target {shown} is an NVMe generic character device, which only -i nvme-passthru drives: use -i nvme-passthru, or the namespace's block device{block}"));
+            return Err(format!("target {shown} is an NVMe generic character device, which only -i nvme-passthru drives: use -i nvme-passthru, or the namespace's block device{block}").into());
         }
         if !(ft.is_file() || ft.is_block_device() || generic) {
-            return Err(format!("target {shown} is neither a regular file nor a block device"));
+            return Err(format!("target {shown} is neither a regular file nor a block device").into());
         }
         if ft.is_file() && !temp {
             safety::check_file_target(path, writes)?;
@@ -107,45 +110,45 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         let file = opts.open(path).map_err(|e| {
             let mode = if writes { "reading and writing" } else { "reading" };
             if e.raw_os_error() == Some(libc::EINVAL) && job.direct {
-                format!("cannot open {shown} with O_DIRECT: the filesystem does not support direct I/O (use --buffered)")
+                Failure::unsupported(format!("cannot open {shown} with O_DIRECT: the filesystem does not support direct I/O (use --buffered)"))
             } else {
-                format!("cannot open {shown} for {mode}: {e}")
+                Failure::invalid(format!("cannot open {shown} for {mode}: {e}"))
             }
         })?;
         let ns = if generic {
-            Some(nvme_passthru::Namespace::of_fd(file.as_raw_fd()).map_err(|e| format!("cannot identify the namespace of {shown}: {e}"))?)
+            Some(nvme_passthru::Namespace::of_fd(file.as_raw_fd()).map_err(|e| Failure::failed(format!("cannot identify the namespace of {shown}: {e}")))?)
         } else {
             None
         };
         let size = match &ns {
             Some(ns) => ns.id.size_bytes(),
-            None if ft.is_block_device() => block_device_size(&file).map_err(|e| format!("cannot read the size of {shown}: {e}"))?,
+            None if ft.is_block_device() => block_device_size(&file).map_err(|e| Failure::failed(format!("cannot read the size of {shown}: {e}")))?,
             None => meta.len(),
         };
         let mut info = info;
         if let Some(ns) = &ns {
-            passthru_checks(job, &shown.to_string(), ns, &info)?;
+            passthru_checks(job, &shown.to_string(), ns, &info).map_err(Failure::unsupported)?;
             info.logical_block_size = ns.id.lba_size as u64;
         }
         let align = if job.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
         if job.direct && job.bs % align != 0 {
-            return Err(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", job.bs));
+            return Err(Failure::unsupported(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", job.bs)));
         }
         if job.direct && job.offset % align != 0 {
-            return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", job.offset));
+            return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", job.offset).into());
         }
         if job.offset >= size {
-            return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", job.offset, size));
+            return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", job.offset, size).into());
         }
         let avail = size - job.offset;
         let len = match job.size {
-            Some(s) if s > avail => return Err(format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", job.offset + s, size)),
+            Some(s) if s > avail => return Err(format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", job.offset + s, size).into()),
             Some(s) => s,
             None => avail,
         };
         let len = len / job.bs * job.bs;
         if len < job.bs * job.threads as u64 {
-            return Err(format!("{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size", job.bs));
+            return Err(format!("{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size", job.bs).into());
         }
         info.size_bytes = size;
         out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len });

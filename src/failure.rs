@@ -1,0 +1,64 @@
+//! How a run can fail, typed: the kind decides the exit code and what a sweep does with it.
+//! Kept below the command line so the layers a run goes through (targets, settings) can say
+//! which kind their refusals are.
+
+/// What kind of failure a run came to. It decides the exit code and what a sweep does: only
+/// "this machine cannot do this configuration" is a skip (docs/safety-sweep.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The request is wrong: a bad option, a missing or wrong target, no consent to write.
+    /// Exit 2; a sweep stops there (every later run would meet it too), the run left to do.
+    Invalid,
+    /// This machine cannot do this configuration: no such interface or kernel feature, a queue
+    /// that cannot poll, a block size or setting the device does not offer. Exit 2; a sweep
+    /// stores it as skipped, with the reason, and goes on.
+    Unsupported,
+    /// Tried and went wrong: the engine failed, a target could not be made or read. Exit 1; a
+    /// sweep stores it as failed, with the error, and goes on.
+    Failed,
+    /// System settings are left changed: a restore (or a rollback) failed, or an earlier iolab
+    /// left them. Exit 1; a sweep stops at once and prints the `iolab restore` command.
+    SettingsNotRestored,
+    /// Ctrl-C before the run could start. Exit 130.
+    Interrupted,
+}
+
+/// A run that could not be done or failed.
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+    /// The finished run's record when only putting the settings back failed after it: the
+    /// measurement was made under the settings asked for, so it is kept.
+    pub record: Option<Box<crate::record::RunRecord>>,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure { kind, message: message.into(), record: None }
+    }
+    pub fn invalid(message: String) -> Failure {
+        Failure::new(FailureKind::Invalid, message)
+    }
+    pub fn unsupported(message: String) -> Failure {
+        Failure::new(FailureKind::Unsupported, message)
+    }
+    pub fn failed(message: String) -> Failure {
+        Failure::new(FailureKind::Failed, message)
+    }
+    /// The process exit code for this failure.
+    pub fn code(&self) -> i32 {
+        match self.kind {
+            FailureKind::Invalid | FailureKind::Unsupported => 2,
+            FailureKind::Failed | FailureKind::SettingsNotRestored => 1,
+            FailureKind::Interrupted => 130,
+        }
+    }
+}
+
+/// A bare message is bad input: the cautious reading (exit 2, a sweep stops), never a skip.
+/// Sites that know better say so with `Failure::unsupported` or `Failure::failed`.
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::invalid(message)
+    }
+}
