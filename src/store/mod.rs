@@ -154,13 +154,21 @@ pub struct SeriesPoint {
     pub mean_lat_ns: Option<f64>,
 }
 
-/// The `runs` columns a `RunRow` holds: the named ones, then the metrics.
-static RUN_COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let named = "id, sweep_id, planned_id, replicate, config_key, status, error, started_at, recorded_at, hostname, kernel, \
-        iolab_version, devices, interface, submit, complete, rw, write_mix, bs, qd, threads, batch_submit, batch_reap, direct, \
-        budget_kind, budget_value, targets";
-    RUN_METRICS.iter().fold(named.to_string(), |s, c| s + ", " + c.name)
-});
+/// The `runs` columns a `RunRow` holds (a SELECT list): the named ones, then the metrics.
+const RUN_COLUMNS: RunColumns = RunColumns;
+
+struct RunColumns;
+
+impl std::fmt::Display for RunColumns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "id, sweep_id, planned_id, replicate, config_key, status, error, started_at, recorded_at, hostname, kernel, \
+             iolab_version, devices, interface, submit, complete, rw, write_mix, bs, qd, threads, batch_submit, batch_reap, \
+             direct, budget_kind, budget_value, targets",
+        )?;
+        RUN_METRICS.iter().try_for_each(|c| write!(f, ", {}", c.name))
+    }
+}
 
 fn run_row(r: &Row) -> rusqlite::Result<RunRow> {
     let targets: String = r.get("targets")?;
@@ -608,11 +616,10 @@ impl Store {
         let (clause, p) = filter_sql(f);
         let sql = match f.limit {
             Some(n) => format!(
-                "SELECT * FROM (SELECT {} FROM runs{clause} ORDER BY id DESC LIMIT {}) ORDER BY id",
-                *RUN_COLUMNS,
+                "SELECT * FROM (SELECT {RUN_COLUMNS} FROM runs{clause} ORDER BY id DESC LIMIT {}) ORDER BY id",
                 n.min(i64::MAX as usize)
             ),
-            None => format!("SELECT {} FROM runs{clause} ORDER BY id", *RUN_COLUMNS),
+            None => format!("SELECT {RUN_COLUMNS} FROM runs{clause} ORDER BY id"),
         };
         let mut st = self.conn.prepare(&sql).map_err(self.e())?;
         let rows = st.query_map(rusqlite::params_from_iter(p), run_row).map_err(self.e())?;
@@ -622,7 +629,7 @@ impl Store {
     /// One run, as a row.
     pub fn run(&self, run_id: i64) -> Result<Option<RunRow>, String> {
         self.conn
-            .query_row(&format!("SELECT {} FROM runs WHERE id = ?1", *RUN_COLUMNS), [run_id], run_row)
+            .query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [run_id], run_row)
             .optional()
             .map_err(self.e())
     }
