@@ -254,3 +254,19 @@ metrics! {
     /// Polling was asked for and completions came by interrupt anyway.
     fell_back: Option<bool>, since 2, |r| r.completion_path.fell_back;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parts_missing_null_or_of_another_type_read_as_unknown() {
+        let m = Metrics::of(&json!({"results": {"total": {"iops": "fast", "ios": 7, "lat_ns": null}, "read": {"errors": 3}}, "cost": null}));
+        assert_eq!((m.iops, m.ios, m.lat_p99_ns, m.busy_cores, m.fell_back), (None, Some(7), None, None, None));
+        // The total's errors where given, else the read's, else the write's, else 0.
+        assert_eq!(m.errors, 3);
+        assert_eq!(Metrics::of(&json!("not an object")), Metrics::default());
+        assert_eq!(Metrics::of(&json!({"results": {"total": {"errors": 1}, "read": {"errors": 3}}})).errors, 1);
+    }
+}
