@@ -168,20 +168,20 @@ fn a_real_record_is_stored_whole_with_its_metrics_histograms_and_series() {
     assert_eq!((r.interface.as_str(), r.submit.as_str(), r.complete.as_str(), r.rw.as_str()), ("psync", "syscall", "irq", "randread"));
     assert_eq!((r.bs, r.qd, r.threads, r.direct), (4096, 1, 1, true));
     assert_eq!((r.budget_kind.as_deref(), r.budget_value), (Some("ios"), Some(500.0)));
-    assert_eq!(r.ios, Some(500));
-    assert_eq!(r.iops, rec["results"]["total"]["iops"].as_f64());
-    assert_eq!(r.read_iops, rec["results"]["read"]["iops"].as_f64());
-    assert_eq!(r.write_iops, Some(0.0));
-    assert_eq!(r.bw_bytes_per_s, rec["results"]["total"]["bw_bytes_per_s"].as_f64());
-    assert_eq!(r.lat_mean_ns, rec["results"]["total"]["lat_ns"]["mean"].as_f64());
-    assert_eq!(r.lat_p99_ns, rec["results"]["total"]["lat_ns"]["p99"].as_f64());
-    assert_eq!(r.lat_p99_999_ns, rec["results"]["total"]["lat_ns"]["p99_999"].as_f64());
-    assert_eq!(r.errors, 0);
-    assert_eq!(r.cpu_cores, rec["results"]["cpu"]["cores"].as_f64());
-    assert_eq!(r.busy_cores, rec["cost"]["system"]["busy_cores"].as_f64());
-    assert_eq!(r.unaccounted_fraction, rec["cost"]["accounting"]["unaccounted_fraction"].as_f64());
-    assert_eq!(r.completion_observed.as_deref(), rec["completion_path"]["observed"].as_str());
-    assert_eq!(r.fell_back, Some(false));
+    assert_eq!(r.metrics.ios, Some(500));
+    assert_eq!(r.metrics.iops, rec["results"]["total"]["iops"].as_f64());
+    assert_eq!(r.metrics.read_iops, rec["results"]["read"]["iops"].as_f64());
+    assert_eq!(r.metrics.write_iops, Some(0.0));
+    assert_eq!(r.metrics.bw_bytes_per_s, rec["results"]["total"]["bw_bytes_per_s"].as_f64());
+    assert_eq!(r.metrics.lat_mean_ns, rec["results"]["total"]["lat_ns"]["mean"].as_f64());
+    assert_eq!(r.metrics.lat_p99_ns, rec["results"]["total"]["lat_ns"]["p99"].as_f64());
+    assert_eq!(r.metrics.lat_p99_999_ns, rec["results"]["total"]["lat_ns"]["p99_999"].as_f64());
+    assert_eq!(r.metrics.errors, 0);
+    assert_eq!(r.metrics.cpu_cores, rec["results"]["cpu"]["cores"].as_f64());
+    assert_eq!(r.metrics.busy_cores, rec["cost"]["system"]["busy_cores"].as_f64());
+    assert_eq!(r.metrics.unaccounted_fraction, rec["cost"]["accounting"]["unaccounted_fraction"].as_f64());
+    assert_eq!(r.metrics.completion_observed.as_deref(), rec["completion_path"]["observed"].as_str());
+    assert_eq!(r.metrics.fell_back, Some(false));
     assert_eq!(r.kernel.as_deref(), rec["environment"]["kernel"].as_str());
     assert_eq!(r.hostname.as_deref(), rec["environment"]["hostname"].as_str());
     assert_eq!(r.started_at, rec["environment"]["started_at_unix_s"].as_f64().unwrap());
@@ -215,7 +215,7 @@ fn a_failed_run_without_results_is_stored_and_marks_its_planned_run_failed() {
     assert_eq!(r.id, id);
     assert_eq!(r.status, "failed");
     assert!(r.error.as_deref().unwrap().contains("EIO"));
-    assert_eq!((r.iops, r.lat_p99_ns, r.ios, r.busy_cores, r.completion_observed.as_deref()), (None, None, None, None, None));
+    assert_eq!((r.metrics.iops, r.metrics.lat_p99_ns, r.metrics.ios, r.metrics.busy_cores, r.metrics.completion_observed.as_deref()), (None, None, None, None, None));
     assert_eq!((r.sweep_id, r.planned_id, r.config_key.as_deref()), (Some(sw), Some(p[0].id), Some("cfg0")));
     assert!(s.histograms(id).unwrap().is_empty());
     assert_same(&s.run_record(id).unwrap().unwrap(), &failed_record());
@@ -454,6 +454,53 @@ fn json_export_is_an_array_of_full_records_with_run_ids() {
     assert!(arr[0]["results"]["total"]["lat_histogram"].as_str().unwrap().starts_with("HISTF"));
 }
 
+/// The schema as released, before its `runs` columns came from `store::columns`: version 1, and
+/// the step to version 2.
+const RELEASED_V1: &str = include_str!("fixtures/store/schema-v1.sql");
+const RELEASED_V2: &str = include_str!("fixtures/store/schema-v2.sql");
+
+/// (table, PRAGMA table_info rows) and (index, SQL) of every table and index, by name.
+#[allow(clippy::type_complexity)]
+fn layout(c: &Connection) -> (Vec<(String, Vec<(i64, String, String, i64, Option<String>, i64)>)>, Vec<(String, Option<String>)>) {
+    let names = |kind: &str| -> Vec<(String, Option<String>)> {
+        let mut st = c.prepare("SELECT name, sql FROM sqlite_master WHERE type = ?1 ORDER BY name").unwrap();
+        st.query_map([kind], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    };
+    let tables = names("table")
+        .into_iter()
+        .map(|(t, _)| {
+            let mut st = c.prepare(&format!("PRAGMA table_info({t})")).unwrap();
+            let cols = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))).unwrap();
+            (t, cols.map(Result::unwrap).collect())
+        })
+        .collect();
+    (tables, names("index"))
+}
+
+#[test]
+fn the_schema_made_from_the_column_table_is_the_released_one() {
+    // Step by step, as text: version 1's CREATE TABLE and version 2's ALTER TABLE lines are made
+    // from store::columns, and must not change once released.
+    assert_eq!(schema::step(1), RELEASED_V1);
+    assert_eq!(schema::step(2), RELEASED_V2);
+    // Column for column (name, type, NOT NULL, default, key) and index for index: a new database,
+    // one made by the released SQL, and one migrated from version 1.
+    let d = tmp();
+    drop(Store::open(&d.path().join("new.db")).unwrap());
+    let released = Connection::open(d.path().join("released.db")).unwrap();
+    released.execute_batch(RELEASED_V1).unwrap();
+    released.execute_batch(RELEASED_V2).unwrap();
+    let old = Connection::open(d.path().join("v1.db")).unwrap();
+    old.execute_batch(&format!("{RELEASED_V1}INSERT INTO meta VALUES ('schema_version', '1'); PRAGMA user_version = 1;")).unwrap();
+    drop(old);
+    drop(Store::open(&d.path().join("v1.db")).unwrap());
+    let new = layout(&Connection::open(d.path().join("new.db")).unwrap());
+    assert_eq!(new, layout(&released));
+    assert_eq!(new, layout(&Connection::open(d.path().join("v1.db")).unwrap()));
+    let runs = &new.0.iter().find(|t| t.0 == "runs").unwrap().1;
+    assert_eq!(runs.len(), 47);
+}
+
 #[test]
 fn a_version_1_database_is_migrated() {
     let d = tmp();
@@ -461,7 +508,7 @@ fn a_version_1_database_is_migrated() {
     {
         // A database as version 1 of iolab wrote it, with a sweep and a run in it.
         let c = Connection::open(&db).unwrap();
-        c.execute_batch(schema::V1).unwrap();
+        c.execute_batch(RELEASED_V1).unwrap();
         c.execute_batch(
             "INSERT INTO meta VALUES ('schema_version', '1');
              PRAGMA user_version = 1;
@@ -486,9 +533,9 @@ fn a_version_1_database_is_migrated() {
     assert_eq!(s.schema_version().unwrap(), 2);
     let rows = s.list_runs(&RunFilter::default()).unwrap();
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].completion_observed.as_deref(), Some("polled")); // filled from the record
-    assert_eq!(rows[0].fell_back, Some(true));
-    assert_eq!(rows[0].iops, Some(123456.0));
+    assert_eq!(rows[0].metrics.completion_observed.as_deref(), Some("polled")); // filled from the record
+    assert_eq!(rows[0].metrics.fell_back, Some(true));
+    assert_eq!(rows[0].metrics.iops, Some(123456.0));
     assert_eq!(s.unfinished_sweep("h").unwrap(), Some(1));
     // The migrated database takes new runs and refuses a duplicate as before.
     s.record_run(Some(2), &real_record()).unwrap();

@@ -75,10 +75,10 @@ impl Metric {
     /// always for [`Metric::JoulesPerIo`], which lives in the record: see [`Metric::of_record`]).
     pub fn of_row(self, r: &RunRow) -> Option<f64> {
         let v = match self {
-            Metric::Iops => r.iops,
-            Metric::LatMeanNs => r.lat_mean_ns,
-            Metric::LatP99Ns => r.lat_p99_ns,
-            Metric::CpuNsPerIo => match (r.cpu_cores, r.iops) {
+            Metric::Iops => r.metrics.iops,
+            Metric::LatMeanNs => r.metrics.lat_mean_ns,
+            Metric::LatP99Ns => r.metrics.lat_p99_ns,
+            Metric::CpuNsPerIo => match (r.metrics.cpu_cores, r.metrics.iops) {
                 (Some(c), Some(i)) if i > 0.0 => Some(c / i * 1e9),
                 _ => None,
             },

@@ -89,8 +89,8 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         println!("{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
             r.id, r.sweep_id.map(|s| s.to_string()).unwrap_or("-".into()), r.replicate.map(|x| (x + 1).to_string()).unwrap_or("-".into()),
             r.status, r.interface, r.submit, r.complete, r.rw, crate::plan::size::format_bytes(r.bs as f64).replace(".0 ", ""), r.qd, r.threads,
-            opt(r.iops, &|x| format_count(x)), opt(r.lat_mean_ns, &format_ns), opt(r.lat_p99_ns, &format_ns),
-            opt(r.cpu_cores, &|x| format!("{x:.2}")), r.completion_observed.clone().unwrap_or("-".into()));
+            opt(r.metrics.iops, &|x| format_count(x)), opt(r.metrics.lat_mean_ns, &format_ns), opt(r.metrics.lat_p99_ns, &format_ns),
+            opt(r.metrics.cpu_cores, &|x| format!("{x:.2}")), r.metrics.completion_observed.clone().unwrap_or("-".into()));
     }
     println!("{} runs", rows.len());
     // Runs that failed before measuring have no stored run: they are listed from the plan.

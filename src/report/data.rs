@@ -91,7 +91,7 @@ impl Run {
     }
 
     pub fn fell_back(&self) -> bool {
-        self.row.fell_back == Some(true)
+        self.row.metrics.fell_back == Some(true)
     }
 
     fn energy(&self) -> Option<&Value> {

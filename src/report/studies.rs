@@ -152,7 +152,7 @@ pub fn provenance(runs: &[&Run]) -> String {
     let mut paths: BTreeMap<String, usize> = BTreeMap::new();
     for r in runs {
         let req = s(r, "/completion_path/requested").unwrap_or(r.row.complete.clone());
-        let obs = r.row.completion_observed.clone().unwrap_or("not observed".into());
+        let obs = r.row.metrics.completion_observed.clone().unwrap_or("not observed".into());
         let fb = if r.fell_back() { ", fell back" } else { "" };
         *paths.entry(format!("{req} → {obs}{fb}")).or_default() += 1;
     }
@@ -201,15 +201,15 @@ fn us(r: &Run, p: &str) -> Option<f64> {
 }
 
 fn iops(r: &Run) -> Option<f64> {
-    r.row.iops
+    r.row.metrics.iops
 }
 
 fn lat_mean_us(r: &Run) -> Option<f64> {
-    r.row.lat_mean_ns.map(|x| x / 1e3)
+    r.row.metrics.lat_mean_ns.map(|x| x / 1e3)
 }
 
 fn cores(r: &Run) -> Option<f64> {
-    r.row.cpu_cores
+    r.row.metrics.cpu_cores
 }
 
 fn bs_name(bs: u64) -> String {
@@ -382,7 +382,7 @@ fn short_names(configs: &[Config]) -> (Vec<String>, String) {
 }
 
 fn paths_taken(c: &Config) -> String {
-    let mut paths: Vec<String> = c.runs.iter().map(|r| r.row.completion_observed.clone().unwrap_or("not observed".into()) + if r.fell_back() { " (polling fell back)" } else { "" }).collect();
+    let mut paths: Vec<String> = c.runs.iter().map(|r| r.row.metrics.completion_observed.clone().unwrap_or("not observed".into()) + if r.fell_back() { " (polling fell back)" } else { "" }).collect();
     paths.sort();
     paths.dedup();
     paths.join(", ")
@@ -625,7 +625,7 @@ fn s3(ctx: &mut Ctx) {
     let mut sorted = four_k.clone();
     sorted.sort_by_key(|c| (c.first().threads, c.method()));
     for c in &sorted {
-        t.rows.push(vec![c.first().threads.to_string(), c.method(), cell(c, &lat_mean_us), cell(c, &iops), cell(c, &|r| r.row.bw_bytes_per_s.map(|b| b / 1e6)),
+        t.rows.push(vec![c.first().threads.to_string(), c.method(), cell(c, &lat_mean_us), cell(c, &iops), cell(c, &|r| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
             cell(c, &cores), cell(c, &Run::ctx_switches_per_io), paths_taken(c)]);
     }
     if !sorted.is_empty() {
@@ -719,7 +719,7 @@ fn s4_latency(ctx: &mut Ctx) {
 
 fn s4_bandwidth(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
-    let bw = |r: &Run| r.row.bw_bytes_per_s;
+    let bw = |r: &Run| r.row.metrics.bw_bytes_per_s;
     let max = cs.iter().filter_map(|c| c.summary(&bw)).map(|s| s.mean).fold(0.0, f64::max);
     if max <= 0.0 {
         ctx.unavailable("Normalised bandwidth against queue depth", "no run here measured bandwidth", &runs_of(&cs));

@@ -1,22 +1,21 @@
 //! CSV export: one row per run, RFC 4180 quoting, empty cells for unknown values.
 
+use super::columns::{cell as o, RUN_METRICS};
 use super::RunRow;
 use std::io::Write;
 
-pub const CSV_COLUMNS: &[&str] = &[
-    "run_id", "sweep_id", "planned_id", "replicate", "config_key", "status", "started_at", "hostname", "kernel",
-    "iolab_version", "devices", "interface", "submit", "complete", "rw", "write_mix", "bs", "qd", "threads",
-    "batch_submit", "batch_reap", "direct", "budget_kind", "budget_value", "targets", "window_s", "ios", "iops",
-    "read_iops", "write_iops", "bw_bytes_per_s", "lat_mean_ns", "lat_p50_ns", "lat_p99_ns", "lat_p99_9_ns",
-    "lat_p99_999_ns", "lat_max_ns", "errors", "cpu_cores", "busy_cores", "unaccounted_fraction",
-    "completion_observed", "fell_back", "error",
-];
+/// The CSV header: identity, spec and environment, the metrics (`RUN_METRICS`), the error last.
+pub fn csv_columns() -> Vec<&'static str> {
+    let head = [
+        "run_id", "sweep_id", "planned_id", "replicate", "config_key", "status", "started_at", "hostname", "kernel",
+        "iolab_version", "devices", "interface", "submit", "complete", "rw", "write_mix", "bs", "qd", "threads",
+        "batch_submit", "batch_reap", "direct", "budget_kind", "budget_value", "targets",
+    ];
+    head.into_iter().chain(RUN_METRICS.iter().map(|c| c.name)).chain(["error"]).collect()
+}
 
 fn cells(r: &RunRow) -> Vec<String> {
-    fn o<T: ToString>(v: &Option<T>) -> String {
-        v.as_ref().map(ToString::to_string).unwrap_or_default()
-    }
-    vec![
+    [
         r.id.to_string(),
         o(&r.sweep_id),
         o(&r.planned_id),
@@ -42,26 +41,11 @@ fn cells(r: &RunRow) -> Vec<String> {
         o(&r.budget_kind),
         o(&r.budget_value),
         r.targets.join(";"),
-        o(&r.window_s),
-        o(&r.ios),
-        o(&r.iops),
-        o(&r.read_iops),
-        o(&r.write_iops),
-        o(&r.bw_bytes_per_s),
-        o(&r.lat_mean_ns),
-        o(&r.lat_p50_ns),
-        o(&r.lat_p99_ns),
-        o(&r.lat_p99_9_ns),
-        o(&r.lat_p99_999_ns),
-        o(&r.lat_max_ns),
-        r.errors.to_string(),
-        o(&r.cpu_cores),
-        o(&r.busy_cores),
-        o(&r.unaccounted_fraction),
-        o(&r.completion_observed),
-        o(&r.fell_back),
-        o(&r.error),
     ]
+    .into_iter()
+    .chain(r.metrics.cells())
+    .chain([o(&r.error)])
+    .collect()
 }
 
 /// RFC 4180 quoting of one cell.
@@ -75,10 +59,11 @@ pub fn quote(s: &str) -> std::borrow::Cow<'_, str> {
 
 pub fn csv(rows: &[RunRow], out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let mut w = std::io::BufWriter::new(out);
-    writeln!(w, "{}", CSV_COLUMNS.join(","))?;
+    let header = csv_columns();
+    writeln!(w, "{}", header.join(","))?;
     for r in rows {
         let c = cells(r);
-        debug_assert_eq!(c.len(), CSV_COLUMNS.len());
+        debug_assert_eq!(c.len(), header.len());
         let line: Vec<_> = c.iter().map(|s| quote(s)).collect();
         writeln!(w, "{}", line.join(","))?;
     }

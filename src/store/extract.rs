@@ -1,6 +1,7 @@
 //! From a run record (the JSON value of `record::RunRecord`) to the columns, histograms and
 //! series the database keeps, and back.
 
+use super::columns::Metrics;
 use rusqlite::types::Value as Sql;
 use serde_json::{Map, Value};
 
@@ -41,7 +42,7 @@ fn need(path: &str, col: Sql) -> Result<Sql, String> {
 
 /// What `record_run` writes for one record.
 pub struct Extracted {
-    /// (column, value) for the `runs` row, without the store's own columns.
+    /// (column, value) for the `runs` row, without the store's own columns; `status` first.
     pub columns: Vec<(&'static str, Sql)>,
     /// The record with histograms set to null and the series emptied (they live in their own
     /// tables and are put back by `reassemble`).
@@ -68,12 +69,7 @@ pub fn extract(record: &Value) -> Result<Extracted, String> {
         .map(|ts| ts.iter().filter_map(|t| t.get("device").and_then(Value::as_str)).collect())
         .unwrap_or_default();
     let targets = at(r, "spec.targets").cloned().unwrap_or(Value::Array(vec![]));
-    let errors = ["results.total.errors", "results.read.errors", "results.write.errors"]
-        .iter()
-        .find_map(|p| at(r, p).and_then(Value::as_u64))
-        .unwrap_or(0);
-    let lat = |q: &str| real(r, &format!("results.total.lat_ns.{q}"));
-    let columns = vec![
+    let mut columns = vec![
         ("status", status),
         ("error", text(r, "error")),
         ("record_schema", int(r, "schema_version")),
@@ -96,25 +92,8 @@ pub fn extract(record: &Value) -> Result<Extracted, String> {
         ("budget_kind", text(r, "spec.budget.kind")),
         ("budget_value", real(r, "spec.budget.value")),
         ("targets", Sql::Text(targets.to_string())),
-        ("window_s", real(r, "results.window_s")),
-        ("ios", int(r, "results.total.ios")),
-        ("iops", real(r, "results.total.iops")),
-        ("read_iops", real(r, "results.read.iops")),
-        ("write_iops", real(r, "results.write.iops")),
-        ("bw_bytes_per_s", real(r, "results.total.bw_bytes_per_s")),
-        ("lat_mean_ns", lat("mean")),
-        ("lat_p50_ns", lat("p50")),
-        ("lat_p99_ns", lat("p99")),
-        ("lat_p99_9_ns", lat("p99_9")),
-        ("lat_p99_999_ns", lat("p99_999")),
-        ("lat_max_ns", lat("max")),
-        ("errors", Sql::Integer(errors as i64)),
-        ("cpu_cores", real(r, "results.cpu.cores")),
-        ("busy_cores", real(r, "cost.system.busy_cores")),
-        ("unaccounted_fraction", real(r, "cost.accounting.unaccounted_fraction")),
-        ("completion_observed", text(r, "completion_path.observed")),
-        ("fell_back", boolean(r, "completion_path.fell_back")),
     ];
+    columns.extend(Metrics::of(r).values());
 
     let mut stripped = record.clone();
     let mut histograms = Vec::new();

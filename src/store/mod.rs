@@ -8,6 +8,7 @@
 //! nothing of it behind. One writer at a time (SQLite's lock, with a busy timeout); readers run
 //! alongside it. Schema and migrations: `schema.rs`; layout and queries: docs/store.md.
 
+pub mod columns;
 mod export;
 mod extract;
 pub mod schema;
@@ -18,7 +19,8 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
 
-pub use export::{quote as csv_quote, CSV_COLUMNS};
+pub use columns::{Metrics, RUN_METRICS};
+pub use export::{csv_columns, quote as csv_quote};
 pub use extract::DIRECTIONS;
 
 /// The database file used when none is named.
@@ -138,24 +140,9 @@ pub struct RunRow {
     pub budget_kind: Option<String>,
     pub budget_value: Option<f64>,
     pub targets: Vec<String>,
-    pub window_s: Option<f64>,
-    pub ios: Option<u64>,
-    pub iops: Option<f64>,
-    pub read_iops: Option<f64>,
-    pub write_iops: Option<f64>,
-    pub bw_bytes_per_s: Option<f64>,
-    pub lat_mean_ns: Option<f64>,
-    pub lat_p50_ns: Option<f64>,
-    pub lat_p99_ns: Option<f64>,
-    pub lat_p99_9_ns: Option<f64>,
-    pub lat_p99_999_ns: Option<f64>,
-    pub lat_max_ns: Option<f64>,
-    pub errors: u64,
-    pub cpu_cores: Option<f64>,
-    pub busy_cores: Option<f64>,
-    pub unaccounted_fraction: Option<f64>,
-    pub completion_observed: Option<String>,
-    pub fell_back: Option<bool>,
+    /// The metric columns (`columns.rs`).
+    #[serde(flatten)]
+    pub metrics: Metrics,
 }
 
 /// One second of a run's series.
@@ -167,11 +154,21 @@ pub struct SeriesPoint {
     pub mean_lat_ns: Option<f64>,
 }
 
-const RUN_COLUMNS: &str = "id, sweep_id, planned_id, replicate, config_key, status, error, started_at, recorded_at, \
-    hostname, kernel, iolab_version, devices, interface, submit, complete, rw, write_mix, bs, qd, threads, \
-    batch_submit, batch_reap, direct, budget_kind, budget_value, targets, window_s, ios, iops, read_iops, \
-    write_iops, bw_bytes_per_s, lat_mean_ns, lat_p50_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_999_ns, lat_max_ns, \
-    errors, cpu_cores, busy_cores, unaccounted_fraction, completion_observed, fell_back";
+/// The `runs` columns a `RunRow` holds (a SELECT list): the named ones, then the metrics.
+const RUN_COLUMNS: RunColumns = RunColumns;
+
+struct RunColumns;
+
+impl std::fmt::Display for RunColumns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "id, sweep_id, planned_id, replicate, config_key, status, error, started_at, recorded_at, hostname, kernel, \
+             iolab_version, devices, interface, submit, complete, rw, write_mix, bs, qd, threads, batch_submit, batch_reap, \
+             direct, budget_kind, budget_value, targets",
+        )?;
+        RUN_METRICS.iter().try_for_each(|c| write!(f, ", {}", c.name))
+    }
+}
 
 fn run_row(r: &Row) -> rusqlite::Result<RunRow> {
     let targets: String = r.get("targets")?;
@@ -203,24 +200,7 @@ fn run_row(r: &Row) -> rusqlite::Result<RunRow> {
         budget_kind: r.get("budget_kind")?,
         budget_value: r.get("budget_value")?,
         targets: serde_json::from_str(&targets).unwrap_or_default(),
-        window_s: r.get("window_s")?,
-        ios: r.get::<_, Option<i64>>("ios")?.map(|x| x as u64),
-        iops: r.get("iops")?,
-        read_iops: r.get("read_iops")?,
-        write_iops: r.get("write_iops")?,
-        bw_bytes_per_s: r.get("bw_bytes_per_s")?,
-        lat_mean_ns: r.get("lat_mean_ns")?,
-        lat_p50_ns: r.get("lat_p50_ns")?,
-        lat_p99_ns: r.get("lat_p99_ns")?,
-        lat_p99_9_ns: r.get("lat_p99_9_ns")?,
-        lat_p99_999_ns: r.get("lat_p99_999_ns")?,
-        lat_max_ns: r.get("lat_max_ns")?,
-        errors: r.get::<_, i64>("errors")? as u64,
-        cpu_cores: r.get("cpu_cores")?,
-        busy_cores: r.get("busy_cores")?,
-        unaccounted_fraction: r.get("unaccounted_fraction")?,
-        completion_observed: r.get("completion_observed")?,
-        fell_back: r.get("fell_back")?,
+        metrics: Metrics::read(r)?,
     })
 }
 

@@ -1,21 +1,40 @@
 //! The results database schema and its migrations.
 //!
 //! The schema version is kept twice: in SQLite's `PRAGMA user_version` (what `open` trusts) and
-//! in the `meta` table (`schema_version`, readable with any SQL tool). `MIGRATIONS[i]` takes a
-//! database from version `i` to version `i + 1`; every pending step runs in one transaction
-//! together with the version bump, so a database is always at exactly one version. Steps are
-//! never edited once released: a change to the schema is a new step at the end.
+//! in the `meta` table (`schema_version`, readable with any SQL tool). `MIGRATIONS[i]`, with the
+//! metric columns `columns.rs` adds in that version (`step`), takes a database from version `i`
+//! to version `i + 1`; every pending step runs in one transaction together with the version
+//! bump, so a database is always at exactly one version. Steps are never edited once released:
+//! a change to the schema is a new step at the end.
 
+use super::columns::RUN_METRICS;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 /// The schema version this code writes and reads.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
-/// Ordered migration steps; index i migrates version i to version i + 1.
+/// Ordered migration steps; index i migrates version i to version i + 1 (with the metric
+/// columns of version i + 1: `step`).
 pub const MIGRATIONS: &[&str] = &[V1, V2];
 
+/// The SQL taking a database from version `v - 1` to `v`: `MIGRATIONS[v - 1]` with its
+/// `{metrics}` line replaced by the metric columns (`columns::RUN_METRICS`) that version added:
+/// column definitions in version 1's `CREATE TABLE runs`, `ALTER TABLE` statements after it.
+pub fn step(v: u32) -> String {
+    let added = RUN_METRICS.iter().filter(|c| c.since == v);
+    let columns: String = if v == 1 {
+        added.map(|c| format!("    {:<14} {},\n", c.name, c.sql)).collect()
+    } else {
+        added.map(|c| format!("ALTER TABLE runs ADD COLUMN {} {};\n", c.name, c.sql)).collect()
+    };
+    MIGRATIONS[v as usize - 1].replacen(METRICS_MARK, &columns, 1)
+}
+
+/// Where a step's metric columns go.
+const METRICS_MARK: &str = "{metrics}\n";
+
 /// Version 1: sweeps, planned runs, runs with their key metrics, histograms and series.
-pub const V1: &str = r#"
+const V1: &str = r#"
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -75,22 +94,7 @@ CREATE TABLE runs (
     budget_kind    TEXT,
     budget_value   REAL,
     targets        TEXT NOT NULL,      -- spec.targets as a JSON array
-    window_s       REAL,
-    ios            INTEGER,
-    iops           REAL,
-    read_iops      REAL,
-    write_iops     REAL,
-    bw_bytes_per_s REAL,
-    lat_mean_ns    REAL,
-    lat_p50_ns     REAL,
-    lat_p99_ns     REAL,
-    lat_p99_9_ns   REAL,
-    lat_p99_999_ns REAL,
-    lat_max_ns     REAL,
-    errors         INTEGER NOT NULL,
-    cpu_cores      REAL,
-    busy_cores     REAL,
-    unaccounted_fraction REAL,
+{metrics}
     record         TEXT NOT NULL       -- the run record, histograms and series moved out
 );
 CREATE INDEX runs_sweep ON runs(sweep_id);
@@ -117,12 +121,11 @@ CREATE TABLE series (
 ) WITHOUT ROWID;
 "#;
 
-/// Version 2: the completion path observed and the polling fallback become columns
-/// (filled from the stored records), and runs are indexed by configuration for the
-/// replicate statistics.
-pub const V2: &str = r#"
-ALTER TABLE runs ADD COLUMN completion_observed TEXT;
-ALTER TABLE runs ADD COLUMN fell_back INTEGER;
+/// Version 2: the completion path observed and the polling fallback become columns (from
+/// `RUN_METRICS`, filled here from the stored records), and runs are indexed by configuration
+/// for the replicate statistics.
+const V2: &str = r#"
+{metrics}
 UPDATE runs SET
     completion_observed = json_extract(record, '$.completion_path.observed'),
     fell_back = json_extract(record, '$.completion_path.fell_back');
@@ -179,8 +182,8 @@ pub fn migrate(conn: &mut Connection) -> Result<(), String> {
     if v >= LATEST {
         return tx.commit().map_err(e);
     }
-    for (i, step) in MIGRATIONS.iter().enumerate().skip(v as usize) {
-        tx.execute_batch(step).map_err(|x| format!("migration to schema version {}: {x}", i + 1))?;
+    for to in v + 1..=LATEST {
+        tx.execute_batch(&step(to)).map_err(|x| format!("migration to schema version {to}: {x}"))?;
     }
     let t = now().to_string();
     let mut meta = vec![("schema_version".to_string(), LATEST.to_string()), (format!("migrated_to_{LATEST}_at"), t.clone())];
@@ -194,4 +197,17 @@ pub fn migrate(conn: &mut Connection) -> Result<(), String> {
     }
     tx.pragma_update(None, "user_version", LATEST as i64).map_err(e)?;
     tx.commit().map_err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_column_belongs_to_a_step_that_places_it() {
+        for c in RUN_METRICS {
+            assert!((1..=LATEST).contains(&c.since), "{} is added in version {}, which has no step in MIGRATIONS", c.name, c.since);
+            assert!(MIGRATIONS[c.since as usize - 1].contains(METRICS_MARK), "step {} has no {METRICS_MARK:?} line for {}", c.since, c.name);
+        }
+    }
 }
