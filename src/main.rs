@@ -5,6 +5,8 @@ fn main() {
     // Die quietly on a closed pipe (`iolab results | head`), like other command-line tools.
     // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // A crash after system settings were changed puts them back (panic) or says how (abort).
+    iolab::settings::crash::install();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion

@@ -207,3 +207,28 @@ fn polling_a_queue_that_cannot_poll() {
         assert_mentions(&l, &["io_poll", "poll_queues", "--allow-fallback"]);
     }
 }
+
+#[test]
+fn durations_and_cpu_lists_beyond_the_limits() {
+    // Each used to run nothing and report ok, skip the ramp, abort converting the time, or fill
+    // memory expanding the list: now one line before anything is touched.
+    assert_mentions(&refused(&["--runtime", "100000000000000000000s", "TARGET"]), &["--runtime", "longer than a week"]);
+    assert_mentions(&refused(&["--ramp", "100000000000s", "--ios", "10", "TARGET"]), &["--ramp", "longer than a week"]);
+    assert_mentions(&refused(&["--idle-baseline", "100000000000000000000s", "--ios", "10", "TARGET"]), &["--idle-baseline", "longer than a week"]);
+    assert_mentions(&refused(&["--cpus", "0-99999999999", "--ios", "10", "TARGET"]), &["--cpus", "does not exist"]);
+}
+
+#[test]
+fn a_run_too_big_for_the_address_space_is_refused_before_anything() {
+    // 8 threads × 1024 × 1 MiB = 8 GiB of buffers under a 3.5 GB `ulimit -v`: it aborted (after
+    // changing settings, had any been asked for); now it is one line and exit 2.
+    let dir = tempdir();
+    let target = verify_file(dir.path(), "t.dat", 8 << 20);
+    let cmd = format!("ulimit -v 3500000; exec {BIN} run -i io_uring --qd 1024 --bs 1m --threads 8 --ios 10 {}", target.display());
+    let out = std::process::Command::new("sh").arg("-c").arg(&cmd).current_dir(dir.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{cmd}\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_mentions(&stderr, &["needs 8.0 GiB", "ulimit -v"]);
+    assert_eq!(entries(dir.path()), vec!["t.dat".to_string()]);
+}

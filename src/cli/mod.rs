@@ -216,6 +216,9 @@ impl EnergyArgs {
             return Err(format!("--meter-log {why}"));
         }
         let idle_baseline_s = self.idle_baseline.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--idle-baseline: {e}"))?;
+        if let Some(s) = idle_baseline_s {
+            crate::plan::validate::check_duration("--idle-baseline", s)?;
+        }
         Ok(crate::energy::record::EnergyOptions { config, require: self.require_energy, idle_baseline_s })
     }
 }
@@ -229,6 +232,11 @@ fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
                 let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
                 if a > b {
                     return Err(bad());
+                }
+                // Checked before expanding (`0-99999999999` filled memory): an affinity mask
+                // (cpu_set_t, as `pin_to_cpu` uses) holds CPU_SETSIZE CPUs.
+                if b >= libc::CPU_SETSIZE as usize {
+                    return Err(format!("--cpus '{text}': CPU {b} does not exist: Linux numbers CPUs below {}", libc::CPU_SETSIZE));
                 }
                 out.extend(a..=b);
             }
@@ -373,5 +381,6 @@ mod tests {
         assert_eq!(parse_cpus("0,2,4-5").unwrap(), vec![0, 2, 4, 5]);
         assert!(parse_cpus("3-1").is_err());
         assert!(parse_cpus("").is_err());
+        assert!(parse_cpus("0-99999999999").unwrap_err().contains("does not exist"));
     }
 }

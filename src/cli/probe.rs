@@ -50,7 +50,7 @@ pub fn probe_job(
 pub fn main(target: Option<&PathBuf>) -> i32 {
     let temp = match target {
         Some(_) => None,
-        None => match crate::target::create_default_target(16 << 20) {
+        None => match crate::target::create_default_target(16 << 20, &crate::engine::STOP) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("iolab: {e}");

@@ -316,6 +316,8 @@ impl RunUi for RunBar {
 /// `energy`: how to measure energy (None: not at all, as for probes).
 pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, Failure> {
     validate(job).map_err(Failure::invalid)?;
+    // Too big for this machine's memory now: not the user's error, and a sweep goes on.
+    crate::plan::validate::check_memory(job).map_err(Failure::unsupported)?;
     // Whatever the kernel lacks or refuses, this machine cannot do.
     check_kernel(job).map_err(Failure::unsupported)?;
     if let Some(e) = energy.filter(|e| e.require) {
@@ -325,10 +327,13 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
             return Err(Failure::unsupported(format!("--require-energy: no energy source can measure here ({})", why.join("; "))));
         }
     }
+    // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
+    engine::install_interrupt_handler();
     let temp = if job.targets.is_empty() {
         let size = job.size.unwrap_or(target::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
-        Some(target::create_default_target(size).map_err(Failure::failed)?)
+        let made = target::create_default_target(size, &engine::STOP);
+        Some(made.map_err(|m| if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) { Failure::new(FailureKind::Interrupted, m) } else { Failure::failed(m) })?)
     } else {
         None
     };
@@ -351,11 +356,13 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
     let open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
-    engine::install_interrupt_handler();
     let idle = energy.and_then(|e| e.idle_baseline_s.map(|s| {
         ui.note(&format!("measuring idle power for {s} s"));
-        crate::energy::record::measure_idle(&e.config, s)
+        crate::energy::record::measure_idle(&e.config, s, &engine::STOP)
     }));
+    if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
+    }
     let mut meters = crate::meters::Meters::new(&env.targets, energy.map(|e| &e.config));
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| {
@@ -388,7 +395,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         write: record::direction(&out.rec.write, w),
         total: record::direction(&total, w),
         series: record::series(&out.rec.series),
-        cpu: record::cpu(&meters.process_rusage(), w, total.ios),
+        cpu: record::cpu(&meters.process_rusage(), meters.window_s().unwrap_or(w), total.ios),
         verify: job.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
     };
     let error = out.first_error.as_ref().map(|f| {

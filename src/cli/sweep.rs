@@ -167,14 +167,21 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
 
     // One temporary target for the whole sweep when the plan names none.
     let needs_temp = pending.iter().any(|r| r.spec["targets"].as_array().is_some_and(|t| t.is_empty()));
+    crate::engine::install_interrupt_handler();
     let temp = if needs_temp {
         let size = e.configs[0].job.size.unwrap_or(crate::target::DEFAULT_TARGET_SIZE);
-        Some(crate::target::create_default_target(size)?)
+        match crate::target::create_default_target(size, &crate::engine::STOP) {
+            Ok(t) => Some(t),
+            Err(m) if crate::engine::STOP.load(Ordering::Relaxed) => {
+                eprintln!("iolab: {m}; every run stays to do");
+                return Ok(SweepEnd { code: 130, finished: false });
+            }
+            Err(m) => return Err(m),
+        }
     } else {
         None
     };
 
-    crate::engine::install_interrupt_handler();
     let show = !how.quiet && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(pending.len() as u64);

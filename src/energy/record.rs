@@ -43,9 +43,13 @@ pub struct EnergyRecord {
 }
 
 /// Measure idle power for `seconds` (nothing of iolab's runs meanwhile).
-pub fn measure_idle(cfg: &EnergyConfig, seconds: f64) -> Vec<IdlePower> {
+/// Ends early once `stop` is set (Ctrl-C); the caller then does no I/O.
+pub fn measure_idle(cfg: &EnergyConfig, seconds: f64, stop: &std::sync::atomic::AtomicBool) -> Vec<IdlePower> {
     let meter = EnergyMeter::start(cfg);
-    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < until {
+        std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()).min(std::time::Duration::from_millis(50)));
+    }
     let r = meter.stop();
     r.sources.iter().filter(|s| s.coverage > 0.0).map(|s| IdlePower {
         source: s.source.clone(), scope: s.scope.clone(), idle_watts: s.mean_watts, idle_window_s: s.window_s, coverage: s.coverage,

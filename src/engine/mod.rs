@@ -110,6 +110,24 @@ fn pin_to_cpu(cpu: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Per-second slots each thread allocates before its first I/O.
+fn series_len(job: &Job) -> usize {
+    match job.budget {
+        Budget::Seconds(s) => s.ceil() as usize + 2,
+        _ => 86_400, // a day of seconds; count-based runs have no known length
+    }
+}
+
+/// Memory a run allocates up front: per thread, its slot buffers, recorder and stack (as Rust
+/// gives a spawned thread). Checked before anything is touched, so a run too big for the
+/// machine is refused in one line instead of aborting with settings changed.
+pub fn memory_needed(job: &Job) -> u64 {
+    const THREAD_STACK: u64 = 2 << 20;
+    let buffers = (job.bs * job.qd as u64).max(4096);
+    let recorder = Recorder::bytes_for(series_len(job));
+    job.threads as u64 * (buffers + recorder + THREAD_STACK)
+}
+
 /// Run the job over the targets. Blocks until all threads finish.
 pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut dyn WindowHooks) -> Result<EngineOutput, String> {
     let clock = Clock::calibrate();
@@ -123,10 +141,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
         };
         Some(total / threads as u64 + u64::from((t as u64) < total % threads as u64))
     };
-    let series_len = match job.budget {
-        Budget::Seconds(s) => s.ceil() as usize + 2,
-        _ => 86_400, // a day of seconds; count-based runs have no known length
-    };
+    let series_len = series_len(job);
     let ready = Arc::new(Barrier::new(threads + 1));
     let go = Arc::new(Barrier::new(threads + 1));
     let closing = Arc::new(Barrier::new(threads + 1));

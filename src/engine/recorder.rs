@@ -131,6 +131,11 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// What `new` allocates for `seconds` slots (latency counts of both directions included).
+    pub fn bytes_for(seconds: usize) -> u64 {
+        (seconds.max(1) * std::mem::size_of::<SecondSlot>() + 2 * LAT_SLOTS * 8) as u64
+    }
+
     /// `seconds` slots are allocated now so the hot loop never allocates.
     pub fn new(seconds: usize, targets: usize, bs: u64) -> Recorder {
         Recorder {

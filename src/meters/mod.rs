@@ -350,6 +350,12 @@ impl Meters {
         self.energy_report.take()
     }
 
+    /// Seconds between the window's two samples: what `process_rusage` covers, which is longer
+    /// than the results window on a short run (97 610 "cores" on 1 ms when divided by that).
+    pub fn window_s(&self) -> Option<f64> {
+        Some(self.end.as_ref()?.at.duration_since(self.start.as_ref()?.at).as_secs_f64())
+    }
+
     /// Process rusage over the window (all of iolab's threads).
     pub fn process_rusage(&self) -> cpu::Rusage {
         match (&self.start, &self.end) {

@@ -6,6 +6,18 @@ use crate::interfaces::{self, Behaviour};
 pub const MIN_BS: u64 = 512;
 pub const MAX_BS: u64 = 1 << 20;
 pub const MAX_QD: u32 = 1024;
+/// The longest `--runtime`, `--ramp` or `--idle-baseline`: a week. Longer is a typo (1e20s
+/// used to run nothing and report ok, or abort converting it), and a week of per-second series
+/// per thread is already tens of MB.
+pub const MAX_SECONDS: f64 = 7.0 * 86_400.0;
+
+/// Refuse a duration over [`MAX_SECONDS`], naming the option.
+pub fn check_duration(option: &str, seconds: f64) -> Result<(), String> {
+    if seconds > MAX_SECONDS {
+        return Err(format!("{option} {seconds} s is longer than a week, the most iolab allows: give a shorter duration (e.g. 10m, 2h)"));
+    }
+    Ok(())
+}
 
 fn name_submit(s: Submit) -> &'static str {
     match s { Submit::Syscall => "syscall", Submit::Sqpoll => "sqpoll" }
@@ -70,13 +82,40 @@ pub fn validate(job: &Job) -> Result<(), String> {
     if job.ramp_s < 0.0 {
         return Err("--ramp must not be negative".into());
     }
+    check_duration("--ramp", job.ramp_s)?;
     match job.budget {
         super::Budget::Seconds(s) if s <= 0.0 => return Err("--runtime must be positive".into()),
+        super::Budget::Seconds(s) => check_duration("--runtime", s)?,
         super::Budget::Ios(0) | super::Budget::Bytes(0) => return Err("--ios/--bytes must be positive".into()),
         _ => {}
     }
     if job.verify && !job.direct {
         return Err("--verify needs O_DIRECT so reads come from the device, not the page cache: drop --buffered".into());
+    }
+    Ok(())
+}
+
+/// Refuse a run whose up-front allocations (`engine::memory_needed`) do not fit the memory
+/// available now or the address-space limit (`ulimit -v`): allocating them would abort the
+/// process, after settings were changed.
+pub fn check_memory(job: &Job) -> Result<(), String> {
+    let need = crate::engine::memory_needed(job);
+    let fmt = |b: u64| crate::plan::size::format_bytes(b as f64);
+    let kib = |text: &str, key: &str| text.lines().find_map(|l| l.strip_prefix(key)?.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map(|k| k * 1024);
+    let what = format!("--threads {} × --qd {} × --bs {} needs {} of buffers and records", job.threads, job.qd, job.bs, fmt(need));
+    if let Some(avail) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| kib(&m, "MemAvailable:")) {
+        if need > avail {
+            return Err(format!("{what}, but only {} of memory is available: lower --threads, --qd or --bs", fmt(avail)));
+        }
+    }
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: lim is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0 && lim.rlim_cur != libc::RLIM_INFINITY {
+        let used = std::fs::read_to_string("/proc/self/status").ok().and_then(|m| kib(&m, "VmSize:")).unwrap_or(0);
+        let room = lim.rlim_cur.saturating_sub(used);
+        if need > room {
+            return Err(format!("{what}, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs", fmt(room)));
+        }
     }
     Ok(())
 }

@@ -143,6 +143,15 @@ pub struct JournalLock {
 
 /// Take the journal lock, creating the journal's directory if needed.
 pub fn lock(journal: &Path) -> Result<JournalLock, String> {
+    lock_with(journal, libc::LOCK_EX).map(|l| l.expect("a blocking lock is taken"))
+}
+
+/// The journal lock if it is free now; None when it is held (never waits).
+pub fn try_lock(journal: &Path) -> Result<Option<JournalLock>, String> {
+    lock_with(journal, libc::LOCK_EX | libc::LOCK_NB)
+}
+
+fn lock_with(journal: &Path, how: libc::c_int) -> Result<Option<JournalLock>, String> {
     let dir = parent_dir(journal);
     std::fs::create_dir_all(&dir).map_err(|e| {
         format!("cannot create the settings journal directory {}: {e} (set IOLAB_JOURNAL to a writable path)", dir.display())
@@ -157,16 +166,19 @@ pub fn lock(journal: &Path) -> Result<JournalLock, String> {
         .map_err(|e| format!("cannot open the settings journal lock {}: {e} (set IOLAB_JOURNAL to a writable path)", lp.display()))?;
     loop {
         // SAFETY: f is an open file descriptor.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        let rc = unsafe { libc::flock(f.as_raw_fd(), how) };
         if rc == 0 {
             break;
         }
         let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            return Ok(None);
+        }
         if e.kind() != std::io::ErrorKind::Interrupted {
             return Err(format!("cannot lock {}: {e}", lp.display()));
         }
     }
-    Ok(JournalLock { _file: f })
+    Ok(Some(JournalLock { _file: f }))
 }
 
 /// Read the journal; None when there is none.

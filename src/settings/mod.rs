@@ -3,6 +3,7 @@
 //! anything, restores them when the run ends (the `AppliedGuard`'s drop, or `restore()`), rolls
 //! back on a failure midway, and `Settings::restore_journal` (behind `iolab restore`) undoes what
 //! a killed process left changed. See docs/settings.md.
+pub mod crash;
 mod journal;
 mod sysfs;
 
@@ -376,6 +377,7 @@ impl Settings {
         };
         j.entries.extend(entries.iter().cloned());
         journal::store(&self.journal, &j)?;
+        crash::arm(&self.journal);
 
         for (i, e) in entries.iter().enumerate() {
             if let Err(err) = sysfs::write_verified(e.setting, &e.path, &e.new, &e.target) {
@@ -388,6 +390,9 @@ impl Settings {
                     !(x.guard == guard_id && (settled.iter().any(|s| s.path == x.path) || entries[i + 1..].iter().any(|n| n.path == x.path)))
                 });
                 let stored = journal::store(&self.journal, &j);
+                if failed.is_empty() && !j.entries.iter().any(|x| x.guard == guard_id) {
+                    crash::disarm();
+                }
                 let mut msg = err;
                 if i > 0 {
                     msg.push_str(&format!(" (rolled back the {i} change(s) made before it)"));
@@ -434,31 +439,14 @@ impl Settings {
                 "iolab pid {pid} is running and owns the changed settings; it restores them when it ends (stop it first to restore now)"
             ));
         }
-        let entries = j.entries.clone();
-        let outcomes = restore_entries(&entries);
-        let mut lines = Vec::new();
-        let mut failed = Vec::new();
-        let mut keep = Vec::new();
-        for (e, o) in entries.into_iter().zip(outcomes) {
-            match o {
-                Outcome::Done(line) => lines.push(line),
-                Outcome::Failed(msg) => {
-                    failed.push(msg);
-                    keep.push(e);
-                }
-            }
-        }
-        j.entries = keep;
-        journal::store(&self.journal, &j)?;
-        if !failed.is_empty() {
-            return Err(format!(
+        restore_loaded(&self.journal, &mut j).map_err(|failed| {
+            format!(
                 "could not restore {} setting(s): {} (they stay in {}; fix and rerun `iolab restore`)",
                 failed.len(),
                 failed.join("; "),
                 self.journal.display()
-            ));
-        }
-        Ok(lines)
+            )
+        })
     }
 
     /// Current values of all settings for a device, for the environment record. Missing ones
@@ -568,6 +556,38 @@ impl Outcome {
 /// Put back the originals of `entries`, last change first, verifying each; then check them all
 /// again and rewrite any a later restore disturbed (switching the scheduler can reset wbt).
 /// One outcome per entry, in the order given.
+/// Restore every entry of `j` (loaded from `path` under its lock) and store what is left: the
+/// lines done, or the failures (whose entries stay journaled).
+fn restore_loaded(path: &Path, j: &mut Journal) -> Result<Vec<String>, Vec<String>> {
+    let outcomes = restore_entries(&j.entries);
+    let (mut lines, mut failed, mut keep) = (Vec::new(), Vec::new(), Vec::new());
+    for (e, o) in j.entries.iter().zip(outcomes) {
+        match o {
+            Outcome::Done(line) => lines.push(line),
+            Outcome::Failed(msg) => {
+                failed.push(msg);
+                keep.push(e.clone());
+            }
+        }
+    }
+    j.entries = keep;
+    if let Err(e) = journal::store(path, j) {
+        failed.push(e);
+    }
+    if failed.is_empty() { Ok(lines) } else { Err(failed) }
+}
+
+/// Put back what this process journaled, after a panic (`crash`): only this process's
+/// entries, and without waiting for the journal lock (the panic may have come while held).
+fn restore_own_after_crash(path: &Path) -> Result<Vec<String>, String> {
+    let _lock = journal::try_lock(path)?.ok_or("the settings journal is locked")?;
+    let Some(mut j) = journal::load(path)? else { return Ok(Vec::new()) };
+    if j.owner() != Owner::Us || j.entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    restore_loaded(path, &mut j).map_err(|failed| failed.join("; "))
+}
+
 fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {
     let mut out: Vec<Option<Outcome>> = entries.iter().map(|_| None).collect();
     for (i, e) in entries.iter().enumerate().rev() {
@@ -673,6 +693,9 @@ impl AppliedGuard {
             Err(e) => store_err = Some(e),
         }
         self.entries.retain(|e| !settled.contains(&e.path));
+        if self.entries.is_empty() {
+            crash::disarm();
+        }
         if !failed.is_empty() {
             return Err(format!(
                 "could not restore {} setting(s): {} (they stay in {}; run `iolab restore`)",

@@ -33,7 +33,9 @@ pub struct TempTarget {
 
 /// Create and fill the default target so reads hit allocated blocks. The data is in
 /// `--verify` format, so verified reads work on it too.
-pub fn create_default_target(size: u64) -> Result<TempTarget, String> {
+/// Filling stops early, and the file is removed, once `stop` is set (Ctrl-C): a 1 GiB fill
+/// takes seconds, and the handler that sets it is installed before.
+pub fn create_default_target(size: u64, stop: &std::sync::atomic::AtomicBool) -> Result<TempTarget, String> {
     let dir = tempfile::Builder::new().prefix("iolab-").tempdir()
         .map_err(|e| format!("cannot create a temporary directory for the default target: {e} (set TMPDIR to a writable directory)"))?;
     let path = dir.path().join("target.dat");
@@ -42,6 +44,9 @@ pub fn create_default_target(size: u64) -> Result<TempTarget, String> {
     let mut buf = vec![0u8; chunk];
     let mut off = 0u64;
     while off < size {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(format!("interrupted while filling the temporary target (removed {})", path.display()));
+        }
         let n = chunk.min((size - off) as usize);
         verify::fill(&mut buf[..n], off, 0x5eed);
         f.write_all(&buf[..n]).map_err(|e| format!("cannot fill the default target {}: {e} (is the disk full? set TMPDIR elsewhere)", path.display()))?;
