@@ -95,3 +95,16 @@ fn an_abort_with_settings_changed_names_iolab_restore() {
     assert!(restore.status.success(), "{}", String::from_utf8_lossy(&restore.stderr));
     assert_eq!(std::fs::read_to_string(gov.join("scaling_governor")).unwrap().trim(), "schedutil");
 }
+
+#[test]
+fn process_cpu_of_a_tiny_run_is_divided_by_the_window_it_was_measured_over() {
+    // A few I/Os take microseconds, but CPU is sampled at the cost window's edges: dividing it by
+    // the results window gave tens of thousands of "cores".
+    let dir = tempdir();
+    let target = verify_file(dir.path(), "t.dat", 8 << 20);
+    let json = dir.path().join("r.json");
+    iolab(&["run", "-q", "--runtime", "1ms", "--threads", "4", "--json", json.to_str().unwrap(), target.to_str().unwrap()]).assert_ok();
+    let cores = record(&json)["results"]["cpu"]["cores"].as_f64().unwrap();
+    let ncpu = std::thread::available_parallelism().unwrap().get() as f64;
+    assert!(cores <= ncpu, "{cores} cores on a {ncpu}-CPU machine");
+}
