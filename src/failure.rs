@@ -3,7 +3,7 @@
 //! which kind their refusals are.
 
 /// What kind of failure a run came to. It decides the exit code and what a sweep does: only
-/// "this machine cannot do this configuration" is a skip (docs/safety-sweep.md).
+/// "this machine cannot do this configuration" is a skip (docs/safety.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureKind {
     /// The request is wrong: a bad option, a missing or wrong target, no consent to write.

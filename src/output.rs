@@ -1,5 +1,5 @@
 //! Files iolab writes for people (JSON records, exports, reports): whole or not at all, and
-//! never into a device. docs/safety-outputs.md states the rule.
+//! never into a device. docs/safety.md states the rule.
 use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
