@@ -1,6 +1,6 @@
 //! `iolab report`: one self-contained HTML page over a results database (a suite, sweeps, or
 //! any filter of runs), with every figure as SVG and every table as CSV and Markdown.
-use crate::report::{data, html, sections};
+use crate::report::{data, html};
 use crate::studies;
 use crate::store::{RunFilter, Store};
 use std::path::PathBuf;
@@ -87,7 +87,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
         database: a.db.display().to_string(),
         selection: if selection.is_empty() { "all runs".into() } else { selection.join(", ") },
         generated: format!("by iolab {} at {} UTC", env!("CARGO_PKG_VERSION"), utc_now()),
-        provenance: sections::provenance(&all),
+        provenance: crate::report::sections::provenance(&all),
     };
     let written = crate::report::write(&a.out, &header, &sections)?;
     if a.quiet {
