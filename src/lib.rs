@@ -1,5 +1,6 @@
 //! iolab: a laboratory for the Linux storage I/O stack.
-//! Layers follow the data: plan → engine (with interfaces) → meters → record → report.
+//! Layers follow the data: plan → engine (with interfaces) → meters → record → report; studies
+//! (one file per paper) sit above plan, analysis and report and pair each plan with its panels.
 pub mod analysis;
 pub mod cli;
 pub mod energy;
@@ -13,4 +14,5 @@ pub mod record;
 pub mod report;
 pub mod settings;
 pub mod store;
+pub mod studies;
 pub mod target;

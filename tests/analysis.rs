@@ -394,7 +394,7 @@ fn replicate_values_come_from_the_store_by_config_key() {
 
 #[test]
 fn slowdown_table_against_the_fastest_per_column() {
-    use iolab::analysis::study::slowdown_table;
+    use iolab::studies::s1::slowdown_table;
     // Columns: read p50, read p99, write p50, write p99 (µs).
     let rows = vec![
         ("slow".to_string(), vec![Some(20.0), Some(40.0), Some(30.0), Some(60.0)]),
@@ -414,7 +414,7 @@ fn slowdown_table_against_the_fastest_per_column() {
 
 #[test]
 fn tile_winner_margin_and_tie() {
-    use iolab::analysis::study::{tile_winner, TileCall};
+    use iolab::studies::s3::{tile_winner, TileCall};
     // Joules per I/O, lower is better. "poll" is clearly cheaper than "irq": both sds are
     // √(0.02 / 3) = 0.0816, se = √(2 · 0.00667 / 4) = 0.0577, t = 1.0 / 0.0577 = 17.3 on 6 df.
     let clear = vec![("irq".to_string(), vec![2.0, 2.1, 1.9, 2.0]), ("poll".to_string(), vec![1.0, 1.1, 0.9, 1.0]),

@@ -3,4 +3,3 @@ pub mod steady;
 pub mod compare;
 pub mod saturation;
 pub mod stats;
-pub mod study;

@@ -1,6 +1,7 @@
 //! `iolab report`: one self-contained HTML page over a results database (a suite, sweeps, or
 //! any filter of runs), with every figure as SVG and every table as CSV and Markdown.
-use crate::report::{data, html, studies};
+use crate::report::{data, html};
+use crate::studies;
 use crate::store::{RunFilter, Store};
 use std::path::PathBuf;
 
@@ -44,16 +45,16 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     let mut sweeps = a.sweep.clone();
     let mut selection = Vec::new();
     if let Some(name) = &a.suite {
-        let suite = crate::plan::suites::find(name)
-            .ok_or_else(|| format!("no suite '{name}': the suites are {}", crate::plan::suites::SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")))?;
+        let suite = studies::find(name)
+            .ok_or_else(|| format!("no suite '{name}': the suites are {}", studies::STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")))?;
         let infos = store.sweep_infos()?;
         let found: Vec<i64> = suite.parts.iter()
             .filter_map(|p| infos.iter().filter(|s| s.name == p.name && s.done + s.skipped > 0).max_by_key(|s| s.id).map(|s| s.id))
             .collect();
         if found.is_empty() {
-            return Err(format!("{} holds no runs of suite {}: run `iolab suite run {}` first", a.db.display(), suite.name, suite.name));
+            return Err(format!("{} holds no runs of suite {}: run `iolab suite run {}` first", a.db.display(), suite.id, suite.id));
         }
-        selection.push(format!("suite {} (sweeps {})", suite.name, found.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
+        selection.push(format!("suite {} (sweeps {})", suite.id, found.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
         sweeps.extend(found);
     } else if !sweeps.is_empty() {
         selection.push(format!("sweeps {}", sweeps.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
@@ -80,13 +81,13 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     let all: Vec<&data::Run> = groups.iter().flat_map(|g| g.configs.iter().flat_map(|c| c.runs.iter())).collect();
     let header = html::Header {
         title: match &a.suite {
-            Some(s) => format!("iolab report: {}", crate::plan::suites::find(s).map(|s| format!("{} — {}", s.name, s.title)).unwrap_or_default()),
+            Some(s) => format!("iolab report: {}", studies::find(s).map(|s| format!("{} — {}", s.id, s.title)).unwrap_or_default()),
             None => "iolab report".into(),
         },
         database: a.db.display().to_string(),
         selection: if selection.is_empty() { "all runs".into() } else { selection.join(", ") },
         generated: format!("by iolab {} at {} UTC", env!("CARGO_PKG_VERSION"), utc_now()),
-        provenance: studies::provenance(&all),
+        provenance: crate::report::sections::provenance(&all),
     };
     let written = crate::report::write(&a.out, &header, &sections)?;
     if a.quiet {

@@ -1,6 +1,6 @@
 //! `iolab suite list` and `iolab suite run NAME`: the five studies as built-in sweeps.
 use super::sweep::{run_plan, PlanRun, Resume};
-use crate::plan::suites::{find, SUITES};
+use crate::studies::{find, STUDIES};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -41,12 +41,12 @@ pub struct SuiteRunArgs {
 pub fn main(cmd: &SuiteCmd) -> i32 {
     match cmd {
         SuiteCmd::List => {
-            for s in SUITES {
-                println!("{}  {}", s.name, s.title);
+            for s in STUDIES {
+                println!("{}  {}", s.id, s.title);
                 for p in s.parts {
-                    let scale = if p.runnable() {
-                        let runs = |q: bool| crate::plan::sweep::expand(&p.plan(q, None, &[]), &[]).map(|e| (e.order.len(), e.estimate_s(e.order.len())));
-                        match (runs(false), runs(true)) {
+                    let scale = if let (Some(full), Some(quick)) = (p.plan(false, None, &[]), p.plan(true, None, &[])) {
+                        let runs = |plan: &str| crate::plan::sweep::expand(plan, &[]).map(|e| (e.order.len(), e.estimate_s(e.order.len())));
+                        match (runs(&full), runs(&quick)) {
                             (Ok((n, t)), Ok((qn, qt))) => format!("{n} runs ~{} | quick: {qn} runs ~{}",
                                 t.map(super::sweep::format_duration).unwrap_or_default(), qt.map(super::sweep::format_duration).unwrap_or_default()),
                             _ => String::new(),
@@ -68,26 +68,26 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
 
 fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     let suite = find(&a.name).ok_or_else(|| format!("no suite '{}': choose one of {} (see `iolab suite list`)", a.name,
-        SUITES.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")))?;
+        STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")))?;
     let targets: Vec<String> = a.targets.iter().map(|p| p.display().to_string()).collect();
     let parts: Vec<_> = suite.parts.iter().filter(|p| a.part.as_deref().is_none_or(|x| p.name.starts_with(x))).collect();
     if parts.is_empty() {
-        return Err(format!("suite {} has no part starting with '{}'", suite.name, a.part.as_deref().unwrap_or("")));
+        return Err(format!("suite {} has no part starting with '{}'", suite.id, a.part.as_deref().unwrap_or("")));
     }
-    println!("{}: {}{}", suite.name, suite.title, if a.quick { " (quick)" } else { "" });
-    let again = format!("iolab suite run {}{}", suite.name, if a.quick { " --quick" } else { "" });
+    println!("{}: {}{}", suite.id, suite.title, if a.quick { " (quick)" } else { "" });
+    let again = format!("iolab suite run {}{}", suite.id, if a.quick { " --quick" } else { "" });
     let mut code = 0;
     for p in parts {
         println!("\n== {}: {}", p.name, p.feeds);
         let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
-        if !p.runnable() {
+        let Some(plan) = p.plan(a.quick, a.size.as_deref(), &a.destructive) else {
             for (w, r) in &unsupported {
                 println!("  cannot run {w}: {r}");
             }
             continue;
-        }
+        };
         let how = PlanRun { db: a.db.clone(), quiet: a.quiet, dry_run: a.dry_run, resume: Resume::Auto, again: again.clone() };
-        let end = run_plan(&p.plan(a.quick, a.size.as_deref(), &a.destructive), &targets, &unsupported, &how)?;
+        let end = run_plan(&plan, &targets, &unsupported, &how)?;
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
         // left changed) does.
         if !end.finished {

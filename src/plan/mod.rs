@@ -1,6 +1,5 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
 pub mod size;
-pub mod suites;
 pub mod sweep;
 pub mod validate;
 

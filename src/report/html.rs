@@ -2,7 +2,7 @@
 //! anything else fetched (a system font stack), so it opens the same offline. The inline script
 //! also checks the page after load (every figure drew, no error) and leaves the result on
 //! <body> for the headless-browser test: data-figures, data-drawn, data-not-drawn, data-errors.
-use super::studies::{Item, Section};
+use super::sections::{Item, Section};
 use super::svg::esc;
 
 const STYLE: &str = r#"

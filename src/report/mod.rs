@@ -1,10 +1,12 @@
 //! Reports: what people read. The terminal summary of one run (`summary`), and `iolab report`:
 //! a self-contained HTML page over a results database with every figure also as SVG and every
-//! table as CSV and Markdown (`data` reads the store, `studies` builds the per-study sections
-//! through the analysis layer, `svg`/`tables`/`html` render). Never touches devices.
+//! table as CSV and Markdown (`data` reads the store, `sections` builds one section per sweep
+//! with the panels a study part brings (src/studies/) and `panels` has their building blocks,
+//! `svg`/`tables`/`html` render). Never touches devices and knows no study.
 pub mod data;
 pub mod html;
-pub mod studies;
+pub mod panels;
+pub mod sections;
 pub mod summary;
 pub mod svg;
 pub mod tables;
@@ -31,7 +33,7 @@ pub const MANIFEST: &str = ".iolab-report-files";
 /// Write the page, each figure as SVG and each table as CSV and Markdown under `out`; returns the
 /// paths written, the page first. Figures and tables an earlier report wrote there and this one
 /// does not are removed (they are known from its manifest); no other file is touched.
-pub fn write(out: &Path, header: &html::Header, sections: &[studies::Section]) -> Result<Vec<PathBuf>, String> {
+pub fn write(out: &Path, header: &html::Header, sections: &[sections::Section]) -> Result<Vec<PathBuf>, String> {
     let written = write_files(out, header, sections)?;
     let now: Vec<String> = written.iter().filter_map(|p| p.strip_prefix(out).ok()).map(|p| p.to_string_lossy().into_owned()).collect();
     let manifest = out.join(MANIFEST);
@@ -51,20 +53,20 @@ pub fn write(out: &Path, header: &html::Header, sections: &[studies::Section]) -
     Ok(written)
 }
 
-fn write_files(out: &Path, header: &html::Header, sections: &[studies::Section]) -> Result<Vec<PathBuf>, String> {
+fn write_files(out: &Path, header: &html::Header, sections: &[sections::Section]) -> Result<Vec<PathBuf>, String> {
     let mut written = Vec::new();
     let page = out.join("report.html");
     write_atomic(&page, html::page(header, sections, METHOD_NOTES).as_bytes())?;
     written.push(page);
     for item in sections.iter().flat_map(|s| s.items.iter()) {
         match item {
-            studies::Item::Figure(f) => {
+            sections::Item::Figure(f) => {
                 let p = out.join(html::figure_file(&f.id));
                 let standalone = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- {} -->\n{}\n", f.provenance.replace("--", "-"), f.svg);
                 write_atomic(&p, standalone.as_bytes())?;
                 written.push(p);
             }
-            studies::Item::Table(t) => {
+            sections::Item::Table(t) => {
                 let (csv, md) = html::table_files(&t.id);
                 for (name, text) in [(csv, t.table.csv()), (md, t.table.markdown() + &format!("\n{}\n", t.provenance))] {
                     let p = out.join(name);
@@ -72,7 +74,7 @@ fn write_files(out: &Path, header: &html::Header, sections: &[studies::Section])
                     written.push(p);
                 }
             }
-            studies::Item::Note(_) => {}
+            sections::Item::Note(_) => {}
         }
     }
     Ok(written)

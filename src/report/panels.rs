@@ -1,0 +1,148 @@
+//! The building blocks of a section's panels: cells with replicate statistics, charts of one
+//! measured quantity against a spec column, and the reasons a panel has no data here.
+use super::data::{Config, Run};
+use super::sections::Ctx;
+use super::svg::{self, Axis, Callout, Chart, Point, Scale, Series};
+use crate::analysis::stats::Summary;
+use crate::plan::size::format_bytes;
+use crate::store::RunRow;
+
+pub fn runs_of<'a>(configs: &[&'a Config]) -> Vec<&'a Run> {
+    configs.iter().flat_map(|c| c.runs.iter()).collect()
+}
+
+/// Distinct values in first-seen order, then sorted.
+pub fn distinct<T: Ord + Clone>(configs: &[&Config], f: impl Fn(&RunRow) -> T) -> Vec<T> {
+    let mut v: Vec<T> = configs.iter().map(|c| f(c.first())).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Three significant digits, no exponent for everyday magnitudes.
+pub fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{x:.digits$}")
+}
+
+pub fn mean_ci(s: &Summary) -> String {
+    match s.ci95_half_width {
+        Some(h) => format!("{} ± {}", num(s.mean), num(h)),
+        None => num(s.mean),
+    }
+}
+
+pub fn cell(c: &Config, f: &dyn Fn(&Run) -> Option<f64>) -> String {
+    c.summary(f).map(|s| mean_ci(&s)).unwrap_or_else(|| "not measured".into())
+}
+
+/// A latency from the record (ns) in µs.
+pub fn us(r: &Run, p: &str) -> Option<f64> {
+    r.f(p).map(|ns| ns / 1e3)
+}
+
+pub fn iops(r: &Run) -> Option<f64> {
+    r.row.metrics.iops
+}
+
+pub fn lat_mean_us(r: &Run) -> Option<f64> {
+    r.row.metrics.lat_mean_ns.map(|x| x / 1e3)
+}
+
+pub fn cores(r: &Run) -> Option<f64> {
+    r.row.metrics.cpu_cores
+}
+
+pub fn bs_name(bs: u64) -> String {
+    format_bytes(bs as f64).replace(".0 ", " ").replace(" ", "")
+}
+
+/// The completion paths a configuration's runs took, with any fallback.
+pub fn paths_taken(c: &Config) -> String {
+    let mut paths: Vec<String> = c.runs.iter().map(|r| r.row.metrics.completion_observed.clone().unwrap_or("not observed".into()) + if r.fell_back() { " (polling fell back)" } else { "" }).collect();
+    paths.sort();
+    paths.dedup();
+    paths.join(", ")
+}
+
+/// A chart of one measured quantity against a spec column, one series per group of configs.
+pub struct Plot<'f> {
+    pub title: String,
+    pub x: Axis,
+    pub y: Axis,
+    pub x_of: &'f dyn Fn(&RunRow) -> f64,
+    pub y_of: &'f dyn Fn(&Run) -> Option<f64>,
+    pub series_of: &'f dyn Fn(&Config) -> String,
+}
+
+pub fn point(c: &Config, x: f64, series: &str, x_label: &str, y_label: &str, y_of: &dyn Fn(&Run) -> Option<f64>) -> Option<Point> {
+    let s = c.summary(y_of)?;
+    let mut tip = format!("{series} · {x_label} {} · {y_label} {} (n = {}", num(x), mean_ci(&s), s.n);
+    if let Some(sd) = s.sd {
+        tip += &format!(", sd {}", num(sd));
+    }
+    tip += ")";
+    if !s.outliers.is_empty() {
+        tip += &format!(" · MAD outlier replicate(s): {}", s.outliers.iter().map(|i| format!("run {}", c.runs[*i].row.id)).collect::<Vec<_>>().join(", "));
+    }
+    if c.any_fell_back() {
+        tip += " · polling fell back to interrupts";
+    }
+    Some(Point { x, y: s.mean, ci: s.ci95_half_width, tip, flagged: !s.outliers.is_empty() || c.any_fell_back() })
+}
+
+pub fn plot(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
+    plot_with(ctx, configs, p, notes, Vec::new());
+}
+
+pub fn plot_with(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>, callouts: Vec<Callout>) {
+    let mut series: Vec<Series> = Vec::new();
+    let mut used: Vec<&Run> = Vec::new();
+    for c in configs {
+        let name = (p.series_of)(c);
+        let x = (p.x_of)(c.first());
+        let Some(pt) = point(c, x, &name, &p.x.label, &p.y.label, p.y_of) else { continue };
+        used.extend(c.runs.iter());
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push(pt),
+            None => series.push(Series { name, points: vec![pt] }),
+        }
+    }
+    if series.is_empty() {
+        let reason = format!("no run here measured {}", p.y.label);
+        ctx.unavailable(&p.title, &reason, &runs_of(configs));
+        return;
+    }
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
+    }
+    let svg = svg::chart(&Chart { title: p.title.clone(), x: p.x, y: p.y, series, callouts, lines: true });
+    ctx.figure(&p.title, svg, &used, notes);
+}
+
+pub fn axis(label: &str, scale: Scale) -> Axis {
+    Axis { label: label.to_string(), scale }
+}
+
+/// Why none of `runs` has a figure, from their records' own reasons; None when some run has one.
+fn gap(runs: &[&Run], has: impl Fn(&Run) -> bool, why: impl Fn(&Run) -> Option<String>, fallback: &str) -> Option<String> {
+    if runs.iter().any(|r| has(r)) {
+        return None;
+    }
+    let mut reasons: Vec<String> = runs.iter().filter_map(|r| why(r)).collect();
+    reasons.sort();
+    reasons.dedup();
+    Some(if reasons.is_empty() { fallback.into() } else { reasons.join(" | ") })
+}
+
+pub fn energy_gap(runs: &[&Run]) -> Option<String> {
+    gap(runs, |r| r.iops_per_joule().is_some(), Run::energy_missing_reason, "no runs")
+}
+
+pub fn counters_gap(runs: &[&Run]) -> Option<String> {
+    gap(runs, |r| r.f("/cost/counters/workload_per_io/instructions").is_some(), Run::counters_missing_reason, "instructions were not counted")
+}
+

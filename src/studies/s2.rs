@@ -1,0 +1,216 @@
+//! S2, CHEOPS'23: performance characterization of storage stacks. psync, libaio, iou (irq), iou-c
+//! (IOPOLL) and iou-s (SQPOLL + IOPOLL): CPU counters per I/O at QD1, J-curves with their
+//! saturation points, IOPS against cores, and the I/O schedulers compared.
+use super::{pick, Part, Report, Runs, Study, SPDK};
+use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
+use crate::analysis::saturation::{saturation_point, CurvePoint, SaturationRule};
+use crate::report::data::{Config, Run};
+use crate::report::panels::{axis, cell, cores, counters_gap, distinct, iops, lat_mean_us, mean_ci, num, plot, plot_with, point, runs_of, Plot};
+use crate::report::sections::Ctx;
+use crate::report::svg::{self, Callout, Chart, Scale, Series};
+use crate::report::tables::Table;
+
+pub const STUDY: Study = Study { id: "S2", title: "CHEOPS'23: performance characterization of storage stacks", parts: &[
+    Part { name: "S2.1-qd1", feeds: "IOPS, instructions per I/O (process and system-wide), IPC, cache-miss rate at QD1 on one core",
+        unsupported: &[SPDK, ("instructions split by layer", "needs perf sampling with kernel symbols; not implemented")],
+        runs: Some(Runs { matrix: qd1_matrix, full: (3, "20s", "120s"), quick: (2, "0.5s", "2s"), report: Report::Panels(qd1_panels) }) },
+    Part { name: "S2.2-jcurve", feeds: "J-curve (IOPS against mean latency) with the saturation point, one core", unsupported: &[SPDK],
+        runs: Some(Runs { matrix: jcurve_matrix, full: (3, "20s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(jcurve_panels) }) },
+    Part { name: "S2.3-cores", feeds: "IOPS against cores at QD128; cores to peak", unsupported: &[SPDK],
+        runs: Some(Runs { matrix: cores_matrix, full: (3, "20s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(cores_panels) }) },
+    Part { name: "S2.4-schedulers", feeds: "Table 2: IOPS per scheduler and ratio to none; thread scaling per scheduler",
+        unsupported: &[("NUMA pinning", "not varied by the suite; pin with a plan's options.cpus")],
+        runs: Some(Runs { matrix: schedulers_matrix, full: (3, "20s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(schedulers_panels) }) },
+]};
+
+// CHEOPS'23 names: psync, libaio, iou (irq), iou-c (IOPOLL), iou-s (SQPOLL + IOPOLL).
+const CHEOPS_RULES: &str = r#"
+[[rule]]
+when = { interface = ["psync", "libaio"], complete = "poll" }
+action = "drop"
+reason = "CHEOPS'23 polls only with io_uring"
+[[rule]]
+when = { interface = ["psync", "libaio"], submit = "sqpoll" }
+action = "drop"
+reason = "only io_uring has a submission-polling thread"
+[[rule]]
+when = { submit = "sqpoll", complete = "irq" }
+action = "drop"
+reason = "CHEOPS'23's iou-s is SQPOLL with IOPOLL"
+"#;
+
+fn qd1_matrix(_: bool) -> String {
+    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1]\n[options]\ncpus = [0]\n{CHEOPS_RULES}")
+}
+
+fn jcurve_matrix(q: bool) -> String {
+    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\n[options]\ncpus = [0]\n{CHEOPS_RULES}",
+        pick(q, "[1, 2, 4, 8, 16, 32, 64, 128]", "[1, 4, 16, 64]"))
+}
+
+fn cores_matrix(q: bool) -> String {
+    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\n{CHEOPS_RULES}",
+        pick(q, "[1, 2, 4, 8, 16, 20]", "[1, 2]"))
+}
+
+fn schedulers_matrix(q: bool) -> String {
+    format!("[matrix]\ninterface = [\"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\nscheduler = [\"none\", \"mq-deadline\", \"kyber\", \"bfq\"]\n{CHEOPS_RULES}",
+        pick(q, "[1, 2, 4, 8, 16, 20]", "[1]"))
+}
+
+fn counter(r: &Run, name: &str) -> Option<f64> {
+    r.f(&format!("/cost/counters/{name}"))
+}
+
+fn qd1_panels(ctx: &mut Ctx) {
+    let cs = ctx.configs(|_| true);
+    let runs = runs_of(&cs);
+    let gap = counters_gap(&runs);
+    let mut t = Table::new("S2 QD1 on one core: IOPS and CPU counters per I/O",
+        &["configuration", "IOPS", "instructions per I/O (iolab)", "instructions per I/O (system)", "IPC (iolab)", "cache-miss rate (iolab)", "CPU cores"]);
+    for c in &cs {
+        t.rows.push(vec![c.method(), cell(c, &iops), cell(c, &|r| counter(r, "workload_per_io/instructions")), cell(c, &|r| counter(r, "system_per_io/instructions")),
+            cell(c, &|r| counter(r, "workload_per_io/ipc")), cell(c, &|r| counter(r, "workload_per_io/cache_miss_rate")), cell(c, &cores)]);
+    }
+    if let Some(reason) = &gap {
+        t.notes.push(format!("Counters not available here: {reason}"));
+    }
+    ctx.table(t, &runs);
+    if let Some(reason) = gap {
+        ctx.unavailable("Instructions per I/O and IPC at QD1", &reason, &runs);
+    } else {
+        let method = |c: &Config| c.method();
+        plot(ctx, &cs, Plot { title: "Instructions per I/O at QD1".into(), x: axis("threads", Scale::Log2), y: axis("instructions per I/O", Scale::Linear),
+            x_of: &|r| r.threads as f64, y_of: &|r| counter(r, "workload_per_io/instructions"), series_of: &method }, vec![]);
+    }
+}
+
+fn jcurve_panels(ctx: &mut Ctx) {
+    let cs = ctx.configs(|_| true);
+    let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
+    methods.sort();
+    methods.dedup();
+    let mut series = Vec::new();
+    let mut callouts = Vec::new();
+    let mut t = Table::new("S2 saturation points (J-curve heel)", &["configuration", "saturation QD", "IOPS there", "mean latency µs there", "instructions per I/O there", "IPC there", "rule"]);
+    let runs = runs_of(&cs);
+    let gap = counters_gap(&runs);
+    for m in &methods {
+        let mut mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
+        mine.sort_by_key(|c| c.first().qd);
+        let mut pts = Vec::new();
+        let mut curve = Vec::new();
+        for c in &mine {
+            let (Some(i), Some(l)) = (c.summary(&iops), c.summary(&lat_mean_us)) else { continue };
+            let qd = c.first().qd as f64;
+            let mut p = point(c, l.mean, m, "mean latency µs", "IOPS", &iops).expect("summary exists");
+            p.tip = format!("{m} · QD {qd} · IOPS {} · mean latency {} µs", mean_ci(&i), mean_ci(&l));
+            pts.push(p);
+            curve.push((c, CurvePoint { qd, iops: i.mean, mean_lat: l.mean }));
+        }
+        let points: Vec<CurvePoint> = curve.iter().map(|(_, p)| *p).collect();
+        let (sat_qd, there, reason) = match saturation_point(&points, SaturationRule::default()) {
+            Ok(s) => (s.qd.map(num).unwrap_or("not within the sweep".into()), s.index.map(|i| curve[i]), s.reason),
+            Err(e) => ("-".into(), None, e),
+        };
+        if let Some((c, p)) = there {
+            callouts.push(Callout { x: p.mean_lat, y: p.iops, text: format!("QD {}", p.qd) });
+            t.rows.push(vec![m.clone(), sat_qd, num(p.iops), num(p.mean_lat), counter_cell(c, "workload_per_io/instructions", &gap), counter_cell(c, "workload_per_io/ipc", &gap), reason]);
+        } else {
+            t.rows.push(vec![m.clone(), sat_qd, "-".into(), "-".into(), "-".into(), "-".into(), reason]);
+        }
+        series.push(Series { name: m.clone(), points: pts });
+    }
+    t.notes.push("Saturation rule: the first queue depth whose next step gains < 5 % IOPS per doubling while mean latency grows > 20 % per doubling (docs/statistics.md), applied to the replicate means.".into());
+    if let Some(reason) = &gap {
+        t.notes.push(format!("Counters not available here: {reason}"));
+    }
+    let svg = svg::chart(&Chart { title: "J-curves: IOPS against mean latency (circled: saturation point)".into(), x: axis("mean latency (µs)", Scale::Linear),
+        y: axis("IOPS", Scale::Linear), series, callouts, lines: true });
+    ctx.figure("J-curves: IOPS against mean latency", svg, &runs, vec!["Each point is one queue depth (hover for it); circled points are saturation points by the documented rule.".into()]);
+    ctx.table(t, &runs);
+}
+
+fn counter_cell(c: &Config, name: &str, gap: &Option<String>) -> String {
+    match gap {
+        Some(_) => "not available here".into(),
+        None => cell(c, &|r| counter(r, name)),
+    }
+}
+
+fn cores_panels(ctx: &mut Ctx) {
+    let cs = ctx.configs(|_| true);
+    let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
+    methods.sort();
+    methods.dedup();
+    let mut t = Table::new("S2 cores to peak", &["configuration", "peak IOPS", "threads at the peak", "cores to peak", "IOPS there", "how decided"]);
+    let mut callouts = Vec::new();
+    for m in &methods {
+        let mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
+        let by_threads: Vec<(String, Vec<f64>)> = mine.iter().map(|c| (c.first().threads.to_string(), c.values(&iops))).collect();
+        let ranked = compare::rank(Metric::Iops, &by_threads, ALPHA);
+        let Some(best) = ranked.first() else { continue };
+        let testable = ranked.iter().skip(1).all(|r| r.verdict != Verdict::Untested);
+        // The best itself is a Tie, so there is always a candidate.
+        let (to_peak, how) = if testable {
+            let fewest = ranked.iter().filter(|r| r.verdict == Verdict::Tie).min_by_key(|r| r.config_key.parse::<u32>().unwrap_or(u32::MAX)).unwrap_or(best);
+            (fewest, "fewest threads not significantly below the peak (Welch against the peak, Holm-corrected, α = 0.05)")
+        } else {
+            (best, "untested (n < 2): the threads of the highest mean")
+        };
+        let threads: f64 = to_peak.config_key.parse().unwrap_or(0.0);
+        callouts.push(Callout { x: threads, y: to_peak.summary.mean, text: format!("{m}: {threads} to peak") });
+        t.rows.push(vec![m.clone(), mean_ci(&best.summary), best.config_key.clone(), to_peak.config_key.clone(), mean_ci(&to_peak.summary), how.to_string()]);
+    }
+    let method = |c: &Config| c.method();
+    plot_with(ctx, &cs, Plot { title: "IOPS against cores (threads at QD128)".into(), x: axis("cores (threads)", Scale::Log2), y: axis("IOPS", Scale::Linear),
+        x_of: &|r| r.threads as f64, y_of: &iops, series_of: &method }, vec!["Circled: cores to peak per configuration (see the table).".into()], callouts);
+    let runs = runs_of(&cs);
+    ctx.table(t, &runs);
+}
+
+fn schedulers_panels(ctx: &mut Ctx) {
+    let cs = ctx.configs(|_| true);
+    let sched = |c: &Config| c.runs[0].scheduler();
+    let mut schedulers: Vec<String> = cs.iter().map(|c| sched(c)).collect();
+    schedulers.sort_by_key(|s| (s != "none", s.clone()));
+    schedulers.dedup();
+    let mut columns = vec!["configuration".to_string(), "threads".to_string()];
+    for s in &schedulers {
+        columns.push(format!("{s} IOPS"));
+        if s != "none" {
+            columns.push(format!("{s} / none (Welch p)"));
+        }
+    }
+    let mut t = Table { title: "S2 schedulers: IOPS and ratio to none".into(), columns, ..Default::default() };
+    let mut groups: Vec<(String, u32)> = cs.iter().map(|c| (c.method(), c.first().threads)).collect();
+    groups.sort();
+    groups.dedup();
+    for (m, th) in &groups {
+        let of = |s: &str| cs.iter().find(|c| &c.method() == m && c.first().threads == *th && sched(c) == s).copied();
+        let none = of("none");
+        let mut row = vec![m.clone(), th.to_string()];
+        for s in &schedulers {
+            let c = of(s);
+            row.push(c.map(|c| cell(c, &iops)).unwrap_or("not run".into()));
+            if s != "none" {
+                row.push(match (none, c) {
+                    (Some(n), Some(c)) => match compare::compare_metric(Metric::Iops, &n.values(&iops), &c.values(&iops), ALPHA) {
+                        Some(cmp) => format!("{} ({})", cmp.ratio.map(|r| format!("{r:.3}")).unwrap_or("-".into()),
+                            cmp.welch.map(|w| format!("p = {}", num(w.p))).unwrap_or("untested, n < 2".into())),
+                        None => "not measured".into(),
+                    },
+                    _ => "-".into(),
+                });
+            }
+        }
+        t.rows.push(row);
+    }
+    let runs = runs_of(&cs);
+    ctx.table(t, &runs);
+    if distinct(&cs, |r| r.threads).len() > 1 {
+        let series = |c: &Config| format!("{} {}", c.method(), c.runs[0].scheduler());
+        plot(ctx, &cs, Plot { title: "IOPS against threads per scheduler".into(), x: axis("threads", Scale::Log2), y: axis("IOPS", Scale::Linear),
+            x_of: &|r| r.threads as f64, y_of: &iops, series_of: &series }, vec![]);
+    }
+}

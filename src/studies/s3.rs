@@ -1,0 +1,175 @@
+//! S3, HotStorage'22: when poll is more energy efficient than interrupt. Synchronous random reads,
+//! one outstanding I/O per thread: the 4 KiB table per completion method and the map of the most
+//! energy-efficient method per (block size, threads) tile, with ties called by a t-test.
+use super::{pick, Part, Report, Runs, Study};
+use crate::analysis::compare::{self, Metric, ALPHA};
+use crate::analysis::stats::{self, TTest};
+use crate::report::data::{Config, Run};
+use crate::report::panels::{axis, bs_name, cell, cores, distinct, energy_gap, iops, lat_mean_us, num, paths_taken, plot, runs_of, Plot};
+use crate::report::sections::Ctx;
+use crate::report::svg::{self, Scale, Tile, TileMap};
+use crate::report::tables::Table;
+use serde::Serialize;
+
+pub const STUDY: Study = Study { id: "S3", title: "HotStorage'22: when poll is more energy efficient than interrupt", parts: &[
+    Part { name: "S3-map", feeds: "Table: 4 KiB latency/IOPS per completion method at 1 and 8 threads; energy-efficiency map per (bs, threads); context switches per I/O",
+        unsupported: &[], runs: Some(Runs { matrix: map_matrix, full: (10, "10s", "120s"), quick: (2, "0.5s", "1s"), report: Report::Panels(map_panels) }) },
+]};
+
+fn map_matrix(q: bool) -> String {
+    format!(r#"[matrix]
+interface = ["pvsync2", "io_uring"]
+complete = ["irq", "poll", "hybrid"]
+bs = {}
+threads = {}
+qd = [1]
+scheduler = ["none"]
+"#, pick(q, r#"["1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "64k"]"#), pick(q, "[1, 2, 4, 8, 16, 32, 64]", "[1, 2]"))
+}
+
+fn map_panels(ctx: &mut Ctx) {
+    let all = ctx.configs(|_| true);
+    let four_k = ctx.configs(|r| r.bs == 4096);
+    let mut t = Table::new("S3 4 KiB: latency and IOPS per completion method", &["threads", "method", "mean latency µs", "IOPS", "MB/s", "CPU cores", "context switches per I/O", "completion path taken"]);
+    let mut sorted = four_k.clone();
+    sorted.sort_by_key(|c| (c.first().threads, c.method()));
+    for c in &sorted {
+        t.rows.push(vec![c.first().threads.to_string(), c.method(), cell(c, &lat_mean_us), cell(c, &iops), cell(c, &|r| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
+            cell(c, &cores), cell(c, &Run::ctx_switches_per_io), paths_taken(c)]);
+    }
+    if !sorted.is_empty() {
+        ctx.table(t, &runs_of(&four_k));
+    }
+    let runs = runs_of(&all);
+    match energy_gap(&runs) {
+        Some(reason) => {
+            ctx.unavailable("Energy-efficiency map: best completion method per block size and threads", &reason, &runs);
+            ctx.note("The map below ranks the methods by CPU time per I/O instead: a measured cost, but not energy.");
+            efficiency_map(ctx, &all, Metric::CpuNsPerIo, "CPU-cost map: cheapest method per block size and threads (CPU time per I/O)");
+        }
+        None => efficiency_map(ctx, &all, Metric::JoulesPerIo, "Energy-efficiency map: best completion method per block size and threads"),
+    }
+    let method = |c: &Config| c.method();
+    for bs in distinct(&all, |r| r.bs) {
+        let cs = ctx.configs(|r| r.bs == bs);
+        plot(ctx, &cs, Plot { title: format!("Context switches per I/O against threads ({})", bs_name(bs)), x: axis("threads", Scale::Log2),
+            y: axis("context switches per I/O (worker threads)", Scale::Linear), x_of: &|r| r.threads as f64, y_of: &Run::ctx_switches_per_io, series_of: &method }, vec![]);
+    }
+}
+
+fn metric_value(m: Metric) -> impl Fn(&Run) -> Option<f64> {
+    move |r: &Run| match m {
+        Metric::JoulesPerIo => m.of_record(&r.record),
+        _ => m.of_row(&r.row),
+    }
+}
+
+fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
+    let bss = distinct(all, |r| r.bs);
+    let threads = distinct(all, |r| r.threads);
+    let value = metric_value(metric);
+    let mut tiles = Vec::new();
+    let best_mean = format!("best's mean {}", metric.name());
+    let mut t = Table::new(format!("{title} (table)"), &["bs", "threads", "best", &best_mean, "second", "margin", "Welch p", "call (Welch)", "Student p", "call (Student)"]);
+    let mut disagreements = 0;
+    for (col, bs) in bss.iter().enumerate() {
+        for (row, th) in threads.iter().enumerate() {
+            let methods: Vec<(String, Vec<f64>)> = all.iter().filter(|c| c.first().bs == *bs && c.first().threads == *th)
+                .map(|c| (c.method(), c.values(&value))).filter(|(_, v)| !v.is_empty()).collect();
+            let Some(w) = tile_winner(metric, &methods, ALPHA) else { continue };
+            let margin = w.margin.map(|m| format!("+{:.1} %", m * 100.0)).unwrap_or("-".into());
+            let call = |p: Option<f64>| match (w.call, p) {
+                (TileCall::Alone, _) => "only method".to_string(),
+                (_, None) => "untested (n < 2)".to_string(),
+                (_, Some(p)) if p > ALPHA => "tie".to_string(),
+                _ => "clear".to_string(),
+            };
+            let student_call = call(w.student.map(|s| s.p));
+            let welch_call = call(w.welch.map(|s| s.p));
+            if student_call != welch_call {
+                disagreements += 1;
+            }
+            let p = w.welch.map(|x| format!("p = {}", num(x.p))).unwrap_or_default();
+            let second = w.second.clone().unwrap_or_default();
+            let sub = match w.call {
+                TileCall::Tie => vec![format!("tie with {second}"), format!("{margin}, {p}")],
+                TileCall::Untested => vec![format!("{margin} over {second}"), "untested, n < 2".into()],
+                TileCall::Alone => vec!["only method".into()],
+                TileCall::Clear => vec![format!("{margin} over {second}"), p.clone()],
+            };
+            let (text, key) = if w.call == TileCall::Tie { (format!("tie: {}", w.best), svg::TIE_KEY.to_string()) } else { (w.best.clone(), w.best.clone()) };
+            tiles.push(Tile { col, row, text, key,
+                tip: format!("{} · {} threads · best {} ({} {}) · {}", bs_name(*bs), th, w.best, num(w.best_mean), metric.name(), sub.join(", ")), sub });
+            t.rows.push(vec![bs_name(*bs), th.to_string(), w.best.clone(), num(w.best_mean), w.second.clone().unwrap_or("-".into()), margin,
+                w.welch.map(|x| num(x.p)).unwrap_or("-".into()), welch_call, w.student.map(|x| num(x.p)).unwrap_or("-".into()), student_call]);
+        }
+    }
+    let runs = runs_of(all);
+    if tiles.is_empty() {
+        ctx.unavailable(title, &format!("no run here measured {}", metric.name()), &runs);
+        return;
+    }
+    let map = TileMap { title: title.to_string(), x_label: "block size".into(), y_label: "threads".into(), cols: bss.iter().map(|b| bs_name(*b)).collect(),
+        rows: threads.iter().map(|t| t.to_string()).collect(), tiles };
+    let notes = vec![format!("Each tile: the method with the best mean {} and its margin over the second; \"tie\" where Welch's two-sample test of best against second gives p > 0.05.", metric.name())];
+    ctx.figure(title, svg::tile_map(&map), &runs, notes);
+    t.notes.push(format!("HotStorage'22 called a tie with a two-sample t-test; iolab decides with Welch's test (unequal variances) and lists Student's pooled test beside it. The two calls differ in {disagreements} tile(s)."));
+    ctx.table(t, &runs);
+}
+
+// The map's reduction, a pure function on replicate values (rules in docs/report.md).
+
+/// How sure the winner of a tile is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TileCall {
+    /// Only one method measured in this tile.
+    Alone,
+    /// Best and second differ: Welch's p ≤ α.
+    Clear,
+    /// Best and second are not distinguishable: Welch's p > α.
+    Tie,
+    /// A side has fewer than two replicates: no test possible.
+    Untested,
+}
+
+/// The most efficient method of one tile and how far ahead of the second it is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TileWinner {
+    pub best: String,
+    pub best_mean: f64,
+    pub second: Option<String>,
+    pub second_mean: Option<f64>,
+    /// How much better the best is than the second, as a fraction: best / second − 1 when higher
+    /// is better, second / best − 1 when lower is better (so 0.12 = 12 % better either way).
+    pub margin: Option<f64>,
+    /// Welch's test of best against second (the decision).
+    pub welch: Option<TTest>,
+    /// Student's pooled test of the same pair, for papers that used it; never the decision.
+    pub student: Option<TTest>,
+    pub call: TileCall,
+}
+
+/// The winner of a tile: methods ranked by the mean of `metric` (its direction decides "best"),
+/// then best against second with Welch's two-sample test — one comparison, so no multiple-test
+/// correction. A tie when p > α. None when no method has a usable value.
+pub fn tile_winner(metric: Metric, methods: &[(String, Vec<f64>)], alpha: f64) -> Option<TileWinner> {
+    let ranked = compare::rank(metric, methods, alpha);
+    let best = ranked.first()?;
+    let values = |key: &str| methods.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+    let Some(second) = ranked.get(1) else {
+        return Some(TileWinner { best: best.config_key.clone(), best_mean: best.summary.mean, second: None, second_mean: None,
+            margin: None, welch: None, student: None, call: TileCall::Alone });
+    };
+    let (b, s) = (best.summary.mean, second.summary.mean);
+    let margin = if metric.higher_is_better() { (s != 0.0).then(|| b / s - 1.0) } else { (b != 0.0).then(|| s / b - 1.0) };
+    let welch = stats::welch_t_test(values(&best.config_key), values(&second.config_key));
+    let student = stats::student_t_test(values(&best.config_key), values(&second.config_key));
+    let call = match welch {
+        None => TileCall::Untested,
+        Some(t) if t.p > alpha => TileCall::Tie,
+        Some(_) => TileCall::Clear,
+    };
+    Some(TileWinner { best: best.config_key.clone(), best_mean: b, second: Some(second.config_key.clone()), second_mean: Some(s),
+        margin, welch, student, call })
+}
