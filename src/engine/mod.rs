@@ -438,3 +438,6 @@ fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, in
     }
     (checked, None)
 }
+
+#[cfg(test)]
+mod tests;

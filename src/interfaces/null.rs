@@ -230,3 +230,40 @@ pub fn address_space(job: &crate::plan::Job) -> u64 {
 pub fn target_info(job: &crate::plan::Job) -> crate::target::sysinfo::TargetInfo {
     crate::target::sysinfo::TargetInfo { path: "(no target)".into(), kind: NAME.into(), size_bytes: address_space(job), logical_block_size: 512, ..Default::default() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_parse_and_bad_ones_say_what_to_write() {
+        let s = Script::parse("delay=20us, error=EIO@100,short=512%7,accept=1").unwrap();
+        assert_eq!(s.delay, Some(Duration::from_micros(20)));
+        assert_eq!(s.error, Some((libc::EIO, When::At(100))));
+        assert_eq!(s.short, Some((512, When::Every(7))));
+        assert_eq!(s.accept, Some(1));
+        assert_eq!(Script::parse("error=28%3").unwrap().error, Some((28, When::Every(3))));
+        assert_eq!(Script::parse("").unwrap(), Script::default());
+        for bad in ["delay=20", "error=EIO", "error=EIO@0", "error=EFOO@1", "short=x@1", "accept=0", "speed=1", "delay"] {
+            let e = Script::parse(bad).unwrap_err();
+            assert!(e.starts_with("--null-script: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_null_job_refuses_a_target_verify_and_scripts_elsewhere() {
+        use crate::plan::{validate::validate, Complete, Submit};
+        let mut job = crate::cli::probe::probe_job(NAME, Submit::Syscall, Complete::Irq, false, "/dev/sda");
+        assert!(validate(&job).unwrap_err().contains("opens no target"));
+        job.targets.clear();
+        validate(&job).unwrap();
+        job.verify = true;
+        assert!(validate(&job).unwrap_err().contains("nothing to verify"));
+        job.verify = false;
+        job.complete = Complete::Poll;
+        assert!(validate(&job).is_err());
+        let mut other = crate::cli::probe::probe_job("psync", Submit::Syscall, Complete::Irq, true, "/dev/sda");
+        other.null_script = Some("accept=1".into());
+        assert_eq!(validate(&other).unwrap_err(), "--null-script applies only to -i null");
+    }
+}
