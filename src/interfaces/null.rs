@@ -166,7 +166,10 @@ impl IoInterface for Null {
             return Ok(self.reap_scripted(min, out));
         }
         let k = self.n.min(out.len());
-        out[..k].copy_from_slice(&self.ready[..k]);
+        // Element by element: a memcpy call for one or a few completions cost 10% of the loop.
+        for (o, c) in out[..k].iter_mut().zip(&self.ready[..k]) {
+            *o = Completion { tag: c.tag, result: c.result };
+        }
         if k < self.n {
             self.ready.copy_within(k..self.n, 0);
         }
