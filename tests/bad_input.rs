@@ -194,3 +194,11 @@ fn polling_a_queue_that_cannot_poll() {
         assert_mentions(&l, &["io_poll", "poll_queues", "--allow-fallback"]);
     }
 }
+
+#[test]
+fn null_refuses_a_target_verify_and_bad_scripts() {
+    assert_mentions(&refused(&["-i", "null", "--ios", "10", "TARGET"]), &["null does no I/O", "t.dat", "--size"]);
+    assert_mentions(&refused(&["-i", "null", "--rw", "randwrite", "--verify", "--ios", "10"]), &["nothing to verify"]);
+    assert_mentions(&refused(&["-i", "null", "--null-script", "error=EIO", "--ios", "10"]), &["--null-script", "@N"]);
+    assert_mentions(&refused(&["--null-script", "accept=1", "--ios", "10", "TARGET"]), &["only to -i null"]);
+}
