@@ -17,6 +17,10 @@ of two RAM-backed targets (--target, default both, each with its own table):
              --direct=0 --invalidate=0). A read is a page-cache lookup and a copy, and
              io_uring completes it inline in the submitting task (no io-wq): the kernel path
              is short and the same for both tools, so the tools' own overhead shows.
+  null       (only with --target null, its own rows: null QD1, null QD32) no I/O at all: iolab
+             -i null and fio --ioengine=null over a 1 GiB address space, no file, no root. All
+             that is left is each tool's own cost per I/O; both record a latency for every I/O
+             (the table checks fio's lat samples against its I/Os). Goal: 10x fio's IOPS.
 
 For each run it measures
 
@@ -56,6 +60,7 @@ Usage (from the repository root, after `cargo build --release`):
 
     sudo python3 benches/vs_fio.py                  # both targets, 10 s runs, 3 repetitions
     sudo python3 benches/vs_fio.py --target zram --runtime 5 --reps 5 --markdown table.md --json runs.json
+    python3 benches/vs_fio.py --target null --runtime 5 --reps 5   # the harness itself, no root
 
 Only the Python 3 standard library is used.
 """
@@ -96,6 +101,13 @@ ROWS = [
      ["--ioengine=io_uring", "--iodepth=32", "--fixedbufs", "--registerfiles",
       "--iodepth_batch_submit=8", "--iodepth_batch_complete_min=8"], 1.25),
 ]
+# Target null: no I/O at all (iolab -i null, fio --ioengine=null): what is left is each tool's
+# own cost per I/O, with a latency recorded for every I/O by both (lat_samples = ios).  The
+# goal is 10x fio's IOPS on the same core.
+NULL_ROWS = [
+    ("null QD1", ["-i", "null", "--qd", "1"], ["--ioengine=null", "--iodepth=1"], 10.0),
+    ("null QD32", ["-i", "null", "--qd", "32"], ["--ioengine=null", "--iodepth=32"], 10.0),
+]
 USER_TARGET = 1 / 3
 # Per target: extra iolab and fio options.  zram: O_DIRECT (iolab's default).  pagecache:
 # buffered, and fio must not drop the file's cached pages before it starts (its default
@@ -103,6 +115,8 @@ USER_TARGET = 1 / 3
 TARGET_OPTS = {
     "zram": ([], ["--direct=1"]),
     "pagecache": (["--buffered"], ["--direct=0", "--invalidate=0"]),
+    # No file: the address space is --size for both (iolab -i null takes no target).
+    "null": (["--size", "1g"], ["--size=1g"]),
 }
 # Rows a target cannot run, and why.
 NOT_ON = {
@@ -401,8 +415,8 @@ def commands(row, args, iolab, kind, target):
     iolab_target, fio_target = TARGET_OPTS[kind]
     pin = ["taskset", "-c", str(args.cpu)]
     ic = pin + [iolab, "run", "-q", "--cpus", str(args.cpu), "--rw", "randread", "--bs", "4k",
-                "--runtime", f"{args.runtime}s", "--json", "-"] + iolab_target + iolab_args + [target]
-    fc = pin + [args.fio, f"--filename={target}", f"--runtime={args.runtime}",
+                "--runtime", f"{args.runtime}s", "--json", "-"] + iolab_target + iolab_args + ([target] if target else [])
+    fc = pin + [args.fio] + ([f"--filename={target}"] if target else []) + [f"--runtime={args.runtime}",
                 f"--cpus_allowed={args.cpu}"] + FIO_COMMON + fio_target + fio_args + args.fio_extra.split()
     return {"iolab": ic, "fio": fc}
 
@@ -423,6 +437,9 @@ def summarize(results):
                 s[f"{tool}_{k}"] = med(rs, k)
             s[f"{tool}_attributed_runs"] = sum(r["busy_basis"] == "attributed" for r in rs)
             s[f"{tool}_io_wq_max"] = max(r["io_wq_workers"] for r in rs)
+        s["iops_ratio"] = s["iolab_iops"] / s["fio_iops"]
+        # Every I/O's latency recorded by both tools (fio's lat samples against its I/Os).
+        s["every_io_recorded"] = all(r["lat_samples"] == r["ios"] for r in runs)
         s["user_ratio"] = s["fio_user_ns_per_io"] / s["iolab_user_ns_per_io"]  # fio / iolab, want >= 3
         s["ipbc_ratio"] = s["iolab_ipbc"] / s["fio_ipbc"]
         s["user_pass"] = s["iolab_user_ns_per_io"] <= USER_TARGET * s["fio_user_ns_per_io"]
@@ -436,13 +453,14 @@ def pf(ok):
 
 
 def table(rows, markdown):
-    head = ["row", "iolab IOPS", "fio IOPS", "iolab user ns/IO", "fio user ns/IO", "fio/iolab user",
+    head = ["row", "iolab IOPS", "fio IOPS", "iolab/fio IOPS", "lat every I/O", "iolab user ns/IO", "fio user ns/IO", "fio/iolab user",
             "user ≤1/3", "iolab IOPS/busy core", "fio IOPS/busy core", "iolab/fio", "target", "IOPS/busy core", "shared runs",
             "io-wq workers iolab/fio"]
     body = []
     for s in rows:
         body.append([
-            s["row"], f"{s['iolab_iops'] / 1e3:.1f} k", f"{s['fio_iops'] / 1e3:.1f} k",
+            s["row"], f"{s['iolab_iops'] / 1e3:.1f} k", f"{s['fio_iops'] / 1e3:.1f} k", f"{s['iops_ratio']:.2f}x",
+            "yes" if s["every_io_recorded"] else "NO",
             f"{s['iolab_user_ns_per_io']:.0f}", f"{s['fio_user_ns_per_io']:.0f}", f"{s['user_ratio']:.2f}x",
             pf(s["user_pass"]), f"{s['iolab_ipbc'] / 1e3:.1f} k",
             f"{s['fio_ipbc'] / 1e3:.1f} k", f"{s['ipbc_ratio']:.3f}x",
@@ -478,9 +496,10 @@ def main():
     ap.add_argument("--runtime", type=int, default=10, help="seconds per run (default 10)")
     ap.add_argument("--reps", type=int, default=3, help="runs per tool and row (default 3)")
     ap.add_argument("--cpu", type=int, default=1, help="CPU both tools are pinned to (default 1)")
-    ap.add_argument("--target", choices=["both", "zram", "pagecache"], default="both",
+    ap.add_argument("--target", choices=["both", "zram", "pagecache", "null"], default="both",
                     help="zram: /dev/zram0, O_DIRECT (io_uring reads go to io-wq); pagecache: a file held in the "
-                         "page cache, buffered (io_uring completes inline); both (default): each, with its own table")
+                         "page cache, buffered (io_uring completes inline); both (default): each, with its own table; "
+                         "null: no I/O (iolab -i null, fio --ioengine=null), each tool's own cost, its own rows")
     ap.add_argument("--size", default="1G", help="zram disksize if it has to be set, and the page-cache file's size (default 1G)")
     ap.add_argument("--reuse-zram", action="store_true", help="use an already initialised zram0, overwriting it")
     ap.add_argument("--file", help="page-cache target: this existing file on a disk filesystem (read, never written) "
@@ -499,16 +518,17 @@ def main():
     ap.add_argument("--markdown", help="write the table as Markdown to this file")
     args = ap.parse_args()
 
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and args.target != "null":
         die("needs root (zram set-up, O_DIRECT on a block device)")
     for tool in ("taskset", "dd", args.fio):
         if shutil.which(tool) is None:
             die(f"{tool} not found")
     if not os.access(args.iolab, os.X_OK):
         die(f"{args.iolab} not found: cargo build --release")
-    rows = ROWS
+    all_rows = NULL_ROWS if args.target == "null" else ROWS
+    rows = all_rows
     if args.rows:
-        rows = [ROWS[int(x) - 1] for x in args.rows.split(",")]
+        rows = [all_rows[int(x) - 1] for x in args.rows.split(",")]
     hz = os.sysconf("SC_CLK_TCK")
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     size = int(args.size[:-1]) * mult[args.size[-1].lower()] if args.size[-1].isalpha() else int(args.size)
@@ -532,7 +552,7 @@ def main():
         info = machine()
         print(f"# {info['kernel']}, {info['cpu_model']} x{info['cpus']}, clocksource {info['clocksource']}; "
               f"{fio_version}; iolab binary sha256 {iolab_sha[:12]} (repository now at {git})")
-        paths = {}
+        paths = {"null": None}
         if "zram" in kinds:
             zram = Zram(size, args.reuse_zram)
             paths["zram"] = zram.dev
@@ -592,6 +612,7 @@ def main():
 TARGET_TITLE = {
     "zram": "/dev/zram0, O_DIRECT (io_uring reads punted to io-wq)",
     "pagecache": "file in the page cache, buffered (io_uring reads complete inline)",
+    "null": "no I/O (iolab -i null, fio --ioengine=null): each tool's own cost per I/O",
 }
 
 

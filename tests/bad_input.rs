@@ -232,3 +232,11 @@ fn a_run_too_big_for_the_address_space_is_refused_before_anything() {
     assert_mentions(&stderr, &["needs 8.0 GiB", "ulimit -v"]);
     assert_eq!(entries(dir.path()), vec!["t.dat".to_string()]);
 }
+
+#[test]
+fn null_refuses_a_target_verify_and_bad_scripts() {
+    assert_mentions(&refused(&["-i", "null", "--ios", "10", "TARGET"]), &["null does no I/O", "t.dat", "--size"]);
+    assert_mentions(&refused(&["-i", "null", "--rw", "randwrite", "--verify", "--ios", "10"]), &["nothing to verify"]);
+    assert_mentions(&refused(&["-i", "null", "--null-script", "error=EIO", "--ios", "10"]), &["--null-script", "@N"]);
+    assert_mentions(&refused(&["--null-script", "accept=1", "--ios", "10", "TARGET"]), &["only to -i null"]);
+}

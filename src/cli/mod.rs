@@ -53,7 +53,7 @@ pub enum Cmd {
 pub struct RunArgs {
     /// Files or block devices. None: a 1 GiB temporary file (or --size), filled, removed after.
     pub targets: Vec<PathBuf>,
-    /// I/O interface: psync, pvsync2, posixaio, libaio, io_uring.
+    /// I/O interface: psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, null (no I/O: iolab's own cost).
     #[arg(short = 'i', long, default_value = "psync")]
     pub interface: String,
     /// How requests reach the kernel.
@@ -141,6 +141,10 @@ pub struct RunArgs {
     /// io_poll_delay=-1, governor=performance (repeatable).
     #[arg(long, value_name = "NAME=VALUE")]
     pub set: Vec<String>,
+    /// -i null only, for tests: e.g. 'delay=20us,error=EIO@100,short=512%7,accept=1' (see
+    /// docs/architecture.md, *The null interface*).
+    #[arg(long, value_name = "SCRIPT")]
+    pub null_script: Option<String>,
     /// Fail when polling was asked for but completions were not observed to be polled.
     #[arg(long)]
     pub strict: bool,
@@ -293,6 +297,7 @@ impl RunArgs {
             destructive: self.destructive.clone(),
             scheduler: self.scheduler.clone(),
             set: self.set.clone(),
+            null_script: self.null_script.clone(),
         })
     }
 }

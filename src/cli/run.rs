@@ -61,6 +61,7 @@ pub fn check_kernel(job: &Job) -> Result<(), String> {
 pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
     let requested = name_complete(job.complete).to_string();
     let (expected, reason) = match (job.interface.as_str(), job.complete) {
+        (interfaces::null::NAME, _) => ("unknown", Some(interfaces::null::NO_DEVICE.to_string())),
         (_, Complete::Irq) => ("interrupt", None),
         ("pvsync2", _) if kernel_version() >= (5, 18) => ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string())),
         ("posixaio", _) => ("interrupt", Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string())),
@@ -329,7 +330,9 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     }
     // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
     engine::install_interrupt_handler();
-    let temp = if job.targets.is_empty() {
+    // A diskless interface (null) opens nothing: its one target is an address space.
+    let diskless = interfaces::find(&job.interface).is_some_and(|i| i.diskless);
+    let temp = if job.targets.is_empty() && !diskless {
         let size = job.size.unwrap_or(target::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
         let made = target::create_default_target(size, &engine::STOP);
@@ -343,7 +346,8 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     };
     let targets = target::open_targets(job, &paths, temp.is_some())?;
     check_polling(job, &targets).map_err(Failure::unsupported)?;
-    let infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
+    let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
+    infos.extend(diskless.then(|| interfaces::null::target_info(job)));
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
@@ -355,7 +359,8 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     let mut env = environment(infos);
     env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
-    let open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
+    let mut open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
+    open.extend(diskless.then(|| OpenTarget { fd: -1, range_start: job.offset, range_len: interfaces::null::address_space(job) }));
     let idle = energy.and_then(|e| e.idle_baseline_s.map(|s| {
         ui.note(&format!("measuring idle power for {s} s"));
         crate::energy::record::measure_idle(&e.config, s, &engine::STOP)
@@ -363,7 +368,8 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
     }
-    let mut meters = crate::meters::Meters::new(&env.targets, energy.map(|e| &e.config));
+    // No device to meter for null: no device cost, no observed completion path.
+    let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config));
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
@@ -399,7 +405,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         verify: job.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
     };
     let error = out.first_error.as_ref().map(|f| {
-        let t = &targets[f.file as usize].path;
+        let t = &env.targets[f.file as usize].path;
         let dir = if f.write { "write" } else { "read" };
         let hint = if f.errno == Some(libc::EOPNOTSUPP) && job.complete != Complete::Irq {
             " (this kernel rejects polled I/O on a queue without poll queues instead of falling back to interrupts)"
@@ -407,7 +413,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
             ""
         };
         let tail = if job.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
-        format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.bs, f.offset, t.display(), f.what)
+        format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.bs, f.offset, t, f.what)
     });
     let cost = meters.cost(&out.rec.per_target);
     let energy_record = match (energy, meters.take_energy()) {

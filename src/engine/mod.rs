@@ -219,6 +219,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                                 register_buffers: job.register_buffers,
                                 register_files: job.register_files,
                                 force_async: job.force_async,
+                                null_script: job.null_script.as_deref(),
                             };
                             opened = Some(open_interface(&job.interface, &setup)?);
                             Ok((bufs, stream, written))
@@ -263,6 +264,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                             Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
                             Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
                             Opened::Passthru(mut io) => hotloop::run(&mut io, &mut cx),
+                            Opened::Null(mut io) => hotloop::run(&mut io, &mut cx),
                         };
                         if res.is_err() {
                             stop.store(true, Ordering::Relaxed);
@@ -378,6 +380,7 @@ enum Opened {
     Libaio(interfaces::libaio::Libaio),
     Uring(interfaces::io_uring::Uring),
     Passthru(interfaces::nvme_passthru::Passthru),
+    Null(interfaces::null::Null),
 }
 
 fn open_interface(name: &str, setup: &Setup) -> Result<Opened, String> {
@@ -389,6 +392,7 @@ fn open_interface(name: &str, setup: &Setup) -> Result<Opened, String> {
         "libaio" => Opened::Libaio(IoInterface::open(setup).map_err(fail)?),
         "io_uring" => Opened::Uring(IoInterface::open(setup).map_err(fail)?),
         "nvme-passthru" => Opened::Passthru(IoInterface::open(setup).map_err(fail)?),
+        interfaces::null::NAME => Opened::Null(IoInterface::open(setup).map_err(fail)?),
         other => return Err(format!("unknown interface '{other}'")),
     })
 }
@@ -449,3 +453,6 @@ fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, in
     }
     (checked, None)
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,6 +5,7 @@
 //! hot loop (`engine::hotloop`), so every interface is measured the same way.
 pub mod io_uring;
 pub mod libaio;
+pub mod null;
 pub mod nvme_passthru;
 pub mod posixaio;
 pub mod psync;
@@ -100,6 +101,8 @@ pub struct Setup<'a> {
     pub register_files: bool,
     /// io_uring: IOSQE_ASYNC on every request (straight to io-wq, skipping the non-blocking try).
     pub force_async: bool,
+    /// null: the `--null-script` (parsed by `null::Script`).
+    pub null_script: Option<&'a str>,
 }
 
 /// The whole contract between the hot loop and an interface.
@@ -131,6 +134,8 @@ pub struct InterfaceInfo {
     pub how: &'static str,
     /// Asynchronous only with O_DIRECT (libaio silently blocks in io_submit otherwise).
     pub async_needs_direct: bool,
+    /// Does no I/O and takes no target (fio's FIO_DISKLESSIO): `--size` is its address space.
+    pub diskless: bool,
 }
 
 pub const INTERFACES: &[InterfaceInfo] = &[
@@ -142,6 +147,7 @@ pub const INTERFACES: &[InterfaceInfo] = &[
         completes: &[Complete::Irq],
         how: "pread/pwrite; depth comes from threads",
         async_needs_direct: false,
+        diskless: false,
     },
     InterfaceInfo {
         name: "pvsync2",
@@ -151,6 +157,7 @@ pub const INTERFACES: &[InterfaceInfo] = &[
         completes: &[Complete::Irq, Complete::Poll],
         how: "preadv2/pwritev2; poll sets RWF_HIPRI (ignored for sync I/O since Linux 5.18)",
         async_needs_direct: false,
+        diskless: false,
     },
     InterfaceInfo {
         name: "posixaio",
@@ -160,6 +167,7 @@ pub const INTERFACES: &[InterfaceInfo] = &[
         completes: &[Complete::Irq, Complete::Poll],
         how: "glibc aio_read/aio_write (user-space thread pool); irq waits in aio_suspend, poll spins on aio_error",
         async_needs_direct: false,
+        diskless: false,
     },
     InterfaceInfo {
         name: "libaio",
@@ -169,6 +177,7 @@ pub const INTERFACES: &[InterfaceInfo] = &[
         completes: &[Complete::Irq],
         how: "io_setup/io_submit/io_getevents; asynchronous only with O_DIRECT",
         async_needs_direct: true,
+        diskless: false,
     },
     InterfaceInfo {
         name: "io_uring",
@@ -178,6 +187,7 @@ pub const INTERFACES: &[InterfaceInfo] = &[
         completes: &[Complete::Irq, Complete::Poll, Complete::Hybrid],
         how: "shared rings; sqpoll = SQPOLL kernel thread; poll = IOPOLL; hybrid = HYBRID_IOPOLL (6.13+)",
         async_needs_direct: false,
+        diskless: false,
     },
     InterfaceInfo {
         name: "nvme-passthru",
@@ -187,6 +197,17 @@ pub const INTERFACES: &[InterfaceInfo] = &[
         completes: &[Complete::Irq, Complete::Poll],
         how: "io_uring URING_CMD on /dev/ngXnY: iolab builds the NVMe read/write commands (no submit_bio path: no splitting, merging or scheduler); poll = IOPOLL; registered buffers 6.1+",
         async_needs_direct: false,
+        diskless: false,
+    },
+    InterfaceInfo {
+        name: null::NAME,
+        execution: "iolab",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq],
+        how: "no I/O and no target: every request completes at once inside iolab (fio's null engine); measures iolab's own cost per I/O; --size is its address space; --null-script scripts delays, errors, short transfers and partial submits for tests",
+        async_needs_direct: false,
+        diskless: true,
     },
 ];
 

@@ -122,4 +122,7 @@ pub struct Job {
     /// read_ahead_kb, wbt_lat_usec on every target's device; governor on every CPU).
     #[serde(default)]
     pub set: Vec<String>,
+    /// -i null only: scripted delays, errors, short transfers, partial submits (`interfaces::null`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_script: Option<String>,
 }

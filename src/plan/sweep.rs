@@ -316,7 +316,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
                                                     seed: plan.seed, targets: t.clone(), sq_cpu: o.sq_cpu, sq_idle_ms: o.sq_idle_ms.unwrap_or(1000),
                                                     register_buffers: o.register_buffers.unwrap_or(true), register_files: o.register_files.unwrap_or(true),
                                                     verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback,
-                                                    strict: o.strict, force_async: o.force_async, destructive: plan.destructive.clone(), scheduler: sched.clone(), set: o.set.clone(),
+                                                    strict: o.strict, force_async: o.force_async, destructive: plan.destructive.clone(), scheduler: sched.clone(), set: o.set.clone(), null_script: None,
                                                 };
                                                 let key = config_key(&job, m);
                                                 if let Some(reason) = rule_verdict(&plan.rules, &job)? {

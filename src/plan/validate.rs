@@ -32,6 +32,20 @@ pub fn validate(job: &Job) -> Result<(), String> {
         return Err(format!("unknown interface '{}': choose one of {} (see `iolab interfaces`)", job.interface, interfaces::names()));
     };
     let name = info.name;
+    if info.diskless {
+        if let Some(t) = job.targets.first() {
+            return Err(format!("{name} does no I/O and opens no target, so {t} would not be used: drop it (--size sets {name}'s address space, default 1 GiB)"));
+        }
+        if job.verify {
+            return Err(format!("{name} moves no data, so there is nothing to verify: drop --verify"));
+        }
+    }
+    if let Some(script) = &job.null_script {
+        if name != interfaces::null::NAME {
+            return Err(format!("--null-script applies only to -i {}", interfaces::null::NAME));
+        }
+        interfaces::null::Script::parse(script)?;
+    }
     if !info.submits.contains(&job.submit) {
         return Err(format!("{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)", name_submit(job.submit)));
     }

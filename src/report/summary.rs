@@ -64,6 +64,10 @@ pub fn render(rec: &RunRecord) -> String {
         _ => String::new(),
     };
     let _ = writeln!(out, "  cpu    {:.2} cores (user {:.2} s, system {:.2} s){per_io}", c.cores, c.user_s, c.system_s);
+    let diskless = crate::interfaces::find(&s.interface).is_some_and(|i| i.diskless);
+    if let (true, Some(u), Some(k)) = (diskless, c.user_ns_per_io, c.system_ns_per_io) {
+        let _ = writeln!(out, "  harness {} of CPU per I/O: {} does no I/O, so this is iolab's own cost (hot loop, clock, recorder)", format_ns(u + k), s.interface);
+    }
     if let Some(v) = &r.verify {
         let _ = writeln!(out, "  verify {} reads checked, {} written blocks read back and checked", v.reads_checked, v.written_blocks_read_back);
     }
@@ -77,7 +81,7 @@ pub fn render(rec: &RunRecord) -> String {
     if p.fell_back {
         let _ = writeln!(out, "  WARNING: asked for {} completion but completions came by interrupt ({}){}", p.requested,
             p.evidence.as_deref().unwrap_or(""), p.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default());
-    } else if let Some(reason) = &p.reason {
+    } else if let Some(reason) = p.reason.as_ref().filter(|_| !diskless) {
         let _ = writeln!(out, "  warning: asked for {} completion, expect {}: {reason}", p.requested, p.expected);
     }
     if let (Some(o), Some(e)) = (&p.observed, &p.evidence) {

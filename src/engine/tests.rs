@@ -1,0 +1,137 @@
+//! The engine and its hot loop driven through `-i null`, in process: no root, no device, no file.
+use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
+use super::*;
+use crate::interfaces::null::{self, Null};
+use crate::plan::{Complete, Submit};
+
+struct NoHooks;
+impl WindowHooks for NoHooks {
+    fn window_start(&mut self, _: &[i32]) {}
+    fn window_end(&mut self) {}
+}
+
+fn null_job(qd: u32, budget: Budget, script: Option<&str>) -> Job {
+    let mut job = crate::cli::probe::probe_job(null::NAME, Submit::Syscall, Complete::Irq, false, "");
+    job.targets.clear();
+    (job.qd, job.batch_submit, job.batch_reap, job.budget) = (qd, qd.min(4), 1, budget);
+    job.null_script = script.map(Into::into);
+    crate::plan::validate::validate(&job).expect("a valid null job");
+    job
+}
+
+fn run_null(job: &Job) -> EngineOutput {
+    let target = OpenTarget { fd: -1, range_start: job.offset, range_len: null::address_space(job) };
+    run(job, &[target], &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+}
+
+/// One thread's loop over a null interface, returning the interface so its counters can be read.
+fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
+    let clock = Clock::calibrate();
+    let mut bufs = AlignedBuf::new((job.bs * job.qd as u64) as usize);
+    let setup = Setup {
+        fds: &[-1], buffers: bufs.ptr, buffers_len: bufs.slice().len(), bs: job.bs as u32, qd: job.qd, submit: job.submit, complete: job.complete,
+        batch_submit: job.batch_submit, sq_cpu: None, sq_idle_ms: 0, register_buffers: false, register_files: false, force_async: false,
+        null_script: job.null_script.as_deref(),
+    };
+    let mut io = <Null as IoInterface>::open(&setup).expect("null opens");
+    let region = region_for(job.offset, null::address_space(job), job.bs, true, 0, 1);
+    let stream = Stream::new(Rng::for_thread(job.seed, 0), vec![region], job.bs, true, 0);
+    let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
+    let start = clock.now();
+    let quota = match job.budget {
+        Budget::Ios(n) => Some(n),
+        _ => None,
+    };
+    let plan = LoopPlan {
+        bs: job.bs as u32, qd: job.qd, batch_submit: job.batch_submit, batch_reap: job.batch_reap, ramp_end: start + ramp_ns, end: None, quota,
+        continue_on_error: job.continue_on_error, verify: false,
+    };
+    let mut cx = LoopCtx { plan, clock: &clock, stream, bufs: bufs.ptr, rec: Recorder::new(8, 1, job.bs), stop: &stop, progress: &progress, written: vec![vec![]], start };
+    let end = hotloop::run(&mut io, &mut cx).expect("the loop runs");
+    (io, end, cx.rec, progress.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_count_budget_delivers_exactly_that_many_ios_over_all_threads() {
+    let mut job = null_job(8, Budget::Ios(10_001), None);
+    job.threads = 3;
+    let out = run_null(&job);
+    assert_eq!((out.rec.read.ios, out.rec.read.errors, out.rec.write.ios), (10_001, 0, 0));
+    assert_eq!(out.rec.read.bytes, 10_001 * 4096);
+    assert_eq!(out.rec.per_target, vec![10_001]);
+    assert!(out.first_error.is_none() && !out.interrupted);
+}
+
+#[test]
+fn a_byte_budget_rounds_up_to_whole_blocks() {
+    let out = run_null(&null_job(4, Budget::Bytes((1 << 20) + 1), None));
+    assert_eq!((out.rec.read.ios, out.rec.read.bytes), (257, 257 * 4096));
+}
+
+#[test]
+fn a_time_budget_ends_the_window_on_time() {
+    let out = run_null(&null_job(1, Budget::Seconds(0.1), None));
+    assert!((0.09..0.5).contains(&out.window_s), "window {} s", out.window_s);
+    assert!(out.rec.read.ios > 1000);
+}
+
+#[test]
+fn requests_the_interface_did_not_accept_are_offered_again() {
+    let mut job = null_job(8, Budget::Ios(1000), Some("accept=3"));
+    job.batch_submit = 8;
+    let (io, end, rec, _) = run_loop(&job, 0);
+    assert_eq!((rec.read.ios, rec.read.errors), (1000, 0));
+    assert!(end.first_error.is_none());
+    // Each call took at most 3, so the rest was offered again.
+    assert!(io.submits >= 1000 / 3, "{} submits", io.submits);
+    assert!(io.offered > 1000, "{} offered", io.offered);
+}
+
+#[test]
+fn the_ramp_is_done_then_the_window_counts_its_budget_exactly() {
+    let job = null_job(4, Budget::Ios(500), Some("delay=20us"));
+    let (_, end, rec, completed) = run_loop(&job, 20_000_000);
+    assert_eq!(rec.read.ios, 500);
+    // About 20 ms of ramp at 20 µs per request went before the window.
+    assert!(completed > 1000, "{completed} completions in all");
+    assert!(end.measure_end > end.measure_start);
+    assert!(rec.read.min_ns >= 20_000, "min latency {} ns", rec.read.min_ns);
+}
+
+#[test]
+fn a_failed_io_stops_the_run_and_is_reported() {
+    let out = run_null(&null_job(4, Budget::Ios(1000), Some("error=EIO@100")));
+    let f = out.first_error.expect("the error is reported");
+    assert_eq!(f.errno, Some(libc::EIO));
+    assert_eq!(out.rec.read.errors, 1);
+    // What was already in flight still completes; nothing new is issued.
+    assert!((99..=102).contains(&out.rec.read.ios), "{} ios", out.rec.read.ios);
+}
+
+#[test]
+fn continue_on_error_counts_errors_and_still_delivers_the_budget() {
+    let mut job = null_job(4, Budget::Ios(1000), Some("error=ENOSPC%10"));
+    job.continue_on_error = true;
+    let out = run_null(&job);
+    // Every 10th of 1111 requests failed (a failed request gives its place back).
+    assert_eq!((out.rec.read.ios, out.rec.read.errors), (1000, 111));
+    assert_eq!(out.first_error.expect("the first error is kept").errno, Some(libc::ENOSPC));
+}
+
+#[test]
+fn a_short_transfer_is_a_failure_in_words() {
+    let out = run_null(&null_job(1, Budget::Ios(100), Some("short=512@5")));
+    let f = out.first_error.expect("short transfer reported");
+    assert_eq!((f.errno, f.what.as_str()), (None, "short 512 of 4096 bytes"));
+    assert_eq!(out.rec.read.ios, 4);
+}
+
+#[test]
+fn writes_go_through_null_too() {
+    let mut job = null_job(2, Budget::Ios(300), None);
+    job.rw = crate::plan::Rw::Randrw;
+    job.write_mix = 50;
+    let out = run_null(&job);
+    assert_eq!(out.rec.read.ios + out.rec.write.ios, 300);
+    assert!(out.rec.read.ios > 50 && out.rec.write.ios > 50);
+}
