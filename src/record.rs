@@ -25,6 +25,9 @@ pub struct RunRecord {
     /// reasons where nothing can measure. Never an estimate.
     pub energy: Option<crate::energy::record::EnergyRecord>,
     pub completion_path: CompletionPath,
+    /// io_uring and nvme-passthru: the ring setup flags asked for and those the rings got (a
+    /// kernel without a cost-only flag gets a ring without it). Null for other interfaces.
+    pub ring: Option<crate::interfaces::io_uring::RingSetup>,
 }
 
 #[derive(Serialize)]

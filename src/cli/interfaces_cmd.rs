@@ -9,7 +9,10 @@ pub fn main() -> i32 {
         let subs: Vec<&str> = i.submits.iter().map(|s| if *s == Submit::Sqpoll { "sqpoll" } else { "syscall" }).collect();
         let comps: Vec<&str> = i.completes.iter().map(|c| name_complete(*c)).collect();
         let avail = match interfaces::machine_support(i.name) {
-            Ok(()) => "yes".to_string(),
+            Ok(()) => match interfaces::machine_notes(i.name) {
+                Some(n) => format!("yes ({n})"),
+                None => "yes".to_string(),
+            },
             Err(e) => format!("no: {e}"),
         };
         let beh = if i.behaviour == Behaviour::Sync { "sync" } else { "async" };

@@ -143,7 +143,11 @@ fn outcome(job: &Job) -> (&'static str, String) {
                 Some(why) => format!("; completes by {}: {why}", path.expected),
                 None => format!("; completes by {}", path.expected),
             };
-            ("yes", format!("mean latency {lat}{how}"))
+            let ring = match rec.ring.as_ref().filter(|r| !r.dropped.is_empty()) {
+                Some(r) => format!("; ring without {} (this kernel refuses them)", r.dropped.join(", ")),
+                None => String::new(),
+            };
+            ("yes", format!("mean latency {lat}{how}{ring}"))
         }
         Ok(rec) => ("no", rec.error.unwrap_or_default()),
         Err(f) => ("no", f.message),

@@ -25,36 +25,39 @@ pub fn kernel_version() -> (u32, u32) {
     (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
-/// Checks that need the kernel: is the interface there, does it accept these ring flags?
-pub fn check_kernel(job: &Job) -> Result<(), String> {
+/// Checks that need the kernel: is the interface there, does it accept these ring flags? For
+/// io_uring and nvme-passthru, the ring setup the run gets (cost-only flags the kernel lacks
+/// dropped); an error blames the flag of the mode the kernel refused.
+pub fn check_kernel(job: &Job) -> Result<Option<io_uring::RingSetup>, String> {
     interfaces::machine_support(&job.interface).map_err(|e| format!("{} is not usable here: {e}", job.interface))?;
-    if job.interface == "io_uring" {
-        let flags = io_uring::flags_for(job.submit, job.complete);
-        if let Err(e) = io_uring::create_ring(2, flags, job.sq_cpu, job.sq_idle_ms) {
-            let k = kernel_release();
-            if job.complete == Complete::Hybrid && e.raw_os_error() == Some(libc::EINVAL) {
-                return Err(format!("kernel {k} has no io_uring hybrid polling (IORING_SETUP_HYBRID_IOPOLL needs Linux 6.13 or later): use --complete poll"));
-            }
-            let what = match (job.submit, job.complete) {
-                (Submit::Sqpoll, _) => "SQPOLL",
-                (_, Complete::Poll) => "IOPOLL",
-                _ => "a ring",
-            };
-            return Err(format!("kernel {k} refused to set up io_uring with {what}: {e}"));
+    let big = match job.interface.as_str() {
+        "io_uring" => false,
+        "nvme-passthru" => true,
+        _ => return Ok(None),
+    };
+    let flags = io_uring::flags_for(job.submit, job.complete);
+    let k = kernel_release();
+    let what = if big { "io_uring with 128-byte SQEs and 32-byte CQEs" } else { "io_uring" };
+    let (setup, params) = io_uring::try_setup(big, flags, job.sq_cpu, job.sq_idle_ms).map_err(|r| match r {
+        io_uring::Refused::Flag(io_uring::SETUP_HYBRID_IOPOLL, e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            format!("kernel {k} has no io_uring hybrid polling (IORING_SETUP_HYBRID_IOPOLL needs Linux 6.13 or later): use --complete poll")
         }
-    }
-    if job.interface == "nvme-passthru" {
-        let flags = io_uring::flags_for(job.submit, job.complete);
-        if let Err(e) = io_uring::create_ring_big(2, flags, job.sq_cpu, job.sq_idle_ms) {
-            let what = match (job.submit, job.complete) {
-                (Submit::Sqpoll, _) => "SQPOLL and 128-byte SQEs",
-                (_, Complete::Poll) => "IOPOLL and 128-byte SQEs",
-                _ => "128-byte SQEs and 32-byte CQEs",
-            };
-            return Err(format!("kernel {} refused to set up io_uring with {what}: {e}", kernel_release()));
+        io_uring::Refused::Flag(io_uring::SETUP_SQPOLL, e) if e.raw_os_error() == Some(libc::EPERM) => {
+            format!("kernel {k} refused {what} SQPOLL: {e} (before Linux 5.11 only root may use it): run as root or use --submit syscall")
         }
+        io_uring::Refused::Flag(io_uring::SETUP_SQPOLL, e) => match job.sq_cpu {
+            Some(c) => format!("kernel {k} refused {what} SQPOLL with its thread on CPU {c}: {e}"),
+            None => format!("kernel {k} refused {what} SQPOLL: {e}"),
+        },
+        io_uring::Refused::Flag(f, e) => format!("kernel {k} refused {what} {} ({}): {e}", io_uring::flag_names(f).join(" | "), format_args!("--complete {}", name_complete(job.complete))),
+        io_uring::Refused::Together(f, e) => format!("kernel {k} refused {what} with {} together: {e}", io_uring::flag_names(f).join(" | ")),
+        io_uring::Refused::Bare(e) => format!("kernel {k} refused to set up {what}: {e}"),
+    })?;
+    // Before 5.11 the SQ thread could only use registered files.
+    if job.submit == Submit::Sqpoll && !job.register_files && !params.is_feature_sqpoll_nonfixed() {
+        return Err(format!("kernel {k}'s io_uring SQPOLL thread only takes registered files (IORING_FEAT_SQPOLL_NONFIXED came in Linux 5.11): use --register-files true or --submit syscall"));
     }
-    Ok(())
+    Ok(Some(setup))
 }
 
 /// What completion path iolab expects the kernel to take, and why if it differs from the request.
@@ -320,7 +323,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     // Too big for this machine's memory now: not the user's error, and a sweep goes on.
     crate::plan::validate::check_memory(job).map_err(Failure::unsupported)?;
     // Whatever the kernel lacks or refuses, this machine cannot do.
-    check_kernel(job).map_err(Failure::unsupported)?;
+    let ring = check_kernel(job).map_err(Failure::unsupported)?;
     if let Some(e) = energy.filter(|e| e.require) {
         let found = crate::energy::probe(&e.config);
         if !found.iter().any(|s| s.available) {
@@ -451,6 +454,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         cost,
         energy: energy_record,
         completion_path: path,
+        ring,
     };
     match not_restored {
         // The measurement is whole; the machine is not as it was.

@@ -6,6 +6,7 @@
 use super::{raw_syscall, Completion, IoInterface, Request, Setup};
 use crate::plan::{Complete, Submit};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use serde::Serialize;
 use std::io;
 use std::os::fd::AsRawFd;
 
@@ -14,10 +15,151 @@ pub const SETUP_SQPOLL: u32 = 1 << 1;
 pub const SETUP_SQ_AFF: u32 = 1 << 2;
 pub const SETUP_CLAMP: u32 = 1 << 4;
 pub const SETUP_COOP_TASKRUN: u32 = 1 << 8;
+pub const SETUP_SQE128: u32 = 1 << 10;
+pub const SETUP_CQE32: u32 = 1 << 11;
 pub const SETUP_SINGLE_ISSUER: u32 = 1 << 12;
 pub const SETUP_DEFER_TASKRUN: u32 = 1 << 13;
 pub const SETUP_HYBRID_IOPOLL: u32 = 1 << 17;
 const ENTER_GETEVENTS: u32 = 1 << 0;
+
+/// Setup flags that change what completing costs, not what is measured: a kernel without one
+/// gets a ring without it ([`step_down`]). The others (IOPOLL, SQPOLL, HYBRID_IOPOLL) are the
+/// mode asked for and are never dropped.
+pub const COST_ONLY: u32 = SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN;
+
+/// Setup flags by name (without IORING_SETUP_), with the Linux version that brought each.
+const FLAGS: &[(u32, &str, &str)] = &[
+    (SETUP_IOPOLL, "IOPOLL", "5.1"),
+    (SETUP_SQPOLL, "SQPOLL", "5.1"),
+    (SETUP_SQ_AFF, "SQ_AFF", "5.1"),
+    (SETUP_CLAMP, "CLAMP", "5.6"),
+    (SETUP_COOP_TASKRUN, "COOP_TASKRUN", "5.19"),
+    (SETUP_SQE128, "SQE128", "5.19"),
+    (SETUP_CQE32, "CQE32", "5.19"),
+    (SETUP_SINGLE_ISSUER, "SINGLE_ISSUER", "6.0"),
+    (SETUP_DEFER_TASKRUN, "DEFER_TASKRUN", "6.1"),
+    (SETUP_HYBRID_IOPOLL, "HYBRID_IOPOLL", "6.13"),
+];
+
+/// The names of the setup flags in `flags`.
+pub fn flag_names(flags: u32) -> Vec<&'static str> {
+    FLAGS.iter().filter(|f| flags & f.0 != 0).map(|f| f.1).collect()
+}
+
+/// "NAME (Linux V)" for each flag in `flags`, comma-separated.
+fn flags_since(flags: u32) -> String {
+    FLAGS.iter().filter(|f| flags & f.0 != 0).map(|f| format!("{} (Linux {})", f.1, f.2)).collect::<Vec<_>>().join(", ")
+}
+
+/// The flag sets to try for `flags`, best first, one cost-only flag given up at a time:
+/// DEFER_TASKRUN (6.1) → COOP_TASKRUN (5.19) → neither, each with SINGLE_ISSUER (6.0) first and
+/// then without it (DEFER_TASKRUN never without it: the kernel requires the pair). Every
+/// combination is tried rather than guessed from the version: distribution kernels (RHEL 9's
+/// 5.14) carry io_uring backports.
+pub fn step_down_order(flags: u32) -> Vec<u32> {
+    let base = flags & !COST_ONLY;
+    let taskrun: &[u32] = if flags & SETUP_DEFER_TASKRUN != 0 {
+        &[SETUP_DEFER_TASKRUN, SETUP_COOP_TASKRUN, 0]
+    } else if flags & SETUP_COOP_TASKRUN != 0 {
+        &[SETUP_COOP_TASKRUN, 0]
+    } else {
+        &[0]
+    };
+    let single: &[u32] = if flags & SETUP_SINGLE_ISSUER != 0 { &[SETUP_SINGLE_ISSUER, 0] } else { &[0] };
+    let mut v = Vec::new();
+    for &t in taskrun {
+        for &s in single {
+            if !(t == SETUP_DEFER_TASKRUN && s == 0 && single.len() == 2) {
+                v.push(base | t | s);
+            }
+        }
+    }
+    v
+}
+
+/// Set a ring up with `open` for each flag set of [`step_down_order`] in turn while the kernel
+/// answers EINVAL (a flag it does not know): the ring and the flags it got, or the error for the
+/// last set (only the flags the mode needs). Other errors are returned at once.
+pub fn step_down<R>(flags: u32, mut open: impl FnMut(u32) -> io::Result<R>) -> io::Result<(R, u32)> {
+    let mut last = io::Error::from_raw_os_error(libc::EINVAL);
+    for f in step_down_order(flags) {
+        match open(f) {
+            Ok(r) => return Ok((r, f)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// Why no ring could be set up for a job.
+#[derive(Debug)]
+pub enum Refused {
+    /// Not even a ring without the mode's flags.
+    Bare(io::Error),
+    /// The mode flag (SQPOLL, IOPOLL, HYBRID_IOPOLL) whose addition the kernel refused.
+    Flag(u32, io::Error),
+    /// Each mode flag alone is accepted, these together are not.
+    Together(u32, io::Error),
+}
+
+/// [`step_down`], and when even the last set is refused, which flag of the mode is at fault: a
+/// bare ring, then each of the mode's flags alone, so an error blames IOPOLL or hybrid polling
+/// only when that is what the kernel refused.
+pub fn setup_with<R>(flags: u32, mut open: impl FnMut(u32) -> io::Result<R>) -> Result<(R, u32), Refused> {
+    let error = match step_down(flags, &mut open) {
+        Ok(r) => return Ok(r),
+        Err(e) => e,
+    };
+    // Each as the kernel needs it (HYBRID_IOPOLL with IOPOLL).
+    for (f, with) in [(0, 0), (SETUP_SQPOLL, 0), (SETUP_IOPOLL, 0), (SETUP_HYBRID_IOPOLL, SETUP_IOPOLL)] {
+        if f != 0 && flags & f == 0 {
+            continue;
+        }
+        if let Err(e) = open(f | with) {
+            return Err(if f == 0 { Refused::Bare(e) } else { Refused::Flag(f, e) });
+        }
+    }
+    Err(Refused::Together(flags & !COST_ONLY, error))
+}
+
+/// The io_uring_setup flags of a run's rings (the record's `ring`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RingSetup {
+    /// What iolab asks for this mode.
+    pub asked: Vec<&'static str>,
+    /// What the rings were created with.
+    pub used: Vec<&'static str>,
+    /// Asked for, refused by this kernel (EINVAL), and done without: cost-only flags.
+    pub dropped: Vec<&'static str>,
+}
+
+impl RingSetup {
+    /// From the job's flags and those [`step_down`] got; `extra` are the flags every ring of the
+    /// kind carries (CLAMP, SQ_AFF, SQE128 | CQE32).
+    pub fn new(asked: u32, used: u32, extra: u32) -> RingSetup {
+        RingSetup { asked: flag_names(asked | extra), used: flag_names(used | extra), dropped: flag_names(asked & !used) }
+    }
+}
+
+/// The flags every ring of a kind is set up with besides the mode's.
+pub fn ring_extra(big: bool, flags: u32, sq_cpu: Option<u32>) -> u32 {
+    let aff = if sq_cpu.is_some() && flags & SETUP_SQPOLL != 0 { SETUP_SQ_AFF } else { 0 };
+    SETUP_CLAMP | aff | if big { SETUP_SQE128 | SETUP_CQE32 } else { 0 }
+}
+
+/// Set up a 2-entry ring as a job's would be (NVMe passthrough's big one if `big`): what setup it
+/// gets and the kernel's parameters (its feature bits), or why not.
+pub fn try_setup(big: bool, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> Result<(RingSetup, io_uring::Parameters), Refused> {
+    let (params, used) = setup_with(flags, |f| {
+        if big {
+            create_ring_big_exact(2, f, sq_cpu, sq_idle_ms).map(|r| r.params().clone())
+        } else {
+            create_ring_exact(2, f, sq_cpu, sq_idle_ms).map(|r| r.params().clone())
+        }
+    })?;
+    Ok((RingSetup::new(flags, used, ring_extra(big, flags, sq_cpu)), params))
+}
 
 /// The kernel's `struct io_uring_params` (120 bytes).
 #[repr(C)]
@@ -37,20 +179,16 @@ struct RawParams {
 const _: () = assert!(std::mem::size_of::<RawParams>() == 120);
 const _: () = assert!(std::mem::size_of::<io_uring::Parameters>() == 120);
 
-/// Create a ring with exactly these setup flags; returns the ring or the kernel's error.
-pub fn create_ring(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring> {
-    match create_ring_exact(entries, flags, sq_cpu, sq_idle_ms) {
-        // Kernels before 6.1 lack DEFER_TASKRUN: cooperative task running is the next best.
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && flags & SETUP_DEFER_TASKRUN != 0 => {
-            create_ring_exact(entries, (flags & !SETUP_DEFER_TASKRUN) | SETUP_COOP_TASKRUN, sq_cpu, sq_idle_ms)
-        }
-        r => r,
-    }
+/// Create a ring with these setup flags, less the cost-only ones the kernel lacks
+/// ([`step_down`]); returns the ring and the flags it got, or the kernel's error.
+pub fn create_ring(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<(IoUring, u32)> {
+    step_down(flags, |f| create_ring_exact(entries, f, sq_cpu, sq_idle_ms))
 }
 
 fn create_ring_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring> {
     let mut p = RawParams { flags, sq_thread_idle: sq_idle_ms, ..Default::default() };
-    if let Some(cpu) = sq_cpu {
+    // SQ_AFF without SQPOLL is EINVAL.
+    if let Some(cpu) = sq_cpu.filter(|_| flags & SETUP_SQPOLL != 0) {
         p.flags |= SETUP_SQ_AFF;
         p.sq_thread_cpu = cpu;
     }
@@ -70,10 +208,15 @@ fn create_ring_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: 
 
 /// A ring of 128-byte SQEs and 32-byte CQEs (IORING_SETUP_SQE128 | IORING_SETUP_CQE32, Linux
 /// 5.19+), as NVMe passthrough needs: the 80-byte command rides in the SQE and the NVMe result
-/// dwords in the CQE. Built with the crate's builder (its `from_fd` only makes default-sized
-/// rings) from the same setup flags as [`create_ring`]; flags it has no builder for
-/// (HYBRID_IOPOLL) are refused with EINVAL, as an old kernel would.
-pub fn create_ring_big(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring<squeue::Entry128, cqueue::Entry32>> {
+/// dwords in the CQE. Set up as [`create_ring`] does, stepping down the same way.
+pub fn create_ring_big(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<(IoUring<squeue::Entry128, cqueue::Entry32>, u32)> {
+    step_down(flags, |f| create_ring_big_exact(entries, f, sq_cpu, sq_idle_ms))
+}
+
+/// The big ring with exactly these flags. Built with the crate's builder (its `from_fd` only
+/// makes default-sized rings); flags it has no builder for (HYBRID_IOPOLL) are refused with
+/// EINVAL, as an old kernel would.
+pub(crate) fn create_ring_big_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring<squeue::Entry128, cqueue::Entry32>> {
     let known = SETUP_IOPOLL | SETUP_SQPOLL | SETUP_SQ_AFF | SETUP_CLAMP | SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN;
     if flags & !known != 0 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -99,13 +242,23 @@ pub fn create_ring_big(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms
     if flags & SETUP_DEFER_TASKRUN != 0 {
         b.setup_defer_taskrun();
     }
-    match b.build(entries) {
-        // Kernels before 6.1 lack DEFER_TASKRUN: cooperative task running, as for io_uring.
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && flags & SETUP_DEFER_TASKRUN != 0 => {
-            create_ring_big(entries, (flags & !SETUP_DEFER_TASKRUN) | SETUP_COOP_TASKRUN, sq_cpu, sq_idle_ms)
-        }
-        r => r,
-    }
+    b.build(entries)
+}
+
+/// The opcodes iolab submits on plain rings, with the Linux version that brought each.
+const OPCODES: &[(u8, &str, &str)] = &[
+    (opcode::Read::CODE, "READ", "5.6"),
+    (opcode::Write::CODE, "WRITE", "5.6"),
+    (opcode::ReadFixed::CODE, "READ_FIXED", "5.1"),
+    (opcode::WriteFixed::CODE, "WRITE_FIXED", "5.1"),
+];
+
+/// The opcodes of `want` this kernel's io_uring lacks, by IORING_REGISTER_PROBE (5.6; a kernel
+/// without it is older than the READ and WRITE opcodes, so all of them are reported lacking).
+pub(crate) fn missing_opcodes<S: squeue::EntryMarker, C: cqueue::EntryMarker>(ring: &IoUring<S, C>, want: &[(u8, &'static str, &'static str)]) -> Vec<String> {
+    let mut probe = io_uring::Probe::new();
+    let probed = ring.submitter().register_probe(&mut probe).is_ok();
+    want.iter().filter(|o| !probed || !probe.is_supported(o.0)).map(|o| format!("IORING_OP_{} (Linux {})", o.1, o.2)).collect()
 }
 
 pub fn machine_support() -> Result<(), String> {
@@ -114,7 +267,41 @@ pub fn machine_support() -> Result<(), String> {
             return Err("io_uring is disabled (kernel.io_uring_disabled = 2): set it to 0".into());
         }
     }
-    create_ring(2, 0, None, 0).map(|_| ()).map_err(|e| format!("io_uring_setup failed: {e}"))
+    let ring = create_ring_exact(2, 0, None, 0).map_err(|e| match e.raw_os_error() {
+        // CLAMP is the only flag of a bare ring.
+        Some(libc::EINVAL) => format!("io_uring_setup refused IORING_SETUP_CLAMP ({e}): this kernel's io_uring predates Linux 5.6, which iolab needs"),
+        _ => format!("io_uring_setup failed: {e}"),
+    })?;
+    let missing = missing_opcodes(&ring, OPCODES);
+    if !missing.is_empty() {
+        return Err(format!("this kernel's io_uring lacks {}, which iolab submits", missing.join(", ")));
+    }
+    Ok(())
+}
+
+/// What this kernel's ring setup refuses, for `iolab interfaces` (None: everything iolab asks
+/// for). A plain ring must already work (machine_support). `big`: NVMe passthrough's rings.
+pub fn setup_notes(big: bool) -> Option<String> {
+    let refuses = |f: u32| {
+        let r = if big { create_ring_big_exact(2, f, None, 1).map(drop) } else { create_ring_exact(2, f, None, 1).map(drop) };
+        r.is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+    };
+    // Each cost-only flag as the kernel would need it (DEFER_TASKRUN with SINGLE_ISSUER).
+    let mut cost = 0;
+    for (f, with) in [(SETUP_COOP_TASKRUN, 0), (SETUP_SINGLE_ISSUER, 0), (SETUP_DEFER_TASKRUN, SETUP_SINGLE_ISSUER)] {
+        if refuses(f | with) {
+            cost |= f;
+        }
+    }
+    let modes = if !big && refuses(SETUP_IOPOLL | SETUP_HYBRID_IOPOLL) { SETUP_HYBRID_IOPOLL } else { 0 };
+    let mut notes = Vec::new();
+    if cost != 0 {
+        notes.push(format!("rings set up without {} (this kernel refuses them)", flags_since(cost)));
+    }
+    if modes != 0 {
+        notes.push(format!("no hybrid polling ({})", flags_since(modes)));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 /// Setup flags a job asks for, plus the cheap ones that change nothing but cost.
@@ -124,6 +311,7 @@ pub fn flags_for(submit: Submit, complete: Complete) -> u32 {
         Submit::Sqpoll => f |= SETUP_SQPOLL,
         // One submitting thread per ring, and completion work deferred to when it enters
         // the kernel to reap (it always does, with GETEVENTS): no task-work interruptions.
+        // Kernels without them get less ([`step_down`]).
         Submit::Syscall => f |= SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN,
     }
     match complete {
@@ -291,7 +479,7 @@ fn retry_eintr(mut call: impl FnMut() -> io::Result<usize>) -> io::Result<usize>
 impl IoInterface for Uring {
     fn open(setup: &Setup) -> io::Result<Self> {
         let flags = flags_for(setup.submit, setup.complete);
-        let ring = create_ring(setup.qd, flags, setup.sq_cpu, setup.sq_idle_ms)?;
+        let (ring, _) = create_ring(setup.qd, flags, setup.sq_cpu, setup.sq_idle_ms)?;
         if setup.register_files {
             ring.submitter().register_files(setup.fds)?;
         }
@@ -332,5 +520,124 @@ impl IoInterface for Uring {
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
         self.driver.reap(&mut self.ring, min, out, |c| Completion { tag: c.user_data() as u32, result: c.result() as i64 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: u32 = SETUP_IOPOLL | SETUP_SQPOLL | SETUP_SQ_AFF | SETUP_CLAMP;
+    const K5_10: u32 = OLD;
+    const K5_19: u32 = OLD | SETUP_COOP_TASKRUN;
+    const K6_0: u32 = K5_19 | SETUP_SINGLE_ISSUER;
+    const K6_1: u32 = K6_0 | SETUP_DEFER_TASKRUN;
+
+    /// A kernel that knows the flags in `known` and answers EINVAL to any other, as
+    /// io_uring_setup does; every set asked for is noted in `tried`.
+    fn kernel(known: u32, tried: &mut Vec<u32>) -> impl FnMut(u32) -> io::Result<u32> + '_ {
+        move |f| {
+            tried.push(f);
+            if f & !known == 0 { Ok(f) } else { Err(io::Error::from_raw_os_error(libc::EINVAL)) }
+        }
+    }
+
+    /// (the flag sets tried, in order; the set the ring got) on a kernel knowing `known`.
+    fn steps(known: u32, flags: u32) -> (Vec<u32>, Option<u32>) {
+        let mut tried = Vec::new();
+        let got = step_down(flags, kernel(known, &mut tried)).ok().map(|(_, f)| f);
+        (tried, got)
+    }
+
+    #[test]
+    fn step_down_one_flag_at_a_time() {
+        let (si, defer, coop) = (SETUP_SINGLE_ISSUER, SETUP_DEFER_TASKRUN, SETUP_COOP_TASKRUN);
+        let syscall = flags_for(Submit::Syscall, Complete::Irq);
+        assert_eq!(syscall, si | defer);
+        // 6.1+: as asked, at the first try.
+        assert_eq!(steps(K6_1, syscall), (vec![si | defer], Some(si | defer)));
+        // 6.0: DEFER_TASKRUN → COOP_TASKRUN, SINGLE_ISSUER kept.
+        assert_eq!(steps(K6_0, syscall), (vec![si | defer, si | coop], Some(si | coop)));
+        // 5.19: then SINGLE_ISSUER goes.
+        assert_eq!(steps(K5_19, syscall), (vec![si | defer, si | coop, coop], Some(coop)));
+        // 5.10 (Debian 11), 5.14 (RHEL 9), 5.15 (Ubuntu 22.04): neither.
+        assert_eq!(steps(K5_10, syscall), (vec![si | defer, si | coop, coop, si, 0], Some(0)));
+        // A backport with SINGLE_ISSUER and no COOP_TASKRUN keeps what it has.
+        assert_eq!(steps(OLD | si, syscall).1, Some(si));
+        // The mode's flags are never dropped.
+        let poll = flags_for(Submit::Syscall, Complete::Poll);
+        assert_eq!(steps(K5_10, poll).1, Some(SETUP_IOPOLL));
+        assert_eq!(steps(K5_10, poll).0.iter().filter(|f| *f & SETUP_IOPOLL == 0).count(), 0);
+        let (tried, got) = steps(K6_1, flags_for(Submit::Syscall, Complete::Hybrid));
+        assert_eq!(got, None, "hybrid polling is never stepped down to plain polling");
+        assert!(tried.iter().all(|f| f & SETUP_HYBRID_IOPOLL != 0));
+        // SQPOLL asks for no cost-only flag: one try.
+        assert_eq!(steps(K5_10, flags_for(Submit::Sqpoll, Complete::Poll)), (vec![SETUP_SQPOLL | SETUP_IOPOLL], Some(SETUP_SQPOLL | SETUP_IOPOLL)));
+        // Only EINVAL (an unknown flag) steps down: other errors are the answer.
+        let mut tried = 0;
+        let r = step_down(syscall, |_| -> io::Result<()> {
+            tried += 1;
+            Err(io::Error::from_raw_os_error(libc::ENOMEM))
+        });
+        assert_eq!((r.unwrap_err().raw_os_error(), tried), (Some(libc::ENOMEM), 1));
+    }
+
+    #[test]
+    fn what_the_record_says() {
+        let asked = flags_for(Submit::Syscall, Complete::Poll);
+        let (_, used) = step_down(asked, kernel(K5_10, &mut Vec::new())).unwrap();
+        let r = RingSetup::new(asked, used, ring_extra(false, asked, None));
+        assert_eq!(r.asked, ["IOPOLL", "CLAMP", "SINGLE_ISSUER", "DEFER_TASKRUN"]);
+        assert_eq!(r.used, ["IOPOLL", "CLAMP"]);
+        assert_eq!(r.dropped, ["SINGLE_ISSUER", "DEFER_TASKRUN"]);
+        let (_, used) = step_down(asked, kernel(K5_19, &mut Vec::new())).unwrap();
+        let r = RingSetup::new(asked, used, ring_extra(true, asked, None));
+        assert_eq!(r.used, ["IOPOLL", "CLAMP", "COOP_TASKRUN", "SQE128", "CQE32"]);
+        assert_eq!(r.dropped, ["SINGLE_ISSUER", "DEFER_TASKRUN"]);
+        let sq = flags_for(Submit::Sqpoll, Complete::Irq);
+        let r = RingSetup::new(sq, sq, ring_extra(false, sq, Some(1)));
+        assert_eq!((r.used.clone(), r.dropped.is_empty()), (vec!["SQPOLL", "SQ_AFF", "CLAMP"], true));
+        assert_eq!(serde_json::to_value(&r).unwrap()["used"][0], "SQPOLL");
+    }
+
+    #[test]
+    fn refusals_blame_the_flag_the_kernel_refused() {
+        let blame = |known: u32, flags: u32| match setup_with(flags, kernel(known, &mut Vec::new())) {
+            Ok(_) => "ok".to_string(),
+            Err(Refused::Bare(_)) => "bare".into(),
+            Err(Refused::Flag(f, _)) => flag_names(f).join("|"),
+            Err(Refused::Together(f, _)) => format!("together {}", flag_names(f).join("|")),
+        };
+        // A 5.10 kernel runs polled and SQPOLL rings: no blame for IOPOLL there.
+        assert_eq!(blame(K5_10, flags_for(Submit::Syscall, Complete::Poll)), "ok");
+        assert_eq!(blame(K6_1, flags_for(Submit::Syscall, Complete::Hybrid)), "HYBRID_IOPOLL");
+        assert_eq!(blame(K5_10, flags_for(Submit::Sqpoll, Complete::Hybrid)), "HYBRID_IOPOLL");
+        assert_eq!(blame(SETUP_SQPOLL, flags_for(Submit::Syscall, Complete::Poll)), "IOPOLL");
+        assert_eq!(blame(SETUP_IOPOLL, flags_for(Submit::Sqpoll, Complete::Poll)), "SQPOLL");
+        let r = setup_with(flags_for(Submit::Syscall, Complete::Irq), |_| -> io::Result<()> { Err(io::Error::from_raw_os_error(libc::ENOSYS)) });
+        assert!(matches!(r, Err(Refused::Bare(e)) if e.raw_os_error() == Some(libc::ENOSYS)));
+        // SQPOLL refused for want of privilege (before 5.11): the error stays EPERM.
+        let r = setup_with(SETUP_SQPOLL, |f| if f & SETUP_SQPOLL != 0 { Err(io::Error::from_raw_os_error(libc::EPERM)) } else { Ok(()) });
+        assert!(matches!(r, Err(Refused::Flag(SETUP_SQPOLL, e)) if e.raw_os_error() == Some(libc::EPERM)));
+        // Each alone accepted, not together.
+        let r = setup_with(SETUP_SQPOLL | SETUP_IOPOLL, |f| if f == SETUP_SQPOLL | SETUP_IOPOLL { Err(io::Error::from_raw_os_error(libc::EINVAL)) } else { Ok(()) });
+        assert!(matches!(r, Err(Refused::Together(f, _)) if f == SETUP_SQPOLL | SETUP_IOPOLL));
+    }
+
+    /// On the kernel running the test: what a default io_uring ring gets.
+    #[test]
+    fn this_kernel() {
+        if machine_support().is_err() {
+            eprintln!("skipped: io_uring is not usable here");
+            return;
+        }
+        let flags = flags_for(Submit::Syscall, Complete::Irq);
+        let (setup, _) = try_setup(false, flags, None, 1).unwrap();
+        if crate::cli::run::kernel_version() >= (6, 1) {
+            assert!(setup.dropped.is_empty(), "{setup:?}");
+            assert_eq!(setup_notes(false).is_some(), crate::cli::run::kernel_version() < (6, 13));
+        } else {
+            assert!(setup.dropped.contains(&"DEFER_TASKRUN"), "{setup:?}");
+        }
     }
 }

@@ -229,6 +229,16 @@ pub fn machine_support(name: &str) -> Result<(), String> {
     }
 }
 
+/// For an interface the machine supports: what this kernel's io_uring ring setup refuses (and
+/// iolab does without, or cannot do), if anything.
+pub fn machine_notes(name: &str) -> Option<String> {
+    match name {
+        "io_uring" => io_uring::setup_notes(false),
+        "nvme-passthru" => io_uring::setup_notes(true),
+        _ => None,
+    }
+}
+
 /// The errno of the last failed libc call, as a negative completion result.
 pub(crate) fn neg_errno() -> i64 {
     -(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO) as i64)

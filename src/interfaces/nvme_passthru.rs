@@ -17,7 +17,7 @@
 //! The namespace's id comes from `NVME_IOCTL_ID`, its geometry (size, LBA size) from an admin
 //! Identify Namespace (`NVME_IOCTL_ADMIN_CMD`). Writes are guarded by the block-device rules
 //! applied to the block device of the same namespace (`/dev/nvmeXnY`), found through sysfs.
-use super::io_uring::{create_ring_big, flags_for, RingDriver};
+use super::io_uring::{create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver};
 use super::{Completion, IoInterface, Request, Setup, DEVICE_STATUS};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
@@ -363,10 +363,16 @@ pub fn fixed_buffers_supported() -> bool {
 
 pub fn machine_support() -> Result<(), String> {
     super::io_uring::machine_support()?;
+    // The kernel before the devices: 5.10 to 5.18 have no URING_CMD, and before 5.13 no /dev/ng*.
+    let ring = create_ring_big_exact(2, 0, None, 0).map_err(|e| format!("io_uring_setup with 128-byte SQEs and 32-byte CQEs failed (IORING_SETUP_SQE128 needs Linux 5.19+): {e}"))?;
+    let missing = missing_opcodes(&ring, &[(opcode::UringCmd80::CODE, "URING_CMD", "5.19")]);
+    if !missing.is_empty() {
+        return Err(format!("this kernel's io_uring lacks {}", missing.join(", ")));
+    }
     if generic_devices().is_empty() {
         return Err("no NVMe generic character devices (/dev/ng*)".into());
     }
-    create_ring_big(2, 0, None, 0).map(|_| ()).map_err(|e| format!("io_uring_setup with 128-byte SQEs and 32-byte CQEs failed (needs Linux 5.19+): {e}"))
+    Ok(())
 }
 
 // ------------------------------------------------------------------ the interface
@@ -386,7 +392,7 @@ impl IoInterface for Passthru {
         let ns = setup.fds.iter()
             .map(|&fd| Namespace::of_fd(fd).map(|n| (n.nsid, n.id.lba_shift)).map_err(io::Error::other))
             .collect::<io::Result<Vec<_>>>()?;
-        let ring = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), setup.sq_cpu, setup.sq_idle_ms)?;
+        let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), setup.sq_cpu, setup.sq_idle_ms)?;
         if setup.register_files {
             ring.submitter().register_files(setup.fds)?;
         }

@@ -33,6 +33,9 @@ options:
                        else /var/cache/iolab-vm when writable, else target/vm)
   --kernel-version V   Debian kernel ABI, e.g. 6.1.0-56-amd64 (default \$IOLAB_VM_KVER, else a
                        cached one, else the one linux-image-amd64 depends on)
+  --suite SUITE        take the kernel from Debian release SUITE instead of the host's sources,
+                       e.g. bullseye (5.10), through a private apt configuration in the cache
+                       (the host's sources are not touched); default \$IOLAB_VM_SUITE
   --no-install         never run apt-get (skip with 77 if something is missing)
   --append ARGS        extra kernel command line
   --quiet-boot         print the console once the guest has stopped, not live
@@ -51,6 +54,7 @@ SMP=2
 TIMEOUT=900
 CACHE=${IOLAB_VM_CACHE:-}
 KVER=${IOLAB_VM_KVER:-}
+SUITE=${IOLAB_VM_SUITE:-}
 INSTALL=1
 APPEND=""
 LIVE=1
@@ -65,6 +69,7 @@ while [ $# -gt 0 ]; do
     --timeout) TIMEOUT=$2; shift 2;;
     --cache) CACHE=$2; shift 2;;
     --kernel-version) KVER=$2; shift 2;;
+    --suite) SUITE=$2; shift 2;;
     --no-install) INSTALL=0; shift;;
     --append) APPEND=$2; shift 2;;
     --quiet-boot) LIVE=0; shift;;
@@ -78,6 +83,7 @@ done
 for s in "${SCRIPTS[@]}"; do [ -f "$s" ] || die "guest script $s does not exist"; done
 case $POLLQ in ''|*[!0-9]*) die "--poll-queues wants a number";; esac
 case $BACKEND in null|file|both) ;; *) die "--backend is null, file or both";; esac
+case $SUITE in *[!a-z0-9-]*) die "--suite wants a Debian release name such as bullseye";; esac
 [ -x "$IOLAB_BIN" ] || die "iolab binary $IOLAB_BIN not found (cargo build --release, or --iolab PATH)"
 IOLAB_BIN=$(readlink -f "$IOLAB_BIN")
 
@@ -123,17 +129,36 @@ flock -n 9 || { echo "vm-rig: waiting for another rig run to finish (lock $CACHE
 # ---------------------------------------------------------------- kernel
 # Debian's kernel package, unpacked under the cache: never installed into the host's /boot.
 kernel_ready() { [ -f "$CACHE/kernel/$1/vmlinuz" ] && [ -f "$CACHE/kernel/$1/modules/modules.dep" ]; }
+# The suite a cached kernel was fetched from with --suite (empty: the host's own sources).
+kernel_suite() { cat "$CACHE/kernel/$1/suite" 2>/dev/null; }
+# --suite: another Debian release's packages through a private apt configuration (sources list,
+# package lists and downloads under the cache), so the host's sources never change.
+APT_OPTS=()
+if [ -n "$SUITE" ]; then
+  PA=$CACHE/apt/$SUITE
+  APT_OPTS=(-o "Dir::Etc::sourcelist=$PA/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$PA/lists"
+            -o "Dir::Cache=$PA/cache" -o "Dir::Etc::preferencesparts=$PA/preferences.d" -o Dir::State::status=/dev/null
+            -o Debug::NoLocking=1)
+  mkdir -p "$PA/lists/partial" "$PA/cache/archives/partial" "$PA/preferences.d"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $SUITE main" > "$PA/sources.list"
+fi
+suite_update() {   # fetch the private package lists (only with --suite)
+  [ -n "$SUITE" ] && [ $INSTALL = 1 ] && command -v apt-get >/dev/null || return 1
+  echo "vm-rig: fetching Debian $SUITE's package lists into $PA"
+  apt-get "${APT_OPTS[@]}" update -qq >/dev/null 2>&1
+}
 if [ -z "$KVER" ]; then
   for d in $(ls -1d "$CACHE"/kernel/*/ 2>/dev/null | sort -V -r); do
-    v=$(basename "$d"); if kernel_ready "$v"; then KVER=$v; break; fi
+    v=$(basename "$d"); if kernel_ready "$v" && [ "$(kernel_suite "$v")" = "$SUITE" ]; then KVER=$v; break; fi
   done
 fi
 if [ -z "$KVER" ]; then
   command -v apt-cache >/dev/null || skip "no cached kernel and no apt to fetch one (set IOLAB_VM_KVER and --cache)"
-  pick() { apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: linux-image-\(.*-amd64\)$/\1/p' | head -1; }
+  pick() { apt-cache ${APT_OPTS[@]+"${APT_OPTS[@]}"} depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: linux-image-\(.*-amd64\)$/\1/p' | head -1; }
   KVER=$(pick)
-  if [ -z "$KVER" ] && [ "$(id -u)" = 0 ] && [ $INSTALL = 1 ]; then apt-get update -qq >/dev/null 2>&1; APT_UPDATED=1; KVER=$(pick); fi
-  [ -n "$KVER" ] || skip "apt offers no linux-image-amd64 kernel (is this Debian? run apt-get update)"
+  if [ -z "$KVER" ] && [ -n "$SUITE" ]; then suite_update; KVER=$(pick)
+  elif [ -z "$KVER" ] && [ "$(id -u)" = 0 ] && [ $INSTALL = 1 ]; then apt-get update -qq >/dev/null 2>&1; APT_UPDATED=1; KVER=$(pick); fi
+  [ -n "$KVER" ] || skip "apt offers no linux-image-amd64 kernel${SUITE:+ in Debian $SUITE} (is this Debian? run apt-get update)"
 fi
 KDIR=$CACHE/kernel/$KVER
 if ! kernel_ready "$KVER"; then
@@ -141,8 +166,9 @@ if ! kernel_ready "$KVER"; then
   command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || skip "no apt-get/dpkg-deb to fetch kernel $KVER"
   echo "vm-rig: fetching Debian kernel package linux-image-$KVER into $KDIR"
   rm -rf "$KDIR"; mkdir -p "$KDIR/dl"
-  (cd "$KDIR/dl" && apt-get download "linux-image-$KVER" >/dev/null 2>&1) \
-    || { [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 && (cd "$KDIR/dl" && apt-get download "linux-image-$KVER" >/dev/null 2>&1); } \
+  fetch() { (cd "$KDIR/dl" && apt-get ${APT_OPTS[@]+"${APT_OPTS[@]}"} download "linux-image-$KVER" >/dev/null 2>&1); }
+  if [ -n "$SUITE" ]; then fetch || { suite_update && fetch; }
+  else fetch || { [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 && fetch; }; fi \
     || skip "apt-get download linux-image-$KVER failed"
   mkdir -p "$KDIR/x"
   dpkg-deb -x "$KDIR"/dl/*.deb "$KDIR/x" || skip "cannot unpack linux-image-$KVER"
@@ -152,9 +178,10 @@ if ! kernel_ready "$KVER"; then
   mkdir -p "$KDIR/depmod/lib/modules"; ln -s "$KDIR/modules" "$KDIR/depmod/lib/modules/$KVER"
   "$BUSYBOX" depmod -b "$KDIR/depmod" "$KVER" || skip "depmod over the kernel's modules failed"
   rm -rf "$KDIR/x" "$KDIR/dl" "$KDIR/depmod"
+  [ -z "$SUITE" ] || echo "$SUITE" > "$KDIR/suite"
 fi
 kernel_ready "$KVER" || skip "kernel $KVER in $KDIR is incomplete"
-echo "vm-rig: kernel $KVER (Debian package linux-image-$KVER, cached in $KDIR)"
+echo "vm-rig: kernel $KVER (Debian ${SUITE:+$SUITE }package linux-image-$KVER, cached in $KDIR)"
 
 # ---------------------------------------------------------------- base initramfs (cached)
 # busybox, the block modules and /init. The per-run part (iolab, its libraries, the guest
@@ -187,7 +214,7 @@ if [ ! -f "$BASE" ]; then
   echo "$KVER" > "$R/etc/vmrig-kver"
   (cd "$R" && find . | "$BUSYBOX" cpio -o -H newc 2>/dev/null) > "$BASE.tmp" && mv "$BASE.tmp" "$BASE"
   rm -rf "$R"
-  for old in "$CACHE"/base-*.cpio; do [ "$old" = "$BASE" ] || rm -f "$old"; done
+  for old in "$CACHE"/base-"$KVER"-*.cpio; do [ "$old" = "$BASE" ] || rm -f "$old"; done
   [ -s "$BASE" ] || skip "could not build the base initramfs"
 fi
 

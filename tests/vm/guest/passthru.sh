@@ -9,6 +9,11 @@ IOS=${VM_IOS:-500}
 SIZE=8m
 
 section "nvme-passthru: generic character devices"
+if ! kernel_at_least 5 19; then
+  # No IORING_OP_URING_CMD nor 128-byte SQEs: iolab must say so, naming the version.
+  refused passthru_old_kernel '5\.19' -i nvme-passthru --ios 10 "${VM_NULL_DEV:-/dev/nvme0n1}"
+  exit 0
+fi
 ls -l /dev/ng* 2>&1
 "$IOLAB" interfaces > /tmp/interfaces.out 2>&1
 row=$(grep '^nvme-passthru ' /tmp/interfaces.out)

@@ -1,0 +1,89 @@
+#!/bin/sh
+# io_uring ring setup on this kernel: the record's `ring` (setup flags asked for, used, dropped)
+# for each mode against what the kernel version has, what `iolab interfaces` says the ring setup
+# refuses, and refusals that name what the kernel lacks. The setup flags exist from the versions
+# below on Debian's kernels (SINGLE_ISSUER 6.0, DEFER_TASKRUN 6.1, COOP_TASKRUN 5.19, hybrid
+# polling 6.13; its 5.10 carries 5.15's io_uring, which has none of them).
+. /vm/lib.sh
+IOS=${VM_IOS:-200}
+DEV=${VM_NULL_DEV:-}
+CTRL=${VM_NULL_CTRL:-}
+
+section "io_uring ring setup on kernel $KREL ($DEV)"
+if [ -z "$DEV" ]; then
+  result rings_nvme_present FAIL "no NVMe namespace with the null backend (serial vmrig-null)"
+  exit 0
+fi
+# What a syscall-submitted ring gets: flag names in iolab's order.
+if kernel_at_least 6 1; then USED="CLAMP SINGLE_ISSUER DEFER_TASKRUN"; DROPPED=""
+elif kernel_at_least 6 0; then USED="CLAMP COOP_TASKRUN SINGLE_ISSUER"; DROPPED="DEFER_TASKRUN"
+elif kernel_at_least 5 19; then USED="CLAMP COOP_TASKRUN"; DROPPED="SINGLE_ISSUER DEFER_TASKRUN"
+else USED="CLAMP"; DROPPED="SINGLE_ISSUER DEFER_TASKRUN"; fi
+
+# ring_list FIELD: ring.FIELD of the last run, space-separated.
+ring_list() { awk -v k="ring.$1." 'index($0, k) == 1 { sub(/^[^=]*=/, ""); printf "%s%s", s, $0; s = " " }' "/tmp/$RUN_NAME.flat"; }
+
+# ring NAME EXPECTED_PATH USED DROPPED ARGS...: a run whose record must say these ring flags.
+ring() {
+  local _n=$1 _w=$2 _u=$3 _d=$4
+  shift 4
+  run_iolab "$_n" "$CTRL" -i io_uring "$@" --ios $IOS "$DEV"
+  check_ok "$_w"
+  [ "$(ring_list used)" = "$_u" ] || problem "ring.used='$(ring_list used)', want '$_u' on $KREL"
+  [ "$(ring_list dropped)" = "$_d" ] || problem "ring.dropped='$(ring_list dropped)', want '$_d' on $KREL"
+  report "$_n" "ring_used='$(ring_list used)' dropped='$(ring_list dropped)'"
+}
+
+ring rings_syscall_irq interrupt "$USED" "$DROPPED" --qd 8
+if [ "$(qattr $DEV io_poll)" = 1 ]; then
+  ring rings_syscall_poll polled "IOPOLL $USED" "$DROPPED" --qd 8 --complete poll
+else
+  result rings_syscall_poll SKIP "$DEV cannot poll (queue/io_poll=0)"
+fi
+ring rings_sqpoll_irq interrupt "SQPOLL SQ_AFF CLAMP" "" --qd 8 --submit sqpoll --sq-cpu 1
+
+run_iolab rings_psync "$CTRL" -i psync --ios 20 "$DEV"
+check_ok interrupt
+[ "$(j ring)" = null ] || problem "ring=$(j ring) for psync, want null"
+report rings_psync
+
+# Before 5.11 the SQPOLL thread only takes registered files; iolab goes by the kernel's feature
+# bit (IORING_FEAT_SQPOLL_NONFIXED), not the version: Debian's 5.10 carries 5.15's io_uring
+# (backported in 5.10.162) and has it. Either the run works or it is refused naming 5.11.
+if kernel_at_least 5 11; then
+  ring rings_sqpoll_unregistered interrupt "SQPOLL CLAMP" "" --qd 8 --submit sqpoll --register-files false
+else
+  run_iolab rings_sqpoll_unregistered "$CTRL" -i io_uring --qd 8 --submit sqpoll --register-files false --ios $IOS "$DEV"
+  if [ "$RC" = 2 ] && grep -q 'registered files.*5\.11' "/tmp/$RUN_NAME.err"; then
+    result rings_sqpoll_unregistered PASS "refused: $(head -1 "/tmp/$RUN_NAME.err")"
+  else
+    check_ok interrupt
+    report rings_sqpoll_unregistered "(this kernel's io_uring has IORING_FEAT_SQPOLL_NONFIXED)"
+  fi
+fi
+
+# Hybrid polling: refused before 6.13 naming 6.13, and not blamed on IOPOLL.
+if ! kernel_at_least 6 13; then
+  run_iolab rings_hybrid_refusal "" -i io_uring --complete hybrid --ios 20 "$DEV"
+  if [ "$RC" = 2 ] && grep -q '6\.13' "/tmp/$RUN_NAME.err" && ! grep -q 'refused.* IOPOLL' "/tmp/$RUN_NAME.err"; then
+    result rings_hybrid_refusal PASS "$(head -1 "/tmp/$RUN_NAME.err")"
+  else
+    result rings_hybrid_refusal FAIL "want exit 2 naming 6.13, got exit $RC: $(head -c 300 "/tmp/$RUN_NAME.err" | tr '\n' ' ')"
+  fi
+fi
+
+# `iolab interfaces`: io_uring is available, and says which ring flags this kernel refuses.
+"$IOLAB" interfaces > /tmp/rings_interfaces.out 2>&1
+row=$(grep '^io_uring ' /tmp/rings_interfaces.out)
+echo "$row"
+PROBLEMS=""
+case $row in *" yes "*) ;; *) problem "io_uring is not available";; esac
+for f in $DROPPED; do
+  echo "$row" | grep -q "without.*$f" || problem "the row does not say the ring setup goes without $f"
+done
+[ -z "$DROPPED" ] && echo "$row" | grep -q "without" && problem "the row says the ring goes without something on $KREL"
+if kernel_at_least 6 13; then echo "$row" | grep -q "no hybrid" && problem "the row says no hybrid polling on $KREL"
+else echo "$row" | grep -q "no hybrid polling" || problem "the row does not say hybrid polling is missing on $KREL"; fi
+if [ -z "$PROBLEMS" ]; then result rings_interfaces PASS "$(echo "$row" | cut -c60-260)"
+else result rings_interfaces FAIL "$PROBLEMS: '$row'"; fi
+exit 0
