@@ -4,8 +4,8 @@
 pub mod analysis;
 pub mod cli;
 pub mod energy;
-pub mod failure;
 pub mod engine;
+pub mod failure;
 pub mod interfaces;
 pub mod meters;
 pub mod output;

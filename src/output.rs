@@ -54,7 +54,10 @@ pub fn kind(m: &std::fs::Metadata) -> String {
 
 /// Why iolab will not write `dest`, a node that is not a sink (`via`: where a link led).
 fn refusal(flag: &str, dest: &str, m: &std::fs::Metadata, via: &str) -> String {
-    format!("{flag} {dest}{via} is {}: iolab writes results only to regular files, /dev/null, terminals and FIFOs; give a file name", kind(m))
+    format!(
+        "{flag} {dest}{via} is {}: iolab writes results only to regular files, /dev/null, terminals and FIFOs; give a file name",
+        kind(m)
+    )
 }
 
 /// Where `dest` goes, or why iolab will not write there (`flag` names the option in messages).
@@ -93,7 +96,8 @@ pub fn check_writable(flag: &str, dest: &str) -> Result<(), String> {
         Destination::Stdout => Ok(()),
         // access(2), not open: opening a FIFO for writing waits for its reader.
         Destination::InPlace(p) => {
-            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| format!("{flag} {dest}: the name holds a NUL byte"))?;
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+                .map_err(|_| format!("{flag} {dest}: the name holds a NUL byte"))?;
             // SAFETY: c is a NUL-terminated path alive for the call.
             if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
                 return Err(format!("cannot write {flag} {dest}: {}", std::io::Error::last_os_error()));
@@ -105,7 +109,8 @@ pub fn check_writable(flag: &str, dest: &str) -> Result<(), String> {
             if !dir.is_dir() {
                 return Err(format!("cannot write {flag} {dest}: directory {} does not exist", dir.display()));
             }
-            tempfile::NamedTempFile::new_in(dir).map(drop)
+            tempfile::NamedTempFile::new_in(dir)
+                .map(drop)
                 .map_err(|e| format!("cannot write {flag} {dest}: {} is not writable ({})", dir.display(), std::io::Error::from(e.kind())))
         }
     }
@@ -122,7 +127,11 @@ pub fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), Strin
         }
         Destination::InPlace(p) => {
             use std::os::unix::fs::OpenOptionsExt;
-            let mut file = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOCTTY).open(&p).map_err(|e| format!("cannot write {dest}: {e}"))?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOCTTY)
+                .open(&p)
+                .map_err(|e| format!("cannot write {dest}: {e}"))?;
             // What was opened, not what the path named a moment ago (a link may have changed).
             let m = file.metadata().map_err(|e| format!("cannot write {dest}: {e}"))?;
             if !sink(&m) {

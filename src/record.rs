@@ -174,10 +174,19 @@ pub fn direction(d: &Direction, window_s: f64) -> DirectionResult {
 }
 
 pub fn series(slots: &[SecondSlot]) -> Vec<SecondPoint> {
-    slots.iter().enumerate().map(|(i, s)| {
-        let n = s.read_ios + s.write_ios;
-        SecondPoint { t: i as u32, read_iops: s.read_ios, write_iops: s.write_ios, mean_lat_ns: (n > 0).then(|| s.lat_sum_ns as f64 / n as f64) }
-    }).collect()
+    slots
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let n = s.read_ios + s.write_ios;
+            SecondPoint {
+                t: i as u32,
+                read_iops: s.read_ios,
+                write_iops: s.write_ios,
+                mean_lat_ns: (n > 0).then(|| s.lat_sum_ns as f64 / n as f64),
+            }
+        })
+        .collect()
 }
 
 pub fn cpu(r: &Rusage, window_s: f64, ios: u64) -> Cpu {

@@ -286,7 +286,10 @@ fn compare_two_configurations() {
         values: vec![(Metric::Iops, B.to_vec()), (Metric::LatMeanNs, D.to_vec()), (Metric::JoulesPerIo, vec![1.0, 2.0])],
     };
     let all = compare::compare(&ra, &rb, ALPHA);
-    assert_eq!(all.iter().map(|m| (m.metric, m.verdict)).collect::<Vec<_>>(), vec![(Metric::Iops, Verdict::Slower), (Metric::LatMeanNs, Verdict::Tie)]);
+    assert_eq!(
+        all.iter().map(|m| (m.metric, m.verdict)).collect::<Vec<_>>(),
+        vec![(Metric::Iops, Verdict::Slower), (Metric::LatMeanNs, Verdict::Tie)]
+    );
 }
 
 #[test]
@@ -417,8 +420,11 @@ fn tile_winner_margin_and_tie() {
     use iolab::studies::s3::{tile_winner, TileCall};
     // Joules per I/O, lower is better. "poll" is clearly cheaper than "irq": both sds are
     // √(0.02 / 3) = 0.0816, se = √(2 · 0.00667 / 4) = 0.0577, t = 1.0 / 0.0577 = 17.3 on 6 df.
-    let clear = vec![("irq".to_string(), vec![2.0, 2.1, 1.9, 2.0]), ("poll".to_string(), vec![1.0, 1.1, 0.9, 1.0]),
-        ("hybrid".to_string(), vec![3.0, 3.2, 2.8, 3.0])];
+    let clear = vec![
+        ("irq".to_string(), vec![2.0, 2.1, 1.9, 2.0]),
+        ("poll".to_string(), vec![1.0, 1.1, 0.9, 1.0]),
+        ("hybrid".to_string(), vec![3.0, 3.2, 2.8, 3.0]),
+    ];
     let w = tile_winner(Metric::JoulesPerIo, &clear, ALPHA).unwrap();
     assert_eq!((w.best.as_str(), w.second.as_deref()), ("poll", Some("irq")));
     assert_close!(w.margin.unwrap(), 1.0, 1e-12); // second / best − 1 = 2.0 / 1.0 − 1

@@ -100,10 +100,16 @@ fn pseudo_file_system_targets() {
     let sysfs = "/sys/kernel/uevent_seqnum";
     if Path::new(sysfs).is_file() {
         for rw in ["randread", "randwrite"] {
-            assert_mentions(&refused(&["--buffered", "--rw", rw, "--bs", "4096", "--ios", "1", sysfs]), &["is on sysfs, a kernel pseudo-file system"]);
+            assert_mentions(
+                &refused(&["--buffered", "--rw", rw, "--bs", "4096", "--ios", "1", sysfs]),
+                &["is on sysfs, a kernel pseudo-file system"],
+            );
         }
     }
-    assert_mentions(&refused(&["--buffered", "--ios", "1", "/proc/self/status"]), &["/proc/self/status is on proc, a kernel pseudo-file system"]);
+    assert_mentions(
+        &refused(&["--buffered", "--ios", "1", "/proc/self/status"]),
+        &["/proc/self/status is on proc, a kernel pseudo-file system"],
+    );
 }
 
 #[test]
@@ -214,7 +220,10 @@ fn durations_and_cpu_lists_beyond_the_limits() {
     // memory expanding the list: now one line before anything is touched.
     assert_mentions(&refused(&["--runtime", "100000000000000000000s", "TARGET"]), &["--runtime", "longer than a week"]);
     assert_mentions(&refused(&["--ramp", "100000000000s", "--ios", "10", "TARGET"]), &["--ramp", "longer than a week"]);
-    assert_mentions(&refused(&["--idle-baseline", "100000000000000000000s", "--ios", "10", "TARGET"]), &["--idle-baseline", "longer than a week"]);
+    assert_mentions(
+        &refused(&["--idle-baseline", "100000000000000000000s", "--ios", "10", "TARGET"]),
+        &["--idle-baseline", "longer than a week"],
+    );
     assert_mentions(&refused(&["--cpus", "0-99999999999", "--ios", "10", "TARGET"]), &["--cpus", "does not exist"]);
 }
 

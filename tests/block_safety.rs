@@ -69,25 +69,45 @@ impl Loop {
     /// kernel has no parser for the table (CONFIG_MSDOS_PARTITION / CONFIG_EFI_PARTITION unset),
     /// added by hand with BLKPG as partx would. Err when neither works.
     fn partition_1(&self, start: u64, len: u64) -> Result<String, String> {
-        let wait = |tries: u32| (0..tries).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-            self.partition_exists(1)
-        });
+        let wait = |tries: u32| {
+            (0..tries).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                self.partition_exists(1)
+            })
+        };
         if !wait(20) {
             #[repr(C)]
-            struct BlkpgPartition { start: i64, length: i64, pno: i32, devname: [u8; 64], volname: [u8; 64] }
+            struct BlkpgPartition {
+                start: i64,
+                length: i64,
+                pno: i32,
+                devname: [u8; 64],
+                volname: [u8; 64],
+            }
             #[repr(C)]
-            struct BlkpgIoctlArg { op: i32, flags: i32, datalen: i32, data: *mut libc::c_void }
+            struct BlkpgIoctlArg {
+                op: i32,
+                flags: i32,
+                datalen: i32,
+                data: *mut libc::c_void,
+            }
             const BLKPG: libc::c_ulong = 0x1269;
             const BLKPG_ADD_PARTITION: i32 = 1;
             let mut part = BlkpgPartition { start: start as i64, length: len as i64, pno: 1, devname: [0; 64], volname: [0; 64] };
-            let mut arg = BlkpgIoctlArg { op: BLKPG_ADD_PARTITION, flags: 0, datalen: std::mem::size_of::<BlkpgPartition>() as i32,
-                data: &mut part as *mut _ as *mut libc::c_void };
+            let mut arg = BlkpgIoctlArg {
+                op: BLKPG_ADD_PARTITION,
+                flags: 0,
+                datalen: std::mem::size_of::<BlkpgPartition>() as i32,
+                data: &mut part as *mut _ as *mut libc::c_void,
+            };
             let f = std::fs::File::open(&self.dev).map_err(|e| e.to_string())?;
             // SAFETY: BLKPG reads a blkpg_ioctl_arg pointing at a blkpg_partition, both alive here.
             let rc = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&f), BLKPG, &mut arg) };
             if rc != 0 {
-                return Err(format!("the kernel did not scan the table and BLKPG_ADD_PARTITION failed: {}", std::io::Error::last_os_error()));
+                return Err(format!(
+                    "the kernel did not scan the table and BLKPG_ADD_PARTITION failed: {}",
+                    std::io::Error::last_os_error()
+                ));
             }
             if !wait(300) {
                 return Err(format!("{}p1 did not appear", self.dev));
@@ -271,9 +291,9 @@ fn mounted_device_is_refused_even_with_consent() {
     let Some(m) = MountedExt4::new("mounted_device_is_refused_even_with_consent", dir.path(), "mnt.img") else { return };
     let (lp, mnt) = (&m.lp, &m.mnt);
     let dev = lp.dev.as_str();
-    let l = assert_refused(dir.path(), &lp, dev, WRITE);
+    let l = assert_refused(dir.path(), lp, dev, WRITE);
     assert!(l.contains(&format!("mounted on {}", mnt.display())), "should say where it is mounted: {l}");
-    let l = assert_refused(dir.path(), &lp, dev, &[WRITE, &["--destructive", dev]].concat());
+    let l = assert_refused(dir.path(), lp, dev, &[WRITE, &["--destructive", dev]].concat());
     assert!(l.contains("mounted on") && l.contains("does not override"), "{l}");
 }
 
@@ -446,9 +466,12 @@ fn block_size_below_the_logical_block_size() {
     let lbs = std::fs::read_to_string(format!("/sys/block/{}/queue/logical_block_size", lp.name())).unwrap();
     assert_eq!(lbs.trim(), "4096");
     let dev = lp.dev.as_str();
-    for (bs, args) in [("512", vec!["--rw", "randread"]), ("2k", vec!["-i", "io_uring", "--rw", "read"]),
-                       ("6k", vec!["-i", "libaio", "--rw", "randread"]),
-                       ("512", vec!["--rw", "randwrite", "--destructive", dev])] {
+    for (bs, args) in [
+        ("512", vec!["--rw", "randread"]),
+        ("2k", vec!["-i", "io_uring", "--rw", "read"]),
+        ("6k", vec!["-i", "libaio", "--rw", "randread"]),
+        ("512", vec!["--rw", "randwrite", "--destructive", dev]),
+    ] {
         let json = dir.path().join("x.json");
         let mut a = vec!["run", "--bs", bs, "--ios", "10", "--json", json.to_str().unwrap()];
         a.extend(&args);
@@ -527,8 +550,14 @@ fn device_mounted_in_another_namespace_is_refused() {
         }
     }
     let script = format!("mount -o ro {} '{}' && echo ready && exec sleep 60", lp.dev, mnt.display());
-    let mut child = Child(Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap());
+    let mut child = Child(
+        Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
     std::io::BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
     if line.trim() != "ready" {
@@ -560,14 +589,17 @@ fn file_backing_a_mounted_loop_device_is_refused() {
     let Some(mut m) = MountedExt4::new("file_backing_a_mounted_loop_device_is_refused", dir.path(), "mounted.img") else { return };
     let (lp, img, mnt) = (&m.lp, m.img.clone(), m.mnt.clone());
     let file = img.to_str().unwrap();
-    let l = assert_refused(dir.path(), &lp, file, &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
-    assert!(l.contains(&format!("it backs {}, which is mounted on {}", lp.name(), mnt.display())) && l.contains("does not override"), "{l}");
+    let l = assert_refused(dir.path(), lp, file, &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
+    assert!(
+        l.contains(&format!("it backs {}, which is mounted on {}", lp.name(), mnt.display())) && l.contains("does not override"),
+        "{l}"
+    );
     let link = dir.path().join("hard.img");
     std::fs::hard_link(&img, &link).unwrap();
     let sym = dir.path().join("sym.img");
     std::os::unix::fs::symlink(&img, &sym).unwrap();
     for other in [&link, &sym] {
-        let l = assert_refused(dir.path(), &lp, other.to_str().unwrap(), &["--rw", "write", "--size", "8M", "--ios", "16"]);
+        let l = assert_refused(dir.path(), lp, other.to_str().unwrap(), &["--rw", "write", "--size", "8M", "--ios", "16"]);
         assert!(l.contains(&format!("backs {}", lp.name())), "{l}");
     }
     let before = lp.contents();
@@ -576,8 +608,13 @@ fn file_backing_a_mounted_loop_device_is_refused() {
     // A second loop device over the mounted one's file, named with --destructive: still in use.
     let second = Loop::attach(&img, &[]).unwrap();
     let dev = second.dev.clone();
-    let l = assert_refused(dir.path(), &lp, &dev, &[WRITE, &["--destructive", &dev]].concat());
-    assert!(l.contains(&format!("{} over the same backing file", lp.name())) && l.contains(&format!("is mounted on {}", mnt.display())) && l.contains("does not override"), "{l}");
+    let l = assert_refused(dir.path(), lp, &dev, &[WRITE, &["--destructive", &dev]].concat());
+    assert!(
+        l.contains(&format!("{} over the same backing file", lp.name()))
+            && l.contains(&format!("is mounted on {}", mnt.display()))
+            && l.contains("does not override"),
+        "{l}"
+    );
     drop(second);
     m.mount = None;
     // Unmounted, the file is an ordinary file again.

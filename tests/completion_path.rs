@@ -31,7 +31,19 @@ fn dev(target: &str, device: &str, ctrl: Option<&str>, irqs: Option<u64>, ios: u
         queue_interrupts_per_io: None,
         irq_shared_with: vec![],
         irq_behind_loop: behind_loop,
-        stat: bytes.map(|b| DiskStat { read_ios: 0, read_merges: 0, read_sectors: b / 512, read_ticks_ms: 0, write_ios: 0, write_merges: 0, write_sectors: 0, write_ticks_ms: 0, in_flight: 0, io_ticks_ms: 0, time_in_queue_ms: 0 }),
+        stat: bytes.map(|b| DiskStat {
+            read_ios: 0,
+            read_merges: 0,
+            read_sectors: b / 512,
+            read_ticks_ms: 0,
+            write_ios: 0,
+            write_merges: 0,
+            write_sectors: 0,
+            write_ticks_ms: 0,
+            in_flight: 0,
+            io_ticks_ms: 0,
+            time_in_queue_ms: 0,
+        }),
         device_ios: None,
         iolab_ios: ios,
         difference: None,
@@ -40,8 +52,24 @@ fn dev(target: &str, device: &str, ctrl: Option<&str>, irqs: Option<u64>, ios: u
 
 fn observe(args: &[&str], devices: Vec<DeviceCost>) -> CompletionPath {
     let j = job(args);
-    let cost = Cost { window_s: 1.0, classes: vec![], system: None, accounting: None, devices, interrupts_total: 0, interrupts_total_per_io: None, counters: None };
-    let mut p = CompletionPath { requested: String::new(), expected: String::new(), reason: None, observed: None, evidence: None, fell_back: false };
+    let cost = Cost {
+        window_s: 1.0,
+        classes: vec![],
+        system: None,
+        accounting: None,
+        devices,
+        interrupts_total: 0,
+        interrupts_total_per_io: None,
+        counters: None,
+    };
+    let mut p = CompletionPath {
+        requested: String::new(),
+        expected: String::new(),
+        reason: None,
+        observed: None,
+        evidence: None,
+        fell_back: false,
+    };
     observe_path(&mut p, &j, &cost);
     p
 }
@@ -64,7 +92,13 @@ fn devices_without_lines_are_unknown() {
     let p = observe(&["-i", "io_uring", "--complete", "poll"], vec![dev("/dev/nullb0", "nullb0", None, None, 500, None, false)]);
     assert_eq!(p.observed.as_deref(), Some("unknown"));
     // One target without lines makes the whole run unobservable.
-    let p = observe(&["-i", "io_uring", "--complete", "poll"], vec![dev("/dev/nvme0n1", "nvme0n1", Some("nvme0"), Some(0), 500, None, false), dev("/dev/zram0", "zram0", None, None, 500, None, false)]);
+    let p = observe(
+        &["-i", "io_uring", "--complete", "poll"],
+        vec![
+            dev("/dev/nvme0n1", "nvme0n1", Some("nvme0"), Some(0), 500, None, false),
+            dev("/dev/zram0", "zram0", None, None, 500, None, false),
+        ],
+    );
     assert_eq!(p.observed.as_deref(), Some("unknown"), "{:?}", p.evidence);
 }
 

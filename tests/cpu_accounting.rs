@@ -27,16 +27,39 @@ struct Accounting {
 fn measure(target: &str, args: &[&str]) -> Accounting {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_iolab")).arg("run").args(args)
-        .args(["--runtime", "3s", "-q", "--json"]).arg(&json).arg(target).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .arg("run")
+        .args(args)
+        .args(["--runtime", "3s", "-q", "--json"])
+        .arg(&json)
+        .arg(target)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let acc = &rec["cost"]["accounting"];
     let f = |k: &str| acc[k].as_f64().unwrap_or_else(|| panic!("cost.accounting.{k} missing: {acc}"));
-    let classes = rec["cost"]["classes"].as_array().unwrap().iter().map(|c| (c["class"].as_str().unwrap().to_string(), c["cpu_s"].clone())).collect::<serde_json::Map<_, _>>();
-    let a = Accounting { busy_s: f("busy_s"), classes_s: f("classes_s"), unaccounted: f("unaccounted_fraction"), unexplained: f("unexplained_fraction"), class_s: classes.into() };
-    eprintln!("{target} {args:?}: busy {:.2} s, classes {:.2} s, unaccounted {:.1} %, interrupt context {:.2} s, unexplained {:.1} %",
-        a.busy_s, a.classes_s, a.unaccounted * 100.0, f("interrupt_context_s"), a.unexplained * 100.0);
+    let classes = rec["cost"]["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["class"].as_str().unwrap().to_string(), c["cpu_s"].clone()))
+        .collect::<serde_json::Map<_, _>>();
+    let a = Accounting {
+        busy_s: f("busy_s"),
+        classes_s: f("classes_s"),
+        unaccounted: f("unaccounted_fraction"),
+        unexplained: f("unexplained_fraction"),
+        class_s: classes.into(),
+    };
+    eprintln!(
+        "{target} {args:?}: busy {:.2} s, classes {:.2} s, unaccounted {:.1} %, interrupt context {:.2} s, unexplained {:.1} %",
+        a.busy_s,
+        a.classes_s,
+        a.unaccounted * 100.0,
+        f("interrupt_context_s"),
+        a.unexplained * 100.0
+    );
     a
 }
 
@@ -47,7 +70,11 @@ fn best(target: &str, args: &[&str]) -> Accounting {
         return first;
     }
     let second = measure(target, args);
-    if second.unexplained < first.unexplained { second } else { first }
+    if second.unexplained < first.unexplained {
+        second
+    } else {
+        first
+    }
 }
 
 const MODES: [&[&str]; 3] = [&["-i", "psync"], &["-i", "io_uring", "--qd", "8"], &["-i", "io_uring", "--submit", "sqpoll", "--qd", "8"]];
@@ -55,8 +82,18 @@ const MODES: [&[&str]; 3] = [&["-i", "psync"], &["-i", "io_uring", "--qd", "8"],
 fn check(target: &str) {
     for m in MODES {
         let a = best(target, m);
-        assert!(a.classes_s <= a.busy_s * (1.0 + OVERCOUNT), "{target} {m:?}: classes {:.2} s exceed busy {:.2} s: double counting", a.classes_s, a.busy_s);
-        assert!(a.unexplained <= TOLERANCE, "{target} {m:?}: classes and interrupt context miss {:.1} % of busy time (tolerance {:.0} %)", a.unexplained * 100.0, TOLERANCE * 100.0);
+        assert!(
+            a.classes_s <= a.busy_s * (1.0 + OVERCOUNT),
+            "{target} {m:?}: classes {:.2} s exceed busy {:.2} s: double counting",
+            a.classes_s,
+            a.busy_s
+        );
+        assert!(
+            a.unexplained <= TOLERANCE,
+            "{target} {m:?}: classes and interrupt context miss {:.1} % of busy time (tolerance {:.0} %)",
+            a.unexplained * 100.0,
+            TOLERANCE * 100.0
+        );
         // Where the cost lands: the SQ thread burns most of a core and must be found in its class.
         if m.contains(&"sqpoll") {
             let sq = a.class_s["sqpoll"].as_f64().unwrap_or(0.0);

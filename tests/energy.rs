@@ -44,7 +44,12 @@ fn machine(name: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn cfg_with(sources: &[&str], sys: &Path) -> EnergyConfig {
-    EnergyConfig { sources: sources.iter().map(|s| s.to_string()).collect(), sysfs_root: sys.to_path_buf(), sample_interval: Duration::from_millis(20), ..Default::default() }
+    EnergyConfig {
+        sources: sources.iter().map(|s| s.to_string()).collect(),
+        sysfs_root: sys.to_path_buf(),
+        sample_interval: Duration::from_millis(20),
+        ..Default::default()
+    }
 }
 
 fn zone(sys: &Path, id: &str) -> PathBuf {
@@ -105,12 +110,14 @@ fn two_socket_server_sums_sockets_and_corrects_a_wrap() {
     let range = 262143328850u64;
     let meter = EnergyMeter::start(&cfg_with(&["rapl"], &sys));
     // intel-rapl:1 follows the recorded sequence through its wrap; the others advance steadily.
-    let seq: Vec<u64> = serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(fixtures().join("powercap/energy_uj_sequences.json")).unwrap()).unwrap()["intel-2socket-server/intel-rapl:1/energy_uj"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let seq: Vec<u64> =
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(fixtures().join("powercap/energy_uj_sequences.json")).unwrap())
+            .unwrap()["intel-2socket-server/intel-rapl:1/energy_uj"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
     assert_eq!(seq[0], 262140000000);
     for (k, v) in seq.iter().enumerate().skip(1) {
         std::thread::sleep(Duration::from_millis(70));
@@ -170,8 +177,10 @@ fn stuck_counter_is_unavailable_with_a_reason() {
 
 #[test]
 fn recorded_sequences_wrap_stuck_eio() {
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("powercap/energy_uj_sequences.json")).unwrap()).unwrap();
-    let seq = |k: &str| -> Vec<(f64, Option<f64>)> { v[k].as_array().unwrap().iter().enumerate().map(|(i, x)| (i as f64, x.as_f64())).collect() };
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("powercap/energy_uj_sequences.json")).unwrap()).unwrap();
+    let seq =
+        |k: &str| -> Vec<(f64, Option<f64>)> { v[k].as_array().unwrap().iter().enumerate().map(|(i, x)| (i as f64, x.as_f64())).collect() };
     let w = integrate_counter(&seq("intel-2socket-server/intel-rapl:1/energy_uj"), 1e-6, Some(262143328850.0), 1000.0, (0.0, 3.0));
     assert!((w.joules - 7.82885).abs() < 1e-9 && w.wraps == 1);
     let s = integrate_counter(&seq("vm-passthrough-stuck/energy_uj"), 1e-6, Some(262143328850.0), 1000.0, (0.0, 2.0));
@@ -208,7 +217,7 @@ fn perf_power_pmu_tree() {
     assert_eq!(d.cpus, vec![0]);
     let names: Vec<(&str, &str, u64)> = d.events.iter().map(|e| (e.name.as_str(), e.scope.as_str(), e.config)).collect();
     assert_eq!(names, vec![("energy-pkg", "cpu_package", 2), ("energy-ram", "dram", 3), ("energy-psys", "platform", 5)]);
-    assert_eq!(d.events[0].scale, 2.3283064365386962890625e-10);
+    assert_eq!(d.events[0].scale, 2.328_306_436_538_696_3e-10);
     assert!(d.notes.iter().any(|n| n.contains("energy-cores")));
     assert_eq!(energy::perf_power::parse_cpulist("0-1,28"), Some(vec![0, 1, 28]));
     // No such PMU type on this machine: the open fails with a reason, never a number.
@@ -240,9 +249,12 @@ fn ipmitool_outputs_parse() {
     }
     let r = energy::ipmi::parse_dcmi(&std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.19.C-locale.txt")).unwrap()).unwrap();
     assert_eq!(r.timestamp.as_deref(), Some("03/06/25 19:30:35 UTC"));
-    let e = energy::ipmi::parse_dcmi(&std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.deactivated-zero.txt")).unwrap()).unwrap_err();
+    let e = energy::ipmi::parse_dcmi(&std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.deactivated-zero.txt")).unwrap())
+        .unwrap_err();
     assert!(e.contains("deactivated"), "{e}");
-    let t = std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.txt")).unwrap().replace("Thu Mar  6 19:30:35 2025", "Thu Jan  1 00:00:00 1970");
+    let t = std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.txt"))
+        .unwrap()
+        .replace("Thu Mar  6 19:30:35 2025", "Thu Jan  1 00:00:00 1970");
     assert!(energy::ipmi::parse_dcmi(&t).unwrap_err().contains("1970"));
     let t = std::fs::read_to_string(dir.join("dcmi_power_reading.1.8.18.txt")).unwrap().replace("  215 Watts", "    0 Watts");
     assert!(energy::ipmi::parse_dcmi(&t).unwrap_err().contains("0 W"));
@@ -314,7 +326,11 @@ fn redfish_server(routes: Vec<(&'static str, String)>, auth: &'static str) -> St
                     None => ("404 Not Found", "{}".to_string()),
                 }
             };
-            let _ = write!(s, "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = write!(
+                s,
+                "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     format!("http://{addr}")
@@ -379,10 +395,12 @@ const T0: f64 = 1_741_289_435.0; // 2025-03-06T19:30:35Z
 fn meter_points(offset_s: f64, drift_ppm: f64) -> Vec<(f64, f64)> {
     let h0 = T0 - 10.0;
     let m0 = h0 - offset_s;
-    (0..=80).map(|i| {
-        let h = h0 + i as f64;
-        (m0 + (h - h0) * (1.0 + drift_ppm * 1e-6), 100.0 + (h - T0))
-    }).collect()
+    (0..=80)
+        .map(|i| {
+            let h = h0 + i as f64;
+            (m0 + (h - h0) * (1.0 + drift_ppm * 1e-6), 100.0 + (h - T0))
+        })
+        .collect()
 }
 
 fn iso(t: f64) -> String {
@@ -400,7 +418,11 @@ fn plain_csv_with_offset_and_drift_gives_the_known_integral() {
     let mut text = String::from("timestamp,watts\n");
     for (i, (t, w)) in meter_points(offset, drift).iter().enumerate() {
         // Mix UNIX seconds and ISO 8601.
-        if i % 2 == 0 { text.push_str(&format!("{t:.6},{w}\n")) } else { text.push_str(&format!("{},{w}\n", iso(*t))) }
+        if i % 2 == 0 {
+            text.push_str(&format!("{t:.6},{w}\n"))
+        } else {
+            text.push_str(&format!("{},{w}\n", iso(*t)))
+        }
     }
     std::fs::write(&p, text).unwrap();
     let exact = 100.0 * 60.0 + 60.0 * 60.0 / 2.0; // ∫_0^60 (100 + t) dt
@@ -428,7 +450,12 @@ fn hobo_date(t: f64, tz: f64) -> String {
     let local = iso(t + tz); // YYYY-MM-DDTHH:MM:SS.sssZ
     let (y, mo, d) = (&local[2..4], &local[5..7], &local[8..10]);
     let (h, mi, s) = (local[11..13].parse::<u32>().unwrap(), &local[14..16], &local[17..19]);
-    let (h12, ap) = match h { 0 => (12, "AM"), 1..=11 => (h, "AM"), 12 => (12, "PM"), _ => (h - 12, "PM") };
+    let (h12, ap) = match h {
+        0 => (12, "AM"),
+        1..=11 => (h, "AM"),
+        12 => (12, "PM"),
+        _ => (h - 12, "PM"),
+    };
     format!("{mo}/{d}/{y} {h12:02}:{mi}:{s} {ap}")
 }
 
@@ -452,7 +479,9 @@ fn hoboware_power_and_energy_series() {
     assert!((s.joules - 7800.0).abs() < 1e-6, "{}", s.joules);
 
     // Cumulative "Active Energy, Wh" (preferred over power), semicolon-separated, 24 h clock.
-    let mut text = String::from("Plot Title: rig\n\"#\";\"Date Time, GMT+00:00\";\"Active Power, W (LGR S/N: 1)\";\"Active Energy, Wh (LGR S/N: 1)\"\n");
+    let mut text = String::from(
+        "Plot Title: rig\n\"#\";\"Date Time, GMT+00:00\";\"Active Power, W (LGR S/N: 1)\";\"Active Energy, Wh (LGR S/N: 1)\"\n",
+    );
     let mut wh = 0.0;
     for i in 0..=80 {
         let t = T0 - 10.0 + i as f64;
@@ -488,7 +517,22 @@ fn meter_log_is_aligned_to_a_live_window() {
 fn low_coverage_gives_no_ratios() {
     let mut r = energy::EnergyReport::unavailable(vec![]);
     r.status = "measured".into();
-    r.sources.push(energy::SourceEnergy { source: "ipmi".into(), scope: "bmc_system".into(), method: "x".into(), joules: 100.0, mean_watts: 200.0, window_s: 1.0, coverage: 0.5, largest_gap_s: 0.5, samples: 1, read_errors: 0, wraps: 0, iops_per_joule: None, bytes_per_joule: None, notes: vec![] });
+    r.sources.push(energy::SourceEnergy {
+        source: "ipmi".into(),
+        scope: "bmc_system".into(),
+        method: "x".into(),
+        joules: 100.0,
+        mean_watts: 200.0,
+        window_s: 1.0,
+        coverage: 0.5,
+        largest_gap_s: 0.5,
+        samples: 1,
+        read_errors: 0,
+        wraps: 0,
+        iops_per_joule: None,
+        bytes_per_joule: None,
+        notes: vec![],
+    });
     r.with_io(1000, 4096000);
     assert!(r.sources[0].iops_per_joule.is_none());
     assert!(r.sources[0].notes[0].contains("coverage"));
@@ -511,7 +555,13 @@ fn build_fake_nvml(dir: &Path, not_supported: bool) -> Option<PathBuf> {
     let c = dir.join("fake_nvml.c");
     std::fs::write(&c, FAKE_NVML).ok()?;
     let so = dir.join(if not_supported { "libnvml_ns.so" } else { "libnvml_ok.so" });
-    let st = std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(format!("-DNOT_SUPPORTED={}", u8::from(not_supported))).arg(&c).status().ok()?;
+    let st = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(format!("-DNOT_SUPPORTED={}", u8::from(not_supported)))
+        .arg(&c)
+        .status()
+        .ok()?;
     st.success().then_some(so)
 }
 
@@ -522,7 +572,12 @@ fn nvml_loaded_at_run_time() {
         eprintln!("no C compiler: fake NVML test skipped");
         return;
     };
-    let cfg = EnergyConfig { sources: vec!["nvml".into()], nvml_library: Some(ok), sample_interval: Duration::from_millis(20), ..Default::default() };
+    let cfg = EnergyConfig {
+        sources: vec!["nvml".into()],
+        nvml_library: Some(ok),
+        sample_interval: Duration::from_millis(20),
+        ..Default::default()
+    };
     let meter = EnergyMeter::start(&cfg);
     std::thread::sleep(Duration::from_millis(150));
     let r = meter.stop();
@@ -534,7 +589,11 @@ fn nvml_loaded_at_run_time() {
     let ns = build_fake_nvml(d.path(), true).unwrap();
     let st = energy::probe(&EnergyConfig { sources: vec!["nvml".into()], nvml_library: Some(ns), ..Default::default() });
     assert!(!st[0].available && st[0].detail.contains("Not Supported"), "{:?}", st[0]);
-    let st = energy::probe(&EnergyConfig { sources: vec!["nvml".into()], nvml_library: Some("/nonexistent/libnvidia-ml.so.1".into()), ..Default::default() });
+    let st = energy::probe(&EnergyConfig {
+        sources: vec!["nvml".into()],
+        nvml_library: Some("/nonexistent/libnvidia-ml.so.1".into()),
+        ..Default::default()
+    });
     assert!(!st[0].available && st[0].detail.contains("not loadable"));
 }
 

@@ -71,13 +71,25 @@ fn no_source_no_number() {
 
 /// `iolab run` with a meter log, killed after `limit` (a FIFO once made it wait forever) and with
 /// its address space capped at 2 GiB (/dev/zero once made it read until the OOM killer came).
-fn run_meter(dir: &std::path::Path, log: &std::path::Path, extra: &[&str], limit: std::time::Duration) -> (Option<i32>, String, serde_json::Value) {
+fn run_meter(
+    dir: &std::path::Path,
+    log: &std::path::Path,
+    extra: &[&str],
+    limit: std::time::Duration,
+) -> (Option<i32>, String, serde_json::Value) {
     use std::os::unix::process::CommandExt;
     let json = dir.join("m.json");
     let _ = std::fs::remove_file(&json);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_iolab"));
-    cmd.args(["run", "--size", "16m", "--runtime", "1s", "-q", "--energy", "meter", "--json"]).arg(&json).arg("--meter-log").arg(log).args(extra).env("TMPDIR", dir)
-        .stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    cmd.args(["run", "--size", "16m", "--runtime", "1s", "-q", "--energy", "meter", "--json"])
+        .arg(&json)
+        .arg("--meter-log")
+        .arg(log)
+        .args(extra)
+        .env("TMPDIR", dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe.
     unsafe {
         cmd.pre_exec(|| {

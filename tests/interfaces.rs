@@ -31,7 +31,8 @@ impl Mode {
     /// Flags for this mode. Polled io_uring modes need --allow-fallback on queues without poll
     /// queues (virtio, loop); where the queue can poll the flag changes nothing.
     fn args(&self) -> Vec<String> {
-        let mut v = vec!["-i".to_string(), self.interface.into(), "--submit".into(), self.submit.into(), "--complete".into(), self.complete.into()];
+        let mut v =
+            vec!["-i".to_string(), self.interface.into(), "--submit".into(), self.submit.into(), "--complete".into(), self.complete.into()];
         if self.interface == "io_uring" && self.complete != "irq" {
             v.push("--allow-fallback".into());
         }
@@ -64,13 +65,17 @@ fn modes_here(interface: &str) -> Vec<&'static Mode> {
         skip(interface, &format!("{interface} is not available here: {e}"));
         return vec![];
     }
-    MODES.iter().filter(|md| md.interface == interface).filter(|md| {
-        if md.complete == "hybrid" && kernel_version() < (6, 13) {
-            skip(&md.label(), "io_uring hybrid polling needs Linux 6.13 or later");
-            return false;
-        }
-        true
-    }).collect()
+    MODES
+        .iter()
+        .filter(|md| md.interface == interface)
+        .filter(|md| {
+            if md.complete == "hybrid" && kernel_version() < (6, 13) {
+                skip(&md.label(), "io_uring hybrid polling needs Linux 6.13 or later");
+                return false;
+            }
+            true
+        })
+        .collect()
 }
 
 /// `iolab run ARGS --json J -q` in `dir`; returns the run and its record (when it wrote one).
@@ -119,7 +124,11 @@ fn mode_run(dir: &Path, md: &Mode, args: &[String]) -> Option<Value> {
             assert_eq!(rec["status"], "failed");
             assert!(u(rec, "/results/total/errors") >= 1, "{}", r.describe());
             // Expected here; not a skip worth a line in every log.
-            eprintln!("{} {}: this queue cannot poll and the kernel fails polled I/O with EOPNOTSUPP (checked that iolab says so)", md.label(), args.join(" "));
+            eprintln!(
+                "{} {}: this queue cannot poll and the kernel fails polled I/O with EOPNOTSUPP (checked that iolab says so)",
+                md.label(),
+                args.join(" ")
+            );
             return None;
         }
     }
@@ -232,14 +241,22 @@ fn sequential_write_then_read_verify() {
             let t = zero_file(dir.path(), "seq.dat", SIZE_BYTES).display().to_string();
             let qd = if md.is_async() { "4" } else { "1" };
             let l = md.label();
-            if let Some(w) = mode_run(dir.path(), md, &[md.args(), strs(&["--rw", "write", "--bs", "64k", "--qd", qd, "--verify", "--bytes", SIZE, &t])].concat()) {
+            if let Some(w) = mode_run(
+                dir.path(),
+                md,
+                &[md.args(), strs(&["--rw", "write", "--bs", "64k", "--qd", qd, "--verify", "--bytes", SIZE, &t])].concat(),
+            ) {
                 assert_eq!(u(&w, "/results/write/ios"), 128, "{l}");
                 assert_eq!(u(&w, "/results/write/bytes"), SIZE_BYTES, "{l}");
                 assert_eq!(u(&w, "/results/verify/written_blocks_read_back"), 128, "{l}: every block written once");
             } else {
                 verify_file(dir.path(), "seq.dat", SIZE_BYTES);
             }
-            if let Some(r) = mode_run(dir.path(), md, &[md.args(), strs(&["--rw", "read", "--bs", "64k", "--qd", qd, "--verify", "--bytes", SIZE, &t])].concat()) {
+            if let Some(r) = mode_run(
+                dir.path(),
+                md,
+                &[md.args(), strs(&["--rw", "read", "--bs", "64k", "--qd", qd, "--verify", "--bytes", SIZE, &t])].concat(),
+            ) {
                 assert_eq!(u(&r, "/results/read/ios"), 128, "{l}");
                 assert_eq!(u(&r, "/results/verify/reads_checked"), 128, "{l}");
             }
@@ -253,8 +270,13 @@ fn sequential_write_then_read_verify() {
 /// The page cache: every interface that may use it, without O_DIRECT.
 #[test]
 fn buffered_runs() {
-    for md in [m("psync", "syscall", "irq"), m("pvsync2", "syscall", "irq"), m("posixaio", "syscall", "irq"),
-               m("io_uring", "syscall", "irq"), m("io_uring", "sqpoll", "irq")] {
+    for md in [
+        m("psync", "syscall", "irq"),
+        m("pvsync2", "syscall", "irq"),
+        m("posixaio", "syscall", "irq"),
+        m("io_uring", "syscall", "irq"),
+        m("io_uring", "sqpoll", "irq"),
+    ] {
         if iolab::interfaces::machine_support(md.interface).is_err() {
             continue;
         }

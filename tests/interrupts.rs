@@ -33,8 +33,13 @@ fn wait(child: &mut std::process::Child, limit: Duration) -> (Option<i32>, Optio
 fn ctrl_c_while_the_default_target_is_filled_leaves_no_file() {
     let dir = tempdir();
     // 4 GiB takes long enough to fill that the signal lands during the fill.
-    let mut child = Command::new(BIN).args(["run", "--size", "4g", "--ios", "10"]).env("TMPDIR", dir.path())
-        .stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--size", "4g", "--ios", "10"])
+        .env("TMPDIR", dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_dir(dir.path()).unwrap().flatten().any(|d| d.path().join("target.dat").exists()) {
         assert!(Instant::now() < deadline, "no temporary target appeared");
@@ -53,8 +58,14 @@ fn ctrl_c_during_the_idle_baseline_ends_it_and_issues_no_io() {
     let dir = tempdir();
     let target = verify_file(dir.path(), "t.dat", 8 << 20);
     let json = dir.path().join("out.json");
-    let mut child = Command::new(BIN).args(["run", "--idle-baseline", "60s", "--runtime", "60s", "--json"]).arg(&json).arg(&target)
-        .stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--idle-baseline", "60s", "--runtime", "60s", "--json"])
+        .arg(&json)
+        .arg(&target)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     signal(&child, libc::SIGINT);
     let (code, _, took, err) = wait(&mut child, Duration::from_secs(30));
@@ -80,8 +91,14 @@ fn an_abort_with_settings_changed_names_iolab_restore() {
         skip("an_abort_with_settings_changed_names_iolab_restore", "the target file has no block device behind it, so no setting applies");
         return;
     }
-    let mut child = Command::new(BIN).args(["run", "--set", "governor=performance", "--runtime", "30s"]).arg(&target).envs(env.clone())
-        .stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--set", "governor=performance", "--runtime", "30s"])
+        .arg(&target)
+        .envs(env.clone())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::fs::read_to_string(gov.join("scaling_governor")).unwrap().trim() != "performance" {
         assert!(Instant::now() < deadline, "the governor was never changed");

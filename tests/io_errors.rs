@@ -60,7 +60,20 @@ fn continue_on_error_counts_errors_apart_from_completions() {
     let dir = tempfile::tempdir().unwrap();
     let dev = failing_loop(dir.path());
     let json = dir.path().join("r.json");
-    let out = iolab(&["run", "-i", "io_uring", "--qd", "8", "--ios", "2000", "--continue-on-error", "-q", &dev.0, "--json", json.to_str().unwrap()]);
+    let out = iolab(&[
+        "run",
+        "-i",
+        "io_uring",
+        "--qd",
+        "8",
+        "--ios",
+        "2000",
+        "--continue-on-error",
+        "-q",
+        &dev.0,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let read = &rec["results"]["read"];
@@ -68,7 +81,6 @@ fn continue_on_error_counts_errors_apart_from_completions() {
     assert_eq!(ios, 2000, "exactly the budget of successful I/Os");
     // Reads are uniform over 16 MiB and only the first 4 MiB exist: about 3 errors per success.
     assert!(errors > ios, "errors {errors} vs completions {ios}");
-    let lat_count_ok = rec["results"]["series"].as_array().unwrap().iter()
-        .map(|s| s["read_iops"].as_u64().unwrap()).sum::<u64>() == ios;
+    let lat_count_ok = rec["results"]["series"].as_array().unwrap().iter().map(|s| s["read_iops"].as_u64().unwrap()).sum::<u64>() == ios;
     assert!(lat_count_ok, "per-second series must count completions only");
 }

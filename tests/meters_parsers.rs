@@ -75,7 +75,15 @@ fn task_dir(name: &str) -> Vec<tasks::TaskSample> {
             let (comm, ut, st) = tasks::parse_stat(&std::fs::read_to_string(&p).unwrap()).unwrap();
             let (v, n) = tasks::parse_status_ctx(&std::fs::read_to_string(p.with_extension("status")).unwrap());
             let tid = p.file_stem().unwrap().to_str().unwrap().parse().unwrap();
-            out.push(tasks::TaskSample { pid: 0, tid, comm, user_s: ut as f64 / 100.0, system_s: st as f64 / 100.0, voluntary_ctx: v, involuntary_ctx: n });
+            out.push(tasks::TaskSample {
+                pid: 0,
+                tid,
+                comm,
+                user_s: ut as f64 / 100.0,
+                system_s: st as f64 / 100.0,
+                voluntary_ctx: v,
+                involuntary_ctx: n,
+            });
         }
     }
     out.sort_by_key(|t| t.tid);

@@ -89,7 +89,12 @@ fn iolab_bounded(args: &[&str]) -> Run {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = child.wait_with_output().unwrap();
-    let run = Run { code: out.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into(), args: args.iter().map(|a| a.to_string()).collect() };
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+    };
     assert!(start.elapsed() < Duration::from_secs(20), "iolab hung:\n{}", run.describe());
     run
 }
@@ -99,7 +104,14 @@ fn make_db(dir: &Path, db: &Path) {
     let data = dir.join("data.img");
     std::fs::write(&data, vec![0x5au8; 1 << 20]).unwrap();
     let plan = dir.join("plan.toml");
-    std::fs::write(&plan, format!("name = \"one\"\nseed = 5\nios = 100\ntargets = [\"{}\"]\nreplicates = 2\n[matrix]\ninterface = [\"psync\"]\n", data.display())).unwrap();
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"one\"\nseed = 5\nios = 100\ntargets = [\"{}\"]\nreplicates = 2\n[matrix]\ninterface = [\"psync\"]\n",
+            data.display()
+        ),
+    )
+    .unwrap();
     iolab(&["sweep", plan.to_str().unwrap(), "--db", db.to_str().unwrap(), "--quiet"]).assert_ok();
 }
 
@@ -143,7 +155,9 @@ fn output_commands(dest: &str, dir: &Path, out_dir: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn outputs_into_a_block_device_or_a_link_to_one_are_refused_before_any_work() {
-    let Some((d, lo)) = db_and_loop("outputs_into_a_block_device_or_a_link_to_one_are_refused_before_any_work", 4 << 20, false) else { return };
+    let Some((d, lo)) = db_and_loop("outputs_into_a_block_device_or_a_link_to_one_are_refused_before_any_work", 4 << 20, false) else {
+        return;
+    };
     let link = d.path().join("out.json");
     std::os::unix::fs::symlink(&lo.dev, &link).unwrap();
     let report = d.path().join("report");
@@ -248,7 +262,10 @@ fn dev_null_a_fifo_and_a_directory_as_database_are_refused_with_nothing_created_
     std::fs::create_dir(&dir).unwrap();
     let left = beside("/dev/null");
     if !left.is_empty() {
-        skip("dev_null_a_fifo_and_a_directory_as_database_are_refused_with_nothing_created_beside_them", &format!("for /dev/null: {left:?} exist already (an older iolab left them), so creating them cannot be seen"));
+        skip(
+            "dev_null_a_fifo_and_a_directory_as_database_are_refused_with_nothing_created_beside_them",
+            &format!("for /dev/null: {left:?} exist already (an older iolab left them), so creating them cannot be seen"),
+        );
     }
     for (db, what) in [("/dev/null", "character device (1:3)"), (fifo.to_str().unwrap(), "FIFO"), (dir.to_str().unwrap(), "directory")] {
         let expected = if db == "/dev/null" { left.clone() } else { vec![] };
@@ -262,7 +279,10 @@ fn a_database_iolab_refuses_is_left_byte_for_byte() {
     let d = tempdir();
     make_db(d.path(), &d.path().join("iolab.db"));
     let newer = d.path().join("newer.db");
-    rusqlite::Connection::open(&newer).unwrap().execute_batch("CREATE TABLE meta(key, value); INSERT INTO meta VALUES ('schema_version', '99'); PRAGMA user_version = 99;").unwrap();
+    rusqlite::Connection::open(&newer)
+        .unwrap()
+        .execute_batch("CREATE TABLE meta(key, value); INSERT INTO meta VALUES ('schema_version', '99'); PRAGMA user_version = 99;")
+        .unwrap();
     let foreign = d.path().join("foreign.db");
     rusqlite::Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);").unwrap();
     let junk = d.path().join("junk.db");
@@ -281,7 +301,12 @@ fn a_database_iolab_refuses_is_left_byte_for_byte() {
 /// `iolab ARGS` as user nobody.
 fn as_nobody(args: &[&str]) -> Run {
     let out = Command::new("setpriv").args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", BIN]).args(args).output().unwrap();
-    Run { code: out.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&out.stdout).into(), stderr: String::from_utf8_lossy(&out.stderr).into(), args: args.iter().map(|a| a.to_string()).collect() }
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+    }
 }
 
 /// results, report and compare all read `db` (report into `out`), as `run` runs them.

@@ -9,8 +9,11 @@ fn fills_then_rounds_until_steady_or_the_limit() {
     std::fs::File::create(&f).unwrap().set_len(32 << 20).unwrap();
     let json = dir.path().join("pc.json");
     let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
-        .args(["precondition", "--fills", "2", "--round", "300ms", "--max-rounds", "7", "-q", "--json"]).arg(&json).arg(&f)
-        .output().unwrap();
+        .args(["precondition", "--fills", "2", "--round", "300ms", "--max-rounds", "7", "-q", "--json"])
+        .arg(&json)
+        .arg(&f)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(text.matches("fill ").count(), 2, "{text}");
@@ -42,7 +45,10 @@ fn refuses_a_block_device_without_consent() {
         return;
     }
     let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let r = Command::new(env!("CARGO_BIN_EXE_iolab")).args(["precondition", "--round", "100ms", "--max-rounds", "1", "-q", &dev]).output().unwrap();
+    let r = Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["precondition", "--round", "100ms", "--max-rounds", "1", "-q", &dev])
+        .output()
+        .unwrap();
     let _ = Command::new("losetup").args(["-d", &dev]).status();
     assert_eq!(r.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&r.stderr).contains("--destructive"));

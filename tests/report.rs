@@ -19,49 +19,89 @@ fn work_dir() -> tempfile::TempDir {
 /// `ipmitool` reading of 215 W, as in tests/energy_run.rs) so the map is drawn from measured
 /// joules; the GC part runs 2 s for a per-second series.
 const PLANS: &[(&str, &str, bool, &str)] = &[
-    ("S1.1-latency", "ios = 400", false, r#"replicates = 2
+    (
+        "S1.1-latency",
+        "ios = 400",
+        false,
+        r#"replicates = 2
 [matrix]
 interface = ["psync", "pvsync2", "libaio", "io_uring"]
 rw = ["randread", "randwrite"]
-"#),
-    ("S1.2-queue-depth", "ios = 400", false, r#"replicates = 1
+"#,
+    ),
+    (
+        "S1.2-queue-depth",
+        "ios = 400",
+        false,
+        r#"replicates = 1
 [matrix]
 interface = ["libaio", "io_uring"]
 qd = [1, 4]
-"#),
-    ("S2.2-jcurve", "ios = 400", false, r#"replicates = 1
+"#,
+    ),
+    (
+        "S2.2-jcurve",
+        "ios = 400",
+        false,
+        r#"replicates = 1
 [matrix]
 interface = ["libaio", "io_uring"]
 qd = [1, 2, 4, 8]
-"#),
-    ("S2.3-cores", "ios = 400", false, r#"replicates = 2
+"#,
+    ),
+    (
+        "S2.3-cores",
+        "ios = 400",
+        false,
+        r#"replicates = 2
 [matrix]
 interface = ["libaio"]
 qd = [4]
 threads = [1, 2]
-"#),
-    ("S3-map", "runtime = \"1s\"", true, r#"replicates = 2
+"#,
+    ),
+    (
+        "S3-map",
+        "runtime = \"1s\"",
+        true,
+        r#"replicates = 2
 [matrix]
 interface = ["pvsync2", "io_uring"]
 complete = ["irq", "poll"]
 bs = ["4k", "8k"]
-"#),
-    ("S4.1-latency", "ios = 400", false, r#"replicates = 1
+"#,
+    ),
+    (
+        "S4.1-latency",
+        "ios = 400",
+        false,
+        r#"replicates = 1
 [matrix]
 interface = ["libaio"]
 rw = ["randread", "randwrite"]
 qd = [1, 4]
-"#),
-    ("S4.4-gc", "runtime = \"2s\"", false, r#"replicates = 1
+"#,
+    ),
+    (
+        "S4.4-gc",
+        "runtime = \"2s\"",
+        false,
+        r#"replicates = 1
 [matrix]
 interface = ["libaio"]
 rw = ["randwrite"]
 qd = [4]
-"#),
-    ("ad-hoc", "ios = 400", false, r#"replicates = 3
+"#,
+    ),
+    (
+        "ad-hoc",
+        "ios = 400",
+        false,
+        r#"replicates = 3
 [matrix]
 interface = ["psync", "libaio"]
-"#),
+"#,
+    ),
 ];
 
 fn make_db(dir: &Path) -> PathBuf {
@@ -96,7 +136,9 @@ fn chromium() -> Result<PathBuf, String> {
     if !common::is_root() {
         return Err("chromium is not on PATH and only root can install it (Debian package chromium)".into());
     }
-    let apt = |args: &[&str]| Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").output().map(|o| o.status.success()).unwrap_or(false);
+    let apt = |args: &[&str]| {
+        Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").output().map(|o| o.status.success()).unwrap_or(false)
+    };
     if !(apt(&["install", "-y", "-qq", "chromium"]) || (apt(&["update", "-qq"]) && apt(&["install", "-y", "-qq", "chromium"]))) {
         return Err("chromium is not on PATH and `apt-get install chromium` failed (no apt, or no package registry reachable)".into());
     }
@@ -108,8 +150,20 @@ fn chromium() -> Result<PathBuf, String> {
 fn render(browser: &Path, page: &Path, scratch: &Path) -> (String, String) {
     let profile = tempfile::Builder::new().prefix("chromium-").tempdir_in(scratch).unwrap();
     let out = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("file://{}", page.display()))
         .output()
@@ -133,7 +187,9 @@ fn console_errors(stderr: &str) -> Vec<&str> {
 }
 
 fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect()).unwrap_or_default();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect())
+        .unwrap_or_default();
     v.sort();
     v
 }
@@ -172,9 +228,22 @@ fn report_renders_every_figure_offline_without_errors() {
     assert_eq!(run.stdout.lines().count(), 1 + figures + 2 * tables, "every path written is printed");
 
     // Study panels, statistics and provenance.
-    for want in ["S1 latency table", "J-curves", "Energy-efficiency map", "Context switches per I/O", "mean latency against queue depth",
-        "ad-hoc (sweep 8)", "ad-hoc: configurations and replicate statistics", "Welch", "Holm", "Student", "IOPS against cores", "S2 cores to peak",
-        "Garbage collection: per-second mean write latency", "replicates 3 per configuration"] {
+    for want in [
+        "S1 latency table",
+        "J-curves",
+        "Energy-efficiency map",
+        "Context switches per I/O",
+        "mean latency against queue depth",
+        "ad-hoc (sweep 8)",
+        "ad-hoc: configurations and replicate statistics",
+        "Welch",
+        "Holm",
+        "Student",
+        "IOPS against cores",
+        "S2 cores to peak",
+        "Garbage collection: per-second mean write latency",
+        "replicates 3 per configuration",
+    ] {
         assert!(html.contains(want), "the page lacks {want:?}");
     }
     assert_eq!(html.matches("<p class=\"prov\">machine ").count(), figures + tables, "provenance under every figure and table");
@@ -197,7 +266,10 @@ fn report_renders_every_figure_offline_without_errors() {
     }
 
     // The S1 table is sorted by slowdown, every slowdown ≥ 1 and the first is the smallest.
-    let s1 = files(&out.join("tables"), "csv").into_iter().find(|p| p.to_str().unwrap().contains("s1-latency-table")).expect("no S1 latency table CSV");
+    let s1 = files(&out.join("tables"), "csv")
+        .into_iter()
+        .find(|p| p.to_str().unwrap().contains("s1-latency-table"))
+        .expect("no S1 latency table CSV");
     let text = std::fs::read_to_string(&s1).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let col = header.iter().position(|h| *h == "slowdown").unwrap();
@@ -209,7 +281,11 @@ fn report_renders_every_figure_offline_without_errors() {
 
     // Headless Chromium: every figure drew (non-empty box and a data mark, or a "not available
     // here" panel) and nothing went wrong in the page or on the console.
-    let broken = html.replacen("<div id=\"readout\">", "<figure class=\"fig\" id=\"empty\"><svg></svg></figure><script>throw new Error('planted');</script><div id=\"readout\">", 1);
+    let broken = html.replacen(
+        "<div id=\"readout\">",
+        "<figure class=\"fig\" id=\"empty\"><svg></svg></figure><script>throw new Error('planted');</script><div id=\"readout\">",
+        1,
+    );
     let broken_page = out.join("broken.html");
     std::fs::write(&broken_page, broken).unwrap();
     match chromium() {
@@ -244,7 +320,13 @@ fn report_renders_every_figure_offline_without_errors() {
     assert!(before.iter().any(|p| p.file_name().unwrap().to_string_lossy().starts_with("s1-")), "{before:?}");
     iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "s3", "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
     let after: Vec<PathBuf> = files(&out.join("figures"), "svg");
-    let expected: Vec<PathBuf> = files(&only.join("figures"), "svg").iter().map(|p| out.join("figures").join(p.file_name().unwrap())).chain([mine.clone()]).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let expected: Vec<PathBuf> = files(&only.join("figures"), "svg")
+        .iter()
+        .map(|p| out.join("figures").join(p.file_name().unwrap()))
+        .chain([mine.clone()])
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     assert_eq!(after, expected);
     assert_eq!(files(&out.join("tables"), "csv").len(), files(&only.join("tables"), "csv").len());
     assert!(out.join("broken.html").exists(), "a file the report did not write was removed");
@@ -261,8 +343,13 @@ fn bad_input_is_one_line_and_exit_2() {
     // An empty database (made by iolab itself) and selections that match nothing.
     let db = dir.path().join("iolab.db");
     iolab::store::Store::open(&db).unwrap();
-    for (args, says) in [(vec![], "no finished runs"), (vec!["--suite", "S9"], "no suite 'S9'"), (vec!["--suite", "S1"], "no runs of suite S1"),
-        (vec!["--sweep", "7"], "no sweep 7"), (vec!["--frobnicate"], "frobnicate")] {
+    for (args, says) in [
+        (vec![], "no finished runs"),
+        (vec!["--suite", "S9"], "no suite 'S9'"),
+        (vec!["--suite", "S1"], "no runs of suite S1"),
+        (vec!["--sweep", "7"], "no sweep 7"),
+        (vec!["--frobnicate"], "frobnicate"),
+    ] {
         let mut all = vec!["report", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()];
         all.extend(args);
         let r = iolab(&all);

@@ -215,7 +215,10 @@ fn a_failed_run_without_results_is_stored_and_marks_its_planned_run_failed() {
     assert_eq!(r.id, id);
     assert_eq!(r.status, "failed");
     assert!(r.error.as_deref().unwrap().contains("EIO"));
-    assert_eq!((r.metrics.iops, r.metrics.lat_p99_ns, r.metrics.ios, r.metrics.busy_cores, r.metrics.completion_observed.as_deref()), (None, None, None, None, None));
+    assert_eq!(
+        (r.metrics.iops, r.metrics.lat_p99_ns, r.metrics.ios, r.metrics.busy_cores, r.metrics.completion_observed.as_deref()),
+        (None, None, None, None, None)
+    );
     assert_eq!((r.sweep_id, r.planned_id, r.config_key.as_deref()), (Some(sw), Some(p[0].id), Some("cfg0")));
     assert!(s.histograms(id).unwrap().is_empty());
     assert_same(&s.run_record(id).unwrap().unwrap(), &failed_record());
@@ -317,7 +320,10 @@ fn a_planned_run_is_never_stored_twice() {
     s.record_run(Some(p[2].id), &real_record()).unwrap();
     assert!(s.record_run(Some(p[2].id), &real_record()).is_err());
     assert_eq!(count(&db, "SELECT count(*) FROM runs WHERE planned_id IS NOT NULL AND status <> 'interrupted'"), 2);
-    assert_eq!(count(&db, "SELECT count(*) FROM (SELECT planned_id FROM runs WHERE status = 'ok' GROUP BY planned_id HAVING count(*) > 1)"), 0);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM (SELECT planned_id FROM runs WHERE status = 'ok' GROUP BY planned_id HAVING count(*) > 1)"),
+        0
+    );
 
     // The database itself refuses a second result, whatever the code above it does.
     let c = Connection::open(&db).unwrap();
@@ -405,7 +411,22 @@ fn csv_export_has_a_header_and_one_row_per_run() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
     let header = csv_cells(lines[0]);
-    for col in ["run_id", "config_key", "interface", "rw", "bs", "qd", "threads", "iops", "bw_bytes_per_s", "lat_p99_ns", "lat_p99_999_ns", "busy_cores", "completion_observed", "status"] {
+    for col in [
+        "run_id",
+        "config_key",
+        "interface",
+        "rw",
+        "bs",
+        "qd",
+        "threads",
+        "iops",
+        "bw_bytes_per_s",
+        "lat_p99_ns",
+        "lat_p99_999_ns",
+        "busy_cores",
+        "completion_observed",
+        "status",
+    ] {
         assert!(header.iter().any(|h| h == col), "no {col} column in {header:?}");
     }
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
@@ -419,7 +440,7 @@ fn csv_export_has_a_header_and_one_row_per_run() {
     assert_eq!(r3[col("status")], "failed");
     assert_eq!(r3[col("iops")], "");
     assert_eq!(r3[col("error")], failed_record()["error"].as_str().unwrap()); // commas and quotes survive
-    // A filter narrows the export.
+                                                                              // A filter narrows the export.
     let mut out = Vec::new();
     s.export_csv(&RunFilter { interface: Some("libaio".into()), ..Default::default() }, &mut out).unwrap();
     assert_eq!(String::from_utf8(out).unwrap().lines().count(), 2);
@@ -544,7 +565,8 @@ fn a_version_1_database_is_migrated() {
     let c = Connection::open(&db).unwrap();
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
     assert_eq!(meta, "2");
-    let idx: i64 = c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_config_key'", [], |r| r.get(0)).unwrap();
+    let idx: i64 =
+        c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_config_key'", [], |r| r.get(0)).unwrap();
     assert_eq!(idx, 1);
     let uv: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(uv, 2);

@@ -22,7 +22,10 @@ fn data_file(dir: &Path) -> String {
 
 fn plan(dir: &Path, target: &str, replicates: u32, ios: u64) -> std::path::PathBuf {
     let p = dir.join("plan.toml");
-    std::fs::write(&p, format!(r#"
+    std::fs::write(
+        &p,
+        format!(
+            r#"
 name = "resume-test"
 replicates = {replicates}
 seed = 11
@@ -36,7 +39,10 @@ bs = ["4k", "8k"]
 when = {{ interface = "psync", qd = ">1" }}
 action = "drop"
 reason = "sync interfaces reach depth with threads"
-"#)).unwrap();
+"#
+        ),
+    )
+    .unwrap();
     p
 }
 
@@ -127,7 +133,7 @@ fn ctrl_c_stops_cleanly_keeping_finished_runs() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("continue with: iolab sweep --resume"), "{stdout}");
     let kept = done_count(&db);
-    assert!(kept >= 2 && kept < 30);
+    assert!((2..30).contains(&kept));
     let resumed = iolab().args(["sweep", "-q", "--resume", "--db"]).arg(&db).arg(&p).output().unwrap();
     assert!(resumed.status.success());
     assert_eq!(check_each_planned_run_once(&db), 30);
@@ -211,7 +217,10 @@ fn engine_failure_in_a_sweep_is_stored_as_failed_never_skipped() {
     let dir = work_dir();
     let f = data_file(dir.path());
     let p = dir.path().join("plan.toml");
-    std::fs::write(&p, format!(r#"
+    std::fs::write(
+        &p,
+        format!(
+            r#"
 name = "engine-failure"
 ios = 200
 targets = ["{f}"]
@@ -223,7 +232,10 @@ threads = [{threads}, 1]
 when = {{ qd = 2, threads = ">1" }}
 action = "drop"
 reason = "one small configuration is enough"
-"#)).unwrap();
+"#
+        ),
+    )
+    .unwrap();
     let db = dir.path().join("r.db");
     let out = iolab().args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -238,7 +250,11 @@ reason = "one small configuration is enough"
     assert!(stdout.contains("1 failed before measuring, 0 skipped, 0 left"), "{all}");
     // `iolab results` shows it.
     let list = iolab().args(["results", "--db"]).arg(&db).output().unwrap();
-    assert!(String::from_utf8_lossy(&list.stdout).contains("1 planned runs failed before measuring"), "{}", String::from_utf8_lossy(&list.stdout));
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("1 planned runs failed before measuring"),
+        "{}",
+        String::from_utf8_lossy(&list.stdout)
+    );
     let list = iolab().args(["results", "--status", "failed", "--db"]).arg(&db).output().unwrap();
     let text = String::from_utf8_lossy(&list.stdout);
     assert!(text.contains("libaio: setup failed") && text.contains(&format!("threads={threads}")), "{text}");

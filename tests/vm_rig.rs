@@ -36,7 +36,13 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
     for s in scripts {
         cmd.arg(repo().join("tests/vm/guest").join(s));
     }
-    let shown = format!("bash {} --iolab {} --timeout {timeout} {} {}", rig.display(), env!("CARGO_BIN_EXE_iolab"), rig_args.join(" "), scripts.join(" "));
+    let shown = format!(
+        "bash {} --iolab {} --timeout {timeout} {} {}",
+        rig.display(),
+        env!("CARGO_BIN_EXE_iolab"),
+        rig_args.join(" "),
+        scripts.join(" ")
+    );
     live(&format!("vm-rig {name}: {shown}"));
     let started = std::time::Instant::now();
     let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
@@ -78,7 +84,12 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
         return;
     }
     let count = |s: &str| results.iter().filter(|l| l.split_whitespace().nth(2) == Some(s)).count();
-    live(&format!("vm-rig {name}: exit {code} after {secs:.0} s: {} passed, {} failed, {} skipped", count("PASS"), count("FAIL"), count("SKIP")));
+    live(&format!(
+        "vm-rig {name}: exit {code} after {secs:.0} s: {} passed, {} failed, {} skipped",
+        count("PASS"),
+        count("FAIL"),
+        count("SKIP")
+    ));
     let failed: Vec<&String> = results.iter().filter(|l| l.split_whitespace().nth(2) == Some("FAIL")).collect();
     assert!(
         code == 0,
@@ -90,7 +101,9 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
 }
 
 fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {
-    let dir = option_env!("CARGO_TARGET_TMPDIR").and_then(|d| Path::new(d).parent().map(Path::to_path_buf)).unwrap_or_else(|| repo().join("target"));
+    let dir = option_env!("CARGO_TARGET_TMPDIR")
+        .and_then(|d| Path::new(d).parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| repo().join("target"));
     let path = dir.join(format!("vm-rig-{name}.log"));
     let _ = std::fs::write(&path, format!("{console}{stderr}"));
     path

@@ -217,8 +217,7 @@ pub struct Ranked {
 /// and test every other against the best with Welch's test, Holm-correcting the k − 1 p-values.
 /// Configurations with no usable values are left out.
 pub fn rank(metric: Metric, configs: &[(String, Vec<f64>)], alpha: f64) -> Vec<Ranked> {
-    let mut s: Vec<(&String, &Vec<f64>, Summary)> =
-        configs.iter().filter_map(|(k, v)| stats::summarize(v).map(|s| (k, v, s))).collect();
+    let mut s: Vec<(&String, &Vec<f64>, Summary)> = configs.iter().filter_map(|(k, v)| stats::summarize(v).map(|s| (k, v, s))).collect();
     s.sort_by(|x, y| {
         let o = x.2.mean.total_cmp(&y.2.mean);
         if metric.higher_is_better() {

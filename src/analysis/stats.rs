@@ -112,11 +112,7 @@ pub fn modified_z_scores(xs: &[f64]) -> Option<Vec<f64>> {
     let med = median(xs)?;
     let dev: Vec<f64> = xs.iter().map(|x| (x - med).abs()).collect();
     let mad = median(&dev)?;
-    let scale = if mad > 0.0 {
-        mad / MAD_SCALE
-    } else {
-        MEANAD_SCALE * dev.iter().sum::<f64>() / dev.len() as f64
-    };
+    let scale = if mad > 0.0 { mad / MAD_SCALE } else { MEANAD_SCALE * dev.iter().sum::<f64>() / dev.len() as f64 };
     if scale <= 0.0 {
         return Some(vec![0.0; xs.len()]);
     }

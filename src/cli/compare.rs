@@ -52,9 +52,18 @@ fn run(args: &CompareArgs) -> Result<(), String> {
     println!("A: {} ({})\nB: {} ({})", args.a, args.db.display(), key_b, db_b.display());
     println!("{:<14} {:>24} {:>24} {:>8} {:>9}  verdict (B vs A)", "metric", "A mean ± 95% CI (n)", "B mean ± 95% CI (n)", "B/A", "p");
     for c in compare(&ra, &rb, ALPHA) {
-        let side = |s: &crate::analysis::stats::Summary| format!("{} ± {} ({})", fmt(c.metric, s.mean), s.ci95_half_width.map(|h| fmt(c.metric, h)).unwrap_or("-".into()), s.n);
-        println!("{:<14} {:>24} {:>24} {:>8} {:>9}  {}", c.metric.name(), side(&c.a), side(&c.b),
-            c.ratio.map(|r| format!("{r:.3}")).unwrap_or("-".into()), c.welch.as_ref().map(|w| format!("{:.2e}", w.p)).unwrap_or("-".into()), c.verdict.describe(ALPHA));
+        let side = |s: &crate::analysis::stats::Summary| {
+            format!("{} ± {} ({})", fmt(c.metric, s.mean), s.ci95_half_width.map(|h| fmt(c.metric, h)).unwrap_or("-".into()), s.n)
+        };
+        println!(
+            "{:<14} {:>24} {:>24} {:>8} {:>9}  {}",
+            c.metric.name(),
+            side(&c.a),
+            side(&c.b),
+            c.ratio.map(|r| format!("{r:.3}")).unwrap_or("-".into()),
+            c.welch.as_ref().map(|w| format!("{:.2e}", w.p)).unwrap_or("-".into()),
+            c.verdict.describe(ALPHA)
+        );
     }
     println!("Welch's t-test (unequal variances), two-sided, alpha {ALPHA}; the papers' Student's test assumes equal variances.");
     Ok(())

@@ -20,6 +20,8 @@ pub struct Cli {
     pub cmd: Cmd,
 }
 
+// Parsed once per process: boxing `RunArgs` to shrink the enum would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Run one workload through one interface and measure it.
@@ -214,12 +216,16 @@ impl EnergyArgs {
         };
         // What can be known about the meter log before the run; it is read at the run's end.
         if let Some(f) = self.meter_format.as_deref().filter(|f| !crate::energy::meterlog::FORMATS.contains(f) && *f != "hoboware") {
-            return Err(format!("--meter-format {f:?} is not a meter log format: use one of {}", crate::energy::meterlog::FORMATS.join(", ")));
+            return Err(format!(
+                "--meter-format {f:?} is not a meter log format: use one of {}",
+                crate::energy::meterlog::FORMATS.join(", ")
+            ));
         }
         if let Some(why) = self.meter_log.as_deref().and_then(crate::energy::meter_log_problem) {
             return Err(format!("--meter-log {why}"));
         }
-        let idle_baseline_s = self.idle_baseline.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--idle-baseline: {e}"))?;
+        let idle_baseline_s =
+            self.idle_baseline.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--idle-baseline: {e}"))?;
         if let Some(s) = idle_baseline_s {
             crate::plan::validate::check_duration("--idle-baseline", s)?;
         }
@@ -317,8 +323,12 @@ pub fn exit_code(r: Result<i32, String>) -> i32 {
 /// clap's multi-line error as one line (help and version pass through untouched).
 pub fn one_line_error(e: &clap::Error) -> String {
     let text = e.to_string();
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty())
-        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information")).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
     format!("{} (see iolab --help)", lines.join(" "))
 }
 
@@ -349,9 +359,36 @@ mod tests {
 
     #[test]
     fn full_job() {
-        let j = parse(&["-i", "io_uring", "--submit", "sqpoll", "--complete", "poll", "--rw", "randrw", "--write-mix", "30",
-            "--bs", "128k", "--qd", "32", "--threads", "2", "--runtime", "2m", "--ramp", "500ms", "--cpus", "0-1",
-            "--register-buffers", "false", "--size", "1g", "/dev/null"]).unwrap();
+        let j = parse(&[
+            "-i",
+            "io_uring",
+            "--submit",
+            "sqpoll",
+            "--complete",
+            "poll",
+            "--rw",
+            "randrw",
+            "--write-mix",
+            "30",
+            "--bs",
+            "128k",
+            "--qd",
+            "32",
+            "--threads",
+            "2",
+            "--runtime",
+            "2m",
+            "--ramp",
+            "500ms",
+            "--cpus",
+            "0-1",
+            "--register-buffers",
+            "false",
+            "--size",
+            "1g",
+            "/dev/null",
+        ])
+        .unwrap();
         assert_eq!(j.submit, Submit::Sqpoll);
         assert_eq!(j.complete, Complete::Poll);
         assert_eq!(j.write_mix, 30);

@@ -96,8 +96,14 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
         iops.push(x);
         state = steady::check(&iops);
         match &state {
-            Some(s) => println!("round {n}: {:.0} IOPS; last {} rounds: range {:.1} %, slope {:.1} %{}", x, steady::WINDOW,
-                s.range_fraction * 100.0, s.slope_fraction * 100.0, if s.steady { " - steady state" } else { "" }),
+            Some(s) => println!(
+                "round {n}: {:.0} IOPS; last {} rounds: range {:.1} %, slope {:.1} %{}",
+                x,
+                steady::WINDOW,
+                s.range_fraction * 100.0,
+                s.slope_fraction * 100.0,
+                if s.steady { " - steady state" } else { "" }
+            ),
             None => println!("round {n}: {x:.0} IOPS"),
         }
         if state.as_ref().is_some_and(|s| s.steady) {

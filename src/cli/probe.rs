@@ -6,13 +6,7 @@ use crate::plan::validate::name_complete;
 use crate::plan::{Budget, Job, Rw, Submit};
 use std::path::PathBuf;
 
-pub fn probe_job(
-    interface: &str,
-    submit: Submit,
-    complete: crate::plan::Complete,
-    sync: bool,
-    target: &str,
-) -> Job {
+pub fn probe_job(interface: &str, submit: Submit, complete: crate::plan::Complete, sync: bool, target: &str) -> Job {
     Job {
         interface: interface.into(),
         submit,
@@ -59,63 +53,29 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
             }
         },
     };
-    let path = target
-        .cloned()
-        .unwrap_or_else(|| temp.as_ref().unwrap().path.clone());
+    let path = target.cloned().unwrap_or_else(|| temp.as_ref().unwrap().path.clone());
     if !path.exists() {
-        eprintln!(
-            "iolab: target {} does not exist: give an existing file or block device",
-            path.display()
-        );
+        eprintln!("iolab: target {} does not exist: give an existing file or block device", path.display());
         return 2;
     }
-    println!(
-        "probing {} (read-only, 256 random 4 KiB reads per mode)",
-        path.display()
-    );
-    println!(
-        "{:<13} {:<8} {:<7} {:<6} detail",
-        "interface", "submit", "complete", "works"
-    );
+    println!("probing {} (read-only, 256 random 4 KiB reads per mode)", path.display());
+    println!("{:<13} {:<8} {:<7} {:<6} detail", "interface", "submit", "complete", "works");
     // A diskless interface (null) touches no target: there is nothing to probe.
     for i in INTERFACES.iter().filter(|i| !i.diskless) {
         for &s in i.submits {
             for &c in i.completes {
-                let job = probe_job(
-                    i.name,
-                    s,
-                    c,
-                    i.behaviour == Behaviour::Sync,
-                    &path.display().to_string(),
-                );
-                let sub = if s == Submit::Sqpoll {
-                    "sqpoll"
-                } else {
-                    "syscall"
-                };
+                let job = probe_job(i.name, s, c, i.behaviour == Behaviour::Sync, &path.display().to_string());
+                let sub = if s == Submit::Sqpoll { "sqpoll" } else { "syscall" };
                 let (ok, mut detail) = outcome(&job);
                 if ok == "no" && job.complete != crate::plan::Complete::Irq {
                     // Show what the kernel does when asked to poll anyway.
                     let mut anyway = job.clone();
                     anyway.allow_fallback = true;
                     let (ok2, detail2) = outcome(&anyway);
-                    detail = format!(
-                        "{detail}. With --allow-fallback: {}",
-                        if ok2 == "yes" {
-                            detail2
-                        } else {
-                            format!("fails: {detail2}")
-                        }
-                    );
+                    detail =
+                        format!("{detail}. With --allow-fallback: {}", if ok2 == "yes" { detail2 } else { format!("fails: {detail2}") });
                 }
-                println!(
-                    "{:<13} {:<8} {:<7} {:<6} {}",
-                    i.name,
-                    sub,
-                    name_complete(c),
-                    ok,
-                    detail
-                );
+                println!("{:<13} {:<8} {:<7} {:<6} {}", i.name, sub, name_complete(c), ok, detail);
             }
         }
     }
@@ -132,12 +92,7 @@ fn outcome(job: &Job) -> (&'static str, String) {
     match execute(job, &mut super::run::Quiet, None) {
         Ok(rec) if rec.error.is_none() => {
             let r = rec.results.as_ref().unwrap();
-            let lat = r
-                .read
-                .lat_ns
-                .as_ref()
-                .map(|l| crate::report::summary::format_ns(l.mean))
-                .unwrap_or_default();
+            let lat = r.read.lat_ns.as_ref().map(|l| crate::report::summary::format_ns(l.mean)).unwrap_or_default();
             let path = &rec.completion_path;
             let how = match &path.reason {
                 Some(why) => format!("; completes by {}: {why}", path.expected),

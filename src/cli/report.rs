@@ -1,8 +1,8 @@
 //! `iolab report`: one self-contained HTML page over a results database (a suite, sweeps, or
 //! any filter of runs), with every figure as SVG and every table as CSV and Markdown.
 use crate::report::{data, html};
-use crate::studies;
 use crate::store::{RunFilter, Store};
+use crate::studies;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -45,10 +45,13 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     let mut sweeps = a.sweep.clone();
     let mut selection = Vec::new();
     if let Some(name) = &a.suite {
-        let suite = studies::find(name)
-            .ok_or_else(|| format!("no suite '{name}': the suites are {}", studies::STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")))?;
+        let suite = studies::find(name).ok_or_else(|| {
+            format!("no suite '{name}': the suites are {}", studies::STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", "))
+        })?;
         let infos = store.sweep_infos()?;
-        let found: Vec<i64> = suite.parts.iter()
+        let found: Vec<i64> = suite
+            .parts
+            .iter()
             .filter_map(|p| infos.iter().filter(|s| s.name == p.name && s.done + s.skipped > 0).max_by_key(|s| s.id).map(|s| s.id))
             .collect();
         if found.is_empty() {
@@ -104,7 +107,11 @@ fn report(a: &ReportArgs) -> Result<(), String> {
 /// each file is checked again as it is written (see `crate::output`).
 fn check_out(out: &std::path::Path) -> Result<(), String> {
     match std::fs::metadata(out) {
-        Ok(m) if !m.is_dir() => Err(format!("--out {} is {}: give a directory for report.html, figures/ and tables/ (it is created)", out.display(), crate::output::kind(&m))),
+        Ok(m) if !m.is_dir() => Err(format!(
+            "--out {} is {}: give a directory for report.html, figures/ and tables/ (it is created)",
+            out.display(),
+            crate::output::kind(&m)
+        )),
         Ok(_) => crate::output::check_writable("--out", &out.join("report.html").to_string_lossy()),
         Err(_) => Ok(()),
     }

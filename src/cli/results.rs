@@ -82,15 +82,31 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         return list_planned(&store, &filter, st);
     }
     let rows = store.list_runs(&filter)?;
-    println!("{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
-        "run", "sweep", "rep", "status", "interface", "submit", "compl", "rw", "bs", "qd", "thr", "IOPS", "mean", "p99", "cores", "path");
+    println!(
+        "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
+        "run", "sweep", "rep", "status", "interface", "submit", "compl", "rw", "bs", "qd", "thr", "IOPS", "mean", "p99", "cores", "path"
+    );
     for r in &rows {
         let opt = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
-        println!("{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
-            r.id, r.sweep_id.map(|s| s.to_string()).unwrap_or("-".into()), r.replicate.map(|x| (x + 1).to_string()).unwrap_or("-".into()),
-            r.status, r.interface, r.submit, r.complete, r.rw, crate::plan::size::format_bytes(r.bs as f64).replace(".0 ", ""), r.qd, r.threads,
-            opt(r.metrics.iops, &|x| format_count(x)), opt(r.metrics.lat_mean_ns, &format_ns), opt(r.metrics.lat_p99_ns, &format_ns),
-            opt(r.metrics.cpu_cores, &|x| format!("{x:.2}")), r.metrics.completion_observed.clone().unwrap_or("-".into()));
+        println!(
+            "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
+            r.id,
+            r.sweep_id.map(|s| s.to_string()).unwrap_or("-".into()),
+            r.replicate.map(|x| (x + 1).to_string()).unwrap_or("-".into()),
+            r.status,
+            r.interface,
+            r.submit,
+            r.complete,
+            r.rw,
+            crate::plan::size::format_bytes(r.bs as f64).replace(".0 ", ""),
+            r.qd,
+            r.threads,
+            opt(r.metrics.iops, &|x| format_count(x)),
+            opt(r.metrics.lat_mean_ns, &format_ns),
+            opt(r.metrics.lat_p99_ns, &format_ns),
+            opt(r.metrics.cpu_cores, &|x| format!("{x:.2}")),
+            r.metrics.completion_observed.clone().unwrap_or("-".into())
+        );
     }
     println!("{} runs", rows.len());
     // Runs that failed before measuring have no stored run: they are listed from the plan.
@@ -118,12 +134,27 @@ fn list_planned(store: &Store, filter: &RunFilter, status: &str) -> Result<(), S
 
 /// `what`: the closing count's noun ("skipped runs").
 fn print_planned(rows: &[crate::store::PlannedRun], what: &str) {
-    println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} reason", "plan", "sweep", "rep", "status", "interface", "rw", "bs", "qd", "thr", "config");
+    println!(
+        "{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} reason",
+        "plan", "sweep", "rep", "status", "interface", "rw", "bs", "qd", "thr", "config"
+    );
     for p in rows {
         let spec = |k: &str| p.spec.get(k).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).unwrap_or("-".into());
         let bs = p.spec.get("bs").and_then(|v| v.as_f64()).map_or("-".into(), |b| crate::plan::size::format_bytes(b).replace(".0 ", ""));
-        println!("{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} {}", p.id, p.sweep_id, p.replicate + 1, p.status, spec("interface"), spec("rw"), bs,
-            spec("qd"), spec("threads"), p.config_key, p.reason.as_deref().unwrap_or("-"));
+        println!(
+            "{:>5} {:>5} {:>3} {:<8} {:<9} {:<9} {:>6} {:>4} {:>3}  {:<40} {}",
+            p.id,
+            p.sweep_id,
+            p.replicate + 1,
+            p.status,
+            spec("interface"),
+            spec("rw"),
+            bs,
+            spec("qd"),
+            spec("threads"),
+            p.config_key,
+            p.reason.as_deref().unwrap_or("-")
+        );
     }
     println!("{} {what}", rows.len());
 }

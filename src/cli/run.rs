@@ -10,7 +10,6 @@ use std::io::IsTerminal;
 
 pub use crate::failure::{Failure, FailureKind};
 
-
 pub fn kernel_release() -> String {
     // SAFETY: uts is a valid out-pointer.
     let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
@@ -49,8 +48,14 @@ pub fn check_kernel(job: &Job) -> Result<Option<io_uring::RingSetup>, String> {
             Some(c) => format!("kernel {k} refused {what} SQPOLL with its thread on CPU {c}: {e}"),
             None => format!("kernel {k} refused {what} SQPOLL: {e}"),
         },
-        io_uring::Refused::Flag(f, e) => format!("kernel {k} refused {what} {} ({}): {e}", io_uring::flag_names(f).join(" | "), format_args!("--complete {}", name_complete(job.complete))),
-        io_uring::Refused::Together(f, e) => format!("kernel {k} refused {what} with {} together: {e}", io_uring::flag_names(f).join(" | ")),
+        io_uring::Refused::Flag(f, e) => format!(
+            "kernel {k} refused {what} {} ({}): {e}",
+            io_uring::flag_names(f).join(" | "),
+            format_args!("--complete {}", name_complete(job.complete))
+        ),
+        io_uring::Refused::Together(f, e) => {
+            format!("kernel {k} refused {what} with {} together: {e}", io_uring::flag_names(f).join(" | "))
+        }
         io_uring::Refused::Bare(e) => format!("kernel {k} refused to set up {what}: {e}"),
     })?;
     // Before 5.11 the SQ thread could only use registered files.
@@ -66,12 +71,20 @@ pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
     let (expected, reason) = match (job.interface.as_str(), job.complete) {
         (interfaces::null::NAME, _) => ("unknown", Some(interfaces::null::NO_DEVICE.to_string())),
         (_, Complete::Irq) => ("interrupt", None),
-        ("pvsync2", _) if kernel_version() >= (5, 18) => ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string())),
-        ("posixaio", _) => ("interrupt", Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string())),
+        ("pvsync2", _) if kernel_version() >= (5, 18) => {
+            ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string()))
+        }
+        ("posixaio", _) => {
+            ("interrupt", Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string()))
+        }
         _ => {
-            let no_poll: Vec<&str> = targets.iter().filter(|t| t.io_poll == Some(false)).map(|t| t.device.as_deref().unwrap_or(&t.path)).collect();
+            let no_poll: Vec<&str> =
+                targets.iter().filter(|t| t.io_poll == Some(false)).map(|t| t.device.as_deref().unwrap_or(&t.path)).collect();
             if !no_poll.is_empty() {
-                ("interrupt", Some(format!("{} has no poll queues (queue/io_poll = 0): polled I/O completes by interrupt", no_poll.join(", "))))
+                (
+                    "interrupt",
+                    Some(format!("{} has no poll queues (queue/io_poll = 0): polled I/O completes by interrupt", no_poll.join(", "))),
+                )
             } else if targets.iter().all(|t| t.io_poll == Some(true)) {
                 ("polled", None)
             } else {
@@ -92,18 +105,31 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &crate::meters::
     }
     let name = |d: &crate::meters::DeviceCost| d.device.clone().unwrap_or_else(|| d.target.clone());
     let mut blind = Vec::new();
-    let no_lines: Vec<String> = cost.devices.iter().filter(|d| d.queue_interrupts.is_none()).map(|d| d.irq_device.clone().unwrap_or_else(|| name(d))).collect();
+    let no_lines: Vec<String> =
+        cost.devices.iter().filter(|d| d.queue_interrupts.is_none()).map(|d| d.irq_device.clone().unwrap_or_else(|| name(d))).collect();
     if !no_lines.is_empty() {
-        blind.push(format!("no queue interrupt lines found for {} (loop, zram and null_blk complete without device interrupts)", no_lines.join(", ")));
+        blind.push(format!(
+            "no queue interrupt lines found for {} (loop, zram and null_blk complete without device interrupts)",
+            no_lines.join(", ")
+        ));
     }
     for d in cost.devices.iter().filter(|d| d.irq_behind_loop && d.queue_interrupts.is_some()) {
-        blind.push(format!("{} completes from the loop driver's worker, not by interrupt; the {} {} queue interrupts count its backing file's I/O", name(d),
-            d.queue_interrupts.unwrap_or(0), d.controller.as_deref().unwrap_or("?")));
+        blind.push(format!(
+            "{} completes from the loop driver's worker, not by interrupt; the {} {} queue interrupts count its backing file's I/O",
+            name(d),
+            d.queue_interrupts.unwrap_or(0),
+            d.controller.as_deref().unwrap_or("?")
+        ));
     }
     // The page cache (or anything else in between) can serve I/O the device never sees.
     for d in cost.devices.iter().filter(|d| d.queue_interrupts.is_some() && !d.irq_behind_loop) {
         if let Some(st) = d.stat.filter(|st| (st.read_sectors + st.write_sectors) * 512 * 2 < d.iolab_ios * job.bs) {
-            blind.push(format!("{} moved {} bytes for iolab's {}: the I/O did not reach it", name(d), (st.read_sectors + st.write_sectors) * 512, d.iolab_ios * job.bs));
+            blind.push(format!(
+                "{} moved {} bytes for iolab's {}: the I/O did not reach it",
+                name(d),
+                (st.read_sectors + st.write_sectors) * 512,
+                d.iolab_ios * job.bs
+            ));
         }
     }
     if !blind.is_empty() {
@@ -189,7 +215,10 @@ pub fn restore_main() -> i32 {
 /// Apply the job's setting changes. What the device or kernel does not offer is unsupported;
 /// settings left changed (by an earlier iolab, or by a change whose rollback failed) are
 /// settings not restored, and no run may start on them.
-fn apply_settings(system: &crate::settings::Settings, changes: &[crate::settings::Change]) -> Result<Option<crate::settings::AppliedGuard>, Failure> {
+fn apply_settings(
+    system: &crate::settings::Settings,
+    changes: &[crate::settings::Change],
+) -> Result<Option<crate::settings::AppliedGuard>, Failure> {
     if changes.is_empty() {
         return Ok(None);
     }
@@ -199,7 +228,9 @@ fn apply_settings(system: &crate::settings::Settings, changes: &[crate::settings
     // Only root writes the real /sys: without it every change fails, whatever the machine offers.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 && system.sysfs_root() == std::path::Path::new("/sys") {
-        return Err(Failure::invalid("changing system settings (scheduler, set) needs root: run iolab as root (sudo), or drop them".into()));
+        return Err(Failure::invalid(
+            "changing system settings (scheduler, set) needs root: run iolab as root (sudo), or drop them".into(),
+        ));
     }
     for c in changes {
         system.check(c).map_err(Failure::unsupported)?;
@@ -227,7 +258,8 @@ fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
 
 fn environment(targets: Vec<TargetInfo>) -> Environment {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string());
+    let cpu_model =
+        cpuinfo.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string());
     Environment {
         iolab_version: env!("CARGO_PKG_VERSION").to_string(),
         command_line: std::env::args().collect(),
@@ -254,7 +286,6 @@ pub fn write_json(dest: &str, value: &impl serde::Serialize) -> Result<(), Strin
     let text = serde_json::to_string_pretty(value).map_err(|e| format!("cannot encode JSON: {e}"))?;
     crate::output::write_bytes(dest, format!("{text}\n").as_bytes())
 }
-
 
 /// What a run shows while it works: notes and about one progress call a second.
 pub trait RunUi {
@@ -291,7 +322,11 @@ pub struct RunBar {
 impl RunBar {
     pub fn new(job: &Job) -> RunBar {
         let bar = indicatif::ProgressBar::new(1000);
-        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed_precise} ETA {eta}  {msg}").unwrap().progress_chars("=> "));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed_precise} ETA {eta}  {msg}")
+                .unwrap()
+                .progress_chars("=> "),
+        );
         RunBar { bar, iops: IopsMeter::default(), budget: job.budget, bs: job.bs }
     }
 }
@@ -339,7 +374,13 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         let size = job.size.unwrap_or(target::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
         let made = target::create_default_target(size, &engine::STOP);
-        Some(made.map_err(|m| if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) { Failure::new(FailureKind::Interrupted, m) } else { Failure::failed(m) })?)
+        Some(made.map_err(|m| {
+            if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+                Failure::new(FailureKind::Interrupted, m)
+            } else {
+                Failure::failed(m)
+            }
+        })?)
     } else {
         None
     };
@@ -357,17 +398,31 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     let changes = settings_changes(job, &infos)?;
     let guard = apply_settings(&system, &changes)?;
     // Describe the targets after the change, so the record shows what the run ran with.
-    let infos: Vec<TargetInfo> = if guard.is_some() { targets.iter().map(|t| crate::target::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)).collect() } else { infos };
+    let infos: Vec<TargetInfo> = if guard.is_some() {
+        targets
+            .iter()
+            .map(|t| {
+                crate::target::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)
+            })
+            .collect()
+    } else {
+        infos
+    };
     let path = expected_path(job, &infos);
     let mut env = environment(infos);
     env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
-    let mut open: Vec<OpenTarget> = targets.iter().map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len }).collect();
+    let mut open: Vec<OpenTarget> = targets
+        .iter()
+        .map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len })
+        .collect();
     open.extend(diskless.then(|| OpenTarget { fd: -1, range_start: job.offset, range_len: interfaces::null::address_space(job) }));
-    let idle = energy.and_then(|e| e.idle_baseline_s.map(|s| {
-        ui.note(&format!("measuring idle power for {s} s"));
-        crate::energy::record::measure_idle(&e.config, s, &engine::STOP)
-    }));
+    let idle = energy.and_then(|e| {
+        e.idle_baseline_s.map(|s| {
+            ui.note(&format!("measuring idle power for {s} s"));
+            crate::energy::record::measure_idle(&e.config, s, &engine::STOP)
+        })
+    });
     if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
     }
@@ -428,17 +483,29 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         (Some(_), Some(r)) => r.report.require_measured().err(),
         (Some(_), None) => Some("no energy was measured (the window never started)".to_string()),
         _ => None,
-    }.map(|e| format!("--require-energy: {e}"));
+    }
+    .map(|e| format!("--require-energy: {e}"));
     let mut path = path;
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
     }
-    let strict_error = (job.strict && job.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled")).then(|| {
-        format!("--strict: asked for {} completion but the completion path observed was {} ({})", name_complete(job.complete),
-            path.observed.as_deref().unwrap_or("?"), path.evidence.as_deref().unwrap_or(""))
-    });
+    let strict_error =
+        (job.strict && job.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled")).then(|| {
+            format!(
+                "--strict: asked for {} completion but the completion path observed was {} ({})",
+                name_complete(job.complete),
+                path.observed.as_deref().unwrap_or("?"),
+                path.evidence.as_deref().unwrap_or("")
+            )
+        });
     let error = error.or(strict_error);
-    let status = if out.interrupted { "interrupted" } else if energy_error.is_some() || (error.is_some() && (!job.continue_on_error || job.strict)) { "failed" } else { "ok" };
+    let status = if out.interrupted {
+        "interrupted"
+    } else if energy_error.is_some() || (error.is_some() && (!job.continue_on_error || job.strict)) {
+        "failed"
+    } else {
+        "ok"
+    };
     let error = match (error, energy_error) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or(b),
@@ -494,7 +561,11 @@ pub fn main(args: &super::RunArgs) -> i32 {
         }
     };
     let text = summary::render(&rec);
-    if args.json.as_deref() == Some("-") { eprint!("{text}") } else { print!("{text}") }
+    if args.json.as_deref() == Some("-") {
+        eprint!("{text}")
+    } else {
+        print!("{text}")
+    }
     if let Some(dest) = &args.json {
         if let Err(e) = write_json(dest, &rec) {
             eprintln!("iolab: {e}");
@@ -503,7 +574,11 @@ pub fn main(args: &super::RunArgs) -> i32 {
     }
     if let Some(e) = &rec.error {
         let errors = rec.results.as_ref().map_or(0, |r| r.total.errors);
-        if job.continue_on_error && errors > 0 { eprintln!("iolab: {errors} I/O errors counted; the first: {e}") } else { eprintln!("iolab: {e}") }
+        if job.continue_on_error && errors > 0 {
+            eprintln!("iolab: {errors} I/O errors counted; the first: {e}")
+        } else {
+            eprintln!("iolab: {e}")
+        }
     }
     if let Some(m) = not_restored {
         eprintln!("iolab: {m}");

@@ -47,8 +47,11 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
                     let scale = if let (Some(full), Some(quick)) = (p.plan(false, None, &[]), p.plan(true, None, &[])) {
                         let runs = |plan: &str| crate::plan::sweep::expand(plan, &[]).map(|e| (e.order.len(), e.estimate_s(e.order.len())));
                         match (runs(&full), runs(&quick)) {
-                            (Ok((n, t)), Ok((qn, qt))) => format!("{n} runs ~{} | quick: {qn} runs ~{}",
-                                t.map(super::sweep::format_duration).unwrap_or_default(), qt.map(super::sweep::format_duration).unwrap_or_default()),
+                            (Ok((n, t)), Ok((qn, qt))) => format!(
+                                "{n} runs ~{} | quick: {qn} runs ~{}",
+                                t.map(super::sweep::format_duration).unwrap_or_default(),
+                                qt.map(super::sweep::format_duration).unwrap_or_default()
+                            ),
                             _ => String::new(),
                         }
                     } else {
@@ -67,8 +70,13 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
 }
 
 fn run(a: &SuiteRunArgs) -> Result<i32, String> {
-    let suite = find(&a.name).ok_or_else(|| format!("no suite '{}': choose one of {} (see `iolab suite list`)", a.name,
-        STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")))?;
+    let suite = find(&a.name).ok_or_else(|| {
+        format!(
+            "no suite '{}': choose one of {} (see `iolab suite list`)",
+            a.name,
+            STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
+        )
+    })?;
     let targets: Vec<String> = a.targets.iter().map(|p| p.display().to_string()).collect();
     let parts: Vec<_> = suite.parts.iter().filter(|p| a.part.as_deref().is_none_or(|x| p.name.starts_with(x))).collect();
     if parts.is_empty() {

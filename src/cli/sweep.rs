@@ -61,7 +61,14 @@ impl RunUi for SweepUi {
 
 pub fn print_plan(e: &Expansion, runs: usize, list: bool) {
     let est = e.estimate_s(runs).map(format_duration).unwrap_or_else(|| "unknown (count budgets)".into());
-    println!("plan {}: {} configurations x {} replicates = {} runs; {} dropped; estimated {est}", e.name, e.configs.len(), e.replicates, e.order.len(), e.dropped.len());
+    println!(
+        "plan {}: {} configurations x {} replicates = {} runs; {} dropped; estimated {est}",
+        e.name,
+        e.configs.len(),
+        e.replicates,
+        e.order.len(),
+        e.dropped.len()
+    );
     for (key, why) in &e.dropped {
         println!("  dropped {key}: {why}");
     }
@@ -79,8 +86,20 @@ pub fn main(args: &SweepArgs) -> i32 {
 fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
     let text = std::fs::read_to_string(&args.plan).map_err(|e| format!("cannot read plan {}: {e}", args.plan.display()))?;
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
-    let resume = if args.resume { Resume::Required } else if args.new { Resume::New } else { Resume::Refuse };
-    let how = PlanRun { db: args.db.clone(), quiet: args.quiet, dry_run: args.dry_run, resume, again: format!("iolab sweep --resume {}", args.plan.display()) };
+    let resume = if args.resume {
+        Resume::Required
+    } else if args.new {
+        Resume::New
+    } else {
+        Resume::Refuse
+    };
+    let how = PlanRun {
+        db: args.db.clone(),
+        quiet: args.quiet,
+        dry_run: args.dry_run,
+        resume,
+        again: format!("iolab sweep --resume {}", args.plan.display()),
+    };
     run_plan(&text, &targets, &[], &how)
 }
 
@@ -135,14 +154,21 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     let sweep_id = match (how.resume, unfinished) {
         (Resume::Required | Resume::Auto, Some(id)) => id,
         (Resume::Required, None) => return Err(format!("no unfinished sweep of this plan in {db}: run without --resume to start one")),
-        (Resume::Refuse, Some(id)) => return Err(format!("sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new")),
+        (Resume::Refuse, Some(id)) => {
+            return Err(format!("sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new"))
+        }
         (Resume::Auto, None) if store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) => {
             println!("{}: already done in {db}", e.name);
             return end(0);
         }
         _ => {
-            let mut runs: Vec<(i64, u32, String, serde_json::Value)> = e.order.iter().enumerate()
-                .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).expect("job serialises")))
+            let mut runs: Vec<(i64, u32, String, serde_json::Value)> = e
+                .order
+                .iter()
+                .enumerate()
+                .map(|(n, (rep, i))| {
+                    (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).expect("job serialises"))
+                })
                 .collect();
             let first_unsupported = runs.len() as i64;
             for (n, (what, _)) in unsupported.iter().enumerate() {
@@ -185,7 +211,11 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     let show = !how.quiet && std::io::stderr().is_terminal();
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(pending.len() as u64);
-        b.set_style(indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs  {elapsed_precise} ETA {eta_precise}  {msg}").unwrap().progress_chars("=> "));
+        b.set_style(
+            indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len} runs  {elapsed_precise} ETA {eta_precise}  {msg}")
+                .unwrap()
+                .progress_chars("=> "),
+        );
         b
     });
     let mut ui = SweepUi { bar, iops: IopsMeter::default(), label: String::new() };
@@ -200,7 +230,8 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
             interrupted = true;
             break;
         }
-        let mut job: Job = serde_json::from_value(run.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", run.id))?;
+        let mut job: Job =
+            serde_json::from_value(run.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", run.id))?;
         if job.targets.is_empty() {
             if let Some(t) = &temp {
                 job.targets = vec![t.path.display().to_string()];
@@ -262,7 +293,8 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         };
         if let (Some(what), Some(why)) = (what, why) {
             // Each distinct reason once; the database keeps it for every run.
-            let line = if reasons.contains(&why) { format!("{what} {}", run.config_key) } else { format!("{what} {}: {why}", run.config_key) };
+            let line =
+                if reasons.contains(&why) { format!("{what} {}", run.config_key) } else { format!("{what} {}: {why}", run.config_key) };
             reasons.push(why);
             match &ui.bar {
                 Some(b) => b.println(line),
@@ -302,8 +334,10 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     // Failed runs of this sweep, also from before a resume: `--resume` does not redo them.
     let all_failed = store.sweep(sweep_id)?.map_or(0, |s| s.failed);
     if all_failed > 0 {
-        println!("{all_failed} runs of sweep #{sweep_id} failed: `iolab results --sweep {sweep_id} --status failed{}` lists them with the error",
-            if how.db.as_os_str() != "iolab.db" { format!(" --db {db}") } else { String::new() });
+        println!(
+            "{all_failed} runs of sweep #{sweep_id} failed: `iolab results --sweep {sweep_id} --status failed{}` lists them with the error",
+            if how.db.as_os_str() != "iolab.db" { format!(" --db {db}") } else { String::new() }
+        );
     }
     let code = match (&stopped, interrupted) {
         (Some((code, _)), _) => *code,

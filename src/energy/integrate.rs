@@ -53,7 +53,13 @@ fn largest_gap(good_times: &[f64], a: f64, b: f64) -> f64 {
 /// Integrate a cumulative counter. `samples` are (time s, raw value or None for a failed read);
 /// `scale_j` converts raw units to joules; `range` is the raw value at which the counter wraps
 /// (None: it never wraps, e.g. a 64-bit perf count); `max_plausible_w` bounds one interval.
-pub fn integrate_counter(samples: &[(f64, Option<f64>)], scale_j: f64, range: Option<f64>, max_plausible_w: f64, window: (f64, f64)) -> Integrated {
+pub fn integrate_counter(
+    samples: &[(f64, Option<f64>)],
+    scale_j: f64,
+    range: Option<f64>,
+    max_plausible_w: f64,
+    window: (f64, f64),
+) -> Integrated {
     let (a, b) = window;
     let mut out = Integrated { read_errors: samples.iter().filter(|s| s.1.is_none()).count(), ..Default::default() };
     let good: Vec<(f64, f64)> = samples.iter().filter_map(|&(t, v)| v.map(|v| (t, v))).collect();
@@ -99,7 +105,8 @@ pub fn integrate_counter(samples: &[(f64, Option<f64>)], scale_j: f64, range: Op
         out.covered_s += ov;
     }
     if counted_any && !advanced {
-        out.invalid = Some(format!("counter never advanced over {} reads (stuck, e.g. a VM passthrough); not reported as 0 W", out.samples));
+        out.invalid =
+            Some(format!("counter never advanced over {} reads (stuck, e.g. a VM passthrough); not reported as 0 W", out.samples));
         out.joules = 0.0;
         out.covered_s = 0.0;
     } else if !counted_any {
@@ -167,7 +174,8 @@ mod tests {
 
     #[test]
     fn counter_wrap_from_fixture_sequence() {
-        let s: Vec<(f64, Option<f64>)> = [262140000000.0, 262143000000.0, 1500000.0, 4500000.0].iter().enumerate().map(|(i, &v)| (i as f64, Some(v))).collect();
+        let s: Vec<(f64, Option<f64>)> =
+            [262140000000.0, 262143000000.0, 1500000.0, 4500000.0].iter().enumerate().map(|(i, &v)| (i as f64, Some(v))).collect();
         let r = integrate_counter(&s, 1e-6, Some(U14_RANGE), 1000.0, (0.0, 3.0));
         assert_eq!(r.wraps, 1);
         assert!((r.joules - 7.82885).abs() < 1e-9, "{}", r.joules);

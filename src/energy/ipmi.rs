@@ -63,7 +63,11 @@ pub fn parse_dcmi(text: &str) -> Result<DcmiReading, String> {
 /// Look a program up in a PATH-style list.
 pub fn lookup_in_path(name: &str, path_var: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    path_var.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(name)).find(|p| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false))
+    path_var
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false))
 }
 
 /// Run a command with LC_ALL=C and a timeout; Ok(stdout) when it exits 0.
@@ -124,11 +128,20 @@ impl Ipmi {
     pub fn open(prog: Option<&Path>, extra_args: &[String]) -> Result<(Ipmi, Vec<String>), String> {
         let prog = match prog {
             Some(p) => p.to_path_buf(),
-            None => lookup_in_path("ipmitool", &std::env::var("PATH").unwrap_or_default()).ok_or("ipmitool not found on PATH (install ipmitool; needs a BMC with DCMI and /dev/ipmi0 or a LAN interface)")?,
+            None => lookup_in_path("ipmitool", &std::env::var("PATH").unwrap_or_default())
+                .ok_or("ipmitool not found on PATH (install ipmitool; needs a BMC with DCMI and /dev/ipmi0 or a LAN interface)")?,
         };
         let mut args: Vec<String> = extra_args.to_vec();
         args.extend(["dcmi", "power", "reading"].map(String::from));
-        let me = Ipmi { prog, args, channels: vec![Channel { scope: Scope::BmcSystem, label: "dcmi".into(), kind: ChannelKind::Power { max_gap_s: 5.0, edge_hold_s: 1.5 } }] };
+        let me = Ipmi {
+            prog,
+            args,
+            channels: vec![Channel {
+                scope: Scope::BmcSystem,
+                label: "dcmi".into(),
+                kind: ChannelKind::Power { max_gap_s: 5.0, edge_hold_s: 1.5 },
+            }],
+        };
         let out = run_with_timeout(&me.prog, &me.args, Duration::from_secs(10))?;
         let r = parse_dcmi(&out)?;
         Ok((me, vec![format!("first reading {} W", r.instantaneous_w)]))
@@ -149,7 +162,9 @@ impl Source for Ipmi {
         IPMI_INTERVAL
     }
     fn read(&mut self) -> Vec<Result<Reading, String>> {
-        vec![run_with_timeout(&self.prog, &self.args, Duration::from_secs(5)).and_then(|o| parse_dcmi(&o)).map(|r| Reading::Watts(r.instantaneous_w))]
+        vec![run_with_timeout(&self.prog, &self.args, Duration::from_secs(5))
+            .and_then(|o| parse_dcmi(&o))
+            .map(|r| Reading::Watts(r.instantaneous_w))]
     }
 }
 

@@ -127,16 +127,8 @@ pub fn parse_hobo_date(s: &str, dmy: bool) -> Option<f64> {
     let y = if y < 100 { 2000 + y } else { y };
     let mut t = hms(time)?;
     match ampm.map(|x| x.to_ascii_uppercase()) {
-        Some(p) if p == "PM" => {
-            if t < 12.0 * 3600.0 {
-                t += 12.0 * 3600.0
-            }
-        }
-        Some(p) if p == "AM" => {
-            if t >= 12.0 * 3600.0 {
-                t -= 12.0 * 3600.0
-            }
-        }
+        Some(p) if p == "PM" && t < 12.0 * 3600.0 => t += 12.0 * 3600.0,
+        Some(p) if p == "AM" && t >= 12.0 * 3600.0 => t -= 12.0 * 3600.0,
         Some(_) => return None,
         None => {}
     }
@@ -195,7 +187,7 @@ pub fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
     let cols = split_csv(header, sep);
     let date_col = cols.iter().position(|c| c.starts_with("Date Time")).ok_or_else(|| format!("no \"Date Time\" column in {header:?}"))?;
     let tz = gmt_offset(&cols[date_col]).unwrap_or(0.0);
-    let unit_of = |c: &str| -> Option<String> { c.split_once(',').map(|(_, u)| u.trim().split_whitespace().next().unwrap_or("").to_string()) };
+    let unit_of = |c: &str| -> Option<String> { c.split_once(',').map(|(_, u)| u.split_whitespace().next().unwrap_or("").to_string()) };
     let mut pick: Option<(usize, SeriesKind, f64)> = None;
     for (i, c) in cols.iter().enumerate() {
         let lc = c.to_ascii_lowercase();
@@ -216,7 +208,8 @@ pub fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
         if v.is_empty() {
             continue; // event rows (Started, Stopped, Line Loss) carry no value
         }
-        let t = parse_hobo_date(d, dmy).ok_or_else(|| format!("line {}: cannot parse date {d:?} (use format hobo-dmy for day/month/year)", n + 3))?;
+        let t = parse_hobo_date(d, dmy)
+            .ok_or_else(|| format!("line {}: cannot parse date {d:?} (use format hobo-dmy for day/month/year)", n + 3))?;
         let v = parse_number(v).ok_or_else(|| format!("line {}: not a number: {v:?}", n + 3))?;
         points.push((t - tz, v * mult));
     }

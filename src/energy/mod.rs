@@ -11,12 +11,12 @@
 //! Sampling: one background thread per source (never an I/O thread), counters every
 //! `sample_interval` (default 250 ms, at most 1 s so RAPL wraps are caught), BMCs about 1 Hz.
 pub mod integrate;
-pub mod record;
 pub mod ipmi;
 pub mod meterlog;
 pub mod nvml;
 pub mod perf_power;
 pub mod rapl;
+pub mod record;
 pub mod redfish;
 
 pub use meterlog::ClockCorrection;
@@ -187,7 +187,8 @@ fn open_backend(cfg: &EnergyConfig, b: &str) -> Opened {
 fn open_all(cfg: &EnergyConfig) -> (Vec<Box<dyn Source>>, Vec<SourceStatus>) {
     let mut live: Vec<Box<dyn Source>> = Vec::new();
     let mut st = Vec::new();
-    let mut names: Vec<String> = if cfg.sources.is_empty() { BACKENDS.iter().map(|s| s.to_string()).collect() } else { cfg.sources.clone() };
+    let mut names: Vec<String> =
+        if cfg.sources.is_empty() { BACKENDS.iter().map(|s| s.to_string()).collect() } else { cfg.sources.clone() };
     names.dedup();
     for b in &names {
         let b = b.as_str();
@@ -201,16 +202,34 @@ fn open_all(cfg: &EnergyConfig) -> (Vec<Box<dyn Source>>, Vec<SourceStatus>) {
                     };
                     SourceStatus { backend: "meter".into(), available, scopes: vec!["wall_ac".into()], detail, notes: vec![] }
                 }
-                None => SourceStatus { backend: "meter".into(), available: false, scopes: vec![], detail: "no meter log given".into(), notes: vec![] },
+                None => SourceStatus {
+                    backend: "meter".into(),
+                    available: false,
+                    scopes: vec![],
+                    detail: "no meter log given".into(),
+                    notes: vec![],
+                },
             });
             continue;
         }
         if b == "perf" && cfg.sources.is_empty() && live.iter().any(|s| s.name() == "rapl") {
-            st.push(SourceStatus { backend: "perf".into(), available: false, scopes: vec![], detail: "skipped: powercap RAPL already measures the same domains (ask for it explicitly to get both)".into(), notes: vec![] });
+            st.push(SourceStatus {
+                backend: "perf".into(),
+                available: false,
+                scopes: vec![],
+                detail: "skipped: powercap RAPL already measures the same domains (ask for it explicitly to get both)".into(),
+                notes: vec![],
+            });
             continue;
         }
         if b == "redfish" && cfg.redfish.is_none() && cfg.sources.is_empty() {
-            st.push(SourceStatus { backend: "redfish".into(), available: false, scopes: vec![], detail: "no Redfish URL configured".into(), notes: vec![] });
+            st.push(SourceStatus {
+                backend: "redfish".into(),
+                available: false,
+                scopes: vec![],
+                detail: "no Redfish URL configured".into(),
+                notes: vec![],
+            });
             continue;
         }
         match open_backend(cfg, b) {
@@ -219,7 +238,13 @@ fn open_all(cfg: &EnergyConfig) -> (Vec<Box<dyn Source>>, Vec<SourceStatus>) {
                 scopes.sort();
                 scopes.dedup();
                 let detail = scopes.iter().map(|&sc| format!("{}: {}", sc.as_str(), s.method(sc))).collect::<Vec<_>>().join(" | ");
-                st.push(SourceStatus { backend: b.into(), available: true, scopes: scopes.iter().map(|s| s.as_str().to_string()).collect(), detail, notes });
+                st.push(SourceStatus {
+                    backend: b.into(),
+                    available: true,
+                    scopes: scopes.iter().map(|s| s.as_str().to_string()).collect(),
+                    detail,
+                    notes,
+                });
                 live.push(s);
             }
             Err(why) => st.push(SourceStatus { backend: b.into(), available: false, scopes: vec![], detail: why, notes: vec![] }),
@@ -274,7 +299,14 @@ pub struct EnergyReport {
 
 impl EnergyReport {
     pub fn unavailable(reasons: Vec<String>) -> EnergyReport {
-        EnergyReport { status: "unavailable".into(), reasons, sources: Vec::new(), window_s: 0.0, window_start_unix_s: 0.0, window_end_unix_s: 0.0 }
+        EnergyReport {
+            status: "unavailable".into(),
+            reasons,
+            sources: Vec::new(),
+            window_s: 0.0,
+            window_start_unix_s: 0.0,
+            window_end_unix_s: 0.0,
+        }
     }
 
     /// Add I/Os per joule and bytes per joule to every source with enough coverage.
@@ -329,12 +361,31 @@ pub const MAX_METER_LOG_BYTES: u64 = 256 << 20;
 
 fn not_regular(path: &Path, ft: std::fs::FileType) -> String {
     use std::os::unix::fs::FileTypeExt;
-    let what = if ft.is_fifo() { "a FIFO" } else if ft.is_char_device() { "a character device" } else if ft.is_block_device() { "a block device" } else if ft.is_socket() { "a socket" } else if ft.is_dir() { "a directory" } else { "not a regular file" };
-    format!("{} is {what}, not a regular file: save the meter's log to a file and give that (it is read whole at the run's end)", path.display())
+    let what = if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    };
+    format!(
+        "{} is {what}, not a regular file: save the meter's log to a file and give that (it is read whole at the run's end)",
+        path.display()
+    )
 }
 
 fn too_big(path: &Path) -> String {
-    format!("{} is larger than {} MiB, the most a meter log may be: keep only the hours around the run", path.display(), MAX_METER_LOG_BYTES >> 20)
+    format!(
+        "{} is larger than {} MiB, the most a meter log may be: keep only the hours around the run",
+        path.display(),
+        MAX_METER_LOG_BYTES >> 20
+    )
 }
 
 /// Why the meter log at `path` could not be read at the run's end, checked before the run: it
@@ -354,7 +405,8 @@ pub fn read_meter_log(path: &Path) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let f =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let meta = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(not_regular(path, meta.file_type()));
@@ -376,13 +428,27 @@ pub fn import_meter_log(path: &Path, cfg: &EnergyConfig, window_unix: (f64, f64)
     let first = log.points[0].0;
     let (lo, hi) = (corr.apply(first, first), corr.apply(log.points[log.points.len() - 1].0, first));
     if let Some(why) = r.invalid {
-        return Err(format!("{} ({} samples spanning UNIX {lo:.1}..{hi:.1} after correction; window {:.1}..{:.1}): {why}", path.display(), log.points.len(), window_unix.0, window_unix.1));
+        return Err(format!(
+            "{} ({} samples spanning UNIX {lo:.1}..{hi:.1} after correction; window {:.1}..{:.1}): {why}",
+            path.display(),
+            log.points.len(),
+            window_unix.0,
+            window_unix.1
+        ));
     }
     let window_s = window_unix.1 - window_unix.0;
-    let method = format!("meter log {} ({}, series {:?}, {}), clock offset {:+.3} s drift {:+.1} ppm", path.display(), log.format, log.series, match log.kind {
-        meterlog::SeriesKind::Watts => "power samples, trapezoid rule",
-        meterlog::SeriesKind::CumulativeJoules => "cumulative energy differences",
-    }, corr.offset_s, corr.drift_ppm);
+    let method = format!(
+        "meter log {} ({}, series {:?}, {}), clock offset {:+.3} s drift {:+.1} ppm",
+        path.display(),
+        log.format,
+        log.series,
+        match log.kind {
+            meterlog::SeriesKind::Watts => "power samples, trapezoid rule",
+            meterlog::SeriesKind::CumulativeJoules => "cumulative energy differences",
+        },
+        corr.offset_s,
+        corr.drift_ppm
+    );
     Ok(SourceEnergy {
         source: "meter".into(),
         scope: Scope::WallAc.as_str().into(),
@@ -434,7 +500,11 @@ pub struct PreparedEnergy {
 impl PreparedEnergy {
     pub fn prepare(cfg: &EnergyConfig) -> PreparedEnergy {
         let (live, st) = open_all(cfg);
-        let reasons = st.iter().filter(|s| !s.available && !(s.backend == "meter" && cfg.meter_log.is_none() && cfg.sources.is_empty())).map(|s| format!("{}: {}", s.backend, s.detail)).collect();
+        let reasons = st
+            .iter()
+            .filter(|s| !(s.available || s.backend == "meter" && cfg.meter_log.is_none() && cfg.sources.is_empty()))
+            .map(|s| format!("{}: {}", s.backend, s.detail))
+            .collect();
         PreparedEnergy { cfg: cfg.clone(), live, reasons }
     }
 
@@ -505,7 +575,14 @@ impl EnergyMeter {
             sources.append(&mut s);
             reasons.append(&mut why);
         }
-        let mut report = EnergyReport { status: String::new(), reasons, sources, window_s: end, window_start_unix_s: self.start_unix, window_end_unix_s: end_unix };
+        let mut report = EnergyReport {
+            status: String::new(),
+            reasons,
+            sources,
+            window_s: end,
+            window_start_unix_s: self.start_unix,
+            window_end_unix_s: end_unix,
+        };
         report.import_meter_log(&self.cfg);
         report.status = if report.sources.is_empty() { "unavailable" } else { "measured" }.into();
         report
@@ -545,7 +622,9 @@ pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEn
                 })
                 .collect();
             let r = match ch.kind {
-                ChannelKind::Counter { scale_j, range, max_plausible_w } => integrate::integrate_counter(&series, scale_j, range, max_plausible_w, (0.0, end)),
+                ChannelKind::Counter { scale_j, range, max_plausible_w } => {
+                    integrate::integrate_counter(&series, scale_j, range, max_plausible_w, (0.0, end))
+                }
                 ChannelKind::Power { max_gap_s, edge_hold_s } => integrate::integrate_power(&series, max_gap_s, edge_hold_s, (0.0, end)),
             };
             if let Some(why) = &r.invalid {

@@ -26,7 +26,11 @@ fn err_string(lib: &Library, r: Ret) -> String {
         match lib.get::<unsafe extern "C" fn(Ret) -> *const c_char>(b"nvmlErrorString\0") {
             Ok(f) => {
                 let p = f(r);
-                if p.is_null() { format!("NVML error {r}") } else { format!("{} ({r})", CStr::from_ptr(p).to_string_lossy()) }
+                if p.is_null() {
+                    format!("NVML error {r}")
+                } else {
+                    format!("{} ({r})", CStr::from_ptr(p).to_string_lossy())
+                }
             }
             Err(_) => format!("NVML error {r}"),
         }
@@ -47,9 +51,12 @@ impl Nvml {
             if r != NVML_SUCCESS {
                 return Err(format!("nvmlInit_v2: {}", err_string(&me.lib, r)));
             }
-            let count: Symbol<unsafe extern "C" fn(*mut u32) -> Ret> = me.lib.get(b"nvmlDeviceGetCount_v2\0").map_err(|e| format!("nvmlDeviceGetCount_v2: {e}"))?;
-            let handle: Symbol<unsafe extern "C" fn(u32, *mut *mut c_void) -> Ret> = me.lib.get(b"nvmlDeviceGetHandleByIndex_v2\0").map_err(|e| format!("nvmlDeviceGetHandleByIndex_v2: {e}"))?;
-            let energy: Symbol<unsafe extern "C" fn(*mut c_void, *mut u64) -> Ret> = me.lib.get(b"nvmlDeviceGetTotalEnergyConsumption\0").map_err(|e| format!("nvmlDeviceGetTotalEnergyConsumption: {e}"))?;
+            let count: Symbol<unsafe extern "C" fn(*mut u32) -> Ret> =
+                me.lib.get(b"nvmlDeviceGetCount_v2\0").map_err(|e| format!("nvmlDeviceGetCount_v2: {e}"))?;
+            let handle: Symbol<unsafe extern "C" fn(u32, *mut *mut c_void) -> Ret> =
+                me.lib.get(b"nvmlDeviceGetHandleByIndex_v2\0").map_err(|e| format!("nvmlDeviceGetHandleByIndex_v2: {e}"))?;
+            let energy: Symbol<unsafe extern "C" fn(*mut c_void, *mut u64) -> Ret> =
+                me.lib.get(b"nvmlDeviceGetTotalEnergyConsumption\0").map_err(|e| format!("nvmlDeviceGetTotalEnergyConsumption: {e}"))?;
             let mut n = 0u32;
             let r = count(&mut n);
             if r != NVML_SUCCESS {
@@ -74,7 +81,13 @@ impl Nvml {
             if devs.is_empty() {
                 return Err("NVML reports no GPUs".into());
             }
-            me.channels = (0..devs.len()).map(|i| Channel { scope: Scope::Gpu, label: format!("gpu{i}"), kind: ChannelKind::Counter { scale_j: 1e-3, range: None, max_plausible_w: 5000.0 } }).collect();
+            me.channels = (0..devs.len())
+                .map(|i| Channel {
+                    scope: Scope::Gpu,
+                    label: format!("gpu{i}"),
+                    kind: ChannelKind::Counter { scale_j: 1e-3, range: None, max_plausible_w: 5000.0 },
+                })
+                .collect();
             me.devices = devs;
         }
         Ok((me, notes))
@@ -107,14 +120,19 @@ impl Source for Nvml {
     }
     fn read(&mut self) -> Vec<Result<Reading, String>> {
         // SAFETY: as in open.
-        let energy: Result<Symbol<unsafe extern "C" fn(*mut c_void, *mut u64) -> Ret>, _> = unsafe { self.lib.get(b"nvmlDeviceGetTotalEnergyConsumption\0") };
+        let energy: Result<Symbol<unsafe extern "C" fn(*mut c_void, *mut u64) -> Ret>, _> =
+            unsafe { self.lib.get(b"nvmlDeviceGetTotalEnergyConsumption\0") };
         let Ok(energy) = energy else { return self.devices.iter().map(|_| Err("symbol vanished".into())).collect() };
         self.devices
             .iter()
             .map(|&h| {
                 let mut mj = 0u64;
                 let r = unsafe { energy(h, &mut mj) };
-                if r == NVML_SUCCESS { Ok(Reading::Raw(mj as f64)) } else { Err(format!("nvml: {}", err_string(&self.lib, r))) }
+                if r == NVML_SUCCESS {
+                    Ok(Reading::Raw(mj as f64))
+                } else {
+                    Err(format!("nvml: {}", err_string(&self.lib, r)))
+                }
             })
             .collect()
     }

@@ -57,13 +57,21 @@ pub fn describe(sysfs_root: &Path) -> Result<PmuDesc, String> {
     let dir = pmu_dir(sysfs_root);
     let rd = |p: PathBuf| std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()));
     if !dir.exists() {
-        return Err(format!("no {} (no RAPL perf PMU: not exposed in VMs; needs an Intel/AMD host kernel with the rapl PMU)", dir.display()));
+        return Err(format!(
+            "no {} (no RAPL perf PMU: not exposed in VMs; needs an Intel/AMD host kernel with the rapl PMU)",
+            dir.display()
+        ));
     }
     let pmu_type: u32 = rd(dir.join("type"))?.trim().parse().map_err(|_| "power/type is not a number".to_string())?;
     let cpus = parse_cpulist(&rd(dir.join("cpumask"))?).ok_or("power/cpumask is not a CPU list")?;
     let mut events = Vec::new();
     let mut notes = Vec::new();
-    for (name, scope) in [("energy-pkg", Some(Scope::CpuPackage)), ("energy-ram", Some(Scope::Dram)), ("energy-psys", Some(Scope::Platform)), ("energy-cores", None)] {
+    for (name, scope) in [
+        ("energy-pkg", Some(Scope::CpuPackage)),
+        ("energy-ram", Some(Scope::Dram)),
+        ("energy-psys", Some(Scope::Platform)),
+        ("energy-cores", None),
+    ] {
         let ev = dir.join("events").join(name);
         let Ok(spec) = std::fs::read_to_string(&ev) else { continue };
         let Some(scope) = scope else {
@@ -74,7 +82,8 @@ pub fn describe(sysfs_root: &Path) -> Result<PmuDesc, String> {
             notes.push(format!("{name}: cannot parse {spec:?}"));
             continue;
         };
-        let scale: Option<f64> = std::fs::read_to_string(dir.join("events").join(format!("{name}.scale"))).ok().and_then(|s| s.trim().parse().ok());
+        let scale: Option<f64> =
+            std::fs::read_to_string(dir.join("events").join(format!("{name}.scale"))).ok().and_then(|s| s.trim().parse().ok());
         let unit = std::fs::read_to_string(dir.join("events").join(format!("{name}.unit"))).unwrap_or_default();
         match scale {
             Some(scale) if scale > 0.0 && unit.trim() == "Joules" => events.push(PmuEvent { name: name.into(), scope, config, scale }),
@@ -121,14 +130,20 @@ impl PerfPower {
                 if fd < 0 {
                     let e = std::io::Error::last_os_error();
                     let hint = match e.raw_os_error() {
-                        Some(libc::EACCES) | Some(libc::EPERM) => format!("needs CAP_PERFMON (or root) or kernel.perf_event_paranoid <= 0 (it is {})", paranoid()),
+                        Some(libc::EACCES) | Some(libc::EPERM) => {
+                            format!("needs CAP_PERFMON (or root) or kernel.perf_event_paranoid <= 0 (it is {})", paranoid())
+                        }
                         Some(libc::ENOENT) | Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => "event not supported by this CPU/kernel".into(),
                         _ => String::new(),
                     };
                     return Err(format!("perf_event_open({} on cpu {cpu}): {e}; {hint}", ev.name));
                 }
                 me.fds.push(fd);
-                me.channels.push(Channel { scope: ev.scope, label: format!("{} cpu{cpu}", ev.name), kind: ChannelKind::Counter { scale_j: ev.scale, range: None, max_plausible_w: 5000.0 } });
+                me.channels.push(Channel {
+                    scope: ev.scope,
+                    label: format!("{} cpu{cpu}", ev.name),
+                    kind: ChannelKind::Counter { scale_j: ev.scale, range: None, max_plausible_w: 5000.0 },
+                });
             }
         }
         let notes = desc.notes.clone();
@@ -157,7 +172,11 @@ impl Source for PerfPower {
                 let mut v = 0u64;
                 // SAFETY: 8 bytes into a u64.
                 let n = unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
-                if n == 8 { Ok(Reading::Raw(v as f64)) } else { Err(format!("perf read: {}", std::io::Error::last_os_error())) }
+                if n == 8 {
+                    Ok(Reading::Raw(v as f64))
+                } else {
+                    Err(format!("perf read: {}", std::io::Error::last_os_error()))
+                }
             })
             .collect()
     }

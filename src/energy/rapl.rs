@@ -48,11 +48,15 @@ pub fn discover(sysfs_root: &Path) -> Result<(Vec<Zone>, Vec<String>), String> {
     let entries = match std::fs::read_dir(&class) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!("no {} (no RAPL: usual in VMs and containers, which do not expose or mask /sys/devices/virtual/powercap)", class.display()))
+            return Err(format!(
+                "no {} (no RAPL: usual in VMs and containers, which do not expose or mask /sys/devices/virtual/powercap)",
+                class.display()
+            ))
         }
         Err(e) => return Err(format!("{}: {e}", class.display())),
     };
-    let mut ids: Vec<String> = entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains(':')).collect();
+    let mut ids: Vec<String> =
+        entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains(':')).collect();
     // Priority order, then top-level zones before sub-zones, then by id.
     let prio = |id: &str| TYPE_PRIORITY.iter().position(|t| id.split(':').next() == Some(*t)).unwrap_or(usize::MAX);
     ids.sort_by(|x, y| (prio(x), x.matches(':').count(), x.as_str()).cmp(&(prio(y), y.matches(':').count(), y.as_str())));

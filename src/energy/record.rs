@@ -51,9 +51,17 @@ pub fn measure_idle(cfg: &EnergyConfig, seconds: f64, stop: &std::sync::atomic::
         std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()).min(std::time::Duration::from_millis(50)));
     }
     let r = meter.stop();
-    r.sources.iter().filter(|s| s.coverage > 0.0).map(|s| IdlePower {
-        source: s.source.clone(), scope: s.scope.clone(), idle_watts: s.mean_watts, idle_window_s: s.window_s, coverage: s.coverage,
-    }).collect()
+    r.sources
+        .iter()
+        .filter(|s| s.coverage > 0.0)
+        .map(|s| IdlePower {
+            source: s.source.clone(),
+            scope: s.scope.clone(),
+            idle_watts: s.mean_watts,
+            idle_window_s: s.window_s,
+            coverage: s.coverage,
+        })
+        .collect()
 }
 
 /// The run's record, with per-joule ratios and, given an idle baseline, the dynamic part.

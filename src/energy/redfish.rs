@@ -27,7 +27,13 @@ pub struct RedfishConfig {
 
 impl std::fmt::Debug for RedfishConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedfishConfig").field("url", &self.url).field("chassis", &self.chassis).field("username", &self.username).field("password", &self.password.as_ref().map(|_| "<redacted>")).field("credentials_file", &self.credentials_file).finish()
+        f.debug_struct("RedfishConfig")
+            .field("url", &self.url)
+            .field("chassis", &self.chassis)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("credentials_file", &self.credentials_file)
+            .finish()
     }
 }
 
@@ -83,7 +89,9 @@ fn link(v: &Value, key: &str) -> Option<String> {
 pub fn reading_of(resource: Resource, v: &Value) -> Result<f64, String> {
     let w = match resource {
         Resource::EnvironmentMetrics => v.pointer("/PowerWatts/Reading").ok_or("EnvironmentMetrics has no PowerWatts.Reading")?,
-        Resource::LegacyPower => v.pointer("/PowerControl/0/PowerConsumedWatts").ok_or("Power has no PowerControl[0].PowerConsumedWatts")?,
+        Resource::LegacyPower => {
+            v.pointer("/PowerControl/0/PowerConsumedWatts").ok_or("Power has no PowerControl[0].PowerConsumedWatts")?
+        }
     };
     let w = w.as_f64().ok_or_else(|| format!("power reading is {w} (not a number)"))?;
     if w <= 0.0 || w >= 65535.0 {
@@ -104,7 +112,9 @@ impl Redfish {
                 let body = r.into_string().map_err(|e| format!("GET {url}: {e}"))?;
                 serde_json::from_str(&body).map_err(|e| format!("GET {url}: not JSON: {e}"))
             }
-            Err(ureq::Error::Status(401, _)) | Err(ureq::Error::Status(403, _)) => Err(format!("GET {url}: authentication refused (set IOLAB_REDFISH_USER/IOLAB_REDFISH_PASSWORD or a credentials file)")),
+            Err(ureq::Error::Status(401, _)) | Err(ureq::Error::Status(403, _)) => {
+                Err(format!("GET {url}: authentication refused (set IOLAB_REDFISH_USER/IOLAB_REDFISH_PASSWORD or a credentials file)"))
+            }
             Err(e) => Err(format!("GET {url}: {e}")),
         }
     }
@@ -114,10 +124,22 @@ impl Redfish {
             return Err(format!("redfish url {:?} must start with https:// or http://", cfg.url));
         }
         let agent = ureq::AgentBuilder::new().timeout(cfg.timeout.unwrap_or(Duration::from_secs(5))).build();
-        let auth = cfg.credentials()?.map(|(u, p)| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))));
-        let mut me = Redfish { agent, base: cfg.url.trim_end_matches('/').to_string(), auth, path: String::new(), resource: Resource::EnvironmentMetrics, channels: Vec::new() };
+        let auth =
+            cfg.credentials()?.map(|(u, p)| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))));
+        let mut me = Redfish {
+            agent,
+            base: cfg.url.trim_end_matches('/').to_string(),
+            auth,
+            path: String::new(),
+            resource: Resource::EnvironmentMetrics,
+            channels: Vec::new(),
+        };
         let coll = me.get("/redfish/v1/Chassis")?;
-        let members: Vec<String> = coll.get("Members").and_then(|m| m.as_array()).map(|a| a.iter().filter_map(|m| m.get("@odata.id").and_then(|x| x.as_str()).map(String::from)).collect()).unwrap_or_default();
+        let members: Vec<String> = coll
+            .get("Members")
+            .and_then(|m| m.as_array())
+            .map(|a| a.iter().filter_map(|m| m.get("@odata.id").and_then(|x| x.as_str()).map(String::from)).collect())
+            .unwrap_or_default();
         let mut tried = Vec::new();
         for m in members {
             if let Some(id) = &cfg.chassis {
@@ -138,7 +160,11 @@ impl Redfish {
                     Ok(w) => {
                         me.path = p;
                         me.resource = res;
-                        me.channels = vec![Channel { scope: Scope::BmcSystem, label: me.path.clone(), kind: ChannelKind::Power { max_gap_s: 5.0, edge_hold_s: 1.5 } }];
+                        me.channels = vec![Channel {
+                            scope: Scope::BmcSystem,
+                            label: me.path.clone(),
+                            kind: ChannelKind::Power { max_gap_s: 5.0, edge_hold_s: 1.5 },
+                        }];
                         let note = format!("{} first reading {w} W", me.path);
                         return Ok((me, vec![note]));
                     }
@@ -146,7 +172,11 @@ impl Redfish {
                 }
             }
         }
-        Err(format!("no chassis with a power reading at {}{}", cfg.url, if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }))
+        Err(format!(
+            "no chassis with a power reading at {}{}",
+            cfg.url,
+            if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }
+        ))
     }
 }
 

@@ -59,23 +59,13 @@ impl Clock {
     /// Pick and calibrate the clock (about 50 ms for the TSC).
     pub fn calibrate() -> Clock {
         if !invariant_tsc() {
-            return Clock {
-                kind: ClockKind::Monotonic,
-                mult: 0,
-                tsc0: 0,
-                ns0: 0,
-            };
+            return Clock { kind: ClockKind::Monotonic, mult: 0, tsc0: 0, ns0: 0 };
         }
         let (t0, n0) = (rdtsc(), monotonic_ns());
         std::thread::sleep(std::time::Duration::from_millis(50));
         let (t1, n1) = (rdtsc(), monotonic_ns());
         let mult = (((n1 - n0) as u128) << 32) / ((t1 - t0).max(1) as u128);
-        Clock {
-            kind: ClockKind::Tsc,
-            mult: mult as u64,
-            tsc0: t0,
-            ns0: n0,
-        }
+        Clock { kind: ClockKind::Tsc, mult: mult as u64, tsc0: t0, ns0: n0 }
     }
 
     /// Nanoseconds on the CLOCK_MONOTONIC time line.
@@ -97,11 +87,7 @@ impl Clock {
         std::hint::black_box(sink);
         let cost = (monotonic_ns() - start) as f64 / N as f64;
         let tsc_hz = (self.kind == ClockKind::Tsc).then(|| 1e9 * 4294967296.0 / self.mult as f64);
-        ClockInfo {
-            kind: self.kind,
-            read_cost_ns: cost,
-            tsc_hz,
-        }
+        ClockInfo { kind: self.kind, read_cost_ns: cost, tsc_hz }
     }
 }
 

@@ -71,17 +71,7 @@ struct Slot {
 }
 
 pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, String> {
-    let LoopCtx {
-        plan,
-        clock,
-        stream,
-        bufs,
-        rec,
-        stop,
-        progress,
-        written,
-        start,
-    } = cx;
+    let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
     let (bufs, start) = (*bufs, *start);
     let qd = plan.qd as usize;
     let bs = plan.bs as usize;
@@ -118,21 +108,14 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
         }
         while !stopping && npending < pending.len() && may_issue > 0 {
             let Some(tag) = free.pop() else { break };
-            let next = stream.next();
+            let next = stream.next_io();
             // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
             let buf = unsafe { bufs.add(tag as usize * bs) };
             if plan.verify && next.write {
                 gen += 1;
                 verify::fill(unsafe { std::slice::from_raw_parts_mut(buf, bs) }, next.offset, gen);
             }
-            let r = Request {
-                tag,
-                write: next.write,
-                file: next.file,
-                offset: next.offset,
-                len: plan.bs,
-                buf,
-            };
+            let r = Request { tag, write: next.write, file: next.file, offset: next.offset, len: plan.bs, buf };
             slots[tag as usize].req = r;
             pending[npending] = r;
             npending += 1;
@@ -223,12 +206,7 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
         Some(e) if !early => e,
         _ => last_done.max(measure_start),
     };
-    Ok(LoopEnd {
-        measure_start,
-        measure_end,
-        first_error,
-        verified_reads: verified,
-    })
+    Ok(LoopEnd { measure_start, measure_end, first_error, verified_reads: verified })
 }
 
 /// A completion that is not simply a full transfer, or any under verify: the failure in words,

@@ -192,10 +192,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                                 ));
                             }
                             let written: WrittenMap = if job.verify && job.rw.writes(job.write_mix) {
-                                targets
-                                    .iter()
-                                    .map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize])
-                                    .collect()
+                                targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize]).collect()
                             } else {
                                 targets.iter().map(|_| Vec::new()).collect()
                             };
@@ -431,21 +428,10 @@ fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, in
                     Some(format!("verify read-back returned {n} of {bs} bytes"))
                 } else {
                     let data = unsafe { std::slice::from_raw_parts(bufs.ptr, bs as usize) };
-                    verify::check(data, offset)
-                        .err()
-                        .map(|e| format!("verify failed on read-back: {e}"))
+                    verify::check(data, offset).err().map(|e| format!("verify failed on read-back: {e}"))
                 };
                 if let Some(what) = what {
-                    return (
-                        checked,
-                        Some(FailedIo {
-                            file: file as u32,
-                            offset,
-                            write: false,
-                            errno: None,
-                            what,
-                        }),
-                    );
+                    return (checked, Some(FailedIo { file: file as u32, offset, write: false, errno: None, what }));
                 }
                 checked += 1;
             }

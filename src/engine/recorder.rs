@@ -22,7 +22,7 @@ pub fn new_histogram() -> Histogram<u64> {
 /// Latency counts in the bucket layout of [`new_histogram`] (lowest value 1, two significant
 /// digits: 256 sub-buckets, the upper 128 of each power of two beyond the first), extended to
 /// every u64 so the hot path needs no range check: value `v` lands in `index(v)`, and
-/// [`LatCounts::into_histogram`] reproduces the histogram that recording each value would have
+/// [`LatCounts::to_histogram`] reproduces the histogram that recording each value would have
 /// built (values beyond one hour saturate there, as `saturating_record` does).
 pub struct LatCounts(Box<[u64; LAT_SLOTS]>);
 
@@ -63,7 +63,7 @@ impl LatCounts {
 
     /// The counts as the run's histogram: 0 ns counted as 1 ns (its lowest value), and the
     /// rest through `saturating_record_n`, which puts what is beyond its range at one hour.
-    fn into_histogram(&self) -> Histogram<u64> {
+    fn to_histogram(&self) -> Histogram<u64> {
         let mut h = new_histogram();
         for (i, &n) in self.0.iter().enumerate().filter(|(_, n)| **n > 0) {
             h.saturating_record_n(Self::value_of(i).max(1), n);
@@ -86,14 +86,7 @@ pub struct Direction {
 
 impl Direction {
     fn new() -> Direction {
-        Direction {
-            ios: 0,
-            bytes: 0,
-            errors: 0,
-            min_ns: u64::MAX,
-            max_ns: 0,
-            lat: new_histogram(),
-        }
+        Direction { ios: 0, bytes: 0, errors: 0, min_ns: u64::MAX, max_ns: 0, lat: new_histogram() }
     }
     fn reset(&mut self) {
         self.ios = 0;
@@ -175,11 +168,7 @@ impl Recorder {
     /// any overflow) and start counting `next`.
     #[cold]
     fn close_second(&mut self, next: usize) {
-        let now = SecondSlot {
-            read_ios: self.read.ios,
-            write_ios: self.write.ios,
-            lat_sum_ns: self.lat_sum_ns,
-        };
+        let now = SecondSlot { read_ios: self.read.ios, write_ios: self.write.ios, lat_sum_ns: self.lat_sum_ns };
         let last = self.series.len() - 1;
         let slot = &mut self.series[self.second.min(last)];
         slot.read_ios += now.read_ios - self.second_began.read_ios;
@@ -219,7 +208,7 @@ impl Recorder {
         self.close_second(self.second);
         for (d, counts) in [(&mut self.read, &self.counts[0]), (&mut self.write, &self.counts[1])] {
             d.bytes = d.ios * self.bs;
-            d.lat = counts.into_histogram();
+            d.lat = counts.to_histogram();
         }
         if let [only] = self.per_target.as_mut_slice() {
             *only = self.read.ios + self.write.ios;
@@ -287,8 +276,24 @@ mod tests {
         let mut direct = new_histogram();
         let mut counts = LatCounts::new();
         let mut rng = crate::engine::workload::Rng::new(5);
-        let mut values: Vec<u64> = vec![0, 1, 127, 128, 255, 256, 257, 511, 512, 1023, 1024, MAX_LATENCY_NS - 1, MAX_LATENCY_NS,
-            MAX_LATENCY_NS + 1, MAX_LATENCY_NS * 2, u64::MAX];
+        let mut values: Vec<u64> = vec![
+            0,
+            1,
+            127,
+            128,
+            255,
+            256,
+            257,
+            511,
+            512,
+            1023,
+            1024,
+            MAX_LATENCY_NS - 1,
+            MAX_LATENCY_NS,
+            MAX_LATENCY_NS + 1,
+            MAX_LATENCY_NS * 2,
+            u64::MAX,
+        ];
         // Every power of two and its neighbours, then random values at every magnitude.
         values.extend((0..64).flat_map(|s| [(1u64 << s) - 1, 1u64 << s, (1u64 << s) + 1]));
         values.extend((0..200_000).map(|_| rng.next_u64() >> rng.below(64)));
@@ -299,7 +304,7 @@ mod tests {
                 assert_eq!(LatCounts::value_of(LatCounts::index(v)), direct.lowest_equivalent(v), "{v}");
             }
         }
-        let built = counts.into_histogram();
+        let built = counts.to_histogram();
         assert!(built == direct, "histograms differ");
         assert_eq!(built.len(), values.len() as u64);
     }

@@ -29,8 +29,19 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
     let clock = Clock::calibrate();
     let mut bufs = AlignedBuf::new((job.bs * job.qd as u64) as usize);
     let setup = Setup {
-        fds: &[-1], buffers: bufs.ptr, buffers_len: bufs.slice().len(), bs: job.bs as u32, qd: job.qd, submit: job.submit, complete: job.complete,
-        batch_submit: job.batch_submit, sq_cpu: None, sq_idle_ms: 0, register_buffers: false, register_files: false, force_async: false,
+        fds: &[-1],
+        buffers: bufs.ptr,
+        buffers_len: bufs.slice().len(),
+        bs: job.bs as u32,
+        qd: job.qd,
+        submit: job.submit,
+        complete: job.complete,
+        batch_submit: job.batch_submit,
+        sq_cpu: None,
+        sq_idle_ms: 0,
+        register_buffers: false,
+        register_files: false,
+        force_async: false,
         null_script: job.null_script.as_deref(),
     };
     let mut io = <Null as IoInterface>::open(&setup).expect("null opens");
@@ -43,10 +54,27 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
         _ => None,
     };
     let plan = LoopPlan {
-        bs: job.bs as u32, qd: job.qd, batch_submit: job.batch_submit, batch_reap: job.batch_reap, ramp_end: start + ramp_ns, end: None, quota,
-        continue_on_error: job.continue_on_error, verify: false,
+        bs: job.bs as u32,
+        qd: job.qd,
+        batch_submit: job.batch_submit,
+        batch_reap: job.batch_reap,
+        ramp_end: start + ramp_ns,
+        end: None,
+        quota,
+        continue_on_error: job.continue_on_error,
+        verify: false,
     };
-    let mut cx = LoopCtx { plan, clock: &clock, stream, bufs: bufs.ptr, rec: Recorder::new(8, 1, job.bs), stop: &stop, progress: &progress, written: vec![vec![]], start };
+    let mut cx = LoopCtx {
+        plan,
+        clock: &clock,
+        stream,
+        bufs: bufs.ptr,
+        rec: Recorder::new(8, 1, job.bs),
+        stop: &stop,
+        progress: &progress,
+        written: vec![vec![]],
+        start,
+    };
     let end = hotloop::run(&mut io, &mut cx).expect("the loop runs");
     (io, end, cx.rec, progress.load(Ordering::Relaxed))
 }

@@ -20,10 +20,9 @@ pub enum VerifyError {
 impl std::fmt::Display for VerifyError {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match self {
-            VerifyError::NotVerifyData { offset } => write!(
-                f,
-                "sector at byte {offset} holds no iolab verify data (write it with --verify first)"
-            ),
+            VerifyError::NotVerifyData { offset } => {
+                write!(f, "sector at byte {offset} holds no iolab verify data (write it with --verify first)")
+            }
             VerifyError::WrongOffset { offset, found } => write!(f, "sector at byte {offset} holds data written for byte {found}"),
             VerifyError::BadHash { offset } => write!(f, "sector at byte {offset} fails its checksum"),
         }

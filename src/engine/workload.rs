@@ -19,9 +19,7 @@ fn splitmix64(x: &mut u64) -> u64 {
 impl Rng {
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
-        Rng {
-            s: [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)],
-        }
+        Rng { s: [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)] }
     }
 
     /// An independent stream for one thread of a job.
@@ -70,20 +68,14 @@ pub struct Region {
 pub fn region_for(range_start: u64, range_len: u64, bs: u64, random: bool, thread: u32, threads: u32) -> Region {
     let blocks = range_len / bs;
     if random || threads <= 1 {
-        return Region {
-            start: range_start,
-            blocks,
-        };
+        return Region { start: range_start, blocks };
     }
     let per = blocks / threads as u64;
     let extra = blocks % threads as u64;
     let t = thread as u64;
     let first = t * per + t.min(extra);
     let count = per + u64::from(t < extra);
-    Region {
-        start: range_start + first * bs,
-        blocks: count,
-    }
+    Region { start: range_start + first * bs, blocks: count }
 }
 
 /// The next I/O a thread issues.
@@ -108,19 +100,11 @@ pub struct Stream {
 impl Stream {
     pub fn new(rng: Rng, regions: Vec<Region>, bs: u64, random: bool, write_pct: u8) -> Stream {
         let cursors = vec![0; regions.len()];
-        Stream {
-            rng,
-            regions,
-            cursors,
-            bs,
-            random,
-            write_pct: write_pct as u64,
-            next_file: 0,
-        }
+        Stream { rng, regions, cursors, bs, random, write_pct: write_pct as u64, next_file: 0 }
     }
 
     #[inline(always)]
-    pub fn next(&mut self) -> NextIo {
+    pub fn next_io(&mut self) -> NextIo {
         // Targets are used round-robin so each sees an equal share.
         let file = self.next_file;
         self.next_file += 1;
@@ -141,11 +125,7 @@ impl Stream {
             100 => true,
             p => self.rng.below(100) < p,
         };
-        NextIo {
-            file,
-            offset: r.start + block * self.bs,
-            write,
-        }
+        NextIo { file, offset: r.start + block * self.bs, write }
     }
 }
 
@@ -198,7 +178,7 @@ mod tests {
     fn sequential_stream_wraps_in_its_region() {
         let r = Region { start: 8192, blocks: 3 };
         let mut s = Stream::new(Rng::new(1), vec![r], 4096, false, 0);
-        let offs: Vec<u64> = (0..7).map(|_| s.next().offset).collect();
+        let offs: Vec<u64> = (0..7).map(|_| s.next_io().offset).collect();
         assert_eq!(offs, vec![8192, 12288, 16384, 8192, 12288, 16384, 8192]);
     }
 
@@ -207,7 +187,7 @@ mod tests {
         let r = Region { start: 4096, blocks: 1000 };
         let mut s = Stream::new(Rng::new(3), vec![r], 512, true, 0);
         for _ in 0..10_000 {
-            let io = s.next();
+            let io = s.next_io();
             assert_eq!(io.offset % 512, 0);
             assert!(io.offset >= 4096 && io.offset < 4096 + 1000 * 512);
             assert!(!io.write);
@@ -218,7 +198,7 @@ mod tests {
     fn write_mix_matches_percentage() {
         let r = Region { start: 0, blocks: 1 << 20 };
         let mut s = Stream::new(Rng::new(9), vec![r], 4096, true, 30);
-        let writes = (0..100_000).filter(|_| s.next().write).count();
+        let writes = (0..100_000).filter(|_| s.next_io().write).count();
         assert!((29_000..31_000).contains(&writes), "writes {writes}");
     }
 
@@ -226,7 +206,7 @@ mod tests {
     fn targets_round_robin() {
         let regs = vec![Region { start: 0, blocks: 10 }, Region { start: 0, blocks: 10 }];
         let mut s = Stream::new(Rng::new(1), regs, 4096, true, 100);
-        let files: Vec<u32> = (0..4).map(|_| s.next().file).collect();
+        let files: Vec<u32> = (0..4).map(|_| s.next_io().file).collect();
         assert_eq!(files, vec![0, 1, 0, 1]);
     }
 }

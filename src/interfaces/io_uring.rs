@@ -209,14 +209,24 @@ fn create_ring_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: 
 /// A ring of 128-byte SQEs and 32-byte CQEs (IORING_SETUP_SQE128 | IORING_SETUP_CQE32, Linux
 /// 5.19+), as NVMe passthrough needs: the 80-byte command rides in the SQE and the NVMe result
 /// dwords in the CQE. Set up as [`create_ring`] does, stepping down the same way.
-pub fn create_ring_big(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<(IoUring<squeue::Entry128, cqueue::Entry32>, u32)> {
+pub fn create_ring_big(
+    entries: u32,
+    flags: u32,
+    sq_cpu: Option<u32>,
+    sq_idle_ms: u32,
+) -> io::Result<(IoUring<squeue::Entry128, cqueue::Entry32>, u32)> {
     step_down(flags, |f| create_ring_big_exact(entries, f, sq_cpu, sq_idle_ms))
 }
 
 /// The big ring with exactly these flags. Built with the crate's builder (its `from_fd` only
 /// makes default-sized rings); flags it has no builder for (HYBRID_IOPOLL) are refused with
 /// EINVAL, as an old kernel would.
-pub(crate) fn create_ring_big_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<IoUring<squeue::Entry128, cqueue::Entry32>> {
+pub(crate) fn create_ring_big_exact(
+    entries: u32,
+    flags: u32,
+    sq_cpu: Option<u32>,
+    sq_idle_ms: u32,
+) -> io::Result<IoUring<squeue::Entry128, cqueue::Entry32>> {
     let known = SETUP_IOPOLL | SETUP_SQPOLL | SETUP_SQ_AFF | SETUP_CLAMP | SETUP_COOP_TASKRUN | SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN;
     if flags & !known != 0 {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -255,7 +265,10 @@ const OPCODES: &[(u8, &str, &str)] = &[
 
 /// The opcodes of `want` this kernel's io_uring lacks, by IORING_REGISTER_PROBE (5.6; a kernel
 /// without it is older than the READ and WRITE opcodes, so all of them are reported lacking).
-pub(crate) fn missing_opcodes<S: squeue::EntryMarker, C: cqueue::EntryMarker>(ring: &IoUring<S, C>, want: &[(u8, &'static str, &'static str)]) -> Vec<String> {
+pub(crate) fn missing_opcodes<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
+    ring: &IoUring<S, C>,
+    want: &[(u8, &'static str, &'static str)],
+) -> Vec<String> {
     let mut probe = io_uring::Probe::new();
     let probed = ring.submitter().register_probe(&mut probe).is_ok();
     want.iter().filter(|o| !probed || !probe.is_supported(o.0)).map(|o| format!("IORING_OP_{} (Linux {})", o.1, o.2)).collect()
@@ -269,7 +282,9 @@ pub fn machine_support() -> Result<(), String> {
     }
     let ring = create_ring_exact(2, 0, None, 0).map_err(|e| match e.raw_os_error() {
         // CLAMP is the only flag of a bare ring.
-        Some(libc::EINVAL) => format!("io_uring_setup refused IORING_SETUP_CLAMP ({e}): this kernel's io_uring predates Linux 5.6, which iolab needs"),
+        Some(libc::EINVAL) => {
+            format!("io_uring_setup refused IORING_SETUP_CLAMP ({e}): this kernel's io_uring predates Linux 5.6, which iolab needs")
+        }
         _ => format!("io_uring_setup failed: {e}"),
     })?;
     let missing = missing_opcodes(&ring, OPCODES);
@@ -538,7 +553,11 @@ mod tests {
     fn kernel(known: u32, tried: &mut Vec<u32>) -> impl FnMut(u32) -> io::Result<u32> + '_ {
         move |f| {
             tried.push(f);
-            if f & !known == 0 { Ok(f) } else { Err(io::Error::from_raw_os_error(libc::EINVAL)) }
+            if f & !known == 0 {
+                Ok(f)
+            } else {
+                Err(io::Error::from_raw_os_error(libc::EINVAL))
+            }
         }
     }
 
@@ -572,7 +591,10 @@ mod tests {
         assert_eq!(got, None, "hybrid polling is never stepped down to plain polling");
         assert!(tried.iter().all(|f| f & SETUP_HYBRID_IOPOLL != 0));
         // SQPOLL asks for no cost-only flag: one try.
-        assert_eq!(steps(K5_10, flags_for(Submit::Sqpoll, Complete::Poll)), (vec![SETUP_SQPOLL | SETUP_IOPOLL], Some(SETUP_SQPOLL | SETUP_IOPOLL)));
+        assert_eq!(
+            steps(K5_10, flags_for(Submit::Sqpoll, Complete::Poll)),
+            (vec![SETUP_SQPOLL | SETUP_IOPOLL], Some(SETUP_SQPOLL | SETUP_IOPOLL))
+        );
         // Only EINVAL (an unknown flag) steps down: other errors are the answer.
         let mut tried = 0;
         let r = step_down(syscall, |_| -> io::Result<()> {
@@ -614,13 +636,21 @@ mod tests {
         assert_eq!(blame(K5_10, flags_for(Submit::Sqpoll, Complete::Hybrid)), "HYBRID_IOPOLL");
         assert_eq!(blame(SETUP_SQPOLL, flags_for(Submit::Syscall, Complete::Poll)), "IOPOLL");
         assert_eq!(blame(SETUP_IOPOLL, flags_for(Submit::Sqpoll, Complete::Poll)), "SQPOLL");
-        let r = setup_with(flags_for(Submit::Syscall, Complete::Irq), |_| -> io::Result<()> { Err(io::Error::from_raw_os_error(libc::ENOSYS)) });
+        let r = setup_with(flags_for(Submit::Syscall, Complete::Irq), |_| -> io::Result<()> {
+            Err(io::Error::from_raw_os_error(libc::ENOSYS))
+        });
         assert!(matches!(r, Err(Refused::Bare(e)) if e.raw_os_error() == Some(libc::ENOSYS)));
         // SQPOLL refused for want of privilege (before 5.11): the error stays EPERM.
         let r = setup_with(SETUP_SQPOLL, |f| if f & SETUP_SQPOLL != 0 { Err(io::Error::from_raw_os_error(libc::EPERM)) } else { Ok(()) });
         assert!(matches!(r, Err(Refused::Flag(SETUP_SQPOLL, e)) if e.raw_os_error() == Some(libc::EPERM)));
         // Each alone accepted, not together.
-        let r = setup_with(SETUP_SQPOLL | SETUP_IOPOLL, |f| if f == SETUP_SQPOLL | SETUP_IOPOLL { Err(io::Error::from_raw_os_error(libc::EINVAL)) } else { Ok(()) });
+        let r = setup_with(SETUP_SQPOLL | SETUP_IOPOLL, |f| {
+            if f == SETUP_SQPOLL | SETUP_IOPOLL {
+                Err(io::Error::from_raw_os_error(libc::EINVAL))
+            } else {
+                Ok(())
+            }
+        });
         assert!(matches!(r, Err(Refused::Together(f, _)) if f == SETUP_SQPOLL | SETUP_IOPOLL));
     }
 

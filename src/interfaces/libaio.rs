@@ -105,8 +105,14 @@ impl IoInterface for Libaio {
         loop {
             // SAFETY: events has room for max entries.
             let rc = unsafe {
-                libc::syscall(libc::SYS_io_getevents, self.ctx, min as libc::c_long, max as libc::c_long,
-                    self.events.as_mut_ptr(), std::ptr::null_mut::<libc::timespec>())
+                libc::syscall(
+                    libc::SYS_io_getevents,
+                    self.ctx,
+                    min as libc::c_long,
+                    max as libc::c_long,
+                    self.events.as_mut_ptr(),
+                    std::ptr::null_mut::<libc::timespec>(),
+                )
             };
             if rc < 0 {
                 let e = io::Error::last_os_error();

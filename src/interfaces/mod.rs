@@ -264,7 +264,7 @@ pub(crate) unsafe fn raw_syscall(nr: libc::c_long, a: [usize; 6]) -> i64 {
         // r8, r9; the kernel clobbers rcx and r11 and returns in rax.
         std::arch::asm!(
             "syscall",
-            inlateout("rax") nr as i64 => ret,
+            inlateout("rax") nr => ret,
             in("rdi") a[0], in("rsi") a[1], in("rdx") a[2], in("r10") a[3], in("r8") a[4], in("r9") a[5],
             lateout("rcx") _, lateout("r11") _,
             options(nostack),

@@ -36,7 +36,7 @@ impl When {
     fn hits(self, n: u64) -> bool {
         match self {
             When::At(k) => n == k,
-            When::Every(k) => n % k == 0,
+            When::Every(k) => n.is_multiple_of(k),
         }
     }
 }
@@ -99,10 +99,17 @@ impl Script {
                 "delay" => s.delay = Some(parse_delay(item, value)?),
                 "error" => {
                     let (name, when) = parse_when(item, value)?;
-                    let errno = ERRNOS.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name)).map(|e| e.1).or_else(|| name.parse().ok().filter(|e| *e > 0));
+                    let errno = ERRNOS
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+                        .map(|e| e.1)
+                        .or_else(|| name.parse().ok().filter(|e| *e > 0));
                     let Some(errno) = errno else {
                         let names: Vec<&str> = ERRNOS.iter().map(|e| e.0).collect();
-                        return Err(format!("--null-script: '{item}' names no errno: use a positive number or one of {}", names.join(", ")));
+                        return Err(format!(
+                            "--null-script: '{item}' names no errno: use a positive number or one of {}",
+                            names.join(", ")
+                        ));
                     };
                     s.error = Some((errno, when));
                 }
@@ -143,7 +150,9 @@ pub struct Null {
 impl IoInterface for Null {
     fn open(setup: &Setup) -> io::Result<Self> {
         let script = setup.null_script.map(Script::parse).transpose().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let scripted = script.filter(|s| *s != Script::default()).map(|script| Box::new(Scripted { script, accepted: 0, queue: VecDeque::with_capacity(setup.qd as usize) }));
+        let scripted = script
+            .filter(|s| *s != Script::default())
+            .map(|script| Box::new(Scripted { script, accepted: 0, queue: VecDeque::with_capacity(setup.qd as usize) }));
         Ok(Null { ready: vec![Completion::default(); setup.qd as usize].into(), n: 0, scripted, offered: 0, submits: 0 })
     }
 
@@ -231,7 +240,13 @@ pub fn address_space(job: &crate::plan::Job) -> u64 {
 
 /// What the record says in place of a target.
 pub fn target_info(job: &crate::plan::Job) -> crate::target::sysinfo::TargetInfo {
-    crate::target::sysinfo::TargetInfo { path: "(no target)".into(), kind: NAME.into(), size_bytes: address_space(job), logical_block_size: 512, ..Default::default() }
+    crate::target::sysinfo::TargetInfo {
+        path: "(no target)".into(),
+        kind: NAME.into(),
+        size_bytes: address_space(job),
+        logical_block_size: 512,
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -104,9 +104,21 @@ impl NvmeCmd {
         b[0] = self.opcode;
         b[1] = self.flags;
         b[2..4].copy_from_slice(&self.rsvd1.to_ne_bytes());
-        let words32 = [(4, self.nsid), (8, self.cdw2), (12, self.cdw3), (32, self.metadata_len), (36, self.data_len),
-            (40, self.cdw10), (44, self.cdw11), (48, self.cdw12), (52, self.cdw13), (56, self.cdw14), (60, self.cdw15),
-            (64, self.timeout_ms), (68, self.rsvd2)];
+        let words32 = [
+            (4, self.nsid),
+            (8, self.cdw2),
+            (12, self.cdw3),
+            (32, self.metadata_len),
+            (36, self.data_len),
+            (40, self.cdw10),
+            (44, self.cdw11),
+            (48, self.cdw12),
+            (52, self.cdw13),
+            (56, self.cdw14),
+            (60, self.cdw15),
+            (64, self.timeout_ms),
+            (68, self.rsvd2),
+        ];
         for (at, v) in words32 {
             b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
         }
@@ -159,7 +171,14 @@ pub fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, String> {
     if nsze == 0 {
         return Err("the namespace reports a size of 0 blocks (inactive namespace?)".into());
     }
-    Ok(IdNamespace { nsze, format, lba_shift: lbads, lba_size: 1 << lbads, metadata_size: (dword & 0xffff) as u16, extended: flbas & 0x10 != 0 })
+    Ok(IdNamespace {
+        nsze,
+        format,
+        lba_shift: lbads,
+        lba_size: 1 << lbads,
+        metadata_size: (dword & 0xffff) as u16,
+        extended: flbas & 0x10 != 0,
+    })
 }
 
 /// A namespace as the passthrough commands address it.
@@ -262,14 +281,19 @@ pub fn is_generic_in(path: &Path, sys: &Path) -> bool {
         return false;
     }
     match char_node(sys, meta.rdev()) {
-        Some(node) => std::fs::canonicalize(node.join("subsystem")).ok().and_then(|s| s.file_name().map(|n| n == "nvme-generic")).unwrap_or(false),
+        Some(node) => {
+            std::fs::canonicalize(node.join("subsystem")).ok().and_then(|s| s.file_name().map(|n| n == "nvme-generic")).unwrap_or(false)
+        }
         None => path.file_name().and_then(|n| n.to_str()).is_some_and(ng_name),
     }
 }
 
 /// The NVMe generic character devices in /dev.
 pub fn generic_devices() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("/dev").into_iter().flatten().flatten()
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/dev")
+        .into_iter()
+        .flatten()
+        .flatten()
         .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("ng")))
         .map(|e| e.path())
         .filter(|p| is_generic(p))
@@ -289,7 +313,9 @@ pub fn block_sibling(node: &Path) -> Option<(String, String)> {
     }
     let head = ng.rsplit_once('n')?.1;
     let want = format!("nvme{}", &ng[2..]);
-    let mut found: Vec<(String, String)> = std::fs::read_dir(node.parent()?).ok()?.flatten()
+    let mut found: Vec<(String, String)> = std::fs::read_dir(node.parent()?)
+        .ok()?
+        .flatten()
         .filter(|e| e.path().join("queue").is_dir())
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
@@ -315,7 +341,9 @@ pub fn generic_sibling(node: &Path) -> Option<String> {
     }
     let head = disk.rsplit_once('n')?.1;
     let want = format!("ng{rest}");
-    let mut found: Vec<String> = std::fs::read_dir(node.parent()?).ok()?.flatten()
+    let mut found: Vec<String> = std::fs::read_dir(node.parent()?)
+        .ok()?
+        .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .filter(|n| ng_name(n) && n.rsplit_once('n').is_some_and(|(_, h)| h == head))
         .collect();
@@ -332,7 +360,8 @@ pub fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
     if !meta.file_type().is_block_device() {
         return None;
     }
-    let node = crate::target::safety::sysfs_node(Path::new(crate::target::safety::SYSFS), libc::major(meta.rdev()), libc::minor(meta.rdev()))?;
+    let node =
+        crate::target::safety::sysfs_node(Path::new(crate::target::safety::SYSFS), libc::major(meta.rdev()), libc::minor(meta.rdev()))?;
     let p = Path::new("/dev").join(generic_sibling(&node)?);
     is_generic(&p).then_some(p)
 }
@@ -346,9 +375,11 @@ pub fn block_device_of(path: &Path) -> Result<PathBuf, String> {
 pub fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<PathBuf, String> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot examine {shown}: {e}"))?;
-    let node = char_node(sys, meta.rdev()).ok_or_else(|| format!("sysfs does not know {shown}'s device number, so its block device cannot be found"))?;
-    let (name, devnum) = block_sibling(&node)
-        .ok_or_else(|| format!("no block device of {shown}'s namespace was found beside it in sysfs ({})", node.parent().unwrap_or(&node).display()))?;
+    let node = char_node(sys, meta.rdev())
+        .ok_or_else(|| format!("sysfs does not know {shown}'s device number, so its block device cannot be found"))?;
+    let (name, devnum) = block_sibling(&node).ok_or_else(|| {
+        format!("no block device of {shown}'s namespace was found beside it in sysfs ({})", node.parent().unwrap_or(&node).display())
+    })?;
     let p = dev.join(&name);
     match std::fs::metadata(&p) {
         Ok(m) if m.file_type().is_block_device() && format!("{}:{}", libc::major(m.rdev()), libc::minor(m.rdev())) == devnum => Ok(p),
@@ -364,7 +395,8 @@ pub fn fixed_buffers_supported() -> bool {
 pub fn machine_support() -> Result<(), String> {
     super::io_uring::machine_support()?;
     // The kernel before the devices: 5.10 to 5.18 have no URING_CMD, and before 5.13 no /dev/ng*.
-    let ring = create_ring_big_exact(2, 0, None, 0).map_err(|e| format!("io_uring_setup with 128-byte SQEs and 32-byte CQEs failed (IORING_SETUP_SQE128 needs Linux 5.19+): {e}"))?;
+    let ring = create_ring_big_exact(2, 0, None, 0)
+        .map_err(|e| format!("io_uring_setup with 128-byte SQEs and 32-byte CQEs failed (IORING_SETUP_SQE128 needs Linux 5.19+): {e}"))?;
     let missing = missing_opcodes(&ring, &[(opcode::UringCmd80::CODE, "URING_CMD", "5.19")]);
     if !missing.is_empty() {
         return Err(format!("this kernel's io_uring lacks {}", missing.join(", ")));
@@ -389,7 +421,9 @@ pub struct Passthru {
 
 impl IoInterface for Passthru {
     fn open(setup: &Setup) -> io::Result<Self> {
-        let ns = setup.fds.iter()
+        let ns = setup
+            .fds
+            .iter()
             .map(|&fd| Namespace::of_fd(fd).map(|n| (n.nsid, n.id.lba_shift)).map_err(io::Error::other))
             .collect::<io::Result<Vec<_>>>()?;
         let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), setup.sq_cpu, setup.sq_idle_ms)?;
@@ -404,7 +438,10 @@ impl IoInterface for Passthru {
             // max_segments the passthrough mapping refuses the command with EINVAL.)
             let iov: Vec<libc::iovec> = (0..setup.qd as usize)
                 // SAFETY: slot i lies inside the region of qd * bs bytes.
-                .map(|i| libc::iovec { iov_base: unsafe { setup.buffers.add(i * setup.bs as usize) } as *mut libc::c_void, iov_len: setup.bs as usize })
+                .map(|i| libc::iovec {
+                    iov_base: unsafe { setup.buffers.add(i * setup.bs as usize) } as *mut libc::c_void,
+                    iov_len: setup.bs as usize,
+                })
                 .collect();
             // SAFETY: the buffer region outlives the ring (owned by the hot loop's caller).
             unsafe { ring.submitter().register_buffers(&iov)? };
@@ -480,13 +517,13 @@ mod tests {
     fn read_and_write_commands() {
         // 64 KiB at byte 5 GiB + 8 KiB of a 4 KiB-block namespace 3.
         let off = (5u64 << 30) + 8192;
-        let c = NvmeCmd::rw(false, 3, 12, off, 65536, 0xdead_beef_000);
+        let c = NvmeCmd::rw(false, 3, 12, off, 65536, 0x0dea_dbee_f000);
         let b = c.to_bytes();
         assert_eq!(b[0], OP_READ);
         assert_eq!(b[1], 0);
         assert_eq!(u32_at(&b, 4), 3, "nsid");
         assert_eq!(u64_at(&b, 16), 0, "metadata");
-        assert_eq!(u64_at(&b, 24), 0xdead_beef_000, "addr");
+        assert_eq!(u64_at(&b, 24), 0x0dea_dbee_f000, "addr");
         assert_eq!(u32_at(&b, 32), 0, "metadata_len");
         assert_eq!(u32_at(&b, 36), 65536, "data_len");
         let slba = off >> 12;
@@ -510,9 +547,24 @@ mod tests {
     #[test]
     fn to_bytes_is_the_c_layout() {
         let c = NvmeCmd {
-            opcode: 0x11, flags: 0x22, rsvd1: 0x3344, nsid: 0x5566_7788, cdw2: 9, cdw3: 10, metadata: 0x0102_0304_0506_0708,
-            addr: 0x1112_1314_1516_1718, metadata_len: 11, data_len: 12, cdw10: 13, cdw11: 14, cdw12: 15, cdw13: 16,
-            cdw14: 17, cdw15: 18, timeout_ms: 19, rsvd2: 20,
+            opcode: 0x11,
+            flags: 0x22,
+            rsvd1: 0x3344,
+            nsid: 0x5566_7788,
+            cdw2: 9,
+            cdw3: 10,
+            metadata: 0x0102_0304_0506_0708,
+            addr: 0x1112_1314_1516_1718,
+            metadata_len: 11,
+            data_len: 12,
+            cdw10: 13,
+            cdw11: 14,
+            cdw12: 15,
+            cdw13: 16,
+            cdw14: 17,
+            cdw15: 18,
+            timeout_ms: 19,
+            rsvd2: 20,
         };
         // SAFETY: NvmeCmd is repr(C), 72 bytes, no padding (every field naturally aligned).
         let mem: [u8; 72] = unsafe { std::mem::transmute(c) };

@@ -20,13 +20,7 @@ impl IoInterface for PosixAio {
         let qd = setup.qd as usize;
         // SAFETY: aiocb is plain data; zero is its documented initial state.
         let cbs = vec![unsafe { std::mem::zeroed::<libc::aiocb>() }; qd];
-        Ok(PosixAio {
-            fds: setup.fds.to_vec(),
-            cbs,
-            list: vec![std::ptr::null(); qd],
-            inflight: 0,
-            spin: setup.complete == Complete::Poll,
-        })
+        Ok(PosixAio { fds: setup.fds.to_vec(), cbs, list: vec![std::ptr::null(); qd], inflight: 0, spin: setup.complete == Complete::Poll })
     }
 
     #[inline]
@@ -39,7 +33,13 @@ impl IoInterface for PosixAio {
             cb.aio_nbytes = r.len as usize;
             cb.aio_offset = r.offset as i64;
             // SAFETY: cb stays in place until aio_return is called for it.
-            let rc = unsafe { if r.write { libc::aio_write(cb) } else { libc::aio_read(cb) } };
+            let rc = unsafe {
+                if r.write {
+                    libc::aio_write(cb)
+                } else {
+                    libc::aio_read(cb)
+                }
+            };
             if rc != 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() == Some(libc::EAGAIN) && i > 0 {

@@ -25,10 +25,5 @@ pub fn rusage_self() -> Rusage {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    Rusage {
-        user_s: tv(ru.ru_utime),
-        system_s: tv(ru.ru_stime),
-        voluntary_ctx: ru.ru_nvcsw as u64,
-        involuntary_ctx: ru.ru_nivcsw as u64,
-    }
+    Rusage { user_s: tv(ru.ru_utime), system_s: tv(ru.ru_stime), voluntary_ctx: ru.ru_nvcsw as u64, involuntary_ctx: ru.ru_nivcsw as u64 }
 }

@@ -22,9 +22,17 @@ pub fn parse(text: &str) -> Option<DiskStat> {
         return None;
     }
     Some(DiskStat {
-        read_ios: v[0], read_merges: v[1], read_sectors: v[2], read_ticks_ms: v[3],
-        write_ios: v[4], write_merges: v[5], write_sectors: v[6], write_ticks_ms: v[7],
-        in_flight: v[8], io_ticks_ms: v[9], time_in_queue_ms: v[10],
+        read_ios: v[0],
+        read_merges: v[1],
+        read_sectors: v[2],
+        read_ticks_ms: v[3],
+        write_ios: v[4],
+        write_merges: v[5],
+        write_sectors: v[6],
+        write_ticks_ms: v[7],
+        in_flight: v[8],
+        io_ticks_ms: v[9],
+        time_in_queue_ms: v[10],
     })
 }
 

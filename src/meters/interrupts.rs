@@ -14,13 +14,15 @@ pub struct IrqLine {
 pub fn parse(text: &str) -> Vec<IrqLine> {
     let mut lines = text.lines();
     let ncpu = lines.next().map_or(0, |h| h.split_whitespace().count());
-    lines.filter_map(|l| {
-        let (id, rest) = l.split_once(':')?;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let counts: Vec<u64> = fields.iter().take(ncpu).map_while(|f| f.parse().ok()).collect();
-        let name = fields.get(counts.len()..).map(|f| f.last().copied().unwrap_or("").to_string()).unwrap_or_default();
-        Some(IrqLine { id: id.trim().to_string(), total: counts.iter().sum(), name })
-    }).collect()
+    lines
+        .filter_map(|l| {
+            let (id, rest) = l.split_once(':')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let counts: Vec<u64> = fields.iter().take(ncpu).map_while(|f| f.parse().ok()).collect();
+            let name = fields.get(counts.len()..).map(|f| f.last().copied().unwrap_or("").to_string()).unwrap_or_default();
+            Some(IrqLine { id: id.trim().to_string(), total: counts.iter().sum(), name })
+        })
+        .collect()
 }
 
 /// Does this interrupt line serve an I/O queue of the controller named `ctrl` (e.g. "nvme0",

@@ -50,7 +50,8 @@ pub fn device_path(path: &Path) -> DevicePath {
         return match crate::interfaces::nvme_passthru::block_device_of(path) {
             Ok(b) => {
                 let mut d = device_path(&b);
-                let counted = d.stat_path.as_deref().and_then(|s| std::fs::read_to_string(s.with_file_name("queue/iostats_passthrough")).ok());
+                let counted =
+                    d.stat_path.as_deref().and_then(|s| std::fs::read_to_string(s.with_file_name("queue/iostats_passthrough")).ok());
                 if counted.as_deref().map(str::trim) != Some("1") {
                     d.stat_path = None;
                 }
@@ -62,8 +63,17 @@ pub fn device_path(path: &Path) -> DevicePath {
     let dev = if meta.file_type().is_block_device() { meta.rdev() } else { meta.dev() };
     let Some((disk, part)) = sysfs_of_dev(dev) else { return DevicePath::default() };
     let name = disk.file_name().map(|n| n.to_string_lossy().into_owned());
-    let stat_path = Some(match &part { Some(p) => disk.join(p).join("stat"), None => disk.join("stat") });
-    let mut out = DevicePath { device: part.clone().or(name.clone()), stat_path, irq_device: name.clone(), controller: interrupts::controller_of(&disk), behind_loop: false };
+    let stat_path = Some(match &part {
+        Some(p) => disk.join(p).join("stat"),
+        None => disk.join("stat"),
+    });
+    let mut out = DevicePath {
+        device: part.clone().or(name.clone()),
+        stat_path,
+        irq_device: name.clone(),
+        controller: interrupts::controller_of(&disk),
+        behind_loop: false,
+    };
     // A loop device raises no interrupts: follow it to the device holding its backing file.
     if let Ok(backing) = std::fs::read_to_string(disk.join("loop/backing_file")) {
         let inner = device_path(Path::new(backing.trim()));
@@ -274,8 +284,14 @@ impl PerIo {
         PerIo {
             instructions: per(c.instructions),
             cycles: per(c.cycles),
-            ipc: match (c.instructions, c.cycles) { (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64), _ => None },
-            cache_miss_rate: match (c.cache_misses, c.cache_references) { (Some(m), Some(r)) if r > 0 => Some(m as f64 / r as f64), _ => None },
+            ipc: match (c.instructions, c.cycles) {
+                (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64),
+                _ => None,
+            },
+            cache_miss_rate: match (c.cache_misses, c.cache_references) {
+                (Some(m), Some(r)) if r > 0 => Some(m as f64 / r as f64),
+                _ => None,
+            },
             task_clock_ns: per(c.task_clock_ns),
             context_switches: per(c.context_switches),
             page_faults: per(c.page_faults),
@@ -379,17 +395,28 @@ impl Meters {
             }
         }
         let own = tasks::deltas(&a.own, &last_seen);
-        let mut classes: Vec<ClassCost> = CLASSES.iter().map(|c| {
-            let ts: Vec<&TaskSample> = own.iter().filter(|t| classify(t, &self.workload_tids) == *c).collect();
-            class_cost(c, &ts, window, ios)
-        }).collect();
+        let mut classes: Vec<ClassCost> = CLASSES
+            .iter()
+            .map(|c| {
+                let ts: Vec<&TaskSample> = own.iter().filter(|t| classify(t, &self.workload_tids) == *c).collect();
+                class_cost(c, &ts, window, ios)
+            })
+            .collect();
         // Threads that ended inside the window: the process total minus its live threads.
         let (live_u, live_s) = own.iter().fold((0.0, 0.0), |acc, t| (acc.0 + t.user_s, acc.1 + t.system_s));
         let exited_u = (b.own_total.0 - a.own_total.0 - live_u).max(0.0);
         let exited_s = (b.own_total.1 - a.own_total.1 - live_s).max(0.0);
         classes.push(ClassCost {
-            class: "exited_threads", threads: None, cpu_s: exited_u + exited_s, user_s: Some(exited_u), system_s: Some(exited_s), cores: (exited_u + exited_s) / window.max(1e-9),
-            ns_per_io: per_io((exited_u + exited_s) * 1e9), voluntary_ctx_switches: None, involuntary_ctx_switches: None, ctx_switches_per_io: None,
+            class: "exited_threads",
+            threads: None,
+            cpu_s: exited_u + exited_s,
+            user_s: Some(exited_u),
+            system_s: Some(exited_s),
+            cores: (exited_u + exited_s) / window.max(1e-9),
+            ns_per_io: per_io((exited_u + exited_s) * 1e9),
+            voluntary_ctx_switches: None,
+            involuntary_ctx_switches: None,
+            ctx_switches_per_io: None,
         });
         let others = tasks::deltas(&a.others, &b.others);
         let other_refs: Vec<&TaskSample> = others.iter().collect();
@@ -401,8 +428,16 @@ impl Meters {
         // the per-thread view loses them, process totals and reaped-children times keep them.
         let gone = (tasks::others_window_time(&a.other_procs, &b.other_procs) - live_rest).max(0.0);
         classes.push(ClassCost {
-            class: "rest_of_system_exited", threads: None, cpu_s: gone, user_s: None, system_s: None, cores: gone / window.max(1e-9),
-            ns_per_io: per_io(gone * 1e9), voluntary_ctx_switches: None, involuntary_ctx_switches: None, ctx_switches_per_io: None,
+            class: "rest_of_system_exited",
+            threads: None,
+            cpu_s: gone,
+            user_s: None,
+            system_s: None,
+            cores: gone / window.max(1e-9),
+            ns_per_io: per_io(gone * 1e9),
+            voluntary_ctx_switches: None,
+            involuntary_ctx_switches: None,
+            ctx_switches_per_io: None,
         });
 
         let system = match (a.system, b.system) {
@@ -412,7 +447,13 @@ impl Meters {
                 // are sampled at timer ticks, which miss short bursts between idle periods. So busy
                 // time is what the CPUs were not idle; the busy fields only give its split.
                 let busy = (self.ncpu as f64 * window - d.idle_s - d.iowait_s).max(0.0);
-                Some(SystemCost { cpus: self.ncpu, cpu: d, busy_s: busy, busy_cores: busy / window.max(1e-9), busy_ns_per_io: per_io(busy * 1e9) })
+                Some(SystemCost {
+                    cpus: self.ncpu,
+                    cpu: d,
+                    busy_s: busy,
+                    busy_cores: busy / window.max(1e-9),
+                    busy_ns_per_io: per_io(busy * 1e9),
+                })
             }
             _ => None,
         };
@@ -431,38 +472,46 @@ impl Meters {
             }
         });
 
-        let devices = self.devices.iter().enumerate().map(|(i, d)| {
-            let lines: Vec<&IrqLine> = match &d.controller {
-                Some(c) => b.irqs.iter().filter(|l| interrupts::is_queue_irq(c, &l.name)).collect(),
-                None => vec![],
-            };
-            let count = |snap: &Snapshot, l: &IrqLine| snap.irqs.iter().find(|x| x.id == l.id).map_or(0, |x| x.total);
-            let queue_interrupts = (!lines.is_empty()).then(|| lines.iter().map(|l| count(b, l).saturating_sub(count(a, l))).sum::<u64>());
-            let stat = match (a.disks.get(i).copied().flatten(), b.disks.get(i).copied().flatten()) {
-                (Some(x), Some(y)) => Some(y.minus(&x)),
-                _ => None,
-            };
-            let iolab_ios = ios_per_target.get(i).copied().unwrap_or(0);
-            let device_ios = stat.map(|s| s.read_ios + s.write_ios);
-            // Targets on the same controller share its lines: per I/O is over all their I/Os.
-            let sharing: Vec<usize> = (0..self.devices.len()).filter(|&j| j != i && queue_interrupts.is_some() && self.devices[j].controller == d.controller).collect();
-            let line_ios = iolab_ios + sharing.iter().map(|&j| ios_per_target.get(j).copied().unwrap_or(0)).sum::<u64>();
-            DeviceCost {
-                target: self.paths[i].clone(),
-                device: d.device.clone(),
-                irq_device: d.irq_device.clone(),
-                controller: d.controller.clone(),
-                irq_lines: lines.iter().map(|l| l.name.clone()).collect(),
-                queue_interrupts,
-                queue_interrupts_per_io: queue_interrupts.filter(|_| line_ios > 0).map(|q| q as f64 / line_ios as f64),
-                irq_shared_with: sharing.iter().map(|&j| self.paths[j].clone()).collect(),
-                irq_behind_loop: d.behind_loop,
-                stat,
-                device_ios,
-                iolab_ios,
-                difference: device_ios.map(|d| d as i64 - iolab_ios as i64),
-            }
-        }).collect();
+        let devices = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let lines: Vec<&IrqLine> = match &d.controller {
+                    Some(c) => b.irqs.iter().filter(|l| interrupts::is_queue_irq(c, &l.name)).collect(),
+                    None => vec![],
+                };
+                let count = |snap: &Snapshot, l: &IrqLine| snap.irqs.iter().find(|x| x.id == l.id).map_or(0, |x| x.total);
+                let queue_interrupts =
+                    (!lines.is_empty()).then(|| lines.iter().map(|l| count(b, l).saturating_sub(count(a, l))).sum::<u64>());
+                let stat = match (a.disks.get(i).copied().flatten(), b.disks.get(i).copied().flatten()) {
+                    (Some(x), Some(y)) => Some(y.minus(&x)),
+                    _ => None,
+                };
+                let iolab_ios = ios_per_target.get(i).copied().unwrap_or(0);
+                let device_ios = stat.map(|s| s.read_ios + s.write_ios);
+                // Targets on the same controller share its lines: per I/O is over all their I/Os.
+                let sharing: Vec<usize> = (0..self.devices.len())
+                    .filter(|&j| j != i && queue_interrupts.is_some() && self.devices[j].controller == d.controller)
+                    .collect();
+                let line_ios = iolab_ios + sharing.iter().map(|&j| ios_per_target.get(j).copied().unwrap_or(0)).sum::<u64>();
+                DeviceCost {
+                    target: self.paths[i].clone(),
+                    device: d.device.clone(),
+                    irq_device: d.irq_device.clone(),
+                    controller: d.controller.clone(),
+                    irq_lines: lines.iter().map(|l| l.name.clone()).collect(),
+                    queue_interrupts,
+                    queue_interrupts_per_io: queue_interrupts.filter(|_| line_ios > 0).map(|q| q as f64 / line_ios as f64),
+                    irq_shared_with: sharing.iter().map(|&j| self.paths[j].clone()).collect(),
+                    irq_behind_loop: d.behind_loop,
+                    stat,
+                    device_ios,
+                    iolab_ios,
+                    difference: device_ios.map(|d| d as i64 - iolab_ios as i64),
+                }
+            })
+            .collect();
         let irq_total = interrupts::totals(&b.irqs, None).1.saturating_sub(interrupts::totals(&a.irqs, None).1);
         let counters = self.counter_values.as_ref().map(|(w, s)| Counters {
             hardware_unavailable: self.counter_notes.0.clone(),
@@ -472,6 +521,15 @@ impl Meters {
             workload: w.clone(),
             system: s.clone(),
         });
-        Some(Cost { window_s: window, classes, system, accounting, devices, interrupts_total: irq_total, interrupts_total_per_io: per_io(irq_total as f64), counters })
+        Some(Cost {
+            window_s: window,
+            classes,
+            system,
+            accounting,
+            devices,
+            interrupts_total: irq_total,
+            interrupts_total_per_io: per_io(irq_total as f64),
+            counters,
+        })
     }
 }

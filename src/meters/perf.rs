@@ -16,8 +16,15 @@ pub enum Event {
     PageFaults,
 }
 
-pub const EVENTS: [Event; 7] = [Event::Instructions, Event::Cycles, Event::CacheReferences, Event::CacheMisses,
-    Event::TaskClock, Event::ContextSwitches, Event::PageFaults];
+pub const EVENTS: [Event; 7] = [
+    Event::Instructions,
+    Event::Cycles,
+    Event::CacheReferences,
+    Event::CacheMisses,
+    Event::TaskClock,
+    Event::ContextSwitches,
+    Event::PageFaults,
+];
 
 impl Event {
     fn type_config(self) -> (u32, u64) {
@@ -124,7 +131,9 @@ impl CounterSet {
                 match open(e, -1, cpu) {
                     Ok(fd) => set.fds.push((true, e, fd)),
                     Err(err) => {
-                        set.system_unavailable.get_or_insert_with(|| format!("system-wide counters unavailable (perf_event_open: {err}; see /proc/sys/kernel/perf_event_paranoid)"));
+                        set.system_unavailable.get_or_insert_with(|| {
+                            format!("system-wide counters unavailable (perf_event_open: {err}; see /proc/sys/kernel/perf_event_paranoid)")
+                        });
                         break;
                     }
                 }
@@ -140,7 +149,11 @@ impl CounterSet {
             let v = read(fd);
             // SAFETY: fd came from perf_event_open and is closed once.
             unsafe { libc::close(fd) };
-            if sys_wide { system.set(e, v) } else { threads.set(e, v) }
+            if sys_wide {
+                system.set(e, v)
+            } else {
+                threads.set(e, v)
+            }
         }
         (threads, system)
     }

@@ -40,7 +40,11 @@ impl SystemCpu {
 pub fn user_hz() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 { hz as f64 } else { 100.0 }
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
 }
 
 /// Parse the aggregate `cpu ` line of /proc/stat.
@@ -51,7 +55,16 @@ pub fn parse(text: &str, hz: f64) -> Option<SystemCpu> {
     if v.len() < 4 {
         return None;
     }
-    Some(SystemCpu { user_s: at(0), nice_s: at(1), system_s: at(2), idle_s: at(3), iowait_s: at(4), irq_s: at(5), softirq_s: at(6), steal_s: at(7) })
+    Some(SystemCpu {
+        user_s: at(0),
+        nice_s: at(1),
+        system_s: at(2),
+        idle_s: at(3),
+        iowait_s: at(4),
+        irq_s: at(5),
+        softirq_s: at(6),
+        steal_s: at(7),
+    })
 }
 
 pub fn sample() -> Option<SystemCpu> {

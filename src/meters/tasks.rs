@@ -59,19 +59,21 @@ pub fn process_total(pid: i32, hz: f64) -> Option<(f64, f64)> {
 /// Per-task change between two samples; tasks that appeared count from zero.
 pub fn deltas(start: &[TaskSample], end: &[TaskSample]) -> Vec<TaskSample> {
     let before: HashMap<(i32, i32), &TaskSample> = start.iter().map(|t| ((t.pid, t.tid), t)).collect();
-    end.iter().map(|e| {
-        let z = TaskSample::default();
-        let b = before.get(&(e.pid, e.tid)).copied().unwrap_or(&z);
-        TaskSample {
-            pid: e.pid,
-            tid: e.tid,
-            comm: e.comm.clone(),
-            user_s: (e.user_s - b.user_s).max(0.0),
-            system_s: (e.system_s - b.system_s).max(0.0),
-            voluntary_ctx: e.voluntary_ctx.saturating_sub(b.voluntary_ctx),
-            involuntary_ctx: e.involuntary_ctx.saturating_sub(b.involuntary_ctx),
-        }
-    }).collect()
+    end.iter()
+        .map(|e| {
+            let z = TaskSample::default();
+            let b = before.get(&(e.pid, e.tid)).copied().unwrap_or(&z);
+            TaskSample {
+                pid: e.pid,
+                tid: e.tid,
+                comm: e.comm.clone(),
+                user_s: (e.user_s - b.user_s).max(0.0),
+                system_s: (e.system_s - b.system_s).max(0.0),
+                voluntary_ctx: e.voluntary_ctx.saturating_sub(b.voluntary_ctx),
+                involuntary_ctx: e.involuntary_ctx.saturating_sub(b.involuntary_ctx),
+            }
+        })
+        .collect()
 }
 
 /// Process-level CPU: its own threads (live and exited) and its reaped children.
@@ -92,10 +94,14 @@ pub fn parse_stat_with_children(text: &str) -> Option<(u64, u64, u64, u64)> {
 
 /// Every process but `me`.
 pub fn sample_other_processes(me: i32, hz: f64) -> Vec<ProcSample> {
-    numeric_entries("/proc").into_iter().filter(|p| *p != me).filter_map(|pid| {
-        let (u, s, cu, cs) = parse_stat_with_children(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
-        Some(ProcSample { pid, self_s: (u + s) as f64 / hz, children_s: (cu + cs) as f64 / hz })
-    }).collect()
+    numeric_entries("/proc")
+        .into_iter()
+        .filter(|p| *p != me)
+        .filter_map(|pid| {
+            let (u, s, cu, cs) = parse_stat_with_children(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+            Some(ProcSample { pid, self_s: (u + s) as f64 / hz, children_s: (cu + cs) as f64 / hz })
+        })
+        .collect()
 }
 
 /// CPU time other processes spent inside the window, including processes that started or

@@ -48,7 +48,11 @@ pub fn format_bytes(n: f64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{v:.0} {}", UNITS[u]) } else { format!("{v:.1} {}", UNITS[u]) }
+    if u == 0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 #[cfg(test)]

@@ -168,7 +168,11 @@ impl Expansion {
 }
 
 fn or_all<T: Clone>(v: &[T], default: T) -> Vec<T> {
-    if v.is_empty() { vec![default] } else { v.to_vec() }
+    if v.is_empty() {
+        vec![default]
+    } else {
+        v.to_vec()
+    }
 }
 
 fn value_of(job: &Job, key: &str) -> Option<toml::Value> {
@@ -208,10 +212,21 @@ fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, String> {
                 let rhs = s[op.len()..].trim();
                 if let Value::Integer(a) = actual {
                     let b = parse_size(rhs).map_err(|e| format!("rule condition '{s}': {e}"))? as i64;
-                    return Ok(match *op { ">=" => *a >= b, "<=" => *a <= b, "!=" => *a != b, ">" => *a > b, "<" => *a < b, _ => *a == b });
+                    return Ok(match *op {
+                        ">=" => *a >= b,
+                        "<=" => *a <= b,
+                        "!=" => *a != b,
+                        ">" => *a > b,
+                        "<" => *a < b,
+                        _ => *a == b,
+                    });
                 }
                 let a = actual.as_str().unwrap_or("");
-                return Ok(match *op { "!=" => a != rhs, "=" => a == rhs, _ => return Err(format!("rule condition '{s}' compares a text value")) });
+                return Ok(match *op {
+                    "!=" => a != rhs,
+                    "=" => a == rhs,
+                    _ => return Err(format!("rule condition '{s}' compares a text value")),
+                });
             }
             match actual {
                 Value::Integer(a) => Ok(parse_size(s).map(|b| b as i64 == *a).unwrap_or(false)),
@@ -263,7 +278,10 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     let ramp_s = plan.ramp.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan ramp: {e}"))?.unwrap_or(0.0);
     let cooldown_s = plan.cooldown.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan cooldown: {e}"))?.unwrap_or(0.0);
     if cooldown_s > MAX_COOLDOWN_S {
-        return Err(format!("plan cooldown: {} is longer than the {MAX_COOLDOWN_S} s iolab waits between runs: give at most 1h", plan.cooldown.as_deref().unwrap_or("")));
+        return Err(format!(
+            "plan cooldown: {} is longer than the {MAX_COOLDOWN_S} s iolab waits between runs: give at most 1h",
+            plan.cooldown.as_deref().unwrap_or("")
+        ));
     }
     if plan.replicates == 0 {
         return Err("plan: replicates must be at least 1".into());
@@ -284,13 +302,29 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
         vec![plan.targets.clone()]
     };
     // Counted before anything is expanded, so a runaway plan costs nothing.
-    let dims = [m.interface.len(), m.submit.len(), m.complete.len(), m.rw.len(), m.write_mix.len(), m.bs.len(), m.qd.len(), m.threads.len(), m.batch.len(), targets.len(), m.scheduler.len()];
+    let dims = [
+        m.interface.len(),
+        m.submit.len(),
+        m.complete.len(),
+        m.rw.len(),
+        m.write_mix.len(),
+        m.bs.len(),
+        m.qd.len(),
+        m.threads.len(),
+        m.batch.len(),
+        targets.len(),
+        m.scheduler.len(),
+    ];
     let matrix = dims.iter().fold(1u128, |n, d| n.saturating_mul((*d).max(1) as u128));
     let runs = matrix.saturating_mul(plan.replicates as u128);
     if runs > MAX_RUNS as u128 {
         return Err(format!("plan: {matrix} configurations x {} replicates = {runs} runs, more than the {MAX_RUNS} a sweep may have (counted before rules drop any): narrow the matrix, fewer replicates, or split the plan", plan.replicates));
     }
-    let bss: Vec<u64> = if m.bs.is_empty() { vec![4096] } else { m.bs.iter().map(SizeValue::bytes).collect::<Result<_, _>>().map_err(|e| format!("plan bs: {e}"))? };
+    let bss: Vec<u64> = if m.bs.is_empty() {
+        vec![4096]
+    } else {
+        m.bs.iter().map(SizeValue::bytes).collect::<Result<_, _>>().map_err(|e| format!("plan bs: {e}"))?
+    };
     let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| format!("plan size: {e}"))?;
     let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| format!("plan offset: {e}"))?.unwrap_or(0);
     let o = &plan.options;
@@ -310,13 +344,37 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
                                         for t in &targets {
                                             for sched in &schedulers {
                                                 let job = Job {
-                                                    interface: iface.clone(), submit, complete, rw, write_mix: mix, bs, qd, threads,
-                                                    batch_submit: batch, batch_reap: o.batch_reap.unwrap_or(batch).min(qd.max(1)),
-                                                    ramp_s, budget, size, offset, direct: !o.buffered, cpus: o.cpus.clone().unwrap_or_default(),
-                                                    seed: plan.seed, targets: t.clone(), sq_cpu: o.sq_cpu, sq_idle_ms: o.sq_idle_ms.unwrap_or(1000),
-                                                    register_buffers: o.register_buffers.unwrap_or(true), register_files: o.register_files.unwrap_or(true),
-                                                    verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback,
-                                                    strict: o.strict, force_async: o.force_async, destructive: plan.destructive.clone(), scheduler: sched.clone(), set: o.set.clone(), null_script: None,
+                                                    interface: iface.clone(),
+                                                    submit,
+                                                    complete,
+                                                    rw,
+                                                    write_mix: mix,
+                                                    bs,
+                                                    qd,
+                                                    threads,
+                                                    batch_submit: batch,
+                                                    batch_reap: o.batch_reap.unwrap_or(batch).min(qd.max(1)),
+                                                    ramp_s,
+                                                    budget,
+                                                    size,
+                                                    offset,
+                                                    direct: !o.buffered,
+                                                    cpus: o.cpus.clone().unwrap_or_default(),
+                                                    seed: plan.seed,
+                                                    targets: t.clone(),
+                                                    sq_cpu: o.sq_cpu,
+                                                    sq_idle_ms: o.sq_idle_ms.unwrap_or(1000),
+                                                    register_buffers: o.register_buffers.unwrap_or(true),
+                                                    register_files: o.register_files.unwrap_or(true),
+                                                    verify: o.verify,
+                                                    continue_on_error: o.continue_on_error,
+                                                    allow_fallback: o.allow_fallback,
+                                                    strict: o.strict,
+                                                    force_async: o.force_async,
+                                                    destructive: plan.destructive.clone(),
+                                                    scheduler: sched.clone(),
+                                                    set: o.set.clone(),
+                                                    null_script: None,
                                                 };
                                                 let key = config_key(&job, m);
                                                 if let Some(reason) = rule_verdict(&plan.rules, &job)? {
@@ -354,7 +412,10 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
             why.truncate(3);
             why.push(format!("and {more} other reasons (`iolab sweep --dry-run` lists each)"));
         }
-        return Err(format!("plan: every configuration was dropped, nothing is left to run ({}): change the matrix or the rules", why.join("; ")));
+        return Err(format!(
+            "plan: every configuration was dropped, nothing is left to run ({}): change the matrix or the rules",
+            why.join("; ")
+        ));
     }
     // Replicates interleaved: each round runs every configuration once, in a seeded order.
     let mut order = Vec::with_capacity(configs.len() * plan.replicates as usize);
@@ -388,13 +449,26 @@ fn base_job() -> Job {
 /// The varying dimensions, named, in a fixed order: the configuration's identity.
 fn config_key(job: &Job, m: &Matrix) -> String {
     let dims: [(&str, bool); 11] = [
-        ("interface", true), ("submit", true), ("complete", true), ("rw", true), ("write_mix", job.rw == Rw::Randrw),
-        ("bs", true), ("qd", true), ("threads", true), ("batch", !m.batch.is_empty()), ("target", !m.target.is_empty()), ("scheduler", !m.scheduler.is_empty()),
+        ("interface", true),
+        ("submit", true),
+        ("complete", true),
+        ("rw", true),
+        ("write_mix", job.rw == Rw::Randrw),
+        ("bs", true),
+        ("qd", true),
+        ("threads", true),
+        ("batch", !m.batch.is_empty()),
+        ("target", !m.target.is_empty()),
+        ("scheduler", !m.scheduler.is_empty()),
     ];
-    dims.iter().filter(|(_, on)| *on).map(|(k, _)| {
-        let v = value_of(job, k).unwrap();
-        format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
-    }).collect::<Vec<_>>().join(",")
+    dims.iter()
+        .filter(|(_, on)| *on)
+        .map(|(k, _)| {
+            let v = value_of(job, k).unwrap();
+            format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Some(reason) when a drop rule matches; Err when a reject rule does.
@@ -470,7 +544,13 @@ reason = "io_uring at QD1 is covered elsewhere"
         let e = expand(PLAN, &[]).unwrap();
         let n = e.configs.len();
         for round in 0..3 {
-            let mut seen: Vec<usize> = e.order[round * n..(round + 1) * n].iter().map(|(r, i)| { assert_eq!(*r as usize, round); *i }).collect();
+            let mut seen: Vec<usize> = e.order[round * n..(round + 1) * n]
+                .iter()
+                .map(|(r, i)| {
+                    assert_eq!(*r as usize, round);
+                    *i
+                })
+                .collect();
             seen.sort();
             assert_eq!(seen, (0..n).collect::<Vec<_>>(), "each round runs every configuration once");
         }
@@ -495,7 +575,14 @@ reason = "io_uring at QD1 is covered elsewhere"
     fn reject_rules_and_bad_plans_fail_with_one_line() {
         let rej = PLAN.replace("action = \"drop\"", "action = \"reject\"");
         assert!(expand(&rej, &[]).unwrap_err().starts_with("plan rejected: io_uring at QD1"));
-        for bad in ["replicates = 0", "[matrix]\nqd = [\"x\"]", "runtime = \"2s\"\nios = 5", "colour = 1", "[[rule]]\nwhen = { color = 1 }\naction = \"drop\"\nreason = \"x\"", "name = \"x\nios = 5"] {
+        for bad in [
+            "replicates = 0",
+            "[matrix]\nqd = [\"x\"]",
+            "runtime = \"2s\"\nios = 5",
+            "colour = 1",
+            "[[rule]]\nwhen = { color = 1 }\naction = \"drop\"\nreason = \"x\"",
+            "name = \"x\nios = 5",
+        ] {
             let e = expand(bad, &[]).unwrap_err();
             assert!(!e.contains('\n'), "{e}");
         }
@@ -517,7 +604,13 @@ reason = "io_uring at QD1 is covered elsewhere"
         let e = expand("ios = 5\nreplicates = 4294967295\n", &[]).unwrap_err();
         assert!(e.contains("4294967295 runs, more than the 100000"), "{e}");
         let values = |n: u32| (1..=n).map(|v| v.to_string()).collect::<Vec<_>>().join(", ");
-        let big = format!("ios = 5\n[matrix]\nqd = [{}]\nthreads = [{}]\nbatch = [{}]\nwrite_mix = [{}]\n", values(1024), values(1000), values(100), values(20));
+        let big = format!(
+            "ios = 5\n[matrix]\nqd = [{}]\nthreads = [{}]\nbatch = [{}]\nwrite_mix = [{}]\n",
+            values(1024),
+            values(1000),
+            values(100),
+            values(20)
+        );
         let t = std::time::Instant::now();
         let e = expand(&big, &[]).unwrap_err();
         assert!(e.contains("2048000000 configurations"), "{e}");

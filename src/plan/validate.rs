@@ -20,10 +20,17 @@ pub fn check_duration(option: &str, seconds: f64) -> Result<(), String> {
 }
 
 fn name_submit(s: Submit) -> &'static str {
-    match s { Submit::Syscall => "syscall", Submit::Sqpoll => "sqpoll" }
+    match s {
+        Submit::Syscall => "syscall",
+        Submit::Sqpoll => "sqpoll",
+    }
 }
 pub fn name_complete(c: Complete) -> &'static str {
-    match c { Complete::Irq => "irq", Complete::Poll => "poll", Complete::Hybrid => "hybrid" }
+    match c {
+        Complete::Irq => "irq",
+        Complete::Poll => "poll",
+        Complete::Hybrid => "hybrid",
+    }
 }
 
 /// Job-only checks (no target or kernel needed).
@@ -47,20 +54,26 @@ pub fn validate(job: &Job) -> Result<(), String> {
         interfaces::null::Script::parse(script)?;
     }
     if !info.submits.contains(&job.submit) {
-        return Err(format!("{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)", name_submit(job.submit)));
+        return Err(format!(
+            "{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)",
+            name_submit(job.submit)
+        ));
     }
     if !info.completes.contains(&job.complete) {
         let can: Vec<&str> = info.completes.iter().map(|c| name_complete(*c)).collect();
         return Err(format!("{name} cannot complete by {}: it supports --complete {}", name_complete(job.complete), can.join("|")));
     }
-    if !(MIN_BS..=MAX_BS).contains(&job.bs) || job.bs % 512 != 0 {
+    if !(MIN_BS..=MAX_BS).contains(&job.bs) || !job.bs.is_multiple_of(512) {
         return Err(format!("--bs {} is out of range: use a multiple of 512 from 512 to 1m", job.bs));
     }
     if !(1..=MAX_QD).contains(&job.qd) {
         return Err(format!("--qd {} is out of range: use 1 to {MAX_QD}", job.qd));
     }
     if info.behaviour == Behaviour::Sync && job.qd > 1 {
-        return Err(format!("{name} is synchronous and keeps one I/O in flight per thread, so --qd {} makes no sense: reach depth {} with --threads {}", job.qd, job.qd, job.qd));
+        return Err(format!(
+            "{name} is synchronous and keeps one I/O in flight per thread, so --qd {} makes no sense: reach depth {} with --threads {}",
+            job.qd, job.qd, job.qd
+        ));
     }
     if job.threads == 0 || job.threads > 4096 {
         return Err(format!("--threads {} is out of range: use 1 to 4096", job.threads));
@@ -78,7 +91,9 @@ pub fn validate(job: &Job) -> Result<(), String> {
         return Err("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: give one as the target (there is no temporary default target for it)".into());
     }
     if info.async_needs_direct && !job.direct {
-        return Err(format!("{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"));
+        return Err(format!(
+            "{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"
+        ));
     }
     if job.complete != Complete::Irq && !job.direct {
         return Err(format!("--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered", name_complete(job.complete)));
@@ -115,7 +130,9 @@ pub fn validate(job: &Job) -> Result<(), String> {
 pub fn check_memory(job: &Job) -> Result<(), String> {
     let need = crate::engine::memory_needed(job);
     let fmt = |b: u64| crate::plan::size::format_bytes(b as f64);
-    let kib = |text: &str, key: &str| text.lines().find_map(|l| l.strip_prefix(key)?.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map(|k| k * 1024);
+    let kib = |text: &str, key: &str| {
+        text.lines().find_map(|l| l.strip_prefix(key)?.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map(|k| k * 1024)
+    };
     let what = format!("--threads {} × --qd {} × --bs {} needs {} of buffers and records", job.threads, job.qd, job.bs, fmt(need));
     if let Some(avail) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| kib(&m, "MemAvailable:")) {
         if need > avail {
@@ -128,7 +145,10 @@ pub fn check_memory(job: &Job) -> Result<(), String> {
         let used = std::fs::read_to_string("/proc/self/status").ok().and_then(|m| kib(&m, "VmSize:")).unwrap_or(0);
         let room = lim.rlim_cur.saturating_sub(used);
         if need > room {
-            return Err(format!("{what}, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs", fmt(room)));
+            return Err(format!(
+                "{what}, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs",
+                fmt(room)
+            ));
         }
     }
     Ok(())

@@ -73,12 +73,20 @@ pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<Sweep
 }
 
 fn skipped_runs(store: &Store, sweep: i64) -> Result<Vec<(String, String)>, String> {
-    Ok(store.planned_runs(sweep)?.into_iter().filter(|p| p.status == "skipped").map(|p| (p.config_key, p.reason.unwrap_or_default())).collect())
+    Ok(store
+        .planned_runs(sweep)?
+        .into_iter()
+        .filter(|p| p.status == "skipped")
+        .map(|p| (p.config_key, p.reason.unwrap_or_default()))
+        .collect())
 }
 
 /// Lone runs have no config key; runs with the same spec columns are replicates of each other.
 fn lone_key(r: &RunRow) -> String {
-    format!("interface={},submit={},complete={},rw={},bs={},qd={},threads={}", r.interface, r.submit, r.complete, r.rw, r.bs, r.qd, r.threads)
+    format!(
+        "interface={},submit={},complete={},rw={},bs={},qd={},threads={}",
+        r.interface, r.submit, r.complete, r.rw, r.bs, r.qd, r.threads
+    )
 }
 
 impl Run {
@@ -104,7 +112,9 @@ impl Run {
     fn energy_source(&self) -> Option<&Value> {
         let sources = self.energy()?.get("sources")?.as_array()?;
         ENERGY_SCOPES.iter().find_map(|scope| {
-            sources.iter().find(|s| s.get("scope").and_then(Value::as_str) == Some(scope) && s.get("iops_per_joule").and_then(Value::as_f64).is_some())
+            sources.iter().find(|s| {
+                s.get("scope").and_then(Value::as_str) == Some(scope) && s.get("iops_per_joule").and_then(Value::as_f64).is_some()
+            })
         })
     }
 
@@ -125,8 +135,11 @@ impl Run {
         if self.iops_per_joule().is_some() {
             return None;
         }
-        let Some(e) = self.energy() else { return Some("the record has no energy report (recorded by an iolab without energy measurement)".into()) };
-        let reasons: Vec<&str> = e.get("reasons").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let Some(e) = self.energy() else {
+            return Some("the record has no energy report (recorded by an iolab without energy measurement)".into());
+        };
+        let reasons: Vec<&str> =
+            e.get("reasons").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
         Some(if reasons.is_empty() { "no energy source covered enough of the measured window".into() } else { reasons.join("; ") })
     }
 

@@ -77,13 +77,26 @@ pub fn table_files(id: &str) -> (String, String) {
 pub fn page(h: &Header, sections: &[Section], method_notes: &str) -> String {
     let mut s = format!("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{STYLE}</style>{CATCH}</head><body>\n",
         esc(&h.title));
-    s += &format!("<h1>{}</h1><p class=\"meta\">Generated {} from <code>{}</code> · selection: {}</p><p class=\"meta\">{}</p>\n",
-        esc(&h.title), esc(&h.generated), esc(&h.database), esc(&h.selection), esc(&h.provenance));
+    s += &format!(
+        "<h1>{}</h1><p class=\"meta\">Generated {} from <code>{}</code> · selection: {}</p><p class=\"meta\">{}</p>\n",
+        esc(&h.title),
+        esc(&h.generated),
+        esc(&h.database),
+        esc(&h.selection),
+        esc(&h.provenance)
+    );
     s += "<nav><h2>Figures and tables</h2><ol>";
     for sec in sections {
         for item in &sec.items {
             match item {
-                Item::Figure(f) => s += &format!("<li><a href=\"#{}\">{}</a> <span class=\"files\">{}</span></li>", esc(&f.id), esc(&f.title), esc(&sec.title)),
+                Item::Figure(f) => {
+                    s += &format!(
+                        "<li><a href=\"#{}\">{}</a> <span class=\"files\">{}</span></li>",
+                        esc(&f.id),
+                        esc(&f.title),
+                        esc(&sec.title)
+                    )
+                }
                 Item::Table(t) => s += &format!("<li><a href=\"#{}\">Table: {}</a></li>", esc(&t.id), esc(&t.table.title)),
                 Item::Note(_) => {}
             }
@@ -100,12 +113,23 @@ pub fn page(h: &Header, sections: &[Section], method_notes: &str) -> String {
                     for n in &f.notes {
                         s += &format!("<p class=\"note\">{}</p>", esc(n));
                     }
-                    s += &format!("<p class=\"prov\">{}</p><p class=\"files\">{}</p></figcaption></figure>\n", esc(&f.provenance), esc(&figure_file(&f.id)));
+                    s += &format!(
+                        "<p class=\"prov\">{}</p><p class=\"files\">{}</p></figcaption></figure>\n",
+                        esc(&f.provenance),
+                        esc(&figure_file(&f.id))
+                    );
                 }
                 Item::Table(t) => {
                     let (csv, md) = table_files(&t.id);
-                    s += &format!("<div class=\"tbl\" id=\"{}\"><h3>{}</h3>{}<p class=\"prov\">{}</p><p class=\"files\">{} · {}</p></div>\n",
-                        esc(&t.id), esc(&t.table.title), t.table.html(), esc(&t.provenance), esc(&csv), esc(&md));
+                    s += &format!(
+                        "<div class=\"tbl\" id=\"{}\"><h3>{}</h3>{}<p class=\"prov\">{}</p><p class=\"files\">{} · {}</p></div>\n",
+                        esc(&t.id),
+                        esc(&t.table.title),
+                        t.table.html(),
+                        esc(&t.provenance),
+                        esc(&csv),
+                        esc(&md)
+                    );
                 }
             }
         }

@@ -62,7 +62,8 @@ fn write_files(out: &Path, header: &html::Header, sections: &[sections::Section]
         match item {
             sections::Item::Figure(f) => {
                 let p = out.join(html::figure_file(&f.id));
-                let standalone = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- {} -->\n{}\n", f.provenance.replace("--", "-"), f.svg);
+                let standalone =
+                    format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- {} -->\n{}\n", f.provenance.replace("--", "-"), f.svg);
                 write_atomic(&p, standalone.as_bytes())?;
                 written.push(p);
             }

@@ -62,7 +62,14 @@ pub fn bs_name(bs: u64) -> String {
 
 /// The completion paths a configuration's runs took, with any fallback.
 pub fn paths_taken(c: &Config) -> String {
-    let mut paths: Vec<String> = c.runs.iter().map(|r| r.row.metrics.completion_observed.clone().unwrap_or("not observed".into()) + if r.fell_back() { " (polling fell back)" } else { "" }).collect();
+    let mut paths: Vec<String> = c
+        .runs
+        .iter()
+        .map(|r| {
+            r.row.metrics.completion_observed.clone().unwrap_or("not observed".into())
+                + if r.fell_back() { " (polling fell back)" } else { "" }
+        })
+        .collect();
     paths.sort();
     paths.dedup();
     paths.join(", ")
@@ -86,7 +93,10 @@ pub fn point(c: &Config, x: f64, series: &str, x_label: &str, y_label: &str, y_o
     }
     tip += ")";
     if !s.outliers.is_empty() {
-        tip += &format!(" · MAD outlier replicate(s): {}", s.outliers.iter().map(|i| format!("run {}", c.runs[*i].row.id)).collect::<Vec<_>>().join(", "));
+        tip += &format!(
+            " · MAD outlier replicate(s): {}",
+            s.outliers.iter().map(|i| format!("run {}", c.runs[*i].row.id)).collect::<Vec<_>>().join(", ")
+        );
     }
     if c.any_fell_back() {
         tip += " · polling fell back to interrupts";
@@ -143,6 +153,10 @@ pub fn energy_gap(runs: &[&Run]) -> Option<String> {
 }
 
 pub fn counters_gap(runs: &[&Run]) -> Option<String> {
-    gap(runs, |r| r.f("/cost/counters/workload_per_io/instructions").is_some(), Run::counters_missing_reason, "instructions were not counted")
+    gap(
+        runs,
+        |r| r.f("/cost/counters/workload_per_io/instructions").is_some(),
+        Run::counters_missing_reason,
+        "instructions were not counted",
+    )
 }
-

@@ -59,7 +59,8 @@ pub fn slug(s: &str) -> String {
 impl<'a> Ctx<'a> {
     fn id(&self, title: &str) -> String {
         let base = format!("{}-{}", self.prefix, slug(title));
-        let taken = |id: &str| self.items.iter().any(|i| matches!(i, Item::Figure(f) if f.id == id) || matches!(i, Item::Table(t) if t.id == id));
+        let taken =
+            |id: &str| self.items.iter().any(|i| matches!(i, Item::Figure(f) if f.id == id) || matches!(i, Item::Table(t) if t.id == id));
         let mut id = base.clone();
         let mut n = 2;
         while taken(&id) {
@@ -108,22 +109,39 @@ pub fn provenance(runs: &[&Run]) -> String {
     fn join(mut v: Vec<String>) -> String {
         v.sort();
         v.dedup();
-        if v.is_empty() { "unknown".into() } else { v.join(", ") }
+        if v.is_empty() {
+            "unknown".into()
+        } else {
+            v.join(", ")
+        }
     }
     let s = |r: &Run, p: &str| r.record.pointer(p).and_then(serde_json::Value::as_str).map(str::to_string);
-    let machine = join(runs.iter().map(|r| {
-        let host = r.row.hostname.clone().unwrap_or("?".into());
-        let cpu = s(r, "/environment/cpu_model").unwrap_or("unknown CPU".into());
-        let n = r.record.pointer("/environment/cpu_count").and_then(serde_json::Value::as_u64).map(|n| format!(", {n} CPUs")).unwrap_or_default();
-        format!("{host} ({cpu}{n})")
-    }).collect());
+    let machine = join(
+        runs.iter()
+            .map(|r| {
+                let host = r.row.hostname.clone().unwrap_or("?".into());
+                let cpu = s(r, "/environment/cpu_model").unwrap_or("unknown CPU".into());
+                let n = r
+                    .record
+                    .pointer("/environment/cpu_count")
+                    .and_then(serde_json::Value::as_u64)
+                    .map(|n| format!(", {n} CPUs"))
+                    .unwrap_or_default();
+                format!("{host} ({cpu}{n})")
+            })
+            .collect(),
+    );
     let kernel = join(runs.iter().filter_map(|r| r.row.kernel.clone()).collect());
-    let device = join(runs.iter().map(|r| {
-        let dev = r.row.devices.clone().unwrap_or("no device".into());
-        let model = s(r, "/environment/targets/0/model").map(|m| format!(" {m}")).unwrap_or_default();
-        let kind = s(r, "/environment/targets/0/kind").map(|k| format!(" ({k})")).unwrap_or_default();
-        format!("{dev}{model}{kind}")
-    }).collect());
+    let device = join(
+        runs.iter()
+            .map(|r| {
+                let dev = r.row.devices.clone().unwrap_or("no device".into());
+                let model = s(r, "/environment/targets/0/model").map(|m| format!(" {m}")).unwrap_or_default();
+                let kind = s(r, "/environment/targets/0/kind").map(|k| format!(" ({k})")).unwrap_or_default();
+                format!("{dev}{model}{kind}")
+            })
+            .collect(),
+    );
     let version = join(runs.iter().filter_map(|r| r.row.iolab_version.clone()).collect());
     let mut ids: Vec<i64> = runs.iter().map(|r| r.row.id).collect();
     ids.sort();
@@ -158,7 +176,11 @@ fn id_ranges(ids: &[i64]) -> String {
         out.push(if j > i { format!("{}–{}", ids[i], ids[j]) } else { ids[i].to_string() });
         i = j + 1;
     }
-    if out.is_empty() { "none".into() } else { out.join(", ") }
+    if out.is_empty() {
+        "none".into()
+    } else {
+        out.join(", ")
+    }
 }
 
 /// What the caller knows of a sweep that is a study part, found by the sweep's stored name.
@@ -206,23 +228,61 @@ fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
         Some(id) => format!("{} (sweep {id})", sweep.name),
         None => "Runs outside any sweep".into(),
     };
-    Section { id: prefix, title, about: part.map(|p| p.feeds.to_string()).unwrap_or_else(|| "Not a suite part: every configuration with its replicate statistics.".into()), items: ctx.items }
+    Section {
+        id: prefix,
+        title,
+        about: part
+            .map(|p| p.feeds.to_string())
+            .unwrap_or_else(|| "Not a suite part: every configuration with its replicate statistics.".into()),
+        items: ctx.items,
+    }
 }
 
 /// Every section ends with its configurations and their replicate statistics.
 fn configurations(ctx: &mut Ctx) {
-    let mut t = Table::new(format!("{}: configurations and replicate statistics", ctx.sweep.name),
-        &["configuration", "n", "IOPS mean", "IOPS sd", "IOPS 95 % CI", "MAD outliers", "mean latency µs", "p99 µs", "CPU cores", "completion path taken"]);
+    let mut t = Table::new(
+        format!("{}: configurations and replicate statistics", ctx.sweep.name),
+        &[
+            "configuration",
+            "n",
+            "IOPS mean",
+            "IOPS sd",
+            "IOPS 95 % CI",
+            "MAD outliers",
+            "mean latency µs",
+            "p99 µs",
+            "CPU cores",
+            "completion path taken",
+        ],
+    );
     let (names, common) = short_names(&ctx.sweep.configs);
     for (c, name) in ctx.sweep.configs.iter().zip(names) {
         let s = c.summary(&iops);
         let (mean, sd, ci, out) = match &s {
-            Some(s) => (num(s.mean), s.sd.map(num).unwrap_or("n < 2".into()),
+            Some(s) => (
+                num(s.mean),
+                s.sd.map(num).unwrap_or("n < 2".into()),
                 s.ci95.map(|(a, b)| format!("{} – {}", num(a), num(b))).unwrap_or("n < 2".into()),
-                if s.outliers.is_empty() { "none".into() } else { s.outliers.iter().map(|i| format!("run {}", c.runs[*i].row.id)).collect::<Vec<_>>().join(", ") }),
+                if s.outliers.is_empty() {
+                    "none".into()
+                } else {
+                    s.outliers.iter().map(|i| format!("run {}", c.runs[*i].row.id)).collect::<Vec<_>>().join(", ")
+                },
+            ),
             None => ("not measured".into(), String::new(), String::new(), String::new()),
         };
-        t.rows.push(vec![name, c.runs.len().to_string(), mean, sd, ci, out, cell(c, &lat_mean_us), cell(c, &|r| us(r, "/results/total/lat_ns/p99")), cell(c, &cores), paths_taken(c)]);
+        t.rows.push(vec![
+            name,
+            c.runs.len().to_string(),
+            mean,
+            sd,
+            ci,
+            out,
+            cell(c, &lat_mean_us),
+            cell(c, &|r| us(r, "/results/total/lat_ns/p99")),
+            cell(c, &cores),
+            paths_taken(c),
+        ]);
     }
     if !common.is_empty() {
         t.notes.push(format!("Common to every configuration: {common}."));
@@ -236,11 +296,19 @@ fn configurations(ctx: &mut Ctx) {
 /// the parts common to all (said once, under the table).
 fn short_names(configs: &[Config]) -> (Vec<String>, String) {
     let parts: Vec<Vec<&str>> = configs.iter().map(|c| c.key.split(',').collect()).collect();
-    let common: Vec<&str> = parts.first().map(|p| p.iter().filter(|kv| parts.iter().all(|o| o.contains(kv))).copied().collect()).unwrap_or_default();
-    let names = parts.iter().map(|p| {
-        let varying: Vec<&str> = p.iter().filter(|kv| !common.contains(kv)).copied().collect();
-        if varying.is_empty() { "(the only configuration)".to_string() } else { varying.join(", ") }
-    }).collect();
+    let common: Vec<&str> =
+        parts.first().map(|p| p.iter().filter(|kv| parts.iter().all(|o| o.contains(kv))).copied().collect()).unwrap_or_default();
+    let names = parts
+        .iter()
+        .map(|p| {
+            let varying: Vec<&str> = p.iter().filter(|kv| !common.contains(kv)).copied().collect();
+            if varying.is_empty() {
+                "(the only configuration)".to_string()
+            } else {
+                varying.join(", ")
+            }
+        })
+        .collect();
     (names, common.join(", "))
 }
 
@@ -257,4 +325,3 @@ mod tests {
         assert_eq!(num(0.012345), "0.0123");
     }
 }
-

@@ -31,31 +31,73 @@ fn direction(out: &mut String, name: &str, d: &DirectionResult) {
     if d.ios == 0 && d.errors == 0 {
         return;
     }
-    let _ = writeln!(out, "  {name:<6} {:>9} IOPS  {:>11}/s  {} I/Os{}", format_count(d.iops), format_bytes(d.bw_bytes_per_s), d.ios,
-        if d.errors > 0 { format!(", {} ERRORS", d.errors) } else { String::new() });
+    let _ = writeln!(
+        out,
+        "  {name:<6} {:>9} IOPS  {:>11}/s  {} I/Os{}",
+        format_count(d.iops),
+        format_bytes(d.bw_bytes_per_s),
+        d.ios,
+        if d.errors > 0 { format!(", {} ERRORS", d.errors) } else { String::new() }
+    );
     if let Some(l) = &d.lat_ns {
-        let _ = writeln!(out, "         latency  mean {} ± {}   min {}   max {}", format_ns(l.mean), format_ns(l.stdev), format_ns(l.min as f64), format_ns(l.max as f64));
-        let _ = writeln!(out, "                  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  p99.999 {}",
-            format_ns(l.p50 as f64), format_ns(l.p90 as f64), format_ns(l.p99 as f64), format_ns(l.p99_9 as f64), format_ns(l.p99_99 as f64), format_ns(l.p99_999 as f64));
+        let _ = writeln!(
+            out,
+            "         latency  mean {} ± {}   min {}   max {}",
+            format_ns(l.mean),
+            format_ns(l.stdev),
+            format_ns(l.min as f64),
+            format_ns(l.max as f64)
+        );
+        let _ = writeln!(
+            out,
+            "                  p50 {}  p90 {}  p99 {}  p99.9 {}  p99.99 {}  p99.999 {}",
+            format_ns(l.p50 as f64),
+            format_ns(l.p90 as f64),
+            format_ns(l.p99 as f64),
+            format_ns(l.p99_9 as f64),
+            format_ns(l.p99_99 as f64),
+            format_ns(l.p99_999 as f64)
+        );
     }
 }
 
 pub fn render(rec: &RunRecord) -> String {
     let s = &rec.spec;
     let mut out = String::new();
-    let targets: Vec<String> = rec.environment.targets.iter().map(|t| {
-        let dev = t.device.as_deref().map(|d| format!(" on {d}")).unwrap_or_default();
-        let fs = t.filesystem.as_deref().map(|f| format!("{f} "))
-            .unwrap_or_default();
-        format!("{} ({}{}{})", t.path, fs, t.kind, dev)
-    }).collect();
+    let targets: Vec<String> = rec
+        .environment
+        .targets
+        .iter()
+        .map(|t| {
+            let dev = t.device.as_deref().map(|d| format!(" on {d}")).unwrap_or_default();
+            let fs = t.filesystem.as_deref().map(|f| format!("{f} ")).unwrap_or_default();
+            format!("{} ({}{}{})", t.path, fs, t.kind, dev)
+        })
+        .collect();
     let submit = if s.submit == crate::plan::Submit::Sqpoll { "sqpoll" } else { "syscall" };
-    let _ = writeln!(out, "{} [{} submit, {} completion] {} {} QD{} x {} thread{} on {}", s.interface, submit, name_complete(s.complete),
-        s.rw.name(), format_bytes(s.bs as f64), s.qd, s.threads, if s.threads == 1 { "" } else { "s" }, targets.join(", "));
+    let _ = writeln!(
+        out,
+        "{} [{} submit, {} completion] {} {} QD{} x {} thread{} on {}",
+        s.interface,
+        submit,
+        name_complete(s.complete),
+        s.rw.name(),
+        format_bytes(s.bs as f64),
+        s.qd,
+        s.threads,
+        if s.threads == 1 { "" } else { "s" },
+        targets.join(", ")
+    );
     let Some(r) = &rec.results else {
         return out;
     };
-    let _ = writeln!(out, "  window {:.2} s measured (after {} s ramp){}", r.window_s, s.ramp_s, if rec.status == "interrupted" { ", INTERRUPTED" } else { "" });
+    let _ = writeln!(
+        out,
+        "  window {:.2} s measured (after {} s ramp){}",
+        r.window_s,
+        s.ramp_s,
+        if rec.status == "interrupted" { ", INTERRUPTED" } else { "" }
+    );
     direction(&mut out, "read", &r.read);
     direction(&mut out, "write", &r.write);
     let c = &r.cpu;
@@ -66,10 +108,19 @@ pub fn render(rec: &RunRecord) -> String {
     let _ = writeln!(out, "  cpu    {:.2} cores (user {:.2} s, system {:.2} s){per_io}", c.cores, c.user_s, c.system_s);
     let diskless = crate::interfaces::find(&s.interface).is_some_and(|i| i.diskless);
     if let (true, Some(u), Some(k)) = (diskless, c.user_ns_per_io, c.system_ns_per_io) {
-        let _ = writeln!(out, "  harness {} of CPU per I/O: {} does no I/O, so this is iolab's own cost (hot loop, clock, recorder)", format_ns(u + k), s.interface);
+        let _ = writeln!(
+            out,
+            "  harness {} of CPU per I/O: {} does no I/O, so this is iolab's own cost (hot loop, clock, recorder)",
+            format_ns(u + k),
+            s.interface
+        );
     }
     if let Some(v) = &r.verify {
-        let _ = writeln!(out, "  verify {} reads checked, {} written blocks read back and checked", v.reads_checked, v.written_blocks_read_back);
+        let _ = writeln!(
+            out,
+            "  verify {} reads checked, {} written blocks read back and checked",
+            v.reads_checked, v.written_blocks_read_back
+        );
     }
     if let Some(c) = &rec.cost {
         cost(&mut out, c);
@@ -79,8 +130,13 @@ pub fn render(rec: &RunRecord) -> String {
     }
     let p = &rec.completion_path;
     if p.fell_back {
-        let _ = writeln!(out, "  WARNING: asked for {} completion but completions came by interrupt ({}){}", p.requested,
-            p.evidence.as_deref().unwrap_or(""), p.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "  WARNING: asked for {} completion but completions came by interrupt ({}){}",
+            p.requested,
+            p.evidence.as_deref().unwrap_or(""),
+            p.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+        );
     } else if let Some(reason) = p.reason.as_ref().filter(|_| !diskless) {
         let _ = writeln!(out, "  warning: asked for {} completion, expect {}: {reason}", p.requested, p.expected);
     }
@@ -91,26 +147,51 @@ pub fn render(rec: &RunRecord) -> String {
 }
 
 fn cost(out: &mut String, c: &crate::meters::Cost) {
-    let classes: Vec<String> = c.classes.iter().filter(|k| k.cpu_s > 0.0 || k.class == "workload").map(|k| {
-        let per = k.ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
-        format!("{} {:.2}{per}", k.class.replace('_', "-"), k.cores)
-    }).collect();
+    let classes: Vec<String> = c
+        .classes
+        .iter()
+        .filter(|k| k.cpu_s > 0.0 || k.class == "workload")
+        .map(|k| {
+            let per = k.ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
+            format!("{} {:.2}{per}", k.class.replace('_', "-"), k.cores)
+        })
+        .collect();
     let _ = writeln!(out, "  cores  {}", classes.join(", "));
     if let Some(s) = &c.system {
         let pct = |x: f64| if s.busy_s > 0.0 { 100.0 * x / s.busy_s } else { 0.0 };
-        let _ = writeln!(out, "         system-wide {:.2} of {} cores busy{} (user {:.0}%, system {:.0}%, irq {:.0}%, softirq {:.0}%, steal {:.0}%)",
-            s.busy_cores, s.cpus, s.busy_ns_per_io.map(|n| format!(", {}/IO", format_ns(n))).unwrap_or_default(),
-            pct(s.cpu.user_s + s.cpu.nice_s), pct(s.cpu.system_s), pct(s.cpu.irq_s), pct(s.cpu.softirq_s), pct(s.cpu.steal_s));
+        let _ = writeln!(
+            out,
+            "         system-wide {:.2} of {} cores busy{} (user {:.0}%, system {:.0}%, irq {:.0}%, softirq {:.0}%, steal {:.0}%)",
+            s.busy_cores,
+            s.cpus,
+            s.busy_ns_per_io.map(|n| format!(", {}/IO", format_ns(n))).unwrap_or_default(),
+            pct(s.cpu.user_s + s.cpu.nice_s),
+            pct(s.cpu.system_s),
+            pct(s.cpu.irq_s),
+            pct(s.cpu.softirq_s),
+            pct(s.cpu.steal_s)
+        );
     }
     if let Some(w) = c.classes.iter().find(|k| k.class == "workload") {
         if let Some(x) = w.ctx_switches_per_io {
-            let _ = writeln!(out, "  ctxsw  workload {x:.3}/IO ({} voluntary, {} involuntary)", w.voluntary_ctx_switches.unwrap_or(0), w.involuntary_ctx_switches.unwrap_or(0));
+            let _ = writeln!(
+                out,
+                "  ctxsw  workload {x:.3}/IO ({} voluntary, {} involuntary)",
+                w.voluntary_ctx_switches.unwrap_or(0),
+                w.involuntary_ctx_switches.unwrap_or(0)
+            );
         }
     }
     for d in &c.devices {
         let irq = match (d.queue_interrupts, d.queue_interrupts_per_io) {
-            (Some(n), Some(p)) if d.irq_shared_with.is_empty() => format!("{n} queue interrupts ({p:.3}/IO) on {}", d.controller.as_deref().unwrap_or("?")),
-            (Some(n), Some(p)) => format!("{n} queue interrupts ({p:.3}/IO, the same lines as {}) on {}", d.irq_shared_with.join(", "), d.controller.as_deref().unwrap_or("?")),
+            (Some(n), Some(p)) if d.irq_shared_with.is_empty() => {
+                format!("{n} queue interrupts ({p:.3}/IO) on {}", d.controller.as_deref().unwrap_or("?"))
+            }
+            (Some(n), Some(p)) => format!(
+                "{n} queue interrupts ({p:.3}/IO, the same lines as {}) on {}",
+                d.irq_shared_with.join(", "),
+                d.controller.as_deref().unwrap_or("?")
+            ),
             _ => "no device interrupts to count".to_string(),
         };
         let stat = match (d.device_ios, d.difference) {
@@ -135,12 +216,21 @@ fn energy(out: &mut String, e: &crate::energy::record::EnergyRecord) {
     let r = &e.report;
     if r.sources.is_empty() {
         let backends: Vec<&str> = r.reasons.iter().filter_map(|x| x.split(':').next()).collect();
-        let _ = writeln!(out, "  energy unavailable: no energy source can measure here (checked {}; reasons in the JSON)", backends.join(", "));
+        let _ =
+            writeln!(out, "  energy unavailable: no energy source can measure here (checked {}; reasons in the JSON)", backends.join(", "));
         return;
     }
     for s in &r.sources {
         let per = s.iops_per_joule.map(|x| format!(", {x:.0} I/Os per joule")).unwrap_or_default();
-        let _ = writeln!(out, "  energy {} {}: {:.2} J, {:.2} W mean{per} (coverage {:.0} %)", s.source, s.scope, s.joules, s.mean_watts, s.coverage * 100.0);
+        let _ = writeln!(
+            out,
+            "  energy {} {}: {:.2} J, {:.2} W mean{per} (coverage {:.0} %)",
+            s.source,
+            s.scope,
+            s.joules,
+            s.mean_watts,
+            s.coverage * 100.0
+        );
     }
     for d in &e.dynamic {
         let per = d.ios_per_dynamic_joule.map(|x| format!(", {x:.0} I/Os per dynamic joule")).unwrap_or_default();

@@ -22,8 +22,22 @@ pub fn esc(s: &str) -> String {
 /// Numbers for axis ticks and labels: three significant digits with k/M/G.
 pub fn short_number(x: f64) -> String {
     let a = x.abs();
-    let (v, suffix) = if a >= 1e9 { (x / 1e9, "G") } else if a >= 1e6 { (x / 1e6, "M") } else if a >= 1e3 { (x / 1e3, "k") } else { (x, "") };
-    let digits = if v.abs() >= 100.0 || v == v.trunc() { 0 } else if v.abs() >= 10.0 { 1 } else { 2 };
+    let (v, suffix) = if a >= 1e9 {
+        (x / 1e9, "G")
+    } else if a >= 1e6 {
+        (x / 1e6, "M")
+    } else if a >= 1e3 {
+        (x / 1e3, "k")
+    } else {
+        (x, "")
+    };
+    let digits = if v.abs() >= 100.0 || v == v.trunc() {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
     let mut s = format!("{v:.digits$}");
     if s.contains('.') {
         s = s.trim_end_matches('0').trim_end_matches('.').to_string();
@@ -145,7 +159,10 @@ fn range(values: impl Iterator<Item = f64>, scale: Scale) -> (f64, f64) {
 }
 
 fn header(out: &mut String, title: &str, kind: &str) {
-    let _ = write!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-kind="{kind}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif" font-size="12">"#);
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-kind="{kind}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif" font-size="12">"#
+    );
     let _ = write!(out, r##"<rect width="{W}" height="{H}" fill="#fff"/>"##);
     for (i, line) in wrap(title, 84).iter().take(2).enumerate() {
         let _ = write!(out, r#"<text x="12" y="{}" font-size="13" font-weight="600">{}</text>"#, 17 + 16 * i, esc(line));
@@ -175,7 +192,8 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 /// says how many.
 pub fn chart(c: &Chart) -> String {
     let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.x));
-    let ys = c.series.iter().flat_map(|s| s.points.iter().flat_map(|p| [p.y + p.ci.unwrap_or(0.0), p.y - p.ci.unwrap_or(0.0).min(p.y * 0.999)]));
+    let ys =
+        c.series.iter().flat_map(|s| s.points.iter().flat_map(|p| [p.y + p.ci.unwrap_or(0.0), p.y - p.ci.unwrap_or(0.0).min(p.y * 0.999)]));
     let (xlo, xhi) = range(xs, c.x.scale);
     let (ylo, yhi) = range(ys, c.y.scale);
     let (px0, px1, py0, py1) = (LEFT, W - RIGHT, H - BOTTOM, TOP);
@@ -186,14 +204,31 @@ pub fn chart(c: &Chart) -> String {
     let _ = write!(out, r##"<rect x="{px0}" y="{py1}" width="{}" height="{}" fill="none" stroke="#999"/>"##, px1 - px0, py0 - py1);
     for t in mx.ticks() {
         let x = mx.t(t);
-        let _ = write!(out, r##"<line x1="{x:.1}" y1="{py0}" x2="{x:.1}" y2="{}" stroke="#666"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##, py0 + 4.0, py0 + 17.0, short_number(t));
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="{py0}" x2="{x:.1}" y2="{}" stroke="#666"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            py0 + 4.0,
+            py0 + 17.0,
+            short_number(t)
+        );
     }
     for t in my.ticks() {
         let y = my.t(t);
-        let _ = write!(out, r##"<line x1="{px0}" y1="{y:.1}" x2="{px1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##, px0 - 5.0, y + 4.0, short_number(t));
+        let _ = write!(
+            out,
+            r##"<line x1="{px0}" y1="{y:.1}" x2="{px1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            px0 - 5.0,
+            y + 4.0,
+            short_number(t)
+        );
     }
     let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, (px0 + px1) / 2.0, H - 12.0, esc(&c.x.label));
-    let _ = write!(out, r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#, (py0 + py1) / 2.0, esc(&c.y.label));
+    let _ = write!(
+        out,
+        r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        (py0 + py1) / 2.0,
+        esc(&c.y.label)
+    );
     let mut dropped = 0;
     for (i, s) in c.series.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
@@ -201,7 +236,10 @@ pub fn chart(c: &Chart) -> String {
             .points
             .iter()
             .filter(|p| {
-                let ok = p.x.is_finite() && p.y.is_finite() && (c.x.scale == Scale::Linear || p.x > 0.0) && (c.y.scale == Scale::Linear || p.y > 0.0);
+                let ok = p.x.is_finite()
+                    && p.y.is_finite()
+                    && (c.x.scale == Scale::Linear || p.x > 0.0)
+                    && (c.y.scale == Scale::Linear || p.y > 0.0);
                 dropped += usize::from(!ok);
                 ok
             })
@@ -214,13 +252,30 @@ pub fn chart(c: &Chart) -> String {
             let (x, y) = (mx.t(p.x), my.t(p.y));
             if let Some(ci) = p.ci.filter(|c| *c > 0.0) {
                 let (a, b) = (my.t(p.y - ci.min(if c.y.scale == Scale::Log2 { p.y * 0.999 } else { ci })), my.t(p.y + ci));
-                let _ = write!(out, r#"<path d="M{x:.1},{a:.1}V{b:.1}M{:.1},{a:.1}h6M{:.1},{b:.1}h6" stroke="{colour}" fill="none"/>"#, x - 3.0, x - 3.0);
+                let _ = write!(
+                    out,
+                    r#"<path d="M{x:.1},{a:.1}V{b:.1}M{:.1},{a:.1}h6M{:.1},{b:.1}h6" stroke="{colour}" fill="none"/>"#,
+                    x - 3.0,
+                    x - 3.0
+                );
             }
             let fill = if p.flagged { "#fff" } else { colour };
-            let _ = write!(out, r#"<circle class="mark" cx="{x:.1}" cy="{y:.1}" r="3.6" fill="{fill}" stroke="{colour}" stroke-width="1.5"><title>{}</title></circle>"#, esc(&p.tip));
+            let _ = write!(
+                out,
+                r#"<circle class="mark" cx="{x:.1}" cy="{y:.1}" r="3.6" fill="{fill}" stroke="{colour}" stroke-width="1.5"><title>{}</title></circle>"#,
+                esc(&p.tip)
+            );
         }
         let ly = TOP + 10.0 + i as f64 * 17.0;
-        let _ = write!(out, r#"<rect x="{}" y="{:.1}" width="12" height="12" fill="{colour}"/><text x="{}" y="{:.1}">{}</text>"#, px1 + 12.0, ly - 10.0, px1 + 28.0, ly, esc(&truncate(&s.name, 26)));
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="{:.1}" width="12" height="12" fill="{colour}"/><text x="{}" y="{:.1}">{}</text>"#,
+            px1 + 12.0,
+            ly - 10.0,
+            px1 + 28.0,
+            ly,
+            esc(&truncate(&s.name, 26))
+        );
     }
     for m in &c.callouts {
         if (c.x.scale == Scale::Log2 && m.x <= 0.0) || (c.y.scale == Scale::Log2 && m.y <= 0.0) {
@@ -230,10 +285,18 @@ pub fn chart(c: &Chart) -> String {
         // Keep the label inside the plot: left of points in the right half, below points near the top.
         let (tx, anchor) = if x > (px0 + px1) / 2.0 { (x - 10.0, "end") } else { (x + 10.0, "start") };
         let ty = if y < py1 + 24.0 { y + 22.0 } else { y - 10.0 };
-        let _ = write!(out, r##"<circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#000" stroke-width="2"/><text x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}" font-weight="600">{}</text>"##, esc(&m.text));
+        let _ = write!(
+            out,
+            r##"<circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#000" stroke-width="2"/><text x="{tx:.1}" y="{ty:.1}" text-anchor="{anchor}" font-weight="600">{}</text>"##,
+            esc(&m.text)
+        );
     }
     if dropped > 0 {
-        let _ = write!(out, r##"<text x="{px0}" y="{}" fill="#a00">{dropped} point(s) not drawable on a log axis (value ≤ 0)</text>"##, H - 28.0);
+        let _ = write!(
+            out,
+            r##"<text x="{px0}" y="{}" fill="#a00">{dropped} point(s) not drawable on a log axis (value ≤ 0)</text>"##,
+            H - 28.0
+        );
     }
     out + "</svg>"
 }
@@ -295,23 +358,50 @@ pub fn tile_map(m: &TileMap) -> String {
         let _ = write!(out, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, px0 - 6.0, py0 + (i as f64 + 0.5) * rh + 4.0, esc(r));
     }
     let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, (px0 + px1) / 2.0, H - 12.0, esc(&m.x_label));
-    let _ = write!(out, r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#, (py0 + py1) / 2.0, esc(&m.y_label));
+    let _ = write!(
+        out,
+        r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        (py0 + py1) / 2.0,
+        esc(&m.y_label)
+    );
     // Characters that fit across a tile at a glyph width (px); the tooltip has the whole text.
     let fit = |glyph: f64| ((cw - 6.0) / glyph).max(4.0) as usize;
     for t in &m.tiles {
         let colour = key_colour(&keys, &t.key);
         let (x, y) = (px0 + t.col as f64 * cw, py0 + t.row as f64 * rh);
         let top = y + rh / 2.0 - 6.0 * t.sub.len() as f64;
-        let _ = write!(out, r##"<g class="mark"><title>{}</title><rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{colour}" fill-opacity="0.55" stroke="#fff" stroke-width="2"/><text x="{:.1}" y="{top:.1}" text-anchor="middle" font-weight="600">{}</text>"##,
-            esc(&t.tip), cw, rh, x + cw / 2.0, esc(&truncate(&t.text, fit(7.5))));
+        let _ = write!(
+            out,
+            r##"<g class="mark"><title>{}</title><rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{colour}" fill-opacity="0.55" stroke="#fff" stroke-width="2"/><text x="{:.1}" y="{top:.1}" text-anchor="middle" font-weight="600">{}</text>"##,
+            esc(&t.tip),
+            cw,
+            rh,
+            x + cw / 2.0,
+            esc(&truncate(&t.text, fit(7.5)))
+        );
         for (i, line) in t.sub.iter().enumerate() {
-            let _ = write!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#, x + cw / 2.0, top + 14.0 + 13.0 * i as f64, esc(&truncate(line, fit(6.2))));
+            let _ = write!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"#,
+                x + cw / 2.0,
+                top + 14.0 + 13.0 * i as f64,
+                esc(&truncate(line, fit(6.2)))
+            );
         }
         out += "</g>";
     }
     for (i, k) in keys.iter().enumerate() {
         let ly = TOP + 16.0 + i as f64 * 17.0;
-        let _ = write!(out, r#"<rect x="{}" y="{:.1}" width="12" height="12" fill="{}" fill-opacity="0.55"/><text x="{}" y="{:.1}">{}</text>"#, px1 + 12.0, ly - 10.0, key_colour(&keys, k), px1 + 28.0, ly, esc(&truncate(k, 26)));
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="{:.1}" width="12" height="12" fill="{}" fill-opacity="0.55"/><text x="{}" y="{:.1}">{}</text>"#,
+            px1 + 12.0,
+            ly - 10.0,
+            key_colour(&keys, k),
+            px1 + 28.0,
+            ly,
+            esc(&truncate(k, 26))
+        );
     }
     out + "</svg>"
 }
@@ -322,7 +412,13 @@ pub fn unavailable(title: &str, reason: &str) -> (String, bool) {
     const MAX_LINES: usize = 16;
     let mut out = String::new();
     header(&mut out, title, "unavailable");
-    let _ = write!(out, r##"<rect x="12" y="{TOP}" width="{}" height="{}" fill="#fafafa" stroke="#bbb" stroke-dasharray="5 4"><title>{}</title></rect>"##, W - 24.0, H - TOP - 12.0, esc(reason));
+    let _ = write!(
+        out,
+        r##"<rect x="12" y="{TOP}" width="{}" height="{}" fill="#fafafa" stroke="#bbb" stroke-dasharray="5 4"><title>{}</title></rect>"##,
+        W - 24.0,
+        H - TOP - 12.0,
+        esc(reason)
+    );
     let _ = write!(out, r##"<text class="unavailable" x="26" y="{}" font-weight="600" fill="#a00">Not available here</text>"##, TOP + 24.0);
     // Long sysfs explanations are wrapped by words to stay inside the panel.
     let lines = wrap(reason, 104);
@@ -354,8 +450,14 @@ mod tests {
 
     #[test]
     fn one_mark_per_drawable_point_and_the_rest_said() {
-        let c = Chart { title: "t".into(), x: Axis { label: "qd".into(), scale: Scale::Log2 }, y: Axis { label: "IOPS".into(), scale: Scale::Linear },
-            series: vec![Series { name: "a".into(), points: vec![pt(1.0, 10.0), pt(2.0, 20.0), pt(0.0, 5.0)] }], callouts: vec![], lines: true };
+        let c = Chart {
+            title: "t".into(),
+            x: Axis { label: "qd".into(), scale: Scale::Log2 },
+            y: Axis { label: "IOPS".into(), scale: Scale::Linear },
+            series: vec![Series { name: "a".into(), points: vec![pt(1.0, 10.0), pt(2.0, 20.0), pt(0.0, 5.0)] }],
+            callouts: vec![],
+            lines: true,
+        };
         let svg = chart(&c);
         assert_eq!(svg.matches("class=\"mark\"").count(), 2);
         assert!(svg.contains("1 point(s) not drawable on a log axis"));

@@ -35,7 +35,9 @@ pub fn install() {
         // try_lock: the panic may have happened while this thread held it.
         let journal = JOURNAL.try_lock().ok().and_then(|j| j.clone());
         match journal.map(|j| super::restore_own_after_crash(&j)) {
-            Some(Ok(lines)) if !lines.is_empty() => eprintln!("iolab: crashed with system settings changed; put back: {}", lines.join("; ")),
+            Some(Ok(lines)) if !lines.is_empty() => {
+                eprintln!("iolab: crashed with system settings changed; put back: {}", lines.join("; "))
+            }
             Some(Ok(_)) => {}
             Some(Err(e)) => eprintln!("iolab: crashed with system settings changed and could not put them back ({e}): {HINT}"),
             None => eprintln!("iolab: crashed with system settings changed: {HINT}"),

@@ -72,10 +72,7 @@ impl Journal {
             version: JOURNAL_VERSION,
             pid,
             pid_start_ticks: proc_start_ticks(pid),
-            started_at: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            started_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             entries: Vec::new(),
         }
@@ -192,10 +189,7 @@ pub fn load(journal: &Path) -> Result<Option<Journal>, String> {
         return Ok(None);
     }
     let j: Journal = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "the settings journal {} is damaged ({e}): put back the values it lists by hand, then delete it",
-            journal.display()
-        )
+        format!("the settings journal {} is damaged ({e}): put back the values it lists by hand, then delete it", journal.display())
     })?;
     if j.version > JOURNAL_VERSION {
         return Err(format!(
@@ -230,10 +224,7 @@ pub fn store(journal: &Path, j: &Journal) -> Result<(), String> {
     };
     if let Err(e) = write() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(format!(
-            "cannot write the settings journal {}: {e} (set IOLAB_JOURNAL to a writable path)",
-            journal.display()
-        ));
+        return Err(format!("cannot write the settings journal {}: {e} (set IOLAB_JOURNAL to a writable path)", journal.display()));
     }
     fsync_dir(&dir)
 }

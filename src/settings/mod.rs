@@ -87,9 +87,7 @@ impl std::str::FromStr for Setting {
     type Err = String;
     fn from_str(s: &str) -> Result<Setting, String> {
         Setting::from_name(s).ok_or_else(|| {
-            format!(
-                "unknown setting \"{s}\": choose one of scheduler, nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec, governor"
-            )
+            format!("unknown setting \"{s}\": choose one of scheduler, nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec, governor")
         })
     }
 }
@@ -357,9 +355,7 @@ impl Settings {
                 match j.owner() {
                     Owner::Us => {}
                     Owner::AliveOther(pid) => {
-                        return Err(format!(
-                            "another iolab (pid {pid}) is changing system settings: wait for it to end, then run again"
-                        ))
+                        return Err(format!("another iolab (pid {pid}) is changing system settings: wait for it to end, then run again"))
                     }
                     Owner::Dead(pid) => {
                         return Err(format!(
@@ -387,7 +383,8 @@ impl Settings {
                 let settled: Vec<&JournalEntry> =
                     entries[..=i].iter().zip(&outcomes).filter(|(_, o)| o.failure().is_none()).map(|(e, _)| e).collect();
                 j.entries.retain(|x| {
-                    !(x.guard == guard_id && (settled.iter().any(|s| s.path == x.path) || entries[i + 1..].iter().any(|n| n.path == x.path)))
+                    !(x.guard == guard_id
+                        && (settled.iter().any(|s| s.path == x.path) || entries[i + 1..].iter().any(|n| n.path == x.path)))
                 });
                 let stored = journal::store(&self.journal, &j);
                 if failed.is_empty() && !j.entries.iter().any(|x| x.guard == guard_id) {
@@ -421,7 +418,11 @@ impl Settings {
             return Ok(None);
         }
         let what: Vec<String> = j.entries.iter().map(|e| format!("{}: {} -> {}", e.label(), e.original, e.new)).collect();
-        Ok(Some(format!("system settings are still changed ({}; journal {}): run `iolab restore`", what.join("; "), self.journal.display())))
+        Ok(Some(format!(
+            "system settings are still changed ({}; journal {}): run `iolab restore`",
+            what.join("; "),
+            self.journal.display()
+        )))
     }
 
     /// Undo everything recorded in the journal (what a killed process left changed). Returns
@@ -574,7 +575,11 @@ fn restore_loaded(path: &Path, j: &mut Journal) -> Result<Vec<String>, Vec<Strin
     if let Err(e) = journal::store(path, j) {
         failed.push(e);
     }
-    if failed.is_empty() { Ok(lines) } else { Err(failed) }
+    if failed.is_empty() {
+        Ok(lines)
+    } else {
+        Err(failed)
+    }
 }
 
 /// Put back what this process journaled, after a panic (`crash`): only this process's

@@ -41,20 +41,15 @@ pub fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
 pub fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
     let raw = read_raw(path)?;
     if setting == Setting::Scheduler {
-        return parse_scheduler(&raw)
-            .0
-            .ok_or_else(|| format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display()));
+        return parse_scheduler(&raw).0.ok_or_else(|| format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display()));
     }
     Ok(raw)
 }
 
 /// Write `value` to a sysfs file in one write(2), as `echo value > file` would.
 pub fn write_value(path: &Path, value: &str) -> Result<(), String> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
+    let mut f =
+        OpenOptions::new().write(true).truncate(true).open(path).map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
     let data = format!("{value}\n");
     match f.write(data.as_bytes()) {
         Ok(n) if n == data.len() => Ok(()),

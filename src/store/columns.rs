@@ -34,39 +34,69 @@ pub fn cell<T: ToString>(v: &Option<T>) -> String {
 
 impl Stored for Option<f64> {
     const SQL: &'static str = "REAL";
-    fn to_sql(&self) -> Sql { self.map_or(Sql::Null, Sql::Real) }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> { r.get(col) }
-    fn cell(&self) -> String { cell(self) }
+    fn to_sql(&self) -> Sql {
+        self.map_or(Sql::Null, Sql::Real)
+    }
+    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+        r.get(col)
+    }
+    fn cell(&self) -> String {
+        cell(self)
+    }
 }
 
 /// Stored as i64 bit for bit (SQLite has no unsigned integer).
 impl Stored for Option<u64> {
     const SQL: &'static str = "INTEGER";
-    fn to_sql(&self) -> Sql { self.map_or(Sql::Null, |x| Sql::Integer(x as i64)) }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> { Ok(r.get::<_, Option<i64>>(col)?.map(|x| x as u64)) }
-    fn cell(&self) -> String { cell(self) }
+    fn to_sql(&self) -> Sql {
+        self.map_or(Sql::Null, |x| Sql::Integer(x as i64))
+    }
+    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+        Ok(r.get::<_, Option<i64>>(col)?.map(|x| x as u64))
+    }
+    fn cell(&self) -> String {
+        cell(self)
+    }
 }
 
 /// A count that is always known (0 when the record gives none).
 impl Stored for u64 {
     const SQL: &'static str = "INTEGER NOT NULL";
-    fn to_sql(&self) -> Sql { Sql::Integer(*self as i64) }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> { Ok(r.get::<_, i64>(col)? as u64) }
-    fn cell(&self) -> String { self.to_string() }
+    fn to_sql(&self) -> Sql {
+        Sql::Integer(*self as i64)
+    }
+    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+        Ok(r.get::<_, i64>(col)? as u64)
+    }
+    fn cell(&self) -> String {
+        self.to_string()
+    }
 }
 
 impl Stored for Option<String> {
     const SQL: &'static str = "TEXT";
-    fn to_sql(&self) -> Sql { self.clone().map_or(Sql::Null, Sql::Text) }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> { r.get(col) }
-    fn cell(&self) -> String { cell(self) }
+    fn to_sql(&self) -> Sql {
+        self.clone().map_or(Sql::Null, Sql::Text)
+    }
+    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+        r.get(col)
+    }
+    fn cell(&self) -> String {
+        cell(self)
+    }
 }
 
 impl Stored for Option<bool> {
     const SQL: &'static str = "INTEGER";
-    fn to_sql(&self) -> Sql { self.map_or(Sql::Null, |b| Sql::Integer(b as i64)) }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> { r.get(col) }
-    fn cell(&self) -> String { cell(self) }
+    fn to_sql(&self) -> Sql {
+        self.map_or(Sql::Null, |b| Sql::Integer(b as i64))
+    }
+    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+        r.get(col)
+    }
+    fn cell(&self) -> String {
+        cell(self)
+    }
 }
 
 /// The parts of a run record (`record::RunRecord`) the metric columns are read from, typed.
@@ -262,7 +292,8 @@ mod tests {
 
     #[test]
     fn parts_missing_null_or_of_another_type_read_as_unknown() {
-        let m = Metrics::of(&json!({"results": {"total": {"iops": "fast", "ios": 7, "lat_ns": null}, "read": {"errors": 3}}, "cost": null}));
+        let m =
+            Metrics::of(&json!({"results": {"total": {"iops": "fast", "ios": 7, "lat_ns": null}, "read": {"errors": 3}}, "cost": null}));
         assert_eq!((m.iops, m.ios, m.lat_p99_ns, m.busy_cores, m.fell_back), (None, Some(7), None, None, None));
         // The total's errors where given, else the read's, else the write's, else 0.
         assert_eq!(m.errors, 3);

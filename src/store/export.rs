@@ -7,9 +7,31 @@ use std::io::Write;
 /// The CSV header: identity, spec and environment, the metrics (`RUN_METRICS`), the error last.
 pub fn csv_columns() -> Vec<&'static str> {
     let head = [
-        "run_id", "sweep_id", "planned_id", "replicate", "config_key", "status", "started_at", "hostname", "kernel",
-        "iolab_version", "devices", "interface", "submit", "complete", "rw", "write_mix", "bs", "qd", "threads",
-        "batch_submit", "batch_reap", "direct", "budget_kind", "budget_value", "targets",
+        "run_id",
+        "sweep_id",
+        "planned_id",
+        "replicate",
+        "config_key",
+        "status",
+        "started_at",
+        "hostname",
+        "kernel",
+        "iolab_version",
+        "devices",
+        "interface",
+        "submit",
+        "complete",
+        "rw",
+        "write_mix",
+        "bs",
+        "qd",
+        "threads",
+        "batch_submit",
+        "batch_reap",
+        "direct",
+        "budget_kind",
+        "budget_value",
+        "targets",
     ];
     head.into_iter().chain(RUN_METRICS.iter().map(|c| c.name)).chain(["error"]).collect()
 }

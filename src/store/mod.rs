@@ -212,7 +212,8 @@ fn planned_row(r: &Row) -> rusqlite::Result<PlannedRun> {
         ordinal: r.get("ordinal")?,
         replicate: r.get("replicate")?,
         config_key: r.get("config_key")?,
-        spec: serde_json::from_str(&spec).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))?,
+        spec: serde_json::from_str(&spec)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))?,
         status: r.get("status")?,
         reason: r.get("reason")?,
     })
@@ -266,10 +267,15 @@ fn check_path(path: &Path) -> Result<bool, String> {
         Err(x) => return Err(format!("results database {name}: {x}")),
     };
     if !m.is_file() {
-        return Err(format!("results database {name} is {}: give a regular file, or a new file name for a new database", crate::output::kind(&m)));
+        return Err(format!(
+            "results database {name} is {}: give a regular file, or a new file name for a new database",
+            crate::output::kind(&m)
+        ));
     }
     let mut magic = [0u8; 16];
-    let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut magic)).map_err(|x| format!("results database {name}: {x}"))?;
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
+        .map_err(|x| format!("results database {name}: {x}"))?;
     if n > 0 && (n < magic.len() || &magic != b"SQLite format 3\0") {
         return Err(format!("results database {name} is not a SQLite file: give an iolab results database, or a new file name"));
     }
@@ -368,7 +374,8 @@ impl Store {
         }
         if v < schema::LATEST {
             drop(conn);
-            return Store::open(path).map_err(|x| format!("{x} (schema version {v} is upgraded to {} on first use, which needs write access)", schema::LATEST));
+            return Store::open(path)
+                .map_err(|x| format!("{x} (schema version {v} is upgraded to {} on first use, which needs write access)", schema::LATEST));
         }
         Ok(Store { conn, path: name })
     }
@@ -386,7 +393,14 @@ impl Store {
     }
 
     /// A sweep and its planned runs in one transaction; returns the sweep id.
-    pub fn create_sweep(&mut self, name: &str, plan_text: &str, plan_hash: &str, seed: u64, runs: &[(i64, u32, String, Value)]) -> Result<i64, String> {
+    pub fn create_sweep(
+        &mut self,
+        name: &str,
+        plan_text: &str,
+        plan_hash: &str,
+        seed: u64,
+        runs: &[(i64, u32, String, Value)],
+    ) -> Result<i64, String> {
         let path = self.path.clone();
         let e = |x: rusqlite::Error| format!("results database {path}: {x}");
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
@@ -509,9 +523,8 @@ impl Store {
         })?;
         let run = tx.last_insert_rowid();
         {
-            let mut st = tx
-                .prepare("INSERT INTO histograms(run_id, direction, encoding, data) VALUES (?1, ?2, 'hdr-v2-deflate', ?3)")
-                .map_err(e)?;
+            let mut st =
+                tx.prepare("INSERT INTO histograms(run_id, direction, encoding, data) VALUES (?1, ?2, 'hdr-v2-deflate', ?3)").map_err(e)?;
             for (d, b64) in &x.histograms {
                 let data = base64::engine::general_purpose::STANDARD
                     .decode(b64)
@@ -643,10 +656,7 @@ impl Store {
 
     /// One run, as a row.
     pub fn run(&self, run_id: i64) -> Result<Option<RunRow>, String> {
-        self.conn
-            .query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [run_id], run_row)
-            .optional()
-            .map_err(self.e())
+        self.conn.query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [run_id], run_row).optional().map_err(self.e())
     }
 
     /// The full run record as it was given to `record_run` (histograms and series put back).
@@ -657,11 +667,7 @@ impl Store {
         let Some(text) = text else { return Ok(None) };
         let mut record: Value =
             serde_json::from_str(&text).map_err(|m| format!("results database {}: run {run_id}: stored record: {m}", self.path))?;
-        let hist = self
-            .histograms(run_id)?
-            .into_iter()
-            .map(|(d, b)| (d, base64::engine::general_purpose::STANDARD.encode(b)))
-            .collect();
+        let hist = self.histograms(run_id)?.into_iter().map(|(d, b)| (d, base64::engine::general_purpose::STANDARD.encode(b))).collect();
         let mut st = self
             .conn
             .prepare_cached("SELECT t, read_iops, write_iops, mean_lat_ns, extra FROM series WHERE run_id = ?1 ORDER BY t")

@@ -151,17 +151,14 @@ pub fn check(conn: &Connection) -> Result<u32, String> {
         return Err(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab"));
     }
     if v == 0 {
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", [], |r| r.get(0))
-            .map_err(e)?;
+        let tables: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", [], |r| r.get(0)).map_err(e)?;
         if tables > 0 {
             return Err("not an iolab results database (it has tables but no iolab schema version)".into());
         }
     } else {
-        let meta: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
-            .optional()
-            .map_err(e)?;
+        let meta: Option<String> =
+            conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(e)?;
         if meta.as_deref() != Some(v.to_string().as_str()) {
             return Err(format!("inconsistent schema version: user_version {v}, meta {}", meta.as_deref().unwrap_or("missing")));
         }
@@ -207,7 +204,12 @@ mod tests {
     fn every_metric_column_belongs_to_a_step_that_places_it() {
         for c in RUN_METRICS {
             assert!((1..=LATEST).contains(&c.since), "{} is added in version {}, which has no step in MIGRATIONS", c.name, c.since);
-            assert!(MIGRATIONS[c.since as usize - 1].contains(METRICS_MARK), "step {} has no {METRICS_MARK:?} line for {}", c.since, c.name);
+            assert!(
+                MIGRATIONS[c.since as usize - 1].contains(METRICS_MARK),
+                "step {} has no {METRICS_MARK:?} line for {}",
+                c.since,
+                c.name
+            );
         }
     }
 }

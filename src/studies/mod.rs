@@ -83,7 +83,8 @@ impl Part {
     pub fn plan(&self, quick: bool, size: Option<&str>, destructive: &[String]) -> Option<String> {
         let runs = self.runs.as_ref()?;
         let (replicates, ramp, runtime) = if quick { runs.quick } else { runs.full };
-        let mut top = format!("name = \"{}\"\nreplicates = {replicates}\nramp = \"{ramp}\"\nruntime = \"{runtime}\"\nseed = 1\n", self.name);
+        let mut top =
+            format!("name = \"{}\"\nreplicates = {replicates}\nramp = \"{ramp}\"\nruntime = \"{runtime}\"\nseed = 1\n", self.name);
         if let Some(s) = size {
             top += &format!("size = \"{s}\"\n");
         }
@@ -139,7 +140,16 @@ mod tests {
             }
         }
         // A stored sweep of each part gets the part's section: its introduction and its notes.
-        let sweeps: Vec<SweepRuns> = names.iter().map(|n| SweepRuns { id: Some(1), name: n.to_string(), configs: Vec::new(), skipped: vec![("k".into(), "r".into())], not_ok: 0 }).collect();
+        let sweeps: Vec<SweepRuns> = names
+            .iter()
+            .map(|n| SweepRuns {
+                id: Some(1),
+                name: n.to_string(),
+                configs: Vec::new(),
+                skipped: vec![("k".into(), "r".into())],
+                not_ok: 0,
+            })
+            .collect();
         for (sec, sweep) in sections(&sweeps).iter().zip(&sweeps) {
             let p = part(&sweep.name).unwrap();
             assert_eq!(sec.about, p.feeds, "{}", p.name);

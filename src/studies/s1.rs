@@ -12,14 +12,45 @@ use crate::report::tables::Table;
 use crate::store::RunRow;
 use serde::Serialize;
 
-pub const STUDY: Study = Study { id: "S1", title: "HotStorage'23: energy implications of I/O interface design choices", parts: &[
-    Part { name: "S1.1-latency", feeds: "Table 2: p50/p99 latency per (interface, submission, completion), slowdown vs fastest", unsupported: &[],
-        runs: Some(Runs { matrix: latency_matrix, full: (5, "60s", "120s"), quick: (2, "0.5s", "2s"), report: Report::Panels(latency_panels) }) },
-    Part { name: "S1.2-queue-depth", feeds: "IOPS, W and IOPS/J against queue depth per block size; cores used", unsupported: &[],
-        runs: Some(Runs { matrix: depth_matrix, full: (5, "60s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(depth_panels) }) },
-    Part { name: "S1.3-threads", feeds: "multithreaded panels: IOPS, W, IOPS/J against threads; cores used", unsupported: &[],
-        runs: Some(Runs { matrix: threads_matrix, full: (5, "60s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(threads_panels) }) },
-]};
+pub const STUDY: Study = Study {
+    id: "S1",
+    title: "HotStorage'23: energy implications of I/O interface design choices",
+    parts: &[
+        Part {
+            name: "S1.1-latency",
+            feeds: "Table 2: p50/p99 latency per (interface, submission, completion), slowdown vs fastest",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: latency_matrix,
+                full: (5, "60s", "120s"),
+                quick: (2, "0.5s", "2s"),
+                report: Report::Panels(latency_panels),
+            }),
+        },
+        Part {
+            name: "S1.2-queue-depth",
+            feeds: "IOPS, W and IOPS/J against queue depth per block size; cores used",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: depth_matrix,
+                full: (5, "60s", "120s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(depth_panels),
+            }),
+        },
+        Part {
+            name: "S1.3-threads",
+            feeds: "multithreaded panels: IOPS, W, IOPS/J against threads; cores used",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: threads_matrix,
+                full: (5, "60s", "120s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(threads_panels),
+            }),
+        },
+    ],
+};
 
 const ALL_MODES: &str = r#"
 [[rule]]
@@ -29,29 +60,36 @@ reason = "only io_uring has a submission-polling thread"
 "#;
 
 fn latency_matrix(_: bool) -> String {
-    format!(r#"[matrix]
+    format!(
+        r#"[matrix]
 interface = ["psync", "pvsync2", "posixaio", "libaio", "io_uring"]
 submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll", "hybrid"]
 rw = ["randread", "randwrite"]
 bs = ["4k"]
 qd = [1]
-{ALL_MODES}"#)
+{ALL_MODES}"#
+    )
 }
 
 fn depth_matrix(q: bool) -> String {
-    format!(r#"[matrix]
+    format!(
+        r#"[matrix]
 interface = ["posixaio", "libaio", "io_uring"]
 submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll"]
 rw = ["randread", "randwrite"]
 bs = {}
 qd = {}
-{ALL_MODES}"#, pick(q, r#"["4k", "16k", "128k"]"#, r#"["4k", "128k"]"#), pick(q, "[1, 2, 4, 8, 16, 31]", "[1, 8]"))
+{ALL_MODES}"#,
+        pick(q, r#"["4k", "16k", "128k"]"#, r#"["4k", "128k"]"#),
+        pick(q, "[1, 2, 4, 8, 16, 31]", "[1, 8]")
+    )
 }
 
 fn threads_matrix(q: bool) -> String {
-    format!(r#"[matrix]
+    format!(
+        r#"[matrix]
 interface = ["psync", "pvsync2", "posixaio", "libaio", "io_uring"]
 submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll"]
@@ -59,26 +97,46 @@ rw = ["randread", "randwrite"]
 bs = {}
 threads = {}
 qd = [1]
-{ALL_MODES}"#, pick(q, r#"["4k", "16k", "128k"]"#, r#"["4k"]"#), pick(q, "[1, 2, 4, 8, 16, 31]", "[1, 2]"))
+{ALL_MODES}"#,
+        pick(q, r#"["4k", "16k", "128k"]"#, r#"["4k"]"#),
+        pick(q, "[1, 2, 4, 8, 16, 31]", "[1, 2]")
+    )
 }
 
 fn latency_panels(ctx: &mut Ctx) {
-    let columns = [("randread", "p50", "/results/total/lat_ns/p50"), ("randread", "p99", "/results/total/lat_ns/p99"),
-        ("randwrite", "p50", "/results/total/lat_ns/p50"), ("randwrite", "p99", "/results/total/lat_ns/p99")];
+    let columns = [
+        ("randread", "p50", "/results/total/lat_ns/p50"),
+        ("randread", "p99", "/results/total/lat_ns/p99"),
+        ("randwrite", "p50", "/results/total/lat_ns/p50"),
+        ("randwrite", "p99", "/results/total/lat_ns/p99"),
+    ];
     let configs = ctx.configs(|_| true);
     let mut methods: Vec<String> = configs.iter().map(|c| c.method()).collect();
     methods.dedup();
     methods.sort();
     methods.dedup();
     let find = |m: &str, rw: &str| configs.iter().find(|c| c.method() == m && c.first().rw == rw).copied();
-    let rows: Vec<(String, Vec<Option<f64>>)> = methods.iter().map(|m| {
-        (m.clone(), columns.iter().map(|(rw, _, p)| find(m, rw).and_then(|c| c.summary(&|r| us(r, p))).map(|s| s.mean)).collect())
-    }).collect();
+    let rows: Vec<(String, Vec<Option<f64>>)> = methods
+        .iter()
+        .map(|m| (m.clone(), columns.iter().map(|(rw, _, p)| find(m, rw).and_then(|c| c.summary(&|r| us(r, p))).map(|s| s.mean)).collect()))
+        .collect();
     // Welch against the fastest in randread p50, Holm-corrected over the ranking.
-    let p50: Vec<(String, Vec<f64>)> = methods.iter().filter_map(|m| Some((m.clone(), find(m, "randread")?.values(&|r| us(r, "/results/total/lat_ns/p50"))))).collect();
+    let p50: Vec<(String, Vec<f64>)> =
+        methods.iter().filter_map(|m| Some((m.clone(), find(m, "randread")?.values(&|r| us(r, "/results/total/lat_ns/p50"))))).collect();
     let ranked = compare::rank(Metric::LatP99Ns, &p50, ALPHA);
-    let mut t = Table::new("S1 latency table: p50/p99 (µs) and mean slowdown against the fastest configuration",
-        &["configuration", "randread p50", "randread p99", "randwrite p50", "randwrite p99", "slowdown", "randread p50 vs fastest (Welch, Holm)", "completion path taken"]);
+    let mut t = Table::new(
+        "S1 latency table: p50/p99 (µs) and mean slowdown against the fastest configuration",
+        &[
+            "configuration",
+            "randread p50",
+            "randread p99",
+            "randwrite p50",
+            "randwrite p99",
+            "slowdown",
+            "randread p50 vs fastest (Welch, Holm)",
+            "completion path taken",
+        ],
+    );
     for row in slowdown_table(&rows) {
         let mut cells = vec![row.name.clone()];
         for (i, (rw, _, p)) in columns.iter().enumerate() {
@@ -122,15 +180,63 @@ fn scaling(ctx: &mut Ctx, x_name: &str, x_of: &dyn Fn(&RunRow) -> f64) {
                 continue;
             }
             let tag = format!("{rw}, {}", bs_name(bs));
-            plot(ctx, &cs, Plot { title: format!("IOPS against {x_name} ({tag})"), x: axis(x_name, x_scale), y: axis("IOPS", Scale::Linear), x_of, y_of: &iops, series_of: &method }, vec![]);
+            plot(
+                ctx,
+                &cs,
+                Plot {
+                    title: format!("IOPS against {x_name} ({tag})"),
+                    x: axis(x_name, x_scale),
+                    y: axis("IOPS", Scale::Linear),
+                    x_of,
+                    y_of: &iops,
+                    series_of: &method,
+                },
+                vec![],
+            );
             match energy_gap(&runs_of(&cs)) {
                 Some(reason) => ctx.unavailable(&format!("Power and IOPS per joule against {x_name} ({tag})"), &reason, &runs_of(&cs)),
                 None => {
-                    plot(ctx, &cs, Plot { title: format!("Power against {x_name} ({tag})"), x: axis(x_name, x_scale), y: axis("W", Scale::Linear), x_of, y_of: &|r| r.watts(), series_of: &method }, vec![]);
-                    plot(ctx, &cs, Plot { title: format!("IOPS per joule against {x_name} ({tag})"), x: axis(x_name, x_scale), y: axis("IOPS per joule", Scale::Linear), x_of, y_of: &|r| r.iops_per_joule(), series_of: &method }, vec![]);
+                    plot(
+                        ctx,
+                        &cs,
+                        Plot {
+                            title: format!("Power against {x_name} ({tag})"),
+                            x: axis(x_name, x_scale),
+                            y: axis("W", Scale::Linear),
+                            x_of,
+                            y_of: &|r| r.watts(),
+                            series_of: &method,
+                        },
+                        vec![],
+                    );
+                    plot(
+                        ctx,
+                        &cs,
+                        Plot {
+                            title: format!("IOPS per joule against {x_name} ({tag})"),
+                            x: axis(x_name, x_scale),
+                            y: axis("IOPS per joule", Scale::Linear),
+                            x_of,
+                            y_of: &|r| r.iops_per_joule(),
+                            series_of: &method,
+                        },
+                        vec![],
+                    );
                 }
             }
-            plot(ctx, &cs, Plot { title: format!("CPU cores used against {x_name} ({tag})"), x: axis(x_name, x_scale), y: axis("CPU cores (iolab's threads)", Scale::Linear), x_of, y_of: &cores, series_of: &method }, vec![]);
+            plot(
+                ctx,
+                &cs,
+                Plot {
+                    title: format!("CPU cores used against {x_name} ({tag})"),
+                    x: axis(x_name, x_scale),
+                    y: axis("CPU cores (iolab's threads)", Scale::Linear),
+                    x_of,
+                    y_of: &cores,
+                    series_of: &method,
+                },
+                vec![],
+            );
         }
     }
 }
@@ -168,11 +274,7 @@ pub fn slowdown_table(rows: &[(String, Vec<Option<f64>>)]) -> Vec<SlowdownRow> {
     let mut out: Vec<SlowdownRow> = rows
         .iter()
         .map(|(name, values)| {
-            let ratios: Vec<f64> = values
-                .iter()
-                .zip(&fastest)
-                .filter_map(|(v, f)| Some(v.filter(|x| x.is_finite())? / (*f)?))
-                .collect();
+            let ratios: Vec<f64> = values.iter().zip(&fastest).filter_map(|(v, f)| Some(v.filter(|x| x.is_finite())? / (*f)?)).collect();
             SlowdownRow { name: name.clone(), values: values.clone(), slowdown: stats::mean(&ratios) }
         })
         .collect();

@@ -5,23 +5,58 @@ use super::{pick, Part, Report, Runs, Study, SPDK};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::saturation::{saturation_point, CurvePoint, SaturationRule};
 use crate::report::data::{Config, Run};
-use crate::report::panels::{axis, cell, cores, counters_gap, distinct, iops, lat_mean_us, mean_ci, num, plot, plot_with, point, runs_of, Plot};
+use crate::report::panels::{
+    axis, cell, cores, counters_gap, distinct, iops, lat_mean_us, mean_ci, num, plot, plot_with, point, runs_of, Plot,
+};
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Callout, Chart, Scale, Series};
 use crate::report::tables::Table;
 
-pub const STUDY: Study = Study { id: "S2", title: "CHEOPS'23: performance characterization of storage stacks", parts: &[
-    Part { name: "S2.1-qd1", feeds: "IOPS, instructions per I/O (process and system-wide), IPC, cache-miss rate at QD1 on one core",
-        unsupported: &[SPDK, ("instructions split by layer", "needs perf sampling with kernel symbols; not implemented")],
-        runs: Some(Runs { matrix: qd1_matrix, full: (3, "20s", "120s"), quick: (2, "0.5s", "2s"), report: Report::Panels(qd1_panels) }) },
-    Part { name: "S2.2-jcurve", feeds: "J-curve (IOPS against mean latency) with the saturation point, one core", unsupported: &[SPDK],
-        runs: Some(Runs { matrix: jcurve_matrix, full: (3, "20s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(jcurve_panels) }) },
-    Part { name: "S2.3-cores", feeds: "IOPS against cores at QD128; cores to peak", unsupported: &[SPDK],
-        runs: Some(Runs { matrix: cores_matrix, full: (3, "20s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(cores_panels) }) },
-    Part { name: "S2.4-schedulers", feeds: "Table 2: IOPS per scheduler and ratio to none; thread scaling per scheduler",
-        unsupported: &[("NUMA pinning", "not varied by the suite; pin with a plan's options.cpus")],
-        runs: Some(Runs { matrix: schedulers_matrix, full: (3, "20s", "120s"), quick: (1, "0.5s", "1s"), report: Report::Panels(schedulers_panels) }) },
-]};
+pub const STUDY: Study = Study {
+    id: "S2",
+    title: "CHEOPS'23: performance characterization of storage stacks",
+    parts: &[
+        Part {
+            name: "S2.1-qd1",
+            feeds: "IOPS, instructions per I/O (process and system-wide), IPC, cache-miss rate at QD1 on one core",
+            unsupported: &[SPDK, ("instructions split by layer", "needs perf sampling with kernel symbols; not implemented")],
+            runs: Some(Runs { matrix: qd1_matrix, full: (3, "20s", "120s"), quick: (2, "0.5s", "2s"), report: Report::Panels(qd1_panels) }),
+        },
+        Part {
+            name: "S2.2-jcurve",
+            feeds: "J-curve (IOPS against mean latency) with the saturation point, one core",
+            unsupported: &[SPDK],
+            runs: Some(Runs {
+                matrix: jcurve_matrix,
+                full: (3, "20s", "120s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(jcurve_panels),
+            }),
+        },
+        Part {
+            name: "S2.3-cores",
+            feeds: "IOPS against cores at QD128; cores to peak",
+            unsupported: &[SPDK],
+            runs: Some(Runs {
+                matrix: cores_matrix,
+                full: (3, "20s", "120s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(cores_panels),
+            }),
+        },
+        Part {
+            name: "S2.4-schedulers",
+            feeds: "Table 2: IOPS per scheduler and ratio to none; thread scaling per scheduler",
+            unsupported: &[("NUMA pinning", "not varied by the suite; pin with a plan's options.cpus")],
+            runs: Some(Runs {
+                matrix: schedulers_matrix,
+                full: (3, "20s", "120s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(schedulers_panels),
+            }),
+        },
+    ],
+};
 
 // CHEOPS'23 names: psync, libaio, iou (irq), iou-c (IOPOLL), iou-s (SQPOLL + IOPOLL).
 const CHEOPS_RULES: &str = r#"
@@ -66,11 +101,28 @@ fn qd1_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let runs = runs_of(&cs);
     let gap = counters_gap(&runs);
-    let mut t = Table::new("S2 QD1 on one core: IOPS and CPU counters per I/O",
-        &["configuration", "IOPS", "instructions per I/O (iolab)", "instructions per I/O (system)", "IPC (iolab)", "cache-miss rate (iolab)", "CPU cores"]);
+    let mut t = Table::new(
+        "S2 QD1 on one core: IOPS and CPU counters per I/O",
+        &[
+            "configuration",
+            "IOPS",
+            "instructions per I/O (iolab)",
+            "instructions per I/O (system)",
+            "IPC (iolab)",
+            "cache-miss rate (iolab)",
+            "CPU cores",
+        ],
+    );
     for c in &cs {
-        t.rows.push(vec![c.method(), cell(c, &iops), cell(c, &|r| counter(r, "workload_per_io/instructions")), cell(c, &|r| counter(r, "system_per_io/instructions")),
-            cell(c, &|r| counter(r, "workload_per_io/ipc")), cell(c, &|r| counter(r, "workload_per_io/cache_miss_rate")), cell(c, &cores)]);
+        t.rows.push(vec![
+            c.method(),
+            cell(c, &iops),
+            cell(c, &|r| counter(r, "workload_per_io/instructions")),
+            cell(c, &|r| counter(r, "system_per_io/instructions")),
+            cell(c, &|r| counter(r, "workload_per_io/ipc")),
+            cell(c, &|r| counter(r, "workload_per_io/cache_miss_rate")),
+            cell(c, &cores),
+        ]);
     }
     if let Some(reason) = &gap {
         t.notes.push(format!("Counters not available here: {reason}"));
@@ -80,8 +132,19 @@ fn qd1_panels(ctx: &mut Ctx) {
         ctx.unavailable("Instructions per I/O and IPC at QD1", &reason, &runs);
     } else {
         let method = |c: &Config| c.method();
-        plot(ctx, &cs, Plot { title: "Instructions per I/O at QD1".into(), x: axis("threads", Scale::Log2), y: axis("instructions per I/O", Scale::Linear),
-            x_of: &|r| r.threads as f64, y_of: &|r| counter(r, "workload_per_io/instructions"), series_of: &method }, vec![]);
+        plot(
+            ctx,
+            &cs,
+            Plot {
+                title: "Instructions per I/O at QD1".into(),
+                x: axis("threads", Scale::Log2),
+                y: axis("instructions per I/O", Scale::Linear),
+                x_of: &|r| r.threads as f64,
+                y_of: &|r| counter(r, "workload_per_io/instructions"),
+                series_of: &method,
+            },
+            vec![],
+        );
     }
 }
 
@@ -92,7 +155,10 @@ fn jcurve_panels(ctx: &mut Ctx) {
     methods.dedup();
     let mut series = Vec::new();
     let mut callouts = Vec::new();
-    let mut t = Table::new("S2 saturation points (J-curve heel)", &["configuration", "saturation QD", "IOPS there", "mean latency µs there", "instructions per I/O there", "IPC there", "rule"]);
+    let mut t = Table::new(
+        "S2 saturation points (J-curve heel)",
+        &["configuration", "saturation QD", "IOPS there", "mean latency µs there", "instructions per I/O there", "IPC there", "rule"],
+    );
     let runs = runs_of(&cs);
     let gap = counters_gap(&runs);
     for m in &methods {
@@ -115,7 +181,15 @@ fn jcurve_panels(ctx: &mut Ctx) {
         };
         if let Some((c, p)) = there {
             callouts.push(Callout { x: p.mean_lat, y: p.iops, text: format!("QD {}", p.qd) });
-            t.rows.push(vec![m.clone(), sat_qd, num(p.iops), num(p.mean_lat), counter_cell(c, "workload_per_io/instructions", &gap), counter_cell(c, "workload_per_io/ipc", &gap), reason]);
+            t.rows.push(vec![
+                m.clone(),
+                sat_qd,
+                num(p.iops),
+                num(p.mean_lat),
+                counter_cell(c, "workload_per_io/instructions", &gap),
+                counter_cell(c, "workload_per_io/ipc", &gap),
+                reason,
+            ]);
         } else {
             t.rows.push(vec![m.clone(), sat_qd, "-".into(), "-".into(), "-".into(), "-".into(), reason]);
         }
@@ -125,9 +199,20 @@ fn jcurve_panels(ctx: &mut Ctx) {
     if let Some(reason) = &gap {
         t.notes.push(format!("Counters not available here: {reason}"));
     }
-    let svg = svg::chart(&Chart { title: "J-curves: IOPS against mean latency (circled: saturation point)".into(), x: axis("mean latency (µs)", Scale::Linear),
-        y: axis("IOPS", Scale::Linear), series, callouts, lines: true });
-    ctx.figure("J-curves: IOPS against mean latency", svg, &runs, vec!["Each point is one queue depth (hover for it); circled points are saturation points by the documented rule.".into()]);
+    let svg = svg::chart(&Chart {
+        title: "J-curves: IOPS against mean latency (circled: saturation point)".into(),
+        x: axis("mean latency (µs)", Scale::Linear),
+        y: axis("IOPS", Scale::Linear),
+        series,
+        callouts,
+        lines: true,
+    });
+    ctx.figure(
+        "J-curves: IOPS against mean latency",
+        svg,
+        &runs,
+        vec!["Each point is one queue depth (hover for it); circled points are saturation points by the documented rule.".into()],
+    );
     ctx.table(t, &runs);
 }
 
@@ -143,7 +228,10 @@ fn cores_panels(ctx: &mut Ctx) {
     let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
     methods.sort();
     methods.dedup();
-    let mut t = Table::new("S2 cores to peak", &["configuration", "peak IOPS", "threads at the peak", "cores to peak", "IOPS there", "how decided"]);
+    let mut t = Table::new(
+        "S2 cores to peak",
+        &["configuration", "peak IOPS", "threads at the peak", "cores to peak", "IOPS there", "how decided"],
+    );
     let mut callouts = Vec::new();
     for m in &methods {
         let mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
@@ -153,18 +241,41 @@ fn cores_panels(ctx: &mut Ctx) {
         let testable = ranked.iter().skip(1).all(|r| r.verdict != Verdict::Untested);
         // The best itself is a Tie, so there is always a candidate.
         let (to_peak, how) = if testable {
-            let fewest = ranked.iter().filter(|r| r.verdict == Verdict::Tie).min_by_key(|r| r.config_key.parse::<u32>().unwrap_or(u32::MAX)).unwrap_or(best);
+            let fewest = ranked
+                .iter()
+                .filter(|r| r.verdict == Verdict::Tie)
+                .min_by_key(|r| r.config_key.parse::<u32>().unwrap_or(u32::MAX))
+                .unwrap_or(best);
             (fewest, "fewest threads not significantly below the peak (Welch against the peak, Holm-corrected, α = 0.05)")
         } else {
             (best, "untested (n < 2): the threads of the highest mean")
         };
         let threads: f64 = to_peak.config_key.parse().unwrap_or(0.0);
         callouts.push(Callout { x: threads, y: to_peak.summary.mean, text: format!("{m}: {threads} to peak") });
-        t.rows.push(vec![m.clone(), mean_ci(&best.summary), best.config_key.clone(), to_peak.config_key.clone(), mean_ci(&to_peak.summary), how.to_string()]);
+        t.rows.push(vec![
+            m.clone(),
+            mean_ci(&best.summary),
+            best.config_key.clone(),
+            to_peak.config_key.clone(),
+            mean_ci(&to_peak.summary),
+            how.to_string(),
+        ]);
     }
     let method = |c: &Config| c.method();
-    plot_with(ctx, &cs, Plot { title: "IOPS against cores (threads at QD128)".into(), x: axis("cores (threads)", Scale::Log2), y: axis("IOPS", Scale::Linear),
-        x_of: &|r| r.threads as f64, y_of: &iops, series_of: &method }, vec!["Circled: cores to peak per configuration (see the table).".into()], callouts);
+    plot_with(
+        ctx,
+        &cs,
+        Plot {
+            title: "IOPS against cores (threads at QD128)".into(),
+            x: axis("cores (threads)", Scale::Log2),
+            y: axis("IOPS", Scale::Linear),
+            x_of: &|r| r.threads as f64,
+            y_of: &iops,
+            series_of: &method,
+        },
+        vec!["Circled: cores to peak per configuration (see the table).".into()],
+        callouts,
+    );
     let runs = runs_of(&cs);
     ctx.table(t, &runs);
 }
@@ -196,8 +307,11 @@ fn schedulers_panels(ctx: &mut Ctx) {
             if s != "none" {
                 row.push(match (none, c) {
                     (Some(n), Some(c)) => match compare::compare_metric(Metric::Iops, &n.values(&iops), &c.values(&iops), ALPHA) {
-                        Some(cmp) => format!("{} ({})", cmp.ratio.map(|r| format!("{r:.3}")).unwrap_or("-".into()),
-                            cmp.welch.map(|w| format!("p = {}", num(w.p))).unwrap_or("untested, n < 2".into())),
+                        Some(cmp) => format!(
+                            "{} ({})",
+                            cmp.ratio.map(|r| format!("{r:.3}")).unwrap_or("-".into()),
+                            cmp.welch.map(|w| format!("p = {}", num(w.p))).unwrap_or("untested, n < 2".into())
+                        ),
                         None => "not measured".into(),
                     },
                     _ => "-".into(),
@@ -210,7 +324,18 @@ fn schedulers_panels(ctx: &mut Ctx) {
     ctx.table(t, &runs);
     if distinct(&cs, |r| r.threads).len() > 1 {
         let series = |c: &Config| format!("{} {}", c.method(), c.runs[0].scheduler());
-        plot(ctx, &cs, Plot { title: "IOPS against threads per scheduler".into(), x: axis("threads", Scale::Log2), y: axis("IOPS", Scale::Linear),
-            x_of: &|r| r.threads as f64, y_of: &iops, series_of: &series }, vec![]);
+        plot(
+            ctx,
+            &cs,
+            Plot {
+                title: "IOPS against threads per scheduler".into(),
+                x: axis("threads", Scale::Log2),
+                y: axis("IOPS", Scale::Linear),
+                x_of: &|r| r.threads as f64,
+                y_of: &iops,
+                series_of: &series,
+            },
+            vec![],
+        );
     }
 }

@@ -17,25 +17,40 @@ pub const STUDY: Study = Study { id: "S3", title: "HotStorage'22: when poll is m
 ]};
 
 fn map_matrix(q: bool) -> String {
-    format!(r#"[matrix]
+    format!(
+        r#"[matrix]
 interface = ["pvsync2", "io_uring"]
 complete = ["irq", "poll", "hybrid"]
 bs = {}
 threads = {}
 qd = [1]
 scheduler = ["none"]
-"#, pick(q, r#"["1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "64k"]"#), pick(q, "[1, 2, 4, 8, 16, 32, 64]", "[1, 2]"))
+"#,
+        pick(q, r#"["1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "64k"]"#),
+        pick(q, "[1, 2, 4, 8, 16, 32, 64]", "[1, 2]")
+    )
 }
 
 fn map_panels(ctx: &mut Ctx) {
     let all = ctx.configs(|_| true);
     let four_k = ctx.configs(|r| r.bs == 4096);
-    let mut t = Table::new("S3 4 KiB: latency and IOPS per completion method", &["threads", "method", "mean latency µs", "IOPS", "MB/s", "CPU cores", "context switches per I/O", "completion path taken"]);
+    let mut t = Table::new(
+        "S3 4 KiB: latency and IOPS per completion method",
+        &["threads", "method", "mean latency µs", "IOPS", "MB/s", "CPU cores", "context switches per I/O", "completion path taken"],
+    );
     let mut sorted = four_k.clone();
     sorted.sort_by_key(|c| (c.first().threads, c.method()));
     for c in &sorted {
-        t.rows.push(vec![c.first().threads.to_string(), c.method(), cell(c, &lat_mean_us), cell(c, &iops), cell(c, &|r| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
-            cell(c, &cores), cell(c, &Run::ctx_switches_per_io), paths_taken(c)]);
+        t.rows.push(vec![
+            c.first().threads.to_string(),
+            c.method(),
+            cell(c, &lat_mean_us),
+            cell(c, &iops),
+            cell(c, &|r| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
+            cell(c, &cores),
+            cell(c, &Run::ctx_switches_per_io),
+            paths_taken(c),
+        ]);
     }
     if !sorted.is_empty() {
         ctx.table(t, &runs_of(&four_k));
@@ -52,8 +67,19 @@ fn map_panels(ctx: &mut Ctx) {
     let method = |c: &Config| c.method();
     for bs in distinct(&all, |r| r.bs) {
         let cs = ctx.configs(|r| r.bs == bs);
-        plot(ctx, &cs, Plot { title: format!("Context switches per I/O against threads ({})", bs_name(bs)), x: axis("threads", Scale::Log2),
-            y: axis("context switches per I/O (worker threads)", Scale::Linear), x_of: &|r| r.threads as f64, y_of: &Run::ctx_switches_per_io, series_of: &method }, vec![]);
+        plot(
+            ctx,
+            &cs,
+            Plot {
+                title: format!("Context switches per I/O against threads ({})", bs_name(bs)),
+                x: axis("threads", Scale::Log2),
+                y: axis("context switches per I/O (worker threads)", Scale::Linear),
+                x_of: &|r| r.threads as f64,
+                y_of: &Run::ctx_switches_per_io,
+                series_of: &method,
+            },
+            vec![],
+        );
     }
 }
 
@@ -70,12 +96,19 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
     let value = metric_value(metric);
     let mut tiles = Vec::new();
     let best_mean = format!("best's mean {}", metric.name());
-    let mut t = Table::new(format!("{title} (table)"), &["bs", "threads", "best", &best_mean, "second", "margin", "Welch p", "call (Welch)", "Student p", "call (Student)"]);
+    let mut t = Table::new(
+        format!("{title} (table)"),
+        &["bs", "threads", "best", &best_mean, "second", "margin", "Welch p", "call (Welch)", "Student p", "call (Student)"],
+    );
     let mut disagreements = 0;
     for (col, bs) in bss.iter().enumerate() {
         for (row, th) in threads.iter().enumerate() {
-            let methods: Vec<(String, Vec<f64>)> = all.iter().filter(|c| c.first().bs == *bs && c.first().threads == *th)
-                .map(|c| (c.method(), c.values(&value))).filter(|(_, v)| !v.is_empty()).collect();
+            let methods: Vec<(String, Vec<f64>)> = all
+                .iter()
+                .filter(|c| c.first().bs == *bs && c.first().threads == *th)
+                .map(|c| (c.method(), c.values(&value)))
+                .filter(|(_, v)| !v.is_empty())
+                .collect();
             let Some(w) = tile_winner(metric, &methods, ALPHA) else { continue };
             let margin = w.margin.map(|m| format!("+{:.1} %", m * 100.0)).unwrap_or("-".into());
             let call = |p: Option<f64>| match (w.call, p) {
@@ -97,11 +130,39 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
                 TileCall::Alone => vec!["only method".into()],
                 TileCall::Clear => vec![format!("{margin} over {second}"), p.clone()],
             };
-            let (text, key) = if w.call == TileCall::Tie { (format!("tie: {}", w.best), svg::TIE_KEY.to_string()) } else { (w.best.clone(), w.best.clone()) };
-            tiles.push(Tile { col, row, text, key,
-                tip: format!("{} · {} threads · best {} ({} {}) · {}", bs_name(*bs), th, w.best, num(w.best_mean), metric.name(), sub.join(", ")), sub });
-            t.rows.push(vec![bs_name(*bs), th.to_string(), w.best.clone(), num(w.best_mean), w.second.clone().unwrap_or("-".into()), margin,
-                w.welch.map(|x| num(x.p)).unwrap_or("-".into()), welch_call, w.student.map(|x| num(x.p)).unwrap_or("-".into()), student_call]);
+            let (text, key) = if w.call == TileCall::Tie {
+                (format!("tie: {}", w.best), svg::TIE_KEY.to_string())
+            } else {
+                (w.best.clone(), w.best.clone())
+            };
+            tiles.push(Tile {
+                col,
+                row,
+                text,
+                key,
+                tip: format!(
+                    "{} · {} threads · best {} ({} {}) · {}",
+                    bs_name(*bs),
+                    th,
+                    w.best,
+                    num(w.best_mean),
+                    metric.name(),
+                    sub.join(", ")
+                ),
+                sub,
+            });
+            t.rows.push(vec![
+                bs_name(*bs),
+                th.to_string(),
+                w.best.clone(),
+                num(w.best_mean),
+                w.second.clone().unwrap_or("-".into()),
+                margin,
+                w.welch.map(|x| num(x.p)).unwrap_or("-".into()),
+                welch_call,
+                w.student.map(|x| num(x.p)).unwrap_or("-".into()),
+                student_call,
+            ]);
         }
     }
     let runs = runs_of(all);
@@ -109,8 +170,14 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
         ctx.unavailable(title, &format!("no run here measured {}", metric.name()), &runs);
         return;
     }
-    let map = TileMap { title: title.to_string(), x_label: "block size".into(), y_label: "threads".into(), cols: bss.iter().map(|b| bs_name(*b)).collect(),
-        rows: threads.iter().map(|t| t.to_string()).collect(), tiles };
+    let map = TileMap {
+        title: title.to_string(),
+        x_label: "block size".into(),
+        y_label: "threads".into(),
+        cols: bss.iter().map(|b| bs_name(*b)).collect(),
+        rows: threads.iter().map(|t| t.to_string()).collect(),
+        tiles,
+    };
     let notes = vec![format!("Each tile: the method with the best mean {} and its margin over the second; \"tie\" where Welch's two-sample test of best against second gives p > 0.05.", metric.name())];
     ctx.figure(title, svg::tile_map(&map), &runs, notes);
     t.notes.push(format!("HotStorage'22 called a tie with a two-sample t-test; iolab decides with Welch's test (unequal variances) and lists Student's pooled test beside it. The two calls differ in {disagreements} tile(s)."));
@@ -158,8 +225,16 @@ pub fn tile_winner(metric: Metric, methods: &[(String, Vec<f64>)], alpha: f64) -
     let best = ranked.first()?;
     let values = |key: &str| methods.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_slice()).unwrap_or(&[]);
     let Some(second) = ranked.get(1) else {
-        return Some(TileWinner { best: best.config_key.clone(), best_mean: best.summary.mean, second: None, second_mean: None,
-            margin: None, welch: None, student: None, call: TileCall::Alone });
+        return Some(TileWinner {
+            best: best.config_key.clone(),
+            best_mean: best.summary.mean,
+            second: None,
+            second_mean: None,
+            margin: None,
+            welch: None,
+            student: None,
+            call: TileCall::Alone,
+        });
     };
     let (b, s) = (best.summary.mean, second.summary.mean);
     let margin = if metric.higher_is_better() { (s != 0.0).then(|| b / s - 1.0) } else { (b != 0.0).then(|| s / b - 1.0) };
@@ -170,6 +245,14 @@ pub fn tile_winner(metric: Metric, methods: &[(String, Vec<f64>)], alpha: f64) -
         Some(t) if t.p > alpha => TileCall::Tie,
         Some(_) => TileCall::Clear,
     };
-    Some(TileWinner { best: best.config_key.clone(), best_mean: b, second: Some(second.config_key.clone()), second_mean: Some(s),
-        margin, welch, student, call })
+    Some(TileWinner {
+        best: best.config_key.clone(),
+        best_mean: b,
+        second: Some(second.config_key.clone()),
+        second_mean: Some(s),
+        margin,
+        welch,
+        student,
+        call,
+    })
 }

@@ -9,32 +9,92 @@ use crate::report::sections::Ctx;
 use crate::report::svg::{self, Chart, Point, Scale, Series};
 use crate::report::tables::Table;
 
-pub const STUDY: Study = Study { id: "S4", title: "IISWC'19: system challenges of ultra-low-latency SSDs", parts: &[
-    Part { name: "S4.1-latency", feeds: "mean and p99.999 latency against QD, seq/rand read/write", unsupported: &[],
-        runs: Some(Runs { matrix: latency_matrix, full: (3, "10s", "60s"), quick: (1, "0.5s", "1s"), report: Report::Panels(latency_panels) }) },
-    Part { name: "S4.2-bandwidth", feeds: "bandwidth against QD, normalised to the device maximum", unsupported: &[],
-        runs: Some(Runs { matrix: bandwidth_matrix, full: (3, "10s", "60s"), quick: (1, "0.5s", "1s"), report: Report::Panels(bandwidth_panels) }) },
-    Part { name: "S4.3-interference", feeds: "read latency (mean, p99.999) with 0-80 % writes mixed in", unsupported: &[],
-        runs: Some(Runs { matrix: interference_matrix, full: (3, "10s", "60s"), quick: (1, "0.5s", "1s"), report: Report::Panels(interference_panels) }) },
-    Part { name: "S4.4-gc", feeds: "garbage collection: per-second latency series of random writes after a fill (precondition first)", unsupported: &[],
-        runs: Some(Runs { matrix: gc_matrix, full: (1, "0s", "30m"), quick: (1, "0s", "3s"), report: Report::Panels(gc_panels) }) },
-    Part { name: "S4.5-completion", feeds: "interrupt vs polling vs hybrid: mean and p99.999 latency, CPU user and kernel", unsupported: &[],
-        runs: Some(Runs { matrix: completion_matrix, full: (3, "10s", "60s"), quick: (1, "0.5s", "1s"), report: Report::Panels(completion_panels) }) },
-    Part { name: "S4.6-user-space", feeds: "kernel vs user-space driver", unsupported: &[SPDK], runs: None },
-    Part { name: "S4.7-server-client", feeds: "network block device served by the kernel vs a user-space stack",
-        unsupported: &[("server-client", "iolab drives local devices only; a network block device (nbd) target can be given as an ordinary target")], runs: None },
-]};
+pub const STUDY: Study = Study {
+    id: "S4",
+    title: "IISWC'19: system challenges of ultra-low-latency SSDs",
+    parts: &[
+        Part {
+            name: "S4.1-latency",
+            feeds: "mean and p99.999 latency against QD, seq/rand read/write",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: latency_matrix,
+                full: (3, "10s", "60s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(latency_panels),
+            }),
+        },
+        Part {
+            name: "S4.2-bandwidth",
+            feeds: "bandwidth against QD, normalised to the device maximum",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: bandwidth_matrix,
+                full: (3, "10s", "60s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(bandwidth_panels),
+            }),
+        },
+        Part {
+            name: "S4.3-interference",
+            feeds: "read latency (mean, p99.999) with 0-80 % writes mixed in",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: interference_matrix,
+                full: (3, "10s", "60s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(interference_panels),
+            }),
+        },
+        Part {
+            name: "S4.4-gc",
+            feeds: "garbage collection: per-second latency series of random writes after a fill (precondition first)",
+            unsupported: &[],
+            runs: Some(Runs { matrix: gc_matrix, full: (1, "0s", "30m"), quick: (1, "0s", "3s"), report: Report::Panels(gc_panels) }),
+        },
+        Part {
+            name: "S4.5-completion",
+            feeds: "interrupt vs polling vs hybrid: mean and p99.999 latency, CPU user and kernel",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: completion_matrix,
+                full: (3, "10s", "60s"),
+                quick: (1, "0.5s", "1s"),
+                report: Report::Panels(completion_panels),
+            }),
+        },
+        Part { name: "S4.6-user-space", feeds: "kernel vs user-space driver", unsupported: &[SPDK], runs: None },
+        Part {
+            name: "S4.7-server-client",
+            feeds: "network block device served by the kernel vs a user-space stack",
+            unsupported: &[(
+                "server-client",
+                "iolab drives local devices only; a network block device (nbd) target can be given as an ordinary target",
+            )],
+            runs: None,
+        },
+    ],
+};
 
 fn latency_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"libaio\"]\nrw = [\"read\", \"randread\", \"write\", \"randwrite\"]\nqd = {}\n", pick(q, "[1, 2, 4, 8, 16, 32]", "[1, 8]"))
+    format!(
+        "[matrix]\ninterface = [\"libaio\"]\nrw = [\"read\", \"randread\", \"write\", \"randwrite\"]\nqd = {}\n",
+        pick(q, "[1, 2, 4, 8, 16, 32]", "[1, 8]")
+    )
 }
 
 fn bandwidth_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"libaio\"]\nrw = [\"read\", \"randread\", \"write\", \"randwrite\"]\nqd = {}\n", pick(q, "[1, 2, 4, 8, 16, 32, 64, 128, 256]", "[1, 32]"))
+    format!(
+        "[matrix]\ninterface = [\"libaio\"]\nrw = [\"read\", \"randread\", \"write\", \"randwrite\"]\nqd = {}\n",
+        pick(q, "[1, 2, 4, 8, 16, 32, 64, 128, 256]", "[1, 32]")
+    )
 }
 
 fn interference_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"libaio\"]\nrw = [\"randrw\"]\nwrite_mix = {}\nqd = [1]\n", pick(q, "[0, 20, 40, 60, 80]", "[0, 40, 80]"))
+    format!(
+        "[matrix]\ninterface = [\"libaio\"]\nrw = [\"randrw\"]\nwrite_mix = {}\nqd = [1]\n",
+        pick(q, "[0, 20, 40, 60, 80]", "[0, 40, 80]")
+    )
 }
 
 fn gc_matrix(_: bool) -> String {
@@ -42,21 +102,36 @@ fn gc_matrix(_: bool) -> String {
 }
 
 fn completion_matrix(q: bool) -> String {
-    format!(r#"[matrix]
+    format!(
+        r#"[matrix]
 interface = ["pvsync2", "io_uring"]
 complete = ["irq", "poll", "hybrid"]
 rw = {}
 bs = {}
 qd = [1]
-"#, pick(q, r#"["read", "randread", "write", "randwrite"]"#, r#"["randread", "randwrite"]"#), pick(q, r#"["4k", "8k", "16k", "32k"]"#, r#"["4k", "32k"]"#))
+"#,
+        pick(q, r#"["read", "randread", "write", "randwrite"]"#, r#"["randread", "randwrite"]"#),
+        pick(q, r#"["4k", "8k", "16k", "32k"]"#, r#"["4k", "32k"]"#)
+    )
 }
 
 fn latency_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let rw = |c: &Config| c.first().rw.clone();
     for (name, p) in [("mean", "/results/total/lat_ns/mean"), ("p99.999", "/results/total/lat_ns/p99_999")] {
-        plot(ctx, &cs, Plot { title: format!("{name} latency against queue depth"), x: axis("queue depth", Scale::Log2), y: axis(&format!("{name} latency (µs)"), Scale::Linear),
-            x_of: &|r| r.qd as f64, y_of: &|r| us(r, p), series_of: &rw }, vec![]);
+        plot(
+            ctx,
+            &cs,
+            Plot {
+                title: format!("{name} latency against queue depth"),
+                x: axis("queue depth", Scale::Log2),
+                y: axis(&format!("{name} latency (µs)"), Scale::Linear),
+                x_of: &|r| r.qd as f64,
+                y_of: &|r| us(r, p),
+                series_of: &rw,
+            },
+            vec![],
+        );
     }
 }
 
@@ -69,17 +144,41 @@ fn bandwidth_panels(ctx: &mut Ctx) {
         return;
     }
     let rw = |c: &Config| c.first().rw.clone();
-    plot(ctx, &cs, Plot { title: "Normalised bandwidth against queue depth".into(), x: axis("queue depth", Scale::Log2), y: axis("bandwidth / highest measured", Scale::Linear),
-        x_of: &|r| r.qd as f64, y_of: &|r| bw(r).map(|b| b / max), series_of: &rw },
-        vec![format!("Normalised to the highest mean bandwidth this sweep measured ({}/s), the device maximum as far as the sweep saw it.", format_bytes(max))]);
+    plot(
+        ctx,
+        &cs,
+        Plot {
+            title: "Normalised bandwidth against queue depth".into(),
+            x: axis("queue depth", Scale::Log2),
+            y: axis("bandwidth / highest measured", Scale::Linear),
+            x_of: &|r| r.qd as f64,
+            y_of: &|r| bw(r).map(|b| b / max),
+            series_of: &rw,
+        },
+        vec![format!(
+            "Normalised to the highest mean bandwidth this sweep measured ({}/s), the device maximum as far as the sweep saw it.",
+            format_bytes(max)
+        )],
+    );
 }
 
 fn interference_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let series = |_: &Config| "random reads".to_string();
     for (name, p) in [("mean", "/results/read/lat_ns/mean"), ("p99.999", "/results/read/lat_ns/p99_999")] {
-        plot(ctx, &cs, Plot { title: format!("Read latency ({name}) against the share of writes"), x: axis("writes mixed in (%)", Scale::Linear),
-            y: axis(&format!("read {name} latency (µs)"), Scale::Linear), x_of: &|r| r.write_mix as f64, y_of: &|r| us(r, p), series_of: &series }, vec![]);
+        plot(
+            ctx,
+            &cs,
+            Plot {
+                title: format!("Read latency ({name}) against the share of writes"),
+                x: axis("writes mixed in (%)", Scale::Linear),
+                y: axis(&format!("read {name} latency (µs)"), Scale::Linear),
+                x_of: &|r| r.write_mix as f64,
+                y_of: &|r| us(r, p),
+                series_of: &series,
+            },
+            vec![],
+        );
     }
 }
 
@@ -90,22 +189,37 @@ fn gc_panels(ctx: &mut Ctx) {
     for r in &runs {
         let Some(series) = r.record.pointer("/results/series").and_then(serde_json::Value::as_array) else { continue };
         let pts = |field: &str, scale: f64| -> Vec<Point> {
-            series.iter().filter_map(|p| {
-                let t = p.get("t")?.as_f64()?;
-                let v = p.get(field)?.as_f64()? / scale;
-                Some(Point { x: t, y: v, ci: None, tip: format!("run {} · t = {t} s · {}", r.row.id, num(v)), flagged: r.fell_back() })
-            }).collect()
+            series
+                .iter()
+                .filter_map(|p| {
+                    let t = p.get("t")?.as_f64()?;
+                    let v = p.get(field)?.as_f64()? / scale;
+                    Some(Point {
+                        x: t, y: v, ci: None, tip: format!("run {} · t = {t} s · {}", r.row.id, num(v)), flagged: r.fell_back()
+                    })
+                })
+                .collect()
         };
         let name = format!("run {}", r.row.id);
         lat.push(Series { name: name.clone(), points: pts("mean_lat_ns", 1e3) });
         rate.push(Series { name, points: pts("write_iops", 1.0) });
     }
     let note = vec!["One point per second of the measured window, one line per run (the last second may be partial). Precondition the device first (iolab precondition) for the garbage-collection regime.".into()];
-    for (title, y, series) in [("Garbage collection: per-second mean write latency", "mean latency (µs)", lat), ("Garbage collection: per-second write IOPS", "write IOPS", rate)] {
+    for (title, y, series) in [
+        ("Garbage collection: per-second mean write latency", "mean latency (µs)", lat),
+        ("Garbage collection: per-second write IOPS", "write IOPS", rate),
+    ] {
         if series.iter().all(|s| s.points.is_empty()) {
             ctx.unavailable(title, "the runs recorded no per-second series", &runs);
         } else {
-            let svg = svg::chart(&Chart { title: title.into(), x: axis("time in the window (s)", Scale::Linear), y: axis(y, Scale::Linear), series, callouts: vec![], lines: true });
+            let svg = svg::chart(&Chart {
+                title: title.into(),
+                x: axis("time in the window (s)", Scale::Linear),
+                y: axis(y, Scale::Linear),
+                series,
+                callouts: vec![],
+                lines: true,
+            });
             ctx.figure(title, svg, &runs, note.clone());
         }
     }
@@ -122,16 +236,38 @@ fn completion_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let mut sorted = cs.clone();
     sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, c.method()));
-    let mut t = Table::new("S4 completion methods: latency and CPU per I/O", &["rw", "bs", "method", "mean latency µs", "p99.999 µs", "CPU user ns per I/O", "CPU kernel ns per I/O", "completion path taken"]);
+    let mut t = Table::new(
+        "S4 completion methods: latency and CPU per I/O",
+        &["rw", "bs", "method", "mean latency µs", "p99.999 µs", "CPU user ns per I/O", "CPU kernel ns per I/O", "completion path taken"],
+    );
     for c in &sorted {
-        t.rows.push(vec![c.first().rw.clone(), bs_name(c.first().bs), c.method(), cell(c, &lat_mean_us), cell(c, &|r| us(r, "/results/total/lat_ns/p99_999")),
-            cell(c, &|r| r.f("/results/cpu/user_ns_per_io")), cell(c, &|r| r.f("/results/cpu/system_ns_per_io")), paths_taken(c)]);
+        t.rows.push(vec![
+            c.first().rw.clone(),
+            bs_name(c.first().bs),
+            c.method(),
+            cell(c, &lat_mean_us),
+            cell(c, &|r| us(r, "/results/total/lat_ns/p99_999")),
+            cell(c, &|r| r.f("/results/cpu/user_ns_per_io")),
+            cell(c, &|r| r.f("/results/cpu/system_ns_per_io")),
+            paths_taken(c),
+        ]);
     }
     ctx.table(t, &runs_of(&cs));
     let method = |c: &Config| c.method();
     for rw in distinct(&cs, |r| r.rw.clone()) {
         let mine = ctx.configs(|r| r.rw == rw);
-        plot(ctx, &mine, Plot { title: format!("Mean latency against block size ({rw})"), x: axis("block size (bytes)", Scale::Log2), y: axis("mean latency (µs)", Scale::Linear),
-            x_of: &|r| r.bs as f64, y_of: &lat_mean_us, series_of: &method }, vec![]);
+        plot(
+            ctx,
+            &mine,
+            Plot {
+                title: format!("Mean latency against block size ({rw})"),
+                x: axis("block size (bytes)", Scale::Log2),
+                y: axis("mean latency (µs)", Scale::Linear),
+                x_of: &|r| r.bs as f64,
+                y_of: &lat_mean_us,
+                series_of: &method,
+            },
+            vec![],
+        );
     }
 }

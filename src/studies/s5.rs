@@ -12,11 +12,14 @@ pub const STUDY: Study = Study { id: "S5", title: "FPL'18 FastPath: towards wire
 ]};
 
 fn baseline_matrix(q: bool) -> String {
-    format!(r#"[matrix]
+    format!(
+        r#"[matrix]
 interface = ["psync", "io_uring"]
 complete = ["irq", "poll"]
 rw = ["read", "randread", "write", "randwrite"]
 bs = {}
 qd = [1]
-"#, pick(q, r#"["4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "128k"]"#))
+"#,
+        pick(q, r#"["4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "128k"]"#)
+    )
 }

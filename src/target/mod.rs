@@ -4,8 +4,8 @@ pub mod safety;
 pub mod sysinfo;
 
 use crate::engine::verify;
-use crate::interfaces::nvme_passthru;
 use crate::failure::Failure;
+use crate::interfaces::nvme_passthru;
 use crate::plan::Job;
 use std::fs::File;
 use std::io::Write;
@@ -36,7 +36,9 @@ pub struct TempTarget {
 /// Filling stops early, and the file is removed, once `stop` is set (Ctrl-C): a 1 GiB fill
 /// takes seconds, and the handler that sets it is installed before.
 pub fn create_default_target(size: u64, stop: &std::sync::atomic::AtomicBool) -> Result<TempTarget, String> {
-    let dir = tempfile::Builder::new().prefix("iolab-").tempdir()
+    let dir = tempfile::Builder::new()
+        .prefix("iolab-")
+        .tempdir()
         .map_err(|e| format!("cannot create a temporary directory for the default target: {e} (set TMPDIR to a writable directory)"))?;
     let path = dir.path().join("target.dat");
     let mut f = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
@@ -49,7 +51,8 @@ pub fn create_default_target(size: u64, stop: &std::sync::atomic::AtomicBool) ->
         }
         let n = chunk.min((size - off) as usize);
         verify::fill(&mut buf[..n], off, 0x5eed);
-        f.write_all(&buf[..n]).map_err(|e| format!("cannot fill the default target {}: {e} (is the disk full? set TMPDIR elsewhere)", path.display()))?;
+        f.write_all(&buf[..n])
+            .map_err(|e| format!("cannot fill the default target {}: {e} (is the disk full? set TMPDIR elsewhere)", path.display()))?;
         off += n as u64;
     }
     f.sync_all().map_err(|e| format!("cannot sync {}: {e}", path.display()))?;
@@ -66,7 +69,9 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
     for path in paths {
         let shown = path.display();
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("target {shown} does not exist: give an existing file or block device, or no target for a temporary 1 GiB file"),
+            std::io::ErrorKind::NotFound => {
+                format!("target {shown} does not exist: give an existing file or block device, or no target for a temporary 1 GiB file")
+            }
             _ => format!("cannot read target {shown}: {e}"),
         })?;
         let ft = meta.file_type();
@@ -115,19 +120,26 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         let file = opts.open(path).map_err(|e| {
             let mode = if writes { "reading and writing" } else { "reading" };
             if e.raw_os_error() == Some(libc::EINVAL) && job.direct {
-                Failure::unsupported(format!("cannot open {shown} with O_DIRECT: the filesystem does not support direct I/O (use --buffered)"))
+                Failure::unsupported(format!(
+                    "cannot open {shown} with O_DIRECT: the filesystem does not support direct I/O (use --buffered)"
+                ))
             } else {
                 Failure::invalid(format!("cannot open {shown} for {mode}: {e}"))
             }
         })?;
         let ns = if generic {
-            Some(nvme_passthru::Namespace::of_fd(file.as_raw_fd()).map_err(|e| Failure::failed(format!("cannot identify the namespace of {shown}: {e}")))?)
+            Some(
+                nvme_passthru::Namespace::of_fd(file.as_raw_fd())
+                    .map_err(|e| Failure::failed(format!("cannot identify the namespace of {shown}: {e}")))?,
+            )
         } else {
             None
         };
         let size = match &ns {
             Some(ns) => ns.id.size_bytes(),
-            None if ft.is_block_device() => block_device_size(&file).map_err(|e| Failure::failed(format!("cannot read the size of {shown}: {e}")))?,
+            None if ft.is_block_device() => {
+                block_device_size(&file).map_err(|e| Failure::failed(format!("cannot read the size of {shown}: {e}")))?
+            }
             None => meta.len(),
         };
         let mut info = info;
@@ -136,10 +148,10 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
             info.logical_block_size = ns.id.lba_size as u64;
         }
         let align = if job.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
-        if job.direct && job.bs % align != 0 {
+        if job.direct && !job.bs.is_multiple_of(align) {
             return Err(Failure::unsupported(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", job.bs)));
         }
-        if job.direct && job.offset % align != 0 {
+        if job.direct && !job.offset.is_multiple_of(align) {
             return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", job.offset).into());
         }
         if job.offset >= size {
@@ -147,13 +159,21 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         }
         let avail = size - job.offset;
         let len = match job.size {
-            Some(s) if s > avail => return Err(format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", job.offset + s, size).into()),
+            Some(s) if s > avail => {
+                return Err(
+                    format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", job.offset + s, size).into()
+                )
+            }
             Some(s) => s,
             None => avail,
         };
         let len = len / job.bs * job.bs;
         if len < job.bs * job.threads as u64 {
-            return Err(format!("{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size", job.bs).into());
+            return Err(format!(
+                "{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size",
+                job.bs
+            )
+            .into());
         }
         info.size_bytes = size;
         out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len });
@@ -169,10 +189,13 @@ fn passthru_checks(job: &Job, shown: &str, ns: &nvme_passthru::Namespace, info: 
         return Err(format!("{shown} uses LBA format {} with {} bytes of metadata interleaved with each block; nvme-passthru moves data only: use a namespace formatted without metadata",
             ns.id.format, ns.id.metadata_size));
     }
-    if job.bs % lba != 0 {
-        return Err(format!("block size {} is not a multiple of {shown}'s LBA size {lba}: NVMe commands move whole logical blocks; use a multiple of {lba}", job.bs));
+    if !job.bs.is_multiple_of(lba) {
+        return Err(format!(
+            "block size {} is not a multiple of {shown}'s LBA size {lba}: NVMe commands move whole logical blocks; use a multiple of {lba}",
+            job.bs
+        ));
     }
-    if job.offset % lba != 0 {
+    if !job.offset.is_multiple_of(lba) {
         return Err(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", job.offset));
     }
     if let Some(d) = &info.device {

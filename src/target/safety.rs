@@ -73,15 +73,18 @@ fn read_trim(p: &Path) -> Option<String> {
 }
 
 fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).into_iter().flatten().flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
 }
 
 /// The partitions of the whole disk whose sysfs directory is `disk`: (name, "major:minor").
 pub fn partitions_of(disk: &Path) -> Vec<(String, Option<String>)> {
-    let mut v: Vec<(String, Option<String>)> = std::fs::read_dir(disk).into_iter().flatten().flatten()
+    let mut v: Vec<(String, Option<String>)> = std::fs::read_dir(disk)
+        .into_iter()
+        .flatten()
+        .flatten()
         .filter(|e| e.path().join("partition").is_file())
         .map(|e| (e.file_name().to_string_lossy().into_owned(), read_trim(&e.path().join("dev"))))
         .collect();
@@ -144,9 +147,11 @@ pub fn mount_points(mountinfo: &str, devs: &[String]) -> Vec<String> {
 
 /// Whether `swaps` (the text of /proc/swaps) lists a block device with device number `rdev`.
 fn in_swaps(swaps: &str, rdev: u64) -> bool {
-    swaps.lines().skip(1).filter_map(|l| l.split_whitespace().next()).any(|dev| {
-        std::fs::metadata(unescape(dev)).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == rdev)
-    })
+    swaps
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .any(|dev| std::fs::metadata(unescape(dev)).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == rdev))
 }
 
 /// Why writing to the device would be wrong, split by whether `--destructive` can override it.
@@ -217,18 +222,26 @@ pub struct LoopBacking {
 /// Identity of a file, so the same file is found under any path (hard links, bind mounts,
 /// symlinks): (st_dev, st_ino), or for a block device (u64::MAX, its device number).
 pub fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
-    if meta.file_type().is_block_device() { (u64::MAX, meta.rdev()) } else { (meta.dev(), meta.ino()) }
+    if meta.file_type().is_block_device() {
+        (u64::MAX, meta.rdev())
+    } else {
+        (meta.dev(), meta.ino())
+    }
 }
 
 /// Every attached loop device under the sysfs root `sys` (`block/loop*/loop/backing_file`).
 pub fn loop_backings(sys: &Path) -> Vec<LoopBacking> {
-    names_in(&sys.join("block")).into_iter().filter(|n| n.starts_with("loop")).filter_map(|name| {
-        let dir = sys.join("block").join(&name);
-        let backing = read_trim(&dir.join("loop/backing_file"))?;
-        let (ma, mi) = read_trim(&dir.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
-        let id = std::fs::metadata(&backing).ok().map(|m| file_id(&m));
-        Some(LoopBacking { name, dev: (ma?, mi?), backing, id })
-    }).collect()
+    names_in(&sys.join("block"))
+        .into_iter()
+        .filter(|n| n.starts_with("loop"))
+        .filter_map(|name| {
+            let dir = sys.join("block").join(&name);
+            let backing = read_trim(&dir.join("loop/backing_file"))?;
+            let (ma, mi) = read_trim(&dir.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
+            let id = std::fs::metadata(&backing).ok().map(|m| file_id(&m));
+            Some(LoopBacking { name, dev: (ma?, mi?), backing, id })
+        })
+        .collect()
 }
 
 /// Why the loop device `l` is in use, each as "is ..." / "has ...".
@@ -236,7 +249,9 @@ fn loop_in_use(l: &LoopBacking, sys: &Path) -> Vec<String> {
     let facts = sysfs_facts(sys, l.dev.0, l.dev.1);
     // Its node in /dev, if that is the same device (never under a fake sysfs).
     let node = Path::new("/dev").join(&l.name);
-    let node = std::fs::metadata(&node).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == libc::makedev(l.dev.0, l.dev.1)).then_some(node);
+    let node = std::fs::metadata(&node)
+        .is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == libc::makedev(l.dev.0, l.dev.1))
+        .then_some(node);
     in_use(node.as_deref(), l.dev.0, l.dev.1, &facts).into_iter().map(|r| r.strip_prefix("it ").map(str::to_string).unwrap_or(r)).collect()
 }
 
@@ -295,11 +310,24 @@ pub fn examine(path: &Path, sys: &Path) -> Findings {
 /// Pseudo-file systems by statfs f_type (linux/magic.h): their files are kernel interfaces, not
 /// storage. devtmpfs is not among them: it reports tmpfs's magic, and tmpfs is a fair target.
 const PSEUDO_FS: &[(i64, &str)] = &[
-    (0x9fa0, "proc"), (0x62656572, "sysfs"), (0x64626720, "debugfs"), (0x74726163, "tracefs"),
-    (0x27e0eb, "cgroup"), (0x63677270, "cgroup2"), (0x62656570, "configfs"), (0x73636673, "securityfs"),
-    (0xcafe4a11, "bpf"), (0x6165676c, "pstore"), (0xde5e81e4, "efivarfs"), (0xf97cff8c, "selinuxfs"),
-    (0x43415d53, "smackfs"), (0x1cd1, "devpts"), (0x42494e4d, "binfmt_misc"), (0x65735543, "fusectl"),
-    (0x19800202, "mqueue"), (0x6e736673, "nsfs"),
+    (0x9fa0, "proc"),
+    (0x62656572, "sysfs"),
+    (0x64626720, "debugfs"),
+    (0x74726163, "tracefs"),
+    (0x27e0eb, "cgroup"),
+    (0x63677270, "cgroup2"),
+    (0x62656570, "configfs"),
+    (0x73636673, "securityfs"),
+    (0xcafe4a11, "bpf"),
+    (0x6165676c, "pstore"),
+    (0xde5e81e4, "efivarfs"),
+    (0xf97cff8c, "selinuxfs"),
+    (0x43415d53, "smackfs"),
+    (0x1cd1, "devpts"),
+    (0x42494e4d, "binfmt_misc"),
+    (0x65735543, "fusectl"),
+    (0x19800202, "mqueue"),
+    (0x6e736673, "nsfs"),
 ];
 
 /// The pseudo-file system `path` is on (proc, sysfs...), if it is on one.
@@ -332,7 +360,9 @@ pub fn examine_file(path: &Path, sys: &Path) -> Findings {
 pub fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, writes: bool) -> Result<(), String> {
     let shown = path.display();
     if let Some(fs) = pseudo {
-        return Err(format!("target {shown} is on {fs}, a kernel pseudo-file system, not storage: give a file on a real file system or a block device"));
+        return Err(format!(
+            "target {shown} is on {fs}, a kernel pseudo-file system, not storage: give a file on a real file system or a block device"
+        ));
     }
     if writes && !findings.in_use.is_empty() {
         return Err(format!("refusing to write to {shown}: {}; release it first (unmount it, detach the loop device with losetup -d): --destructive does not override a file in use", findings.in_use.join("; ")));
@@ -412,17 +442,26 @@ pub fn signatures_in(path: &Path) -> Vec<String> {
 
 /// A second opinion from util-linux's blkid where it is installed (it knows far more formats).
 fn blkid_findings(path: &Path) -> Vec<String> {
-    let Ok(out) = std::process::Command::new("blkid").args(["-p", "-o", "export"]).arg(path)
-        .stdin(std::process::Stdio::null()).stderr(std::process::Stdio::null()).output() else { return vec![] };
+    let Ok(out) = std::process::Command::new("blkid")
+        .args(["-p", "-o", "export"])
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return vec![];
+    };
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().filter_map(|l| {
-        let (k, v) = l.split_once('=')?;
-        match k {
-            "TYPE" => Some(format!("blkid finds a {v} signature on it")),
-            "PTTYPE" => Some(format!("blkid finds a {v} partition table on it")),
-            _ => None,
-        }
-    }).collect()
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            match k {
+                "TYPE" => Some(format!("blkid finds a {v} signature on it")),
+                "PTTYPE" => Some(format!("blkid finds a {v} partition table on it")),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// Does `--destructive` name exactly this device (by path, or by device number)?
@@ -455,9 +494,14 @@ fn decide_as(what: &str, shown: &str, pass: &str, findings: &Findings, consent: 
         return Ok(());
     }
     if findings.contents.is_empty() {
-        return Err(format!("refusing to write to {what} without consent: its contents will be destroyed; pass --destructive {pass} to allow it"));
+        return Err(format!(
+            "refusing to write to {what} without consent: its contents will be destroyed; pass --destructive {pass} to allow it"
+        ));
     }
-    Err(format!("refusing to write to {shown}: {}; pass --destructive {pass} only if everything on it may be destroyed", findings.contents.join("; ")))
+    Err(format!(
+        "refusing to write to {shown}: {}; pass --destructive {pass} only if everything on it may be destroyed",
+        findings.contents.join("; ")
+    ))
 }
 
 /// Writing through an NVMe generic character device `generic` overwrites the blocks of its
@@ -471,7 +515,13 @@ pub fn check_passthru_write(generic: &Path, block: &Path, destructive: &[String]
 pub fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
     let (g, b) = (generic.display(), block.display());
     let consent = named_destructive(generic, destructive) || named_destructive(block, destructive);
-    decide_as(&format!("NVMe namespace {g} (block device {b})"), &format!("{g} (the namespace of block device {b})"), &g.to_string(), &examine(block, sys), consent)
+    decide_as(
+        &format!("NVMe namespace {g} (block device {b})"),
+        &format!("{g} (the namespace of block device {b})"),
+        &g.to_string(),
+        &examine(block, sys),
+        consent,
+    )
 }
 
 /// Ok if writing is allowed; otherwise one line saying why not and what to do.
@@ -551,12 +601,20 @@ mod tests {
         // loop62 over free.img are not.
         fake_loops(sys.path(), &[("loop60", "7:60", &img, &["dm-9"]), ("loop61", "7:61", &link, &[]), ("loop62", "7:62", &free, &[])]);
         let all = loop_backings(sys.path());
-        assert_eq!(all.iter().map(|l| (l.name.as_str(), l.dev)).collect::<Vec<_>>(), vec![("loop60", (7, 60)), ("loop61", (7, 61)), ("loop62", (7, 62))]);
+        assert_eq!(
+            all.iter().map(|l| (l.name.as_str(), l.dev)).collect::<Vec<_>>(),
+            vec![("loop60", (7, 60)), ("loop61", (7, 61)), ("loop62", (7, 62))]
+        );
         assert_eq!(all[0].id, all[1].id);
         // The file, under either name: it backs a loop device in use.
         for p in [&img, &link] {
             let f = examine_file(p, sys.path());
-            assert_eq!(f.in_use, vec!["it backs loop60, which has holders (dm-9): another device is built on it".to_string()], "{}", p.display());
+            assert_eq!(
+                f.in_use,
+                vec!["it backs loop60, which has holders (dm-9): another device is built on it".to_string()],
+                "{}",
+                p.display()
+            );
             let e = decide_file(p, None, &f, true).unwrap_err();
             assert!(e.contains("backs loop60") && e.contains("does not override") && !e.contains('\n'), "{e}");
             assert_eq!(decide_file(p, None, &f, false), Ok(()));
@@ -565,7 +623,10 @@ mod tests {
         // The second loop device over that file is in use through the first; the first's own
         // holders are found by sysfs_facts, not here; the unrelated one is free.
         let r = backing_in_use(7, 61, sys.path());
-        assert_eq!(r, vec![format!("loop60 over the same backing file {} has holders (dm-9): another device is built on it", link.display())]);
+        assert_eq!(
+            r,
+            vec![format!("loop60 over the same backing file {} has holders (dm-9): another device is built on it", link.display())]
+        );
         assert!(backing_in_use(7, 60, sys.path()).is_empty());
         assert!(backing_in_use(7, 62, sys.path()).is_empty());
         assert!(backing_in_use(7, 99, sys.path()).is_empty());
@@ -749,7 +810,14 @@ mod tests {
     #[test]
     fn passthru_decisions_name_both_paths() {
         let none = Findings::default();
-        let e = decide_as("NVMe namespace /dev/ng0n1 (block device /dev/nvme0n1)", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &none, false).unwrap_err();
+        let e = decide_as(
+            "NVMe namespace /dev/ng0n1 (block device /dev/nvme0n1)",
+            "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)",
+            "/dev/ng0n1",
+            &none,
+            false,
+        )
+        .unwrap_err();
         assert!(e.contains("without consent") && e.contains("--destructive /dev/ng0n1") && e.contains("/dev/nvme0n1"), "{e}");
         let busy = Findings { in_use: vec!["it is mounted on /mnt".into()], contents: vec![] };
         let e = decide_as("x", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &busy, true).unwrap_err();

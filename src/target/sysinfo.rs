@@ -110,7 +110,8 @@ pub fn describe(path: &Path, meta: &Metadata) -> TargetInfo {
         info.firmware = read_trim(disk.join("device/firmware_rev")).or_else(|| read_trim(disk.join("device/rev")));
         if let Some(s) = read_trim(q.join("scheduler")) {
             info.schedulers_available = s.split_whitespace().map(|x| x.trim_matches(|c| c == '[' || c == ']').to_string()).collect();
-            info.scheduler = s.split_whitespace().find(|x| x.starts_with('[')).map(|x| x.trim_matches(|c| c == '[' || c == ']').to_string());
+            info.scheduler =
+                s.split_whitespace().find(|x| x.starts_with('[')).map(|x| x.trim_matches(|c| c == '[' || c == ']').to_string());
         }
         info.io_poll = read_trim(q.join("io_poll")).map(|v| v == "1");
         info.io_poll_delay = read_trim(q.join("io_poll_delay")).and_then(|v| v.parse().ok());
