@@ -5,7 +5,8 @@ fn main() {
     // Die quietly on a closed pipe (`iolab results | head`), like other command-line tools.
     // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    // A crash after system settings were changed puts them back (panic) or says how (abort).
+    // A crash after system settings were changed puts them back (a panic here, an abort from
+    // a restore process it starts) or says how.
     iolab::settings::crash::install();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -31,7 +32,7 @@ fn main() {
         Cmd::Sweep(args) => cli::sweep::main(args),
         Cmd::Results(args) => cli::results::main(args),
         Cmd::Precondition(args) => cli::precondition::main(args),
-        Cmd::Restore => cli::run::restore_main(),
+        Cmd::Restore { after } => cli::run::restore_main(*after),
         Cmd::Suite(cmd) => cli::suite::main(cmd),
         Cmd::Compare(args) => cli::compare::main(args),
         Cmd::Report(args) => cli::report::main(args),

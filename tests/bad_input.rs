@@ -228,6 +228,29 @@ fn durations_and_cpu_lists_beyond_the_limits() {
 }
 
 #[test]
+fn a_run_that_fits_its_buffers_but_not_its_threads_arenas_is_refused() {
+    // 192 MiB of buffers under a 300 MB `ulimit -v`: the buffers fit what is left, but each
+    // engine thread's malloc arena reserves 64 MiB more, and the run aborted allocating them.
+    let dir = tempdir();
+    let target = verify_file(dir.path(), "t.dat", 8 << 20);
+    let run = |limit_kb: u32| {
+        let cmd = format!(
+            "ulimit -v {limit_kb}; exec timeout -s KILL 60 {BIN} run -q -i io_uring --qd 64 --bs 1m --threads 3 --ios 300 {}",
+            target.display()
+        );
+        let out = std::process::Command::new("sh").arg("-c").arg(&cmd).current_dir(dir.path()).output().unwrap();
+        (cmd, out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (cmd, code, stderr) = run(300_000);
+    assert_eq!(code, Some(2), "{cmd}\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_mentions(&stderr, &["malloc arenas", "ulimit -v"]);
+    // With room for them, the same run goes ahead.
+    let (cmd, code, stderr) = run(600_000);
+    assert_eq!(code, Some(0), "{cmd}\n{stderr}");
+}
+
+#[test]
 fn a_run_too_big_for_the_address_space_is_refused_before_anything() {
     // 8 threads × 1024 × 1 MiB = 8 GiB of buffers under a 3.5 GB `ulimit -v`: it aborted (after
     // changing settings, had any been asked for); now it is one line and exit 2.

@@ -76,9 +76,10 @@ fn ctrl_c_during_the_idle_baseline_ends_it_and_issues_no_io() {
 }
 
 #[test]
-fn an_abort_with_settings_changed_names_iolab_restore() {
+fn an_abort_with_settings_changed_restores_them() {
     // The governor of a fake sysfs: changed for the run, then the process is aborted (as an
-    // allocation failure would). The handler cannot restore safely, so it says how.
+    // allocation failure would). The handler cannot restore safely itself, so it starts
+    // `iolab restore --after PID`, which restores once the aborted process has ended.
     let dir = tempdir();
     let target = verify_file(dir.path(), "t.dat", 8 << 20);
     let gov = dir.path().join("sys/devices/system/cpu/cpu0/cpufreq");
@@ -88,7 +89,7 @@ fn an_abort_with_settings_changed_names_iolab_restore() {
     let env = [("IOLAB_SYSFS", dir.path().join("sys")), ("IOLAB_JOURNAL", dir.path().join("journal.json"))];
     let probe = iolab(&["run", "-q", "--ios", "10", "--json", "-", target.to_str().unwrap()]);
     if !probe.stdout.contains("\"device\": \"") {
-        skip("an_abort_with_settings_changed_names_iolab_restore", "the target file has no block device behind it, so no setting applies");
+        skip("an_abort_with_settings_changed_restores_them", "the target file has no block device behind it, so no setting applies");
         return;
     }
     let mut child = Command::new(BIN)
@@ -107,10 +108,13 @@ fn an_abort_with_settings_changed_names_iolab_restore() {
     signal(&child, libc::SIGABRT);
     let (_, sig, _, err) = wait(&mut child, Duration::from_secs(20));
     assert_eq!(sig, Some(libc::SIGABRT), "{err}");
-    assert!(err.contains("aborted with system settings changed: run `iolab restore`"), "{err}");
+    assert!(err.contains("aborted with system settings changed: restoring them") && err.contains("iolab restore"), "{err}");
+    assert!(err.contains("restored after the abort: cpu0 governor: performance -> schedutil"), "{err}");
+    assert_eq!(std::fs::read_to_string(gov.join("scaling_governor")).unwrap().trim(), "schedutil");
+    // Nothing is left for `iolab restore`.
     let restore = Command::new(BIN).arg("restore").envs(env).output().unwrap();
     assert!(restore.status.success(), "{}", String::from_utf8_lossy(&restore.stderr));
-    assert_eq!(std::fs::read_to_string(gov.join("scaling_governor")).unwrap().trim(), "schedutil");
+    assert!(String::from_utf8_lossy(&restore.stdout).contains("nothing to restore"), "{}", String::from_utf8_lossy(&restore.stdout));
 }
 
 #[test]

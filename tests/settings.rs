@@ -400,6 +400,14 @@ impl Loop {
         }
         Ok(Loop { dev: String::from_utf8_lossy(&out.stdout).trim().to_string(), _dir: dir })
     }
+    /// A loop device for `test`, or None after saying why it is skipped.
+    fn for_test(test: &str) -> Option<Loop> {
+        let l = match cannot_use_loops() {
+            Some(why) => Err(why),
+            None => Loop::attach().map_err(|e| format!("cannot attach a loop device: {e}")),
+        };
+        l.map_err(|why| eprintln!("SKIP {test}: {why}")).ok()
+    }
     fn name(&self) -> &str {
         self.dev.trim_start_matches("/dev/")
     }
@@ -422,17 +430,7 @@ fn real_sched(dev: &str) -> (String, Vec<String>) {
 
 #[test]
 fn real_loop_device_apply_and_restore() {
-    if let Some(why) = cannot_use_loops() {
-        eprintln!("SKIP real_loop_device_apply_and_restore: {why}");
-        return;
-    }
-    let lo = match Loop::attach() {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("SKIP real_loop_device_apply_and_restore: cannot attach a loop device: {e}");
-            return;
-        }
-    };
+    let Some(lo) = Loop::for_test("real_loop_device_apply_and_restore") else { return };
     let dev = lo.name().to_string();
     let jdir = tempfile::tempdir().unwrap();
     let s = Settings::new("/sys".into(), jdir.path().join("journal.json"));
@@ -495,4 +493,89 @@ fn real_loop_device_apply_and_restore() {
         assert_eq!(sys(&dev, "read_ahead_kb"), ra0);
         assert!(!jdir.path().join("journal.json").exists());
     }
+}
+
+// Aborts: release builds abort on panic and a failed allocation aborts, so no guard's drop runs;
+// SIGABRT (what every abort raises) restores from the journal.
+
+/// Start `iolab run -q --runtime 60s ARGS` with `env`, wait until `changed()` says its setting is
+/// applied, send it SIGABRT, and return its output (which waits for the restore it started).
+fn abort_mid_run(args: &[&str], env: &[(&str, &Path)], changed: impl Fn() -> bool) -> std::process::Output {
+    use std::process::Stdio;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_iolab"));
+    c.args(["run", "-q", "--runtime", "60s"]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let child = c.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !changed() {
+        assert!(std::time::Instant::now() < deadline, "the setting was never applied");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGABRT) };
+    child.wait_with_output().unwrap()
+}
+
+fn assert_aborted_and_restored(out: &std::process::Output) {
+    use std::os::unix::process::ExitStatusExt;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "died of the abort: {:?}\n{stderr}", out.status);
+    assert!(stderr.contains("aborted with system settings changed") && stderr.contains("iolab restore"), "says so: {stderr}");
+    assert!(stderr.contains("restored after the abort"), "and restored: {stderr}");
+}
+
+/// A data file of `len` bytes (sparse) in the fake's directory, or None after saying why `test`
+/// is skipped: settings apply per block device behind the targets, so the file needs one.
+fn data_with_device(f: &Fake, test: &str, len: u64) -> Option<String> {
+    let data = f.dir.path().join("data");
+    if let Err(e) = fs::File::create(&data).and_then(|d| d.set_len(len)) {
+        eprintln!("SKIP {test}: cannot make a {len}-byte sparse file: {e}");
+        return None;
+    }
+    let data = data.to_str().unwrap().to_string();
+    let probe = Command::new(env!("CARGO_BIN_EXE_iolab")).args(["run", "-q", "--ios", "10", "--json", "-", &data]).output().unwrap();
+    let rec: serde_json::Value = serde_json::from_slice(&probe.stdout).unwrap();
+    if rec["environment"]["targets"][0]["device"].is_null() {
+        eprintln!("SKIP {test}: {data} has no block device behind it, so no setting applies to it");
+        return None;
+    }
+    Some(data)
+}
+
+#[test]
+fn real_loop_device_abort_mid_run_restores_the_scheduler() {
+    let Some(lo) = Loop::for_test("real_loop_device_abort_mid_run_restores_the_scheduler") else { return };
+    let (orig, all) = real_sched(lo.name());
+    let Some(other) = ["kyber", "mq-deadline", "none", "bfq"].into_iter().find(|s| *s != orig && all.iter().any(|a| a == s)) else {
+        eprintln!("SKIP real_loop_device_abort_mid_run_restores_the_scheduler: {} offers no second scheduler", lo.dev);
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.json");
+    let out = abort_mid_run(&["--scheduler", other, &lo.dev], &[("IOLAB_JOURNAL", &journal)], || real_sched(lo.name()).0 == other);
+    assert_aborted_and_restored(&out);
+    assert_eq!(real_sched(lo.name()).0, orig, "the scheduler is back");
+}
+
+#[test]
+fn fake_allocation_failure_under_ulimit_restores_from_the_journal() {
+    // A real allocation failure after the setting is applied: under `ulimit -v 200000`, the
+    // bitmap of written blocks `--verify` keeps for a 1 TiB target at 512-byte blocks (256 MiB,
+    // not counted by the up-front memory check) cannot be allocated, and Rust aborts without
+    // running the panic hook. The SIGABRT handler's restore process puts the governor back.
+    let f = Fake::new();
+    let test = "fake_allocation_failure_under_ulimit_restores_from_the_journal";
+    let Some(data) = data_with_device(&f, test, 1 << 40) else { return };
+    let cmd = format!(
+        "ulimit -v 200000; exec {} run -q --rw randwrite --verify --bs 512 --ios 10 --set governor=performance {data}",
+        env!("CARGO_BIN_EXE_iolab")
+    );
+    let out = Command::new("sh").arg("-c").arg(&cmd).env("IOLAB_SYSFS", f.root()).env("IOLAB_JOURNAL", f.journal()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("memory allocation of"), "the trigger is an allocation failure: {cmd}\n{stderr}");
+    assert_aborted_and_restored(&out);
+    f.assert_originals();
+    assert_eq!(f.settings().left_changed().unwrap(), None, "nothing left in the journal");
 }

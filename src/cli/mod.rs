@@ -40,7 +40,11 @@ pub enum Cmd {
     /// Fill a target and write it randomly until steady state (SNIA PTS rule).
     Precondition(precondition::PreconditionArgs),
     /// Put back system settings a killed iolab left changed.
-    Restore,
+    Restore {
+        /// Started by an aborting iolab: wait for process PID to end, then restore.
+        #[arg(long, hide = true, value_name = "PID")]
+        after: Option<u32>,
+    },
     /// The five studies as built-in sweeps.
     #[command(subcommand)]
     Suite(suite::SuiteCmd),

@@ -192,8 +192,28 @@ fn settings_changes(job: &Job, targets: &[TargetInfo]) -> Result<Vec<crate::sett
     Ok(out)
 }
 
-/// `iolab restore`: put back what a killed iolab left changed.
-pub fn restore_main() -> i32 {
+/// `iolab restore`: put back what a killed iolab left changed. `after`: the pid of an aborting
+/// iolab that started this one (settings::abort); wait for it to end, then say what was restored
+/// on stderr, where its abort message went.
+pub fn restore_main(after: Option<u32>) -> i32 {
+    if let Some(pid) = after {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while crate::settings::pid_alive(pid, None) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        return match crate::settings::Settings::system().restore_journal() {
+            Ok(lines) => {
+                for l in lines {
+                    eprintln!("iolab: restored after the abort: {l}");
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("iolab: restoring after the abort failed: {e}");
+                1
+            }
+        };
+    }
     match crate::settings::Settings::system().restore_journal() {
         Ok(lines) if lines.is_empty() => {
             println!("nothing to restore: no system settings are recorded as changed");

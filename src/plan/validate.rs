@@ -144,14 +144,22 @@ pub fn check_memory(job: &Job) -> Result<(), String> {
     if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0 && lim.rlim_cur != libc::RLIM_INFINITY {
         let used = std::fs::read_to_string("/proc/self/status").ok().and_then(|m| kib(&m, "VmSize:")).unwrap_or(0);
         let room = lim.rlim_cur.saturating_sub(used);
-        if need > room {
-            return Err(format!(
-                "{what}, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs",
-                fmt(room)
-            ));
+        let extra = address_space_extra(job.threads);
+        if need.saturating_add(extra) > room {
+            return Err(format!("{what} and {} of address space for its threads' malloc arenas, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs", fmt(extra), fmt(room)));
         }
     }
     Ok(())
+}
+
+/// Address space a run reserves beyond `engine::memory_needed` without using it as memory, which
+/// only `ulimit -v` counts: glibc gives each engine thread that allocates its own malloc arena,
+/// 64 MiB reserved (up to 8 arenas per CPU), plus slack for the rings and the rest of the
+/// process. Without it a run that fitted by 100 MB aborted allocating its buffers.
+fn address_space_extra(threads: u32) -> u64 {
+    const ARENA: u64 = 64 << 20;
+    const SLACK: u64 = 32 << 20;
+    (threads as u64).min(8 * online_cpus() as u64) * ARENA + SLACK
 }
 
 pub fn online_cpus() -> usize {

@@ -109,10 +109,21 @@ pub fn pid_alive(pid: u32, start_ticks: Option<u64>) -> bool {
     if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
         return false;
     }
+    // A zombie never restores anything: an aborted iolab is one until its parent reaps it, and
+    // its restore (`iolab restore --after`) must not wait for that.
+    if proc_state(pid).is_some_and(|s| s == 'Z' || s == 'X') {
+        return false;
+    }
     match (start_ticks, proc_start_ticks(pid)) {
         (Some(want), Some(got)) => want == got,
         _ => true,
     }
+}
+
+/// The state letter of a process (R, S, Z, ...), from /proc/<pid>/stat.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().next()?.chars().next()
 }
 
 fn with_suffix(p: &Path, suffix: &str) -> PathBuf {

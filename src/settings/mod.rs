@@ -7,7 +7,7 @@ pub mod crash;
 mod journal;
 mod sysfs;
 
-pub use journal::{Journal, JournalEntry, Owner};
+pub use journal::{pid_alive, Journal, JournalEntry, Owner};
 pub use sysfs::parse_scheduler;
 
 use serde::{Deserialize, Serialize};
