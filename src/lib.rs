@@ -3,6 +3,8 @@
 //! (one file per paper) sit above plan, analysis and report and pair each plan with its panels.
 pub mod analysis;
 pub mod cli;
+pub mod device;
+pub mod device;
 pub mod energy;
 pub mod engine;
 pub mod failure;
@@ -15,4 +17,3 @@ pub mod report;
 pub mod settings;
 pub mod store;
 pub mod studies;
-pub mod target;

@@ -1,10 +1,10 @@
 //! The RunRecord: one serde value holding everything about a run. The JSON output (schema in
 //! docs/json-schema.md) is this value; later layers (store, reports) read it.
+use crate::device::sysinfo::TargetInfo;
 use crate::engine::clock::ClockInfo;
 use crate::engine::recorder::{Direction, SecondSlot};
 use crate::meters::cpu::Rusage;
 use crate::plan::Job;
-use crate::target::sysinfo::TargetInfo;
 use serde::Serialize;
 
 pub const SCHEMA_VERSION: u32 = 1;

@@ -122,7 +122,7 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
 
 fn range_of(job: &crate::plan::Job) -> Result<u64, String> {
     let path = std::path::PathBuf::from(&job.targets[0]);
-    let t = crate::target::open_targets(&crate::plan::Job { rw: Rw::Read, ..job.clone() }, &[path], false).map_err(|f| f.message)?;
+    let t = crate::device::open_targets(&crate::plan::Job { rw: Rw::Read, ..job.clone() }, &[path], false).map_err(|f| f.message)?;
     Ok(t[0].range_len)
 }
 

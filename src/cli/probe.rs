@@ -45,7 +45,7 @@ pub fn probe_job(interface: &str, submit: Submit, complete: crate::plan::Complet
 pub fn main(target: Option<&PathBuf>) -> i32 {
     let temp = match target {
         Some(_) => None,
-        None => match crate::target::create_default_target(16 << 20, &crate::engine::STOP) {
+        None => match crate::device::create_default_target(16 << 20, &crate::engine::STOP) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("iolab: {e}");

@@ -1,11 +1,11 @@
 //! `iolab run`: plan → checks → targets → engine → record → summary/JSON.
+use crate::device::{self, sysinfo::TargetInfo, Target};
 use crate::engine::{self, OpenTarget};
 use crate::interfaces::{self, io_uring};
 use crate::plan::validate::{name_complete, validate};
 use crate::plan::{Complete, Job, Submit};
 use crate::record::{self, CompletionPath, Environment, Results, RunRecord, Verify};
 use crate::report::summary;
-use crate::target::{self, sysinfo::TargetInfo, Target};
 use std::io::IsTerminal;
 
 pub use crate::failure::{Failure, FailureKind};
@@ -391,9 +391,9 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     // A diskless interface (null) opens nothing: its one target is an address space.
     let diskless = interfaces::find(&job.interface).is_some_and(|i| i.diskless);
     let temp = if job.targets.is_empty() && !diskless {
-        let size = job.size.unwrap_or(target::DEFAULT_TARGET_SIZE);
+        let size = job.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
-        let made = target::create_default_target(size, &engine::STOP);
+        let made = device::create_default_target(size, &engine::STOP);
         Some(made.map_err(|m| {
             if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
                 Failure::new(FailureKind::Interrupted, m)
@@ -408,7 +408,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         Some(t) => vec![t.path.clone()],
         None => job.targets.iter().map(Into::into).collect(),
     };
-    let targets = target::open_targets(job, &paths, temp.is_some())?;
+    let targets = device::open_targets(job, &paths, temp.is_some())?;
     check_polling(job, &targets).map_err(Failure::unsupported)?;
     let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
     infos.extend(diskless.then(|| interfaces::null::target_info(job)));
@@ -422,7 +422,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         targets
             .iter()
             .map(|t| {
-                crate::target::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)
+                crate::device::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)
             })
             .collect()
     } else {

@@ -195,8 +195,8 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     let needs_temp = pending.iter().any(|r| r.spec["targets"].as_array().is_some_and(|t| t.is_empty()));
     crate::engine::install_interrupt_handler();
     let temp = if needs_temp {
-        let size = e.configs[0].job.size.unwrap_or(crate::target::DEFAULT_TARGET_SIZE);
-        match crate::target::create_default_target(size, &crate::engine::STOP) {
+        let size = e.configs[0].job.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
+        match crate::device::create_default_target(size, &crate::engine::STOP) {
             Ok(t) => Some(t),
             Err(m) if crate::engine::STOP.load(Ordering::Relaxed) => {
                 eprintln!("iolab: {m}; every run stays to do");

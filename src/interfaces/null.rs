@@ -239,8 +239,8 @@ pub fn address_space(job: &crate::plan::Job) -> u64 {
 }
 
 /// What the record says in place of a target.
-pub fn target_info(job: &crate::plan::Job) -> crate::target::sysinfo::TargetInfo {
-    crate::target::sysinfo::TargetInfo {
+pub fn target_info(job: &crate::plan::Job) -> crate::device::sysinfo::TargetInfo {
+    crate::device::sysinfo::TargetInfo {
         path: "(no target)".into(),
         kind: NAME.into(),
         size_bytes: address_space(job),

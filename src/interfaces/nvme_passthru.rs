@@ -271,7 +271,7 @@ fn ng_name(name: &str) -> bool {
 /// Is `path` an NVMe generic character device? By its sysfs class (`nvme-generic`) where sysfs
 /// knows the device number, else by its name (ngXnY).
 pub fn is_generic(path: &Path) -> bool {
-    is_generic_in(path, Path::new(crate::target::safety::SYSFS))
+    is_generic_in(path, Path::new(crate::device::safety::SYSFS))
 }
 
 /// [`is_generic`] reading sysfs under `sys`.
@@ -361,14 +361,14 @@ pub fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
         return None;
     }
     let node =
-        crate::target::safety::sysfs_node(Path::new(crate::target::safety::SYSFS), libc::major(meta.rdev()), libc::minor(meta.rdev()))?;
+        crate::device::safety::sysfs_node(Path::new(crate::device::safety::SYSFS), libc::major(meta.rdev()), libc::minor(meta.rdev()))?;
     let p = Path::new("/dev").join(generic_sibling(&node)?);
     is_generic(&p).then_some(p)
 }
 
 /// The block device (`/dev/nvmeXnY`) of the namespace behind the generic device at `path`.
 pub fn block_device_of(path: &Path) -> Result<PathBuf, String> {
-    block_device_in(path, Path::new(crate::target::safety::SYSFS), Path::new("/dev"))
+    block_device_in(path, Path::new(crate::device::safety::SYSFS), Path::new("/dev"))
 }
 
 /// [`block_device_of`] reading sysfs under `sys` and device nodes under `dev`.

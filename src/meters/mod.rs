@@ -8,8 +8,8 @@ pub mod perf;
 pub mod procstat;
 pub mod tasks;
 
+use crate::device::sysinfo::{sysfs_disk_for, TargetInfo};
 use crate::engine::WindowHooks;
-use crate::target::sysinfo::{sysfs_disk_for, TargetInfo};
 use diskstat::DiskStat;
 use interrupts::IrqLine;
 use perf::{CounterSet, CounterValues};
