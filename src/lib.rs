@@ -4,7 +4,6 @@
 pub mod analysis;
 pub mod cli;
 pub mod device;
-pub mod device;
 pub mod energy;
 pub mod engine;
 pub mod failure;
