@@ -78,12 +78,16 @@ struct AlignedBuf {
     layout: std::alloc::Layout,
 }
 impl AlignedBuf {
-    fn new(len: usize) -> AlignedBuf {
-        let layout = std::alloc::Layout::from_size_align(len.max(4096), 4096).expect("buffer layout");
+    /// Err when the memory is not there (the up-front check cannot see other processes' use):
+    /// a failed run, not an abort with settings changed.
+    fn new(len: usize) -> Result<AlignedBuf, String> {
+        let layout = std::alloc::Layout::from_size_align(len.max(4096), 4096).map_err(|e| format!("I/O buffers of {len} bytes: {e}"))?;
         // SAFETY: layout is non-zero sized.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory for I/O buffers");
-        AlignedBuf { ptr, layout }
+        if ptr.is_null() {
+            return Err(format!("out of memory allocating {len} bytes of I/O buffers: lower --qd, --bs or --threads"));
+        }
+        Ok(AlignedBuf { ptr, layout })
     }
     fn slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr owns layout.size() bytes.
@@ -177,7 +181,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                                 pin_to_cpu(job.cpus[t % job.cpus.len()])?;
                             }
                             let bs = job.bs as usize;
-                            let mut bufs = AlignedBuf::new(bs * job.qd as usize);
+                            let mut bufs = AlignedBuf::new(bs * job.qd as usize)?;
                             let mut rng = Rng::for_thread(job.seed, t as u32);
                             // Incompressible data, so compressing devices cannot flatter writes.
                             rng.fill(bufs.slice());

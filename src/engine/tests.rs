@@ -27,7 +27,7 @@ fn run_null(job: &Job) -> EngineOutput {
 /// One thread's loop over a null interface, returning the interface so its counters can be read.
 fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
     let clock = Clock::calibrate();
-    let mut bufs = AlignedBuf::new((job.bs * job.qd as u64) as usize);
+    let mut bufs = AlignedBuf::new((job.bs * job.qd as u64) as usize).unwrap();
     let setup = Setup {
         fds: &[-1],
         buffers: bufs.ptr,
@@ -162,4 +162,11 @@ fn writes_go_through_null_too() {
     let out = run_null(&job);
     assert_eq!(out.rec.read.ios + out.rec.write.ios, 300);
     assert!(out.rec.read.ios > 50 && out.rec.write.ios > 50);
+}
+
+#[test]
+fn buffers_that_cannot_be_allocated_fail_the_run_instead_of_aborting() {
+    // 64 TiB: more than any address space here; the allocator returns null, the run gets an error.
+    let err = AlignedBuf::new(1 << 46).err().expect("64 TiB of buffers allocated");
+    assert!(err.contains("out of memory"), "{err}");
 }
