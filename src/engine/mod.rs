@@ -82,8 +82,9 @@ impl AlignedBuf {
     /// a failed run, not an abort with settings changed.
     fn new(len: usize) -> Result<AlignedBuf, String> {
         let layout = std::alloc::Layout::from_size_align(len.max(4096), 4096).map_err(|e| format!("I/O buffers of {len} bytes: {e}"))?;
-        // SAFETY: layout is non-zero sized.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        // SAFETY: layout is non-zero sized. black_box: an optimiser may otherwise treat an
+        // allocation it can see is unused as if it succeeded (seen in a release test).
+        let ptr = std::hint::black_box(unsafe { std::alloc::alloc_zeroed(layout) });
         if ptr.is_null() {
             return Err(format!("out of memory allocating {len} bytes of I/O buffers: lower --qd, --bs or --threads"));
         }
