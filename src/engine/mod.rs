@@ -237,17 +237,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                         }
                         let (bufs, stream, written) = prep?;
                         let start = start_at.load(Ordering::Acquire);
-                        let plan = LoopPlan {
-                            bs: job.bs as u32,
-                            qd: job.qd,
-                            batch_submit: job.batch_submit,
-                            batch_reap: job.batch_reap,
-                            ramp_end: start + ramp_ns,
-                            end: run_ns.map(|r| start + ramp_ns + r),
-                            quota,
-                            continue_on_error: job.continue_on_error,
-                            verify: job.verify,
-                        };
+                        let plan = LoopPlan::for_job(&job, start, ramp_ns, run_ns, quota);
                         let mut cx = hotloop::LoopCtx {
                             plan,
                             clock: &clock,

@@ -53,17 +53,7 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
         Budget::Ios(n) => Some(n),
         _ => None,
     };
-    let plan = LoopPlan {
-        bs: job.bs as u32,
-        qd: job.qd,
-        batch_submit: job.batch_submit,
-        batch_reap: job.batch_reap,
-        ramp_end: start + ramp_ns,
-        end: None,
-        quota,
-        continue_on_error: job.continue_on_error,
-        verify: false,
-    };
+    let plan = LoopPlan { verify: false, ..LoopPlan::for_job(job, start, ramp_ns, None, quota) };
     let mut cx = LoopCtx {
         plan,
         clock: &clock,
