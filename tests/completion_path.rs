@@ -4,10 +4,10 @@
 //! served) is "unknown", never "polled"; an NVMe queue that stayed at 0 under polling is polled.
 //! Two targets on one controller count its lines once.
 use clap::Parser;
-use iolab::cli::run::observe_path;
 use iolab::meters::diskstat::DiskStat;
 use iolab::meters::{Cost, DeviceCost};
 use iolab::record::CompletionPath;
+use iolab::session::observe_path;
 
 fn job(args: &[&str]) -> iolab::plan::Job {
     let mut v = vec!["iolab", "run"];

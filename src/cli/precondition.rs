@@ -2,9 +2,10 @@
 //! SNIA PTS asks: sequential fills of the whole range, then rounds of random writes until the
 //! IOPS of the last 5 rounds are steady (range within 20 % of the mean, fitted-line excursion
 //! within 10 %). Writes are subject to the same safety rules as `iolab run`.
-use super::run::{execute, Quiet, RunBar, RunUi};
+use super::run::RunBar;
 use crate::analysis::steady;
 use crate::plan::{size, Budget, Complete, Rw, Submit};
+use crate::session::{execute, Quiet, RunUi};
 use serde::Serialize;
 use std::io::IsTerminal;
 

@@ -1,9 +1,9 @@
 //! `iolab probe [TARGET]`: run a short read-only job for every interface and mode and say what
 //! works here, and why not for what doesn't. Nothing is written to the target.
-use super::run::execute;
 use crate::interfaces::{Behaviour, INTERFACES};
 use crate::plan::validate::name_complete;
 use crate::plan::{Budget, Job, Rw, Submit};
+use crate::session::execute;
 use std::path::PathBuf;
 
 pub fn probe_job(interface: &str, submit: Submit, complete: crate::plan::Complete, sync: bool, target: &str) -> Job {
@@ -89,7 +89,7 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
 
 /// ("yes"|"no", what happened) for one short job.
 fn outcome(job: &Job) -> (&'static str, String) {
-    match execute(job, &mut super::run::Quiet, None) {
+    match execute(job, &mut crate::session::Quiet, None) {
         Ok(rec) if rec.error.is_none() => {
             let r = rec.results.as_ref().unwrap();
             let lat = r.read.lat_ns.as_ref().map(|l| crate::report::summary::format_ns(l.mean)).unwrap_or_default();

@@ -1,10 +1,11 @@
 //! `iolab sweep PLAN`: expand a plan, show the run count and estimated time, then execute the
 //! runs in their seeded order, committing each finished run to the results database. Ctrl-C
 //! stops after keeping every finished run; `--resume` continues an unfinished sweep.
-use super::run::{execute, FailureKind, IopsMeter, RunUi};
+use super::run::IopsMeter;
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
 use crate::report::summary::format_count;
+use crate::session::{execute, FailureKind, RunUi};
 use crate::store::Store;
 use std::io::IsTerminal;
 use std::path::PathBuf;

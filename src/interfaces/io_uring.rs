@@ -663,9 +663,9 @@ mod tests {
         }
         let flags = flags_for(Submit::Syscall, Complete::Irq);
         let (setup, _) = try_setup(false, flags, None, 1).unwrap();
-        if crate::cli::run::kernel_version() >= (6, 1) {
+        if crate::host::kernel_version() >= (6, 1) {
             assert!(setup.dropped.is_empty(), "{setup:?}");
-            assert_eq!(setup_notes(false).is_some(), crate::cli::run::kernel_version() < (6, 13));
+            assert_eq!(setup_notes(false).is_some(), crate::host::kernel_version() < (6, 13));
         } else {
             assert!(setup.dropped.contains(&"DEFER_TASKRUN"), "{setup:?}");
         }

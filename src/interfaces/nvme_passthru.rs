@@ -389,7 +389,7 @@ pub fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<PathBuf, S
 
 /// Registered buffers in passthrough commands (IORING_URING_CMD_FIXED) arrived in Linux 6.1.
 pub fn fixed_buffers_supported() -> bool {
-    crate::cli::run::kernel_version() >= (6, 1)
+    crate::host::kernel_version() >= (6, 1)
 }
 
 pub fn machine_support() -> Result<(), String> {

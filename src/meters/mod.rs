@@ -128,7 +128,7 @@ impl Meters {
             energy_report: None,
             pid: std::process::id() as i32,
             hz: procstat::user_hz(),
-            ncpu: crate::plan::validate::online_cpus(),
+            ncpu: crate::host::online_cpus(),
             devices: targets.iter().map(|t| device_path(Path::new(&t.path))).collect(),
             paths: targets.iter().map(|t| t.path.clone()).collect(),
             workload_tids: Vec::new(),

@@ -1,6 +1,7 @@
 //! Checks that reject a job before anything is created or opened, each with one line that says
 //! what is wrong and what to do instead.
 use super::{Complete, Job, Submit};
+use crate::host::online_cpus;
 use crate::interfaces::{self, Behaviour};
 
 pub const MIN_BS: u64 = 512;
@@ -160,9 +161,4 @@ fn address_space_extra(threads: u32) -> u64 {
     const ARENA: u64 = 64 << 20;
     const SLACK: u64 = 32 << 20;
     (threads as u64).min(8 * online_cpus() as u64) * ARENA + SLACK
-}
-
-pub fn online_cpus() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as usize
 }

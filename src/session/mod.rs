@@ -1,0 +1,282 @@
+//! Running one job, for every command that runs one (run, sweep, probe, precondition):
+//! checks → temporary target → targets → settings → engine → meters → record → restore.
+//! What the caller shows while it works comes through [`RunUi`]; the session prints nothing.
+mod checks;
+
+use checks::check_polling;
+pub use checks::{check_kernel, expected_path, observe_path};
+
+use crate::device::{self, sysinfo::TargetInfo};
+use crate::engine::{self, OpenTarget};
+pub use crate::failure::{Failure, FailureKind};
+use crate::host;
+use crate::interfaces;
+use crate::plan::validate::{name_complete, validate};
+use crate::plan::{Complete, Job};
+use crate::record::{self, Environment, Results, RunRecord, Verify};
+
+/// What a run shows while it works: notes and about one progress call a second.
+pub trait RunUi {
+    fn note(&mut self, _msg: &str) {}
+    /// (elapsed s, total s for time budgets, completions so far including the ramp, in ramp)
+    fn progress(&mut self, _elapsed: f64, _total: Option<f64>, _done: u64, _ramp: bool) {}
+    fn finish(&mut self) {}
+}
+
+/// Shows nothing.
+pub struct Quiet;
+impl RunUi for Quiet {}
+
+/// Run a job end to end: checks, targets, engine, meters, record.
+/// `energy`: how to measure energy (None: not at all, as for probes).
+pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, Failure> {
+    validate(job).map_err(Failure::invalid)?;
+    // Too big for this machine's memory now: not the user's error, and a sweep goes on.
+    crate::plan::validate::check_memory(job).map_err(Failure::unsupported)?;
+    // Whatever the kernel lacks or refuses, this machine cannot do.
+    let ring = check_kernel(job).map_err(Failure::unsupported)?;
+    if let Some(e) = energy.filter(|e| e.require) {
+        let found = crate::energy::probe(&e.config);
+        if !found.iter().any(|s| s.available) {
+            let why: Vec<String> = found.iter().map(|s| format!("{}: {}", s.backend, s.detail)).collect();
+            return Err(Failure::unsupported(format!("--require-energy: no energy source can measure here ({})", why.join("; "))));
+        }
+    }
+    // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
+    engine::install_interrupt_handler();
+    // A diskless interface (null) opens nothing: its one target is an address space.
+    let diskless = interfaces::find(&job.interface).is_some_and(|i| i.diskless);
+    let temp = if job.targets.is_empty() && !diskless {
+        let size = job.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
+        ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
+        let made = device::create_default_target(size, &engine::STOP);
+        Some(made.map_err(|m| {
+            if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+                Failure::new(FailureKind::Interrupted, m)
+            } else {
+                Failure::failed(m)
+            }
+        })?)
+    } else {
+        None
+    };
+    let paths: Vec<std::path::PathBuf> = match &temp {
+        Some(t) => vec![t.path.clone()],
+        None => job.targets.iter().map(Into::into).collect(),
+    };
+    let targets = device::open_targets(job, &paths, temp.is_some())?;
+    check_polling(job, &targets).map_err(Failure::unsupported)?;
+    let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
+    infos.extend(diskless.then(|| interfaces::null::target_info(job)));
+    // System settings: originals journaled before any change, restored when the guard drops
+    // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
+    let system = crate::settings::Settings::system();
+    let changes = settings_changes(job, &infos)?;
+    let guard = apply_settings(&system, &changes)?;
+    // Describe the targets after the change, so the record shows what the run ran with.
+    let infos: Vec<TargetInfo> = if guard.is_some() {
+        targets
+            .iter()
+            .map(|t| {
+                crate::device::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)
+            })
+            .collect()
+    } else {
+        infos
+    };
+    let path = expected_path(job, &infos);
+    let mut env = environment(infos);
+    env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
+    env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
+    let mut open: Vec<OpenTarget> = targets
+        .iter()
+        .map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len })
+        .collect();
+    open.extend(diskless.then(|| OpenTarget { fd: -1, range_start: job.offset, range_len: interfaces::null::address_space(job) }));
+    let idle = energy.and_then(|e| {
+        e.idle_baseline_s.map(|s| {
+            ui.note(&format!("measuring idle power for {s} s"));
+            crate::energy::record::measure_idle(&e.config, s, &engine::STOP)
+        })
+    });
+    if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
+    }
+    // No device to meter for null: no device cost, no observed completion path.
+    let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config));
+    let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
+    let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| {
+        // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
+        let kind = if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) { FailureKind::Interrupted } else { FailureKind::Failed };
+        Failure::new(kind, m)
+    });
+    ui.finish();
+    let not_restored = match guard.map(|g| g.restore()) {
+        Some(Err(e)) => Some(format!("restoring system settings failed: {e}")),
+        _ => None,
+    };
+    let out = match (out, &not_restored) {
+        (Ok(o), _) => o,
+        (Err(f), None) => return Err(f),
+        (Err(f), Some(r)) => return Err(Failure::new(FailureKind::SettingsNotRestored, format!("{}; {r}", f.message))),
+    };
+    env.clock = Some(out.clock.clone());
+    let w = out.window_s;
+    let mut total = out.rec.read.clone();
+    total.ios += out.rec.write.ios;
+    total.bytes += out.rec.write.bytes;
+    total.errors += out.rec.write.errors;
+    total.min_ns = total.min_ns.min(out.rec.write.min_ns);
+    total.max_ns = total.max_ns.max(out.rec.write.max_ns);
+    total.lat.add(&out.rec.write.lat).expect("same bounds");
+    let results = Results {
+        window_s: w,
+        read: record::direction(&out.rec.read, w),
+        write: record::direction(&out.rec.write, w),
+        total: record::direction(&total, w),
+        series: record::series(&out.rec.series),
+        cpu: record::cpu(&meters.process_rusage(), meters.window_s().unwrap_or(w), total.ios),
+        verify: job.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
+    };
+    let error = out.first_error.as_ref().map(|f| {
+        let t = &env.targets[f.file as usize].path;
+        let dir = if f.write { "write" } else { "read" };
+        let hint = if f.errno == Some(libc::EOPNOTSUPP) && job.complete != Complete::Irq {
+            " (this kernel rejects polled I/O on a queue without poll queues instead of falling back to interrupts)"
+        } else {
+            ""
+        };
+        let tail = if job.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
+        format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.bs, f.offset, t, f.what)
+    });
+    let cost = meters.cost(&out.rec.per_target);
+    let energy_record = match (energy, meters.take_energy()) {
+        (Some(_), Some(report)) => Some(crate::energy::record::finish(report, idle, total.ios, total.bytes)),
+        _ => None,
+    };
+    // The check before the run only knew a source was there; this one knows what it measured.
+    let energy_error = match (energy.filter(|e| e.require), &energy_record) {
+        (Some(_), Some(r)) => r.report.require_measured().err(),
+        (Some(_), None) => Some("no energy was measured (the window never started)".to_string()),
+        _ => None,
+    }
+    .map(|e| format!("--require-energy: {e}"));
+    let mut path = path;
+    if let Some(c) = &cost {
+        observe_path(&mut path, job, c);
+    }
+    let strict_error =
+        (job.strict && job.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled")).then(|| {
+            format!(
+                "--strict: asked for {} completion but the completion path observed was {} ({})",
+                name_complete(job.complete),
+                path.observed.as_deref().unwrap_or("?"),
+                path.evidence.as_deref().unwrap_or("")
+            )
+        });
+    let error = error.or(strict_error);
+    let status = if out.interrupted {
+        "interrupted"
+    } else if energy_error.is_some() || (error.is_some() && (!job.continue_on_error || job.strict)) {
+        "failed"
+    } else {
+        "ok"
+    };
+    let error = match (error, energy_error) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
+    drop(temp);
+    let rec = RunRecord {
+        schema_version: record::SCHEMA_VERSION,
+        status: status.into(),
+        error,
+        spec: job.clone(),
+        environment: env,
+        results: Some(results),
+        cost,
+        energy: energy_record,
+        completion_path: path,
+        ring,
+    };
+    match not_restored {
+        // The measurement is whole; the machine is not as it was.
+        Some(m) => Err(Failure { kind: FailureKind::SettingsNotRestored, message: m, record: Some(Box::new(rec)) }),
+        None => Ok(rec),
+    }
+}
+
+/// The setting changes a job asks for, once per distinct device.
+fn settings_changes(job: &Job, targets: &[TargetInfo]) -> Result<Vec<crate::settings::Change>, String> {
+    use crate::settings::{Change, Setting};
+    let mut devices: Vec<&str> = Vec::new();
+    for t in targets {
+        let Some(d) = t.device.as_deref() else {
+            if job.scheduler.is_some() || !job.set.is_empty() {
+                return Err(format!("{} has no block device behind it whose settings could be changed", t.path));
+            }
+            continue;
+        };
+        if !devices.contains(&d) {
+            devices.push(d);
+        }
+    }
+    let mut out = Vec::new();
+    for d in &devices {
+        if let Some(s) = &job.scheduler {
+            out.push(Change::new(Setting::Scheduler, Some(d), s.clone()));
+        }
+        for spec in &job.set {
+            let c = Change::parse(spec, Some(d))?;
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Apply the job's setting changes. What the device or kernel does not offer is unsupported;
+/// settings left changed (by an earlier iolab, or by a change whose rollback failed) are
+/// settings not restored, and no run may start on them.
+fn apply_settings(
+    system: &crate::settings::Settings,
+    changes: &[crate::settings::Change],
+) -> Result<Option<crate::settings::AppliedGuard>, Failure> {
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    if let Some(left) = system.left_changed().map_err(Failure::failed)? {
+        return Err(Failure::new(FailureKind::SettingsNotRestored, left));
+    }
+    // Only root writes the real /sys: without it every change fails, whatever the machine offers.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 && system.sysfs_root() == std::path::Path::new("/sys") {
+        return Err(Failure::invalid(
+            "changing system settings (scheduler, set) needs root: run iolab as root (sudo), or drop them".into(),
+        ));
+    }
+    for c in changes {
+        system.check(c).map_err(Failure::unsupported)?;
+    }
+    system.apply(changes).map(Some).map_err(|e| match system.left_changed() {
+        Ok(None) => Failure::failed(e),
+        _ => Failure::new(FailureKind::SettingsNotRestored, e),
+    })
+}
+
+fn environment(targets: Vec<TargetInfo>) -> Environment {
+    Environment {
+        iolab_version: env!("CARGO_PKG_VERSION").to_string(),
+        command_line: std::env::args().collect(),
+        hostname: host::hostname(),
+        kernel: host::kernel_release(),
+        cpu_model: host::cpu_model(),
+        cpu_count: host::online_cpus(),
+        started_at_unix_s: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+        clock: None,
+        targets,
+        device_settings: Vec::new(),
+        settings_changed: Vec::new(),
+    }
+}
