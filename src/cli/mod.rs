@@ -10,7 +10,7 @@ pub mod suite;
 pub mod sweep;
 
 use crate::plan::{size, Budget, Complete, Job, Rw, Submit};
-use clap::{ArgAction, Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -115,18 +115,8 @@ pub struct RunArgs {
     /// Seed for the offset streams.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// CPU for the io_uring SQPOLL kernel thread.
-    #[arg(long)]
-    pub sq_cpu: Option<u32>,
-    /// Milliseconds the SQPOLL thread spins idle before sleeping.
-    #[arg(long, default_value_t = 1000)]
-    pub sq_idle: u32,
-    /// io_uring: register the I/O buffers (READ_FIXED/WRITE_FIXED).
-    #[arg(long, action = ArgAction::Set, default_value_t = true)]
-    pub register_buffers: bool,
-    /// io_uring: register the target files.
-    #[arg(long, action = ArgAction::Set, default_value_t = true)]
-    pub register_files: bool,
+    #[command(flatten)]
+    pub ring: crate::interfaces::io_uring::RingOptions,
     /// Write checksummed blocks and check every read (and read back every written block).
     #[arg(long)]
     pub verify: bool,
@@ -136,10 +126,6 @@ pub struct RunArgs {
     /// Run a polled completion mode even where the queue cannot poll, reporting the fallback.
     #[arg(long)]
     pub allow_fallback: bool,
-    /// io_uring: IOSQE_ASYNC on every request, skipping the non-blocking first try (for devices
-    /// that cannot take non-blocking reads and would punt every request to io-wq anyway).
-    #[arg(long)]
-    pub force_async: bool,
     /// I/O scheduler for every target's device during the run (none, mq-deadline, kyber, bfq); restored after.
     #[arg(long)]
     pub scheduler: Option<String>,
@@ -277,7 +263,7 @@ impl RunArgs {
             return Err("--write-mix applies only to --rw randrw".into());
         }
         Ok(Job {
-            interface: self.interface.clone(),
+            interface: self.interface.parse()?,
             submit: self.submit,
             complete: self.complete,
             rw: self.rw,
@@ -295,15 +281,11 @@ impl RunArgs {
             cpus: self.cpus.as_deref().map(parse_cpus).transpose()?.unwrap_or_default(),
             seed: self.seed,
             targets: self.targets.iter().map(|p| p.display().to_string()).collect(),
-            sq_cpu: self.sq_cpu,
-            sq_idle_ms: self.sq_idle,
-            register_buffers: self.register_buffers,
-            register_files: self.register_files,
+            ring: self.ring,
             verify: self.verify,
             continue_on_error: self.continue_on_error,
             allow_fallback: self.allow_fallback,
             strict: self.strict,
-            force_async: self.force_async,
             destructive: self.destructive.clone(),
             scheduler: self.scheduler.clone(),
             set: self.set.clone(),
@@ -353,12 +335,12 @@ mod tests {
     #[test]
     fn defaults() {
         let j = parse(&[]).unwrap();
-        assert_eq!(j.interface, "psync");
+        assert_eq!(j.interface, crate::interfaces::InterfaceKind::Psync);
         assert_eq!(j.bs, 4096);
         assert_eq!(j.qd, 1);
         assert!(j.direct);
         assert_eq!(j.budget, Budget::Seconds(10.0));
-        assert!(j.register_buffers && j.register_files);
+        assert!(j.ring.register_buffers && j.ring.register_files);
     }
 
     #[test]
@@ -400,7 +382,7 @@ mod tests {
         assert_eq!(j.budget, Budget::Seconds(120.0));
         assert_eq!(j.ramp_s, 0.5);
         assert_eq!(j.cpus, vec![0, 1]);
-        assert!(!j.register_buffers);
+        assert!(!j.ring.register_buffers);
         assert_eq!(j.size, Some(1 << 30));
         assert_eq!(j.targets, vec!["/dev/null"]);
     }

@@ -63,7 +63,7 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
         super::run::check_output(dest)?;
     }
     let target = a.target.display().to_string();
-    let mut base = super::probe::probe_job(&a.interface, Submit::Syscall, Complete::Irq, false, &target);
+    let mut base = super::probe::probe_job(a.interface.parse()?, Submit::Syscall, Complete::Irq, false, &target);
     base.qd = a.qd;
     base.budget = Budget::Ios(1);
     base.destructive = a.destructive.clone();

@@ -1,14 +1,20 @@
 //! `iolab probe [TARGET]`: run a short read-only job for every interface and mode and say what
 //! works here, and why not for what doesn't. Nothing is written to the target.
-use crate::interfaces::{Behaviour, INTERFACES};
+use crate::interfaces::{Behaviour, InterfaceKind};
 use crate::plan::validate::name_complete;
 use crate::plan::{Budget, Job, Rw, Submit};
 use crate::session::execute;
 use std::path::PathBuf;
 
-pub fn probe_job(interface: &str, submit: Submit, complete: crate::plan::Complete, sync: bool, target: &str) -> Job {
+pub fn probe_job(
+    interface: crate::interfaces::InterfaceKind,
+    submit: Submit,
+    complete: crate::plan::Complete,
+    sync: bool,
+    target: &str,
+) -> Job {
     Job {
-        interface: interface.into(),
+        interface,
         submit,
         complete,
         rw: Rw::Randread,
@@ -26,15 +32,11 @@ pub fn probe_job(interface: &str, submit: Submit, complete: crate::plan::Complet
         cpus: vec![],
         seed: 1,
         targets: vec![target.into()],
-        sq_cpu: None,
-        sq_idle_ms: 100,
-        register_buffers: true,
-        register_files: true,
+        ring: crate::interfaces::io_uring::RingOptions { sq_idle_ms: 100, ..Default::default() },
         verify: false,
         continue_on_error: false,
         allow_fallback: false,
         strict: false,
-        force_async: false,
         destructive: vec![],
         scheduler: None,
         set: vec![],
@@ -61,10 +63,10 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
     println!("probing {} (read-only, 256 random 4 KiB reads per mode)", path.display());
     println!("{:<13} {:<8} {:<7} {:<6} detail", "interface", "submit", "complete", "works");
     // A diskless interface (null) touches no target: there is nothing to probe.
-    for i in INTERFACES.iter().filter(|i| !i.diskless) {
+    for (&kind, i) in InterfaceKind::ALL.iter().map(|k| (k, k.info())).filter(|(_, i)| !i.diskless) {
         for &s in i.submits {
             for &c in i.completes {
-                let job = probe_job(i.name, s, c, i.behaviour == Behaviour::Sync, &path.display().to_string());
+                let job = probe_job(kind, s, c, i.behaviour == Behaviour::Sync, &path.display().to_string());
                 let sub = if s == Submit::Sqpoll { "sqpoll" } else { "syscall" };
                 let (ok, mut detail) = outcome(&job);
                 if ok == "no" && job.complete != crate::plan::Complete::Irq {

@@ -5,13 +5,13 @@ pub mod sysinfo;
 
 use crate::engine::verify;
 use crate::failure::Failure;
-use crate::interfaces::nvme_passthru;
+use crate::interfaces::{self, nvme_passthru, TargetKind};
 use crate::plan::Job;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use sysinfo::TargetInfo;
 
 pub const DEFAULT_TARGET_SIZE: u64 = 1 << 30;
@@ -64,7 +64,7 @@ pub fn create_default_target(size: u64, stop: &std::sync::atomic::AtomicBool) ->
 /// (O_DIRECT, its block size, an NVMe command's limits): those are unsupported here.
 pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, Failure> {
     let writes = job.rw.writes(job.write_mix);
-    let passthru = job.interface == "nvme-passthru";
+    let accepts = job.interface.info().targets;
     let mut out = Vec::with_capacity(paths.len());
     for path in paths {
         let shown = path.display();
@@ -76,7 +76,13 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         })?;
         let ft = meta.file_type();
         let generic = ft.is_char_device() && nvme_passthru::is_generic(path);
-        if passthru && !generic {
+        if !accepts.contains(&TargetKind::NvmeGeneric) && generic {
+            let block = nvme_passthru::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
+            let drivers: Vec<&str> = interfaces::all().filter(|i| i.targets.contains(&TargetKind::NvmeGeneric)).map(|i| i.name).collect();
+            let drivers = drivers.join(" or -i ");
+            return Err(format!("target {shown} is an NVMe generic character device, which only -i {drivers} drives: use -i {drivers}, or the namespace's block device{block}").into());
+        }
+        if accepts == [TargetKind::NvmeGeneric] && !generic {
             let what = if ft.is_block_device() {
                 match nvme_passthru::generic_device_of_block(path) {
                     Some(g) => format!("a block device (its namespace's generic device is {})", g.display()),
@@ -89,11 +95,7 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
             } else {
                 "neither a file nor a device".into()
             };
-            return Err(format!("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}").into());
-        }
-        if generic && !passthru {
-            let block = nvme_passthru::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
-            return Err(format!("target {shown} is an NVMe generic character device, which only -i nvme-passthru drives: use -i nvme-passthru, or the namespace's block device{block}").into());
+            return Err(format!("{} needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}", job.interface).into());
         }
         if !(ft.is_file() || ft.is_block_device() || generic) {
             return Err(format!("target {shown} is neither a regular file nor a block device").into());
@@ -144,7 +146,7 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         };
         let mut info = info;
         if let Some(ns) = &ns {
-            passthru_checks(job, &shown.to_string(), ns, &info).map_err(Failure::unsupported)?;
+            nvme_passthru::check_namespace(job, &shown.to_string(), ns, &info).map_err(Failure::unsupported)?;
             info.logical_block_size = ns.id.lba_size as u64;
         }
         let align = if job.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
@@ -179,40 +181,6 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len });
     }
     Ok(out)
-}
-
-/// What an NVMe command can carry here: whole logical blocks, at most what the controller takes
-/// in one command (passthrough commands are never split), data without interleaved metadata.
-fn passthru_checks(job: &Job, shown: &str, ns: &nvme_passthru::Namespace, info: &TargetInfo) -> Result<(), String> {
-    let lba = ns.id.lba_size as u64;
-    if ns.id.extended && ns.id.metadata_size > 0 {
-        return Err(format!("{shown} uses LBA format {} with {} bytes of metadata interleaved with each block; nvme-passthru moves data only: use a namespace formatted without metadata",
-            ns.id.format, ns.id.metadata_size));
-    }
-    if !job.bs.is_multiple_of(lba) {
-        return Err(format!(
-            "block size {} is not a multiple of {shown}'s LBA size {lba}: NVMe commands move whole logical blocks; use a multiple of {lba}",
-            job.bs
-        ));
-    }
-    if !job.offset.is_multiple_of(lba) {
-        return Err(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", job.offset));
-    }
-    if let Some(d) = &info.device {
-        let q = Path::new("/sys/block").join(d).join("queue");
-        let read = |f: &str| std::fs::read_to_string(q.join(f)).ok().and_then(|v| v.trim().parse::<u64>().ok());
-        let page = 4096u64;
-        let max = match (read("max_hw_sectors_kb"), read("max_segments")) {
-            (Some(kb), Some(segs)) => Some((kb * 1024).min(segs * page)),
-            (Some(kb), None) => Some(kb * 1024),
-            _ => None,
-        };
-        if let Some(max) = max.filter(|m| job.bs > *m) {
-            return Err(format!("--bs {} exceeds the {} bytes one NVMe command can carry to {shown} (queue/max_hw_sectors_kb, max_segments of {d}); passthrough commands are not split: use --bs {} or less",
-                job.bs, max, max));
-        }
-    }
-    Ok(())
 }
 
 fn block_device_size(f: &File) -> std::io::Result<u64> {

@@ -6,7 +6,7 @@ pub mod recorder;
 pub mod verify;
 pub mod workload;
 
-use crate::interfaces::{self, IoInterface, Setup};
+use crate::interfaces::{self, InterfaceKind, IoInterface, Setup};
 use crate::plan::{Budget, Job};
 use clock::{Clock, ClockInfo};
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
@@ -216,14 +216,10 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                                 submit: job.submit,
                                 complete: job.complete,
                                 batch_submit: job.batch_submit,
-                                sq_cpu: job.sq_cpu,
-                                sq_idle_ms: job.sq_idle_ms,
-                                register_buffers: job.register_buffers,
-                                register_files: job.register_files,
-                                force_async: job.force_async,
+                                ring: job.ring,
                                 null_script: job.null_script.as_deref(),
                             };
-                            opened = Some(open_interface(&job.interface, &setup)?);
+                            opened = Some(open_interface(job.interface, &setup)?);
                             Ok((bufs, stream, written))
                         });
                         if prep.is_err() {
@@ -271,7 +267,7 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
                     result.map(|r| {
                         r.map(|(mut out, written, bufs)| {
                             let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-                            (out.verified_written, out.verify_error) = read_back(&fds, &written, &bufs, job.bs, &job.interface);
+                            (out.verified_written, out.verify_error) = read_back(&fds, &written, &bufs, job.bs, job.interface);
                             out
                         })
                     })
@@ -375,55 +371,46 @@ enum Opened {
     Null(interfaces::null::Null),
 }
 
-fn open_interface(name: &str, setup: &Setup) -> Result<Opened, String> {
-    let fail = |e: std::io::Error| format!("{name}: setup failed: {e}");
-    Ok(match name {
-        "psync" => Opened::Psync(IoInterface::open(setup).map_err(fail)?),
-        "pvsync2" => Opened::Pvsync2(IoInterface::open(setup).map_err(fail)?),
-        "posixaio" => Opened::PosixAio(IoInterface::open(setup).map_err(fail)?),
-        "libaio" => Opened::Libaio(IoInterface::open(setup).map_err(fail)?),
-        "io_uring" => Opened::Uring(IoInterface::open(setup).map_err(fail)?),
-        "nvme-passthru" => Opened::Passthru(IoInterface::open(setup).map_err(fail)?),
-        interfaces::null::NAME => Opened::Null(IoInterface::open(setup).map_err(fail)?),
-        other => return Err(format!("unknown interface '{other}'")),
+fn open_interface(kind: InterfaceKind, setup: &Setup) -> Result<Opened, String> {
+    let fail = |e: std::io::Error| format!("{kind}: setup failed: {e}");
+    Ok(match kind {
+        InterfaceKind::Psync => Opened::Psync(IoInterface::open(setup).map_err(fail)?),
+        InterfaceKind::Pvsync2 => Opened::Pvsync2(IoInterface::open(setup).map_err(fail)?),
+        InterfaceKind::PosixAio => Opened::PosixAio(IoInterface::open(setup).map_err(fail)?),
+        InterfaceKind::Libaio => Opened::Libaio(IoInterface::open(setup).map_err(fail)?),
+        InterfaceKind::IoUring => Opened::Uring(IoInterface::open(setup).map_err(fail)?),
+        InterfaceKind::NvmePassthru => Opened::Passthru(IoInterface::open(setup).map_err(fail)?),
+        InterfaceKind::Null => Opened::Null(IoInterface::open(setup).map_err(fail)?),
     })
 }
 
-/// After a write job with --verify: read every block this thread wrote and check it, with
-/// pread, or for nvme-passthru (whose character device has no read) with synchronous NVMe Reads.
-fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, interface: &str) -> (u64, Option<FailedIo>) {
-    use interfaces::nvme_passthru;
+/// After a write job with --verify: read every block this thread wrote and check it, with the
+/// interface's own synchronous read (pread, or NVMe Reads for nvme-passthru's character device).
+fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, kind: InterfaceKind) -> (u64, Option<FailedIo>) {
     let mut checked = 0;
     for (file, map) in written.iter().enumerate() {
-        let ns = if interface == "nvme-passthru" && map.iter().any(|w| *w != 0) {
-            match nvme_passthru::Namespace::of_fd(fds[file]) {
-                Ok(ns) => Some(ns),
-                Err(e) => {
-                    let what = format!("verify read-back cannot address the namespace: {e}");
-                    return (checked, Some(FailedIo { file: file as u32, offset: 0, write: false, errno: None, what }));
-                }
-            }
-        } else {
-            None
+        if map.iter().all(|w| *w == 0) {
+            continue;
+        }
+        let mut read = match (kind.policy().sync_reader)(fds[file]) {
+            Ok(r) => r,
+            Err(what) => return (checked, Some(FailedIo { file: file as u32, offset: 0, write: false, errno: None, what })),
         };
+        // SAFETY: slot 0's buffer is bs bytes, suitably aligned, and no I/O uses it any more.
+        let buf = unsafe { std::slice::from_raw_parts_mut(bufs.ptr, bs as usize) };
         for (w, word) in map.iter().enumerate() {
             let mut bits = *word;
             while bits != 0 {
                 let block = (w * 64 + bits.trailing_zeros() as usize) as u64;
                 bits &= bits - 1;
                 let offset = block * bs;
-                let n = match &ns {
-                    Some(ns) => nvme_passthru::read_sync(fds[file], ns, bufs.ptr, bs as u32, offset),
-                    // SAFETY: slot 0's buffer is bs bytes and suitably aligned.
-                    None => unsafe { libc::pread(fds[file], bufs.ptr as *mut libc::c_void, bs as usize, offset as i64) as i64 },
-                };
-                let what = if n < 0 && ns.is_some() {
+                let n = read(fds[file], buf, offset);
+                let what = if n < 0 {
                     Some(format!("verify read-back failed: {}", interfaces::error_text(n)))
                 } else if n != bs as i64 {
                     Some(format!("verify read-back returned {n} of {bs} bytes"))
                 } else {
-                    let data = unsafe { std::slice::from_raw_parts(bufs.ptr, bs as usize) };
-                    verify::check(data, offset).err().map(|e| format!("verify failed on read-back: {e}"))
+                    verify::check(buf, offset).err().map(|e| format!("verify failed on read-back: {e}"))
                 };
                 if let Some(what) = what {
                     return (checked, Some(FailedIo { file: file as u32, offset, write: false, errno: None, what }));

@@ -11,7 +11,7 @@ impl WindowHooks for NoHooks {
 }
 
 fn null_job(qd: u32, budget: Budget, script: Option<&str>) -> Job {
-    let mut job = crate::cli::probe::probe_job(null::NAME, Submit::Syscall, Complete::Irq, false, "");
+    let mut job = crate::cli::probe::probe_job(crate::interfaces::InterfaceKind::Null, Submit::Syscall, Complete::Irq, false, "");
     job.targets.clear();
     (job.qd, job.batch_submit, job.batch_reap, job.budget) = (qd, qd.min(4), 1, budget);
     job.null_script = script.map(Into::into);
@@ -37,11 +37,7 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
         submit: job.submit,
         complete: job.complete,
         batch_submit: job.batch_submit,
-        sq_cpu: None,
-        sq_idle_ms: 0,
-        register_buffers: false,
-        register_files: false,
-        force_async: false,
+        ring: crate::interfaces::io_uring::RingOptions { register_buffers: false, register_files: false, ..Default::default() },
         null_script: job.null_script.as_deref(),
     };
     let mut io = <Null as IoInterface>::open(&setup).expect("null opens");

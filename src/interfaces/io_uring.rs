@@ -3,10 +3,12 @@
 //! complete: `irq`, `poll` (IORING_SETUP_IOPOLL) or `hybrid` (IORING_SETUP_HYBRID_IOPOLL, 6.13+).
 //! The ring is created with a raw io_uring_setup so that flags the crate has no builder for
 //! (HYBRID_IOPOLL) can be set, then handed to the `io-uring` crate.
-use super::{raw_syscall, Completion, IoInterface, Request, Setup};
-use crate::plan::{Complete, Submit};
+use super::{raw_syscall, Behaviour, Completion, Interface, InterfaceInfo, InterfaceKind, IoInterface, Request, Setup};
+use crate::host::kernel_release;
+use crate::plan::validate::name_complete;
+use crate::plan::{Complete, Job, Submit};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::AsRawFd;
 
@@ -337,6 +339,84 @@ pub fn flags_for(submit: Submit, complete: Complete) -> u32 {
     f
 }
 
+/// io_uring's own options (nvme-passthru's rings take them too), with their command-line flags.
+/// Flattened into the job, so the record's `spec` keeps them at its top level.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
+pub struct RingOptions {
+    /// CPU for the io_uring SQPOLL kernel thread.
+    #[arg(long)]
+    pub sq_cpu: Option<u32>,
+    /// Milliseconds the SQPOLL thread spins idle before sleeping.
+    #[arg(long = "sq-idle", value_name = "MS", default_value_t = 1000)]
+    pub sq_idle_ms: u32,
+    /// io_uring: register the I/O buffers (READ_FIXED/WRITE_FIXED).
+    #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
+    pub register_buffers: bool,
+    /// io_uring: register the target files.
+    #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
+    pub register_files: bool,
+    /// io_uring: IOSQE_ASYNC on every request, skipping the non-blocking first try (for devices
+    /// that cannot take non-blocking reads and would punt every request to io-wq anyway).
+    #[arg(long)]
+    #[serde(default)]
+    pub force_async: bool,
+}
+
+impl Default for RingOptions {
+    fn default() -> Self {
+        RingOptions { sq_cpu: None, sq_idle_ms: 1000, register_buffers: true, register_files: true, force_async: false }
+    }
+}
+
+impl RingOptions {
+    /// The rules of these options, for any job: the ones only io_uring or SQPOLL use are refused
+    /// elsewhere, since they would silently do nothing.
+    pub fn check(&self, kind: InterfaceKind, submit: Submit) -> Result<(), String> {
+        if self.force_async && kind != InterfaceKind::IoUring {
+            return Err("--force-async applies only to -i io_uring".into());
+        }
+        if self.sq_cpu.is_some() && submit != Submit::Sqpoll {
+            return Err("--sq-cpu only applies with --submit sqpoll".into());
+        }
+        Ok(())
+    }
+}
+
+/// Does this kernel accept the rings a job asks for? The ring setup the run gets (cost-only
+/// flags the kernel lacks dropped); an error blames the flag of the mode the kernel refused.
+/// `big`: nvme-passthru's rings (128-byte SQEs, 32-byte CQEs).
+pub(crate) fn check_ring(job: &Job, big: bool) -> Result<Option<RingSetup>, String> {
+    let flags = flags_for(job.submit, job.complete);
+    let k = kernel_release();
+    let what = if big { "io_uring with 128-byte SQEs and 32-byte CQEs" } else { "io_uring" };
+    let (setup, params) = try_setup(big, flags, job.ring.sq_cpu, job.ring.sq_idle_ms).map_err(|r| match r {
+        Refused::Flag(SETUP_HYBRID_IOPOLL, e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            format!("kernel {k} has no io_uring hybrid polling (IORING_SETUP_HYBRID_IOPOLL needs Linux 6.13 or later): use --complete poll")
+        }
+        Refused::Flag(SETUP_SQPOLL, e) if e.raw_os_error() == Some(libc::EPERM) => {
+            format!("kernel {k} refused {what} SQPOLL: {e} (before Linux 5.11 only root may use it): run as root or use --submit syscall")
+        }
+        Refused::Flag(SETUP_SQPOLL, e) => match job.ring.sq_cpu {
+            Some(c) => format!("kernel {k} refused {what} SQPOLL with its thread on CPU {c}: {e}"),
+            None => format!("kernel {k} refused {what} SQPOLL: {e}"),
+        },
+        Refused::Flag(f, e) => format!(
+            "kernel {k} refused {what} {} ({}): {e}",
+            flag_names(f).join(" | "),
+            format_args!("--complete {}", name_complete(job.complete))
+        ),
+        Refused::Together(f, e) => {
+            format!("kernel {k} refused {what} with {} together: {e}", flag_names(f).join(" | "))
+        }
+        Refused::Bare(e) => format!("kernel {k} refused to set up {what}: {e}"),
+    })?;
+    // Before 5.11 the SQ thread could only use registered files.
+    if job.submit == Submit::Sqpoll && !job.ring.register_files && !params.is_feature_sqpoll_nonfixed() {
+        return Err(format!("kernel {k}'s io_uring SQPOLL thread only takes registered files (IORING_FEAT_SQPOLL_NONFIXED came in Linux 5.11): use --register-files true or --submit syscall"));
+    }
+    Ok(Some(setup))
+}
+
 pub struct Uring {
     ring: IoUring,
     fixed_files: bool,
@@ -494,20 +574,20 @@ fn retry_eintr(mut call: impl FnMut() -> io::Result<usize>) -> io::Result<usize>
 impl IoInterface for Uring {
     fn open(setup: &Setup) -> io::Result<Self> {
         let flags = flags_for(setup.submit, setup.complete);
-        let (ring, _) = create_ring(setup.qd, flags, setup.sq_cpu, setup.sq_idle_ms)?;
-        if setup.register_files {
+        let (ring, _) = create_ring(setup.qd, flags, setup.ring.sq_cpu, setup.ring.sq_idle_ms)?;
+        if setup.ring.register_files {
             ring.submitter().register_files(setup.fds)?;
         }
-        if setup.register_buffers {
+        if setup.ring.register_buffers {
             let iov = libc::iovec { iov_base: setup.buffers as *mut libc::c_void, iov_len: setup.buffers_len };
             // SAFETY: the buffer region outlives the ring (owned by the hot loop's caller).
             unsafe { ring.submitter().register_buffers(&[iov])? };
         }
         Ok(Uring {
             ring,
-            fixed_files: setup.register_files,
-            fixed_bufs: setup.register_buffers,
-            sqe_flags: if setup.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
+            fixed_files: setup.ring.register_files,
+            fixed_bufs: setup.ring.register_buffers,
+            sqe_flags: if setup.ring.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
             fds: setup.fds.to_vec(),
             driver: RingDriver::new(setup.submit, setup.complete),
         })
@@ -535,6 +615,31 @@ impl IoInterface for Uring {
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
         self.driver.reap(&mut self.ring, min, out, |c| Completion { tag: c.user_data() as u32, result: c.result() as i64 })
+    }
+}
+
+impl Interface for Uring {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: "io_uring",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall, Submit::Sqpoll],
+        completes: &[Complete::Irq, Complete::Poll, Complete::Hybrid],
+        how: "shared rings; sqpoll = SQPOLL kernel thread; poll = IOPOLL; hybrid = HYBRID_IOPOLL (6.13+)",
+        async_needs_direct: false,
+        diskless: false,
+        targets: super::FILES_AND_BLOCKS,
+        polls_device_queues: true,
+    };
+
+    fn machine_support() -> Result<(), String> {
+        machine_support()
+    }
+    fn machine_notes() -> Option<String> {
+        setup_notes(false)
+    }
+    fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
+        check_ring(job, false)
     }
 }
 

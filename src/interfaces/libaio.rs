@@ -1,6 +1,7 @@
 //! libaio: Linux native AIO through raw io_setup/io_submit/io_getevents system calls (no
 //! libaio.so needed). Asynchronous only with O_DIRECT; buffered I/O blocks inside io_submit.
-use super::{Completion, IoInterface, Request, Setup};
+use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
+use crate::plan::{Complete, Submit};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -43,7 +44,7 @@ pub struct Libaio {
     events: Vec<IoEvent>,
 }
 
-pub fn machine_support() -> Result<(), String> {
+fn machine_support() -> Result<(), String> {
     let mut ctx: libc::c_ulong = 0;
     // SAFETY: io_setup writes the context id into ctx.
     let rc = unsafe { libc::syscall(libc::SYS_io_setup, 1, &mut ctx) };
@@ -134,5 +135,24 @@ impl Drop for Libaio {
     fn drop(&mut self) {
         // SAFETY: ctx came from io_setup; the hot loop drained every request.
         unsafe { libc::syscall(libc::SYS_io_destroy, self.ctx) };
+    }
+}
+
+impl Interface for Libaio {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: "libaio",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq],
+        how: "io_setup/io_submit/io_getevents; asynchronous only with O_DIRECT",
+        async_needs_direct: true,
+        diskless: false,
+        targets: super::FILES_AND_BLOCKS,
+        polls_device_queues: false,
+    };
+
+    fn machine_support() -> Result<(), String> {
+        machine_support()
     }
 }

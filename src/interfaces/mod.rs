@@ -1,4 +1,5 @@
-//! I/O interfaces: one file each behind [`IoInterface`], described as data in [`INTERFACES`].
+//! I/O interfaces: one file each behind [`IoInterface`] (the I/O) and [`Interface`] (its facts
+//! and policy), listed once in `interface_table!`.
 //!
 //! Like fio's `ioengine_ops` and SPDK perf's `ns_fn_table`: an interface only moves requests to
 //! the kernel and completions back. Timing, offsets, buffers and accounting live in the shared
@@ -11,8 +12,9 @@ pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
 
-use crate::plan::{Complete, Submit};
-use serde::Serialize;
+use crate::device::sysinfo::TargetInfo;
+use crate::plan::{Complete, Job, Submit};
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -95,12 +97,8 @@ pub struct Setup<'a> {
     pub submit: Submit,
     pub complete: Complete,
     pub batch_submit: u32,
-    pub sq_cpu: Option<u32>,
-    pub sq_idle_ms: u32,
-    pub register_buffers: bool,
-    pub register_files: bool,
-    /// io_uring: IOSQE_ASYNC on every request (straight to io-wq, skipping the non-blocking try).
-    pub force_async: bool,
+    /// io_uring and nvme-passthru: the ring's own options.
+    pub ring: io_uring::RingOptions,
     /// null: the `--null-script` (parsed by `null::Script`).
     pub null_script: Option<&'a str>,
 }
@@ -122,7 +120,21 @@ pub enum Behaviour {
     Async,
 }
 
-/// An interface's design point (the HotStorage'23 paper's Table 1) and what it supports.
+/// The kinds of target an interface can drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetKind {
+    File,
+    BlockDevice,
+    /// An NVMe namespace's generic character device, /dev/ngXnY.
+    NvmeGeneric,
+}
+
+/// What most interfaces drive: files and block devices.
+pub const FILES_AND_BLOCKS: &[TargetKind] = &[TargetKind::File, TargetKind::BlockDevice];
+
+/// An interface's design point (the HotStorage'23 paper's Table 1) and its capabilities, as
+/// fio's engine flags: what the rest of iolab asks instead of comparing names.
 #[derive(Debug, Serialize)]
 pub struct InterfaceInfo {
     pub name: &'static str,
@@ -136,107 +148,197 @@ pub struct InterfaceInfo {
     pub async_needs_direct: bool,
     /// Does no I/O and takes no target (fio's FIO_DISKLESSIO): `--size` is its address space.
     pub diskless: bool,
+    /// The targets it can drive; an empty list for a diskless interface.
+    pub targets: &'static [TargetKind],
+    /// Polled completion reaps the device's own poll queues (IOPOLL), so a queue without them
+    /// changes what happens: refused unless `--allow-fallback`.
+    pub polls_device_queues: bool,
 }
 
-pub const INTERFACES: &[InterfaceInfo] = &[
-    InterfaceInfo {
-        name: "psync",
-        execution: "kernel",
-        behaviour: Behaviour::Sync,
-        submits: &[Submit::Syscall],
-        completes: &[Complete::Irq],
-        how: "pread/pwrite; depth comes from threads",
-        async_needs_direct: false,
-        diskless: false,
-    },
-    InterfaceInfo {
-        name: "pvsync2",
-        execution: "kernel",
-        behaviour: Behaviour::Sync,
-        submits: &[Submit::Syscall],
-        completes: &[Complete::Irq, Complete::Poll],
-        how: "preadv2/pwritev2; poll sets RWF_HIPRI (ignored for sync I/O since Linux 5.18)",
-        async_needs_direct: false,
-        diskless: false,
-    },
-    InterfaceInfo {
-        name: "posixaio",
-        execution: "kernel",
-        behaviour: Behaviour::Async,
-        submits: &[Submit::Syscall],
-        completes: &[Complete::Irq, Complete::Poll],
-        how: "glibc aio_read/aio_write (user-space thread pool); irq waits in aio_suspend, poll spins on aio_error",
-        async_needs_direct: false,
-        diskless: false,
-    },
-    InterfaceInfo {
-        name: "libaio",
-        execution: "kernel",
-        behaviour: Behaviour::Async,
-        submits: &[Submit::Syscall],
-        completes: &[Complete::Irq],
-        how: "io_setup/io_submit/io_getevents; asynchronous only with O_DIRECT",
-        async_needs_direct: true,
-        diskless: false,
-    },
-    InterfaceInfo {
-        name: "io_uring",
-        execution: "kernel",
-        behaviour: Behaviour::Async,
-        submits: &[Submit::Syscall, Submit::Sqpoll],
-        completes: &[Complete::Irq, Complete::Poll, Complete::Hybrid],
-        how: "shared rings; sqpoll = SQPOLL kernel thread; poll = IOPOLL; hybrid = HYBRID_IOPOLL (6.13+)",
-        async_needs_direct: false,
-        diskless: false,
-    },
-    InterfaceInfo {
-        name: "nvme-passthru",
-        execution: "kernel",
-        behaviour: Behaviour::Async,
-        submits: &[Submit::Syscall, Submit::Sqpoll],
-        completes: &[Complete::Irq, Complete::Poll],
-        how: "io_uring URING_CMD on /dev/ngXnY: iolab builds the NVMe read/write commands (no submit_bio path: no splitting, merging or scheduler); poll = IOPOLL; registered buffers 6.1+",
-        async_needs_direct: false,
-        diskless: false,
-    },
-    InterfaceInfo {
-        name: null::NAME,
-        execution: "iolab",
-        behaviour: Behaviour::Async,
-        submits: &[Submit::Syscall],
-        completes: &[Complete::Irq],
-        how: "no I/O and no target: every request completes at once inside iolab (fio's null engine); measures iolab's own cost per I/O; --size is its address space; --null-script scripts delays, errors, short transfers and partial submits for tests",
-        async_needs_direct: false,
-        diskless: true,
-    },
-];
+/// What the rest of iolab asks of an interface besides moving I/O: its facts and its policy,
+/// all in its own file. Every default is the common case; an interface overrides what differs.
+pub trait Interface: IoInterface {
+    const INFO: &'static InterfaceInfo;
+    /// Checks only this interface makes on a job, before any target or kernel is touched.
+    fn check_job(_job: &Job) -> Result<(), String> {
+        Ok(())
+    }
+    /// Whether this machine can run the interface at all; Err carries the reason.
+    fn machine_support() -> Result<(), String> {
+        Ok(())
+    }
+    /// What this kernel refuses that iolab does without, for `iolab interfaces`.
+    fn machine_notes() -> Option<String> {
+        None
+    }
+    /// Checks that need the kernel. Ring interfaces answer the ring setup the run gets.
+    fn check_kernel(_job: &Job) -> Result<Option<io_uring::RingSetup>, String> {
+        Ok(None)
+    }
+    /// The completion path the kernel is expected to take, and why when that is not what was
+    /// asked for.
+    fn expected_path(job: &Job, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+        queue_path(job.complete, targets)
+    }
+    /// Reads one block synchronously for `--verify` read-back: bytes read or a negative result
+    /// (`error_text` says what it means).
+    fn sync_reader(_fd: RawFd) -> Result<SyncReader, String> {
+        Ok(Box::new(|fd, buf, offset| {
+            // SAFETY: buf is a live, writable slice of buf.len() bytes.
+            let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), offset as i64) };
+            if n < 0 {
+                neg_errno()
+            } else {
+                n as i64
+            }
+        }))
+    }
+}
+
+/// A synchronous read of `buf.len()` bytes at an offset of an open target.
+pub type SyncReader = Box<dyn FnMut(RawFd, &mut [u8], u64) -> i64>;
+
+/// The completion path by the target queues' own say: interrupts unless polling was asked for
+/// and every queue can poll.
+pub fn queue_path(complete: Complete, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+    if complete == Complete::Irq {
+        return ("interrupt", None);
+    }
+    let no_poll: Vec<&str> = targets.iter().filter(|t| t.io_poll == Some(false)).map(|t| t.device.as_deref().unwrap_or(&t.path)).collect();
+    if !no_poll.is_empty() {
+        ("interrupt", Some(format!("{} has no poll queues (queue/io_poll = 0): polled I/O completes by interrupt", no_poll.join(", "))))
+    } else if targets.iter().all(|t| t.io_poll == Some(true)) {
+        ("polled", None)
+    } else {
+        ("unknown", Some("the device behind the target does not say whether it can poll".to_string()))
+    }
+}
+
+/// Something done with an interface's type, for [`InterfaceKind::visit`]: the one place that
+/// turns a kind chosen at run time into the type the hot loop is compiled for.
+pub trait Visit {
+    type Out;
+    fn visit<T: Interface>(self) -> Self::Out;
+}
+
+/// The interfaces: the one table every dispatch comes from. Adding an interface is its file
+/// (an `Interface` impl) and one line here.
+macro_rules! interface_table {
+    ($($kind:ident => $ty:ty,)*) => {
+        /// Which interface a job uses; serialised, parsed and printed by its `INFO.name`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum InterfaceKind { $($kind),* }
+
+        impl InterfaceKind {
+            pub const ALL: &'static [InterfaceKind] = &[$(InterfaceKind::$kind),*];
+
+            pub fn visit<V: Visit>(self, v: V) -> V::Out {
+                match self { $(InterfaceKind::$kind => v.visit::<$ty>()),* }
+            }
+
+            pub fn info(self) -> &'static InterfaceInfo {
+                match self { $(InterfaceKind::$kind => <$ty as Interface>::INFO),* }
+            }
+        }
+    };
+}
+
+interface_table! {
+    Psync => psync::Psync,
+    Pvsync2 => pvsync2::Pvsync2,
+    PosixAio => posixaio::PosixAio,
+    Libaio => libaio::Libaio,
+    IoUring => io_uring::Uring,
+    NvmePassthru => nvme_passthru::Passthru,
+    Null => null::Null,
+}
+
+/// An interface's policy as plain functions, taken from its `Interface` impl.
+pub struct Policy {
+    pub check_job: fn(&Job) -> Result<(), String>,
+    pub machine_support: fn() -> Result<(), String>,
+    pub machine_notes: fn() -> Option<String>,
+    pub check_kernel: fn(&Job) -> Result<Option<io_uring::RingSetup>, String>,
+    pub expected_path: fn(&Job, &[TargetInfo]) -> (&'static str, Option<String>),
+    pub sync_reader: fn(RawFd) -> Result<SyncReader, String>,
+}
+
+impl Policy {
+    fn of<T: Interface>() -> Policy {
+        Policy {
+            check_job: T::check_job,
+            machine_support: T::machine_support,
+            machine_notes: T::machine_notes,
+            check_kernel: T::check_kernel,
+            expected_path: T::expected_path,
+            sync_reader: T::sync_reader,
+        }
+    }
+}
+
+impl InterfaceKind {
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// Its policy: `(kind.policy().check_job)(job)`.
+    pub fn policy(self) -> Policy {
+        struct Get;
+        impl Visit for Get {
+            type Out = Policy;
+            fn visit<T: Interface>(self) -> Policy {
+                Policy::of::<T>()
+            }
+        }
+        self.visit(Get)
+    }
+}
+
+impl std::fmt::Display for InterfaceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for InterfaceKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        InterfaceKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown interface '{s}': choose one of {} (see `iolab interfaces`)", names()))
+    }
+}
+
+impl Serialize for InterfaceKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for InterfaceKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Every interface's facts, in table order.
+pub fn all() -> impl Iterator<Item = &'static InterfaceInfo> {
+    InterfaceKind::ALL.iter().map(|k| k.info())
+}
 
 pub fn find(name: &str) -> Option<&'static InterfaceInfo> {
-    INTERFACES.iter().find(|i| i.name == name)
+    all().find(|i| i.name == name)
 }
 
 pub fn names() -> String {
-    INTERFACES.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
+    all().map(|i| i.name).collect::<Vec<_>>().join(", ")
 }
 
-/// Whether this machine can run the interface at all; Err carries the reason.
+/// Whether this machine can run the named interface at all; Err carries the reason.
 pub fn machine_support(name: &str) -> Result<(), String> {
-    match name {
-        "io_uring" => io_uring::machine_support(),
-        "libaio" => libaio::machine_support(),
-        "nvme-passthru" => nvme_passthru::machine_support(),
-        _ => Ok(()),
-    }
-}
-
-/// For an interface the machine supports: what this kernel's io_uring ring setup refuses (and
-/// iolab does without, or cannot do), if anything.
-pub fn machine_notes(name: &str) -> Option<String> {
-    match name {
-        "io_uring" => io_uring::setup_notes(false),
-        "nvme-passthru" => io_uring::setup_notes(true),
-        _ => None,
-    }
+    (name.parse::<InterfaceKind>()?.policy().machine_support)()
 }
 
 /// The errno of the last failed libc call, as a negative completion result.

@@ -11,7 +11,9 @@
 //!   error=ERRNO%N      every Nth request fails with ERRNO
 //!   short=BYTES@N|%N   request N (every Nth) transfers only BYTES
 //!   accept=K           `submit` accepts at most K of the requests it is offered per call
-use super::{Completion, IoInterface, Request, Setup};
+use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
+use crate::device::sysinfo::TargetInfo;
+use crate::plan::{Complete, Job, Submit};
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
@@ -249,6 +251,36 @@ pub fn target_info(job: &crate::plan::Job) -> crate::device::sysinfo::TargetInfo
     }
 }
 
+impl Interface for Null {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: NAME,
+        execution: "iolab",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq],
+        how: "no I/O and no target: every request completes at once inside iolab (fio's null engine); measures iolab's own cost per I/O; --size is its address space; --null-script scripts delays, errors, short transfers and partial submits for tests",
+        async_needs_direct: false,
+        diskless: true,
+        targets: &[],
+        polls_device_queues: false,
+    };
+
+    fn expected_path(_job: &Job, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+        ("unknown", Some(NO_DEVICE.to_string()))
+    }
+}
+
+/// `--null-script`'s rules, for any job: only null takes one, and it must parse.
+pub fn check_script(job: &Job) -> Result<(), String> {
+    if let Some(script) = &job.null_script {
+        if job.interface != super::InterfaceKind::Null {
+            return Err(format!("--null-script applies only to -i {NAME}"));
+        }
+        Script::parse(script)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,7 +303,8 @@ mod tests {
     #[test]
     fn a_null_job_refuses_a_target_verify_and_scripts_elsewhere() {
         use crate::plan::{validate::validate, Complete, Submit};
-        let mut job = crate::cli::probe::probe_job(NAME, Submit::Syscall, Complete::Irq, false, "/dev/sda");
+        let mut job =
+            crate::cli::probe::probe_job(crate::interfaces::InterfaceKind::Null, Submit::Syscall, Complete::Irq, false, "/dev/sda");
         assert!(validate(&job).unwrap_err().contains("opens no target"));
         job.targets.clear();
         validate(&job).unwrap();
@@ -280,7 +313,8 @@ mod tests {
         job.verify = false;
         job.complete = Complete::Poll;
         assert!(validate(&job).is_err());
-        let mut other = crate::cli::probe::probe_job("psync", Submit::Syscall, Complete::Irq, true, "/dev/sda");
+        let mut other =
+            crate::cli::probe::probe_job(crate::interfaces::InterfaceKind::Psync, Submit::Syscall, Complete::Irq, true, "/dev/sda");
         other.null_script = Some("accept=1".into());
         assert_eq!(validate(&other).unwrap_err(), "--null-script applies only to -i null");
     }

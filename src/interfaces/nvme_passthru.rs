@@ -17,8 +17,10 @@
 //! The namespace's id comes from `NVME_IOCTL_ID`, its geometry (size, LBA size) from an admin
 //! Identify Namespace (`NVME_IOCTL_ADMIN_CMD`). Writes are guarded by the block-device rules
 //! applied to the block device of the same namespace (`/dev/nvmeXnY`), found through sysfs.
-use super::io_uring::{create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver};
-use super::{Completion, IoInterface, Request, Setup, DEVICE_STATUS};
+use super::io_uring::{check_ring, create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver, RingSetup};
+use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup, SyncReader, TargetKind, DEVICE_STATUS};
+use crate::device::sysinfo::TargetInfo;
+use crate::plan::{Complete, Job, Submit};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
@@ -392,7 +394,7 @@ pub fn fixed_buffers_supported() -> bool {
     crate::host::kernel_version() >= (6, 1)
 }
 
-pub fn machine_support() -> Result<(), String> {
+fn machine_support() -> Result<(), String> {
     super::io_uring::machine_support()?;
     // The kernel before the devices: 5.10 to 5.18 have no URING_CMD, and before 5.13 no /dev/ng*.
     let ring = create_ring_big_exact(2, 0, None, 0)
@@ -403,6 +405,40 @@ pub fn machine_support() -> Result<(), String> {
     }
     if generic_devices().is_empty() {
         return Err("no NVMe generic character devices (/dev/ng*)".into());
+    }
+    Ok(())
+}
+
+/// What an NVMe command can carry here: whole logical blocks, at most what the controller takes
+/// in one command (passthrough commands are never split), data without interleaved metadata.
+pub fn check_namespace(job: &Job, shown: &str, ns: &Namespace, info: &TargetInfo) -> Result<(), String> {
+    let lba = ns.id.lba_size as u64;
+    if ns.id.extended && ns.id.metadata_size > 0 {
+        return Err(format!("{shown} uses LBA format {} with {} bytes of metadata interleaved with each block; nvme-passthru moves data only: use a namespace formatted without metadata",
+            ns.id.format, ns.id.metadata_size));
+    }
+    if !job.bs.is_multiple_of(lba) {
+        return Err(format!(
+            "block size {} is not a multiple of {shown}'s LBA size {lba}: NVMe commands move whole logical blocks; use a multiple of {lba}",
+            job.bs
+        ));
+    }
+    if !job.offset.is_multiple_of(lba) {
+        return Err(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", job.offset));
+    }
+    if let Some(d) = &info.device {
+        let q = Path::new("/sys/block").join(d).join("queue");
+        let read = |f: &str| std::fs::read_to_string(q.join(f)).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        let page = 4096u64;
+        let max = match (read("max_hw_sectors_kb"), read("max_segments")) {
+            (Some(kb), Some(segs)) => Some((kb * 1024).min(segs * page)),
+            (Some(kb), None) => Some(kb * 1024),
+            _ => None,
+        };
+        if let Some(max) = max.filter(|m| job.bs > *m) {
+            return Err(format!("--bs {} exceeds the {} bytes one NVMe command can carry to {shown} (queue/max_hw_sectors_kb, max_segments of {d}); passthrough commands are not split: use --bs {} or less",
+                job.bs, max, max));
+        }
     }
     Ok(())
 }
@@ -426,11 +462,11 @@ impl IoInterface for Passthru {
             .iter()
             .map(|&fd| Namespace::of_fd(fd).map(|n| (n.nsid, n.id.lba_shift)).map_err(io::Error::other))
             .collect::<io::Result<Vec<_>>>()?;
-        let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), setup.sq_cpu, setup.sq_idle_ms)?;
-        if setup.register_files {
+        let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), setup.ring.sq_cpu, setup.ring.sq_idle_ms)?;
+        if setup.ring.register_files {
             ring.submitter().register_files(setup.fds)?;
         }
-        let fixed_bufs = setup.register_buffers && fixed_buffers_supported();
+        let fixed_bufs = setup.ring.register_buffers && fixed_buffers_supported();
         if fixed_bufs {
             // One registered buffer per slot, used with buf_index = tag. (One buffer over the
             // whole region, as io_uring does, fails on kernels before 6.11: importing at an offset
@@ -448,7 +484,7 @@ impl IoInterface for Passthru {
         }
         Ok(Passthru {
             ring,
-            fixed_files: setup.register_files,
+            fixed_files: setup.ring.register_files,
             fixed_bufs,
             fds: setup.fds.to_vec(),
             ns,
@@ -490,6 +526,45 @@ pub fn completion_result(res: i32, len: u32) -> i64 {
         0 => len as i64,
         r if r < 0 => r as i64,
         status => DEVICE_STATUS - status as i64,
+    }
+}
+
+impl Interface for Passthru {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: "nvme-passthru",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall, Submit::Sqpoll],
+        completes: &[Complete::Irq, Complete::Poll],
+        how: "io_uring URING_CMD on /dev/ngXnY: iolab builds the NVMe read/write commands (no submit_bio path: no splitting, merging or scheduler); poll = IOPOLL; registered buffers 6.1+",
+        async_needs_direct: false,
+        diskless: false,
+        targets: &[TargetKind::NvmeGeneric],
+        polls_device_queues: true,
+    };
+
+    fn check_job(job: &Job) -> Result<(), String> {
+        if !job.direct {
+            return Err("nvme-passthru never goes through the page cache (it sends NVMe commands to the namespace): drop --buffered".into());
+        }
+        if job.targets.is_empty() {
+            return Err("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: give one as the target (there is no temporary default target for it)".into());
+        }
+        Ok(())
+    }
+    fn machine_support() -> Result<(), String> {
+        machine_support()
+    }
+    fn machine_notes() -> Option<String> {
+        super::io_uring::setup_notes(true)
+    }
+    fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
+        check_ring(job, true)
+    }
+    /// The character device has no read(2): synchronous NVMe Reads of the namespace instead.
+    fn sync_reader(fd: RawFd) -> Result<SyncReader, String> {
+        let ns = Namespace::of_fd(fd).map_err(|e| format!("verify read-back cannot address the namespace: {e}"))?;
+        Ok(Box::new(move |fd, buf, offset| read_sync(fd, &ns, buf.as_mut_ptr(), buf.len() as u32, offset)))
     }
 }
 

@@ -1,8 +1,9 @@
 //! posixaio: glibc's aio_read/aio_write, a user-space thread pool issuing synchronous I/O.
 //! Completion is waited for in aio_suspend (irq) or found by spinning on aio_error (poll),
 //! which is what fio's posixaio engine does.
-use super::{Completion, IoInterface, Request, Setup};
-use crate::plan::Complete;
+use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
+use crate::device::sysinfo::TargetInfo;
+use crate::plan::{Complete, Job, Submit};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -90,6 +91,31 @@ impl IoInterface for PosixAio {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Interface for PosixAio {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: "posixaio",
+        execution: "kernel",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq, Complete::Poll],
+        how: "glibc aio_read/aio_write (user-space thread pool); irq waits in aio_suspend, poll spins on aio_error",
+        async_needs_direct: false,
+        diskless: false,
+        targets: super::FILES_AND_BLOCKS,
+        polls_device_queues: false,
+    };
+
+    fn expected_path(job: &Job, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+        match job.complete {
+            Complete::Irq => ("interrupt", None),
+            _ => (
+                "interrupt",
+                Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string()),
+            ),
         }
     }
 }

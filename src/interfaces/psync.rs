@@ -1,6 +1,7 @@
 //! psync: pread/pwrite, one I/O per call (the bare system calls, see `raw_syscall`). Sync
 //! interfaces reach depth with threads.
-use super::{raw_syscall, Completion, Held, IoInterface, Request, Setup};
+use super::{raw_syscall, Behaviour, Completion, Held, Interface, InterfaceInfo, IoInterface, Request, Setup};
+use crate::plan::{Complete, Submit};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -28,4 +29,19 @@ impl IoInterface for Psync {
     fn reap(&mut self, _min: usize, out: &mut [Completion]) -> io::Result<usize> {
         self.done.take(out)
     }
+}
+
+impl Interface for Psync {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: "psync",
+        execution: "kernel",
+        behaviour: Behaviour::Sync,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq],
+        how: "pread/pwrite; depth comes from threads",
+        async_needs_direct: false,
+        diskless: false,
+        targets: super::FILES_AND_BLOCKS,
+        polls_device_queues: false,
+    };
 }

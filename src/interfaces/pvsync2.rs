@@ -1,7 +1,8 @@
 //! pvsync2: preadv2/pwritev2; `--complete poll` passes RWF_HIPRI. Linux ignores RWF_HIPRI on
 //! synchronous I/O since 5.18, which iolab reports rather than hides.
-use super::{raw_syscall, Completion, Held, IoInterface, Request, Setup};
-use crate::plan::Complete;
+use super::{raw_syscall, Behaviour, Completion, Held, Interface, InterfaceInfo, IoInterface, Request, Setup};
+use crate::device::sysinfo::TargetInfo;
+use crate::plan::{Complete, Job, Submit};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -34,5 +35,27 @@ impl IoInterface for Pvsync2 {
     #[inline]
     fn reap(&mut self, _min: usize, out: &mut [Completion]) -> io::Result<usize> {
         self.done.take(out)
+    }
+}
+
+impl Interface for Pvsync2 {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: "pvsync2",
+        execution: "kernel",
+        behaviour: Behaviour::Sync,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Irq, Complete::Poll],
+        how: "preadv2/pwritev2; poll sets RWF_HIPRI (ignored for sync I/O since Linux 5.18)",
+        async_needs_direct: false,
+        diskless: false,
+        targets: super::FILES_AND_BLOCKS,
+        polls_device_queues: false,
+    };
+
+    fn expected_path(job: &Job, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+        if job.complete != Complete::Irq && crate::host::kernel_version() >= (5, 18) {
+            return ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string()));
+        }
+        super::queue_path(job.complete, targets)
     }
 }

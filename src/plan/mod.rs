@@ -79,7 +79,7 @@ pub enum Budget {
 /// Everything needed to rerun a measurement.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Job {
-    pub interface: String,
+    pub interface: crate::interfaces::InterfaceKind,
     pub submit: Submit,
     pub complete: Complete,
     pub rw: Rw,
@@ -99,17 +99,13 @@ pub struct Job {
     pub cpus: Vec<usize>,
     pub seed: u64,
     pub targets: Vec<String>,
-    pub sq_cpu: Option<u32>,
-    pub sq_idle_ms: u32,
-    pub register_buffers: bool,
-    pub register_files: bool,
+    /// io_uring's own options (nvme-passthru's rings too), kept at the top level of `spec`.
+    #[serde(flatten)]
+    pub ring: crate::interfaces::io_uring::RingOptions,
     pub verify: bool,
     pub continue_on_error: bool,
     /// Run a polled mode even where the queue cannot poll, reporting the fallback.
     pub allow_fallback: bool,
-    /// io_uring: send every request straight to the io-wq workers (IOSQE_ASYNC).
-    #[serde(default)]
-    pub force_async: bool,
     /// Fail the run when the completion path observed is not the one asked for.
     #[serde(default)]
     pub strict: bool,

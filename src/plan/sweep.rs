@@ -22,6 +22,8 @@ use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
 use super::{Budget, Complete, Job, Rw, Submit};
 use crate::engine::workload::Rng;
+use crate::interfaces::io_uring::RingOptions;
+use crate::interfaces::InterfaceKind;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -44,7 +46,7 @@ impl SizeValue {
 #[serde(deny_unknown_fields)]
 pub struct Matrix {
     #[serde(default)]
-    pub interface: Vec<String>,
+    pub interface: Vec<InterfaceKind>,
     #[serde(default)]
     pub submit: Vec<Submit>,
     #[serde(default)]
@@ -178,7 +180,7 @@ fn or_all<T: Clone>(v: &[T], default: T) -> Vec<T> {
 fn value_of(job: &Job, key: &str) -> Option<toml::Value> {
     use toml::Value::{Integer, String as S};
     Some(match key {
-        "interface" => S(job.interface.clone()),
+        "interface" => S(job.interface.name().into()),
         "submit" => S(if job.submit == Submit::Sqpoll { "sqpoll" } else { "syscall" }.into()),
         "complete" => S(super::validate::name_complete(job.complete).into()),
         "rw" => S(job.rw.name().into()),
@@ -332,7 +334,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     let mut configs = Vec::new();
     let mut dropped = Vec::new();
     let schedulers: Vec<Option<String>> = if m.scheduler.is_empty() { vec![None] } else { m.scheduler.iter().cloned().map(Some).collect() };
-    for iface in or_all(&m.interface, "psync".to_string()) {
+    for &iface in &or_all(&m.interface, InterfaceKind::Psync) {
         for &submit in &or_all(&m.submit, Submit::Syscall) {
             for &complete in &or_all(&m.complete, Complete::Irq) {
                 for &rw in &or_all(&m.rw, Rw::Randread) {
@@ -344,7 +346,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
                                         for t in &targets {
                                             for sched in &schedulers {
                                                 let job = Job {
-                                                    interface: iface.clone(),
+                                                    interface: iface,
                                                     submit,
                                                     complete,
                                                     rw,
@@ -362,15 +364,17 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
                                                     cpus: o.cpus.clone().unwrap_or_default(),
                                                     seed: plan.seed,
                                                     targets: t.clone(),
-                                                    sq_cpu: o.sq_cpu,
-                                                    sq_idle_ms: o.sq_idle_ms.unwrap_or(1000),
-                                                    register_buffers: o.register_buffers.unwrap_or(true),
-                                                    register_files: o.register_files.unwrap_or(true),
+                                                    ring: RingOptions {
+                                                        sq_cpu: o.sq_cpu,
+                                                        sq_idle_ms: o.sq_idle_ms.unwrap_or(1000),
+                                                        register_buffers: o.register_buffers.unwrap_or(true),
+                                                        register_files: o.register_files.unwrap_or(true),
+                                                        force_async: o.force_async,
+                                                    },
                                                     verify: o.verify,
                                                     continue_on_error: o.continue_on_error,
                                                     allow_fallback: o.allow_fallback,
                                                     strict: o.strict,
-                                                    force_async: o.force_async,
                                                     destructive: plan.destructive.clone(),
                                                     scheduler: sched.clone(),
                                                     set: o.set.clone(),
@@ -443,7 +447,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
 }
 
 fn base_job() -> Job {
-    crate::cli::probe::probe_job("psync", Submit::Syscall, Complete::Irq, true, "")
+    crate::cli::probe::probe_job(InterfaceKind::Psync, Submit::Syscall, Complete::Irq, true, "")
 }
 
 /// The varying dimensions, named, in a fixed order: the configuration's identity.

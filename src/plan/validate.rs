@@ -36,9 +36,7 @@ pub fn name_complete(c: Complete) -> &'static str {
 
 /// Job-only checks (no target or kernel needed).
 pub fn validate(job: &Job) -> Result<(), String> {
-    let Some(info) = interfaces::find(&job.interface) else {
-        return Err(format!("unknown interface '{}': choose one of {} (see `iolab interfaces`)", job.interface, interfaces::names()));
-    };
+    let info = job.interface.info();
     let name = info.name;
     if info.diskless {
         if let Some(t) = job.targets.first() {
@@ -48,12 +46,7 @@ pub fn validate(job: &Job) -> Result<(), String> {
             return Err(format!("{name} moves no data, so there is nothing to verify: drop --verify"));
         }
     }
-    if let Some(script) = &job.null_script {
-        if name != interfaces::null::NAME {
-            return Err(format!("--null-script applies only to -i {}", interfaces::null::NAME));
-        }
-        interfaces::null::Script::parse(script)?;
-    }
+    interfaces::null::check_script(job)?;
     if !info.submits.contains(&job.submit) {
         return Err(format!(
             "{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)",
@@ -85,12 +78,7 @@ pub fn validate(job: &Job) -> Result<(), String> {
     if job.write_mix > 100 {
         return Err(format!("--write-mix {} is not a percentage: use 0 to 100", job.write_mix));
     }
-    if name == "nvme-passthru" && !job.direct {
-        return Err("nvme-passthru never goes through the page cache (it sends NVMe commands to the namespace): drop --buffered".into());
-    }
-    if name == "nvme-passthru" && job.targets.is_empty() {
-        return Err("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: give one as the target (there is no temporary default target for it)".into());
-    }
+    (job.interface.policy().check_job)(job)?;
     if info.async_needs_direct && !job.direct {
         return Err(format!(
             "{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"
@@ -99,14 +87,9 @@ pub fn validate(job: &Job) -> Result<(), String> {
     if job.complete != Complete::Irq && !job.direct {
         return Err(format!("--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered", name_complete(job.complete)));
     }
-    if job.force_async && name != "io_uring" {
-        return Err("--force-async applies only to -i io_uring".into());
-    }
-    if job.sq_cpu.is_some() && job.submit != Submit::Sqpoll {
-        return Err("--sq-cpu only applies with --submit sqpoll".into());
-    }
+    job.ring.check(job.interface, job.submit)?;
     let ncpu = online_cpus();
-    if let Some(c) = job.cpus.iter().chain(job.sq_cpu.map(|c| c as usize).as_ref()).find(|c| **c >= ncpu) {
+    if let Some(c) = job.cpus.iter().chain(job.ring.sq_cpu.map(|c| c as usize).as_ref()).find(|c| **c >= ncpu) {
         return Err(format!("CPU {c} does not exist: this machine has CPUs 0 to {}", ncpu - 1));
     }
     if job.ramp_s < 0.0 {

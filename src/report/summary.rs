@@ -106,7 +106,7 @@ pub fn render(rec: &RunRecord) -> String {
         _ => String::new(),
     };
     let _ = writeln!(out, "  cpu    {:.2} cores (user {:.2} s, system {:.2} s){per_io}", c.cores, c.user_s, c.system_s);
-    let diskless = crate::interfaces::find(&s.interface).is_some_and(|i| i.diskless);
+    let diskless = s.interface.info().diskless;
     if let (true, Some(u), Some(k)) = (diskless, c.user_ns_per_io, c.system_ns_per_io) {
         let _ = writeln!(
             out,

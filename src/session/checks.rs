@@ -1,81 +1,31 @@
 //! What the kernel and the targets allow a job, and which completion path it will take.
 use crate::device::{sysinfo::TargetInfo, Target};
-use crate::host::{kernel_release, kernel_version};
-use crate::interfaces::{self, io_uring};
+use crate::interfaces::io_uring::RingSetup;
 use crate::meters::Cost;
 use crate::plan::validate::name_complete;
-use crate::plan::{Complete, Job, Submit};
+use crate::plan::{Complete, Job};
 use crate::record::CompletionPath;
 
-/// Checks that need the kernel: is the interface there, does it accept these ring flags? For
-/// io_uring and nvme-passthru, the ring setup the run gets (cost-only flags the kernel lacks
-/// dropped); an error blames the flag of the mode the kernel refused.
-pub fn check_kernel(job: &Job) -> Result<Option<io_uring::RingSetup>, String> {
-    interfaces::machine_support(&job.interface).map_err(|e| format!("{} is not usable here: {e}", job.interface))?;
-    let big = match job.interface.as_str() {
-        "io_uring" => false,
-        "nvme-passthru" => true,
-        _ => return Ok(None),
-    };
-    let flags = io_uring::flags_for(job.submit, job.complete);
-    let k = kernel_release();
-    let what = if big { "io_uring with 128-byte SQEs and 32-byte CQEs" } else { "io_uring" };
-    let (setup, params) = io_uring::try_setup(big, flags, job.sq_cpu, job.sq_idle_ms).map_err(|r| match r {
-        io_uring::Refused::Flag(io_uring::SETUP_HYBRID_IOPOLL, e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            format!("kernel {k} has no io_uring hybrid polling (IORING_SETUP_HYBRID_IOPOLL needs Linux 6.13 or later): use --complete poll")
-        }
-        io_uring::Refused::Flag(io_uring::SETUP_SQPOLL, e) if e.raw_os_error() == Some(libc::EPERM) => {
-            format!("kernel {k} refused {what} SQPOLL: {e} (before Linux 5.11 only root may use it): run as root or use --submit syscall")
-        }
-        io_uring::Refused::Flag(io_uring::SETUP_SQPOLL, e) => match job.sq_cpu {
-            Some(c) => format!("kernel {k} refused {what} SQPOLL with its thread on CPU {c}: {e}"),
-            None => format!("kernel {k} refused {what} SQPOLL: {e}"),
-        },
-        io_uring::Refused::Flag(f, e) => format!(
-            "kernel {k} refused {what} {} ({}): {e}",
-            io_uring::flag_names(f).join(" | "),
-            format_args!("--complete {}", name_complete(job.complete))
-        ),
-        io_uring::Refused::Together(f, e) => {
-            format!("kernel {k} refused {what} with {} together: {e}", io_uring::flag_names(f).join(" | "))
-        }
-        io_uring::Refused::Bare(e) => format!("kernel {k} refused to set up {what}: {e}"),
-    })?;
-    // Before 5.11 the SQ thread could only use registered files.
-    if job.submit == Submit::Sqpoll && !job.register_files && !params.is_feature_sqpoll_nonfixed() {
-        return Err(format!("kernel {k}'s io_uring SQPOLL thread only takes registered files (IORING_FEAT_SQPOLL_NONFIXED came in Linux 5.11): use --register-files true or --submit syscall"));
-    }
-    Ok(Some(setup))
+/// Checks that need the kernel: can this machine run the interface at all, and does the kernel
+/// take what the job asks of it? Ring interfaces answer the ring setup the run gets.
+pub fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
+    let policy = job.interface.policy();
+    (policy.machine_support)().map_err(|e| format!("{} is not usable here: {e}", job.interface))?;
+    (policy.check_kernel)(job)
 }
 
-/// What completion path iolab expects the kernel to take, and why if it differs from the request.
+/// What completion path iolab expects the kernel to take (the interface's rule), and why if it
+/// differs from the request.
 pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
-    let requested = name_complete(job.complete).to_string();
-    let (expected, reason) = match (job.interface.as_str(), job.complete) {
-        (interfaces::null::NAME, _) => ("unknown", Some(interfaces::null::NO_DEVICE.to_string())),
-        (_, Complete::Irq) => ("interrupt", None),
-        ("pvsync2", _) if kernel_version() >= (5, 18) => {
-            ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string()))
-        }
-        ("posixaio", _) => {
-            ("interrupt", Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string()))
-        }
-        _ => {
-            let no_poll: Vec<&str> =
-                targets.iter().filter(|t| t.io_poll == Some(false)).map(|t| t.device.as_deref().unwrap_or(&t.path)).collect();
-            if !no_poll.is_empty() {
-                (
-                    "interrupt",
-                    Some(format!("{} has no poll queues (queue/io_poll = 0): polled I/O completes by interrupt", no_poll.join(", "))),
-                )
-            } else if targets.iter().all(|t| t.io_poll == Some(true)) {
-                ("polled", None)
-            } else {
-                ("unknown", Some("the device behind the target does not say whether it can poll".to_string()))
-            }
-        }
-    };
-    CompletionPath { requested, expected: expected.to_string(), reason, observed: None, evidence: None, fell_back: false }
+    let (expected, reason) = (job.interface.policy().expected_path)(job, targets);
+    CompletionPath {
+        requested: name_complete(job.complete).to_string(),
+        expected: expected.to_string(),
+        reason,
+        observed: None,
+        evidence: None,
+        fell_back: false,
+    }
 }
 
 /// Fill in what the device interrupt counters say about the completion path. Only a count of
@@ -147,7 +97,7 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
 
 /// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
 pub(super) fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
-    if !matches!(job.interface.as_str(), "io_uring" | "nvme-passthru") || job.complete == Complete::Irq || job.allow_fallback {
+    if !job.interface.info().polls_device_queues || job.complete == Complete::Irq || job.allow_fallback {
         return Ok(());
     }
     for t in targets {

@@ -45,7 +45,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
     engine::install_interrupt_handler();
     // A diskless interface (null) opens nothing: its one target is an address space.
-    let diskless = interfaces::find(&job.interface).is_some_and(|i| i.diskless);
+    let diskless = job.interface.info().diskless;
     let temp = if job.targets.is_empty() && !diskless {
         let size = job.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
