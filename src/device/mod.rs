@@ -1,11 +1,12 @@
 //! Targets: files, block devices and (for nvme-passthru) NVMe generic character devices, opened
 //! safely, plus the temporary default target.
+pub mod nvme;
 pub mod safety;
 pub mod sysinfo;
 
 use crate::engine::verify;
 use crate::failure::Failure;
-use crate::interfaces::{self, nvme_passthru, TargetKind};
+use crate::interfaces::{self, TargetKind};
 use crate::plan::Job;
 use std::fs::File;
 use std::io::Write;
@@ -23,6 +24,8 @@ pub struct Target {
     pub info: TargetInfo,
     pub range_start: u64,
     pub range_len: u64,
+    /// The NVMe namespace behind a generic character device, identified when it was opened.
+    pub namespace: Option<nvme::Namespace>,
 }
 
 /// The default target: a file in a private temporary directory, removed on drop.
@@ -75,16 +78,16 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
             _ => format!("cannot read target {shown}: {e}"),
         })?;
         let ft = meta.file_type();
-        let generic = ft.is_char_device() && nvme_passthru::is_generic(path);
+        let generic = ft.is_char_device() && nvme::is_generic(path);
         if !accepts.contains(&TargetKind::NvmeGeneric) && generic {
-            let block = nvme_passthru::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
+            let block = nvme::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
             let drivers: Vec<&str> = interfaces::all().filter(|i| i.targets.contains(&TargetKind::NvmeGeneric)).map(|i| i.name).collect();
             let drivers = drivers.join(" or -i ");
             return Err(format!("target {shown} is an NVMe generic character device, which only -i {drivers} drives: use -i {drivers}, or the namespace's block device{block}").into());
         }
         if accepts == [TargetKind::NvmeGeneric] && !generic {
             let what = if ft.is_block_device() {
-                match nvme_passthru::generic_device_of_block(path) {
+                match nvme::generic_device_of_block(path) {
                     Some(g) => format!("a block device (its namespace's generic device is {})", g.display()),
                     None => "a block device".into(),
                 }
@@ -109,7 +112,7 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         }
         if writes && generic {
             // The same rules as for the namespace's block device, which names the same blocks.
-            let block = nvme_passthru::block_device_of(path)
+            let block = nvme::block_device_of(path)
                 .map_err(|e| format!("refusing to write to {shown}: {e}, so iolab cannot check that the namespace is unused"))?;
             safety::check_passthru_write(path, &block, &job.destructive)?;
         }
@@ -131,7 +134,7 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         })?;
         let ns = if generic {
             Some(
-                nvme_passthru::Namespace::of_fd(file.as_raw_fd())
+                nvme::Namespace::of_fd(file.as_raw_fd())
                     .map_err(|e| Failure::failed(format!("cannot identify the namespace of {shown}: {e}")))?,
             )
         } else {
@@ -146,7 +149,6 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         };
         let mut info = info;
         if let Some(ns) = &ns {
-            nvme_passthru::check_namespace(job, &shown.to_string(), ns, &info).map_err(Failure::unsupported)?;
             info.logical_block_size = ns.id.lba_size as u64;
         }
         let align = if job.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
@@ -178,7 +180,7 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
             .into());
         }
         info.size_bytes = size;
-        out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len });
+        out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len, namespace: ns });
     }
     Ok(out)
 }

@@ -84,7 +84,7 @@ impl TargetInfo {
 }
 
 pub fn describe(path: &Path, meta: &Metadata) -> TargetInfo {
-    if meta.file_type().is_char_device() && crate::interfaces::nvme_passthru::is_generic(path) {
+    if meta.file_type().is_char_device() && crate::device::nvme::is_generic(path) {
         return describe_generic(path);
     }
     let block = meta.file_type().is_block_device();
@@ -128,7 +128,7 @@ pub fn describe(path: &Path, meta: &Metadata) -> TargetInfo {
 /// controller and blocks), under the generic device's path and kind. Size and logical block size
 /// come from the namespace's Identify data when the target is opened.
 fn describe_generic(path: &Path) -> TargetInfo {
-    let block = crate::interfaces::nvme_passthru::block_device_of(path).ok();
+    let block = crate::device::nvme::block_device_of(path).ok();
     let mut info = match block.as_deref().and_then(|b| std::fs::metadata(b).ok().map(|m| (b, m))) {
         Some((b, m)) => describe(b, &m),
         None => TargetInfo { logical_block_size: 512, ..Default::default() },

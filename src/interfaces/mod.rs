@@ -12,7 +12,7 @@ pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
 
-use crate::device::sysinfo::TargetInfo;
+use crate::device::{sysinfo::TargetInfo, Target};
 use crate::plan::{Complete, Job, Submit};
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -69,7 +69,7 @@ impl Held {
 
 /// Completion results at or below this carry a device status rather than an errno:
 /// `result = DEVICE_STATUS - status` (an NVMe status for nvme-passthru).
-pub const DEVICE_STATUS: i64 = -(1 << 32);
+pub use crate::device::nvme::DEVICE_STATUS;
 
 /// The errno of a failed completion result, if it is one (not a device status).
 pub fn errno_of(result: i64) -> Option<i32> {
@@ -79,7 +79,7 @@ pub fn errno_of(result: i64) -> Option<i32> {
 /// A failed completion result in words.
 pub fn error_text(result: i64) -> String {
     if result <= DEVICE_STATUS {
-        nvme_passthru::status_text((DEVICE_STATUS - result) as u64)
+        crate::device::nvme::status_text((DEVICE_STATUS - result) as u64)
     } else {
         io::Error::from_raw_os_error(-result as i32).to_string()
     }
@@ -171,6 +171,10 @@ pub trait Interface: IoInterface {
     fn machine_notes() -> Option<String> {
         None
     }
+    /// Checks on a target once it is open (an NVMe namespace's limits, say).
+    fn check_target(_job: &Job, _target: &Target) -> Result<(), String> {
+        Ok(())
+    }
     /// Checks that need the kernel. Ring interfaces answer the ring setup the run gets.
     fn check_kernel(_job: &Job) -> Result<Option<io_uring::RingSetup>, String> {
         Ok(None)
@@ -259,6 +263,7 @@ pub struct Policy {
     pub machine_support: fn() -> Result<(), String>,
     pub machine_notes: fn() -> Option<String>,
     pub check_kernel: fn(&Job) -> Result<Option<io_uring::RingSetup>, String>,
+    pub check_target: fn(&Job, &Target) -> Result<(), String>,
     pub expected_path: fn(&Job, &[TargetInfo]) -> (&'static str, Option<String>),
     pub sync_reader: fn(RawFd) -> Result<SyncReader, String>,
 }
@@ -270,6 +275,7 @@ impl Policy {
             machine_support: T::machine_support,
             machine_notes: T::machine_notes,
             check_kernel: T::check_kernel,
+            check_target: T::check_target,
             expected_path: T::expected_path,
             sync_reader: T::sync_reader,
         }

@@ -13,381 +13,17 @@
 //! A CQE's `res` is 0 on success, the NVMe status when the controller failed the command, or a
 //! negative errno; [`IoInterface::reap`] turns 0 into the bytes transferred so the hot loop's
 //! short-I/O check holds, and a status into [`super::DEVICE_STATUS`] minus the status.
-//!
-//! The namespace's id comes from `NVME_IOCTL_ID`, its geometry (size, LBA size) from an admin
-//! Identify Namespace (`NVME_IOCTL_ADMIN_CMD`). Writes are guarded by the block-device rules
-//! applied to the block device of the same namespace (`/dev/nvmeXnY`), found through sysfs.
+//! The commands, the namespace's identity and its devices are `device::nvme`'s.
 use super::io_uring::{check_ring, create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver, RingSetup};
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup, SyncReader, TargetKind, DEVICE_STATUS};
-use crate::device::sysinfo::TargetInfo;
+#[cfg(test)]
+use crate::device::nvme::status_text;
+use crate::device::nvme::{generic_devices, read_sync, Namespace, NvmeCmd, NVME_URING_CMD_IO};
+use crate::device::{sysinfo::TargetInfo, Target};
 use crate::plan::{Complete, Job, Submit};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
-
-/// `_IOWR('N', nr, size)`.
-const fn iowr(nr: u32, size: u32) -> u32 {
-    (3 << 30) | (size << 16) | ((b'N' as u32) << 8) | nr
-}
-
-/// `_IO('N', 0x40)`: the namespace id of the device the fd is open on.
-pub const NVME_IOCTL_ID: u32 = ((b'N' as u32) << 8) | 0x40;
-/// `_IOWR('N', 0x41, struct nvme_passthru_cmd)`: an admin command.
-pub const NVME_IOCTL_ADMIN_CMD: u32 = iowr(0x41, 72);
-/// `_IOWR('N', 0x43, struct nvme_passthru_cmd)`: a synchronous I/O command (verify read-back).
-pub const NVME_IOCTL_IO_CMD: u32 = iowr(0x43, 72);
-/// `_IOWR('N', 0x80, struct nvme_uring_cmd)`: the io_uring command for an NVMe I/O command.
-pub const NVME_URING_CMD_IO: u32 = iowr(0x80, 72);
-
-pub const OP_WRITE: u8 = 0x01;
-pub const OP_READ: u8 = 0x02;
-pub const ADMIN_IDENTIFY: u8 = 0x06;
-/// Identify CNS 0: the Identify Namespace data structure.
-const CNS_NAMESPACE: u32 = 0;
-
-/// `struct nvme_uring_cmd` (include/uapi/linux/nvme_ioctl.h), which has the layout of
-/// `struct nvme_passthru_cmd` used by the ioctls, whose last field is `result` instead of
-/// `rsvd2`. 72 bytes; the io_uring command area is 80.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NvmeCmd {
-    pub opcode: u8,
-    pub flags: u8,
-    pub rsvd1: u16,
-    pub nsid: u32,
-    pub cdw2: u32,
-    pub cdw3: u32,
-    pub metadata: u64,
-    pub addr: u64,
-    pub metadata_len: u32,
-    pub data_len: u32,
-    pub cdw10: u32,
-    pub cdw11: u32,
-    pub cdw12: u32,
-    pub cdw13: u32,
-    pub cdw14: u32,
-    pub cdw15: u32,
-    pub timeout_ms: u32,
-    /// `rsvd2` for io_uring; for the ioctls, dword 0 of the completion (`result`).
-    pub rsvd2: u32,
-}
-const _: () = assert!(std::mem::size_of::<NvmeCmd>() == 72);
-
-impl NvmeCmd {
-    /// An NVMe Read or Write of `len` bytes at byte `offset` of namespace `nsid` into/from `addr`:
-    /// cdw10/11 the starting LBA (low/high), cdw12 bits 0-15 the number of blocks minus one.
-    /// `offset` and `len` must be multiples of the LBA size (checked when the target is opened).
-    pub fn rw(write: bool, nsid: u32, lba_shift: u32, offset: u64, len: u32, addr: u64) -> NvmeCmd {
-        let slba = offset >> lba_shift;
-        let nlb = (len >> lba_shift).saturating_sub(1);
-        NvmeCmd {
-            opcode: if write { OP_WRITE } else { OP_READ },
-            nsid,
-            addr,
-            data_len: len,
-            cdw10: slba as u32,
-            cdw11: (slba >> 32) as u32,
-            cdw12: nlb & 0xffff,
-            ..Default::default()
-        }
-    }
-
-    /// Admin Identify (CNS 0) of namespace `nsid` into the 4096-byte buffer at `addr`.
-    pub fn identify_namespace(nsid: u32, addr: u64) -> NvmeCmd {
-        NvmeCmd { opcode: ADMIN_IDENTIFY, nsid, addr, data_len: 4096, cdw10: CNS_NAMESPACE, ..Default::default() }
-    }
-
-    /// The 80-byte io_uring command area: the struct in the CPU's byte order (the kernel reads it
-    /// as a `struct nvme_uring_cmd`), then 8 zero bytes.
-    pub fn to_bytes(&self) -> [u8; 80] {
-        let mut b = [0u8; 80];
-        b[0] = self.opcode;
-        b[1] = self.flags;
-        b[2..4].copy_from_slice(&self.rsvd1.to_ne_bytes());
-        let words32 = [
-            (4, self.nsid),
-            (8, self.cdw2),
-            (12, self.cdw3),
-            (32, self.metadata_len),
-            (36, self.data_len),
-            (40, self.cdw10),
-            (44, self.cdw11),
-            (48, self.cdw12),
-            (52, self.cdw13),
-            (56, self.cdw14),
-            (60, self.cdw15),
-            (64, self.timeout_ms),
-            (68, self.rsvd2),
-        ];
-        for (at, v) in words32 {
-            b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
-        }
-        b[16..24].copy_from_slice(&self.metadata.to_ne_bytes());
-        b[24..32].copy_from_slice(&self.addr.to_ne_bytes());
-        b
-    }
-}
-
-/// What iolab needs from an Identify Namespace data structure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IdNamespace {
-    /// Namespace size in logical blocks (NSZE).
-    pub nsze: u64,
-    /// The LBA format in use (FLBAS bits 0-3, plus bits 5-6 as the high bits past 16 formats).
-    pub format: u8,
-    pub lba_shift: u32,
-    pub lba_size: u32,
-    /// Metadata bytes per block in this format, and whether they are interleaved with the data
-    /// (an extended LBA, FLBAS bit 4).
-    pub metadata_size: u16,
-    pub extended: bool,
-}
-
-impl IdNamespace {
-    pub fn size_bytes(&self) -> u64 {
-        self.nsze << self.lba_shift
-    }
-}
-
-/// Parse an Identify Namespace page: NSZE at bytes 0-7, NLBAF at 25 (zero-based count),
-/// FLBAS at 26, LBA format `i` at 128 + 4i (MS bits 0-15, LBADS bits 16-23, a power of two).
-pub fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, String> {
-    if page.len() < 4096 {
-        return Err(format!("Identify Namespace data is {} bytes, want 4096", page.len()));
-    }
-    let nsze = u64::from_le_bytes(page[0..8].try_into().unwrap());
-    let nlbaf = page[25] as usize;
-    let flbas = page[26];
-    let format = (flbas & 0x0f) | (((flbas >> 5) & 0x03) << 4);
-    if format as usize > nlbaf {
-        return Err(format!("the namespace uses LBA format {format} but reports only {} formats", nlbaf + 1));
-    }
-    let f = 128 + 4 * format as usize;
-    let dword = u32::from_le_bytes(page[f..f + 4].try_into().unwrap());
-    let lbads = (dword >> 16) & 0xff;
-    if !(9..=16).contains(&lbads) {
-        return Err(format!("LBA format {format} has an LBA data size of 2^{lbads} bytes, which iolab does not handle (512 B to 64 KiB)"));
-    }
-    if nsze == 0 {
-        return Err("the namespace reports a size of 0 blocks (inactive namespace?)".into());
-    }
-    Ok(IdNamespace {
-        nsze,
-        format,
-        lba_shift: lbads,
-        lba_size: 1 << lbads,
-        metadata_size: (dword & 0xffff) as u16,
-        extended: flbas & 0x10 != 0,
-    })
-}
-
-/// A namespace as the passthrough commands address it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Namespace {
-    pub nsid: u32,
-    pub id: IdNamespace,
-}
-
-#[repr(C, align(4096))]
-struct Page([u8; 4096]);
-
-impl Namespace {
-    /// The namespace behind an open generic (or block) NVMe device: its id from NVME_IOCTL_ID,
-    /// its geometry from an admin Identify Namespace.
-    pub fn of_fd(fd: RawFd) -> Result<Namespace, String> {
-        // SAFETY: NVME_IOCTL_ID takes no argument and returns the namespace id.
-        let nsid = unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) };
-        if nsid < 0 {
-            return Err(format!("NVME_IOCTL_ID failed: {} (not an NVMe namespace?)", io::Error::last_os_error()));
-        }
-        let mut page = Box::new(Page([0; 4096]));
-        let mut cmd = NvmeCmd::identify_namespace(nsid as u32, page.0.as_mut_ptr() as u64);
-        // SAFETY: cmd is a valid struct nvme_passthru_cmd; its buffer is 4096 writable bytes.
-        let r = unsafe { libc::ioctl(fd, NVME_IOCTL_ADMIN_CMD as _, &mut cmd as *mut NvmeCmd) };
-        if r < 0 {
-            return Err(format!("Identify Namespace (NVME_IOCTL_ADMIN_CMD) failed: {}", io::Error::last_os_error()));
-        }
-        if r > 0 {
-            return Err(format!("Identify Namespace failed: {}", status_text(r as u64)));
-        }
-        Ok(Namespace { nsid: nsid as u32, id: parse_identify_namespace(&page.0)? })
-    }
-}
-
-/// A synchronous NVMe Read through NVME_IOCTL_IO_CMD (the verify read-back after a run):
-/// bytes read, a negative errno, or [`DEVICE_STATUS`] minus the NVMe status.
-pub fn read_sync(fd: RawFd, ns: &Namespace, buf: *mut u8, len: u32, offset: u64) -> i64 {
-    let mut cmd = NvmeCmd::rw(false, ns.nsid, ns.id.lba_shift, offset, len, buf as u64);
-    // SAFETY: cmd is a valid struct nvme_passthru_cmd; buf holds len writable bytes.
-    let r = unsafe { libc::ioctl(fd, NVME_IOCTL_IO_CMD as _, &mut cmd as *mut NvmeCmd) };
-    match r {
-        0 => len as i64,
-        r if r < 0 => super::neg_errno(),
-        status => DEVICE_STATUS - status as i64,
-    }
-}
-
-/// An NVMe completion status as the kernel reports it (the CQE status field without the phase
-/// bit: SC bits 0-7, SCT bits 8-10, DNR bit 14), in words.
-pub fn status_text(status: u64) -> String {
-    let (sct, sc) = ((status >> 8) & 7, status & 0xff);
-    let name = match (sct, sc) {
-        (0, 0x01) => "invalid command opcode",
-        (0, 0x02) => "invalid field in command",
-        (0, 0x04) => "data transfer error",
-        (0, 0x06) => "internal error",
-        (0, 0x0b) => "invalid namespace or format",
-        (0, 0x80) => "LBA out of range",
-        (0, 0x81) => "capacity exceeded",
-        (0, 0x82) => "namespace not ready",
-        (2, 0x80) => "write fault",
-        (2, 0x81) => "unrecovered read error",
-        (2, 0x86) => "access denied",
-        (2, 0x87) => "deallocated or unwritten logical block",
-        (0, _) => "generic command status",
-        (1, _) => "command specific status",
-        (2, _) => "media and data integrity error",
-        (3, _) => "path related status",
-        _ => "vendor specific status",
-    };
-    let dnr = if status & 0x4000 != 0 { ", do not retry" } else { "" };
-    format!("NVMe status {status:#x}: {name} (SCT {sct}, SC {sc:#04x}{dnr})")
-}
-
-// ------------------------------------------------------------------ devices
-
-/// The sysfs directory of character device `rdev` under the sysfs root `sys`.
-fn char_node(sys: &Path, rdev: u64) -> Option<PathBuf> {
-    std::fs::canonicalize(sys.join(format!("dev/char/{}:{}", libc::major(rdev), libc::minor(rdev)))).ok().filter(|p| p.is_dir())
-}
-
-/// A name of the form ngXnY.
-fn ng_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("ng") else { return false };
-    let Some((c, n)) = rest.split_once('n') else { return false };
-    !c.is_empty() && !n.is_empty() && c.chars().all(|x| x.is_ascii_digit()) && n.chars().all(|x| x.is_ascii_digit())
-}
-
-/// Is `path` an NVMe generic character device? By its sysfs class (`nvme-generic`) where sysfs
-/// knows the device number, else by its name (ngXnY).
-pub fn is_generic(path: &Path) -> bool {
-    is_generic_in(path, Path::new(crate::device::safety::SYSFS))
-}
-
-/// [`is_generic`] reading sysfs under `sys`.
-pub fn is_generic_in(path: &Path, sys: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else { return false };
-    if !meta.file_type().is_char_device() {
-        return false;
-    }
-    match char_node(sys, meta.rdev()) {
-        Some(node) => {
-            std::fs::canonicalize(node.join("subsystem")).ok().and_then(|s| s.file_name().map(|n| n == "nvme-generic")).unwrap_or(false)
-        }
-        None => path.file_name().and_then(|n| n.to_str()).is_some_and(ng_name),
-    }
-}
-
-/// The NVMe generic character devices in /dev.
-pub fn generic_devices() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("/dev")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("ng")))
-        .map(|e| e.path())
-        .filter(|p| is_generic(p))
-        .collect();
-    v.sort();
-    v
-}
-
-/// The block disk of the same namespace as the generic device whose sysfs directory is `node`:
-/// (name, "major:minor"). Both hang under the same parent (the controller, or the subsystem for
-/// a multipath head) and share the head instance (the `nY` suffix); `nvmeXnY` named like the
-/// generic device is preferred, hidden per-path disks (`nvmeXcZnY`) never match.
-pub fn block_sibling(node: &Path) -> Option<(String, String)> {
-    let ng = node.file_name()?.to_str()?;
-    if !ng_name(ng) {
-        return None;
-    }
-    let head = ng.rsplit_once('n')?.1;
-    let want = format!("nvme{}", &ng[2..]);
-    let mut found: Vec<(String, String)> = std::fs::read_dir(node.parent()?)
-        .ok()?
-        .flatten()
-        .filter(|e| e.path().join("queue").is_dir())
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
-            let dev = std::fs::read_to_string(e.path().join("dev")).ok()?.trim().to_string();
-            Some((name, dev))
-        })
-        .filter(|(n, _)| n.starts_with("nvme") && !n.contains('c') && n.rsplit_once('n').is_some_and(|(_, h)| h == head))
-        .collect();
-    found.sort();
-    if let Some(exact) = found.iter().find(|(n, _)| *n == want) {
-        return Some(exact.clone());
-    }
-    (found.len() == 1).then(|| found.remove(0))
-}
-
-/// The generic device of the same namespace as the block disk whose sysfs directory is `node`
-/// (the converse of [`block_sibling`]): its name.
-pub fn generic_sibling(node: &Path) -> Option<String> {
-    let disk = node.file_name()?.to_str()?;
-    let rest = disk.strip_prefix("nvme")?;
-    if rest.contains('c') {
-        return None;
-    }
-    let head = disk.rsplit_once('n')?.1;
-    let want = format!("ng{rest}");
-    let mut found: Vec<String> = std::fs::read_dir(node.parent()?)
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| ng_name(n) && n.rsplit_once('n').is_some_and(|(_, h)| h == head))
-        .collect();
-    found.sort();
-    if found.contains(&want) {
-        return Some(want);
-    }
-    (found.len() == 1).then(|| found.remove(0))
-}
-
-/// For a refusal: the generic device (`/dev/ngXnY`) of the namespace behind block device `path`.
-pub fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.file_type().is_block_device() {
-        return None;
-    }
-    let node =
-        crate::device::safety::sysfs_node(Path::new(crate::device::safety::SYSFS), libc::major(meta.rdev()), libc::minor(meta.rdev()))?;
-    let p = Path::new("/dev").join(generic_sibling(&node)?);
-    is_generic(&p).then_some(p)
-}
-
-/// The block device (`/dev/nvmeXnY`) of the namespace behind the generic device at `path`.
-pub fn block_device_of(path: &Path) -> Result<PathBuf, String> {
-    block_device_in(path, Path::new(crate::device::safety::SYSFS), Path::new("/dev"))
-}
-
-/// [`block_device_of`] reading sysfs under `sys` and device nodes under `dev`.
-pub fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<PathBuf, String> {
-    let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot examine {shown}: {e}"))?;
-    let node = char_node(sys, meta.rdev())
-        .ok_or_else(|| format!("sysfs does not know {shown}'s device number, so its block device cannot be found"))?;
-    let (name, devnum) = block_sibling(&node).ok_or_else(|| {
-        format!("no block device of {shown}'s namespace was found beside it in sysfs ({})", node.parent().unwrap_or(&node).display())
-    })?;
-    let p = dev.join(&name);
-    match std::fs::metadata(&p) {
-        Ok(m) if m.file_type().is_block_device() && format!("{}:{}", libc::major(m.rdev()), libc::minor(m.rdev())) == devnum => Ok(p),
-        _ => Err(format!("the block device {name} ({devnum}) of {shown}'s namespace has no node {}", p.display())),
-    }
-}
 
 /// Registered buffers in passthrough commands (IORING_URING_CMD_FIXED) arrived in Linux 6.1.
 pub fn fixed_buffers_supported() -> bool {
@@ -411,23 +47,23 @@ fn machine_support() -> Result<(), String> {
 
 /// What an NVMe command can carry here: whole logical blocks, at most what the controller takes
 /// in one command (passthrough commands are never split), data without interleaved metadata.
-pub fn check_namespace(job: &Job, shown: &str, ns: &Namespace, info: &TargetInfo) -> Result<(), String> {
+fn check_namespace(bs: u64, offset: u64, shown: &str, ns: &Namespace, info: &TargetInfo) -> Result<(), String> {
     let lba = ns.id.lba_size as u64;
     if ns.id.extended && ns.id.metadata_size > 0 {
         return Err(format!("{shown} uses LBA format {} with {} bytes of metadata interleaved with each block; nvme-passthru moves data only: use a namespace formatted without metadata",
             ns.id.format, ns.id.metadata_size));
     }
-    if !job.bs.is_multiple_of(lba) {
+    if !bs.is_multiple_of(lba) {
         return Err(format!(
             "block size {} is not a multiple of {shown}'s LBA size {lba}: NVMe commands move whole logical blocks; use a multiple of {lba}",
-            job.bs
+            bs
         ));
     }
-    if !job.offset.is_multiple_of(lba) {
-        return Err(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", job.offset));
+    if !offset.is_multiple_of(lba) {
+        return Err(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", offset));
     }
     if let Some(d) = &info.device {
-        let q = Path::new("/sys/block").join(d).join("queue");
+        let q = std::path::Path::new("/sys/block").join(d).join("queue");
         let read = |f: &str| std::fs::read_to_string(q.join(f)).ok().and_then(|v| v.trim().parse::<u64>().ok());
         let page = 4096u64;
         let max = match (read("max_hw_sectors_kb"), read("max_segments")) {
@@ -435,9 +71,9 @@ pub fn check_namespace(job: &Job, shown: &str, ns: &Namespace, info: &TargetInfo
             (Some(kb), None) => Some(kb * 1024),
             _ => None,
         };
-        if let Some(max) = max.filter(|m| job.bs > *m) {
+        if let Some(max) = max.filter(|m| bs > *m) {
             return Err(format!("--bs {} exceeds the {} bytes one NVMe command can carry to {shown} (queue/max_hw_sectors_kb, max_segments of {d}); passthrough commands are not split: use --bs {} or less",
-                job.bs, max, max));
+                bs, max, max));
         }
     }
     Ok(())
@@ -561,6 +197,12 @@ impl Interface for Passthru {
     fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
         check_ring(job, true)
     }
+    fn check_target(job: &Job, target: &Target) -> Result<(), String> {
+        match &target.namespace {
+            Some(ns) => check_namespace(job.bs, job.offset, &target.path.display().to_string(), ns, &target.info),
+            None => Ok(()),
+        }
+    }
     /// The character device has no read(2): synchronous NVMe Reads of the namespace instead.
     fn sync_reader(fd: RawFd) -> Result<SyncReader, String> {
         let ns = Namespace::of_fd(fd).map_err(|e| format!("verify read-back cannot address the namespace: {e}"))?;
@@ -573,128 +215,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ioctl_numbers() {
-        // As the C macros compute them for 72-byte structs.
-        assert_eq!(NVME_IOCTL_ID, 0x4e40);
-        assert_eq!(NVME_IOCTL_ADMIN_CMD, 0xc048_4e41);
-        assert_eq!(NVME_IOCTL_IO_CMD, 0xc048_4e43);
-        assert_eq!(NVME_URING_CMD_IO, 0xc048_4e80);
-    }
-
-    fn u32_at(b: &[u8], at: usize) -> u32 {
-        u32::from_ne_bytes(b[at..at + 4].try_into().unwrap())
-    }
-    fn u64_at(b: &[u8], at: usize) -> u64 {
-        u64::from_ne_bytes(b[at..at + 8].try_into().unwrap())
-    }
-
-    #[test]
-    fn read_and_write_commands() {
-        // 64 KiB at byte 5 GiB + 8 KiB of a 4 KiB-block namespace 3.
-        let off = (5u64 << 30) + 8192;
-        let c = NvmeCmd::rw(false, 3, 12, off, 65536, 0x0dea_dbee_f000);
-        let b = c.to_bytes();
-        assert_eq!(b[0], OP_READ);
-        assert_eq!(b[1], 0);
-        assert_eq!(u32_at(&b, 4), 3, "nsid");
-        assert_eq!(u64_at(&b, 16), 0, "metadata");
-        assert_eq!(u64_at(&b, 24), 0x0dea_dbee_f000, "addr");
-        assert_eq!(u32_at(&b, 32), 0, "metadata_len");
-        assert_eq!(u32_at(&b, 36), 65536, "data_len");
-        let slba = off >> 12;
-        assert_eq!(u32_at(&b, 40), slba as u32, "cdw10 = SLBA low");
-        assert_eq!(u32_at(&b, 44), (slba >> 32) as u32, "cdw11 = SLBA high");
-        assert_eq!(u32_at(&b, 48), 15, "cdw12 = NLB - 1");
-        for at in [52, 56, 60, 64, 68] {
-            assert_eq!(u32_at(&b, at), 0, "byte {at}");
-        }
-        assert!(b[72..].iter().all(|&x| x == 0), "the command area past the struct is zero");
-
-        // An SLBA above 2^32 blocks splits across cdw10/cdw11; writes are opcode 1.
-        let w = NvmeCmd::rw(true, 1, 9, (0x1_2345_6789u64) << 9, 512, 0x1000).to_bytes();
-        assert_eq!(w[0], OP_WRITE);
-        assert_eq!(u32_at(&w, 40), 0x2345_6789);
-        assert_eq!(u32_at(&w, 44), 0x1);
-        assert_eq!(u32_at(&w, 48), 0, "one block: NLB - 1 = 0");
-        assert_eq!(u32_at(&w, 36), 512);
-    }
-
-    #[test]
-    fn to_bytes_is_the_c_layout() {
-        let c = NvmeCmd {
-            opcode: 0x11,
-            flags: 0x22,
-            rsvd1: 0x3344,
-            nsid: 0x5566_7788,
-            cdw2: 9,
-            cdw3: 10,
-            metadata: 0x0102_0304_0506_0708,
-            addr: 0x1112_1314_1516_1718,
-            metadata_len: 11,
-            data_len: 12,
-            cdw10: 13,
-            cdw11: 14,
-            cdw12: 15,
-            cdw13: 16,
-            cdw14: 17,
-            cdw15: 18,
-            timeout_ms: 19,
-            rsvd2: 20,
-        };
-        // SAFETY: NvmeCmd is repr(C), 72 bytes, no padding (every field naturally aligned).
-        let mem: [u8; 72] = unsafe { std::mem::transmute(c) };
-        assert_eq!(&c.to_bytes()[..72], &mem[..]);
-        #[cfg(target_endian = "little")]
-        assert_eq!(&c.to_bytes()[..8], &[0x11, 0x22, 0x44, 0x33, 0x88, 0x77, 0x66, 0x55]);
-    }
-
-    #[test]
-    fn identify_command() {
-        let b = NvmeCmd::identify_namespace(7, 0x4000).to_bytes();
-        assert_eq!(b[0], ADMIN_IDENTIFY);
-        assert_eq!(u32_at(&b, 4), 7);
-        assert_eq!(u64_at(&b, 24), 0x4000);
-        assert_eq!(u32_at(&b, 36), 4096);
-        assert_eq!(u32_at(&b, 40), 0, "CNS 0");
-    }
-
-    /// A synthetic Identify Namespace page.
-    fn id_page(nsze: u64, nlbaf: u8, flbas: u8, formats: &[(u16, u8)]) -> Vec<u8> {
-        let mut p = vec![0u8; 4096];
-        p[0..8].copy_from_slice(&nsze.to_le_bytes());
-        p[8..16].copy_from_slice(&nsze.to_le_bytes()); // NCAP
-        p[25] = nlbaf;
-        p[26] = flbas;
-        for (i, (ms, lbads)) in formats.iter().enumerate() {
-            let dw = (*ms as u32) | ((*lbads as u32) << 16);
-            p[128 + 4 * i..132 + 4 * i].copy_from_slice(&dw.to_le_bytes());
-        }
-        p
-    }
-
-    #[test]
-    fn identify_parsing() {
-        // QEMU's default: one 512-byte format.
-        let id = parse_identify_namespace(&id_page(2_097_152, 0, 0, &[(0, 9)])).unwrap();
-        assert_eq!(id, IdNamespace { nsze: 2_097_152, format: 0, lba_shift: 9, lba_size: 512, metadata_size: 0, extended: false });
-        assert_eq!(id.size_bytes(), 1 << 30);
-        // Format 2 of several (4 KiB), metadata 8 bytes, interleaved (FLBAS bit 4).
-        let id = parse_identify_namespace(&id_page(1000, 3, 0x12, &[(0, 9), (8, 9), (8, 12), (0, 12)])).unwrap();
-        assert_eq!((id.format, id.lba_size, id.metadata_size, id.extended), (2, 4096, 8, true));
-        assert_eq!(id.size_bytes(), 1000 * 4096);
-        // More than 16 formats: FLBAS bits 5-6 are the high bits of the index (here 0x11 = 17).
-        let mut f = vec![(0u16, 9u8); 18];
-        f[17] = (0, 12);
-        let id = parse_identify_namespace(&id_page(10, 17, 0x21, &f)).unwrap();
-        assert_eq!((id.format, id.lba_size), (17, 4096));
-        // Nonsense is refused, with a reason.
-        assert!(parse_identify_namespace(&id_page(10, 0, 1, &[(0, 9)])).unwrap_err().contains("format 1"));
-        assert!(parse_identify_namespace(&id_page(10, 0, 0, &[(0, 0)])).unwrap_err().contains("2^0"));
-        assert!(parse_identify_namespace(&id_page(0, 0, 0, &[(0, 9)])).unwrap_err().contains("size of 0"));
-        assert!(parse_identify_namespace(&[0u8; 100]).is_err());
-    }
-
-    #[test]
     fn completions_and_statuses() {
         assert_eq!(completion_result(0, 4096), 4096);
         assert_eq!(completion_result(-libc::EINVAL, 4096), -(libc::EINVAL as i64));
@@ -705,107 +225,5 @@ mod tests {
         assert!(t.contains("LBA out of range") && t.contains("0x4080") && t.contains("do not retry"), "{t}");
         assert!(status_text(0x281).contains("unrecovered read error"));
         assert!(status_text(0x1ff).contains("command specific"));
-    }
-
-    #[test]
-    fn names() {
-        for ok in ["ng0n1", "ng12n3"] {
-            assert!(ng_name(ok), "{ok}");
-        }
-        for bad in ["ng", "ngn1", "ng0n", "nvme0n1", "ng0c0n1", "ng0n1p1", "null"] {
-            assert!(!ng_name(bad), "{bad}");
-        }
-    }
-
-    /// A fake sysfs: controller nvme0 with generic ng0n1 (char 240:0) and disk nvme0n1 (259:0),
-    /// a multipath subsystem with head ng1n2 (240:1) and disk nvme1n2 beside hidden nvme1c1n2,
-    /// and a controller whose disk is named after its subsystem's instance (ng2n1 / nvme5n1).
-    fn fake_sysfs() -> tempfile::TempDir {
-        use std::os::unix::fs::symlink;
-        let root = tempfile::tempdir().unwrap();
-        let r = root.path();
-        std::fs::create_dir_all(r.join("class/nvme-generic")).unwrap();
-        std::fs::create_dir_all(r.join("class/block")).unwrap();
-        std::fs::create_dir_all(r.join("dev/char")).unwrap();
-        let generic = |parent: &Path, name: &str, dev: &str| {
-            let d = parent.join(name);
-            std::fs::create_dir_all(&d).unwrap();
-            std::fs::write(d.join("dev"), format!("{dev}\n")).unwrap();
-            symlink(r.join("class/nvme-generic"), d.join("subsystem")).unwrap();
-            symlink(&d, r.join("dev/char").join(dev)).unwrap();
-        };
-        let disk = |parent: &Path, name: &str, dev: &str| {
-            let d = parent.join(name);
-            std::fs::create_dir_all(d.join("queue")).unwrap();
-            std::fs::write(d.join("dev"), format!("{dev}\n")).unwrap();
-            symlink(r.join("class/block"), d.join("subsystem")).unwrap();
-        };
-        let c0 = r.join("devices/pci0000:00/0000:00:04.0/nvme/nvme0");
-        generic(&c0, "ng0n1", "240:0");
-        disk(&c0, "nvme0n1", "259:0");
-        std::fs::create_dir_all(c0.join("power")).unwrap();
-        let s1 = r.join("devices/virtual/nvme-subsystem/nvme-subsys1");
-        generic(&s1, "ng1n2", "240:1");
-        disk(&s1, "nvme1n2", "259:1");
-        disk(&s1, "nvme1c1n2", "259:2");
-        let c2 = r.join("devices/pci0000:00/0000:00:05.0/nvme/nvme2");
-        generic(&c2, "ng2n1", "240:2");
-        disk(&c2, "nvme5n1", "259:3");
-        root
-    }
-
-    #[test]
-    fn generic_device_to_block_device() {
-        let sys = fake_sysfs();
-        let node = |d: &str| std::fs::canonicalize(sys.path().join("dev/char").join(d)).unwrap();
-        assert_eq!(block_sibling(&node("240:0")), Some(("nvme0n1".into(), "259:0".into())));
-        assert_eq!(block_sibling(&node("240:1")), Some(("nvme1n2".into(), "259:1".into())));
-        assert_eq!(block_sibling(&node("240:2")), Some(("nvme5n1".into(), "259:3".into())));
-        let c0 = node("240:0").parent().unwrap().to_path_buf();
-        assert_eq!(generic_sibling(&c0.join("nvme0n1")), Some("ng0n1".into()));
-        let s1 = node("240:1").parent().unwrap().to_path_buf();
-        assert_eq!(generic_sibling(&s1.join("nvme1n2")), Some("ng1n2".into()));
-        assert_eq!(generic_sibling(&s1.join("nvme1c1n2")), None);
-        let c2 = node("240:2").parent().unwrap().to_path_buf();
-        assert_eq!(generic_sibling(&c2.join("nvme5n1")), Some("ng2n1".into()));
-        // A generic device without a disk beside it.
-        let lone = sys.path().join("devices/virtual/nvme/nvme9/ng9n1");
-        std::fs::create_dir_all(&lone).unwrap();
-        assert_eq!(block_sibling(&lone), None);
-    }
-
-    #[test]
-    fn generic_by_sysfs_class() {
-        // /dev/null's device number (1:3), filed in the fake sysfs as a generic device, then as
-        // something else.
-        let Ok(meta) = std::fs::metadata("/dev/null") else { return };
-        if !meta.file_type().is_char_device() {
-            return;
-        }
-        let sys = fake_sysfs();
-        let num = format!("{}:{}", libc::major(meta.rdev()), libc::minor(meta.rdev()));
-        let link = sys.path().join("dev/char").join(&num);
-        std::os::unix::fs::symlink(std::fs::canonicalize(sys.path().join("dev/char/240:0")).unwrap(), &link).unwrap();
-        assert!(is_generic_in(Path::new("/dev/null"), sys.path()));
-        std::fs::remove_file(&link).unwrap();
-        let other = sys.path().join("devices/virtual/mem/null");
-        std::fs::create_dir_all(&other).unwrap();
-        std::fs::create_dir_all(sys.path().join("class/mem")).unwrap();
-        std::os::unix::fs::symlink(sys.path().join("class/mem"), other.join("subsystem")).unwrap();
-        std::os::unix::fs::symlink(&other, &link).unwrap();
-        assert!(!is_generic_in(Path::new("/dev/null"), sys.path()));
-    }
-
-    #[test]
-    fn char_devices_that_are_not_nvme() {
-        // /dev/null (1:3) is a character device sysfs files under class mem, not nvme-generic.
-        if Path::new("/dev/null").exists() {
-            assert!(!is_generic(Path::new("/dev/null")));
-            assert!(block_device_of(Path::new("/dev/null")).is_err());
-        }
-        let d = tempfile::tempdir().unwrap();
-        let f = d.path().join("ng0n1");
-        std::fs::write(&f, b"x").unwrap();
-        assert!(!is_generic(&f), "a regular file named like a generic device is not one");
     }
 }

@@ -47,7 +47,7 @@ pub fn device_path(path: &Path) -> DevicePath {
         // An NVMe generic device: its namespace's block device has the same queue and controller.
         // Its passthrough commands are not in the disk's stat unless queue/iostats_passthrough
         // (Linux 6.14+) says so: then there is no device count to compare with.
-        return match crate::interfaces::nvme_passthru::block_device_of(path) {
+        return match crate::device::nvme::block_device_of(path) {
             Ok(b) => {
                 let mut d = device_path(&b);
                 let counted =

@@ -65,6 +65,9 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         None => job.targets.iter().map(Into::into).collect(),
     };
     let targets = device::open_targets(job, &paths, temp.is_some())?;
+    for t in &targets {
+        (job.interface.policy().check_target)(job, t).map_err(Failure::unsupported)?;
+    }
     check_polling(job, &targets).map_err(Failure::unsupported)?;
     let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
     infos.extend(diskless.then(|| interfaces::null::target_info(job)));
