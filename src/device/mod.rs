@@ -4,10 +4,10 @@ pub mod nvme;
 pub mod safety;
 pub mod sysinfo;
 
-use crate::engine::verify;
 use crate::failure::Failure;
 use crate::interfaces::{self, TargetKind};
 use crate::plan::Job;
+use crate::verify;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;

@@ -5,9 +5,9 @@
 //! interface's own.
 use super::clock::Clock;
 use super::recorder::Recorder;
-use super::verify;
 use super::workload::Stream;
 use crate::interfaces::{Completion, IoInterface, Request};
+use crate::verify;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// What the loop needs to know about the job, in absolute clock nanoseconds.

@@ -3,11 +3,11 @@
 pub mod clock;
 pub mod hotloop;
 pub mod recorder;
-pub mod verify;
 pub mod workload;
 
 use crate::interfaces::{self, InterfaceKind, IoInterface, Setup};
 use crate::plan::{Budget, Job};
+use crate::verify;
 use clock::{Clock, ClockInfo};
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
 use recorder::Recorder;

@@ -275,7 +275,7 @@ mod tests {
     fn counts_build_the_same_histogram_as_recording() {
         let mut direct = new_histogram();
         let mut counts = LatCounts::new();
-        let mut rng = crate::engine::workload::Rng::new(5);
+        let mut rng = crate::rng::Rng::new(5);
         let mut values: Vec<u64> = vec![
             0,
             1,

@@ -21,9 +21,9 @@
 use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
 use super::{Budget, Complete, Job, Rw, Submit};
-use crate::engine::workload::Rng;
 use crate::interfaces::io_uring::RingOptions;
 use crate::interfaces::InterfaceKind;
+use crate::rng::Rng;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]

@@ -109,3 +109,41 @@ pub(super) fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String>
     }
     Ok(())
 }
+
+/// Refuse a run whose up-front allocations (`engine::memory_needed`) do not fit the memory
+/// available now or the address-space limit (`ulimit -v`): allocating them would abort the
+/// process, after settings were changed.
+pub(super) fn check_memory(job: &Job) -> Result<(), String> {
+    let need = crate::engine::memory_needed(job);
+    let fmt = |b: u64| crate::plan::size::format_bytes(b as f64);
+    let kib = |text: &str, key: &str| {
+        text.lines().find_map(|l| l.strip_prefix(key)?.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map(|k| k * 1024)
+    };
+    let what = format!("--threads {} × --qd {} × --bs {} needs {} of buffers and records", job.threads, job.qd, job.bs, fmt(need));
+    if let Some(avail) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| kib(&m, "MemAvailable:")) {
+        if need > avail {
+            return Err(format!("{what}, but only {} of memory is available: lower --threads, --qd or --bs", fmt(avail)));
+        }
+    }
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: lim is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0 && lim.rlim_cur != libc::RLIM_INFINITY {
+        let used = std::fs::read_to_string("/proc/self/status").ok().and_then(|m| kib(&m, "VmSize:")).unwrap_or(0);
+        let room = lim.rlim_cur.saturating_sub(used);
+        let extra = address_space_extra(job.threads);
+        if need.saturating_add(extra) > room {
+            return Err(format!("{what} and {} of address space for its threads' malloc arenas, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs", fmt(extra), fmt(room)));
+        }
+    }
+    Ok(())
+}
+
+/// Address space a run reserves beyond `engine::memory_needed` without using it as memory, which
+/// only `ulimit -v` counts: glibc gives each engine thread that allocates its own malloc arena,
+/// 64 MiB reserved (up to 8 arenas per CPU), plus slack for the rings and the rest of the
+/// process. Without it a run that fitted by 100 MB aborted allocating its buffers.
+fn address_space_extra(threads: u32) -> u64 {
+    const ARENA: u64 = 64 << 20;
+    const SLACK: u64 = 32 << 20;
+    (threads as u64).min(8 * crate::host::online_cpus() as u64) * ARENA + SLACK
+}

@@ -3,8 +3,8 @@
 //! What the caller shows while it works comes through [`RunUi`]; the session prints nothing.
 mod checks;
 
-use checks::check_polling;
 pub use checks::{check_kernel, expected_path, observe_path};
+use checks::{check_memory, check_polling};
 
 use crate::device::{self, sysinfo::TargetInfo};
 use crate::engine::{self, OpenTarget};
@@ -32,7 +32,7 @@ impl RunUi for Quiet {}
 pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, Failure> {
     validate(job).map_err(Failure::invalid)?;
     // Too big for this machine's memory now: not the user's error, and a sweep goes on.
-    crate::plan::validate::check_memory(job).map_err(Failure::unsupported)?;
+    check_memory(job).map_err(Failure::unsupported)?;
     // Whatever the kernel lacks or refuses, this machine cannot do.
     let ring = check_kernel(job).map_err(Failure::unsupported)?;
     if let Some(e) = energy.filter(|e| e.require) {

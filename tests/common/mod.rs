@@ -90,7 +90,7 @@ pub fn assert_clean(rec: &Value, what: &str) {
 pub fn verify_file(dir: &Path, name: &str, size: u64) -> PathBuf {
     let p = dir.join(name);
     let mut buf = vec![0u8; size as usize];
-    iolab::engine::verify::fill(&mut buf, 0, 0x7e57);
+    iolab::verify::fill(&mut buf, 0, 0x7e57);
     std::fs::write(&p, &buf).unwrap();
     p
 }
