@@ -602,6 +602,27 @@ reason = "io_uring at QD1 is covered elsewhere"
         assert!(e.starts_with("plan line 1"), "{e}");
     }
 
+    /// The `[matrix]` table's errors, word for word: the line, the key and serde's message.
+    #[test]
+    fn matrix_errors_name_the_line_and_key() {
+        for (plan, want) in [
+            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `rw`, `write_mix`, `bs`, `qd`, `threads`, `batch`, `target`, `scheduler`"),
+            ("ios = 5\n[matrix]\nqd = [\n  1,\n  \"x\",\n]\n", "plan line 5: invalid type: string \"x\", expected u32"),
+            ("[matrix]\nsubmit = [\"sideways\"]\n", "plan line 2, matrix.submit: unknown variant `sideways`, expected `syscall` or `sqpoll`"),
+            (
+                "[matrix]\ninterface = [\"nope\"]\n",
+                "plan line 2, matrix.interface: unknown interface 'nope': choose one of psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, null (see `iolab interfaces`)",
+            ),
+            ("[matrix]\nwrite_mix = [300]\n", "plan line 2, matrix.write_mix: invalid value: integer `300`, expected u8"),
+            ("[matrix]\nbs = [true]\n", "plan line 2, matrix.bs: data did not match any variant of untagged enum SizeValue"),
+            ("[matrix]\nqd = 4\n", "plan line 2, matrix.qd: invalid type: integer `4`, expected a sequence"),
+            ("ios = 5\n[matrix]\nbs = [\"4q\"]\n", "plan bs: '4q' has an unknown suffix 'q': use k, m, g or t (binary multiples)"),
+            ("matrix = { qd = [\"x\"] }\n", "plan line 1, matrix: invalid type: string \"x\", expected u32"),
+        ] {
+            assert_eq!(expand(plan, &[]).unwrap_err(), want);
+        }
+    }
+
     #[test]
     fn runaway_plans_are_refused_before_expanding() {
         // 4294967295 replicates, and about 2 x 10^9 configurations: refused at once, in one line.
@@ -627,6 +648,157 @@ reason = "io_uring at QD1 is covered elsewhere"
     fn every_configuration_dropped_says_why() {
         let e = expand("ios = 5\n[matrix]\ninterface = [\"psync\"]\nqd = [2, 4]\n", &[]).unwrap_err();
         assert!(e.contains("1 by: psync is synchronous") && e.contains("--qd 4 makes no sense"), "{e}");
+    }
+
+    /// Every dimension with two values, options, and rules over several dimensions.
+    const WIDE: &str = r#"
+name = "wide"
+replicates = 2
+seed = 3
+ios = 100
+targets = ["/tmp/p"]
+[matrix]
+interface = ["psync", "io_uring"]
+submit = ["syscall", "sqpoll"]
+complete = ["irq", "poll"]
+rw = ["randread", "randrw"]
+write_mix = [30, 70]
+bs = ["4k", 8192]
+qd = [1, 4]
+threads = [1, 2]
+batch = [1, 2]
+target = ["/tmp/a", "/tmp/b"]
+scheduler = ["none", "mq-deadline"]
+[options]
+cpus = [0]
+batch_reap = 4
+[[rule]]
+when = { interface = "io_uring", rw = "randrw", write_mix = ">50" }
+action = "drop"
+reason = "mostly writes"
+[[rule]]
+when = { bs = "<=4k", qd = 4, scheduler = "!=none", target = ["/tmp/b"], batch = 2 }
+action = "drop"
+reason = "small blocks on b"
+"#;
+
+    /// The expansion as a sweep stores it: each run in order with its replicate, key and job
+    /// (JSON), then each dropped configuration with its reason.
+    fn stored_plan(e: &Expansion) -> String {
+        let mut out = String::new();
+        for (n, (rep, i)) in e.order.iter().enumerate() {
+            let c = &e.configs[*i];
+            out += &format!("{n} {rep} {} {}\n", c.key, serde_json::to_string(&c.job).unwrap());
+        }
+        for (key, why) in &e.dropped {
+            out += &format!("dropped {key}: {why}\n");
+        }
+        out
+    }
+
+    /// Pins the order of the configurations, their keys and the stored plan of a small plan
+    /// and of one over every dimension, as they were before the dimensions became one table.
+    #[test]
+    fn expansion_order_keys_and_stored_plan_are_pinned() {
+        let e = expand(PLAN, &[]).unwrap();
+        let keys: Vec<&str> = e.configs.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1",
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=16384,qd=1,threads=1",
+                "interface=io_uring,submit=syscall,complete=irq,rw=randread,bs=4096,qd=8,threads=1",
+                "interface=io_uring,submit=syscall,complete=irq,rw=randread,bs=16384,qd=8,threads=1",
+                "interface=io_uring,submit=syscall,complete=poll,rw=randread,bs=4096,qd=8,threads=1",
+                "interface=io_uring,submit=syscall,complete=poll,rw=randread,bs=16384,qd=8,threads=1",
+            ]
+        );
+        assert_eq!(
+            e.order,
+            [
+                (0, 4),
+                (0, 1),
+                (0, 0),
+                (0, 3),
+                (0, 2),
+                (0, 5),
+                (1, 0),
+                (1, 1),
+                (1, 2),
+                (1, 3),
+                (1, 5),
+                (1, 4),
+                (2, 2),
+                (2, 0),
+                (2, 5),
+                (2, 1),
+                (2, 4),
+                (2, 3),
+            ]
+        );
+        let dropped: Vec<&str> = e.dropped.iter().map(|d| d.0.as_str()).collect();
+        assert_eq!(
+            dropped,
+            [
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=8,threads=1",
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=16384,qd=8,threads=1",
+                "interface=psync,submit=syscall,complete=poll,rw=randread,bs=4096,qd=1,threads=1",
+                "interface=psync,submit=syscall,complete=poll,rw=randread,bs=4096,qd=8,threads=1",
+                "interface=psync,submit=syscall,complete=poll,rw=randread,bs=16384,qd=1,threads=1",
+                "interface=psync,submit=syscall,complete=poll,rw=randread,bs=16384,qd=8,threads=1",
+                "interface=io_uring,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1",
+                "interface=io_uring,submit=syscall,complete=irq,rw=randread,bs=16384,qd=1,threads=1",
+                "interface=io_uring,submit=syscall,complete=poll,rw=randread,bs=4096,qd=1,threads=1",
+                "interface=io_uring,submit=syscall,complete=poll,rw=randread,bs=16384,qd=1,threads=1",
+            ]
+        );
+        assert_eq!(plan_hash(&stored_plan(&e), &[]), "c37f31f98e3647bb", "{}", stored_plan(&e));
+
+        // Every dimension listed: the matrix order is interface outermost, scheduler innermost.
+        let w = expand(WIDE, &["/tmp/cli".to_string()]).unwrap();
+        assert_eq!((w.configs.len(), w.dropped.len(), w.order.len()), (616, 1432, 1232));
+        let keys: Vec<&str> = w.configs.iter().take(3).chain(w.configs.last()).map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,batch=1,target=/tmp/a,scheduler=none",
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,batch=1,target=/tmp/a,scheduler=mq-deadline",
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,batch=1,target=/tmp/b,scheduler=none",
+                "interface=io_uring,submit=sqpoll,complete=poll,rw=randrw,write_mix=30,bs=8192,qd=4,threads=2,batch=2,target=/tmp/b,scheduler=mq-deadline",
+            ]
+        );
+        assert_eq!(
+            w.dropped[0],
+            (
+                "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,batch=2,target=/tmp/a,scheduler=none"
+                    .to_string(),
+                "--batch-submit and --batch-reap must be between 1 and --qd (1)".to_string()
+            )
+        );
+        assert_eq!(
+            serde_json::to_string(&w.configs[w.order[0].1].job).unwrap(),
+            r#"{"interface":"io_uring","submit":"sqpoll","complete":"irq","rw":"randread","write_mix":30,"bs":8192,"qd":1,"threads":2,"batch_submit":1,"batch_reap":1,"ramp_s":0.0,"budget":{"kind":"ios","value":100},"size":null,"offset":0,"direct":true,"cpus":[0],"seed":3,"targets":["/tmp/a"],"sq_cpu":null,"sq_idle_ms":1000,"register_buffers":true,"register_files":true,"force_async":false,"verify":false,"continue_on_error":false,"allow_fallback":false,"strict":false,"destructive":[],"scheduler":"mq-deadline","set":[]}"#
+        );
+        assert_eq!(plan_hash(&stored_plan(&w), &[]), "6080249e48913769");
+        let rej = WIDE.replacen("action = \"drop\"", "action = \"reject\"", 1);
+        assert_eq!(
+            expand(&rej, &[]).unwrap_err(),
+            "plan rejected: mostly writes (interface=io_uring,submit=syscall,complete=irq,rw=randrw,write_mix=70,bs=4096,qd=1,threads=1)"
+        );
+
+        // Without batch, target and scheduler: the command line's targets, keys without them.
+        let narrow = WIDE
+            .replace("batch = [1, 2]\n", "")
+            .replace("target = [\"/tmp/a\", \"/tmp/b\"]\n", "")
+            .replace("scheduler = [\"none\", \"mq-deadline\"]\n", "");
+        let n = expand(&narrow, &["/tmp/cli".to_string(), "/tmp/cli2".to_string()]).unwrap();
+        assert_eq!((n.configs.len(), n.dropped.len(), n.order.len()), (112, 144, 224));
+        assert_eq!(n.configs[0].job.targets, ["/tmp/cli", "/tmp/cli2"]);
+        assert_eq!(
+            n.configs.last().unwrap().key,
+            "interface=io_uring,submit=sqpoll,complete=poll,rw=randrw,write_mix=30,bs=8192,qd=4,threads=2"
+        );
+        assert_eq!(plan_hash(&stored_plan(&n), &[]), "549929b5f3448729");
     }
 
     #[test]
