@@ -250,7 +250,8 @@ fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
 }
 
 impl RunArgs {
-    /// The job these arguments describe; Err is one line for the user.
+    /// The job these arguments describe; Err is one line for the user. Every field comes from
+    /// its flag, so all are named here; the flags' defaults are `Job::default()` (test `defaults`).
     pub fn to_job(&self) -> Result<Job, String> {
         let budget = match (&self.runtime, self.ios, &self.bytes) {
             (None, None, None) => Budget::Seconds(10.0),
@@ -341,6 +342,8 @@ mod tests {
         assert!(j.direct);
         assert_eq!(j.budget, Budget::Seconds(10.0));
         assert!(j.ring.register_buffers && j.ring.register_files);
+        let json = |j: &Job| serde_json::to_string(j).unwrap();
+        assert_eq!(json(&j), json(&Job::default()), "Job::default() is iolab run's defaults");
     }
 
     #[test]

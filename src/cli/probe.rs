@@ -2,45 +2,22 @@
 //! works here, and why not for what doesn't. Nothing is written to the target.
 use crate::interfaces::{Behaviour, InterfaceKind};
 use crate::plan::validate::name_complete;
-use crate::plan::{Budget, Job, Rw, Submit};
+use crate::plan::{Budget, Job, Submit};
 use crate::session::execute;
 use std::path::PathBuf;
 
-pub fn probe_job(
-    interface: crate::interfaces::InterfaceKind,
-    submit: Submit,
-    complete: crate::plan::Complete,
-    sync: bool,
-    target: &str,
-) -> Job {
+/// A short read-only job: 256 random 4 KiB reads, QD4 where the interface is asynchronous.
+pub fn probe_job(interface: InterfaceKind, submit: Submit, complete: crate::plan::Complete, sync: bool, target: &str) -> Job {
     Job {
         interface,
         submit,
         complete,
-        rw: Rw::Randread,
         write_mix: 0,
-        bs: 4096,
         qd: if sync { 1 } else { 4 },
-        threads: 1,
-        batch_submit: 1,
-        batch_reap: 1,
-        ramp_s: 0.0,
         budget: Budget::Ios(256),
-        size: None,
-        offset: 0,
-        direct: true,
-        cpus: vec![],
-        seed: 1,
         targets: vec![target.into()],
         ring: crate::interfaces::io_uring::RingOptions { sq_idle_ms: 100, ..Default::default() },
-        verify: false,
-        continue_on_error: false,
-        allow_fallback: false,
-        strict: false,
-        destructive: vec![],
-        scheduler: None,
-        set: vec![],
-        null_script: None,
+        ..Job::default()
     }
 }
 

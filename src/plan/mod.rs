@@ -122,3 +122,39 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub null_script: Option<String>,
 }
+
+/// The defaults of `iolab run` (each flag's default value), so that a job names only what
+/// differs: a 4 KiB random read through psync at QD1 on one thread for 10 s, O_DIRECT.
+impl Default for Job {
+    fn default() -> Job {
+        Job {
+            interface: crate::interfaces::InterfaceKind::Psync,
+            submit: Submit::Syscall,
+            complete: Complete::Irq,
+            rw: Rw::Randread,
+            write_mix: 50,
+            bs: 4096,
+            qd: 1,
+            threads: 1,
+            batch_submit: 1,
+            batch_reap: 1,
+            ramp_s: 0.0,
+            budget: Budget::Seconds(10.0),
+            size: None,
+            offset: 0,
+            direct: true,
+            cpus: vec![],
+            seed: 1,
+            targets: vec![],
+            ring: Default::default(),
+            verify: false,
+            continue_on_error: false,
+            allow_fallback: false,
+            strict: false,
+            destructive: vec![],
+            scheduler: None,
+            set: vec![],
+            null_script: None,
+        }
+    }
+}
