@@ -1,4 +1,5 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
+pub mod matrix;
 pub mod size;
 pub mod sweep;
 pub mod validate;

@@ -1,5 +1,6 @@
 //! Sweep plans: a TOML file describing a matrix of configurations, replicates and rules,
-//! expanded into the ordered list of runs a sweep executes.
+//! expanded into the ordered list of runs a sweep executes. The `[matrix]` dimensions, and the
+//! order the configurations come in, are defined once in `matrix::DIMENSIONS`.
 //!
 //! ```toml
 //! name = "poll-vs-interrupt"
@@ -18,57 +19,13 @@
 //! action = "drop"
 //! reason = "RWF_HIPRI is ignored for sync I/O"
 //! ```
+use super::matrix::{dimension, Matrix, DIMENSIONS};
 use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
-use super::{Budget, Complete, Job, Rw, Submit};
+use super::{Budget, Job};
 use crate::interfaces::io_uring::RingOptions;
-use crate::interfaces::InterfaceKind;
 use crate::rng::Rng;
 use serde::Deserialize;
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum SizeValue {
-    Bytes(u64),
-    Text(String),
-}
-
-impl SizeValue {
-    fn bytes(&self) -> Result<u64, String> {
-        match self {
-            SizeValue::Bytes(n) => Ok(*n),
-            SizeValue::Text(t) => parse_size(t),
-        }
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Matrix {
-    #[serde(default)]
-    pub interface: Vec<InterfaceKind>,
-    #[serde(default)]
-    pub submit: Vec<Submit>,
-    #[serde(default)]
-    pub complete: Vec<Complete>,
-    #[serde(default)]
-    pub rw: Vec<Rw>,
-    #[serde(default)]
-    pub write_mix: Vec<u8>,
-    #[serde(default)]
-    pub bs: Vec<SizeValue>,
-    #[serde(default)]
-    pub qd: Vec<u32>,
-    #[serde(default)]
-    pub threads: Vec<u32>,
-    #[serde(default)]
-    pub batch: Vec<u32>,
-    /// One target per run; the plan's `targets` are used together when this is empty.
-    #[serde(default)]
-    pub target: Vec<String>,
-    #[serde(default)]
-    pub scheduler: Vec<String>,
-}
 
 /// Options every run of the plan shares.
 #[derive(Debug, Default, Deserialize)]
@@ -169,30 +126,9 @@ impl Expansion {
     }
 }
 
-fn or_all<T: Clone>(v: &[T], default: T) -> Vec<T> {
-    if v.is_empty() {
-        vec![default]
-    } else {
-        v.to_vec()
-    }
-}
-
+/// A job's value of the dimension `key`, as rules compare it; None when there is no such dimension.
 fn value_of(job: &Job, key: &str) -> Option<toml::Value> {
-    use toml::Value::{Integer, String as S};
-    Some(match key {
-        "interface" => S(job.interface.name().into()),
-        "submit" => S(if job.submit == Submit::Sqpoll { "sqpoll" } else { "syscall" }.into()),
-        "complete" => S(super::validate::name_complete(job.complete).into()),
-        "rw" => S(job.rw.name().into()),
-        "write_mix" => Integer(job.write_mix as i64),
-        "bs" => Integer(job.bs as i64),
-        "qd" => Integer(job.qd as i64),
-        "threads" => Integer(job.threads as i64),
-        "batch" => Integer(job.batch_submit as i64),
-        "target" => S(job.targets.first().cloned().unwrap_or_default()),
-        "scheduler" => S(job.scheduler.clone().unwrap_or_default()),
-        _ => return None,
-    })
+    dimension(key).map(|d| (DIMENSIONS[d].value)(job))
 }
 
 /// Does `actual` satisfy the rule's condition (a value, a list of values, or a comparison
@@ -292,114 +228,61 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
         if r.action != "drop" && r.action != "reject" {
             return Err(format!("plan rule action '{}' is not 'drop' or 'reject'", r.action));
         }
-        if let Some(k) = r.when.keys().find(|k| value_of(&base_job(), k).is_none()) {
+        if let Some(k) = r.when.keys().find(|k| dimension(k).is_none()) {
             return Err(format!("plan rule names '{k}', which is not a matrix dimension"));
         }
     }
-    let targets: Vec<Vec<String>> = if !m.target.is_empty() {
-        m.target.iter().map(|t| vec![t.clone()]).collect()
-    } else if !cli_targets.is_empty() {
-        vec![cli_targets.to_vec()]
-    } else {
-        vec![plan.targets.clone()]
-    };
     // Counted before anything is expanded, so a runaway plan costs nothing.
-    let dims = [
-        m.interface.len(),
-        m.submit.len(),
-        m.complete.len(),
-        m.rw.len(),
-        m.write_mix.len(),
-        m.bs.len(),
-        m.qd.len(),
-        m.threads.len(),
-        m.batch.len(),
-        targets.len(),
-        m.scheduler.len(),
-    ];
-    let matrix = dims.iter().fold(1u128, |n, d| n.saturating_mul((*d).max(1) as u128));
+    let matrix = m.configurations();
     let runs = matrix.saturating_mul(plan.replicates as u128);
     if runs > MAX_RUNS as u128 {
         return Err(format!("plan: {matrix} configurations x {} replicates = {runs} runs, more than the {MAX_RUNS} a sweep may have (counted before rules drop any): narrow the matrix, fewer replicates, or split the plan", plan.replicates));
     }
-    let bss: Vec<u64> = if m.bs.is_empty() {
-        vec![4096]
-    } else {
-        m.bs.iter().map(SizeValue::bytes).collect::<Result<_, _>>().map_err(|e| format!("plan bs: {e}"))?
-    };
+    m.check_sizes()?; // before size and offset: the first error the plan has is the one said
     let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| format!("plan size: {e}"))?;
     let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| format!("plan offset: {e}"))?.unwrap_or(0);
     let o = &plan.options;
+    // What every configuration shares; the dimensions the matrix lists are set on it.
+    let ring = RingOptions::default();
+    let base = Job {
+        ramp_s,
+        budget,
+        size,
+        offset,
+        direct: !o.buffered,
+        cpus: o.cpus.clone().unwrap_or_default(),
+        seed: plan.seed,
+        targets: if cli_targets.is_empty() { plan.targets.clone() } else { cli_targets.to_vec() },
+        ring: RingOptions {
+            sq_cpu: o.sq_cpu,
+            sq_idle_ms: o.sq_idle_ms.unwrap_or(ring.sq_idle_ms),
+            register_buffers: o.register_buffers.unwrap_or(ring.register_buffers),
+            register_files: o.register_files.unwrap_or(ring.register_files),
+            force_async: o.force_async,
+        },
+        verify: o.verify,
+        continue_on_error: o.continue_on_error,
+        allow_fallback: o.allow_fallback,
+        strict: o.strict,
+        destructive: plan.destructive.clone(),
+        set: o.set.clone(),
+        ..Job::default()
+    };
 
     let mut configs = Vec::new();
     let mut dropped = Vec::new();
-    let schedulers: Vec<Option<String>> = if m.scheduler.is_empty() { vec![None] } else { m.scheduler.iter().cloned().map(Some).collect() };
-    for &iface in &or_all(&m.interface, InterfaceKind::Psync) {
-        for &submit in &or_all(&m.submit, Submit::Syscall) {
-            for &complete in &or_all(&m.complete, Complete::Irq) {
-                for &rw in &or_all(&m.rw, Rw::Randread) {
-                    for &mix in &or_all(&m.write_mix, 50) {
-                        for &bs in &bss {
-                            for &qd in &or_all(&m.qd, 1) {
-                                for &threads in &or_all(&m.threads, 1) {
-                                    for &batch in &or_all(&m.batch, 1) {
-                                        for t in &targets {
-                                            for sched in &schedulers {
-                                                let job = Job {
-                                                    interface: iface,
-                                                    submit,
-                                                    complete,
-                                                    rw,
-                                                    write_mix: mix,
-                                                    bs,
-                                                    qd,
-                                                    threads,
-                                                    batch_submit: batch,
-                                                    batch_reap: o.batch_reap.unwrap_or(batch).min(qd.max(1)),
-                                                    ramp_s,
-                                                    budget,
-                                                    size,
-                                                    offset,
-                                                    direct: !o.buffered,
-                                                    cpus: o.cpus.clone().unwrap_or_default(),
-                                                    seed: plan.seed,
-                                                    targets: t.clone(),
-                                                    ring: RingOptions {
-                                                        sq_cpu: o.sq_cpu,
-                                                        sq_idle_ms: o.sq_idle_ms.unwrap_or(1000),
-                                                        register_buffers: o.register_buffers.unwrap_or(true),
-                                                        register_files: o.register_files.unwrap_or(true),
-                                                        force_async: o.force_async,
-                                                    },
-                                                    verify: o.verify,
-                                                    continue_on_error: o.continue_on_error,
-                                                    allow_fallback: o.allow_fallback,
-                                                    strict: o.strict,
-                                                    destructive: plan.destructive.clone(),
-                                                    scheduler: sched.clone(),
-                                                    set: o.set.clone(),
-                                                    null_script: None,
-                                                };
-                                                let key = config_key(&job, m);
-                                                if let Some(reason) = rule_verdict(&plan.rules, &job)? {
-                                                    dropped.push((key, reason));
-                                                    continue;
-                                                }
-                                                if let Err(reason) = validate(&job) {
-                                                    dropped.push((key, reason));
-                                                    continue;
-                                                }
-                                                configs.push(PlannedConfig { key, job });
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+    for mut job in m.jobs(&base)? {
+        job.batch_reap = o.batch_reap.unwrap_or(job.batch_submit).min(job.qd.max(1));
+        let key = m.key(&job);
+        if let Some(reason) = rule_verdict(&plan.rules, &job)? {
+            dropped.push((key, reason));
+            continue;
         }
+        if let Err(reason) = validate(&job) {
+            dropped.push((key, reason));
+            continue;
+        }
+        configs.push(PlannedConfig { key, job });
     }
     if configs.is_empty() {
         // Each distinct reason once, with how many it dropped.
@@ -446,35 +329,6 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     })
 }
 
-fn base_job() -> Job {
-    crate::cli::probe::probe_job(InterfaceKind::Psync, Submit::Syscall, Complete::Irq, true, "")
-}
-
-/// The varying dimensions, named, in a fixed order: the configuration's identity.
-fn config_key(job: &Job, m: &Matrix) -> String {
-    let dims: [(&str, bool); 11] = [
-        ("interface", true),
-        ("submit", true),
-        ("complete", true),
-        ("rw", true),
-        ("write_mix", job.rw == Rw::Randrw),
-        ("bs", true),
-        ("qd", true),
-        ("threads", true),
-        ("batch", !m.batch.is_empty()),
-        ("target", !m.target.is_empty()),
-        ("scheduler", !m.scheduler.is_empty()),
-    ];
-    dims.iter()
-        .filter(|(_, on)| *on)
-        .map(|(k, _)| {
-            let v = value_of(job, k).unwrap();
-            format!("{k}={}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// Some(reason) when a drop rule matches; Err when a reject rule does.
 fn rule_verdict(rules: &[Rule], job: &Job) -> Result<Option<String>, String> {
     for r in rules {
@@ -487,7 +341,7 @@ fn rule_verdict(rules: &[Rule], job: &Job) -> Result<Option<String>, String> {
         }
         if all {
             if r.action == "reject" {
-                return Err(format!("plan rejected: {} ({})", r.reason, config_key(job, &Matrix::default())));
+                return Err(format!("plan rejected: {} ({})", r.reason, Matrix::default().key(job)));
             }
             return Ok(Some(r.reason.clone()));
         }

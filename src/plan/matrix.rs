@@ -1,0 +1,356 @@
+//! The sweep dimensions, each defined once: its `[matrix]` key, how the plan writes its values
+//! (and so how they parse), how a value goes into a job, and how a job's value reads in a
+//! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
+//! over `DIMENSIONS`, in their order (see `combinations`).
+use super::size::parse_size;
+use super::validate::name_complete;
+use super::{Complete, Job, Rw, Submit};
+use crate::interfaces::InterfaceKind;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+use toml::Value::{Integer, String as Text};
+
+/// A size in the plan: a number of bytes or text such as "4k".
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            SizeValue::Bytes(n) => Ok(*n),
+            SizeValue::Text(t) => parse_size(t),
+        }
+    }
+}
+
+/// How a dimension's values are written in the plan, and the job field(s) one of them sets.
+/// The type decides the parse, so serde names the line and key of a value of the wrong type.
+#[derive(Clone, Copy)]
+pub enum Set {
+    Interface(fn(&mut Job, InterfaceKind)),
+    Text(fn(&mut Job, &str)),
+    Submit(fn(&mut Job, Submit)),
+    Complete(fn(&mut Job, Complete)),
+    Rw(fn(&mut Job, Rw)),
+    /// 0 to 100.
+    Percent(fn(&mut Job, u8)),
+    Count(fn(&mut Job, u32)),
+    /// Bytes, or text such as "4k" (read when the plan expands).
+    Size(fn(&mut Job, u64)),
+}
+
+/// One value of a dimension, as the plan gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Level {
+    Interface(InterfaceKind),
+    Text(String),
+    Submit(Submit),
+    Complete(Complete),
+    Rw(Rw),
+    Percent(u8),
+    Count(u32),
+    Size(SizeValue),
+}
+
+/// When a configuration's key names a dimension.
+#[derive(Clone, Copy)]
+pub enum Shown {
+    Always,
+    /// Only when the plan's matrix lists the dimension.
+    IfListed,
+    /// Only for jobs where it matters.
+    If(fn(&Job) -> bool),
+}
+
+/// One sweep dimension.
+pub struct Dimension {
+    /// Its key in `[matrix]`, in configuration keys and in rules.
+    pub name: &'static str,
+    pub set: Set,
+    /// The job's value, as a configuration's key prints it and a rule compares it.
+    pub value: fn(&Job) -> toml::Value,
+    pub shown: Shown,
+}
+
+/// Every sweep dimension, in matrix order: a plan expands with the first outermost and the last
+/// innermost (changing fastest), and a configuration's key names them in this order. A
+/// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
+/// `targets`, or the command line's, all together in each run).
+pub const DIMENSIONS: [Dimension; 11] = [
+    Dimension {
+        name: "interface",
+        set: Set::Interface(|j, v| j.interface = v),
+        value: |j| Text(j.interface.name().into()),
+        shown: Shown::Always,
+    },
+    Dimension {
+        name: "submit",
+        set: Set::Submit(|j, v| j.submit = v),
+        value: |j| Text(if j.submit == Submit::Sqpoll { "sqpoll" } else { "syscall" }.into()),
+        shown: Shown::Always,
+    },
+    Dimension {
+        name: "complete",
+        set: Set::Complete(|j, v| j.complete = v),
+        value: |j| Text(name_complete(j.complete).into()),
+        shown: Shown::Always,
+    },
+    Dimension { name: "rw", set: Set::Rw(|j, v| j.rw = v), value: |j| Text(j.rw.name().into()), shown: Shown::Always },
+    Dimension {
+        name: "write_mix",
+        set: Set::Percent(|j, v| j.write_mix = v),
+        value: |j| Integer(j.write_mix.into()),
+        shown: Shown::If(|j| j.rw == Rw::Randrw),
+    },
+    Dimension { name: "bs", set: Set::Size(|j, v| j.bs = v), value: |j| Integer(j.bs as i64), shown: Shown::Always },
+    Dimension { name: "qd", set: Set::Count(|j, v| j.qd = v), value: |j| Integer(j.qd.into()), shown: Shown::Always },
+    Dimension { name: "threads", set: Set::Count(|j, v| j.threads = v), value: |j| Integer(j.threads.into()), shown: Shown::Always },
+    // Requests per submission; `options.batch_reap` (default: the same) is set once the job is whole.
+    Dimension {
+        name: "batch",
+        set: Set::Count(|j, v| j.batch_submit = v),
+        value: |j| Integer(j.batch_submit.into()),
+        shown: Shown::IfListed,
+    },
+    // One target per run.
+    Dimension {
+        name: "target",
+        set: Set::Text(|j, v| j.targets = vec![v.into()]),
+        value: |j| Text(j.targets.first().cloned().unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "scheduler",
+        set: Set::Text(|j, v| j.scheduler = Some(v.into())),
+        value: |j| Text(j.scheduler.clone().unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
+];
+
+/// The dimensions' names, in order (what serde lists for an unknown `[matrix]` key).
+static NAMES: [&str; DIMENSIONS.len()] = {
+    let mut names = [""; DIMENSIONS.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = DIMENSIONS[i].name;
+        i += 1;
+    }
+    names
+};
+
+/// The index in `DIMENSIONS` of the dimension named `name`.
+pub fn dimension(name: &str) -> Option<usize> {
+    NAMES.iter().position(|n| *n == name)
+}
+
+impl Set {
+    /// The plan's list of values for a dimension of this type.
+    fn parse<'de, D: Deserializer<'de>>(self, d: D) -> Result<Vec<Level>, D::Error> {
+        fn list<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D, level: fn(T) -> Level) -> Result<Vec<Level>, D::Error> {
+            Ok(Vec::<T>::deserialize(d)?.into_iter().map(level).collect())
+        }
+        match self {
+            Set::Interface(_) => list(d, Level::Interface),
+            Set::Text(_) => list(d, Level::Text),
+            Set::Submit(_) => list(d, Level::Submit),
+            Set::Complete(_) => list(d, Level::Complete),
+            Set::Rw(_) => list(d, Level::Rw),
+            Set::Percent(_) => list(d, Level::Percent),
+            Set::Count(_) => list(d, Level::Count),
+            Set::Size(_) => list(d, Level::Size),
+        }
+    }
+
+    /// Sets the job's field to `level`, a value parsed for this type (sizes checked before).
+    fn apply(self, job: &mut Job, level: &Level) {
+        match (self, level) {
+            (Set::Interface(f), Level::Interface(v)) => f(job, *v),
+            (Set::Text(f), Level::Text(v)) => f(job, v),
+            (Set::Submit(f), Level::Submit(v)) => f(job, *v),
+            (Set::Complete(f), Level::Complete(v)) => f(job, *v),
+            (Set::Rw(f), Level::Rw(v)) => f(job, *v),
+            (Set::Percent(f), Level::Percent(v)) => f(job, *v),
+            (Set::Count(f), Level::Count(v)) => f(job, *v),
+            (Set::Size(f), Level::Size(v)) => f(job, v.bytes().expect("Matrix::jobs checks sizes first")),
+            (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
+        }
+    }
+}
+
+/// The plan's `[matrix]`: each dimension's values, in `DIMENSIONS` order (empty: not listed).
+#[derive(Debug, Default)]
+pub struct Matrix {
+    values: [Vec<Level>; DIMENSIONS.len()],
+}
+
+impl Matrix {
+    /// Does the plan list this dimension?
+    pub fn lists(&self, dimension: usize) -> bool {
+        !self.values[dimension].is_empty()
+    }
+
+    /// How many configurations the matrix has (before rules and validation drop any).
+    pub fn configurations(&self) -> u128 {
+        self.values.iter().fold(1u128, |n, v| n.saturating_mul(v.len().max(1) as u128))
+    }
+
+    /// Err names the first size that is not one ("plan bs: ...").
+    pub fn check_sizes(&self) -> Result<(), String> {
+        for (dim, values) in DIMENSIONS.iter().zip(&self.values) {
+            for v in values {
+                if let Level::Size(s) = v {
+                    s.bytes().map_err(|e| format!("plan {}: {e}", dim.name))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every configuration: `base` with one value of each listed dimension, in matrix order.
+    /// Err: `check_sizes`'s.
+    pub fn jobs<'a>(&'a self, base: &'a Job) -> Result<impl Iterator<Item = Job> + 'a, String> {
+        self.check_sizes()?;
+        Ok(combinations(self.values.iter().map(|v| v.len().max(1)).collect()).map(move |at| {
+            let mut job = base.clone();
+            for ((dim, values), i) in DIMENSIONS.iter().zip(&self.values).zip(at) {
+                if let Some(level) = values.get(i) {
+                    dim.set.apply(&mut job, level);
+                }
+            }
+            job
+        }))
+    }
+
+    /// The dimensions a configuration's key names, `name=value` in matrix order: its identity.
+    pub fn key(&self, job: &Job) -> String {
+        DIMENSIONS
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| match d.shown {
+                Shown::Always => true,
+                Shown::IfListed => self.lists(*i),
+                Shown::If(shown) => shown(job),
+            })
+            .map(|(_, d)| match (d.value)(job) {
+                Text(s) => format!("{}={s}", d.name),
+                v => format!("{}={v}", d.name),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Every combination of one index below each size, the last changing fastest: the nested loops
+/// `for a in 0..sizes[0] { for b in 0..sizes[1] { ... } }` as one iterator. Sizes are at least 1.
+pub fn combinations(sizes: Vec<usize>) -> impl Iterator<Item = Vec<usize>> {
+    let mut next = Some(vec![0; sizes.len()]);
+    std::iter::from_fn(move || {
+        let current = next.take()?;
+        // Like an odometer: advance the last index that can, and start the ones after it over.
+        if let Some(d) = (0..sizes.len()).rev().find(|&d| current[d] + 1 < sizes[d]) {
+            let mut n = current.clone();
+            n[d] += 1;
+            n[d + 1..].fill(0);
+            next = Some(n);
+        }
+        Some(current)
+    })
+}
+
+/// `[matrix]` reads through `DIMENSIONS`: an unknown key is refused as serde's
+/// `deny_unknown_fields` would, naming the keys there are.
+impl<'de> Deserialize<'de> for Matrix {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Matrix, D::Error> {
+        d.deserialize_struct("Matrix", &NAMES, MatrixVisitor)
+    }
+}
+
+struct MatrixVisitor;
+
+impl<'de> Visitor<'de> for MatrixVisitor {
+    type Value = Matrix;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("struct Matrix")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Matrix, A::Error> {
+        let mut m = Matrix::default();
+        while let Some(DimensionKey(i)) = map.next_key()? {
+            m.values[i] = map.next_value_seed(DimensionValues(i))?;
+        }
+        Ok(m)
+    }
+}
+
+/// A `[matrix]` key: the index of its dimension.
+struct DimensionKey(usize);
+
+impl<'de> Deserialize<'de> for DimensionKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<DimensionKey, D::Error> {
+        d.deserialize_identifier(DimensionKeyVisitor)
+    }
+}
+
+struct DimensionKeyVisitor;
+
+impl Visitor<'_> for DimensionKeyVisitor {
+    type Value = DimensionKey;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("field identifier")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<DimensionKey, E> {
+        dimension(key).map(DimensionKey).ok_or_else(|| E::unknown_field(key, &NAMES))
+    }
+}
+
+/// A `[matrix]` list, parsed as its dimension's type.
+struct DimensionValues(usize);
+
+impl<'de> DeserializeSeed<'de> for DimensionValues {
+    type Value = Vec<Level>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Level>, D::Error> {
+        DIMENSIONS[self.0].set.parse(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combinations_are_nested_loops_with_the_last_fastest() {
+        let all: Vec<Vec<usize>> = combinations(vec![2, 1, 3]).collect();
+        assert_eq!(all, [[0, 0, 0], [0, 0, 1], [0, 0, 2], [1, 0, 0], [1, 0, 1], [1, 0, 2]]);
+        assert_eq!(combinations(vec![]).collect::<Vec<_>>(), [Vec::<usize>::new()], "no dimension: one configuration");
+        assert_eq!(combinations(vec![1; 11]).count(), 1);
+    }
+
+    #[test]
+    fn every_dimension_reads_back_what_it_sets() {
+        let job = |name: &str, toml: &str| {
+            let m: Matrix = toml::from_str(&format!("{name} = [{toml}]")).unwrap();
+            let jobs: Vec<Job> = m.jobs(&Job::default()).unwrap().collect();
+            assert_eq!(jobs.len(), 1);
+            (m.key(&jobs[0]), (DIMENSIONS[dimension(name).unwrap()].value)(&jobs[0]))
+        };
+        assert_eq!(job("interface", "\"io_uring\"").1, Text("io_uring".into()));
+        assert_eq!(job("submit", "\"sqpoll\"").1, Text("sqpoll".into()));
+        assert_eq!(job("complete", "\"hybrid\"").1, Text("hybrid".into()));
+        assert_eq!(job("rw", "\"write\"").1, Text("write".into()));
+        assert_eq!(job("write_mix", "30").1, Integer(30));
+        assert_eq!(job("bs", "\"8k\"").1, Integer(8192));
+        assert_eq!(job("qd", "32").1, Integer(32));
+        assert_eq!(job("threads", "4").1, Integer(4));
+        assert_eq!(job("batch", "2").1, Integer(2));
+        let (key, v) = job("target", "\"/dev/x\"");
+        assert_eq!(v, Text("/dev/x".into()));
+        assert!(key.ends_with(",target=/dev/x"), "{key}");
+        let (key, v) = job("scheduler", "\"kyber\"");
+        assert_eq!(v, Text("kyber".into()));
+        assert_eq!(key, "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,scheduler=kyber");
+    }
+}
