@@ -24,7 +24,7 @@ pub fn probe_job(interface: InterfaceKind, submit: Submit, complete: crate::plan
 pub fn main(target: Option<&PathBuf>) -> i32 {
     let temp = match target {
         Some(_) => None,
-        None => match crate::device::create_default_target(16 << 20, &crate::engine::STOP) {
+        None => match crate::device::create_default_target(16 << 20, crate::engine::interrupt()) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("iolab: {e}");

@@ -9,7 +9,6 @@ use crate::session::{execute, FailureKind, RunUi};
 use crate::store::Store;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SweepArgs {
@@ -194,12 +193,12 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
 
     // One temporary target for the whole sweep when the plan names none.
     let needs_temp = pending.iter().any(|r| r.spec["targets"].as_array().is_some_and(|t| t.is_empty()));
-    crate::engine::install_interrupt_handler();
+    let cancel = crate::engine::install_interrupt_handler();
     let temp = if needs_temp {
         let size = e.configs[0].job.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
-        match crate::device::create_default_target(size, &crate::engine::STOP) {
+        match crate::device::create_default_target(size, cancel) {
             Ok(t) => Some(t),
-            Err(m) if crate::engine::STOP.load(Ordering::Relaxed) => {
+            Err(m) if cancel.is_cancelled() => {
                 eprintln!("iolab: {m}; every run stays to do");
                 return Ok(SweepEnd { code: 130, finished: false });
             }
@@ -227,7 +226,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     let mut stopped: Option<(i32, String)> = None;
     let mut reasons: Vec<String> = Vec::new();
     for (n, run) in pending.iter().enumerate() {
-        if crate::engine::STOP.load(Ordering::Relaxed) {
+        if cancel.is_cancelled() {
             interrupted = true;
             break;
         }
@@ -310,7 +309,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         }
         if n + 1 < pending.len() {
             let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(e.cooldown_s);
-            while std::time::Instant::now() < until && !crate::engine::STOP.load(Ordering::Relaxed) {
+            while std::time::Instant::now() < until && !cancel.is_cancelled() {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
         }

@@ -36,9 +36,9 @@ pub struct TempTarget {
 
 /// Create and fill the default target so reads hit allocated blocks. The data is in
 /// `--verify` format, so verified reads work on it too.
-/// Filling stops early, and the file is removed, once `stop` is set (Ctrl-C): a 1 GiB fill
+/// Filling stops early, and the file is removed, once `cancel` is set (Ctrl-C): a 1 GiB fill
 /// takes seconds, and the handler that sets it is installed before.
-pub fn create_default_target(size: u64, stop: &std::sync::atomic::AtomicBool) -> Result<TempTarget, String> {
+pub fn create_default_target(size: u64, cancel: crate::engine::Cancel) -> Result<TempTarget, String> {
     let dir = tempfile::Builder::new()
         .prefix("iolab-")
         .tempdir()
@@ -49,7 +49,7 @@ pub fn create_default_target(size: u64, stop: &std::sync::atomic::AtomicBool) ->
     let mut buf = vec![0u8; chunk];
     let mut off = 0u64;
     while off < size {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if cancel.is_cancelled() {
             return Err(format!("interrupted while filling the temporary target (removed {})", path.display()));
         }
         let n = chunk.min((size - off) as usize);

@@ -43,11 +43,11 @@ pub struct EnergyRecord {
 }
 
 /// Measure idle power for `seconds` (nothing of iolab's runs meanwhile).
-/// Ends early once `stop` is set (Ctrl-C); the caller then does no I/O.
-pub fn measure_idle(cfg: &EnergyConfig, seconds: f64, stop: &std::sync::atomic::AtomicBool) -> Vec<IdlePower> {
+/// Ends early once `cancel` is set (Ctrl-C); the caller then does no I/O.
+pub fn measure_idle(cfg: &EnergyConfig, seconds: f64, cancel: crate::engine::Cancel) -> Vec<IdlePower> {
     let meter = EnergyMeter::start(cfg);
     let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < until {
+    while !cancel.is_cancelled() && std::time::Instant::now() < until {
         std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()).min(std::time::Duration::from_millis(50)));
     }
     let r = meter.stop();

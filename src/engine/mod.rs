@@ -1,5 +1,6 @@
 //! The engine: runs one job's threads over already-open targets and hands back what it
 //! measured. It knows nothing of storage formats or reports.
+mod cancel;
 pub mod clock;
 pub mod hotloop;
 pub mod recorder;
@@ -8,29 +9,14 @@ pub mod workload;
 use crate::interfaces::{self, InterfaceKind, IoInterface, Setup};
 use crate::plan::{Budget, Job};
 use crate::verify;
+pub use cancel::{install_interrupt_handler, interrupt, Cancel};
 use clock::{Clock, ClockInfo};
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
 use recorder::Recorder;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Barrier;
 use workload::{region_for, Rng, Stream};
-
-/// Set by Ctrl-C; every thread checks it once per loop iteration.
-pub static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-/// Make Ctrl-C stop the run cleanly instead of killing it (results so far are kept).
-pub fn install_interrupt_handler() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t);
-    }
-}
 
 /// An open target as the engine sees it: a descriptor and the byte range to use.
 #[derive(Clone, Copy, Debug)]
@@ -133,174 +119,323 @@ pub fn memory_needed(job: &Job) -> u64 {
     job.threads as u64 * (buffers + recorder + THREAD_STACK)
 }
 
-/// Run the job over the targets. Blocks until all threads finish.
-pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut dyn WindowHooks) -> Result<EngineOutput, String> {
-    let clock = Clock::calibrate();
-    let clock_info = clock.info();
-    let threads = job.threads as usize;
-    let quota_for = |t: usize| -> Option<u64> {
-        let total = match job.budget {
-            Budget::Seconds(_) => return None,
-            Budget::Ios(n) => n,
-            Budget::Bytes(b) => b.div_ceil(job.bs),
-        };
-        Some(total / threads as u64 + u64::from((t as u64) < total % threads as u64))
+/// This thread's share of a count or byte budget (None under a time budget): the total split
+/// evenly, the first threads taking one more each for the remainder.
+fn quota_for(job: &Job, t: usize) -> Option<u64> {
+    let total = match job.budget {
+        Budget::Seconds(_) => return None,
+        Budget::Ios(n) => n,
+        Budget::Bytes(b) => b.div_ceil(job.bs),
     };
-    let series_len = series_len(job);
-    let ready = Arc::new(Barrier::new(threads + 1));
-    let go = Arc::new(Barrier::new(threads + 1));
-    let closing = Arc::new(Barrier::new(threads + 1));
-    let start_at = Arc::new(AtomicU64::new(0));
-    let progress_ctrs: Arc<Vec<AtomicU64>> = Arc::new((0..threads).map(|_| AtomicU64::new(0)).collect());
-    let finished = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let prep_failed = Arc::new(AtomicBool::new(false));
-    let tids: Arc<Vec<std::sync::atomic::AtomicI32>> = Arc::new((0..threads).map(|_| std::sync::atomic::AtomicI32::new(0)).collect());
-    let ramp_ns = (job.ramp_s * 1e9) as u64;
-    let run_ns = match job.budget {
-        Budget::Seconds(s) => Some((s * 1e9) as u64),
-        _ => None,
-    };
+    let threads = job.threads as u64;
+    Some(total / threads + u64::from((t as u64) < total % threads))
+}
 
-    let mut handles = Vec::with_capacity(threads);
-    for t in 0..threads {
-        let job = job.clone();
-        let targets = targets.to_vec();
-        let (ready, go, start_at, ctrs, finished) = (ready.clone(), go.clone(), start_at.clone(), progress_ctrs.clone(), finished.clone());
-        let (stop, prep_failed, tids, closing) = (stop.clone(), prep_failed.clone(), tids.clone(), closing.clone());
-        let quota = quota_for(t);
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("iolab-w{t}"))
-                .spawn(move || {
-                    let result = (|| -> Result<Option<(ThreadOut, WrittenMap, AlignedBuf)>, String> {
-                        // SAFETY: gettid has no preconditions.
-                        tids[t].store(unsafe { libc::gettid() }, Ordering::Release);
-                        // Everything fallible happens before the barrier, so a failure cannot leave others waiting.
-                        let prep = (|| -> Result<_, String> {
-                            if !job.cpus.is_empty() {
-                                pin_to_cpu(job.cpus[t % job.cpus.len()])?;
-                            }
-                            let bs = job.bs as usize;
-                            let mut bufs = AlignedBuf::new(bs * job.qd as usize)?;
-                            let mut rng = Rng::for_thread(job.seed, t as u32);
-                            // Incompressible data, so compressing devices cannot flatter writes.
-                            rng.fill(bufs.slice());
-                            let regions = targets
-                                .iter()
-                                .map(|o| region_for(o.range_start, o.range_len, job.bs, job.rw.is_random(), t as u32, job.threads))
-                                .collect::<Vec<_>>();
-                            if regions.iter().any(|r| r.blocks == 0) {
-                                return Err(format!(
-                                    "each thread needs at least one {}-byte block: use a larger --size or fewer --threads",
-                                    job.bs
-                                ));
-                            }
-                            let written: WrittenMap = if job.verify && job.rw.writes(job.write_mix) {
-                                targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize]).collect()
-                            } else {
-                                targets.iter().map(|_| Vec::new()).collect()
-                            };
-                            let stream = Stream::new(rng, regions, job.bs, job.rw.is_random(), job.rw.write_percent(job.write_mix));
-                            Ok((bufs, stream, written))
-                        })();
-                        let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-                        let mut opened = None;
-                        let prep = prep.and_then(|(bufs, stream, written)| {
-                            let setup = Setup {
-                                fds: &fds,
-                                buffers: bufs.ptr,
-                                buffers_len: bufs.layout.size(),
-                                bs: job.bs as u32,
-                                qd: job.qd,
-                                submit: job.submit,
-                                complete: job.complete,
-                                batch_submit: job.batch_submit,
-                                ring: job.ring,
-                                null_script: job.null_script.as_deref(),
-                            };
-                            opened = Some(open_interface(job.interface, &setup)?);
-                            Ok((bufs, stream, written))
-                        });
-                        if prep.is_err() {
-                            prep_failed.store(true, Ordering::Release);
-                        }
-                        ready.wait();
-                        go.wait();
-                        if prep_failed.load(Ordering::Acquire) {
-                            // Some thread could not start: nobody runs.
-                            return prep.map(|_| None);
-                        }
-                        let (bufs, stream, written) = prep?;
-                        let start = start_at.load(Ordering::Acquire);
-                        let plan = LoopPlan::for_job(&job, start, ramp_ns, run_ns, quota);
-                        let mut cx = hotloop::LoopCtx {
-                            plan,
-                            clock: &clock,
-                            stream,
-                            bufs: bufs.ptr,
-                            rec: Recorder::new(series_len, targets.len(), job.bs),
-                            stop: &stop,
-                            progress: &ctrs[t],
-                            written,
-                            start,
-                        };
-                        let res = match opened.take().expect("opened") {
-                            Opened::Psync(mut io) => hotloop::run(&mut io, &mut cx),
-                            Opened::Pvsync2(mut io) => hotloop::run(&mut io, &mut cx),
-                            Opened::PosixAio(mut io) => hotloop::run(&mut io, &mut cx),
-                            Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
-                            Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
-                            Opened::Passthru(mut io) => hotloop::run(&mut io, &mut cx),
-                            Opened::Null(mut io) => hotloop::run(&mut io, &mut cx),
-                        };
-                        if res.is_err() {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                        let end = res?;
-                        Ok(Some((ThreadOut { rec: cx.rec, end, verified_written: 0, verify_error: None }, cx.written, bufs)))
-                    })();
-                    finished.fetch_add(1, Ordering::Release);
-                    // Stay alive until the window's end has been measured, so the meters see this thread.
-                    closing.wait();
-                    // Verify read-back happens after the window closed: it is not the run's I/O.
-                    result.map(|r| {
-                        r.map(|(mut out, written, bufs)| {
-                            let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-                            (out.verified_written, out.verify_error) = read_back(&fds, &written, &bufs, job.bs, job.interface);
-                            out
-                        })
-                    })
-                })
-                .map_err(|e| format!("cannot start thread: {e}"))?,
-        );
-    }
+/// What one run's workers and its coordinating thread share; the workers borrow it through
+/// `std::thread::scope`.
+struct Shared<'a> {
+    job: &'a Job,
+    targets: &'a [OpenTarget],
+    clock: Clock,
+    /// Measured before the run, on a quiet machine.
+    clock_info: ClockInfo,
+    ramp_ns: u64,
+    /// A time budget's measured window.
+    run_ns: Option<u64>,
+    series_len: usize,
+    /// Every worker and the coordinating thread: all prepared (`ready`), the start instant
+    /// published (`go`), the window's end sampled (`closing`).
+    ready: Barrier,
+    go: Barrier,
+    closing: Barrier,
+    start_at: AtomicU64,
+    /// Per worker, completions so far (ramp included), for progress.
+    progress: Vec<AtomicU64>,
+    /// Workers whose loop is over.
+    finished: AtomicUsize,
+    /// The hot loops' stop request: a cancel passed on by the coordinating thread, or a
+    /// worker's failure.
+    stop: AtomicBool,
+    /// Some thread could not prepare (or panicked before the start): nobody runs.
+    prep_failed: AtomicBool,
+    tids: Vec<AtomicI32>,
+}
 
-    ready.wait();
-    let worker_tids: Vec<i32> = tids.iter().map(|t| t.load(Ordering::Acquire)).collect();
-    let (mut started, mut ended) = (false, false);
-    if ramp_ns == 0 && !prep_failed.load(Ordering::Acquire) {
-        // No ramp: measure the starting state before the first I/O is issued.
-        hooks.window_start(&worker_tids);
-        started = true;
-    }
-    let start = clock.now();
-    start_at.store(start, Ordering::Release);
-    go.wait();
-
-    // Coordinate: sample CPU at the ramp's end and the run's end, report progress once a second.
-    let ramp_end = start + ramp_ns;
-    let end = run_ns.map(|r| ramp_end + r);
-    let total_s = run_ns.map(|r| (ramp_ns + r) as f64 / 1e9);
-    let mut next_report = start + 1_000_000_000;
-    while finished.load(Ordering::Acquire) < threads {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        if STOP.load(Ordering::Relaxed) {
-            stop.store(true, Ordering::Relaxed);
+impl<'a> Shared<'a> {
+    fn new(job: &'a Job, targets: &'a [OpenTarget]) -> Shared<'a> {
+        let threads = job.threads as usize;
+        let clock = Clock::calibrate();
+        Shared {
+            job,
+            targets,
+            clock,
+            clock_info: clock.info(),
+            ramp_ns: (job.ramp_s * 1e9) as u64,
+            run_ns: match job.budget {
+                Budget::Seconds(s) => Some((s * 1e9) as u64),
+                _ => None,
+            },
+            series_len: series_len(job),
+            ready: Barrier::new(threads + 1),
+            go: Barrier::new(threads + 1),
+            closing: Barrier::new(threads + 1),
+            start_at: AtomicU64::new(0),
+            progress: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            finished: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            prep_failed: AtomicBool::new(false),
+            tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
         }
-        let now = clock.now();
+    }
+}
+
+/// Run the job over the targets. Blocks until all threads finish. `cancel` stops the run
+/// early; what was measured until then is returned, marked interrupted.
+pub fn run(
+    job: &Job,
+    targets: &[OpenTarget],
+    cancel: Cancel,
+    progress: ProgressFn,
+    hooks: &mut dyn WindowHooks,
+) -> Result<EngineOutput, String> {
+    let shared = Shared::new(job, targets);
+    let sh = &shared;
+    let (workers, coordinated) = std::thread::scope(|s| -> Result<_, String> {
+        let handles = spawn_workers(s, sh)?;
+        let coordinated = coordinator(sh, cancel, progress, hooks);
+        let workers: Vec<_> = handles.into_iter().map(|h| h.join().map_err(panic_message).and_then(|r| r)).collect();
+        Ok((workers, coordinated))
+    })?;
+    if let Err(panic) = coordinated {
+        std::panic::resume_unwind(panic);
+    }
+    // The first failure, in thread order.
+    let outs = workers.into_iter().filter_map(Result::transpose).collect::<Result<Vec<_>, _>>()?;
+    Ok(merge(sh, &outs, cancel.is_cancelled()))
+}
+
+type WorkerResult = Result<Option<ThreadOut>, String>;
+
+/// Start one named thread per job thread. Each waits, before the start barrier, until all
+/// were started; if one cannot be, the started ones end without waiting for it.
+fn spawn_workers<'scope, 'env>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    sh: &'env Shared<'env>,
+) -> Result<Vec<std::thread::ScopedJoinHandle<'scope, WorkerResult>>, String> {
+    let threads = sh.job.threads as usize;
+    let (mut handles, mut gates) = (Vec::with_capacity(threads), Vec::with_capacity(threads));
+    for t in 0..threads {
+        let (gate, all_started) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new().name(format!("iolab-w{t}")).spawn_scoped(s, move || worker(sh, t, all_started));
+        handles.push(spawned.map_err(|e| format!("cannot start thread: {e}"))?);
+        gates.push(gate);
+    }
+    for gate in gates {
+        // A worker gone already panicked outside its guarded phases; join reports it.
+        let _ = gate.send(());
+    }
+    Ok(handles)
+}
+
+/// One worker thread: prepare, start barrier, loop, linger, read-back. A failure or a panic
+/// in any phase still passes every barrier, so no other thread is left waiting.
+fn worker(sh: &Shared, t: usize, all_started: std::sync::mpsc::Receiver<()>) -> WorkerResult {
+    // SAFETY: gettid has no preconditions.
+    sh.tids[t].store(unsafe { libc::gettid() }, Ordering::Release);
+    let prepared = unwound(|| prepare(sh, t));
+    if all_started.recv().is_err() {
+        // Not every worker could be started: the run failed and nobody is at the barriers.
+        return Ok(None);
+    }
+    let ran = match start_barrier(sh, prepared) {
+        Ok(Some(p)) => unwound(|| run_loop(sh, t, p)).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    };
+    if ran.is_err() {
+        sh.stop.store(true, Ordering::Relaxed);
+    }
+    linger(sh);
+    Ok(ran?.map(|r| read_back(sh, r)))
+}
+
+/// A worker's state once prepared. Fields drop in order: the interface closes before the
+/// buffers it was given are freed.
+struct Prepared {
+    io: Opened,
+    stream: Stream,
+    written: WrittenMap,
+    bufs: AlignedBuf,
+}
+
+/// Everything fallible, before the start barrier: pin, buffers, workload stream, written map,
+/// the interface.
+fn prepare(sh: &Shared, t: usize) -> Result<Prepared, String> {
+    let (job, targets) = (sh.job, sh.targets);
+    if !job.cpus.is_empty() {
+        pin_to_cpu(job.cpus[t % job.cpus.len()])?;
+    }
+    let mut bufs = AlignedBuf::new(job.bs as usize * job.qd as usize)?;
+    let mut rng = Rng::for_thread(job.seed, t as u32);
+    // Incompressible data, so compressing devices cannot flatter writes.
+    rng.fill(bufs.slice());
+    let regions = targets
+        .iter()
+        .map(|o| region_for(o.range_start, o.range_len, job.bs, job.rw.is_random(), t as u32, job.threads))
+        .collect::<Vec<_>>();
+    if regions.iter().any(|r| r.blocks == 0) {
+        return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", job.bs));
+    }
+    let written: WrittenMap = if job.verify && job.rw.writes(job.write_mix) {
+        targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize]).collect()
+    } else {
+        targets.iter().map(|_| Vec::new()).collect()
+    };
+    let stream = Stream::new(rng, regions, job.bs, job.rw.is_random(), job.rw.write_percent(job.write_mix));
+    let io = open_for(job, targets, &bufs)?;
+    Ok(Prepared { io, stream, written, bufs })
+}
+
+/// The job's interface over the targets, with this thread's buffers.
+fn open_for(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) -> Result<Opened, String> {
+    let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
+    let setup = Setup {
+        fds: &fds,
+        buffers: bufs.ptr,
+        buffers_len: bufs.layout.size(),
+        bs: job.bs as u32,
+        qd: job.qd,
+        submit: job.submit,
+        complete: job.complete,
+        batch_submit: job.batch_submit,
+        ring: job.ring,
+        null_script: job.null_script.as_deref(),
+    };
+    open_interface(job.interface, &setup)
+}
+
+/// The start barrier: wait until every thread is prepared, then for the start instant. If any
+/// thread failed to prepare, nobody runs: Ok(None), or this thread's own error.
+fn start_barrier(sh: &Shared, prepared: Result<Prepared, String>) -> Result<Option<Prepared>, String> {
+    if prepared.is_err() {
+        sh.prep_failed.store(true, Ordering::Release);
+    }
+    sh.ready.wait();
+    sh.go.wait();
+    if sh.prep_failed.load(Ordering::Acquire) {
+        return prepared.map(|_| None);
+    }
+    prepared.map(Some)
+}
+
+/// What a worker's loop leaves for the read-back.
+struct Ran {
+    rec: Recorder,
+    end: hotloop::LoopEnd,
+    written: WrittenMap,
+    bufs: AlignedBuf,
+}
+
+/// The loop: this thread's share of the budget through the hot loop, from the start instant.
+fn run_loop(sh: &Shared, t: usize, p: Prepared) -> Result<Ran, String> {
+    let Prepared { io, stream, written, bufs } = p;
+    let start = sh.start_at.load(Ordering::Acquire);
+    let mut cx = hotloop::LoopCtx {
+        plan: LoopPlan::for_job(sh.job, start, sh.ramp_ns, sh.run_ns, quota_for(sh.job, t)),
+        clock: &sh.clock,
+        stream,
+        bufs: bufs.ptr,
+        rec: Recorder::new(sh.series_len, sh.targets.len(), sh.job.bs),
+        stop: &sh.stop,
+        progress: &sh.progress[t],
+        written,
+        start,
+    };
+    let end = match io {
+        Opened::Psync(mut io) => hotloop::run(&mut io, &mut cx),
+        Opened::Pvsync2(mut io) => hotloop::run(&mut io, &mut cx),
+        Opened::PosixAio(mut io) => hotloop::run(&mut io, &mut cx),
+        Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
+        Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
+        Opened::Passthru(mut io) => hotloop::run(&mut io, &mut cx),
+        Opened::Null(mut io) => hotloop::run(&mut io, &mut cx),
+    }?;
+    Ok(Ran { rec: cx.rec, end, written: cx.written, bufs })
+}
+
+/// Linger: stay alive until the window's end has been measured, so the meters see this thread.
+fn linger(sh: &Shared) {
+    sh.finished.fetch_add(1, Ordering::Release);
+    sh.closing.wait();
+}
+
+/// Read-back, after the window closed (it is not the run's I/O): with --verify, check every
+/// block this thread wrote.
+fn read_back(sh: &Shared, ran: Ran) -> ThreadOut {
+    let fds: Vec<RawFd> = sh.targets.iter().map(|o| o.fd).collect();
+    let (verified_written, verify_error) = read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.bs, sh.job.interface);
+    ThreadOut { rec: ran.rec, end: ran.end, verified_written, verify_error }
+}
+
+/// Run `f`, turning a panic into an error, so a panicking worker fails the run like any
+/// other failure instead of leaving the others at a barrier. (Release builds abort on panic.)
+fn unwound<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panic_message(p)))
+}
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    match panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(String::as_str)) {
+        Some(m) => format!("a worker thread panicked: {m}"),
+        None => "a worker thread panicked".to_string(),
+    }
+}
+
+/// The coordinating thread: its side of the start barrier (with no ramp, the window's start is
+/// sampled before the first I/O), then [`coordinate`], then the closing barrier. A panicking
+/// hook or progress call stops the workers and lets them through the barriers before it is
+/// returned, to be resumed once they are joined.
+fn coordinator(sh: &Shared, cancel: Cancel, progress: ProgressFn, hooks: &mut dyn WindowHooks) -> std::thread::Result<()> {
+    sh.ready.wait();
+    let tids: Vec<i32> = sh.tids.iter().map(|t| t.load(Ordering::Acquire)).collect();
+    let started = sh.ramp_ns == 0 && !sh.prep_failed.load(Ordering::Acquire);
+    // No ramp: measure the starting state before the first I/O is issued.
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| started.then(|| hooks.window_start(&tids))));
+    if opened.is_err() {
+        sh.prep_failed.store(true, Ordering::Release);
+    }
+    let start = sh.clock.now();
+    sh.start_at.store(start, Ordering::Release);
+    sh.go.wait();
+    let coordinated = opened.and_then(|_| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coordinate(sh, cancel, start, started, &tids, progress, hooks)))
+    });
+    if coordinated.is_err() {
+        sh.stop.store(true, Ordering::Relaxed);
+        while sh.finished.load(Ordering::Acquire) < sh.progress.len() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    sh.closing.wait();
+    coordinated
+}
+
+/// Coordinate, until every worker's loop is over: sample at the ramp's end and the run's end
+/// (and tick every ~20 ms between), pass a cancel on to the workers, report progress once a
+/// second.
+fn coordinate(sh: &Shared, cancel: Cancel, start: u64, mut started: bool, tids: &[i32], progress: ProgressFn, hooks: &mut dyn WindowHooks) {
+    let ramp_end = start + sh.ramp_ns;
+    let end = sh.run_ns.map(|r| ramp_end + r);
+    let total_s = sh.run_ns.map(|r| (sh.ramp_ns + r) as f64 / 1e9);
+    let mut next_report = start + 1_000_000_000;
+    let mut ended = false;
+    while sh.finished.load(Ordering::Acquire) < sh.progress.len() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        if cancel.is_cancelled() {
+            sh.stop.store(true, Ordering::Relaxed);
+        }
+        let now = sh.clock.now();
         if !started && now >= ramp_end {
-            hooks.window_start(&worker_tids);
+            hooks.window_start(tids);
             started = true;
         }
         if started && !ended && end.is_some_and(|e| now >= e) {
@@ -312,32 +447,22 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
         }
         if now >= next_report {
             next_report += 1_000_000_000;
-            let done: u64 = progress_ctrs.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+            let done: u64 = sh.progress.iter().map(|c| c.load(Ordering::Relaxed)).sum();
             progress((now - start) as f64 / 1e9, total_s, done, now < ramp_end);
         }
     }
     if started && !ended {
         hooks.window_end();
     }
-    closing.wait();
+}
 
-    let mut outs = Vec::with_capacity(threads);
-    let mut failure = None;
-    for h in handles {
-        match h.join().map_err(|_| "a worker thread panicked".to_string()).and_then(|r| r) {
-            Ok(Some(o)) => outs.push(o),
-            Ok(None) => {}
-            Err(e) => failure = failure.or(Some(e)),
-        }
-    }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    let mut rec = Recorder::new(1, targets.len(), job.bs);
+/// The run's measurements from every thread's: one recorder, the window from the earliest
+/// start to the latest end, the first error.
+fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
+    let mut rec = Recorder::new(1, sh.targets.len(), sh.job.bs);
     let (mut mstart, mut mend) = (u64::MAX, 0u64);
-    let interrupted = STOP.load(Ordering::Relaxed);
     let (mut first_error, mut verified_reads, mut verified_written) = (None, 0, 0);
-    for o in &outs {
+    for o in outs {
         rec.merge(&o.rec);
         mstart = mstart.min(o.end.measure_start);
         mend = mend.max(o.end.measure_end);
@@ -350,15 +475,15 @@ pub fn run(job: &Job, targets: &[OpenTarget], progress: ProgressFn, hooks: &mut 
     // Drop trailing empty seconds (a count-based run's unused slots).
     let used = rec.series.iter().rposition(|s| s.read_ios + s.write_ios > 0).map_or(0, |i| i + 1);
     rec.series.truncate(used);
-    Ok(EngineOutput {
+    EngineOutput {
         rec,
         window_s: mend.saturating_sub(mstart) as f64 / 1e9,
         interrupted,
         first_error,
-        clock: clock_info,
+        clock: sh.clock_info.clone(),
         verified_reads,
         verified_written,
-    })
+    }
 }
 
 enum Opened {
@@ -386,7 +511,7 @@ fn open_interface(kind: InterfaceKind, setup: &Setup) -> Result<Opened, String> 
 
 /// After a write job with --verify: read every block this thread wrote and check it, with the
 /// interface's own synchronous read (pread, or NVMe Reads for nvme-passthru's character device).
-fn read_back(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, kind: InterfaceKind) -> (u64, Option<FailedIo>) {
+fn read_back_blocks(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, kind: InterfaceKind) -> (u64, Option<FailedIo>) {
     let mut checked = 0;
     for (file, map) in written.iter().enumerate() {
         if map.iter().all(|w| *w == 0) {

@@ -19,9 +19,14 @@ fn null_job(qd: u32, budget: Budget, script: Option<&str>) -> Job {
     job
 }
 
+/// The null interface's one target: the job's address space.
+fn null_target(job: &Job) -> OpenTarget {
+    OpenTarget { fd: -1, range_start: job.offset, range_len: null::address_space(job) }
+}
+
 fn run_null(job: &Job) -> EngineOutput {
-    let target = OpenTarget { fd: -1, range_start: job.offset, range_len: null::address_space(job) };
-    run(job, &[target], &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+    let never = AtomicBool::new(false);
+    run(job, &[null_target(job)], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
 }
 
 /// One thread's loop over a null interface, returning the interface so its counters can be read.
@@ -155,4 +160,69 @@ fn buffers_that_cannot_be_allocated_fail_the_run_instead_of_aborting() {
     // 4 EiB: beyond any x86-64 address space, so even overcommit cannot hand it out.
     let err = AlignedBuf::new(1 << 62).err().expect("4 EiB of buffers allocated");
     assert!(err.contains("out of memory"), "{err}");
+}
+
+#[test]
+fn cancelling_mid_run_stops_it_and_reports_interrupted() {
+    let job = null_job(4, Budget::Seconds(60.0), Some("delay=20us"));
+    let flag = AtomicBool::new(false);
+    let cancel = Cancel::new(&flag);
+    let began = std::time::Instant::now();
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            cancel.cancel();
+        });
+        run(&job, &[null_target(&job)], cancel, &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+    });
+    assert!(began.elapsed() < std::time::Duration::from_secs(10), "took {:?}", began.elapsed());
+    assert!(out.interrupted && out.first_error.is_none());
+    assert!(out.rec.read.ios > 0 && out.window_s < 10.0, "{} ios in {} s", out.rec.read.ios, out.window_s);
+    // The process's own Ctrl-C flag was not touched.
+    assert!(!interrupt().is_cancelled());
+}
+
+#[test]
+#[cfg_attr(not(debug_assertions), ignore = "the panic is an arithmetic overflow, checked only in debug builds")]
+fn a_worker_that_panics_before_the_start_fails_the_run_instead_of_hanging_it() {
+    let mut job = null_job(1, Budget::Ios(1000), None);
+    (job.threads, job.rw) = (2, crate::plan::Rw::Read);
+    // Sequential: each thread takes its half of the range. The second half's start overflows
+    // (a panic in its preparation) while the first thread is prepared and waits at the barrier.
+    let target = OpenTarget { fd: -1, range_start: u64::MAX - 4095, range_len: 4 << 12 };
+    let never = AtomicBool::new(false);
+    let err = run(&job, &[target], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).err().expect("the run fails");
+    assert!(err.contains("a worker thread panicked") && err.contains("overflow"), "{err}");
+}
+
+/// Hooks that panic at the given call.
+struct PanickingHooks {
+    at_start: bool,
+}
+impl WindowHooks for PanickingHooks {
+    fn window_start(&mut self, _: &[i32]) {
+        assert!(!self.at_start, "window_start panics");
+    }
+    fn window_tick(&mut self) {
+        panic!("window_tick panics");
+    }
+    fn window_end(&mut self) {}
+}
+
+#[test]
+fn a_panicking_hook_panics_the_run_after_the_workers_were_let_go() {
+    for (at_start, ramp_s) in [(true, 0.0), (false, 0.0), (false, 0.05)] {
+        let mut job = null_job(2, Budget::Seconds(60.0), None);
+        (job.threads, job.ramp_s) = (2, ramp_s);
+        let never = AtomicBool::new(false);
+        let began = std::time::Instant::now();
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(&job, &[null_target(&job)], Cancel::new(&never), &mut |_, _, _, _| {}, &mut PanickingHooks { at_start })
+        }));
+        let panic = ran.err().expect("the hook's panic comes out of run");
+        let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+        let want = if at_start { "window_start panics" } else { "window_tick panics" };
+        assert_eq!(msg.as_deref(), Some(want));
+        assert!(began.elapsed() < std::time::Duration::from_secs(10), "took {:?}", began.elapsed());
+    }
 }

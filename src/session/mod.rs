@@ -43,20 +43,14 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         }
     }
     // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
-    engine::install_interrupt_handler();
+    let cancel = engine::install_interrupt_handler();
     // A diskless interface (null) opens nothing: its one target is an address space.
     let diskless = job.interface.info().diskless;
     let temp = if job.targets.is_empty() && !diskless {
         let size = job.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
-        let made = device::create_default_target(size, &engine::STOP);
-        Some(made.map_err(|m| {
-            if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
-                Failure::new(FailureKind::Interrupted, m)
-            } else {
-                Failure::failed(m)
-            }
-        })?)
+        let made = device::create_default_target(size, cancel);
+        Some(made.map_err(|m| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, m) } else { Failure::failed(m) })?)
     } else {
         None
     };
@@ -99,18 +93,18 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     let idle = energy.and_then(|e| {
         e.idle_baseline_s.map(|s| {
             ui.note(&format!("measuring idle power for {s} s"));
-            crate::energy::record::measure_idle(&e.config, s, &engine::STOP)
+            crate::energy::record::measure_idle(&e.config, s, cancel)
         })
     });
-    if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+    if cancel.is_cancelled() {
         return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
     }
     // No device to meter for null: no device cost, no observed completion path.
     let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config));
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
-    let out = engine::run(job, &open, &mut progress, &mut meters).map_err(|m| {
+    let out = engine::run(job, &open, cancel, &mut progress, &mut meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
-        let kind = if engine::STOP.load(std::sync::atomic::Ordering::Relaxed) { FailureKind::Interrupted } else { FailureKind::Failed };
+        let kind = if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed };
         Failure::new(kind, m)
     });
     ui.finish();
