@@ -340,9 +340,11 @@ struct Ran {
 fn run_loop(sh: &Shared, t: usize, p: Prepared) -> Result<Ran, String> {
     let Prepared { io, stream, written, bufs } = p;
     let start = sh.start_at.load(Ordering::Acquire);
+    // The thread's own copy, as each read of it is on the hot path.
+    let clock = sh.clock;
     let mut cx = hotloop::LoopCtx {
         plan: LoopPlan::for_job(sh.job, start, sh.ramp_ns, sh.run_ns, quota_for(sh.job, t)),
-        clock: &sh.clock,
+        clock: &clock,
         stream,
         bufs: bufs.ptr,
         rec: Recorder::new(sh.series_len, sh.targets.len(), sh.job.bs),
