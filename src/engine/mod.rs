@@ -6,7 +6,7 @@ pub mod hotloop;
 pub mod recorder;
 pub mod workload;
 
-use crate::interfaces::{self, InterfaceKind, IoInterface, Setup};
+use crate::interfaces::{self, Interface, InterfaceKind, Setup, Visit};
 use crate::plan::{Budget, Job};
 use crate::verify;
 pub use cancel::{install_interrupt_handler, interrupt, Cancel};
@@ -223,10 +223,12 @@ fn spawn_workers<'scope, 'env>(
     sh: &'env Shared<'env>,
 ) -> Result<Vec<std::thread::ScopedJoinHandle<'scope, WorkerResult>>, String> {
     let threads = sh.job.threads as usize;
+    // The one place the interface chosen at run time becomes the type its loop is compiled for.
+    let worker_fn = sh.job.interface.visit(WorkerFor);
     let (mut handles, mut gates) = (Vec::with_capacity(threads), Vec::with_capacity(threads));
     for t in 0..threads {
         let (gate, all_started) = std::sync::mpsc::channel::<()>();
-        let spawned = std::thread::Builder::new().name(format!("iolab-w{t}")).spawn_scoped(s, move || worker(sh, t, all_started));
+        let spawned = std::thread::Builder::new().name(format!("iolab-w{t}")).spawn_scoped(s, move || worker_fn(sh, t, all_started));
         handles.push(spawned.map_err(|e| format!("cannot start thread: {e}"))?);
         gates.push(gate);
     }
@@ -237,12 +239,23 @@ fn spawn_workers<'scope, 'env>(
     Ok(handles)
 }
 
+type WorkerFn = for<'a, 'b> fn(&'a Shared<'b>, usize, std::sync::mpsc::Receiver<()>) -> WorkerResult;
+
+/// The worker for an interface's type.
+struct WorkerFor;
+impl Visit for WorkerFor {
+    type Out = WorkerFn;
+    fn visit<T: Interface>(self) -> WorkerFn {
+        worker::<T>
+    }
+}
+
 /// One worker thread: prepare, start barrier, loop, linger, read-back. A failure or a panic
 /// in any phase still passes every barrier, so no other thread is left waiting.
-fn worker(sh: &Shared, t: usize, all_started: std::sync::mpsc::Receiver<()>) -> WorkerResult {
+fn worker<T: Interface>(sh: &Shared, t: usize, all_started: std::sync::mpsc::Receiver<()>) -> WorkerResult {
     // SAFETY: gettid has no preconditions.
     sh.tids[t].store(unsafe { libc::gettid() }, Ordering::Release);
-    let prepared = unwound(|| prepare(sh, t));
+    let prepared = unwound(|| prepare::<T>(sh, t));
     if all_started.recv().is_err() {
         // Not every worker could be started: the run failed and nobody is at the barriers.
         return Ok(None);
@@ -261,8 +274,8 @@ fn worker(sh: &Shared, t: usize, all_started: std::sync::mpsc::Receiver<()>) -> 
 
 /// A worker's state once prepared. Fields drop in order: the interface closes before the
 /// buffers it was given are freed.
-struct Prepared {
-    io: Opened,
+struct Prepared<T> {
+    io: T,
     stream: Stream,
     written: WrittenMap,
     bufs: AlignedBuf,
@@ -270,7 +283,7 @@ struct Prepared {
 
 /// Everything fallible, before the start barrier: pin, buffers, workload stream, written map,
 /// the interface.
-fn prepare(sh: &Shared, t: usize) -> Result<Prepared, String> {
+fn prepare<T: Interface>(sh: &Shared, t: usize) -> Result<Prepared<T>, String> {
     let (job, targets) = (sh.job, sh.targets);
     if !job.cpus.is_empty() {
         pin_to_cpu(job.cpus[t % job.cpus.len()])?;
@@ -297,7 +310,7 @@ fn prepare(sh: &Shared, t: usize) -> Result<Prepared, String> {
 }
 
 /// The job's interface over the targets, with this thread's buffers.
-fn open_for(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) -> Result<Opened, String> {
+fn open_for<T: Interface>(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) -> Result<T, String> {
     let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
     let setup = Setup {
         fds: &fds,
@@ -311,12 +324,12 @@ fn open_for(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) -> Result<Open
         ring: job.ring,
         null_script: job.null_script.as_deref(),
     };
-    open_interface(job.interface, &setup)
+    T::open(&setup).map_err(|e| format!("{}: setup failed: {e}", job.interface))
 }
 
 /// The start barrier: wait until every thread is prepared, then for the start instant. If any
 /// thread failed to prepare, nobody runs: Ok(None), or this thread's own error.
-fn start_barrier(sh: &Shared, prepared: Result<Prepared, String>) -> Result<Option<Prepared>, String> {
+fn start_barrier<T>(sh: &Shared, prepared: Result<Prepared<T>, String>) -> Result<Option<Prepared<T>>, String> {
     if prepared.is_err() {
         sh.prep_failed.store(true, Ordering::Release);
     }
@@ -337,8 +350,8 @@ struct Ran {
 }
 
 /// The loop: this thread's share of the budget through the hot loop, from the start instant.
-fn run_loop(sh: &Shared, t: usize, p: Prepared) -> Result<Ran, String> {
-    let Prepared { io, stream, written, bufs } = p;
+fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>) -> Result<Ran, String> {
+    let Prepared { mut io, stream, written, bufs } = p;
     let start = sh.start_at.load(Ordering::Acquire);
     // The thread's own copy, as each read of it is on the hot path.
     let clock = sh.clock;
@@ -353,15 +366,7 @@ fn run_loop(sh: &Shared, t: usize, p: Prepared) -> Result<Ran, String> {
         written,
         start,
     };
-    let end = match io {
-        Opened::Psync(mut io) => hotloop::run(&mut io, &mut cx),
-        Opened::Pvsync2(mut io) => hotloop::run(&mut io, &mut cx),
-        Opened::PosixAio(mut io) => hotloop::run(&mut io, &mut cx),
-        Opened::Libaio(mut io) => hotloop::run(&mut io, &mut cx),
-        Opened::Uring(mut io) => hotloop::run(&mut io, &mut cx),
-        Opened::Passthru(mut io) => hotloop::run(&mut io, &mut cx),
-        Opened::Null(mut io) => hotloop::run(&mut io, &mut cx),
-    }?;
+    let end = hotloop::run(&mut io, &mut cx)?;
     Ok(Ran { rec: cx.rec, end, written: cx.written, bufs })
 }
 
@@ -486,29 +491,6 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
         verified_reads,
         verified_written,
     }
-}
-
-enum Opened {
-    Psync(interfaces::psync::Psync),
-    Pvsync2(interfaces::pvsync2::Pvsync2),
-    PosixAio(interfaces::posixaio::PosixAio),
-    Libaio(interfaces::libaio::Libaio),
-    Uring(interfaces::io_uring::Uring),
-    Passthru(interfaces::nvme_passthru::Passthru),
-    Null(interfaces::null::Null),
-}
-
-fn open_interface(kind: InterfaceKind, setup: &Setup) -> Result<Opened, String> {
-    let fail = |e: std::io::Error| format!("{kind}: setup failed: {e}");
-    Ok(match kind {
-        InterfaceKind::Psync => Opened::Psync(IoInterface::open(setup).map_err(fail)?),
-        InterfaceKind::Pvsync2 => Opened::Pvsync2(IoInterface::open(setup).map_err(fail)?),
-        InterfaceKind::PosixAio => Opened::PosixAio(IoInterface::open(setup).map_err(fail)?),
-        InterfaceKind::Libaio => Opened::Libaio(IoInterface::open(setup).map_err(fail)?),
-        InterfaceKind::IoUring => Opened::Uring(IoInterface::open(setup).map_err(fail)?),
-        InterfaceKind::NvmePassthru => Opened::Passthru(IoInterface::open(setup).map_err(fail)?),
-        InterfaceKind::Null => Opened::Null(IoInterface::open(setup).map_err(fail)?),
-    })
 }
 
 /// After a write job with --verify: read every block this thread wrote and check it, with the

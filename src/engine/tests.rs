@@ -45,7 +45,7 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
         ring: crate::interfaces::io_uring::RingOptions { register_buffers: false, register_files: false, ..Default::default() },
         null_script: job.null_script.as_deref(),
     };
-    let mut io = <Null as IoInterface>::open(&setup).expect("null opens");
+    let mut io = <Null as crate::interfaces::IoInterface>::open(&setup).expect("null opens");
     let region = region_for(job.offset, null::address_space(job), job.bs, true, 0, 1);
     let stream = Stream::new(Rng::for_thread(job.seed, 0), vec![region], job.bs, true, 0);
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
