@@ -27,14 +27,11 @@ pub enum FailureKind {
 pub struct Failure {
     pub kind: FailureKind,
     pub message: String,
-    /// The finished run's record when only putting the settings back failed after it: the
-    /// measurement was made under the settings asked for, so it is kept.
-    pub record: Option<Box<crate::record::RunRecord>>,
 }
 
 impl Failure {
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
-        Failure { kind, message: message.into(), record: None }
+        Failure { kind, message: message.into() }
     }
     pub fn invalid(message: String) -> Failure {
         Failure::new(FailureKind::Invalid, message)

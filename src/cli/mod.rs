@@ -9,7 +9,10 @@ pub mod run;
 pub mod suite;
 pub mod sweep;
 
-use crate::plan::{size, Budget, Complete, Job, Rw, Submit};
+use crate::device::Targets;
+use crate::interfaces::IoChoice;
+use crate::plan::{size, Budget, Complete, Job, Policy, Rw, Submit, Timing, Workload};
+use crate::settings::Requested;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -264,33 +267,39 @@ impl RunArgs {
             return Err("--write-mix applies only to --rw randrw".into());
         }
         Ok(Job {
-            interface: self.interface.parse()?,
-            submit: self.submit,
-            complete: self.complete,
-            rw: self.rw,
-            write_mix: self.write_mix.unwrap_or(50),
-            bs: size::parse_size(&self.bs).map_err(|e| format!("--bs: {e}"))?,
-            qd: self.qd,
-            threads: self.threads,
-            batch_submit: self.batch_submit,
-            batch_reap: self.batch_reap,
-            ramp_s: size::parse_seconds(&self.ramp).map_err(|e| format!("--ramp: {e}"))?,
-            budget,
-            size: self.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
-            offset: size::parse_size(&self.offset).map_err(|e| format!("--offset: {e}"))?,
-            direct: !self.buffered,
-            cpus: self.cpus.as_deref().map(parse_cpus).transpose()?.unwrap_or_default(),
-            seed: self.seed,
-            targets: self.targets.iter().map(|p| p.display().to_string()).collect(),
-            ring: self.ring,
-            verify: self.verify,
-            continue_on_error: self.continue_on_error,
-            allow_fallback: self.allow_fallback,
-            strict: self.strict,
-            destructive: self.destructive.clone(),
-            scheduler: self.scheduler.clone(),
-            set: self.set.clone(),
-            null_script: self.null_script.clone(),
+            io: IoChoice {
+                interface: self.interface.parse()?,
+                submit: self.submit,
+                complete: self.complete,
+                direct: !self.buffered,
+                ring: self.ring,
+                null_script: self.null_script.clone(),
+            },
+            workload: Workload {
+                rw: self.rw,
+                write_mix: self.write_mix.unwrap_or(50),
+                bs: size::parse_size(&self.bs).map_err(|e| format!("--bs: {e}"))?,
+                qd: self.qd,
+                threads: self.threads,
+                batch_submit: self.batch_submit,
+                batch_reap: self.batch_reap,
+                cpus: self.cpus.as_deref().map(parse_cpus).transpose()?.unwrap_or_default(),
+                seed: self.seed,
+            },
+            timing: Timing { ramp_s: size::parse_seconds(&self.ramp).map_err(|e| format!("--ramp: {e}"))?, budget },
+            targets: Targets {
+                paths: self.targets.iter().map(|p| p.display().to_string()).collect(),
+                size: self.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
+                offset: size::parse_size(&self.offset).map_err(|e| format!("--offset: {e}"))?,
+                destructive: self.destructive.clone(),
+            },
+            policy: Policy {
+                verify: self.verify,
+                continue_on_error: self.continue_on_error,
+                allow_fallback: self.allow_fallback,
+                strict: self.strict,
+            },
+            system: Requested { scheduler: self.scheduler.clone(), set: self.set.clone() },
         })
     }
 }
@@ -336,12 +345,12 @@ mod tests {
     #[test]
     fn defaults() {
         let j = parse(&[]).unwrap();
-        assert_eq!(j.interface, crate::interfaces::InterfaceKind::Psync);
-        assert_eq!(j.bs, 4096);
-        assert_eq!(j.qd, 1);
-        assert!(j.direct);
-        assert_eq!(j.budget, Budget::Seconds(10.0));
-        assert!(j.ring.register_buffers && j.ring.register_files);
+        assert_eq!(j.io.interface, crate::interfaces::InterfaceKind::Psync);
+        assert_eq!(j.workload.bs, 4096);
+        assert_eq!(j.workload.qd, 1);
+        assert!(j.io.direct);
+        assert_eq!(j.timing.budget, Budget::Seconds(10.0));
+        assert!(j.io.ring.register_buffers && j.io.ring.register_files);
         let json = |j: &Job| serde_json::to_string(j).unwrap();
         assert_eq!(json(&j), json(&Job::default()), "Job::default() is iolab run's defaults");
     }
@@ -378,22 +387,22 @@ mod tests {
             "/dev/null",
         ])
         .unwrap();
-        assert_eq!(j.submit, Submit::Sqpoll);
-        assert_eq!(j.complete, Complete::Poll);
-        assert_eq!(j.write_mix, 30);
-        assert_eq!(j.bs, 131072);
-        assert_eq!(j.budget, Budget::Seconds(120.0));
-        assert_eq!(j.ramp_s, 0.5);
-        assert_eq!(j.cpus, vec![0, 1]);
-        assert!(!j.ring.register_buffers);
-        assert_eq!(j.size, Some(1 << 30));
-        assert_eq!(j.targets, vec!["/dev/null"]);
+        assert_eq!(j.io.submit, Submit::Sqpoll);
+        assert_eq!(j.io.complete, Complete::Poll);
+        assert_eq!(j.workload.write_mix, 30);
+        assert_eq!(j.workload.bs, 131072);
+        assert_eq!(j.timing.budget, Budget::Seconds(120.0));
+        assert_eq!(j.timing.ramp_s, 0.5);
+        assert_eq!(j.workload.cpus, vec![0, 1]);
+        assert!(!j.io.ring.register_buffers);
+        assert_eq!(j.targets.size, Some(1 << 30));
+        assert_eq!(j.targets.paths, vec!["/dev/null"]);
     }
 
     #[test]
     fn count_budgets() {
-        assert_eq!(parse(&["--ios", "1000"]).unwrap().budget, Budget::Ios(1000));
-        assert_eq!(parse(&["--bytes", "1m"]).unwrap().budget, Budget::Bytes(1 << 20));
+        assert_eq!(parse(&["--ios", "1000"]).unwrap().timing.budget, Budget::Ios(1000));
+        assert_eq!(parse(&["--bytes", "1m"]).unwrap().timing.budget, Budget::Bytes(1 << 20));
         assert!(parse(&["--ios", "10", "--runtime", "1s"]).unwrap_err().contains("only one of"));
     }
 

@@ -64,21 +64,21 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
     }
     let target = a.target.display().to_string();
     let mut base = super::probe::probe_job(a.interface.parse()?, Submit::Syscall, Complete::Irq, false, &target);
-    base.qd = a.qd;
-    base.budget = Budget::Ios(1);
-    base.destructive = a.destructive.clone();
-    base.size = a.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?;
+    base.workload.qd = a.qd;
+    base.timing.budget = Budget::Ios(1);
+    base.targets.destructive = a.destructive.clone();
+    base.targets.size = a.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?;
     let round_s = size::parse_seconds(&a.round).map_err(|e| format!("--round: {e}"))?;
     let show = !a.quiet && std::io::stderr().is_terminal();
 
     let mut fills = Vec::new();
     for n in 1..=a.fills {
         let mut job = base.clone();
-        job.rw = Rw::Write;
-        job.bs = size::parse_size(&a.fill_bs).map_err(|e| format!("--fill-bs: {e}"))?;
+        job.workload.rw = Rw::Write;
+        job.workload.bs = size::parse_size(&a.fill_bs).map_err(|e| format!("--fill-bs: {e}"))?;
         // One pass: the whole range, found from the target itself.
         let range = range_of(&job)?;
-        job.budget = Budget::Bytes(range / job.bs * job.bs);
+        job.timing.budget = Budget::Bytes(range / job.workload.bs * job.workload.bs);
         let rec = run_step(&job, show)?;
         let bw = rec.results.as_ref().map_or(0.0, |r| r.write.bw_bytes_per_s);
         println!("fill {n}/{}: {} at {}/s", a.fills, size::format_bytes(range as f64), size::format_bytes(bw));
@@ -88,10 +88,10 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
     let mut state = None;
     for n in 1..=a.max_rounds {
         let mut job = base.clone();
-        job.rw = Rw::Randwrite;
-        job.bs = size::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?;
-        job.budget = Budget::Seconds(round_s);
-        job.seed = n as u64;
+        job.workload.rw = Rw::Randwrite;
+        job.workload.bs = size::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?;
+        job.timing.budget = Budget::Seconds(round_s);
+        job.workload.seed = n as u64;
         let rec = run_step(&job, show)?;
         let x = rec.results.as_ref().map_or(0.0, |r| r.write.iops);
         iops.push(x);
@@ -122,14 +122,17 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
 }
 
 fn range_of(job: &crate::plan::Job) -> Result<u64, String> {
-    let path = std::path::PathBuf::from(&job.targets[0]);
-    let t = crate::device::open_targets(&crate::plan::Job { rw: Rw::Read, ..job.clone() }, &[path], false).map_err(|f| f.message)?;
+    let path = std::path::PathBuf::from(&job.targets.paths[0]);
+    let drivers = crate::session::generic_drivers();
+    // Opened only to learn the range: for reading, so nothing is asked to be writable.
+    let access = crate::device::Access { writes: false, ..crate::session::access(job, &drivers) };
+    let t = crate::device::open_targets(&access, &[path], false).map_err(|f| f.message)?;
     Ok(t[0].range_len)
 }
 
 fn run_step(job: &crate::plan::Job, show: bool) -> Result<crate::record::RunRecord, String> {
     let mut ui: Box<dyn RunUi> = if show { Box::new(RunBar::new(job)) } else { Box::new(Quiet) };
-    let rec = execute(job, ui.as_mut(), None).map_err(|f| f.message)?;
+    let rec = execute(job, ui.as_mut(), None).map_err(|e| e.failure.message)?;
     if rec.status == "interrupted" {
         return Err("interrupted".into());
     }

@@ -1,24 +1,27 @@
 //! `iolab probe [TARGET]`: run a short read-only job for every interface and mode and say what
 //! works here, and why not for what doesn't. Nothing is written to the target.
-use crate::interfaces::{Behaviour, InterfaceKind};
-use crate::plan::validate::name_complete;
+use crate::interfaces::{Behaviour, InterfaceKind, IoChoice};
 use crate::plan::{Budget, Job, Submit};
 use crate::session::execute;
 use std::path::PathBuf;
 
 /// A short read-only job: 256 random 4 KiB reads, QD4 where the interface is asynchronous.
 pub fn probe_job(interface: InterfaceKind, submit: Submit, complete: crate::plan::Complete, sync: bool, target: &str) -> Job {
-    Job {
-        interface,
-        submit,
-        complete,
-        write_mix: 0,
-        qd: if sync { 1 } else { 4 },
-        budget: Budget::Ios(256),
-        targets: vec![target.into()],
-        ring: crate::interfaces::io_uring::RingOptions { sq_idle_ms: 100, ..Default::default() },
-        ..Job::default()
-    }
+    let mut job = Job {
+        io: IoChoice {
+            interface,
+            submit,
+            complete,
+            ring: crate::interfaces::io_uring::RingOptions { sq_idle_ms: 100, ..Default::default() },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    job.workload.write_mix = 0;
+    job.workload.qd = if sync { 1 } else { 4 };
+    job.timing.budget = Budget::Ios(256);
+    job.targets.paths = vec![target.into()];
+    job
 }
 
 pub fn main(target: Option<&PathBuf>) -> i32 {
@@ -46,15 +49,15 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
                 let job = probe_job(kind, s, c, i.behaviour == Behaviour::Sync, &path.display().to_string());
                 let sub = if s == Submit::Sqpoll { "sqpoll" } else { "syscall" };
                 let (ok, mut detail) = outcome(&job);
-                if ok == "no" && job.complete != crate::plan::Complete::Irq {
+                if ok == "no" && job.io.complete != crate::plan::Complete::Irq {
                     // Show what the kernel does when asked to poll anyway.
                     let mut anyway = job.clone();
-                    anyway.allow_fallback = true;
+                    anyway.policy.allow_fallback = true;
                     let (ok2, detail2) = outcome(&anyway);
                     detail =
                         format!("{detail}. With --allow-fallback: {}", if ok2 == "yes" { detail2 } else { format!("fails: {detail2}") });
                 }
-                println!("{:<13} {:<8} {:<7} {:<6} {}", i.name, sub, name_complete(c), ok, detail);
+                println!("{:<13} {:<8} {:<7} {:<6} {}", i.name, sub, c.name(), ok, detail);
             }
         }
     }
@@ -84,6 +87,6 @@ fn outcome(job: &Job) -> (&'static str, String) {
             ("yes", format!("mean latency {lat}{how}{ring}"))
         }
         Ok(rec) => ("no", rec.error.unwrap_or_default()),
-        Err(f) => ("no", f.message),
+        Err(e) => ("no", e.failure.message),
     }
 }

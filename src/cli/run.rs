@@ -1,7 +1,7 @@
 //! `iolab run`: parse → session → summary/JSON; and `iolab restore`.
 use crate::plan::Job;
 use crate::report::summary;
-use crate::session::{execute, Failure, Quiet, RunUi};
+use crate::session::{execute, Quiet, RunError, RunUi};
 use std::io::IsTerminal;
 
 /// `iolab restore`: put back what a killed iolab left changed. `after`: the pid of an aborting
@@ -84,7 +84,7 @@ impl RunBar {
                 .unwrap()
                 .progress_chars("=> "),
         );
-        RunBar { bar, iops: IopsMeter::default(), budget: job.budget, bs: job.bs }
+        RunBar { bar, iops: IopsMeter::default(), budget: job.timing.budget, bs: job.workload.bs }
     }
 }
 impl RunUi for RunBar {
@@ -132,8 +132,8 @@ pub fn main(args: &super::RunArgs) -> i32 {
     let (rec, not_restored) = match execute(&job, ui.as_mut(), Some(&energy)) {
         Ok(rec) => (rec, None),
         // The run was made; show it, then say the machine is left changed.
-        Err(Failure { record: Some(rec), message, .. }) => (*rec, Some(message)),
-        Err(f) => {
+        Err(RunError { record: Some(rec), failure }) => (*rec, Some(failure.message)),
+        Err(RunError { failure: f, .. }) => {
             eprintln!("iolab: {}", f.message);
             return f.code();
         }
@@ -152,7 +152,7 @@ pub fn main(args: &super::RunArgs) -> i32 {
     }
     if let Some(e) = &rec.error {
         let errors = rec.results.as_ref().map_or(0, |r| r.total.errors);
-        if job.continue_on_error && errors > 0 {
+        if job.policy.continue_on_error && errors > 0 {
             eprintln!("iolab: {errors} I/O errors counted; the first: {e}")
         } else {
             eprintln!("iolab: {e}")

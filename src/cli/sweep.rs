@@ -5,7 +5,7 @@ use super::run::IopsMeter;
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
 use crate::report::summary::format_count;
-use crate::session::{execute, FailureKind, RunUi};
+use crate::session::{execute, FailureKind, RunError, RunUi};
 use crate::store::Store;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -174,7 +174,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
             for (n, (what, _)) in unsupported.iter().enumerate() {
                 runs.push((first_unsupported + n as i64, 0, what.clone(), serde_json::json!({ "unsupported": what })));
             }
-            let id = store.create_sweep(&e.name, text, &hash, e.configs.first().map_or(1, |c| c.job.seed), &runs)?;
+            let id = store.create_sweep(&e.name, text, &hash, e.configs.first().map_or(1, |c| c.job.workload.seed), &runs)?;
             // What cannot run here is kept, as skipped with the reason, not left out.
             for p in store.planned_runs(id)?.iter().filter(|p| p.spec.get("unsupported").is_some()) {
                 let why = unsupported.iter().find(|(w, _)| *w == p.config_key).map_or("", |x| x.1.as_str());
@@ -195,7 +195,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     let needs_temp = pending.iter().any(|r| r.spec["targets"].as_array().is_some_and(|t| t.is_empty()));
     let cancel = crate::engine::install_interrupt_handler();
     let temp = if needs_temp {
-        let size = e.configs[0].job.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
+        let size = e.configs[0].job.targets.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
         match crate::device::create_default_target(size, cancel) {
             Ok(t) => Some(t),
             Err(m) if cancel.is_cancelled() => {
@@ -232,9 +232,9 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         }
         let mut job: Job =
             serde_json::from_value(run.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", run.id))?;
-        if job.targets.is_empty() {
+        if job.targets.paths.is_empty() {
             if let Some(t) = &temp {
-                job.targets = vec![t.path.display().to_string()];
+                job.targets.paths = vec![t.path.display().to_string()];
             }
         }
         ui.label = format!("{} #{}", run.config_key, run.replicate + 1);
@@ -258,7 +258,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
                 store_record(&rec)?;
                 (None, None)
             }
-            Err(f) => match f.kind {
+            Err(RunError { failure: f, record }) => match f.kind {
                 // The machine cannot do this run: keep it, with the reason, as skipped.
                 FailureKind::Unsupported => {
                     store.record_skip(run.id, &f.message)?;
@@ -283,7 +283,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
                 // No run may go on a machine left changed: stop at once. A measurement made
                 // before the restore failed is whole and kept.
                 FailureKind::SettingsNotRestored => {
-                    if let Some(rec) = &f.record {
+                    if let Some(rec) = &record {
                         store_record(rec)?;
                     }
                     stopped = Some((f.code(), f.message));

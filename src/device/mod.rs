@@ -5,8 +5,6 @@ pub mod safety;
 pub mod sysinfo;
 
 use crate::failure::Failure;
-use crate::interfaces::{self, TargetKind};
-use crate::plan::Job;
 use crate::verify;
 use std::fs::File;
 use std::io::Write;
@@ -16,6 +14,55 @@ use std::path::PathBuf;
 use sysinfo::TargetInfo;
 
 pub const DEFAULT_TARGET_SIZE: u64 = 1 << 30;
+
+/// The kinds of target an interface can drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetKind {
+    File,
+    BlockDevice,
+    /// An NVMe namespace's generic character device, /dev/ngXnY.
+    NvmeGeneric,
+}
+
+impl std::fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(match self {
+            TargetKind::File => "files",
+            TargetKind::BlockDevice => "block devices",
+            TargetKind::NvmeGeneric => "NVMe generic character devices (/dev/ngXnY)",
+        })
+    }
+}
+
+/// How a run will use its targets: what opening them must allow, and check.
+pub struct Access<'a> {
+    pub targets: &'a Targets,
+    pub writes: bool,
+    /// O_DIRECT.
+    pub direct: bool,
+    pub bs: u64,
+    pub threads: u32,
+    /// The interface that will drive them, and the kinds of target it takes.
+    pub interface: &'a str,
+    pub accepts: &'a [TargetKind],
+    /// The interfaces that drive NVMe generic devices, named when another is given one.
+    pub generic_drivers: &'a [&'a str],
+}
+
+/// Where a job's I/O goes: its targets (none: a temporary file), the range of each it uses, and
+/// the devices the user named as safe to overwrite. Part of a job, serialised flat.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Targets {
+    /// Files or devices, as given.
+    #[serde(rename = "targets")]
+    pub paths: Vec<String>,
+    /// Bytes of each target to use, from `offset`; None = to the end.
+    pub size: Option<u64>,
+    pub offset: u64,
+    /// Devices the user named as safe to overwrite.
+    pub destructive: Vec<String>,
+}
 
 /// An opened target, kept open (and, for the default one, kept on disk) for the run.
 pub struct Target {
@@ -38,7 +85,7 @@ pub struct TempTarget {
 /// `--verify` format, so verified reads work on it too.
 /// Filling stops early, and the file is removed, once `cancel` is set (Ctrl-C): a 1 GiB fill
 /// takes seconds, and the handler that sets it is installed before.
-pub fn create_default_target(size: u64, cancel: crate::engine::Cancel) -> Result<TempTarget, String> {
+pub fn create_default_target(size: u64, cancel: crate::cancel::Cancel) -> Result<TempTarget, String> {
     let dir = tempfile::Builder::new()
         .prefix("iolab-")
         .tempdir()
@@ -65,9 +112,8 @@ pub fn create_default_target(size: u64, cancel: crate::engine::Cancel) -> Result
 /// Open every target of the job, checking existence, kind, safety and the usable range.
 /// Refusals are bad input unless the device or file system cannot do what the job asks
 /// (O_DIRECT, its block size, an NVMe command's limits): those are unsupported here.
-pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, Failure> {
-    let writes = job.rw.writes(job.write_mix);
-    let accepts = job.interface.info().targets;
+pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, Failure> {
+    let (writes, accepts) = (a.writes, a.accepts);
     let mut out = Vec::with_capacity(paths.len());
     for path in paths {
         let shown = path.display();
@@ -81,8 +127,7 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         let generic = ft.is_char_device() && nvme::is_generic(path);
         if !accepts.contains(&TargetKind::NvmeGeneric) && generic {
             let block = nvme::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
-            let drivers: Vec<&str> = interfaces::all().filter(|i| i.targets.contains(&TargetKind::NvmeGeneric)).map(|i| i.name).collect();
-            let drivers = drivers.join(" or -i ");
+            let drivers = a.generic_drivers.join(" or -i ");
             return Err(format!("target {shown} is an NVMe generic character device, which only -i {drivers} drives: use -i {drivers}, or the namespace's block device{block}").into());
         }
         if accepts == [TargetKind::NvmeGeneric] && !generic {
@@ -98,7 +143,7 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
             } else {
                 "neither a file nor a device".into()
             };
-            return Err(format!("{} needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}", job.interface).into());
+            return Err(format!("{} needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}", a.interface).into());
         }
         if !(ft.is_file() || ft.is_block_device() || generic) {
             return Err(format!("target {shown} is neither a regular file nor a block device").into());
@@ -108,23 +153,23 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         }
         let info = sysinfo::describe(path, &meta);
         if writes && ft.is_block_device() && !temp {
-            safety::check_block_write(path, &info, &job.destructive)?;
+            safety::check_block_write(path, &info, &a.targets.destructive)?;
         }
         if writes && generic {
             // The same rules as for the namespace's block device, which names the same blocks.
             let block = nvme::block_device_of(path)
                 .map_err(|e| format!("refusing to write to {shown}: {e}, so iolab cannot check that the namespace is unused"))?;
-            safety::check_passthru_write(path, &block, &job.destructive)?;
+            safety::check_passthru_write(path, &block, &a.targets.destructive)?;
         }
         let mut opts = std::fs::OpenOptions::new();
         opts.read(true).write(writes);
         // The generic device has no page cache to bypass (and refuses O_DIRECT).
-        if job.direct && !generic {
+        if a.direct && !generic {
             opts.custom_flags(libc::O_DIRECT);
         }
         let file = opts.open(path).map_err(|e| {
             let mode = if writes { "reading and writing" } else { "reading" };
-            if e.raw_os_error() == Some(libc::EINVAL) && job.direct {
+            if e.raw_os_error() == Some(libc::EINVAL) && a.direct {
                 Failure::unsupported(format!(
                     "cannot open {shown} with O_DIRECT: the filesystem does not support direct I/O (use --buffered)"
                 ))
@@ -151,36 +196,39 @@ pub fn open_targets(job: &Job, paths: &[PathBuf], temp: bool) -> Result<Vec<Targ
         if let Some(ns) = &ns {
             info.logical_block_size = ns.id.lba_size as u64;
         }
-        let align = if job.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
-        if job.direct && !job.bs.is_multiple_of(align) {
-            return Err(Failure::unsupported(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", job.bs)));
+        let align = if a.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
+        if a.direct && !a.bs.is_multiple_of(align) {
+            return Err(Failure::unsupported(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", a.bs)));
         }
-        if job.direct && !job.offset.is_multiple_of(align) {
-            return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", job.offset).into());
+        if a.direct && !a.targets.offset.is_multiple_of(align) {
+            return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", a.targets.offset).into());
         }
-        if job.offset >= size {
-            return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", job.offset, size).into());
+        if a.targets.offset >= size {
+            return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", a.targets.offset, size).into());
         }
-        let avail = size - job.offset;
-        let len = match job.size {
+        let avail = size - a.targets.offset;
+        let len = match a.targets.size {
             Some(s) if s > avail => {
-                return Err(
-                    format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", job.offset + s, size).into()
+                return Err(format!(
+                    "--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size",
+                    a.targets.offset + s,
+                    size
                 )
+                .into())
             }
             Some(s) => s,
             None => avail,
         };
-        let len = len / job.bs * job.bs;
-        if len < job.bs * job.threads as u64 {
+        let len = len / a.bs * a.bs;
+        if len < a.bs * a.threads as u64 {
             return Err(format!(
                 "{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size",
-                job.bs
+                a.bs
             )
             .into());
         }
         info.size_bytes = size;
-        out.push(Target { path: path.clone(), file, info, range_start: job.offset, range_len: len, namespace: ns });
+        out.push(Target { path: path.clone(), file, info, range_start: a.targets.offset, range_len: len, namespace: ns });
     }
     Ok(out)
 }

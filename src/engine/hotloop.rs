@@ -30,15 +30,15 @@ impl LoopPlan {
     /// `run_ns` after that; `quota` is this thread's share of a count budget.
     pub fn for_job(job: &crate::plan::Job, start: u64, ramp_ns: u64, run_ns: Option<u64>, quota: Option<u64>) -> LoopPlan {
         LoopPlan {
-            bs: job.bs as u32,
-            qd: job.qd,
-            batch_submit: job.batch_submit,
-            batch_reap: job.batch_reap,
+            bs: job.workload.bs as u32,
+            qd: job.workload.qd,
+            batch_submit: job.workload.batch_submit,
+            batch_reap: job.workload.batch_reap,
             ramp_end: start + ramp_ns,
             end: run_ns.map(|r| start + ramp_ns + r),
             quota,
-            continue_on_error: job.continue_on_error,
-            verify: job.verify,
+            continue_on_error: job.policy.continue_on_error,
+            verify: job.policy.verify,
         }
     }
 }

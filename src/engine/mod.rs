@@ -1,15 +1,14 @@
 //! The engine: runs one job's threads over already-open targets and hands back what it
 //! measured. It knows nothing of storage formats or reports.
-mod cancel;
 pub mod clock;
 pub mod hotloop;
 pub mod recorder;
 pub mod workload;
 
+pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
 use crate::interfaces::{self, Interface, InterfaceKind, Setup, Visit};
 use crate::plan::{Budget, Job};
 use crate::verify;
-pub use cancel::{install_interrupt_handler, interrupt, Cancel};
 use clock::{Clock, ClockInfo};
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
 use recorder::Recorder;
@@ -103,7 +102,7 @@ fn pin_to_cpu(cpu: usize) -> Result<(), String> {
 
 /// Per-second slots each thread allocates before its first I/O.
 fn series_len(job: &Job) -> usize {
-    match job.budget {
+    match job.timing.budget {
         Budget::Seconds(s) => s.ceil() as usize + 2,
         _ => 86_400, // a day of seconds; count-based runs have no known length
     }
@@ -114,20 +113,20 @@ fn series_len(job: &Job) -> usize {
 /// machine is refused in one line instead of aborting with settings changed.
 pub fn memory_needed(job: &Job) -> u64 {
     const THREAD_STACK: u64 = 2 << 20;
-    let buffers = (job.bs * job.qd as u64).max(4096);
+    let buffers = (job.workload.bs * job.workload.qd as u64).max(4096);
     let recorder = Recorder::bytes_for(series_len(job));
-    job.threads as u64 * (buffers + recorder + THREAD_STACK)
+    job.workload.threads as u64 * (buffers + recorder + THREAD_STACK)
 }
 
 /// This thread's share of a count or byte budget (None under a time budget): the total split
 /// evenly, the first threads taking one more each for the remainder.
 fn quota_for(job: &Job, t: usize) -> Option<u64> {
-    let total = match job.budget {
+    let total = match job.timing.budget {
         Budget::Seconds(_) => return None,
         Budget::Ios(n) => n,
-        Budget::Bytes(b) => b.div_ceil(job.bs),
+        Budget::Bytes(b) => b.div_ceil(job.workload.bs),
     };
-    let threads = job.threads as u64;
+    let threads = job.workload.threads as u64;
     Some(total / threads + u64::from((t as u64) < total % threads))
 }
 
@@ -163,15 +162,15 @@ struct Shared<'a> {
 
 impl<'a> Shared<'a> {
     fn new(job: &'a Job, targets: &'a [OpenTarget]) -> Shared<'a> {
-        let threads = job.threads as usize;
+        let threads = job.workload.threads as usize;
         let clock = Clock::calibrate();
         Shared {
             job,
             targets,
             clock,
             clock_info: clock.info(),
-            ramp_ns: (job.ramp_s * 1e9) as u64,
-            run_ns: match job.budget {
+            ramp_ns: (job.timing.ramp_s * 1e9) as u64,
+            run_ns: match job.timing.budget {
                 Budget::Seconds(s) => Some((s * 1e9) as u64),
                 _ => None,
             },
@@ -222,9 +221,9 @@ fn spawn_workers<'scope, 'env>(
     s: &'scope std::thread::Scope<'scope, 'env>,
     sh: &'env Shared<'env>,
 ) -> Result<Vec<std::thread::ScopedJoinHandle<'scope, WorkerResult>>, String> {
-    let threads = sh.job.threads as usize;
+    let threads = sh.job.workload.threads as usize;
     // The one place the interface chosen at run time becomes the type its loop is compiled for.
-    let worker_fn = sh.job.interface.visit(WorkerFor);
+    let worker_fn = sh.job.io.interface.visit(WorkerFor);
     let (mut handles, mut gates) = (Vec::with_capacity(threads), Vec::with_capacity(threads));
     for t in 0..threads {
         let (gate, all_started) = std::sync::mpsc::channel::<()>();
@@ -285,26 +284,27 @@ struct Prepared<T> {
 /// the interface.
 fn prepare<T: Interface>(sh: &Shared, t: usize) -> Result<Prepared<T>, String> {
     let (job, targets) = (sh.job, sh.targets);
-    if !job.cpus.is_empty() {
-        pin_to_cpu(job.cpus[t % job.cpus.len()])?;
+    if !job.workload.cpus.is_empty() {
+        pin_to_cpu(job.workload.cpus[t % job.workload.cpus.len()])?;
     }
-    let mut bufs = AlignedBuf::new(job.bs as usize * job.qd as usize)?;
-    let mut rng = Rng::for_thread(job.seed, t as u32);
+    let mut bufs = AlignedBuf::new(job.workload.bs as usize * job.workload.qd as usize)?;
+    let mut rng = Rng::for_thread(job.workload.seed, t as u32);
     // Incompressible data, so compressing devices cannot flatter writes.
     rng.fill(bufs.slice());
     let regions = targets
         .iter()
-        .map(|o| region_for(o.range_start, o.range_len, job.bs, job.rw.is_random(), t as u32, job.threads))
+        .map(|o| region_for(o.range_start, o.range_len, job.workload.bs, job.workload.rw.is_random(), t as u32, job.workload.threads))
         .collect::<Vec<_>>();
     if regions.iter().any(|r| r.blocks == 0) {
-        return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", job.bs));
+        return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", job.workload.bs));
     }
-    let written: WrittenMap = if job.verify && job.rw.writes(job.write_mix) {
-        targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.bs).div_ceil(64) as usize]).collect()
+    let written: WrittenMap = if job.policy.verify && job.workload.rw.writes(job.workload.write_mix) {
+        targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.workload.bs).div_ceil(64) as usize]).collect()
     } else {
         targets.iter().map(|_| Vec::new()).collect()
     };
-    let stream = Stream::new(rng, regions, job.bs, job.rw.is_random(), job.rw.write_percent(job.write_mix));
+    let stream =
+        Stream::new(rng, regions, job.workload.bs, job.workload.rw.is_random(), job.workload.rw.write_percent(job.workload.write_mix));
     let io = open_for(job, targets, &bufs)?;
     Ok(Prepared { io, stream, written, bufs })
 }
@@ -316,15 +316,15 @@ fn open_for<T: Interface>(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) 
         fds: &fds,
         buffers: bufs.ptr,
         buffers_len: bufs.layout.size(),
-        bs: job.bs as u32,
-        qd: job.qd,
-        submit: job.submit,
-        complete: job.complete,
-        batch_submit: job.batch_submit,
-        ring: job.ring,
-        null_script: job.null_script.as_deref(),
+        bs: job.workload.bs as u32,
+        qd: job.workload.qd,
+        submit: job.io.submit,
+        complete: job.io.complete,
+        batch_submit: job.workload.batch_submit,
+        ring: job.io.ring,
+        null_script: job.io.null_script.as_deref(),
     };
-    T::open(&setup).map_err(|e| format!("{}: setup failed: {e}", job.interface))
+    T::open(&setup).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))
 }
 
 /// The start barrier: wait until every thread is prepared, then for the start instant. If any
@@ -360,7 +360,7 @@ fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>) -> Result<Ran, 
         clock: &clock,
         stream,
         bufs: bufs.ptr,
-        rec: Recorder::new(sh.series_len, sh.targets.len(), sh.job.bs),
+        rec: Recorder::new(sh.series_len, sh.targets.len(), sh.job.workload.bs),
         stop: &sh.stop,
         progress: &sh.progress[t],
         written,
@@ -380,7 +380,7 @@ fn linger(sh: &Shared) {
 /// block this thread wrote.
 fn read_back(sh: &Shared, ran: Ran) -> ThreadOut {
     let fds: Vec<RawFd> = sh.targets.iter().map(|o| o.fd).collect();
-    let (verified_written, verify_error) = read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.bs, sh.job.interface);
+    let (verified_written, verify_error) = read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.workload.bs, sh.job.io.interface);
     ThreadOut { rec: ran.rec, end: ran.end, verified_written, verify_error }
 }
 
@@ -466,7 +466,7 @@ fn coordinate(sh: &Shared, cancel: Cancel, start: u64, mut started: bool, tids: 
 /// The run's measurements from every thread's: one recorder, the window from the earliest
 /// start to the latest end, the first error.
 fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
-    let mut rec = Recorder::new(1, sh.targets.len(), sh.job.bs);
+    let mut rec = Recorder::new(1, sh.targets.len(), sh.job.workload.bs);
     let (mut mstart, mut mend) = (u64::MAX, 0u64);
     let (mut first_error, mut verified_reads, mut verified_written) = (None, 0, 0);
     for o in outs {
@@ -501,7 +501,7 @@ fn read_back_blocks(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: 
         if map.iter().all(|w| *w == 0) {
             continue;
         }
-        let mut read = match (kind.policy().sync_reader)(fds[file]) {
+        let mut read = match (kind.rules().sync_reader)(fds[file]) {
             Ok(r) => r,
             Err(what) => return (checked, Some(FailedIo { file: file as u32, offset: 0, write: false, errno: None, what })),
         };

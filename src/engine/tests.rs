@@ -2,7 +2,6 @@
 use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
 use super::*;
 use crate::interfaces::null::{self, Null};
-use crate::plan::{Complete, Submit};
 
 struct NoHooks;
 impl WindowHooks for NoHooks {
@@ -11,17 +10,17 @@ impl WindowHooks for NoHooks {
 }
 
 fn null_job(qd: u32, budget: Budget, script: Option<&str>) -> Job {
-    let mut job = crate::cli::probe::probe_job(crate::interfaces::InterfaceKind::Null, Submit::Syscall, Complete::Irq, false, "");
-    job.targets.clear();
-    (job.qd, job.batch_submit, job.batch_reap, job.budget) = (qd, qd.min(4), 1, budget);
-    job.null_script = script.map(Into::into);
+    let mut job = Job::default();
+    (job.io.interface, job.workload.write_mix) = (crate::interfaces::InterfaceKind::Null, 0);
+    (job.workload.qd, job.workload.batch_submit, job.workload.batch_reap, job.timing.budget) = (qd, qd.min(4), 1, budget);
+    job.io.null_script = script.map(Into::into);
     crate::plan::validate::validate(&job).expect("a valid null job");
     job
 }
 
 /// The null interface's one target: the job's address space.
 fn null_target(job: &Job) -> OpenTarget {
-    OpenTarget { fd: -1, range_start: job.offset, range_len: null::address_space(job) }
+    OpenTarget { fd: -1, range_start: job.targets.offset, range_len: null::address_space(job.targets.size, job.workload.bs) }
 }
 
 fn run_null(job: &Job) -> EngineOutput {
@@ -32,25 +31,25 @@ fn run_null(job: &Job) -> EngineOutput {
 /// One thread's loop over a null interface, returning the interface so its counters can be read.
 fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
     let clock = Clock::calibrate();
-    let mut bufs = AlignedBuf::new((job.bs * job.qd as u64) as usize).unwrap();
+    let mut bufs = AlignedBuf::new((job.workload.bs * job.workload.qd as u64) as usize).unwrap();
     let setup = Setup {
         fds: &[-1],
         buffers: bufs.ptr,
         buffers_len: bufs.slice().len(),
-        bs: job.bs as u32,
-        qd: job.qd,
-        submit: job.submit,
-        complete: job.complete,
-        batch_submit: job.batch_submit,
+        bs: job.workload.bs as u32,
+        qd: job.workload.qd,
+        submit: job.io.submit,
+        complete: job.io.complete,
+        batch_submit: job.workload.batch_submit,
         ring: crate::interfaces::io_uring::RingOptions { register_buffers: false, register_files: false, ..Default::default() },
-        null_script: job.null_script.as_deref(),
+        null_script: job.io.null_script.as_deref(),
     };
     let mut io = <Null as crate::interfaces::IoInterface>::open(&setup).expect("null opens");
-    let region = region_for(job.offset, null::address_space(job), job.bs, true, 0, 1);
-    let stream = Stream::new(Rng::for_thread(job.seed, 0), vec![region], job.bs, true, 0);
+    let region = region_for(job.targets.offset, null::address_space(job.targets.size, job.workload.bs), job.workload.bs, true, 0, 1);
+    let stream = Stream::new(Rng::for_thread(job.workload.seed, 0), vec![region], job.workload.bs, true, 0);
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
     let start = clock.now();
-    let quota = match job.budget {
+    let quota = match job.timing.budget {
         Budget::Ios(n) => Some(n),
         _ => None,
     };
@@ -60,7 +59,7 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
         clock: &clock,
         stream,
         bufs: bufs.ptr,
-        rec: Recorder::new(8, 1, job.bs),
+        rec: Recorder::new(8, 1, job.workload.bs),
         stop: &stop,
         progress: &progress,
         written: vec![vec![]],
@@ -73,7 +72,7 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
 #[test]
 fn a_count_budget_delivers_exactly_that_many_ios_over_all_threads() {
     let mut job = null_job(8, Budget::Ios(10_001), None);
-    job.threads = 3;
+    job.workload.threads = 3;
     let out = run_null(&job);
     assert_eq!((out.rec.read.ios, out.rec.read.errors, out.rec.write.ios), (10_001, 0, 0));
     assert_eq!(out.rec.read.bytes, 10_001 * 4096);
@@ -97,7 +96,7 @@ fn a_time_budget_ends_the_window_on_time() {
 #[test]
 fn requests_the_interface_did_not_accept_are_offered_again() {
     let mut job = null_job(8, Budget::Ios(1000), Some("accept=3"));
-    job.batch_submit = 8;
+    job.workload.batch_submit = 8;
     let (io, end, rec, _) = run_loop(&job, 0);
     assert_eq!((rec.read.ios, rec.read.errors), (1000, 0));
     assert!(end.first_error.is_none());
@@ -130,7 +129,7 @@ fn a_failed_io_stops_the_run_and_is_reported() {
 #[test]
 fn continue_on_error_counts_errors_and_still_delivers_the_budget() {
     let mut job = null_job(4, Budget::Ios(1000), Some("error=ENOSPC%10"));
-    job.continue_on_error = true;
+    job.policy.continue_on_error = true;
     let out = run_null(&job);
     // Every 10th of 1111 requests failed (a failed request gives its place back).
     assert_eq!((out.rec.read.ios, out.rec.read.errors), (1000, 111));
@@ -148,8 +147,8 @@ fn a_short_transfer_is_a_failure_in_words() {
 #[test]
 fn writes_go_through_null_too() {
     let mut job = null_job(2, Budget::Ios(300), None);
-    job.rw = crate::plan::Rw::Randrw;
-    job.write_mix = 50;
+    job.workload.rw = crate::plan::Rw::Randrw;
+    job.workload.write_mix = 50;
     let out = run_null(&job);
     assert_eq!(out.rec.read.ios + out.rec.write.ios, 300);
     assert!(out.rec.read.ios > 50 && out.rec.write.ios > 50);
@@ -186,7 +185,7 @@ fn cancelling_mid_run_stops_it_and_reports_interrupted() {
 #[cfg_attr(not(debug_assertions), ignore = "the panic is an arithmetic overflow, checked only in debug builds")]
 fn a_worker_that_panics_before_the_start_fails_the_run_instead_of_hanging_it() {
     let mut job = null_job(1, Budget::Ios(1000), None);
-    (job.threads, job.rw) = (2, crate::plan::Rw::Read);
+    (job.workload.threads, job.workload.rw) = (2, crate::plan::Rw::Read);
     // Sequential: each thread takes its half of the range. The second half's start overflows
     // (a panic in its preparation) while the first thread is prepared and waits at the barrier.
     let target = OpenTarget { fd: -1, range_start: u64::MAX - 4095, range_len: 4 << 12 };
@@ -213,7 +212,7 @@ impl WindowHooks for PanickingHooks {
 fn a_panicking_hook_panics_the_run_after_the_workers_were_let_go() {
     for (at_start, ramp_s) in [(true, 0.0), (false, 0.0), (false, 0.05)] {
         let mut job = null_job(2, Budget::Seconds(60.0), None);
-        (job.threads, job.ramp_s) = (2, ramp_s);
+        (job.workload.threads, job.timing.ramp_s) = (2, ramp_s);
         let never = AtomicBool::new(false);
         let began = std::time::Instant::now();
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -4,9 +4,8 @@
 //! The ring is created with a raw io_uring_setup so that flags the crate has no builder for
 //! (HYBRID_IOPOLL) can be set, then handed to the `io-uring` crate.
 use super::{raw_syscall, Behaviour, Completion, Interface, InterfaceInfo, InterfaceKind, IoInterface, Request, Setup};
+use super::{Complete, IoChoice, Submit};
 use crate::host::kernel_release;
-use crate::plan::validate::name_complete;
-use crate::plan::{Complete, Job, Submit};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -385,33 +384,31 @@ impl RingOptions {
 /// Does this kernel accept the rings a job asks for? The ring setup the run gets (cost-only
 /// flags the kernel lacks dropped); an error blames the flag of the mode the kernel refused.
 /// `big`: nvme-passthru's rings (128-byte SQEs, 32-byte CQEs).
-pub(crate) fn check_ring(job: &Job, big: bool) -> Result<Option<RingSetup>, String> {
-    let flags = flags_for(job.submit, job.complete);
+pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, String> {
+    let flags = flags_for(io.submit, io.complete);
     let k = kernel_release();
     let what = if big { "io_uring with 128-byte SQEs and 32-byte CQEs" } else { "io_uring" };
-    let (setup, params) = try_setup(big, flags, job.ring.sq_cpu, job.ring.sq_idle_ms).map_err(|r| match r {
+    let (setup, params) = try_setup(big, flags, io.ring.sq_cpu, io.ring.sq_idle_ms).map_err(|r| match r {
         Refused::Flag(SETUP_HYBRID_IOPOLL, e) if e.raw_os_error() == Some(libc::EINVAL) => {
             format!("kernel {k} has no io_uring hybrid polling (IORING_SETUP_HYBRID_IOPOLL needs Linux 6.13 or later): use --complete poll")
         }
         Refused::Flag(SETUP_SQPOLL, e) if e.raw_os_error() == Some(libc::EPERM) => {
             format!("kernel {k} refused {what} SQPOLL: {e} (before Linux 5.11 only root may use it): run as root or use --submit syscall")
         }
-        Refused::Flag(SETUP_SQPOLL, e) => match job.ring.sq_cpu {
+        Refused::Flag(SETUP_SQPOLL, e) => match io.ring.sq_cpu {
             Some(c) => format!("kernel {k} refused {what} SQPOLL with its thread on CPU {c}: {e}"),
             None => format!("kernel {k} refused {what} SQPOLL: {e}"),
         },
-        Refused::Flag(f, e) => format!(
-            "kernel {k} refused {what} {} ({}): {e}",
-            flag_names(f).join(" | "),
-            format_args!("--complete {}", name_complete(job.complete))
-        ),
+        Refused::Flag(f, e) => {
+            format!("kernel {k} refused {what} {} ({}): {e}", flag_names(f).join(" | "), format_args!("--complete {}", io.complete.name()))
+        }
         Refused::Together(f, e) => {
             format!("kernel {k} refused {what} with {} together: {e}", flag_names(f).join(" | "))
         }
         Refused::Bare(e) => format!("kernel {k} refused to set up {what}: {e}"),
     })?;
     // Before 5.11 the SQ thread could only use registered files.
-    if job.submit == Submit::Sqpoll && !job.ring.register_files && !params.is_feature_sqpoll_nonfixed() {
+    if io.submit == Submit::Sqpoll && !io.ring.register_files && !params.is_feature_sqpoll_nonfixed() {
         return Err(format!("kernel {k}'s io_uring SQPOLL thread only takes registered files (IORING_FEAT_SQPOLL_NONFIXED came in Linux 5.11): use --register-files true or --submit syscall"));
     }
     Ok(Some(setup))
@@ -638,8 +635,8 @@ impl Interface for Uring {
     fn machine_notes() -> Option<String> {
         setup_notes(false)
     }
-    fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
-        check_ring(job, false)
+    fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, String> {
+        check_ring(io, false)
     }
 }
 

@@ -1,7 +1,7 @@
 //! libaio: Linux native AIO through raw io_setup/io_submit/io_getevents system calls (no
 //! libaio.so needed). Asynchronous only with O_DIRECT; buffered I/O blocks inside io_submit.
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
-use crate::plan::{Complete, Submit};
+use super::{Complete, Submit};
 use std::io;
 use std::os::fd::RawFd;
 

@@ -13,10 +13,80 @@ pub mod psync;
 pub mod pvsync2;
 
 use crate::device::{sysinfo::TargetInfo, Target};
-use crate::plan::{Complete, Job, Submit};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::RawFd;
+
+/// How requests reach the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Submit {
+    /// The application makes a system call per batch.
+    Syscall,
+    /// A kernel thread polls the submission queue (io_uring SQPOLL).
+    Sqpoll,
+}
+
+/// How completions are detected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Complete {
+    /// The device raises an interrupt; the application sleeps.
+    Irq,
+    /// Classic busy polling.
+    Poll,
+    /// Sleep for part of the expected latency, then poll.
+    Hybrid,
+}
+
+impl Submit {
+    pub fn name(self) -> &'static str {
+        match self {
+            Submit::Syscall => "syscall",
+            Submit::Sqpoll => "sqpoll",
+        }
+    }
+}
+
+impl Complete {
+    pub fn name(self) -> &'static str {
+        match self {
+            Complete::Irq => "irq",
+            Complete::Poll => "poll",
+            Complete::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// How a job's I/O reaches the device: the interface, how it submits and completes, O_DIRECT or
+/// the page cache, and the options only some interfaces take (each defined in its own file).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IoChoice {
+    pub interface: InterfaceKind,
+    pub submit: Submit,
+    pub complete: Complete,
+    /// O_DIRECT (true) or through the page cache.
+    pub direct: bool,
+    /// io_uring's own options (nvme-passthru's rings too).
+    #[serde(flatten)]
+    pub ring: io_uring::RingOptions,
+    /// -i null only: scripted delays, errors, short transfers, partial submits (`null.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_script: Option<String>,
+}
+
+impl Default for IoChoice {
+    fn default() -> IoChoice {
+        IoChoice {
+            interface: InterfaceKind::Psync,
+            submit: Submit::Syscall,
+            complete: Complete::Irq,
+            direct: true,
+            ring: Default::default(),
+            null_script: None,
+        }
+    }
+}
 
 /// One I/O request. `tag` names the slot (buffer and timestamp) it belongs to.
 #[derive(Clone, Copy, Debug)]
@@ -120,15 +190,7 @@ pub enum Behaviour {
     Async,
 }
 
-/// The kinds of target an interface can drive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TargetKind {
-    File,
-    BlockDevice,
-    /// An NVMe namespace's generic character device, /dev/ngXnY.
-    NvmeGeneric,
-}
+pub use crate::device::TargetKind;
 
 /// What most interfaces drive: files and block devices.
 pub const FILES_AND_BLOCKS: &[TargetKind] = &[TargetKind::File, TargetKind::BlockDevice];
@@ -160,7 +222,7 @@ pub struct InterfaceInfo {
 pub trait Interface: IoInterface {
     const INFO: &'static InterfaceInfo;
     /// Checks only this interface makes on a job, before any target or kernel is touched.
-    fn check_job(_job: &Job) -> Result<(), String> {
+    fn check_job(_io: &IoChoice) -> Result<(), String> {
         Ok(())
     }
     /// Whether this machine can run the interface at all; Err carries the reason.
@@ -171,18 +233,19 @@ pub trait Interface: IoInterface {
     fn machine_notes() -> Option<String> {
         None
     }
-    /// Checks on a target once it is open (an NVMe namespace's limits, say).
-    fn check_target(_job: &Job, _target: &Target) -> Result<(), String> {
+    /// Checks on a target once it is open (an NVMe namespace's limits, say), for requests of
+    /// `bs` bytes from `offset`.
+    fn check_target(_io: &IoChoice, _bs: u64, _offset: u64, _target: &Target) -> Result<(), String> {
         Ok(())
     }
     /// Checks that need the kernel. Ring interfaces answer the ring setup the run gets.
-    fn check_kernel(_job: &Job) -> Result<Option<io_uring::RingSetup>, String> {
+    fn check_kernel(_io: &IoChoice) -> Result<Option<io_uring::RingSetup>, String> {
         Ok(None)
     }
     /// The completion path the kernel is expected to take, and why when that is not what was
     /// asked for.
-    fn expected_path(job: &Job, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
-        queue_path(job.complete, targets)
+    fn expected_path(io: &IoChoice, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+        queue_path(io.complete, targets)
     }
     /// Reads one block synchronously for `--verify` read-back: bytes read or a negative result
     /// (`error_text` says what it means).
@@ -257,20 +320,20 @@ interface_table! {
     Null => null::Null,
 }
 
-/// An interface's policy as plain functions, taken from its `Interface` impl.
-pub struct Policy {
-    pub check_job: fn(&Job) -> Result<(), String>,
+/// An interface's rules (its policy) as plain functions, taken from its `Interface` impl.
+pub struct Rules {
+    pub check_job: fn(&IoChoice) -> Result<(), String>,
     pub machine_support: fn() -> Result<(), String>,
     pub machine_notes: fn() -> Option<String>,
-    pub check_kernel: fn(&Job) -> Result<Option<io_uring::RingSetup>, String>,
-    pub check_target: fn(&Job, &Target) -> Result<(), String>,
-    pub expected_path: fn(&Job, &[TargetInfo]) -> (&'static str, Option<String>),
+    pub check_kernel: fn(&IoChoice) -> Result<Option<io_uring::RingSetup>, String>,
+    pub check_target: fn(&IoChoice, u64, u64, &Target) -> Result<(), String>,
+    pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (&'static str, Option<String>),
     pub sync_reader: fn(RawFd) -> Result<SyncReader, String>,
 }
 
-impl Policy {
-    fn of<T: Interface>() -> Policy {
-        Policy {
+impl Rules {
+    fn of<T: Interface>() -> Rules {
+        Rules {
             check_job: T::check_job,
             machine_support: T::machine_support,
             machine_notes: T::machine_notes,
@@ -287,13 +350,13 @@ impl InterfaceKind {
         self.info().name
     }
 
-    /// Its policy: `(kind.policy().check_job)(job)`.
-    pub fn policy(self) -> Policy {
+    /// Its rules: `(kind.rules().check_job)(&job.io)`.
+    pub fn rules(self) -> Rules {
         struct Get;
         impl Visit for Get {
-            type Out = Policy;
-            fn visit<T: Interface>(self) -> Policy {
-                Policy::of::<T>()
+            type Out = Rules;
+            fn visit<T: Interface>(self) -> Rules {
+                Rules::of::<T>()
             }
         }
         self.visit(Get)
@@ -344,7 +407,7 @@ pub fn names() -> String {
 
 /// Whether this machine can run the named interface at all; Err carries the reason.
 pub fn machine_support(name: &str) -> Result<(), String> {
-    (name.parse::<InterfaceKind>()?.policy().machine_support)()
+    (name.parse::<InterfaceKind>()?.rules().machine_support)()
 }
 
 /// The errno of the last failed libc call, as a negative completion result.

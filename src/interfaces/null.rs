@@ -12,8 +12,8 @@
 //!   short=BYTES@N|%N   request N (every Nth) transfers only BYTES
 //!   accept=K           `submit` accepts at most K of the requests it is offered per call
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
+use super::{Complete, IoChoice, Submit};
 use crate::device::sysinfo::TargetInfo;
-use crate::plan::{Complete, Job, Submit};
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
@@ -235,20 +235,14 @@ impl Null {
     }
 }
 
-/// The bytes offsets are drawn from: `--size`, or 1 GiB, in whole blocks.
-pub fn address_space(job: &crate::plan::Job) -> u64 {
-    job.size.unwrap_or(DEFAULT_SIZE) / job.bs * job.bs
+/// The bytes offsets are drawn from: `--size`, or 1 GiB, in whole blocks of `bs`.
+pub fn address_space(size: Option<u64>, bs: u64) -> u64 {
+    size.unwrap_or(DEFAULT_SIZE) / bs * bs
 }
 
-/// What the record says in place of a target.
-pub fn target_info(job: &crate::plan::Job) -> crate::device::sysinfo::TargetInfo {
-    crate::device::sysinfo::TargetInfo {
-        path: "(no target)".into(),
-        kind: NAME.into(),
-        size_bytes: address_space(job),
-        logical_block_size: 512,
-        ..Default::default()
-    }
+/// What the record says in place of a target, for an address space of `space` bytes.
+pub fn target_info(space: u64) -> TargetInfo {
+    TargetInfo { path: "(no target)".into(), kind: NAME.into(), size_bytes: space, logical_block_size: 512, ..Default::default() }
 }
 
 impl Interface for Null {
@@ -265,15 +259,15 @@ impl Interface for Null {
         polls_device_queues: false,
     };
 
-    fn expected_path(_job: &Job, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+    fn expected_path(_io: &IoChoice, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
         ("unknown", Some(NO_DEVICE.to_string()))
     }
 }
 
 /// `--null-script`'s rules, for any job: only null takes one, and it must parse.
-pub fn check_script(job: &Job) -> Result<(), String> {
-    if let Some(script) = &job.null_script {
-        if job.interface != super::InterfaceKind::Null {
+pub fn check_script(io: &IoChoice) -> Result<(), String> {
+    if let Some(script) = &io.null_script {
+        if io.interface != super::InterfaceKind::Null {
             return Err(format!("--null-script applies only to -i {NAME}"));
         }
         Script::parse(script)?;
@@ -298,24 +292,5 @@ mod tests {
             let e = Script::parse(bad).unwrap_err();
             assert!(e.starts_with("--null-script: "), "{bad}: {e}");
         }
-    }
-
-    #[test]
-    fn a_null_job_refuses_a_target_verify_and_scripts_elsewhere() {
-        use crate::plan::{validate::validate, Complete, Submit};
-        let mut job =
-            crate::cli::probe::probe_job(crate::interfaces::InterfaceKind::Null, Submit::Syscall, Complete::Irq, false, "/dev/sda");
-        assert!(validate(&job).unwrap_err().contains("opens no target"));
-        job.targets.clear();
-        validate(&job).unwrap();
-        job.verify = true;
-        assert!(validate(&job).unwrap_err().contains("nothing to verify"));
-        job.verify = false;
-        job.complete = Complete::Poll;
-        assert!(validate(&job).is_err());
-        let mut other =
-            crate::cli::probe::probe_job(crate::interfaces::InterfaceKind::Psync, Submit::Syscall, Complete::Irq, true, "/dev/sda");
-        other.null_script = Some("accept=1".into());
-        assert_eq!(validate(&other).unwrap_err(), "--null-script applies only to -i null");
     }
 }

@@ -16,11 +16,11 @@
 //! The commands, the namespace's identity and its devices are `device::nvme`'s.
 use super::io_uring::{check_ring, create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver, RingSetup};
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup, SyncReader, TargetKind, DEVICE_STATUS};
+use super::{Complete, IoChoice, Submit};
 #[cfg(test)]
 use crate::device::nvme::status_text;
 use crate::device::nvme::{generic_devices, read_sync, Namespace, NvmeCmd, NVME_URING_CMD_IO};
 use crate::device::{sysinfo::TargetInfo, Target};
-use crate::plan::{Complete, Job, Submit};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
@@ -179,12 +179,9 @@ impl Interface for Passthru {
         polls_device_queues: true,
     };
 
-    fn check_job(job: &Job) -> Result<(), String> {
-        if !job.direct {
+    fn check_job(io: &IoChoice) -> Result<(), String> {
+        if !io.direct {
             return Err("nvme-passthru never goes through the page cache (it sends NVMe commands to the namespace): drop --buffered".into());
-        }
-        if job.targets.is_empty() {
-            return Err("nvme-passthru needs the NVMe generic character device, e.g. /dev/ng0n1: give one as the target (there is no temporary default target for it)".into());
         }
         Ok(())
     }
@@ -194,12 +191,12 @@ impl Interface for Passthru {
     fn machine_notes() -> Option<String> {
         super::io_uring::setup_notes(true)
     }
-    fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
-        check_ring(job, true)
+    fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, String> {
+        check_ring(io, true)
     }
-    fn check_target(job: &Job, target: &Target) -> Result<(), String> {
+    fn check_target(_io: &IoChoice, bs: u64, offset: u64, target: &Target) -> Result<(), String> {
         match &target.namespace {
-            Some(ns) => check_namespace(job.bs, job.offset, &target.path.display().to_string(), ns, &target.info),
+            Some(ns) => check_namespace(bs, offset, &target.path.display().to_string(), ns, &target.info),
             None => Ok(()),
         }
     }

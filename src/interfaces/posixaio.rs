@@ -2,8 +2,8 @@
 //! Completion is waited for in aio_suspend (irq) or found by spinning on aio_error (poll),
 //! which is what fio's posixaio engine does.
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
+use super::{Complete, IoChoice, Submit};
 use crate::device::sysinfo::TargetInfo;
-use crate::plan::{Complete, Job, Submit};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -109,8 +109,8 @@ impl Interface for PosixAio {
         polls_device_queues: false,
     };
 
-    fn expected_path(job: &Job, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
-        match job.complete {
+    fn expected_path(io: &IoChoice, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+        match io.complete {
             Complete::Irq => ("interrupt", None),
             _ => (
                 "interrupt",

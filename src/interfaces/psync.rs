@@ -1,7 +1,7 @@
 //! psync: pread/pwrite, one I/O per call (the bare system calls, see `raw_syscall`). Sync
 //! interfaces reach depth with threads.
 use super::{raw_syscall, Behaviour, Completion, Held, Interface, InterfaceInfo, IoInterface, Request, Setup};
-use crate::plan::{Complete, Submit};
+use super::{Complete, Submit};
 use std::io;
 use std::os::fd::RawFd;
 

@@ -3,7 +3,6 @@
 //! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
-use super::validate::name_complete;
 use super::{Complete, Job, Rw, Submit};
 use crate::interfaces::InterfaceKind;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
@@ -84,50 +83,55 @@ pub struct Dimension {
 pub const DIMENSIONS: [Dimension; 11] = [
     Dimension {
         name: "interface",
-        set: Set::Interface(|j, v| j.interface = v),
-        value: |j| Text(j.interface.name().into()),
+        set: Set::Interface(|j, v| j.io.interface = v),
+        value: |j| Text(j.io.interface.name().into()),
         shown: Shown::Always,
     },
     Dimension {
         name: "submit",
-        set: Set::Submit(|j, v| j.submit = v),
-        value: |j| Text(if j.submit == Submit::Sqpoll { "sqpoll" } else { "syscall" }.into()),
+        set: Set::Submit(|j, v| j.io.submit = v),
+        value: |j| Text(if j.io.submit == Submit::Sqpoll { "sqpoll" } else { "syscall" }.into()),
         shown: Shown::Always,
     },
     Dimension {
         name: "complete",
-        set: Set::Complete(|j, v| j.complete = v),
-        value: |j| Text(name_complete(j.complete).into()),
+        set: Set::Complete(|j, v| j.io.complete = v),
+        value: |j| Text(j.io.complete.name().into()),
         shown: Shown::Always,
     },
-    Dimension { name: "rw", set: Set::Rw(|j, v| j.rw = v), value: |j| Text(j.rw.name().into()), shown: Shown::Always },
+    Dimension { name: "rw", set: Set::Rw(|j, v| j.workload.rw = v), value: |j| Text(j.workload.rw.name().into()), shown: Shown::Always },
     Dimension {
         name: "write_mix",
-        set: Set::Percent(|j, v| j.write_mix = v),
-        value: |j| Integer(j.write_mix.into()),
-        shown: Shown::If(|j| j.rw == Rw::Randrw),
+        set: Set::Percent(|j, v| j.workload.write_mix = v),
+        value: |j| Integer(j.workload.write_mix.into()),
+        shown: Shown::If(|j| j.workload.rw == Rw::Randrw),
     },
-    Dimension { name: "bs", set: Set::Size(|j, v| j.bs = v), value: |j| Integer(j.bs as i64), shown: Shown::Always },
-    Dimension { name: "qd", set: Set::Count(|j, v| j.qd = v), value: |j| Integer(j.qd.into()), shown: Shown::Always },
-    Dimension { name: "threads", set: Set::Count(|j, v| j.threads = v), value: |j| Integer(j.threads.into()), shown: Shown::Always },
+    Dimension { name: "bs", set: Set::Size(|j, v| j.workload.bs = v), value: |j| Integer(j.workload.bs as i64), shown: Shown::Always },
+    Dimension { name: "qd", set: Set::Count(|j, v| j.workload.qd = v), value: |j| Integer(j.workload.qd.into()), shown: Shown::Always },
+    Dimension {
+        name: "threads",
+        set: Set::Count(|j, v| j.workload.threads = v),
+        value: |j| Integer(j.workload.threads.into()),
+        shown: Shown::Always,
+    },
     // Requests per submission; `options.batch_reap` (default: the same) is set once the job is whole.
     Dimension {
         name: "batch",
-        set: Set::Count(|j, v| j.batch_submit = v),
-        value: |j| Integer(j.batch_submit.into()),
+        set: Set::Count(|j, v| j.workload.batch_submit = v),
+        value: |j| Integer(j.workload.batch_submit.into()),
         shown: Shown::IfListed,
     },
     // One target per run.
     Dimension {
         name: "target",
-        set: Set::Text(|j, v| j.targets = vec![v.into()]),
-        value: |j| Text(j.targets.first().cloned().unwrap_or_default()),
+        set: Set::Text(|j, v| j.targets.paths = vec![v.into()]),
+        value: |j| Text(j.targets.paths.first().cloned().unwrap_or_default()),
         shown: Shown::IfListed,
     },
     Dimension {
         name: "scheduler",
-        set: Set::Text(|j, v| j.scheduler = Some(v.into())),
-        value: |j| Text(j.scheduler.clone().unwrap_or_default()),
+        set: Set::Text(|j, v| j.system.scheduler = Some(v.into())),
+        value: |j| Text(j.system.scheduler.clone().unwrap_or_default()),
         shown: Shown::IfListed,
     },
 ];

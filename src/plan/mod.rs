@@ -43,27 +43,7 @@ impl Rw {
     }
 }
 
-/// How requests reach the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Submit {
-    /// The application makes a system call per batch.
-    Syscall,
-    /// A kernel thread polls the submission queue (io_uring SQPOLL).
-    Sqpoll,
-}
-
-/// How completions are detected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Complete {
-    /// The device raises an interrupt; the application sleeps.
-    Irq,
-    /// Classic busy polling.
-    Poll,
-    /// Sleep for part of the expected latency, then poll.
-    Hybrid,
-}
+pub use crate::interfaces::{Complete, Submit};
 
 /// When a job ends.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,12 +57,33 @@ pub enum Budget {
     Bytes(u64),
 }
 
-/// Everything needed to rerun a measurement.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Everything needed to rerun a measurement, in parts, each with its defaults (`iolab run`'s).
+/// Serialised flat: the record's `spec` has every field at its top level.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Job {
-    pub interface: crate::interfaces::InterfaceKind,
-    pub submit: Submit,
-    pub complete: Complete,
+    /// Which interface, how it submits and completes, O_DIRECT, and its own options.
+    #[serde(flatten)]
+    pub io: crate::interfaces::IoChoice,
+    /// What is issued: pattern, block size, depth, threads, batching, placement, seed.
+    #[serde(flatten)]
+    pub workload: Workload,
+    /// When it ends: the ramp and the budget.
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// Where it goes: the targets, the range used, the devices named as safe to overwrite.
+    #[serde(flatten)]
+    pub targets: crate::device::Targets,
+    /// What counts as a failure and what is checked.
+    #[serde(flatten)]
+    pub policy: Policy,
+    /// System settings for the run, restored after.
+    #[serde(flatten)]
+    pub system: crate::settings::Requested,
+}
+
+/// What a job issues.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Workload {
     pub rw: Rw,
     /// Percentage of writes for randrw.
     pub write_mix: u8,
@@ -91,71 +92,41 @@ pub struct Job {
     pub threads: u32,
     pub batch_submit: u32,
     pub batch_reap: u32,
-    pub ramp_s: f64,
-    pub budget: Budget,
-    /// Bytes of each target to use, from `offset`; None = to the end.
-    pub size: Option<u64>,
-    pub offset: u64,
-    pub direct: bool,
+    /// CPUs the threads are pinned to, round-robin; empty = not pinned.
     pub cpus: Vec<usize>,
     pub seed: u64,
-    pub targets: Vec<String>,
-    /// io_uring's own options (nvme-passthru's rings too), kept at the top level of `spec`.
-    #[serde(flatten)]
-    pub ring: crate::interfaces::io_uring::RingOptions,
+}
+
+impl Default for Workload {
+    fn default() -> Workload {
+        Workload { rw: Rw::Randread, write_mix: 50, bs: 4096, qd: 1, threads: 1, batch_submit: 1, batch_reap: 1, cpus: vec![], seed: 1 }
+    }
+}
+
+/// When a job ends.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// Seconds run before the measured window opens.
+    pub ramp_s: f64,
+    pub budget: Budget,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing { ramp_s: 0.0, budget: Budget::Seconds(10.0) }
+    }
+}
+
+/// What counts as a failure, and what is checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Write checksummed blocks, check every read, read back every written block.
     pub verify: bool,
+    /// Count failed I/Os and go on instead of stopping at the first.
     pub continue_on_error: bool,
     /// Run a polled mode even where the queue cannot poll, reporting the fallback.
     pub allow_fallback: bool,
     /// Fail the run when the completion path observed is not the one asked for.
     #[serde(default)]
     pub strict: bool,
-    /// Devices the user named as safe to overwrite.
-    pub destructive: Vec<String>,
-    /// I/O scheduler to select on every target's device for the run (restored after).
-    #[serde(default)]
-    pub scheduler: Option<String>,
-    /// Other system settings for the run, "name=value" (nomerges, io_poll_delay,
-    /// read_ahead_kb, wbt_lat_usec on every target's device; governor on every CPU).
-    #[serde(default)]
-    pub set: Vec<String>,
-    /// -i null only: scripted delays, errors, short transfers, partial submits (`interfaces::null`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub null_script: Option<String>,
-}
-
-/// The defaults of `iolab run` (each flag's default value), so that a job names only what
-/// differs: a 4 KiB random read through psync at QD1 on one thread for 10 s, O_DIRECT.
-impl Default for Job {
-    fn default() -> Job {
-        Job {
-            interface: crate::interfaces::InterfaceKind::Psync,
-            submit: Submit::Syscall,
-            complete: Complete::Irq,
-            rw: Rw::Randread,
-            write_mix: 50,
-            bs: 4096,
-            qd: 1,
-            threads: 1,
-            batch_submit: 1,
-            batch_reap: 1,
-            ramp_s: 0.0,
-            budget: Budget::Seconds(10.0),
-            size: None,
-            offset: 0,
-            direct: true,
-            cpus: vec![],
-            seed: 1,
-            targets: vec![],
-            ring: Default::default(),
-            verify: false,
-            continue_on_error: false,
-            allow_fallback: false,
-            strict: false,
-            destructive: vec![],
-            scheduler: None,
-            set: vec![],
-            null_script: None,
-        }
-    }
 }

@@ -22,9 +22,12 @@
 use super::matrix::{dimension, Matrix, DIMENSIONS};
 use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
-use super::{Budget, Job};
+use super::{Budget, Job, Policy, Timing, Workload};
+use crate::device::Targets;
 use crate::interfaces::io_uring::RingOptions;
+use crate::interfaces::IoChoice;
 use crate::rng::Rng;
+use crate::settings::Requested;
 use serde::Deserialize;
 
 /// Options every run of the plan shares.
@@ -244,35 +247,35 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     let o = &plan.options;
     // What every configuration shares; the dimensions the matrix lists are set on it.
     let ring = RingOptions::default();
+    let defaults = Job::default();
     let base = Job {
-        ramp_s,
-        budget,
-        size,
-        offset,
-        direct: !o.buffered,
-        cpus: o.cpus.clone().unwrap_or_default(),
-        seed: plan.seed,
-        targets: if cli_targets.is_empty() { plan.targets.clone() } else { cli_targets.to_vec() },
-        ring: RingOptions {
-            sq_cpu: o.sq_cpu,
-            sq_idle_ms: o.sq_idle_ms.unwrap_or(ring.sq_idle_ms),
-            register_buffers: o.register_buffers.unwrap_or(ring.register_buffers),
-            register_files: o.register_files.unwrap_or(ring.register_files),
-            force_async: o.force_async,
+        io: IoChoice {
+            direct: !o.buffered,
+            ring: RingOptions {
+                sq_cpu: o.sq_cpu,
+                sq_idle_ms: o.sq_idle_ms.unwrap_or(ring.sq_idle_ms),
+                register_buffers: o.register_buffers.unwrap_or(ring.register_buffers),
+                register_files: o.register_files.unwrap_or(ring.register_files),
+                force_async: o.force_async,
+            },
+            ..defaults.io
         },
-        verify: o.verify,
-        continue_on_error: o.continue_on_error,
-        allow_fallback: o.allow_fallback,
-        strict: o.strict,
-        destructive: plan.destructive.clone(),
-        set: o.set.clone(),
-        ..Job::default()
+        workload: Workload { cpus: o.cpus.clone().unwrap_or_default(), seed: plan.seed, ..defaults.workload },
+        timing: Timing { ramp_s, budget },
+        targets: Targets {
+            paths: if cli_targets.is_empty() { plan.targets.clone() } else { cli_targets.to_vec() },
+            size,
+            offset,
+            destructive: plan.destructive.clone(),
+        },
+        policy: Policy { verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback, strict: o.strict },
+        system: Requested { set: o.set.clone(), ..defaults.system },
     };
 
     let mut configs = Vec::new();
     let mut dropped = Vec::new();
     for mut job in m.jobs(&base)? {
-        job.batch_reap = o.batch_reap.unwrap_or(job.batch_submit).min(job.qd.max(1));
+        job.workload.batch_reap = o.batch_reap.unwrap_or(job.workload.batch_submit).min(job.workload.qd.max(1));
         let key = m.key(&job);
         if let Some(reason) = rule_verdict(&plan.rules, &job)? {
             dropped.push((key, reason));
@@ -394,7 +397,7 @@ reason = "io_uring at QD1 is covered elsewhere"
         assert_eq!(e.order.len(), 18);
         assert_eq!(e.estimate_s(18), Some(18.0 * (3.0 + 1.0 + 1.0)));
         let j = &e.configs[0].job;
-        assert_eq!((j.ramp_s, j.budget, j.targets.clone()), (1.0, Budget::Seconds(2.0), vec!["/tmp/x".to_string()]));
+        assert_eq!((j.timing.ramp_s, j.timing.budget, j.targets.paths.clone()), (1.0, Budget::Seconds(2.0), vec!["/tmp/x".to_string()]));
     }
 
     #[test]
@@ -542,7 +545,8 @@ reason = "small blocks on b"
         let mut out = String::new();
         for (n, (rep, i)) in e.order.iter().enumerate() {
             let c = &e.configs[*i];
-            out += &format!("{n} {rep} {} {}\n", c.key, serde_json::to_string(&c.job).unwrap());
+            // The job as a JSON value: keys sorted, so the pin holds what is stored, not its order.
+            out += &format!("{n} {rep} {} {}\n", c.key, serde_json::to_value(&c.job).unwrap());
         }
         for (key, why) in &e.dropped {
             out += &format!("dropped {key}: {why}\n");
@@ -606,7 +610,7 @@ reason = "small blocks on b"
                 "interface=io_uring,submit=syscall,complete=poll,rw=randread,bs=16384,qd=1,threads=1",
             ]
         );
-        assert_eq!(plan_hash(&stored_plan(&e), &[]), "c37f31f98e3647bb", "{}", stored_plan(&e));
+        assert_eq!(plan_hash(&stored_plan(&e), &[]), "f088bc1230bfd917", "{}", stored_plan(&e));
 
         // Every dimension listed: the matrix order is interface outermost, scheduler innermost.
         let w = expand(WIDE, &["/tmp/cli".to_string()]).unwrap();
@@ -630,10 +634,10 @@ reason = "small blocks on b"
             )
         );
         assert_eq!(
-            serde_json::to_string(&w.configs[w.order[0].1].job).unwrap(),
-            r#"{"interface":"io_uring","submit":"sqpoll","complete":"irq","rw":"randread","write_mix":30,"bs":8192,"qd":1,"threads":2,"batch_submit":1,"batch_reap":1,"ramp_s":0.0,"budget":{"kind":"ios","value":100},"size":null,"offset":0,"direct":true,"cpus":[0],"seed":3,"targets":["/tmp/a"],"sq_cpu":null,"sq_idle_ms":1000,"register_buffers":true,"register_files":true,"force_async":false,"verify":false,"continue_on_error":false,"allow_fallback":false,"strict":false,"destructive":[],"scheduler":"mq-deadline","set":[]}"#
+            serde_json::to_value(&w.configs[w.order[0].1].job).unwrap(),
+            serde_json::from_str::<serde_json::Value>(r#"{"interface":"io_uring","submit":"sqpoll","complete":"irq","rw":"randread","write_mix":30,"bs":8192,"qd":1,"threads":2,"batch_submit":1,"batch_reap":1,"ramp_s":0.0,"budget":{"kind":"ios","value":100},"size":null,"offset":0,"direct":true,"cpus":[0],"seed":3,"targets":["/tmp/a"],"sq_cpu":null,"sq_idle_ms":1000,"register_buffers":true,"register_files":true,"force_async":false,"verify":false,"continue_on_error":false,"allow_fallback":false,"strict":false,"destructive":[],"scheduler":"mq-deadline","set":[]}"#).unwrap()
         );
-        assert_eq!(plan_hash(&stored_plan(&w), &[]), "6080249e48913769");
+        assert_eq!(plan_hash(&stored_plan(&w), &[]), "41803974ea699041");
         let rej = WIDE.replacen("action = \"drop\"", "action = \"reject\"", 1);
         assert_eq!(
             expand(&rej, &[]).unwrap_err(),
@@ -647,18 +651,18 @@ reason = "small blocks on b"
             .replace("scheduler = [\"none\", \"mq-deadline\"]\n", "");
         let n = expand(&narrow, &["/tmp/cli".to_string(), "/tmp/cli2".to_string()]).unwrap();
         assert_eq!((n.configs.len(), n.dropped.len(), n.order.len()), (112, 144, 224));
-        assert_eq!(n.configs[0].job.targets, ["/tmp/cli", "/tmp/cli2"]);
+        assert_eq!(n.configs[0].job.targets.paths, ["/tmp/cli", "/tmp/cli2"]);
         assert_eq!(
             n.configs.last().unwrap().key,
             "interface=io_uring,submit=sqpoll,complete=poll,rw=randrw,write_mix=30,bs=8192,qd=4,threads=2"
         );
-        assert_eq!(plan_hash(&stored_plan(&n), &[]), "549929b5f3448729");
+        assert_eq!(plan_hash(&stored_plan(&n), &[]), "08b06a1a7a43fa11");
     }
 
     #[test]
     fn cli_targets_override_plan_targets_and_hash_changes() {
         let e = expand(PLAN, &["/dev/zram0".to_string()]).unwrap();
-        assert_eq!(e.configs[0].job.targets, vec!["/dev/zram0"]);
+        assert_eq!(e.configs[0].job.targets.paths, vec!["/dev/zram0"]);
         assert_ne!(plan_hash(PLAN, &[]), plan_hash(PLAN, &["/dev/zram0".into()]));
     }
 }

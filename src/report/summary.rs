@@ -1,7 +1,6 @@
 //! The human summary of one run, in the spirit of hyperfine: the few numbers that matter, with
 //! units people read at a glance. The JSON holds everything else.
 use crate::plan::size::format_bytes;
-use crate::plan::validate::name_complete;
 use crate::record::{DirectionResult, RunRecord};
 use std::fmt::Write;
 
@@ -74,18 +73,18 @@ pub fn render(rec: &RunRecord) -> String {
             format!("{} ({}{}{})", t.path, fs, t.kind, dev)
         })
         .collect();
-    let submit = if s.submit == crate::plan::Submit::Sqpoll { "sqpoll" } else { "syscall" };
+    let submit = if s.io.submit == crate::plan::Submit::Sqpoll { "sqpoll" } else { "syscall" };
     let _ = writeln!(
         out,
         "{} [{} submit, {} completion] {} {} QD{} x {} thread{} on {}",
-        s.interface,
+        s.io.interface,
         submit,
-        name_complete(s.complete),
-        s.rw.name(),
-        format_bytes(s.bs as f64),
-        s.qd,
-        s.threads,
-        if s.threads == 1 { "" } else { "s" },
+        s.io.complete.name(),
+        s.workload.rw.name(),
+        format_bytes(s.workload.bs as f64),
+        s.workload.qd,
+        s.workload.threads,
+        if s.workload.threads == 1 { "" } else { "s" },
         targets.join(", ")
     );
     let Some(r) = &rec.results else {
@@ -95,7 +94,7 @@ pub fn render(rec: &RunRecord) -> String {
         out,
         "  window {:.2} s measured (after {} s ramp){}",
         r.window_s,
-        s.ramp_s,
+        s.timing.ramp_s,
         if rec.status == "interrupted" { ", INTERRUPTED" } else { "" }
     );
     direction(&mut out, "read", &r.read);
@@ -106,13 +105,13 @@ pub fn render(rec: &RunRecord) -> String {
         _ => String::new(),
     };
     let _ = writeln!(out, "  cpu    {:.2} cores (user {:.2} s, system {:.2} s){per_io}", c.cores, c.user_s, c.system_s);
-    let diskless = s.interface.info().diskless;
+    let diskless = s.io.interface.info().diskless;
     if let (true, Some(u), Some(k)) = (diskless, c.user_ns_per_io, c.system_ns_per_io) {
         let _ = writeln!(
             out,
             "  harness {} of CPU per I/O: {} does no I/O, so this is iolab's own cost (hot loop, clock, recorder)",
             format_ns(u + k),
-            s.interface
+            s.io.interface
         );
     }
     if let Some(v) = &r.verify {

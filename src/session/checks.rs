@@ -2,24 +2,23 @@
 use crate::device::{sysinfo::TargetInfo, Target};
 use crate::interfaces::io_uring::RingSetup;
 use crate::meters::Cost;
-use crate::plan::validate::name_complete;
 use crate::plan::{Complete, Job};
 use crate::record::CompletionPath;
 
 /// Checks that need the kernel: can this machine run the interface at all, and does the kernel
 /// take what the job asks of it? Ring interfaces answer the ring setup the run gets.
 pub fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
-    let policy = job.interface.policy();
-    (policy.machine_support)().map_err(|e| format!("{} is not usable here: {e}", job.interface))?;
-    (policy.check_kernel)(job)
+    let rules = job.io.interface.rules();
+    (rules.machine_support)().map_err(|e| format!("{} is not usable here: {e}", job.io.interface))?;
+    (rules.check_kernel)(&job.io)
 }
 
 /// What completion path iolab expects the kernel to take (the interface's rule), and why if it
 /// differs from the request.
 pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
-    let (expected, reason) = (job.interface.policy().expected_path)(job, targets);
+    let (expected, reason) = (job.io.interface.rules().expected_path)(&job.io, targets);
     CompletionPath {
-        requested: name_complete(job.complete).to_string(),
+        requested: job.io.complete.name().to_string(),
         expected: expected.to_string(),
         reason,
         observed: None,
@@ -56,12 +55,12 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
     }
     // The page cache (or anything else in between) can serve I/O the device never sees.
     for d in cost.devices.iter().filter(|d| d.queue_interrupts.is_some() && !d.irq_behind_loop) {
-        if let Some(st) = d.stat.filter(|st| (st.read_sectors + st.write_sectors) * 512 * 2 < d.iolab_ios * job.bs) {
+        if let Some(st) = d.stat.filter(|st| (st.read_sectors + st.write_sectors) * 512 * 2 < d.iolab_ios * job.workload.bs) {
             blind.push(format!(
                 "{} moved {} bytes for iolab's {}: the I/O did not reach it",
                 name(d),
                 (st.read_sectors + st.write_sectors) * 512,
-                d.iolab_ios * job.bs
+                d.iolab_ios * job.workload.bs
             ));
         }
     }
@@ -80,7 +79,7 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
             irqs += d.queue_interrupts.unwrap_or(0);
         }
     }
-    let polled_asked = job.complete != Complete::Irq;
+    let polled_asked = job.io.complete != Complete::Irq;
     let evidence = format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+"));
     if irqs == 0 && !polled_asked {
         // Interrupt completion asked for and none counted: these lines do not show this I/O.
@@ -97,7 +96,7 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
 
 /// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
 pub(super) fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
-    if !job.interface.info().polls_device_queues || job.complete == Complete::Irq || job.allow_fallback {
+    if !job.io.interface.info().polls_device_queues || job.io.complete == Complete::Irq || job.policy.allow_fallback {
         return Ok(());
     }
     for t in targets {
@@ -119,7 +118,13 @@ pub(super) fn check_memory(job: &Job) -> Result<(), String> {
     let kib = |text: &str, key: &str| {
         text.lines().find_map(|l| l.strip_prefix(key)?.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map(|k| k * 1024)
     };
-    let what = format!("--threads {} × --qd {} × --bs {} needs {} of buffers and records", job.threads, job.qd, job.bs, fmt(need));
+    let what = format!(
+        "--threads {} × --qd {} × --bs {} needs {} of buffers and records",
+        job.workload.threads,
+        job.workload.qd,
+        job.workload.bs,
+        fmt(need)
+    );
     if let Some(avail) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| kib(&m, "MemAvailable:")) {
         if need > avail {
             return Err(format!("{what}, but only {} of memory is available: lower --threads, --qd or --bs", fmt(avail)));
@@ -130,7 +135,7 @@ pub(super) fn check_memory(job: &Job) -> Result<(), String> {
     if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0 && lim.rlim_cur != libc::RLIM_INFINITY {
         let used = std::fs::read_to_string("/proc/self/status").ok().and_then(|m| kib(&m, "VmSize:")).unwrap_or(0);
         let room = lim.rlim_cur.saturating_sub(used);
-        let extra = address_space_extra(job.threads);
+        let extra = address_space_extra(job.workload.threads);
         if need.saturating_add(extra) > room {
             return Err(format!("{what} and {} of address space for its threads' malloc arenas, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs", fmt(extra), fmt(room)));
         }

@@ -11,7 +11,7 @@ use crate::engine::{self, OpenTarget};
 pub use crate::failure::{Failure, FailureKind};
 use crate::host;
 use crate::interfaces;
-use crate::plan::validate::{name_complete, validate};
+use crate::plan::validate::validate;
 use crate::plan::{Complete, Job};
 use crate::record::{self, Environment, Results, RunRecord, Verify};
 
@@ -27,9 +27,35 @@ pub trait RunUi {
 pub struct Quiet;
 impl RunUi for Quiet {}
 
+/// A run that failed, with its record when the measurement itself was whole and only putting
+/// the settings back failed after it (it was made under the settings asked for, so it is kept).
+pub struct RunError {
+    pub failure: Failure,
+    pub record: Option<Box<RunRecord>>,
+}
+
+impl From<Failure> for RunError {
+    fn from(failure: Failure) -> RunError {
+        RunError { failure, record: None }
+    }
+}
+
 /// Run a job end to end: checks, targets, engine, meters, record.
 /// `energy`: how to measure energy (None: not at all, as for probes).
-pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, Failure> {
+pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, RunError> {
+    match run_job(job, ui, energy)? {
+        (rec, None) => Ok(rec),
+        // The measurement is whole; the machine is not as it was.
+        (rec, Some(m)) => Err(RunError { failure: Failure::new(FailureKind::SettingsNotRestored, m), record: Some(Box::new(rec)) }),
+    }
+}
+
+/// The run, and why the settings were not put back if they were not.
+fn run_job(
+    job: &Job,
+    ui: &mut dyn RunUi,
+    energy: Option<&crate::energy::record::EnergyOptions>,
+) -> Result<(RunRecord, Option<String>), Failure> {
     validate(job).map_err(Failure::invalid)?;
     // Too big for this machine's memory now: not the user's error, and a sweep goes on.
     check_memory(job).map_err(Failure::unsupported)?;
@@ -45,9 +71,9 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
     let cancel = engine::install_interrupt_handler();
     // A diskless interface (null) opens nothing: its one target is an address space.
-    let diskless = job.interface.info().diskless;
-    let temp = if job.targets.is_empty() && !diskless {
-        let size = job.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
+    let diskless = job.io.interface.info().diskless;
+    let temp = if job.targets.paths.is_empty() && !diskless {
+        let size = job.targets.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
         let made = device::create_default_target(size, cancel);
         Some(made.map_err(|m| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, m) } else { Failure::failed(m) })?)
@@ -56,15 +82,15 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     };
     let paths: Vec<std::path::PathBuf> = match &temp {
         Some(t) => vec![t.path.clone()],
-        None => job.targets.iter().map(Into::into).collect(),
+        None => job.targets.paths.iter().map(Into::into).collect(),
     };
-    let targets = device::open_targets(job, &paths, temp.is_some())?;
+    let targets = device::open_targets(&access(job, &generic_drivers()), &paths, temp.is_some())?;
     for t in &targets {
-        (job.interface.policy().check_target)(job, t).map_err(Failure::unsupported)?;
+        (job.io.interface.rules().check_target)(&job.io, job.workload.bs, job.targets.offset, t).map_err(Failure::unsupported)?;
     }
     check_polling(job, &targets).map_err(Failure::unsupported)?;
     let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
-    infos.extend(diskless.then(|| interfaces::null::target_info(job)));
+    infos.extend(diskless.then(|| interfaces::null::target_info(interfaces::null::address_space(job.targets.size, job.workload.bs))));
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
@@ -89,7 +115,11 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         .iter()
         .map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len })
         .collect();
-    open.extend(diskless.then(|| OpenTarget { fd: -1, range_start: job.offset, range_len: interfaces::null::address_space(job) }));
+    open.extend(diskless.then(|| OpenTarget {
+        fd: -1,
+        range_start: job.targets.offset,
+        range_len: interfaces::null::address_space(job.targets.size, job.workload.bs),
+    }));
     let idle = energy.and_then(|e| {
         e.idle_baseline_s.map(|s| {
             ui.note(&format!("measuring idle power for {s} s"));
@@ -133,18 +163,18 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         total: record::direction(&total, w),
         series: record::series(&out.rec.series),
         cpu: record::cpu(&meters.process_rusage(), meters.window_s().unwrap_or(w), total.ios),
-        verify: job.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
+        verify: job.policy.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
     };
     let error = out.first_error.as_ref().map(|f| {
         let t = &env.targets[f.file as usize].path;
         let dir = if f.write { "write" } else { "read" };
-        let hint = if f.errno == Some(libc::EOPNOTSUPP) && job.complete != Complete::Irq {
+        let hint = if f.errno == Some(libc::EOPNOTSUPP) && job.io.complete != Complete::Irq {
             " (this kernel rejects polled I/O on a queue without poll queues instead of falling back to interrupts)"
         } else {
             ""
         };
-        let tail = if job.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
-        format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.bs, f.offset, t, f.what)
+        let tail = if job.policy.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
+        format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.workload.bs, f.offset, t, f.what)
     });
     let cost = meters.cost(&out.rec.per_target);
     let energy_record = match (energy, meters.take_energy()) {
@@ -162,11 +192,11 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
     }
-    let strict_error =
-        (job.strict && job.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled")).then(|| {
+    let strict_error = (job.policy.strict && job.io.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled"))
+        .then(|| {
             format!(
                 "--strict: asked for {} completion but the completion path observed was {} ({})",
-                name_complete(job.complete),
+                job.io.complete.name(),
                 path.observed.as_deref().unwrap_or("?"),
                 path.evidence.as_deref().unwrap_or("")
             )
@@ -174,7 +204,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     let error = error.or(strict_error);
     let status = if out.interrupted {
         "interrupted"
-    } else if energy_error.is_some() || (error.is_some() && (!job.continue_on_error || job.strict)) {
+    } else if energy_error.is_some() || (error.is_some() && (!job.policy.continue_on_error || job.policy.strict)) {
         "failed"
     } else {
         "ok"
@@ -196,11 +226,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
         completion_path: path,
         ring,
     };
-    match not_restored {
-        // The measurement is whole; the machine is not as it was.
-        Some(m) => Err(Failure { kind: FailureKind::SettingsNotRestored, message: m, record: Some(Box::new(rec)) }),
-        None => Ok(rec),
-    }
+    Ok((rec, not_restored))
 }
 
 /// The setting changes a job asks for, once per distinct device.
@@ -209,7 +235,7 @@ fn settings_changes(job: &Job, targets: &[TargetInfo]) -> Result<Vec<crate::sett
     let mut devices: Vec<&str> = Vec::new();
     for t in targets {
         let Some(d) = t.device.as_deref() else {
-            if job.scheduler.is_some() || !job.set.is_empty() {
+            if job.system.scheduler.is_some() || !job.system.set.is_empty() {
                 return Err(format!("{} has no block device behind it whose settings could be changed", t.path));
             }
             continue;
@@ -220,10 +246,10 @@ fn settings_changes(job: &Job, targets: &[TargetInfo]) -> Result<Vec<crate::sett
     }
     let mut out = Vec::new();
     for d in &devices {
-        if let Some(s) = &job.scheduler {
+        if let Some(s) = &job.system.scheduler {
             out.push(Change::new(Setting::Scheduler, Some(d), s.clone()));
         }
-        for spec in &job.set {
+        for spec in &job.system.set {
             let c = Change::parse(spec, Some(d))?;
             if !out.contains(&c) {
                 out.push(c);
@@ -276,4 +302,24 @@ fn environment(targets: Vec<TargetInfo>) -> Environment {
         device_settings: Vec::new(),
         settings_changed: Vec::new(),
     }
+}
+
+/// How the job will use its targets, for opening them.
+pub fn access<'a>(job: &'a Job, generic_drivers: &'a [&'a str]) -> device::Access<'a> {
+    let info = job.io.interface.info();
+    device::Access {
+        targets: &job.targets,
+        writes: job.workload.rw.writes(job.workload.write_mix),
+        direct: job.io.direct,
+        bs: job.workload.bs,
+        threads: job.workload.threads,
+        interface: info.name,
+        accepts: info.targets,
+        generic_drivers,
+    }
+}
+
+/// The interfaces that drive NVMe generic character devices.
+pub fn generic_drivers() -> Vec<&'static str> {
+    interfaces::all().filter(|i| i.targets.contains(&device::TargetKind::NvmeGeneric)).map(|i| i.name).collect()
 }

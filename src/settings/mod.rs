@@ -15,6 +15,19 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The system settings a job asks for, applied before its run and restored after. Part of a
+/// job, serialised flat.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Requested {
+    /// I/O scheduler to select on every target's device.
+    #[serde(default)]
+    pub scheduler: Option<String>,
+    /// Other settings, "name=value" (nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec on
+    /// every target's device; governor on every CPU).
+    #[serde(default)]
+    pub set: Vec<String>,
+}
+
 /// One setting iolab can change. Device settings live under `<sysfs>/block/<dev>/queue/`; the
 /// governor under `<sysfs>/devices/system/cpu/cpu*/cpufreq/scaling_governor` (all CPUs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
