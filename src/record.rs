@@ -5,15 +5,77 @@ use crate::engine::clock::ClockInfo;
 use crate::engine::recorder::{Direction, SecondSlot};
 use crate::meters::cpu::Rusage;
 use crate::plan::Job;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// An enum written and read as one lowercase word: `name()` gives the word, and serde and
+/// `Display` use it, so each spelling is written once.
+macro_rules! word_enum {
+    ($(#[doc = $doc:literal])* $name:ident { $($(#[doc = $vdoc:literal])* $variant:ident = $word:literal,)* }) => {
+        $(#[doc = $doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[doc = $vdoc])* $variant,)*
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let word = String::deserialize(d)?;
+                $name::ALL.iter().copied().find(|x| x.name() == word).ok_or_else(|| {
+                    serde::de::Error::custom(format!("unknown {} {word:?}", stringify!($name)))
+                })
+            }
+        }
+    };
+}
+
+word_enum! {
+    /// How a run ended (`RunRecord.status`; the `runs.status` column holds the same word).
+    RunStatus {
+        Ok = "ok",
+        Failed = "failed",
+        /// Ctrl-C (or a signal) ended it early.
+        Interrupted = "interrupted",
+    }
+}
+
+word_enum! {
+    /// How I/O completes: `CompletionPath.expected` and `.observed`.
+    Path {
+        Interrupt = "interrupt",
+        Polled = "polled",
+        /// Nothing shows which (no interrupt lines, a device without poll information, ...).
+        Unknown = "unknown",
+    }
+}
 
 #[derive(Serialize)]
 pub struct RunRecord {
     pub schema_version: u32,
-    /// "ok", "interrupted" or "failed".
-    pub status: String,
+    pub status: RunStatus,
     pub error: Option<String>,
     pub spec: Job,
     pub environment: Environment,
@@ -119,12 +181,11 @@ pub struct Results {
 #[derive(Serialize)]
 pub struct CompletionPath {
     pub requested: String,
-    /// "interrupt", "polled" or "unknown": what iolab expects from the kernel rules and io_poll.
-    pub expected: String,
+    /// What iolab expects from the kernel rules and io_poll.
+    pub expected: Path,
     pub reason: Option<String>,
-    /// "polled", "interrupt" or "unknown", from the target devices' queue interrupts over the
-    /// window; null when nothing completed.
-    pub observed: Option<String>,
+    /// From the target devices' queue interrupts over the window; null when nothing completed.
+    pub observed: Option<Path>,
     pub evidence: Option<String>,
     /// Polling was asked for and completions came by interrupt anyway.
     pub fell_back: bool,

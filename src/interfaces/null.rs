@@ -14,6 +14,7 @@
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use crate::device::sysinfo::TargetInfo;
 use crate::plan::{Complete, Job, Submit};
+use crate::record::Path;
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
@@ -265,8 +266,8 @@ impl Interface for Null {
         polls_device_queues: false,
     };
 
-    fn expected_path(_job: &Job, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
-        ("unknown", Some(NO_DEVICE.to_string()))
+    fn expected_path(_job: &Job, _targets: &[TargetInfo]) -> (Path, Option<String>) {
+        (Path::Unknown, Some(NO_DEVICE.to_string()))
     }
 }
 

@@ -4,6 +4,7 @@
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use crate::device::sysinfo::TargetInfo;
 use crate::plan::{Complete, Job, Submit};
+use crate::record::Path;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -109,11 +110,11 @@ impl Interface for PosixAio {
         polls_device_queues: false,
     };
 
-    fn expected_path(job: &Job, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+    fn expected_path(job: &Job, _targets: &[TargetInfo]) -> (Path, Option<String>) {
         match job.complete {
-            Complete::Irq => ("interrupt", None),
+            Complete::Irq => (Path::Interrupt, None),
             _ => (
-                "interrupt",
+                Path::Interrupt,
                 Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string()),
             ),
         }

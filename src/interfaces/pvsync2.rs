@@ -3,6 +3,7 @@
 use super::{raw_syscall, Behaviour, Completion, Held, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use crate::device::sysinfo::TargetInfo;
 use crate::plan::{Complete, Job, Submit};
+use crate::record::Path;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -52,9 +53,9 @@ impl Interface for Pvsync2 {
         polls_device_queues: false,
     };
 
-    fn expected_path(job: &Job, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+    fn expected_path(job: &Job, targets: &[TargetInfo]) -> (Path, Option<String>) {
         if job.complete != Complete::Irq && crate::host::kernel_version() >= (5, 18) {
-            return ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string()));
+            return (Path::Interrupt, Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string()));
         }
         super::queue_path(job.complete, targets)
     }

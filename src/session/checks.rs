@@ -4,7 +4,7 @@ use crate::interfaces::io_uring::RingSetup;
 use crate::meters::Cost;
 use crate::plan::validate::name_complete;
 use crate::plan::{Complete, Job};
-use crate::record::CompletionPath;
+use crate::record::{CompletionPath, Path};
 
 /// Checks that need the kernel: can this machine run the interface at all, and does the kernel
 /// take what the job asks of it? Ring interfaces answer the ring setup the run gets.
@@ -20,7 +20,7 @@ pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
     let (expected, reason) = (job.interface.policy().expected_path)(job, targets);
     CompletionPath {
         requested: name_complete(job.complete).to_string(),
-        expected: expected.to_string(),
+        expected,
         reason,
         observed: None,
         evidence: None,
@@ -66,7 +66,7 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
         }
     }
     if !blind.is_empty() {
-        path.observed = Some("unknown".into());
+        path.observed = Some(Path::Unknown);
         path.evidence = Some(blind.join("; "));
         return;
     }
@@ -84,13 +84,13 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
     let evidence = format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+"));
     if irqs == 0 && !polled_asked {
         // Interrupt completion asked for and none counted: these lines do not show this I/O.
-        path.observed = Some("unknown".into());
+        path.observed = Some(Path::Unknown);
         path.evidence = Some(format!("{evidence}, under interrupt completion: the lines did not count this I/O"));
         return;
     }
     // Polled completions raise no device interrupt at all; what remains is other traffic.
     let polled = polled_asked && (irqs as f64) < 0.01 * ios as f64;
-    path.observed = Some(if polled { "polled" } else { "interrupt" }.into());
+    path.observed = Some(if polled { Path::Polled } else { Path::Interrupt });
     path.evidence = Some(evidence);
     path.fell_back = polled_asked && !polled;
 }

@@ -13,7 +13,7 @@ use crate::host;
 use crate::interfaces;
 use crate::plan::validate::{name_complete, validate};
 use crate::plan::{Complete, Job};
-use crate::record::{self, Environment, Results, RunRecord, Verify};
+use crate::record::{self, Environment, Path, Results, RunRecord, RunStatus, Verify};
 
 /// What a run shows while it works: notes and about one progress call a second.
 pub trait RunUi {
@@ -162,22 +162,21 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
     }
-    let strict_error =
-        (job.strict && job.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled")).then(|| {
-            format!(
-                "--strict: asked for {} completion but the completion path observed was {} ({})",
-                name_complete(job.complete),
-                path.observed.as_deref().unwrap_or("?"),
-                path.evidence.as_deref().unwrap_or("")
-            )
-        });
+    let strict_error = (job.strict && job.complete != Complete::Irq && path.observed.is_some_and(|o| o != Path::Polled)).then(|| {
+        format!(
+            "--strict: asked for {} completion but the completion path observed was {} ({})",
+            name_complete(job.complete),
+            path.observed.map_or("?", Path::name),
+            path.evidence.as_deref().unwrap_or("")
+        )
+    });
     let error = error.or(strict_error);
     let status = if out.interrupted {
-        "interrupted"
+        RunStatus::Interrupted
     } else if energy_error.is_some() || (error.is_some() && (!job.continue_on_error || job.strict)) {
-        "failed"
+        RunStatus::Failed
     } else {
-        "ok"
+        RunStatus::Ok
     };
     let error = match (error, energy_error) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
@@ -186,7 +185,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
     drop(temp);
     let rec = RunRecord {
         schema_version: record::SCHEMA_VERSION,
-        status: status.into(),
+        status,
         error,
         spec: job.clone(),
         environment: env,
