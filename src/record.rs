@@ -1,5 +1,8 @@
 //! The RunRecord: one serde value holding everything about a run. The JSON output (schema in
-//! docs/json-schema.md) is this value; later layers (store, reports) read it.
+//! docs/json-schema.md) is this value; later layers (store, analysis, reports) read it back
+//! through the typed, lenient view in [`read`].
+pub mod read;
+
 use crate::device::sysinfo::TargetInfo;
 use crate::engine::clock::ClockInfo;
 use crate::engine::recorder::{Direction, SecondSlot};

@@ -93,7 +93,7 @@ pub fn extract(record: &Value) -> Result<Extracted, String> {
         ("budget_value", real(r, "spec.budget.value")),
         ("targets", Sql::Text(targets.to_string())),
     ];
-    columns.extend(Metrics::of(r).values());
+    columns.extend(Metrics::of(&crate::record::read::Record::of(r)).values());
 
     let mut stripped = record.clone();
     let mut histograms = Vec::new();
