@@ -47,19 +47,45 @@ lenient_structs! {
 
     /// The job (`plan::Job`).
     pub struct Spec {
+        interface: Option<String>,
+        submit: Option<String>,
+        complete: Option<String>,
+        rw: Option<String>,
+        write_mix: Option<i64>,
+        bs: Option<i64>,
+        qd: Option<i64>,
+        threads: Option<i64>,
+        batch_submit: Option<i64>,
+        batch_reap: Option<i64>,
+        direct: Option<bool>,
+        budget: Budget,
+        /// As given (the store keeps it as JSON text).
+        targets: Option<serde_json::Value>,
         /// The I/O scheduler the run set; None when it left the device's as it was.
         scheduler: Option<String>,
     }
 
+    /// `plan::Budget`: "seconds", "ios" or "bytes", and how many.
+    pub struct Budget {
+        kind: Option<String>,
+        value: Option<f64>,
+    }
+
     pub struct Environment {
+        iolab_version: Option<String>,
+        hostname: Option<String>,
+        kernel: Option<String>,
         cpu_model: Option<String>,
         cpu_count: Option<u64>,
+        started_at_unix_s: Option<f64>,
         targets: Vec<Target>,
     }
 
     /// A target as the run found it (`device::sysinfo::TargetInfo`).
     pub struct Target {
         kind: Option<String>,
+        /// The block device behind it.
+        device: Option<String>,
         model: Option<String>,
     }
 
@@ -236,6 +262,7 @@ mod tests {
                 targets: vec![crate::device::sysinfo::TargetInfo {
                     path: "/dev/sda".into(),
                     kind: "block".into(),
+                    device: Some("sda".into()),
                     model: Some("Disk".into()),
                     ..Default::default()
                 }],
@@ -317,9 +344,23 @@ mod tests {
         let r = Record::of(&value);
         assert_eq!((r.schema_version, r.status, r.error.as_deref()), (Some(1), Some(RunStatus::Ok), None));
         assert_eq!(r.spec.scheduler.as_deref(), Some("kyber"));
+        let spec = &r.spec;
+        assert_eq!(
+            (spec.interface.as_deref(), spec.submit.as_deref(), spec.complete.as_deref()),
+            (Some("psync"), Some("syscall"), Some("irq"))
+        );
+        assert!(spec.rw.is_some() && spec.bs.is_some() && spec.qd.is_some() && spec.threads.is_some() && spec.write_mix.is_some());
+        assert!(spec.batch_submit.is_some() && spec.batch_reap.is_some() && spec.direct.is_some() && spec.targets.is_some());
+        assert!(spec.budget.kind.is_some() && spec.budget.value.is_some());
         let env = &r.environment;
+        assert_eq!(
+            (env.hostname.as_deref(), env.kernel.as_deref(), env.iolab_version.as_deref()),
+            (Some("h"), Some("6.8.0"), Some("0.1.0"))
+        );
+        assert_eq!(env.started_at_unix_s, Some(1.0));
         assert_eq!((env.cpu_model.as_deref(), env.cpu_count), (Some("Some CPU"), Some(8)));
-        assert_eq!((env.targets[0].model.as_deref(), env.targets[0].kind.as_deref()), (Some("Disk"), Some("block")));
+        let target = &env.targets[0];
+        assert_eq!((target.device.as_deref(), target.model.as_deref(), target.kind.as_deref()), (Some("sda"), Some("Disk"), Some("block")));
         let t = &r.results.total;
         assert_eq!(
             (r.results.window_s, t.ios, t.iops, t.bw_bytes_per_s, t.errors),
