@@ -1,6 +1,9 @@
 //! iolab: a laboratory for the Linux storage I/O stack.
 //! Layers follow the data: plan → engine (with interfaces) → meters → record → report; studies
 //! (one file per paper) sit above plan, analysis and report and pair each plan with its panels.
+#[macro_use]
+mod words;
+
 pub mod analysis;
 pub mod cancel;
 pub mod cli;

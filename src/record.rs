@@ -1,5 +1,8 @@
 //! The RunRecord: one serde value holding everything about a run. The JSON output (schema in
-//! docs/json-schema.md) is this value; later layers (store, reports) read it.
+//! docs/json-schema.md) is this value; later layers (store, analysis, reports) read it back
+//! through the typed, lenient view in [`read`].
+pub mod read;
+
 use crate::device::sysinfo::TargetInfo;
 use crate::engine::clock::ClockInfo;
 use crate::engine::recorder::{Direction, SecondSlot};
@@ -9,11 +12,23 @@ use serde::Serialize;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+word_enum! {
+    /// How a run ended (`RunRecord.status`; the `runs.status` column holds the same word).
+    RunStatus {
+        Ok = "ok",
+        Failed = "failed",
+        /// Ctrl-C (or a signal) ended it early.
+        Interrupted = "interrupted",
+    }
+}
+
+/// How I/O completes: the interfaces' word for it.
+pub use crate::interfaces::Path;
+
 #[derive(Serialize)]
 pub struct RunRecord {
     pub schema_version: u32,
-    /// "ok", "interrupted" or "failed".
-    pub status: String,
+    pub status: RunStatus,
     pub error: Option<String>,
     pub spec: Job,
     pub environment: Environment,
@@ -119,12 +134,11 @@ pub struct Results {
 #[derive(Serialize)]
 pub struct CompletionPath {
     pub requested: String,
-    /// "interrupt", "polled" or "unknown": what iolab expects from the kernel rules and io_poll.
-    pub expected: String,
+    /// What iolab expects from the kernel rules and io_poll.
+    pub expected: Path,
     pub reason: Option<String>,
-    /// "polled", "interrupt" or "unknown", from the target devices' queue interrupts over the
-    /// window; null when nothing completed.
-    pub observed: Option<String>,
+    /// From the target devices' queue interrupts over the window; null when nothing completed.
+    pub observed: Option<Path>,
     pub evidence: Option<String>,
     /// Polling was asked for and completions came by interrupt anyway.
     pub fell_back: bool,

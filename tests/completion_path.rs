@@ -6,7 +6,7 @@
 use clap::Parser;
 use iolab::meters::diskstat::DiskStat;
 use iolab::meters::{Cost, DeviceCost};
-use iolab::record::CompletionPath;
+use iolab::record::{CompletionPath, Path};
 use iolab::session::observe_path;
 
 fn job(args: &[&str]) -> iolab::plan::Job {
@@ -64,7 +64,7 @@ fn observe(args: &[&str], devices: Vec<DeviceCost>) -> CompletionPath {
     };
     let mut p = CompletionPath {
         requested: String::new(),
-        expected: String::new(),
+        expected: Path::Unknown,
         reason: None,
         observed: None,
         evidence: None,
@@ -80,7 +80,7 @@ fn a_loop_device_over_a_file_is_unknown_not_polled() {
     for args in [&["-i", "psync"][..], &["-i", "pvsync2", "--complete", "poll"], &["-i", "io_uring", "--complete", "poll"]] {
         for irqs in [0, 3, 700] {
             let p = observe(args, vec![lo(irqs)]);
-            assert_eq!(p.observed.as_deref(), Some("unknown"), "{args:?} {irqs}: {:?}", p.evidence);
+            assert_eq!(p.observed.map(Path::name), Some("unknown"), "{args:?} {irqs}: {:?}", p.evidence);
             assert!(!p.fell_back);
             assert!(p.evidence.as_deref().unwrap().contains("loop0 completes from the loop driver's worker"), "{:?}", p.evidence);
         }
@@ -90,7 +90,7 @@ fn a_loop_device_over_a_file_is_unknown_not_polled() {
 #[test]
 fn devices_without_lines_are_unknown() {
     let p = observe(&["-i", "io_uring", "--complete", "poll"], vec![dev("/dev/nullb0", "nullb0", None, None, 500, None, false)]);
-    assert_eq!(p.observed.as_deref(), Some("unknown"));
+    assert_eq!(p.observed.map(Path::name), Some("unknown"));
     // One target without lines makes the whole run unobservable.
     let p = observe(
         &["-i", "io_uring", "--complete", "poll"],
@@ -99,7 +99,7 @@ fn devices_without_lines_are_unknown() {
             dev("/dev/zram0", "zram0", None, None, 500, None, false),
         ],
     );
-    assert_eq!(p.observed.as_deref(), Some("unknown"), "{:?}", p.evidence);
+    assert_eq!(p.observed.map(Path::name), Some("unknown"), "{:?}", p.evidence);
 }
 
 #[test]
@@ -109,20 +109,20 @@ fn nvme_queues_show_the_path() {
     // Polled: the queue lines stayed at 0 (or nearly: other traffic).
     for (irqs, bytes) in [(0, None), (0, Some(500 * 4096)), (4, Some(600 * 4096))] {
         let p = observe(&poll, vec![nvme(irqs, bytes)]);
-        assert_eq!((p.observed.as_deref(), p.fell_back), (Some("polled"), false), "{irqs}: {:?}", p.evidence);
+        assert_eq!((p.observed.map(Path::name), p.fell_back), (Some("polled"), false), "{irqs}: {:?}", p.evidence);
     }
     let p = observe(&poll, vec![nvme(480, None)]);
-    assert_eq!((p.observed.as_deref(), p.fell_back), (Some("interrupt"), true), "{:?}", p.evidence);
+    assert_eq!((p.observed.map(Path::name), p.fell_back), (Some("interrupt"), true), "{:?}", p.evidence);
     let p = observe(&["-i", "pvsync2", "--complete", "poll"], vec![nvme(500, Some(500 * 4096))]);
-    assert_eq!((p.observed.as_deref(), p.fell_back), (Some("interrupt"), true), "{:?}", p.evidence);
+    assert_eq!((p.observed.map(Path::name), p.fell_back), (Some("interrupt"), true), "{:?}", p.evidence);
     let p = observe(&["-i", "psync"], vec![nvme(500, Some(500 * 4096))]);
-    assert_eq!((p.observed.as_deref(), p.fell_back), (Some("interrupt"), false), "{:?}", p.evidence);
+    assert_eq!((p.observed.map(Path::name), p.fell_back), (Some("interrupt"), false), "{:?}", p.evidence);
     // Interrupt completion and no interrupt counted: the lines did not see this I/O.
     let p = observe(&["-i", "psync"], vec![nvme(0, None)]);
-    assert_eq!(p.observed.as_deref(), Some("unknown"), "{:?}", p.evidence);
+    assert_eq!(p.observed.map(Path::name), Some("unknown"), "{:?}", p.evidence);
     // The page cache served the I/O: the device moved almost nothing.
     let p = observe(&poll, vec![nvme(0, Some(8 * 4096))]);
-    assert_eq!((p.observed.as_deref(), p.fell_back), (Some("unknown"), false), "{:?}", p.evidence);
+    assert_eq!((p.observed.map(Path::name), p.fell_back), (Some("unknown"), false), "{:?}", p.evidence);
     assert!(p.evidence.unwrap().contains("did not reach it"));
 }
 

@@ -4,9 +4,9 @@
 //! the end pull a metric's replicate values for one `config_key` out of a [`Store`].
 //! Methods: docs/statistics.md.
 use super::stats::{self, Summary, TTest};
+use crate::record::read::{Energy, Record};
 use crate::store::{RunFilter, RunRow, Store};
 use serde::Serialize;
-use serde_json::Value;
 
 /// The significance level of the verdicts.
 pub const ALPHA: f64 = 0.05;
@@ -28,9 +28,6 @@ pub enum Metric {
     JoulesPerIo,
 }
 
-/// Where a run record may keep its energy report (`energy::EnergyReport`, or a bare
-/// `{"joules": J}`); the first present wins.
-pub const ENERGY_PATHS: [&str; 3] = ["/energy", "/cost/energy", "/results/energy"];
 /// Which scope of an energy report counts, in order of preference. Scopes overlap and are never
 /// added; the package (RAPL) comes first because it is what the energy studies measured and the
 /// finest-grained, so runs of one machine are compared on the same scope.
@@ -39,18 +36,25 @@ pub const ENERGY_SCOPES: [&str; 6] = ["cpu_package", "platform", "wall_ac", "bmc
 /// Joules per I/O from an energy report: the first scope of [`ENERGY_SCOPES`] with a source that
 /// has `iops_per_joule` (which the energy layer sets only when the source covered enough of the
 /// window) gives 1 / iops_per_joule; a bare `joules` gives joules / `ios`.
-fn joules_per_io(energy: &Value, ios: Option<f64>) -> Option<f64> {
-    if let Some(sources) = energy.get("sources").and_then(Value::as_array) {
+fn joules_per_io(energy: &Energy, ios: Option<u64>) -> Option<f64> {
+    if let Some(sources) = &energy.sources {
         return ENERGY_SCOPES.iter().find_map(|scope| {
             sources
                 .iter()
-                .filter(|s| s.get("scope").and_then(Value::as_str) == Some(scope))
-                .find_map(|s| s.get("iops_per_joule").and_then(Value::as_f64).filter(|&x| x > 0.0))
+                .filter(|s| s.scope.as_deref() == Some(scope))
+                .find_map(|s| s.iops_per_joule.filter(|&x| x > 0.0))
                 .map(|ipj| 1.0 / ipj)
         });
     }
-    let j = energy.get("joules").and_then(Value::as_f64)?;
-    Some(j / ios.filter(|&n| n > 0.0)?)
+    Some(energy.joules? / ios.filter(|&n| n > 0)? as f64)
+}
+
+/// CPU time of iolab's threads per I/O, ns, from the cores it kept busy and its IOPS.
+fn cpu_ns_per_io(cores: Option<f64>, iops: Option<f64>) -> Option<f64> {
+    match (cores, iops) {
+        (Some(c), Some(i)) if i > 0.0 => Some(c / i * 1e9),
+        _ => None,
+    }
 }
 
 impl Metric {
@@ -78,33 +82,24 @@ impl Metric {
             Metric::Iops => r.metrics.iops,
             Metric::LatMeanNs => r.metrics.lat_mean_ns,
             Metric::LatP99Ns => r.metrics.lat_p99_ns,
-            Metric::CpuNsPerIo => match (r.metrics.cpu_cores, r.metrics.iops) {
-                (Some(c), Some(i)) if i > 0.0 => Some(c / i * 1e9),
-                _ => None,
-            },
+            Metric::CpuNsPerIo => cpu_ns_per_io(r.metrics.cpu_cores, r.metrics.iops),
             Metric::JoulesPerIo => None,
         };
         v.filter(|x| x.is_finite())
     }
 
-    /// The metric's value in a run record (JSON). For [`Metric::JoulesPerIo`]: the energy
-    /// report at the first of [`ENERGY_PATHS`] present; of its sources the first scope of
-    /// [`ENERGY_SCOPES`] with an `iops_per_joule` gives 1 / iops_per_joule; a bare
-    /// `{"joules": J}` gives J / `results.total.ios`. None when there is no usable reading.
-    pub fn of_record(self, rec: &Value) -> Option<f64> {
-        let f = |p: &str| rec.pointer(p).and_then(Value::as_f64);
+    /// The metric's value in a run record. For [`Metric::JoulesPerIo`]: of the energy report's
+    /// sources the first scope of [`ENERGY_SCOPES`] with an `iops_per_joule` gives
+    /// 1 / iops_per_joule; a bare `{"joules": J}` gives J / `results.total.ios`. None when there
+    /// is no usable reading.
+    pub fn of_record(self, rec: &Record) -> Option<f64> {
+        let total = &rec.results.total;
         let v = match self {
-            Metric::Iops => f("/results/total/iops"),
-            Metric::LatMeanNs => f("/results/total/lat_ns/mean"),
-            Metric::LatP99Ns => f("/results/total/lat_ns/p99"),
-            Metric::CpuNsPerIo => match (f("/results/cpu/cores"), f("/results/total/iops")) {
-                (Some(c), Some(i)) if i > 0.0 => Some(c / i * 1e9),
-                _ => None,
-            },
-            Metric::JoulesPerIo => {
-                let energy = ENERGY_PATHS.iter().find_map(|p| rec.pointer(p).filter(|v| v.is_object()))?;
-                joules_per_io(energy, f("/results/total/ios"))
-            }
+            Metric::Iops => total.iops,
+            Metric::LatMeanNs => total.lat_ns.mean,
+            Metric::LatP99Ns => total.lat_ns.p99,
+            Metric::CpuNsPerIo => cpu_ns_per_io(rec.results.cpu.cores, total.iops),
+            Metric::JoulesPerIo => joules_per_io(rec.energy.as_ref()?, total.ios),
         };
         v.filter(|x| x.is_finite())
     }
@@ -263,7 +258,7 @@ pub fn metric_values(store: &Store, filter: &RunFilter, metric: Metric) -> Resul
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         let v = match metric {
-            Metric::JoulesPerIo => store.run_record(r.id)?.and_then(|rec| metric.of_record(&rec)),
+            Metric::JoulesPerIo => store.run_record(r.id)?.and_then(|rec| metric.of_record(&Record::of(&rec))),
             m => m.of_row(r),
         };
         out.extend(v);
@@ -292,6 +287,15 @@ pub fn config_replicates(store: &Store, config_key: &str) -> Result<Replicates, 
 mod tests {
     use super::*;
 
+    /// What the store and analysis compute from a record as the session writes it.
+    #[test]
+    fn metrics_of_a_written_record() {
+        let r = crate::record::read::Record::of(&serde_json::to_value(crate::record::read::tests::written()).unwrap());
+        let m = crate::store::columns::Metrics::of(&r);
+        assert_eq!((m.iops, m.completion_observed.as_deref(), m.busy_cores), (Some(1000.0), Some("polled"), Some(0.5)));
+        assert_eq!(Metric::JoulesPerIo.of_record(&r), Some(0.01));
+    }
+
     #[test]
     fn verdict_follows_the_metric_direction() {
         assert_eq!(verdict(Metric::Iops, Some(0.01), 5.0, ALPHA), Verdict::Faster);
@@ -303,19 +307,20 @@ mod tests {
 
     #[test]
     fn energy_per_io_from_the_record() {
-        let rec = serde_json::json!({"results": {"total": {"ios": 1000, "iops": 500.0}, "cpu": {"cores": 0.25}},
-                                     "cost": {"energy": {"joules": 3.0}}});
+        let of = |v: serde_json::Value| Record::of(&v);
+        let rec = of(serde_json::json!({"results": {"total": {"ios": 1000, "iops": 500.0}, "cpu": {"cores": 0.25}},
+                                        "energy": {"joules": 3.0}}));
         assert_eq!(Metric::JoulesPerIo.of_record(&rec), Some(0.003));
         assert_eq!(Metric::CpuNsPerIo.of_record(&rec), Some(0.25 / 500.0 * 1e9));
-        assert_eq!(Metric::JoulesPerIo.of_record(&serde_json::json!({"results": {}})), None);
+        assert_eq!(Metric::JoulesPerIo.of_record(&of(serde_json::json!({"results": {}}))), None);
         // An energy report: the package scope wins over the wall; a source without a ratio
         // (too little coverage) is passed over.
-        let rep = serde_json::json!({"results": {"total": {"ios": 1000}}, "energy": {"status": "measured", "sources": [
+        let rep = of(serde_json::json!({"results": {"total": {"ios": 1000}}, "energy": {"status": "measured", "sources": [
             {"scope": "wall_ac", "joules": 50.0, "iops_per_joule": 20.0},
             {"scope": "cpu_package", "joules": 9.0},
-            {"scope": "cpu_package", "joules": 10.0, "iops_per_joule": 100.0}]}});
+            {"scope": "cpu_package", "joules": 10.0, "iops_per_joule": 100.0}]}}));
         assert_eq!(Metric::JoulesPerIo.of_record(&rep), Some(0.01));
-        let none = serde_json::json!({"energy": {"status": "unavailable", "sources": []}});
+        let none = of(serde_json::json!({"energy": {"status": "unavailable", "sources": []}}));
         assert_eq!(Metric::JoulesPerIo.of_record(&none), None);
     }
 }

@@ -133,7 +133,7 @@ fn range_of(job: &crate::plan::Job) -> Result<u64, String> {
 fn run_step(job: &crate::plan::Job, show: bool) -> Result<crate::record::RunRecord, String> {
     let mut ui: Box<dyn RunUi> = if show { Box::new(RunBar::new(job)) } else { Box::new(Quiet) };
     let rec = execute(job, ui.as_mut(), None).map_err(|e| e.failure.message)?;
-    if rec.status == "interrupted" {
+    if rec.status == crate::record::RunStatus::Interrupted {
         return Err("interrupted".into());
     }
     if let Some(e) = rec.error {

@@ -1,5 +1,6 @@
 //! `iolab run`: parse → session → summary/JSON; and `iolab restore`.
 use crate::plan::Job;
+use crate::record::RunStatus;
 use crate::report::summary;
 use crate::session::{execute, Quiet, RunError, RunUi};
 use std::io::IsTerminal;
@@ -163,9 +164,9 @@ pub fn main(args: &super::RunArgs) -> i32 {
         return 1;
     }
     // With --continue-on-error, errors are counted results, not a failed run.
-    match rec.status.as_str() {
-        "failed" => 1,
-        "interrupted" => 130,
-        _ => 0,
+    match rec.status {
+        RunStatus::Failed => 1,
+        RunStatus::Interrupted => 130,
+        RunStatus::Ok => 0,
     }
 }

@@ -4,6 +4,7 @@
 use super::run::IopsMeter;
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
+use crate::record::RunStatus;
 use crate::report::summary::format_count;
 use crate::session::{execute, FailureKind, RunError, RunUi};
 use crate::store::Store;
@@ -243,12 +244,12 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
             eprintln!("[{}/{}] {}", n + 1, pending.len(), ui.label);
         }
         let mut store_record = |rec: &crate::record::RunRecord| -> Result<(), String> {
-            if rec.status == "interrupted" {
+            if rec.status == RunStatus::Interrupted {
                 // Not kept: the planned run stays to do, and `--resume` runs it again.
                 interrupted = true;
                 return Ok(());
             }
-            failed += usize::from(rec.status == "failed");
+            failed += usize::from(rec.status == RunStatus::Failed);
             done += 1;
             store.record_run(Some(run.id), &serde_json::to_value(rec).map_err(|e| e.to_string())?).map(drop)
         };

@@ -88,6 +88,16 @@ impl Default for IoChoice {
     }
 }
 
+word_enum! {
+    /// How I/O completes: `CompletionPath.expected` and `.observed`.
+    Path {
+        Interrupt = "interrupt",
+        Polled = "polled",
+        /// Nothing shows which (no interrupt lines, a device without poll information, ...).
+        Unknown = "unknown",
+    }
+}
+
 /// One I/O request. `tag` names the slot (buffer and timestamp) it belongs to.
 #[derive(Clone, Copy, Debug)]
 pub struct Request {
@@ -244,7 +254,7 @@ pub trait Interface: IoInterface {
     }
     /// The completion path the kernel is expected to take, and why when that is not what was
     /// asked for.
-    fn expected_path(io: &IoChoice, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+    fn expected_path(io: &IoChoice, targets: &[TargetInfo]) -> (Path, Option<String>) {
         queue_path(io.complete, targets)
     }
     /// Reads one block synchronously for `--verify` read-back: bytes read or a negative result
@@ -267,17 +277,17 @@ pub type SyncReader = Box<dyn FnMut(RawFd, &mut [u8], u64) -> i64>;
 
 /// The completion path by the target queues' own say: interrupts unless polling was asked for
 /// and every queue can poll.
-pub fn queue_path(complete: Complete, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+pub fn queue_path(complete: Complete, targets: &[TargetInfo]) -> (Path, Option<String>) {
     if complete == Complete::Irq {
-        return ("interrupt", None);
+        return (Path::Interrupt, None);
     }
     let no_poll: Vec<&str> = targets.iter().filter(|t| t.io_poll == Some(false)).map(|t| t.device.as_deref().unwrap_or(&t.path)).collect();
     if !no_poll.is_empty() {
-        ("interrupt", Some(format!("{} has no poll queues (queue/io_poll = 0): polled I/O completes by interrupt", no_poll.join(", "))))
+        (Path::Interrupt, Some(format!("{} has no poll queues (queue/io_poll = 0): polled I/O completes by interrupt", no_poll.join(", "))))
     } else if targets.iter().all(|t| t.io_poll == Some(true)) {
-        ("polled", None)
+        (Path::Polled, None)
     } else {
-        ("unknown", Some("the device behind the target does not say whether it can poll".to_string()))
+        (Path::Unknown, Some("the device behind the target does not say whether it can poll".to_string()))
     }
 }
 
@@ -327,7 +337,7 @@ pub struct Rules {
     pub machine_notes: fn() -> Option<String>,
     pub check_kernel: fn(&IoChoice) -> Result<Option<io_uring::RingSetup>, String>,
     pub check_target: fn(&IoChoice, u64, u64, &Target) -> Result<(), String>,
-    pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (&'static str, Option<String>),
+    pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (Path, Option<String>),
     pub sync_reader: fn(RawFd) -> Result<SyncReader, String>,
 }
 

@@ -11,6 +11,7 @@
 //!   error=ERRNO%N      every Nth request fails with ERRNO
 //!   short=BYTES@N|%N   request N (every Nth) transfers only BYTES
 //!   accept=K           `submit` accepts at most K of the requests it is offered per call
+use super::Path;
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use super::{Complete, IoChoice, Submit};
 use crate::device::sysinfo::TargetInfo;
@@ -259,8 +260,8 @@ impl Interface for Null {
         polls_device_queues: false,
     };
 
-    fn expected_path(_io: &IoChoice, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
-        ("unknown", Some(NO_DEVICE.to_string()))
+    fn expected_path(_io: &IoChoice, _targets: &[TargetInfo]) -> (Path, Option<String>) {
+        (Path::Unknown, Some(NO_DEVICE.to_string()))
     }
 }
 

@@ -1,6 +1,7 @@
 //! posixaio: glibc's aio_read/aio_write, a user-space thread pool issuing synchronous I/O.
 //! Completion is waited for in aio_suspend (irq) or found by spinning on aio_error (poll),
 //! which is what fio's posixaio engine does.
+use super::Path;
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use super::{Complete, IoChoice, Submit};
 use crate::device::sysinfo::TargetInfo;
@@ -109,11 +110,11 @@ impl Interface for PosixAio {
         polls_device_queues: false,
     };
 
-    fn expected_path(io: &IoChoice, _targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+    fn expected_path(io: &IoChoice, _targets: &[TargetInfo]) -> (Path, Option<String>) {
         match io.complete {
-            Complete::Irq => ("interrupt", None),
+            Complete::Irq => (Path::Interrupt, None),
             _ => (
-                "interrupt",
+                Path::Interrupt,
                 Some("posixaio polling spins on aio_error in user space; the kernel still completes by interrupt".to_string()),
             ),
         }

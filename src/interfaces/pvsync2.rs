@@ -1,5 +1,6 @@
 //! pvsync2: preadv2/pwritev2; `--complete poll` passes RWF_HIPRI. Linux ignores RWF_HIPRI on
 //! synchronous I/O since 5.18, which iolab reports rather than hides.
+use super::Path;
 use super::{raw_syscall, Behaviour, Completion, Held, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use super::{Complete, IoChoice, Submit};
 use crate::device::sysinfo::TargetInfo;
@@ -52,9 +53,9 @@ impl Interface for Pvsync2 {
         polls_device_queues: false,
     };
 
-    fn expected_path(io: &IoChoice, targets: &[TargetInfo]) -> (&'static str, Option<String>) {
+    fn expected_path(io: &IoChoice, targets: &[TargetInfo]) -> (Path, Option<String>) {
         if io.complete != Complete::Irq && crate::host::kernel_version() >= (5, 18) {
-            return ("interrupt", Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string()));
+            return (Path::Interrupt, Some("Linux ignores RWF_HIPRI on synchronous I/O since 5.18".to_string()));
         }
         super::queue_path(io.complete, targets)
     }

@@ -1,14 +1,14 @@
 //! What a report is made of, read from the results database: the selected runs grouped by
 //! sweep and, within a sweep, by configuration (its replicates), with each run's full record.
-use crate::analysis::compare::{Metric, ENERGY_PATHS, ENERGY_SCOPES};
+use crate::analysis::compare::{Metric, ENERGY_SCOPES};
 use crate::analysis::stats::{self, Summary};
+use crate::record::read::{Counters, EnergySource, Record};
 use crate::store::{RunFilter, RunRow, Store};
-use serde_json::Value;
 
-/// One stored run and its record.
+/// One stored run and its record, read once when loaded.
 pub struct Run {
     pub row: RunRow,
-    pub record: Value,
+    pub record: Record,
 }
 
 /// The replicates of one configuration.
@@ -50,7 +50,7 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String>
             sweep.not_ok += 1;
             continue;
         }
-        let record = store.run_record(row.id)?.unwrap_or(Value::Null);
+        let record = store.run_record(row.id)?.map(|v| Record::of(&v)).unwrap_or_default();
         let key = row.config_key.clone().unwrap_or_else(|| lone_key(&row));
         match sweep.configs.iter_mut().find(|c| c.key == key) {
             Some(c) => c.runs.push(Run { row, record }),
@@ -90,36 +90,24 @@ fn lone_key(r: &RunRow) -> String {
 }
 
 impl Run {
-    pub fn f(&self, pointer: &str) -> Option<f64> {
-        self.record.pointer(pointer).and_then(Value::as_f64).filter(|x| x.is_finite())
-    }
-
     pub fn scheduler(&self) -> String {
-        self.record.pointer("/spec/scheduler").and_then(Value::as_str).unwrap_or("unchanged").to_string()
+        self.record.spec.scheduler.clone().unwrap_or("unchanged".into())
     }
 
     pub fn fell_back(&self) -> bool {
         self.row.metrics.fell_back == Some(true)
     }
 
-    fn energy(&self) -> Option<&Value> {
-        ENERGY_PATHS.iter().find_map(|p| self.record.pointer(p).filter(|v| v.is_object()))
-    }
-
     /// The energy source used for this run's figures: the first scope of [`ENERGY_SCOPES`] with
     /// a source that covered the window (it has `iops_per_joule`); the same choice as
     /// `Metric::JoulesPerIo`.
-    fn energy_source(&self) -> Option<&Value> {
-        let sources = self.energy()?.get("sources")?.as_array()?;
-        ENERGY_SCOPES.iter().find_map(|scope| {
-            sources.iter().find(|s| {
-                s.get("scope").and_then(Value::as_str) == Some(scope) && s.get("iops_per_joule").and_then(Value::as_f64).is_some()
-            })
-        })
+    fn energy_source(&self) -> Option<&EnergySource> {
+        let sources = self.record.energy.as_ref()?.sources.as_ref()?;
+        ENERGY_SCOPES.iter().find_map(|scope| sources.iter().find(|s| s.scope.as_deref() == Some(scope) && s.iops_per_joule.is_some()))
     }
 
     pub fn watts(&self) -> Option<f64> {
-        self.energy_source()?.get("mean_watts").and_then(Value::as_f64)
+        self.energy_source()?.mean_watts
     }
 
     pub fn iops_per_joule(&self) -> Option<f64> {
@@ -135,27 +123,28 @@ impl Run {
         if self.iops_per_joule().is_some() {
             return None;
         }
-        let Some(e) = self.energy() else {
+        let Some(e) = &self.record.energy else {
             return Some("the record has no energy report (recorded by an iolab without energy measurement)".into());
         };
-        let reasons: Vec<&str> =
-            e.get("reasons").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-        Some(if reasons.is_empty() { "no energy source covered enough of the measured window".into() } else { reasons.join("; ") })
+        Some(if e.reasons.is_empty() { "no energy source covered enough of the measured window".into() } else { e.reasons.join("; ") })
+    }
+
+    /// A perf counter figure of the record, when it has counters.
+    pub fn counter(&self, f: impl Fn(&Counters) -> Option<f64>) -> Option<f64> {
+        self.record.cost.counters.as_ref().and_then(f)
     }
 
     /// Why hardware counters are missing, when they are.
     pub fn counters_missing_reason(&self) -> Option<String> {
-        match self.record.pointer("/cost/counters") {
-            None | Some(Value::Null) => Some("the record has no perf counters".into()),
-            Some(c) => c.get("hardware_unavailable").and_then(Value::as_str).map(str::to_string),
+        match &self.record.cost.counters {
+            None => Some("the record has no perf counters".into()),
+            Some(c) => c.hardware_unavailable.clone(),
         }
     }
 
     /// Context switches of iolab's worker threads per I/O.
     pub fn ctx_switches_per_io(&self) -> Option<f64> {
-        let classes = self.record.pointer("/cost/classes")?.as_array()?;
-        let w = classes.iter().find(|c| c.get("class").and_then(Value::as_str) == Some("workload"))?;
-        w.get("ctx_switches_per_io").and_then(Value::as_f64)
+        self.record.cost.class("workload")?.ctx_switches_per_io
     }
 }
 

@@ -39,9 +39,12 @@ pub fn cell(c: &Config, f: &dyn Fn(&Run) -> Option<f64>) -> String {
     c.summary(f).map(|s| mean_ci(&s)).unwrap_or_else(|| "not measured".into())
 }
 
+/// A figure read from one part of a run record, e.g. `|l: &Latency| l.p99`.
+pub type Figure<T> = fn(&T) -> Option<f64>;
+
 /// A latency from the record (ns) in µs.
-pub fn us(r: &Run, p: &str) -> Option<f64> {
-    r.f(p).map(|ns| ns / 1e3)
+pub fn us(ns: Option<f64>) -> Option<f64> {
+    ns.map(|ns| ns / 1e3)
 }
 
 pub fn iops(r: &Run) -> Option<f64> {
@@ -153,10 +156,5 @@ pub fn energy_gap(runs: &[&Run]) -> Option<String> {
 }
 
 pub fn counters_gap(runs: &[&Run]) -> Option<String> {
-    gap(
-        runs,
-        |r| r.f("/cost/counters/workload_per_io/instructions").is_some(),
-        Run::counters_missing_reason,
-        "instructions were not counted",
-    )
+    gap(runs, |r| r.counter(|c| c.workload_per_io.instructions).is_some(), Run::counters_missing_reason, "instructions were not counted")
 }

@@ -115,18 +115,13 @@ pub fn provenance(runs: &[&Run]) -> String {
             v.join(", ")
         }
     }
-    let s = |r: &Run, p: &str| r.record.pointer(p).and_then(serde_json::Value::as_str).map(str::to_string);
     let machine = join(
         runs.iter()
             .map(|r| {
                 let host = r.row.hostname.clone().unwrap_or("?".into());
-                let cpu = s(r, "/environment/cpu_model").unwrap_or("unknown CPU".into());
-                let n = r
-                    .record
-                    .pointer("/environment/cpu_count")
-                    .and_then(serde_json::Value::as_u64)
-                    .map(|n| format!(", {n} CPUs"))
-                    .unwrap_or_default();
+                let env = &r.record.environment;
+                let cpu = env.cpu_model.clone().unwrap_or("unknown CPU".into());
+                let n = env.cpu_count.map(|n| format!(", {n} CPUs")).unwrap_or_default();
                 format!("{host} ({cpu}{n})")
             })
             .collect(),
@@ -136,8 +131,9 @@ pub fn provenance(runs: &[&Run]) -> String {
         runs.iter()
             .map(|r| {
                 let dev = r.row.devices.clone().unwrap_or("no device".into());
-                let model = s(r, "/environment/targets/0/model").map(|m| format!(" {m}")).unwrap_or_default();
-                let kind = s(r, "/environment/targets/0/kind").map(|k| format!(" ({k})")).unwrap_or_default();
+                let first = r.record.environment.targets.first();
+                let model = first.and_then(|t| t.model.as_ref()).map(|m| format!(" {m}")).unwrap_or_default();
+                let kind = first.and_then(|t| t.kind.as_ref()).map(|k| format!(" ({k})")).unwrap_or_default();
                 format!("{dev}{model}{kind}")
             })
             .collect(),
@@ -154,7 +150,7 @@ pub fn provenance(runs: &[&Run]) -> String {
     let replicates = if lo == hi { format!("{lo}") } else { format!("{lo}–{hi}") };
     let mut paths: BTreeMap<String, usize> = BTreeMap::new();
     for r in runs {
-        let req = s(r, "/completion_path/requested").unwrap_or(r.row.complete.clone());
+        let req = r.record.completion_path.requested.clone().unwrap_or(r.row.complete.clone());
         let obs = r.row.metrics.completion_observed.clone().unwrap_or("not observed".into());
         let fb = if r.fell_back() { ", fell back" } else { "" };
         *paths.entry(format!("{req} → {obs}{fb}")).or_default() += 1;
@@ -279,7 +275,7 @@ fn configurations(ctx: &mut Ctx) {
             ci,
             out,
             cell(c, &lat_mean_us),
-            cell(c, &|r| us(r, "/results/total/lat_ns/p99")),
+            cell(c, &|r| us(r.record.results.total.lat_ns.p99)),
             cell(c, &cores),
             paths_taken(c),
         ]);

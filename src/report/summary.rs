@@ -95,7 +95,7 @@ pub fn render(rec: &RunRecord) -> String {
         "  window {:.2} s measured (after {} s ramp){}",
         r.window_s,
         s.timing.ramp_s,
-        if rec.status == "interrupted" { ", INTERRUPTED" } else { "" }
+        if rec.status == crate::record::RunStatus::Interrupted { ", INTERRUPTED" } else { "" }
     );
     direction(&mut out, "read", &r.read);
     direction(&mut out, "write", &r.write);

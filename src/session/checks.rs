@@ -3,7 +3,7 @@ use crate::device::{sysinfo::TargetInfo, Target};
 use crate::interfaces::io_uring::RingSetup;
 use crate::meters::Cost;
 use crate::plan::{Complete, Job};
-use crate::record::CompletionPath;
+use crate::record::{CompletionPath, Path};
 
 /// Checks that need the kernel: can this machine run the interface at all, and does the kernel
 /// take what the job asks of it? Ring interfaces answer the ring setup the run gets.
@@ -17,14 +17,7 @@ pub fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
 /// differs from the request.
 pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
     let (expected, reason) = (job.io.interface.rules().expected_path)(&job.io, targets);
-    CompletionPath {
-        requested: job.io.complete.name().to_string(),
-        expected: expected.to_string(),
-        reason,
-        observed: None,
-        evidence: None,
-        fell_back: false,
-    }
+    CompletionPath { requested: job.io.complete.name().to_string(), expected, reason, observed: None, evidence: None, fell_back: false }
 }
 
 /// Fill in what the device interrupt counters say about the completion path. Only a count of
@@ -65,7 +58,7 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
         }
     }
     if !blind.is_empty() {
-        path.observed = Some("unknown".into());
+        path.observed = Some(Path::Unknown);
         path.evidence = Some(blind.join("; "));
         return;
     }
@@ -83,13 +76,13 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
     let evidence = format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+"));
     if irqs == 0 && !polled_asked {
         // Interrupt completion asked for and none counted: these lines do not show this I/O.
-        path.observed = Some("unknown".into());
+        path.observed = Some(Path::Unknown);
         path.evidence = Some(format!("{evidence}, under interrupt completion: the lines did not count this I/O"));
         return;
     }
     // Polled completions raise no device interrupt at all; what remains is other traffic.
     let polled = polled_asked && (irqs as f64) < 0.01 * ios as f64;
-    path.observed = Some(if polled { "polled" } else { "interrupt" }.into());
+    path.observed = Some(if polled { Path::Polled } else { Path::Interrupt });
     path.evidence = Some(evidence);
     path.fell_back = polled_asked && !polled;
 }

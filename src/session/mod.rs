@@ -13,7 +13,7 @@ use crate::host;
 use crate::interfaces;
 use crate::plan::validate::validate;
 use crate::plan::{Complete, Job};
-use crate::record::{self, Environment, Results, RunRecord, Verify};
+use crate::record::{self, Environment, Path, Results, RunRecord, RunStatus, Verify};
 
 /// What a run shows while it works: notes and about one progress call a second.
 pub trait RunUi {
@@ -192,22 +192,22 @@ fn run_job(
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
     }
-    let strict_error = (job.policy.strict && job.io.complete != Complete::Irq && path.observed.as_deref().is_some_and(|o| o != "polled"))
-        .then(|| {
+    let strict_error =
+        (job.policy.strict && job.io.complete != Complete::Irq && path.observed.is_some_and(|o| o != Path::Polled)).then(|| {
             format!(
                 "--strict: asked for {} completion but the completion path observed was {} ({})",
                 job.io.complete.name(),
-                path.observed.as_deref().unwrap_or("?"),
+                path.observed.map_or("?", Path::name),
                 path.evidence.as_deref().unwrap_or("")
             )
         });
     let error = error.or(strict_error);
     let status = if out.interrupted {
-        "interrupted"
+        RunStatus::Interrupted
     } else if energy_error.is_some() || (error.is_some() && (!job.policy.continue_on_error || job.policy.strict)) {
-        "failed"
+        RunStatus::Failed
     } else {
-        "ok"
+        RunStatus::Ok
     };
     let error = match (error, energy_error) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
@@ -216,7 +216,7 @@ fn run_job(
     drop(temp);
     let rec = RunRecord {
         schema_version: record::SCHEMA_VERSION,
-        status: status.into(),
+        status,
         error,
         spec: job.clone(),
         environment: env,

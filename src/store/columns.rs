@@ -4,9 +4,10 @@
 //! record. From that one line come the column in `CREATE TABLE`/`ALTER TABLE` (schema.rs), the
 //! value `record_run` inserts, the SELECT list and `RunRow::metrics`, and the CSV cell.
 
+use crate::record::read::Record;
 use rusqlite::types::Value as Sql;
 use rusqlite::Row;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 
 /// A metric column as the schema and the SELECT list see it.
 pub struct Column {
@@ -99,125 +100,6 @@ impl Stored for Option<bool> {
     }
 }
 
-/// The parts of a run record (`record::RunRecord`) the metric columns are read from, typed.
-/// Lenient where `RunRecord` is not, as the store has always been: any part may be missing or
-/// null (a failed run has no results or cost; hand-made records hold only some fields) and a
-/// value of another type reads as unknown, so the column is NULL rather than the run refused.
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Measured {
-    #[serde(deserialize_with = "nullable")]
-    pub results: Results,
-    #[serde(deserialize_with = "nullable")]
-    pub cost: Cost,
-    #[serde(deserialize_with = "nullable")]
-    pub completion_path: CompletionPath,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Results {
-    #[serde(deserialize_with = "loose")]
-    pub window_s: Option<f64>,
-    #[serde(deserialize_with = "nullable")]
-    pub read: Direction,
-    #[serde(deserialize_with = "nullable")]
-    pub write: Direction,
-    #[serde(deserialize_with = "nullable")]
-    pub total: Direction,
-    #[serde(deserialize_with = "nullable")]
-    pub cpu: Cpu,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Direction {
-    #[serde(deserialize_with = "loose")]
-    pub ios: Option<u64>,
-    #[serde(deserialize_with = "loose")]
-    pub iops: Option<f64>,
-    #[serde(deserialize_with = "loose")]
-    pub bw_bytes_per_s: Option<f64>,
-    #[serde(deserialize_with = "loose")]
-    pub errors: Option<u64>,
-    #[serde(deserialize_with = "nullable")]
-    pub lat_ns: Latency,
-}
-
-/// Nanoseconds; the record's quantiles are integers, stored as REAL like the mean.
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Latency {
-    #[serde(deserialize_with = "loose")]
-    pub mean: Option<f64>,
-    #[serde(deserialize_with = "loose")]
-    pub p50: Option<f64>,
-    #[serde(deserialize_with = "loose")]
-    pub p99: Option<f64>,
-    #[serde(deserialize_with = "loose")]
-    pub p99_9: Option<f64>,
-    #[serde(deserialize_with = "loose")]
-    pub p99_999: Option<f64>,
-    #[serde(deserialize_with = "loose")]
-    pub max: Option<f64>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Cpu {
-    #[serde(deserialize_with = "loose")]
-    pub cores: Option<f64>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Cost {
-    #[serde(deserialize_with = "nullable")]
-    pub system: SystemCost,
-    #[serde(deserialize_with = "nullable")]
-    pub accounting: Accounting,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct SystemCost {
-    #[serde(deserialize_with = "loose")]
-    pub busy_cores: Option<f64>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct Accounting {
-    #[serde(deserialize_with = "loose")]
-    pub unaccounted_fraction: Option<f64>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(default)]
-pub struct CompletionPath {
-    #[serde(deserialize_with = "loose")]
-    pub observed: Option<String>,
-    #[serde(deserialize_with = "loose")]
-    pub fell_back: Option<bool>,
-}
-
-/// A part that is null reads as empty.
-fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
-
-/// A value of another type (a string where a number belongs) reads as unknown.
-fn loose<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
-    Ok(Option::<serde_json::Value>::deserialize(d)?.and_then(|v| T::deserialize(v).ok()))
-}
-
-impl Measured {
-    /// A record that is not an object at all reads as empty (`extract` refuses it first).
-    fn of(record: &serde_json::Value) -> Measured {
-        Measured::deserialize(record).unwrap_or_default()
-    }
-}
-
 /// Defines `Metrics` (one typed field per column), `RUN_METRICS` (the columns) and the code
 /// between them, the record and the database, from one table.
 macro_rules! metrics {
@@ -233,10 +115,10 @@ macro_rules! metrics {
         pub const RUN_METRICS: &[Column] = &[$(Column { name: stringify!($name), sql: <$ty as Stored>::SQL, since: $since }),*];
 
         impl Metrics {
-            /// The metrics of a run record (the JSON value of a `record::RunRecord`).
-            pub fn of(record: &serde_json::Value) -> Metrics {
-                let m = &Measured::of(record);
-                Metrics { $($name: { let $r = m; $get },)* }
+            /// The metrics of a run record, read leniently (`record::read`): what the record
+            /// lacks or gives as another type is None.
+            pub fn of(record: &Record) -> Metrics {
+                Metrics { $($name: { let $r = record; $get },)* }
             }
 
             /// (column, value) for the INSERT, in `RUN_METRICS` order.
@@ -280,7 +162,7 @@ metrics! {
     busy_cores: Option<f64>, since 1, |r| r.cost.system.busy_cores;
     unaccounted_fraction: Option<f64>, since 1, |r| r.cost.accounting.unaccounted_fraction;
     /// The completion path the interrupt counters showed: polled, interrupt or unknown.
-    completion_observed: Option<String>, since 2, |r| r.completion_path.observed.clone();
+    completion_observed: Option<String>, since 2, |r| r.completion_path.observed.map(|p| p.name().to_string());
     /// Polling was asked for and completions came by interrupt anyway.
     fell_back: Option<bool>, since 2, |r| r.completion_path.fell_back;
 }
@@ -292,12 +174,12 @@ mod tests {
 
     #[test]
     fn parts_missing_null_or_of_another_type_read_as_unknown() {
-        let m =
-            Metrics::of(&json!({"results": {"total": {"iops": "fast", "ios": 7, "lat_ns": null}, "read": {"errors": 3}}, "cost": null}));
+        let of = |v: serde_json::Value| Metrics::of(&Record::of(&v));
+        let m = of(json!({"results": {"total": {"iops": "fast", "ios": 7, "lat_ns": null}, "read": {"errors": 3}}, "cost": null}));
         assert_eq!((m.iops, m.ios, m.lat_p99_ns, m.busy_cores, m.fell_back), (None, Some(7), None, None, None));
         // The total's errors where given, else the read's, else the write's, else 0.
         assert_eq!(m.errors, 3);
-        assert_eq!(Metrics::of(&json!("not an object")), Metrics::default());
-        assert_eq!(Metrics::of(&json!({"results": {"total": {"errors": 1}, "read": {"errors": 3}}})).errors, 1);
+        assert_eq!(of(json!("not an object")), Metrics::default());
+        assert_eq!(of(json!({"results": {"total": {"errors": 1}, "read": {"errors": 3}}})).errors, 1);
     }
 }

@@ -2,34 +2,11 @@
 //! series the database keeps, and back.
 
 use super::columns::Metrics;
+use crate::record::read::Record;
 use rusqlite::types::Value as Sql;
 use serde_json::{Map, Value};
 
 pub const DIRECTIONS: [&str; 3] = ["read", "write", "total"];
-
-/// The value at a dotted path, e.g. `results.total.lat_ns.p99`.
-pub fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |v, k| v.get(k)).filter(|v| !v.is_null())
-}
-
-fn real(v: &Value, path: &str) -> Sql {
-    at(v, path).and_then(Value::as_f64).map_or(Sql::Null, Sql::Real)
-}
-
-fn int(v: &Value, path: &str) -> Sql {
-    match at(v, path) {
-        Some(x) => x.as_i64().or_else(|| x.as_u64().map(|u| u as i64)).map_or(Sql::Null, Sql::Integer),
-        None => Sql::Null,
-    }
-}
-
-fn text(v: &Value, path: &str) -> Sql {
-    at(v, path).and_then(Value::as_str).map_or(Sql::Null, |s| Sql::Text(s.to_string()))
-}
-
-fn boolean(v: &Value, path: &str) -> Sql {
-    at(v, path).and_then(Value::as_bool).map_or(Sql::Null, |b| Sql::Integer(b as i64))
-}
 
 /// A required spec field, as text or integer.
 fn need(path: &str, col: Sql) -> Result<Sql, String> {
@@ -57,43 +34,41 @@ pub fn extract(record: &Value) -> Result<Extracted, String> {
     if !record.is_object() {
         return Err("run record is not a JSON object".into());
     }
-    let status = text(record, "status");
-    let status = need("status", status)?;
-    if !at(record, "spec").is_some_and(Value::is_object) {
+    let r = Record::of(record);
+    let status = need("status", Sql::from(r.status.map(|s| s.name().to_string())))?;
+    if !record.get("spec").is_some_and(Value::is_object) {
         return Err("run record has no spec".into());
     }
-    let r = record;
-    let started = at(r, "environment.started_at_unix_s").and_then(Value::as_f64).unwrap_or_else(super::now);
-    let devices: Vec<&str> = at(r, "environment.targets")
-        .and_then(Value::as_array)
-        .map(|ts| ts.iter().filter_map(|t| t.get("device").and_then(Value::as_str)).collect())
-        .unwrap_or_default();
-    let targets = at(r, "spec.targets").cloned().unwrap_or(Value::Array(vec![]));
+    let (spec, env) = (&r.spec, &r.environment);
+    let text = |v: &Option<String>| Sql::from(v.clone());
+    let started = env.started_at_unix_s.unwrap_or_else(super::now);
+    let devices: Vec<&str> = env.targets.iter().filter_map(|t| t.device.as_deref()).collect();
+    let targets = spec.targets.clone().unwrap_or(Value::Array(vec![]));
     let mut columns = vec![
         ("status", status),
-        ("error", text(r, "error")),
-        ("record_schema", int(r, "schema_version")),
+        ("error", text(&r.error)),
+        ("record_schema", Sql::from(r.schema_version)),
         ("started_at", Sql::Real(started)),
-        ("hostname", text(r, "environment.hostname")),
-        ("kernel", text(r, "environment.kernel")),
-        ("iolab_version", text(r, "environment.iolab_version")),
+        ("hostname", text(&env.hostname)),
+        ("kernel", text(&env.kernel)),
+        ("iolab_version", text(&env.iolab_version)),
         ("devices", if devices.is_empty() { Sql::Null } else { Sql::Text(devices.join(",")) }),
-        ("interface", need("spec.interface", text(r, "spec.interface"))?),
-        ("submit", need("spec.submit", text(r, "spec.submit"))?),
-        ("complete", need("spec.complete", text(r, "spec.complete"))?),
-        ("rw", need("spec.rw", text(r, "spec.rw"))?),
-        ("write_mix", need("spec.write_mix", int(r, "spec.write_mix"))?),
-        ("bs", need("spec.bs", int(r, "spec.bs"))?),
-        ("qd", need("spec.qd", int(r, "spec.qd"))?),
-        ("threads", need("spec.threads", int(r, "spec.threads"))?),
-        ("batch_submit", need("spec.batch_submit", int(r, "spec.batch_submit"))?),
-        ("batch_reap", need("spec.batch_reap", int(r, "spec.batch_reap"))?),
-        ("direct", need("spec.direct", boolean(r, "spec.direct"))?),
-        ("budget_kind", text(r, "spec.budget.kind")),
-        ("budget_value", real(r, "spec.budget.value")),
+        ("interface", need("spec.interface", text(&spec.interface))?),
+        ("submit", need("spec.submit", text(&spec.submit))?),
+        ("complete", need("spec.complete", text(&spec.complete))?),
+        ("rw", need("spec.rw", text(&spec.rw))?),
+        ("write_mix", need("spec.write_mix", Sql::from(spec.write_mix))?),
+        ("bs", need("spec.bs", Sql::from(spec.bs))?),
+        ("qd", need("spec.qd", Sql::from(spec.qd))?),
+        ("threads", need("spec.threads", Sql::from(spec.threads))?),
+        ("batch_submit", need("spec.batch_submit", Sql::from(spec.batch_submit))?),
+        ("batch_reap", need("spec.batch_reap", Sql::from(spec.batch_reap))?),
+        ("direct", need("spec.direct", Sql::from(spec.direct))?),
+        ("budget_kind", text(&spec.budget.kind)),
+        ("budget_value", Sql::from(spec.budget.value)),
         ("targets", Sql::Text(targets.to_string())),
     ];
-    columns.extend(Metrics::of(r).values());
+    columns.extend(Metrics::of(&r).values());
 
     let mut stripped = record.clone();
     let mut histograms = Vec::new();

@@ -4,8 +4,9 @@
 use super::{pick, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::stats;
-use crate::report::data::Config;
-use crate::report::panels::{axis, bs_name, cell, cores, distinct, energy_gap, iops, num, paths_taken, plot, runs_of, us, Plot};
+use crate::record::read::Latency;
+use crate::report::data::{Config, Run};
+use crate::report::panels::{axis, bs_name, cell, cores, distinct, energy_gap, iops, num, paths_taken, plot, runs_of, us, Figure, Plot};
 use crate::report::sections::Ctx;
 use crate::report::svg::Scale;
 use crate::report::tables::Table;
@@ -104,12 +105,10 @@ qd = [1]
 }
 
 fn latency_panels(ctx: &mut Ctx) {
-    let columns = [
-        ("randread", "p50", "/results/total/lat_ns/p50"),
-        ("randread", "p99", "/results/total/lat_ns/p99"),
-        ("randwrite", "p50", "/results/total/lat_ns/p50"),
-        ("randwrite", "p99", "/results/total/lat_ns/p99"),
-    ];
+    let columns: [(&str, &str, Figure<Latency>); 4] =
+        [("randread", "p50", |l| l.p50), ("randread", "p99", |l| l.p99), ("randwrite", "p50", |l| l.p50), ("randwrite", "p99", |l| l.p99)];
+    // A column's latency of a run, µs.
+    let lat_us = |lat: Figure<Latency>| move |r: &Run| us(lat(&r.record.results.total.lat_ns));
     let configs = ctx.configs(|_| true);
     let mut methods: Vec<String> = configs.iter().map(|c| c.method()).collect();
     methods.dedup();
@@ -118,11 +117,13 @@ fn latency_panels(ctx: &mut Ctx) {
     let find = |m: &str, rw: &str| configs.iter().find(|c| c.method() == m && c.first().rw == rw).copied();
     let rows: Vec<(String, Vec<Option<f64>>)> = methods
         .iter()
-        .map(|m| (m.clone(), columns.iter().map(|(rw, _, p)| find(m, rw).and_then(|c| c.summary(&|r| us(r, p))).map(|s| s.mean)).collect()))
+        .map(|m| {
+            (m.clone(), columns.iter().map(|(rw, _, lat)| find(m, rw).and_then(|c| c.summary(&lat_us(*lat))).map(|s| s.mean)).collect())
+        })
         .collect();
     // Welch against the fastest in randread p50, Holm-corrected over the ranking.
     let p50: Vec<(String, Vec<f64>)> =
-        methods.iter().filter_map(|m| Some((m.clone(), find(m, "randread")?.values(&|r| us(r, "/results/total/lat_ns/p50"))))).collect();
+        methods.iter().filter_map(|m| Some((m.clone(), find(m, "randread")?.values(&lat_us(|l| l.p50))))).collect();
     let ranked = compare::rank(Metric::LatP99Ns, &p50, ALPHA);
     let mut t = Table::new(
         "S1 latency table: p50/p99 (µs) and mean slowdown against the fastest configuration",
@@ -139,9 +140,9 @@ fn latency_panels(ctx: &mut Ctx) {
     );
     for row in slowdown_table(&rows) {
         let mut cells = vec![row.name.clone()];
-        for (i, (rw, _, p)) in columns.iter().enumerate() {
+        for (i, (rw, _, lat)) in columns.iter().enumerate() {
             cells.push(match (row.values[i], find(&row.name, rw)) {
-                (Some(_), Some(c)) => cell(c, &|r| us(r, p)),
+                (Some(_), Some(c)) => cell(c, &lat_us(*lat)),
                 _ => "not measured".into(),
             });
         }

@@ -4,9 +4,10 @@
 use super::{pick, Part, Report, Runs, Study, SPDK};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::saturation::{saturation_point, CurvePoint, SaturationRule};
-use crate::report::data::{Config, Run};
+use crate::record::read::Counters;
+use crate::report::data::Config;
 use crate::report::panels::{
-    axis, cell, cores, counters_gap, distinct, iops, lat_mean_us, mean_ci, num, plot, plot_with, point, runs_of, Plot,
+    axis, cell, cores, counters_gap, distinct, iops, lat_mean_us, mean_ci, num, plot, plot_with, point, runs_of, Figure, Plot,
 };
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Callout, Chart, Scale, Series};
@@ -93,10 +94,6 @@ fn schedulers_matrix(q: bool) -> String {
         pick(q, "[1, 2, 4, 8, 16, 20]", "[1]"))
 }
 
-fn counter(r: &Run, name: &str) -> Option<f64> {
-    r.f(&format!("/cost/counters/{name}"))
-}
-
 fn qd1_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let runs = runs_of(&cs);
@@ -117,10 +114,10 @@ fn qd1_panels(ctx: &mut Ctx) {
         t.rows.push(vec![
             c.method(),
             cell(c, &iops),
-            cell(c, &|r| counter(r, "workload_per_io/instructions")),
-            cell(c, &|r| counter(r, "system_per_io/instructions")),
-            cell(c, &|r| counter(r, "workload_per_io/ipc")),
-            cell(c, &|r| counter(r, "workload_per_io/cache_miss_rate")),
+            cell(c, &|r| r.counter(|k| k.workload_per_io.instructions)),
+            cell(c, &|r| r.counter(|k| k.system_per_io.instructions)),
+            cell(c, &|r| r.counter(|k| k.workload_per_io.ipc)),
+            cell(c, &|r| r.counter(|k| k.workload_per_io.cache_miss_rate)),
             cell(c, &cores),
         ]);
     }
@@ -140,7 +137,7 @@ fn qd1_panels(ctx: &mut Ctx) {
                 x: axis("threads", Scale::Log2),
                 y: axis("instructions per I/O", Scale::Linear),
                 x_of: &|r| r.threads as f64,
-                y_of: &|r| counter(r, "workload_per_io/instructions"),
+                y_of: &|r| r.counter(|k| k.workload_per_io.instructions),
                 series_of: &method,
             },
             vec![],
@@ -186,8 +183,8 @@ fn jcurve_panels(ctx: &mut Ctx) {
                 sat_qd,
                 num(p.iops),
                 num(p.mean_lat),
-                counter_cell(c, "workload_per_io/instructions", &gap),
-                counter_cell(c, "workload_per_io/ipc", &gap),
+                counter_cell(c, |k| k.workload_per_io.instructions, &gap),
+                counter_cell(c, |k| k.workload_per_io.ipc, &gap),
                 reason,
             ]);
         } else {
@@ -216,10 +213,10 @@ fn jcurve_panels(ctx: &mut Ctx) {
     ctx.table(t, &runs);
 }
 
-fn counter_cell(c: &Config, name: &str, gap: &Option<String>) -> String {
+fn counter_cell(c: &Config, counter: Figure<Counters>, gap: &Option<String>) -> String {
     match gap {
         Some(_) => "not available here".into(),
-        None => cell(c, &|r| counter(r, name)),
+        None => cell(c, &|r| r.counter(counter)),
     }
 }
 

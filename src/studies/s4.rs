@@ -3,8 +3,9 @@
 //! collection over time, and interrupt against polling against hybrid completion.
 use super::{pick, Part, Report, Runs, Study, SPDK};
 use crate::plan::size::format_bytes;
+use crate::record::read::{Latency, SecondPoint};
 use crate::report::data::{Config, Run};
-use crate::report::panels::{axis, bs_name, cell, distinct, energy_gap, lat_mean_us, num, paths_taken, plot, runs_of, us, Plot};
+use crate::report::panels::{axis, bs_name, cell, distinct, energy_gap, lat_mean_us, num, paths_taken, plot, runs_of, us, Figure, Plot};
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Chart, Point, Scale, Series};
 use crate::report::tables::Table;
@@ -118,7 +119,8 @@ qd = [1]
 fn latency_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let rw = |c: &Config| c.first().rw.clone();
-    for (name, p) in [("mean", "/results/total/lat_ns/mean"), ("p99.999", "/results/total/lat_ns/p99_999")] {
+    let figures: [(&str, Figure<Latency>); 2] = [("mean", |l| l.mean), ("p99.999", |l| l.p99_999)];
+    for (name, lat) in figures {
         plot(
             ctx,
             &cs,
@@ -127,7 +129,7 @@ fn latency_panels(ctx: &mut Ctx) {
                 x: axis("queue depth", Scale::Log2),
                 y: axis(&format!("{name} latency (µs)"), Scale::Linear),
                 x_of: &|r| r.qd as f64,
-                y_of: &|r| us(r, p),
+                y_of: &|r| us(lat(&r.record.results.total.lat_ns)),
                 series_of: &rw,
             },
             vec![],
@@ -165,7 +167,8 @@ fn bandwidth_panels(ctx: &mut Ctx) {
 fn interference_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let series = |_: &Config| "random reads".to_string();
-    for (name, p) in [("mean", "/results/read/lat_ns/mean"), ("p99.999", "/results/read/lat_ns/p99_999")] {
+    let figures: [(&str, Figure<Latency>); 2] = [("mean", |l| l.mean), ("p99.999", |l| l.p99_999)];
+    for (name, lat) in figures {
         plot(
             ctx,
             &cs,
@@ -174,7 +177,7 @@ fn interference_panels(ctx: &mut Ctx) {
                 x: axis("writes mixed in (%)", Scale::Linear),
                 y: axis(&format!("read {name} latency (µs)"), Scale::Linear),
                 x_of: &|r| r.write_mix as f64,
-                y_of: &|r| us(r, p),
+                y_of: &|r| us(lat(&r.record.results.read.lat_ns)),
                 series_of: &series,
             },
             vec![],
@@ -187,13 +190,13 @@ fn gc_panels(ctx: &mut Ctx) {
     let mut lat = Vec::new();
     let mut rate = Vec::new();
     for r in &runs {
-        let Some(series) = r.record.pointer("/results/series").and_then(serde_json::Value::as_array) else { continue };
-        let pts = |field: &str, scale: f64| -> Vec<Point> {
+        let Some(series) = &r.record.results.series else { continue };
+        let pts = |field: fn(&SecondPoint) -> Option<f64>, scale: f64| -> Vec<Point> {
             series
                 .iter()
                 .filter_map(|p| {
-                    let t = p.get("t")?.as_f64()?;
-                    let v = p.get(field)?.as_f64()? / scale;
+                    let t = p.t?;
+                    let v = field(p)? / scale;
                     Some(Point {
                         x: t, y: v, ci: None, tip: format!("run {} · t = {t} s · {}", r.row.id, num(v)), flagged: r.fell_back()
                     })
@@ -201,8 +204,8 @@ fn gc_panels(ctx: &mut Ctx) {
                 .collect()
         };
         let name = format!("run {}", r.row.id);
-        lat.push(Series { name: name.clone(), points: pts("mean_lat_ns", 1e3) });
-        rate.push(Series { name, points: pts("write_iops", 1.0) });
+        lat.push(Series { name: name.clone(), points: pts(|p| p.mean_lat_ns, 1e3) });
+        rate.push(Series { name, points: pts(|p| p.write_iops, 1.0) });
     }
     let note = vec!["One point per second of the measured window, one line per run (the last second may be partial). Precondition the device first (iolab precondition) for the garbage-collection regime.".into()];
     for (title, y, series) in [
@@ -246,9 +249,9 @@ fn completion_panels(ctx: &mut Ctx) {
             bs_name(c.first().bs),
             c.method(),
             cell(c, &lat_mean_us),
-            cell(c, &|r| us(r, "/results/total/lat_ns/p99_999")),
-            cell(c, &|r| r.f("/results/cpu/user_ns_per_io")),
-            cell(c, &|r| r.f("/results/cpu/system_ns_per_io")),
+            cell(c, &|r| us(r.record.results.total.lat_ns.p99_999)),
+            cell(c, &|r| r.record.results.cpu.user_ns_per_io),
+            cell(c, &|r| r.record.results.cpu.system_ns_per_io),
             paths_taken(c),
         ]);
     }
