@@ -10,35 +10,30 @@ use std::io::IsTerminal;
 /// on stderr, where its abort message went.
 pub fn restore_main(after: Option<u32>) -> i32 {
     if let Some(pid) = after {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while crate::settings::pid_alive(pid, None) && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        return match crate::settings::Settings::system().restore_journal() {
-            Ok(lines) => {
-                for l in lines {
-                    eprintln!("iolab: restored after the abort: {l}");
-                }
-                0
-            }
-            Err(e) => {
-                eprintln!("iolab: restoring after the abort failed: {e}");
-                1
-            }
-        };
+        crate::settings::crash::wait_for_exit(pid, std::time::Duration::from_secs(60));
     }
-    match crate::settings::Settings::system().restore_journal() {
-        Ok(lines) if lines.is_empty() => {
+    match (after, crate::settings::Settings::system().restore_journal()) {
+        (Some(_), Ok(lines)) => {
+            for l in lines {
+                eprintln!("iolab: restored after the abort: {l}");
+            }
+            0
+        }
+        (Some(_), Err(e)) => {
+            eprintln!("iolab: restoring after the abort failed: {e}");
+            1
+        }
+        (None, Ok(lines)) if lines.is_empty() => {
             println!("nothing to restore: no system settings are recorded as changed");
             0
         }
-        Ok(lines) => {
+        (None, Ok(lines)) => {
             for l in lines {
                 println!("{l}");
             }
             0
         }
-        Err(e) => {
+        (None, Err(e)) => {
             eprintln!("iolab: {e}");
             1
         }

@@ -102,3 +102,12 @@ fn say(msg: &[u8]) {
     // SAFETY: write(2) of a static buffer.
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
 }
+
+/// Wait (at most `limit`) for process `pid` to end: the aborting iolab whose settings a restore
+/// process started by it puts back.
+pub fn wait_for_exit(pid: u32, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while super::pid_alive(pid, None) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
