@@ -4,6 +4,7 @@
 mod checks;
 pub mod precondition;
 pub mod probe;
+pub mod sweep;
 
 pub use checks::{check_kernel, expected_path, observe_path};
 use checks::{check_memory, check_polling};
