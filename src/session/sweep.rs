@@ -170,8 +170,9 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     let pending: Vec<_> = planned.iter().filter(|r| r.status == "planned").collect();
     ui.planned(&e, sweep_id, pending.len(), planned.len());
 
-    // One temporary target for the whole sweep when the plan names none.
-    let needs_temp = pending.iter().any(|r| r.spec["targets"].as_array().is_some_and(|t| t.is_empty()));
+    // One temporary target for the whole sweep when the plan names none (and a run opens one:
+    // a diskless interface, null, opens nothing).
+    let needs_temp = pending.iter().any(|r| serde_json::from_value::<Job>(r.spec.clone()).is_ok_and(|j| needs_target(&j)));
     let cancel = crate::engine::install_interrupt_handler();
     let temp = if needs_temp {
         let size = e.configs[0].job.targets.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
@@ -195,7 +196,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         }
         let mut job: Job =
             serde_json::from_value(run.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", run.id))?;
-        if job.targets.paths.is_empty() {
+        if needs_target(&job) {
             if let Some(t) = &temp {
                 job.targets.paths = vec![t.path.display().to_string()];
             }
@@ -255,6 +256,11 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     Ok(Outcome::Ran(r))
 }
 
+/// A run that names no target and opens one: it runs on the sweep's temporary target.
+fn needs_target(job: &Job) -> bool {
+    job.targets.paths.is_empty() && !job.io.interface.info().diskless
+}
+
 /// Store a measured run's record, counted; an interrupted one is not kept: the planned run
 /// stays to do, and `Resume` runs it again.
 fn keep(store: &mut Store, planned_id: i64, rec: &RunRecord, r: &mut SweepRun) -> Result<(), String> {
@@ -304,5 +310,48 @@ mod tests {
         assert!(matches!(failing(FailureKind::Interrupted), Step::Interrupted));
         assert!(matches!(failing(FailureKind::Invalid), Step::Stop(f, None) if f.code() == 2));
         assert!(matches!(failing(FailureKind::SettingsNotRestored), Step::Stop(f, None) if f.code() == 1));
+    }
+
+    /// What a sweep showed, in order.
+    #[derive(Default)]
+    struct Seen(Vec<String>);
+    impl RunUi for Seen {}
+    impl SweepUi for Seen {
+        fn planned(&mut self, _: &Expansion, _: i64, to_do: usize, of: usize) {
+            self.0.push(format!("planned {to_do}/{of}"));
+        }
+        fn run_start(&mut self, n: usize, of: usize, label: &str) {
+            self.0.push(format!("start {n}/{of} {label}"));
+        }
+        fn line(&mut self, line: &str) {
+            self.0.push(line.to_string());
+        }
+        fn run_done(&mut self) {
+            self.0.push("done".into());
+        }
+    }
+
+    #[test]
+    fn a_sweep_of_null_runs_stores_each_once_then_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        let text = "name = \"unit\"\nreplicates = 2\nios = 100\nsize = \"1m\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n";
+        let plan = |resume| SweepPlan { text, targets: &[], unsupported: &[], db: &db, resume };
+        let mut seen = Seen::default();
+        let Outcome::Ran(r) = run(&plan(Resume::New), &mut seen).unwrap() else { panic!("did not run") };
+        assert_eq!(
+            (r.stored, r.failed, r.early, r.skipped, r.left),
+            (2, 0, 0, 0, 0),
+            "{:?} {:?} {}",
+            seen.0,
+            r.stopped.as_ref().map(|f| &f.message),
+            r.interrupted
+        );
+        assert_eq!(r.end(), SweepEnd { code: 0, finished: true });
+        assert_eq!(seen.0[0], "planned 2/2");
+        assert_eq!(seen.0.iter().filter(|l| *l == "done").count(), 2, "{:?}", seen.0);
+        assert!(matches!(run(&plan(Resume::Auto), &mut Seen::default()).unwrap(), Outcome::AlreadyDone { .. }));
+        let e = run(&plan(Resume::Required), &mut Seen::default()).err().unwrap();
+        assert!(e.contains("no unfinished sweep"), "{e}");
     }
 }
