@@ -1,12 +1,13 @@
 //! `iolab precondition TARGET`: bring a device to steady state before measuring it, as the
 //! SNIA PTS asks: sequential fills of the whole range, then rounds of random writes until the
 //! IOPS of the last 5 rounds are steady (range within 20 % of the mean, fitted-line excursion
-//! within 10 %). Writes are subject to the same safety rules as `iolab run`.
+//! within 10 %). Writes are subject to the same safety rules as `iolab run`. The loop is
+//! `session::precondition`; this parses, shows and writes the report.
 use super::run::RunBar;
 use crate::analysis::steady;
-use crate::plan::{size, Budget, Complete, Rw, Submit};
-use crate::session::{execute, Quiet, RunUi};
-use serde::Serialize;
+use crate::plan::{size, Job};
+use crate::session::precondition::{precondition as run, PreconditionUi, Preconditioning};
+use crate::session::{Quiet, RunUi};
 use std::io::IsTerminal;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -44,100 +45,64 @@ pub struct PreconditionArgs {
     pub quiet: bool,
 }
 
-#[derive(Serialize)]
-struct Report {
-    target: String,
-    fills: Vec<f64>,
-    round_iops: Vec<f64>,
-    steady: Option<steady::SteadyState>,
-    reached_steady_state: bool,
-}
-
 pub fn main(a: &PreconditionArgs) -> i32 {
     // 1: the target did not reach steady state within the rounds.
     super::exit_code(precondition(a).map(|steady| if steady { 0 } else { 1 }))
+}
+
+/// Lines on stdout, and a bar per step on a terminal.
+struct Lines {
+    show: bool,
+}
+
+impl PreconditionUi for Lines {
+    fn step(&mut self, job: &Job) -> Box<dyn RunUi> {
+        if self.show {
+            Box::new(RunBar::new(job))
+        } else {
+            Box::new(Quiet)
+        }
+    }
+    fn fill(&mut self, n: u32, of: u32, bytes: u64, bw: f64) {
+        println!("fill {n}/{of}: {} at {}/s", size::format_bytes(bytes as f64), size::format_bytes(bw));
+    }
+    fn round(&mut self, n: u32, iops: f64, state: Option<&steady::SteadyState>) {
+        match state {
+            Some(s) => println!(
+                "round {n}: {:.0} IOPS; last {} rounds: range {:.1} %, slope {:.1} %{}",
+                iops,
+                steady::WINDOW,
+                s.range_fraction * 100.0,
+                s.slope_fraction * 100.0,
+                if s.steady { " - steady state" } else { "" }
+            ),
+            None => println!("round {n}: {iops:.0} IOPS"),
+        }
+    }
 }
 
 fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
     if let Some(dest) = &a.json {
         super::run::check_output(dest)?;
     }
-    let target = a.target.display().to_string();
-    let mut base = super::probe::probe_job(a.interface.parse()?, Submit::Syscall, Complete::Irq, false, &target);
-    base.workload.qd = a.qd;
-    base.timing.budget = Budget::Ios(1);
-    base.targets.destructive = a.destructive.clone();
-    base.targets.size = a.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?;
-    let round_s = size::parse_seconds(&a.round).map_err(|e| format!("--round: {e}"))?;
-    let show = !a.quiet && std::io::stderr().is_terminal();
-
-    let mut fills = Vec::new();
-    for n in 1..=a.fills {
-        let mut job = base.clone();
-        job.workload.rw = Rw::Write;
-        job.workload.bs = size::parse_size(&a.fill_bs).map_err(|e| format!("--fill-bs: {e}"))?;
-        // One pass: the whole range, found from the target itself.
-        let range = range_of(&job)?;
-        job.timing.budget = Budget::Bytes(range / job.workload.bs * job.workload.bs);
-        let rec = run_step(&job, show)?;
-        let bw = rec.results.as_ref().map_or(0.0, |r| r.write.bw_bytes_per_s);
-        println!("fill {n}/{}: {} at {}/s", a.fills, size::format_bytes(range as f64), size::format_bytes(bw));
-        fills.push(bw);
-    }
-    let mut iops = Vec::new();
-    let mut state = None;
-    for n in 1..=a.max_rounds {
-        let mut job = base.clone();
-        job.workload.rw = Rw::Randwrite;
-        job.workload.bs = size::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?;
-        job.timing.budget = Budget::Seconds(round_s);
-        job.workload.seed = n as u64;
-        let rec = run_step(&job, show)?;
-        let x = rec.results.as_ref().map_or(0.0, |r| r.write.iops);
-        iops.push(x);
-        state = steady::check(&iops);
-        match &state {
-            Some(s) => println!(
-                "round {n}: {:.0} IOPS; last {} rounds: range {:.1} %, slope {:.1} %{}",
-                x,
-                steady::WINDOW,
-                s.range_fraction * 100.0,
-                s.slope_fraction * 100.0,
-                if s.steady { " - steady state" } else { "" }
-            ),
-            None => println!("round {n}: {x:.0} IOPS"),
-        }
-        if state.as_ref().is_some_and(|s| s.steady) {
-            break;
-        }
-    }
-    let reached = state.as_ref().is_some_and(|s| s.steady);
-    if !reached {
+    let p = Preconditioning {
+        target: a.target.display().to_string(),
+        interface: a.interface.parse()?,
+        fills: a.fills,
+        fill_bs: size::parse_size(&a.fill_bs).map_err(|e| format!("--fill-bs: {e}"))?,
+        bs: size::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?,
+        qd: a.qd,
+        round_s: size::parse_seconds(&a.round).map_err(|e| format!("--round: {e}"))?,
+        max_rounds: a.max_rounds,
+        size: a.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
+        destructive: a.destructive.clone(),
+    };
+    let report = run(&p, &mut Lines { show: !a.quiet && std::io::stderr().is_terminal() })?;
+    if !report.reached_steady_state {
         println!("no steady state after {} rounds", a.max_rounds);
     }
     if let Some(dest) = &a.json {
-        super::run::write_json(dest, &Report { target, fills, round_iops: iops, steady: state, reached_steady_state: reached })?;
+        super::run::write_json(dest, &report)?;
     }
-    Ok(reached)
-}
-
-fn range_of(job: &crate::plan::Job) -> Result<u64, String> {
-    let path = std::path::PathBuf::from(&job.targets.paths[0]);
-    let drivers = crate::session::generic_drivers();
-    // Opened only to learn the range: for reading, so nothing is asked to be writable.
-    let access = crate::device::Access { writes: false, ..crate::session::access(job, &drivers) };
-    let t = crate::device::open_targets(&access, &[path], false).map_err(|f| f.message)?;
-    Ok(t[0].range_len)
-}
-
-fn run_step(job: &crate::plan::Job, show: bool) -> Result<crate::record::RunRecord, String> {
-    let mut ui: Box<dyn RunUi> = if show { Box::new(RunBar::new(job)) } else { Box::new(Quiet) };
-    let rec = execute(job, ui.as_mut(), None).map_err(|e| e.failure.message)?;
-    if rec.status == crate::record::RunStatus::Interrupted {
-        return Err("interrupted".into());
-    }
-    if let Some(e) = rec.error {
-        return Err(e);
-    }
-    Ok(rec)
+    Ok(report.reached_steady_state)
 }

@@ -2,6 +2,9 @@
 //! checks → temporary target → targets → settings → engine → meters → record → restore.
 //! What the caller shows while it works comes through [`RunUi`]; the session prints nothing.
 mod checks;
+pub mod precondition;
+pub mod probe;
+pub mod sweep;
 
 pub use checks::{check_kernel, expected_path, observe_path};
 use checks::{check_memory, check_polling};

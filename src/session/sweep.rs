@@ -1,0 +1,357 @@
+//! Running a stored sweep: a plan expanded into ordered runs, kept in the results database, each
+//! run through [`execute`] and its outcome stored by its [`FailureKind`]: a record (measured,
+//! also when it failed), a skip (this machine cannot do it), a failure before measuring. A sweep
+//! stops at once when settings are left changed (no run may go on such a machine), at bad input
+//! (every later run would meet it) and at Ctrl-C; what was finished stays, and `Resume` picks up
+//! what is left. What the caller shows comes through [`SweepUi`]; nothing here prints.
+use super::{execute, Failure, FailureKind, RunError, RunUi};
+use crate::plan::sweep::{expand, plan_hash, Expansion};
+use crate::plan::Job;
+use crate::record::{RunRecord, RunStatus};
+use crate::store::Store;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What to do about an earlier sweep of the same plan.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Resume {
+    /// --resume: continue it; error if there is none.
+    Required,
+    /// Refuse to start while one is unfinished.
+    Refuse,
+    /// --new: start another.
+    New,
+    /// Suites: continue an unfinished one, leave a finished one alone.
+    Auto,
+}
+
+/// A sweep to run: plan text (from a file or a built-in suite) and where it is kept.
+pub struct SweepPlan<'a> {
+    pub text: &'a str,
+    /// Targets for every run, replacing the plan's.
+    pub targets: &'a [String],
+    /// Parts of the study that cannot run here, stored as skipped runs with their reason.
+    pub unsupported: &'a [(String, String)],
+    /// The results database.
+    pub db: &'a Path,
+    pub resume: Resume,
+}
+
+/// What a sweep shows while it works; each run's notes and progress come through [`RunUi`].
+pub trait SweepUi: RunUi {
+    /// The sweep is in the database as `sweep_id`: `to_do` of its `of` runs are left to do.
+    fn planned(&mut self, _plan: &Expansion, _sweep_id: i64, _to_do: usize, _of: usize) {}
+    /// The runs begin (after the temporary target, if any, is made).
+    fn begin(&mut self, _runs: usize) {}
+    /// Run `n` (from 0) of `of` starts; `label` is its configuration and replicate.
+    fn run_start(&mut self, _n: usize, _of: usize, _label: &str) {}
+    /// A run was skipped or failed before measuring: the line that says so.
+    fn line(&mut self, _line: &str) {}
+    /// A run is through and the sweep goes on.
+    fn run_done(&mut self) {}
+    /// No more runs (also when the sweep stopped early).
+    fn end(&mut self) {}
+}
+
+/// How a sweep ended: its exit code, and whether it went through to the end (a suite goes on
+/// to its next part only then).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SweepEnd {
+    /// 0; 1 when a run of the sweep failed or settings were left changed; 2 on bad input; 130
+    /// after Ctrl-C.
+    pub code: i32,
+    /// Every planned run was tried; false when the sweep stopped early.
+    pub finished: bool,
+}
+
+/// What running a sweep came to.
+pub enum Outcome {
+    /// A suite's part (`Resume::Auto`) whose sweep was already done: nothing ran.
+    AlreadyDone {
+        name: String,
+    },
+    /// Ctrl-C while the temporary target was made: every run stays to do.
+    InterruptedBeforeRuns {
+        message: String,
+    },
+    Ran(SweepRun),
+}
+
+impl Outcome {
+    pub fn end(&self) -> SweepEnd {
+        match self {
+            Outcome::AlreadyDone { .. } => SweepEnd { code: 0, finished: true },
+            Outcome::InterruptedBeforeRuns { .. } => SweepEnd { code: 130, finished: false },
+            Outcome::Ran(r) => r.end(),
+        }
+    }
+}
+
+/// The runs of one sweep this time, counted.
+pub struct SweepRun {
+    pub sweep_id: i64,
+    /// Runs stored with their record (`failed` of them failed).
+    pub stored: usize,
+    pub failed: usize,
+    /// Runs that failed before measuring, stored as failed planned runs.
+    pub early: usize,
+    pub skipped: usize,
+    /// Runs still to do.
+    pub left: usize,
+    /// Why the sweep stopped before its end: settings not restored, or bad input.
+    pub stopped: Option<Failure>,
+    pub interrupted: bool,
+    /// Failed runs of this sweep in the database, also from before a resume.
+    pub all_failed: usize,
+}
+
+impl SweepRun {
+    pub fn end(&self) -> SweepEnd {
+        let code = match (&self.stopped, self.interrupted) {
+            (Some(f), _) => f.code(),
+            (None, true) => 130,
+            (None, false) => i32::from(self.all_failed > 0),
+        };
+        SweepEnd { code, finished: self.stopped.is_none() && !self.interrupted }
+    }
+}
+
+/// What the sweep does with one run's outcome.
+enum Step {
+    /// Measured (also when the run failed): stored with its record.
+    Keep(Box<RunRecord>),
+    /// The machine cannot do this run: kept, with the reason, as skipped.
+    Skip(String),
+    /// Tried and went wrong before measuring: kept as failed with the error; the next may work.
+    Fail(String),
+    /// Ctrl-C: not kept; the planned run stays to do.
+    Interrupted,
+    /// Stop the sweep: bad input (every later run would meet it too; this run stays to do), or
+    /// settings left changed (no run may go on; a measurement made before the restore failed is
+    /// whole and kept).
+    Stop(Failure, Option<Box<RunRecord>>),
+}
+
+fn step(outcome: Result<RunRecord, RunError>) -> Step {
+    match outcome {
+        Ok(rec) => Step::Keep(Box::new(rec)),
+        Err(RunError { failure: f, record }) => match f.kind {
+            FailureKind::Unsupported => Step::Skip(f.message),
+            FailureKind::Failed => Step::Fail(f.message),
+            FailureKind::Interrupted => Step::Interrupted,
+            FailureKind::Invalid => Step::Stop(f, None),
+            FailureKind::SettingsNotRestored => Step::Stop(f, record),
+        },
+    }
+}
+
+/// Expand the plan, find or make its sweep in the database, and run what is left to do, each
+/// finished run committed as it ends. Err: one line (bad plan, database, a planned run that
+/// cannot be read, a temporary target that cannot be made).
+pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
+    let (text, targets) = (plan.text, plan.targets);
+    let e = expand(text, targets)?;
+    let hash = plan_hash(text, targets);
+    let mut store = Store::open(plan.db)?;
+    let db = plan.db.display();
+    let unfinished = store.unfinished_sweep(&hash)?;
+    let sweep_id = match (plan.resume, unfinished) {
+        (Resume::Required | Resume::Auto, Some(id)) => id,
+        (Resume::Required, None) => return Err(format!("no unfinished sweep of this plan in {db}: run without --resume to start one")),
+        (Resume::Refuse, Some(id)) => {
+            return Err(format!("sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new"))
+        }
+        (Resume::Auto, None) if store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) => {
+            return Ok(Outcome::AlreadyDone { name: e.name });
+        }
+        _ => create(&mut store, &e, plan, &hash)?,
+    };
+    let planned = store.planned_runs(sweep_id)?;
+    let pending: Vec<_> = planned.iter().filter(|r| r.status == "planned").collect();
+    ui.planned(&e, sweep_id, pending.len(), planned.len());
+
+    // One temporary target for the whole sweep when the plan names none (and a run opens one:
+    // a diskless interface, null, opens nothing).
+    let needs_temp = pending.iter().any(|r| serde_json::from_value::<Job>(r.spec.clone()).is_ok_and(|j| needs_target(&j)));
+    let cancel = crate::engine::install_interrupt_handler();
+    let temp = if needs_temp {
+        let size = e.configs[0].job.targets.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
+        match crate::device::create_default_target(size, cancel) {
+            Ok(t) => Some(t),
+            Err(message) if cancel.is_cancelled() => return Ok(Outcome::InterruptedBeforeRuns { message }),
+            Err(m) => return Err(m),
+        }
+    } else {
+        None
+    };
+
+    ui.begin(pending.len());
+    let mut r =
+        SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
+    let mut reasons: Vec<String> = Vec::new();
+    for (n, run) in pending.iter().enumerate() {
+        if cancel.is_cancelled() {
+            r.interrupted = true;
+            break;
+        }
+        let mut job: Job =
+            serde_json::from_value(run.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", run.id))?;
+        if needs_target(&job) {
+            if let Some(t) = &temp {
+                job.targets.paths = vec![t.path.display().to_string()];
+            }
+        }
+        ui.run_start(n, pending.len(), &format!("{} #{}", run.config_key, run.replicate + 1));
+        let said = match step(execute(&job, ui, Some(&crate::energy::record::EnergyOptions::default()))) {
+            Step::Keep(rec) => {
+                keep(&mut store, run.id, &rec, &mut r)?;
+                None
+            }
+            Step::Skip(why) => {
+                store.record_skip(run.id, &why)?;
+                r.skipped += 1;
+                Some(("skipped", why))
+            }
+            Step::Fail(why) => {
+                store.record_failure(run.id, &why)?;
+                r.early += 1;
+                Some(("failed", why))
+            }
+            Step::Interrupted => {
+                r.interrupted = true;
+                None
+            }
+            Step::Stop(f, record) => {
+                if let Some(rec) = &record {
+                    keep(&mut store, run.id, rec, &mut r)?;
+                }
+                r.stopped = Some(match f.kind {
+                    FailureKind::Invalid => Failure::new(f.kind, format!("run {} #{}: {}", run.config_key, run.replicate + 1, f.message)),
+                    _ => f,
+                });
+                None
+            }
+        };
+        if let Some((what, why)) = said {
+            // Each distinct reason once; the database keeps it for every run.
+            let line =
+                if reasons.contains(&why) { format!("{what} {}", run.config_key) } else { format!("{what} {}: {why}", run.config_key) };
+            reasons.push(why);
+            ui.line(&line);
+        }
+        if r.interrupted || r.stopped.is_some() {
+            break;
+        }
+        ui.run_done();
+        if n + 1 < pending.len() {
+            let until = Instant::now() + Duration::from_secs_f64(e.cooldown_s);
+            while Instant::now() < until && !cancel.is_cancelled() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    ui.end();
+    r.left = pending.len() - r.stored - r.skipped - r.early;
+    r.all_failed = store.sweep(sweep_id)?.map_or(0, |s| s.failed);
+    Ok(Outcome::Ran(r))
+}
+
+/// A run that names no target and opens one: it runs on the sweep's temporary target.
+fn needs_target(job: &Job) -> bool {
+    job.targets.paths.is_empty() && !job.io.interface.info().diskless
+}
+
+/// Store a measured run's record, counted; an interrupted one is not kept: the planned run
+/// stays to do, and `Resume` runs it again.
+fn keep(store: &mut Store, planned_id: i64, rec: &RunRecord, r: &mut SweepRun) -> Result<(), String> {
+    if rec.status == RunStatus::Interrupted {
+        r.interrupted = true;
+        return Ok(());
+    }
+    r.failed += usize::from(rec.status == RunStatus::Failed);
+    r.stored += 1;
+    store.record_run(Some(planned_id), &serde_json::to_value(rec).map_err(|e| e.to_string())?).map(drop)
+}
+
+/// A new sweep of the plan in the database, with what cannot run here stored as skipped.
+fn create(store: &mut Store, e: &Expansion, plan: &SweepPlan, hash: &str) -> Result<i64, String> {
+    let mut runs: Vec<(i64, u32, String, serde_json::Value)> = e
+        .order
+        .iter()
+        .enumerate()
+        .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).expect("job serialises")))
+        .collect();
+    let first_unsupported = runs.len() as i64;
+    for (n, (what, _)) in plan.unsupported.iter().enumerate() {
+        runs.push((first_unsupported + n as i64, 0, what.clone(), serde_json::json!({ "unsupported": what })));
+    }
+    let id = store.create_sweep(&e.name, plan.text, hash, e.configs.first().map_or(1, |c| c.job.workload.seed), &runs)?;
+    // What cannot run here is kept, as skipped with the reason, not left out.
+    for p in store.planned_runs(id)?.iter().filter(|p| p.spec.get("unsupported").is_some()) {
+        let why = plan.unsupported.iter().find(|(w, _)| *w == p.config_key).map_or("", |x| x.1.as_str());
+        store.record_skip(p.id, why)?;
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failing(kind: FailureKind) -> Step {
+        step(Err(RunError { failure: Failure::new(kind, "why"), record: None }))
+    }
+
+    #[test]
+    fn each_failure_kind_has_its_one_step() {
+        assert!(matches!(failing(FailureKind::Unsupported), Step::Skip(m) if m == "why"));
+        // An engine that failed is a failure, never a skip.
+        assert!(matches!(failing(FailureKind::Failed), Step::Fail(m) if m == "why"));
+        assert!(matches!(failing(FailureKind::Interrupted), Step::Interrupted));
+        assert!(matches!(failing(FailureKind::Invalid), Step::Stop(f, None) if f.code() == 2));
+        assert!(matches!(failing(FailureKind::SettingsNotRestored), Step::Stop(f, None) if f.code() == 1));
+    }
+
+    /// What a sweep showed, in order.
+    #[derive(Default)]
+    struct Seen(Vec<String>);
+    impl RunUi for Seen {}
+    impl SweepUi for Seen {
+        fn planned(&mut self, _: &Expansion, _: i64, to_do: usize, of: usize) {
+            self.0.push(format!("planned {to_do}/{of}"));
+        }
+        fn run_start(&mut self, n: usize, of: usize, label: &str) {
+            self.0.push(format!("start {n}/{of} {label}"));
+        }
+        fn line(&mut self, line: &str) {
+            self.0.push(line.to_string());
+        }
+        fn run_done(&mut self) {
+            self.0.push("done".into());
+        }
+    }
+
+    #[test]
+    fn a_sweep_of_null_runs_stores_each_once_then_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        let text = "name = \"unit\"\nreplicates = 2\nios = 100\nsize = \"1m\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n";
+        let plan = |resume| SweepPlan { text, targets: &[], unsupported: &[], db: &db, resume };
+        let mut seen = Seen::default();
+        let Outcome::Ran(r) = run(&plan(Resume::New), &mut seen).unwrap() else { panic!("did not run") };
+        assert_eq!(
+            (r.stored, r.failed, r.early, r.skipped, r.left),
+            (2, 0, 0, 0, 0),
+            "{:?} {:?} {}",
+            seen.0,
+            r.stopped.as_ref().map(|f| &f.message),
+            r.interrupted
+        );
+        assert_eq!(r.end(), SweepEnd { code: 0, finished: true });
+        assert_eq!(seen.0[0], "planned 2/2");
+        assert_eq!(seen.0.iter().filter(|l| *l == "done").count(), 2, "{:?}", seen.0);
+        assert!(matches!(run(&plan(Resume::Auto), &mut Seen::default()).unwrap(), Outcome::AlreadyDone { .. }));
+        let e = run(&plan(Resume::Required), &mut Seen::default()).err().unwrap();
+        assert!(e.contains("no unfinished sweep"), "{e}");
+    }
+}
