@@ -146,6 +146,10 @@ pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
 /// written by a newer iolab and a non-empty SQLite file that is not an iolab results database.
 pub fn check(conn: &Connection) -> Result<u32, String> {
     let e = |x: rusqlite::Error| x.to_string();
+    // One snapshot for every read below: another iolab creating the database at this moment
+    // is seen before or after its creation, never half way (tables without their version).
+    let snapshot = conn.unchecked_transaction().map_err(e)?;
+    let conn: &Connection = &snapshot;
     let v = user_version(conn).map_err(e)?;
     if v > LATEST {
         return Err(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab"));
