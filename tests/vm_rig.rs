@@ -8,6 +8,8 @@
 //! target/vm-rig-<boot>.log. Where QEMU or the kernel cannot be had, rig.sh exits 77 and the test
 //! passes with the reason. IOLAB_VM_RIG=skip skips it; IOLAB_VM_TIMEOUT sets the per-boot limit;
 //! IOLAB_VM_OLD_KERNEL=full runs every guest script on the old kernel too (about 90 s more).
+#[path = "it/common/mod.rs"]
+mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,9 +3,8 @@
 //! checked (offline, one SVG per figure, CSV and Markdown per table, the S1 slowdown ordering,
 //! provenance), and the page is rendered in headless Chromium, whose dumped DOM must show every
 //! figure drawn and no script or console error. Bad input gets one line and exit code 2.
-mod common;
 
-use common::iolab;
+use crate::common::iolab;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -115,7 +114,7 @@ fn make_db(dir: &Path) -> PathBuf {
     for (name, budget, energy, matrix) in PLANS {
         let plan = dir.join(format!("{name}.toml"));
         std::fs::write(&plan, format!("name = \"{name}\"\nseed = 5\n{budget}\ntargets = [\"{}\"]\n{matrix}", data.display())).unwrap();
-        let mut cmd = Command::new(common::BIN);
+        let mut cmd = Command::new(crate::common::BIN);
         cmd.args(["sweep", plan.to_str().unwrap(), "--db", db.to_str().unwrap(), "--quiet"]);
         if *energy {
             cmd.env("IOLAB_IPMITOOL", &fake_bmc);
@@ -133,7 +132,7 @@ fn chromium() -> Result<PathBuf, String> {
     if let Some(found) = on_path() {
         return Ok(found);
     }
-    if !common::is_root() {
+    if !crate::common::is_root() {
         return Err("chromium is not on PATH and only root can install it (Debian package chromium)".into());
     }
     let apt = |args: &[&str]| {
@@ -289,7 +288,7 @@ fn report_renders_every_figure_offline_without_errors() {
     let broken_page = out.join("broken.html");
     std::fs::write(&broken_page, broken).unwrap();
     match chromium() {
-        Err(why) => common::skip("report_renders_every_figure_offline_without_errors (rendering in Chromium)", &why),
+        Err(why) => crate::common::skip("report_renders_every_figure_offline_without_errors (rendering in Chromium)", &why),
         Ok(browser) => {
             let (dom, stderr) = render(&browser, &page, dir.path());
             assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");

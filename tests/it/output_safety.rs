@@ -8,16 +8,15 @@
 //!
 //! Tests on loop devices, mounts or another user need root (and losetup, mkfs.ext4, setpriv);
 //! they skip with the reason on stderr otherwise.
-mod common;
 
-use common::*;
+use crate::common::*;
 use iolab::store::Store;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-static LOOPS: Mutex<()> = Mutex::new(());
+use crate::common::LOOPS;
 
 /// Why tests on loop devices (and mounts) cannot run here, if they cannot.
 fn no_loops() -> Option<&'static str> {

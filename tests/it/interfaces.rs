@@ -1,9 +1,8 @@
 //! Every interface and mode this machine supports, on temporary files, with `--verify`:
 //! random write, read and mixed runs, sequential runs, several threads, deep queues with
 //! batches, the page cache, count budgets, the default target, and corruption detection.
-mod common;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 

@@ -1,8 +1,7 @@
 //! Ctrl-C and crashes at awkward moments: while the temporary target is filled, during the idle
 //! baseline, and an abort with system settings changed (a fake sysfs, so no root is needed).
-mod common;
 
-use common::*;
+use crate::common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -477,8 +477,8 @@ fn json_export_is_an_array_of_full_records_with_run_ids() {
 
 /// The schema as released, before its `runs` columns came from `store::columns`: version 1, and
 /// the step to version 2.
-const RELEASED_V1: &str = include_str!("fixtures/store/schema-v1.sql");
-const RELEASED_V2: &str = include_str!("fixtures/store/schema-v2.sql");
+const RELEASED_V1: &str = include_str!("../fixtures/store/schema-v1.sql");
+const RELEASED_V2: &str = include_str!("../fixtures/store/schema-v2.sql");
 
 /// (table, PRAGMA table_info rows) and (index, SQL) of every table and index, by name.
 #[allow(clippy::type_complexity)]
@@ -634,7 +634,7 @@ fn runs_survive_kill_9_and_resume_loses_or_duplicates_none() {
     let mut committed = Vec::new();
     for round in 0..2 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["kill9_child_writer", "--exact", "--nocapture", "--test-threads=1"])
+            .args(["store::kill9_child_writer", "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_DB, &db)
             .env(CHILD_RECORD, record_file())
             .stdout(Stdio::piped())

@@ -132,3 +132,7 @@ pub fn skip(test: &str, why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }
+
+/// Held by tests that make loop devices and look at every block device (partition tables,
+/// holders, mounts), so one test's devices never show up in another's scan.
+pub static LOOPS: std::sync::Mutex<()> = std::sync::Mutex::new(());

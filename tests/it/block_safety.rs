@@ -6,14 +6,13 @@
 //!
 //! Needs root and losetup; skips (with the reason on stderr) otherwise. The tests take a lock
 //! so only one of them sets up loop devices at a time.
-mod common;
 
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
-static LOOPS: Mutex<()> = Mutex::new(());
+use crate::common::LOOPS;
 
 fn lock() -> MutexGuard<'static, ()> {
     LOOPS.lock().unwrap_or_else(|e| e.into_inner())

@@ -1,8 +1,7 @@
 //! Bad input: every mistake gets exactly one line on stderr, exit code 2, nothing on stdout,
 //! and nothing created or changed (no JSON record, no temporary target, the target untouched).
-mod common;
 
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
