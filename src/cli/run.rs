@@ -2,7 +2,7 @@
 use crate::plan::Job;
 use crate::record::RunStatus;
 use crate::report::summary;
-use crate::session::{execute, Quiet, RunError, RunUi};
+use crate::session::{execute, Measure, Quiet, RunError, RunUi};
 use std::io::IsTerminal;
 
 /// `iolab restore`: put back what a killed iolab left changed. `after`: the pid of an aborting
@@ -125,7 +125,7 @@ pub fn main(args: &super::RunArgs) -> i32 {
             return 2;
         }
     };
-    let (rec, not_restored) = match execute(&job, ui.as_mut(), Some(&energy)) {
+    let (rec, not_restored) = match execute(&job, ui.as_mut(), Measure { energy: Some(&energy), profile: args.profile }) {
         Ok(rec) => (rec, None),
         // The run was made; show it, then say the machine is left changed.
         Err(RunError { record: Some(rec), failure }) => (*rec, Some(failure.message)),

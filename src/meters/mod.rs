@@ -6,6 +6,7 @@ pub mod diskstat;
 pub mod interrupts;
 pub mod perf;
 pub mod procstat;
+pub mod profile;
 pub mod tasks;
 
 use crate::device::sysinfo::{sysfs_disk_for, TargetInfo};
@@ -117,6 +118,8 @@ pub struct Meters {
     energy_prepared: Option<crate::energy::PreparedEnergy>,
     energy_meter: Option<crate::energy::EnergyMeter>,
     energy_report: Option<crate::energy::EnergyReport>,
+    /// `--profile layers`: the sampler, or why it could not be opened.
+    profiler: Option<Result<profile::Profiler, String>>,
 }
 
 impl Meters {
@@ -139,7 +142,17 @@ impl Meters {
             counter_notes: (None, None),
             seen: std::collections::HashMap::new(),
             last_tick: None,
+            profiler: None,
         }
+    }
+
+    /// Sample every CPU's call chains over the window (`--profile layers`); opened now, before
+    /// the window, so a refusal is known and the window only enables the events.
+    pub fn with_profile(mut self, asked: profile::Profile) -> Meters {
+        if asked == profile::Profile::Layers {
+            self.profiler = Some(profile::Profiler::open(self.ncpu));
+        }
+        self
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -169,8 +182,14 @@ impl WindowHooks for Meters {
         self.start = Some(self.snapshot());
         self.energy_meter = self.energy_prepared.take().map(|p| p.start());
         self.counters = Some(CounterSet::start(workload_tids, self.ncpu));
+        if let Some(Ok(p)) = &self.profiler {
+            p.start();
+        }
     }
     fn window_tick(&mut self) {
+        if let Some(Ok(p)) = &mut self.profiler {
+            p.drain();
+        }
         // Every 100 ms: our own threads only (a few small files), not the whole system.
         if self.last_tick.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(100)) {
             return;
@@ -181,6 +200,9 @@ impl WindowHooks for Meters {
         }
     }
     fn window_end(&mut self) {
+        if let Some(Ok(p)) = &mut self.profiler {
+            p.stop();
+        }
         self.energy_report = self.energy_meter.take().map(|m| m.stop());
         if let Some(c) = self.counters.take() {
             self.counter_notes = (c.hardware_unavailable.clone(), c.system_unavailable.clone());
@@ -321,6 +343,9 @@ pub struct Cost {
     pub interrupts_total: u64,
     pub interrupts_total_per_io: Option<f64>,
     pub counters: Option<Counters>,
+    /// `--profile layers`: CPU time by layer of the stack; absent when not asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<profile::ProfileResult>,
 }
 
 /// Which class a thread of our own process belongs to.
@@ -530,6 +555,10 @@ impl Meters {
             interrupts_total: irq_total,
             interrupts_total_per_io: per_io(irq_total as f64),
             counters,
+            profile: self.profiler.as_ref().map(|p| match p {
+                Ok(p) => p.report(self.pid as u32, ios),
+                Err(unavailable) => profile::ProfileResult::Unavailable { unavailable: unavailable.clone() },
+            }),
         })
     }
 }

@@ -311,6 +311,7 @@ pub(crate) mod tests {
                     system: Default::default(),
                     system_per_io: per_io,
                 }),
+                profile: None,
             }),
             energy: Some(EnergyRecord {
                 report: EnergyReport {

@@ -1,5 +1,6 @@
 //! The human summary of one run, in the spirit of hyperfine: the few numbers that matter, with
 //! units people read at a glance. The JSON holds everything else.
+use crate::meters::profile::ProfileResult;
 use crate::plan::size::format_bytes;
 use crate::record::{DirectionResult, RunRecord};
 use std::fmt::Write;
@@ -208,6 +209,26 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
         };
         let sw = w.task_clock_ns.map(|t| format!("; workload task clock {}/IO", format_ns(t))).unwrap_or_default();
         let _ = writeln!(out, "  perf   {hw}{sw}");
+    }
+    match &c.profile {
+        Some(ProfileResult::Measured(p)) => {
+            let _ = writeln!(
+                out,
+                "  layers {} samples every {} (cpu-clock), {} lost; self share, CPU per I/O:",
+                p.samples,
+                format_ns(p.period_ns as f64),
+                p.lost
+            );
+            for l in p.layers.iter().filter(|l| l.self_share >= 0.005) {
+                let per_io = l.self_ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
+                let top = l.top_functions.first().map(|(f, _)| format!(" (top: {f})")).unwrap_or_default();
+                let _ = writeln!(out, "         {:>5.1} %{per_io}  {}{top}", l.self_share * 100.0, l.layer);
+            }
+        }
+        Some(ProfileResult::Unavailable { unavailable }) => {
+            let _ = writeln!(out, "  layers unavailable: {unavailable}");
+        }
+        None => {}
     }
 }
 

@@ -30,6 +30,15 @@ pub trait RunUi {
 pub struct Quiet;
 impl RunUi for Quiet {}
 
+/// What a run measures beyond what every run records.
+#[derive(Clone, Copy, Default)]
+pub struct Measure<'a> {
+    /// How to measure energy (None: not at all, as for probes).
+    pub energy: Option<&'a crate::energy::record::EnergyOptions>,
+    /// `--profile layers`: CPU time by layer of the stack.
+    pub profile: crate::meters::profile::Profile,
+}
+
 /// A run that failed, with its record when the measurement itself was whole and only putting
 /// the settings back failed after it (it was made under the settings asked for, so it is kept).
 pub struct RunError {
@@ -44,9 +53,9 @@ impl From<Failure> for RunError {
 }
 
 /// Run a job end to end: checks, targets, engine, meters, record.
-/// `energy`: how to measure energy (None: not at all, as for probes).
-pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::record::EnergyOptions>) -> Result<RunRecord, RunError> {
-    match run_job(job, ui, energy)? {
+/// `measure`: what is measured beyond what every run records (energy, profiling).
+pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRecord, RunError> {
+    match run_job(job, ui, measure)? {
         (rec, None) => Ok(rec),
         // The measurement is whole; the machine is not as it was.
         (rec, Some(m)) => Err(RunError { failure: Failure::new(FailureKind::SettingsNotRestored, m), record: Some(Box::new(rec)) }),
@@ -54,11 +63,8 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, energy: Option<&crate::energy::rec
 }
 
 /// The run, and why the settings were not put back if they were not.
-fn run_job(
-    job: &Job,
-    ui: &mut dyn RunUi,
-    energy: Option<&crate::energy::record::EnergyOptions>,
-) -> Result<(RunRecord, Option<String>), Failure> {
+fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord, Option<String>), Failure> {
+    let energy = measure.energy;
     validate(job).map_err(Failure::invalid)?;
     // Too big for this machine's memory now: not the user's error, and a sweep goes on.
     check_memory(job).map_err(Failure::unsupported)?;
@@ -133,7 +139,8 @@ fn run_job(
         return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
     }
     // No device to meter for null: no device cost, no observed completion path.
-    let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config));
+    let mut meters =
+        crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config)).with_profile(measure.profile);
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     let out = engine::run(job, &open, cancel, &mut progress, &mut meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.

@@ -108,7 +108,7 @@ fn range_of(job: &Job) -> Result<u64, String> {
 
 fn run_step(job: &Job, ui: &mut dyn PreconditionUi) -> Result<RunRecord, String> {
     let mut show = ui.step(job);
-    let rec = execute(job, show.as_mut(), None).map_err(|e| e.failure.message)?;
+    let rec = execute(job, show.as_mut(), Default::default()).map_err(|e| e.failure.message)?;
     if rec.status == RunStatus::Interrupted {
         return Err("interrupted".into());
     }

@@ -54,7 +54,7 @@ pub fn probe(target: &str, row: &mut dyn FnMut(ProbeRow)) {
 
 /// (works, what happened) for one short job.
 pub fn outcome(job: &Job) -> (bool, String) {
-    match execute(job, &mut Quiet, None) {
+    match execute(job, &mut Quiet, Default::default()) {
         Ok(rec) => describe(rec),
         Err(e) => (false, e.failure.message),
     }

@@ -4,7 +4,7 @@
 //! stops at once when settings are left changed (no run may go on such a machine), at bad input
 //! (every later run would meet it) and at Ctrl-C; what was finished stays, and `Resume` picks up
 //! what is left. What the caller shows comes through [`SweepUi`]; nothing here prints.
-use super::{execute, Failure, FailureKind, RunError, RunUi};
+use super::{execute, Failure, FailureKind, Measure, RunError, RunUi};
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
 use crate::record::{RunRecord, RunStatus};
@@ -189,6 +189,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     let mut r =
         SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
     let mut reasons: Vec<String> = Vec::new();
+    let energy = crate::energy::record::EnergyOptions::default();
     for (n, run) in pending.iter().enumerate() {
         if cancel.is_cancelled() {
             r.interrupted = true;
@@ -202,7 +203,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
             }
         }
         ui.run_start(n, pending.len(), &format!("{} #{}", run.config_key, run.replicate + 1));
-        let said = match step(execute(&job, ui, Some(&crate::energy::record::EnergyOptions::default()))) {
+        let said = match step(execute(&job, ui, Measure { energy: Some(&energy), ..Default::default() })) {
             Step::Keep(rec) => {
                 keep(&mut store, run.id, &rec, &mut r)?;
                 None

@@ -61,6 +61,7 @@ fn observe(args: &[&str], devices: Vec<DeviceCost>) -> CompletionPath {
         interrupts_total: 0,
         interrupts_total_per_io: None,
         counters: None,
+        profile: None,
     };
     let mut p = CompletionPath {
         requested: String::new(),

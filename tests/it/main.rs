@@ -14,6 +14,7 @@ mod meters_live;
 mod meters_parsers;
 mod output_safety;
 mod precondition;
+mod profile;
 mod report;
 mod settings;
 mod store;

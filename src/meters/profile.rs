@@ -1,0 +1,707 @@
+//! `--profile layers`: where the CPU time of a run goes, layer by layer of the I/O stack.
+//!
+//! Every online CPU is sampled over the measured window with the `cpu-clock` software event
+//! (a timer, so it works without a PMU, as on this machine), each sample with its kernel and
+//! user call chain, through `perf_event_open` and its ring buffer: no `perf` binary. Each
+//! sample's functions are named from /proc/kallsyms (kernel and modules) and the process's
+//! mappings (user space), and put in a layer by [`LAYERS`], a table kept as data. A layer's
+//! *self* share counts samples whose innermost frame is in it; its *inclusive* share, samples
+//! with it anywhere in the chain. Per I/O: samples x period / I/Os, system-wide.
+use perf_event_open_sys as sys;
+use serde::Serialize;
+use std::collections::HashMap;
+use sys::bindings as b;
+
+/// Sampling period: 4 kHz per CPU. Short runs still get thousands of samples; the ring below
+/// holds ~100 ms of deep chains on a busy CPU and is drained every 20 ms.
+const PERIOD_NS: u64 = 250_000;
+/// Ring buffer data pages per CPU (a power of two), plus the header page.
+const RING_PAGES: usize = 256;
+
+/// A layer of the stack and the symbols in it. The first rule that matches a frame wins: a
+/// rule is a module name in brackets (`[nvme]`) or a prefix of the function name.
+pub struct Layer {
+    pub name: &'static str,
+    pub rules: &'static [&'static str],
+}
+
+/// The map from kernel symbols to layers. Order matters: specific before general.
+pub const LAYERS: &[Layer] = &[
+    Layer {
+        name: "idle",
+        rules: &[
+            "do_idle",
+            "default_idle",
+            "cpu_idle",
+            "cpuidle",
+            "poll_idle",
+            "acpi_idle",
+            "intel_idle",
+            "arch_cpu_idle",
+            "pv_native_safe_halt",
+            "native_safe_halt",
+            "mwait_idle",
+        ],
+    },
+    Layer {
+        name: "interrupt and softirq",
+        rules: &[
+            "asm_common_interrupt",
+            "common_interrupt",
+            "__common_interrupt",
+            "handle_irq",
+            "handle_edge_irq",
+            "handle_fasteoi_irq",
+            "__handle_irq",
+            "irq_",
+            "__irq",
+            "__do_softirq",
+            "handle_softirqs",
+            "do_softirq",
+            "__sysvec",
+            "sysvec_",
+            "asm_sysvec",
+            "irqentry_",
+        ],
+    },
+    Layer {
+        name: "system call entry and exit",
+        rules: &["entry_SYSCALL", "do_syscall_64", "syscall_exit", "syscall_enter", "__x64_sys_", "x64_sys_call", "__do_sys_", "__se_sys_"],
+    },
+    Layer {
+        name: "io_uring",
+        rules: &[
+            "[io_uring]",
+            "io_uring",
+            "__io_uring",
+            "io_submit_sqe",
+            "io_issue_sqe",
+            "io_queue_",
+            "io_req_",
+            "io_read",
+            "io_write",
+            "io_rw_",
+            "io_do_iopoll",
+            "io_iopoll",
+            "io_cqring",
+            "io_wq_",
+            "io_worker",
+            "io_sq_thread",
+            "io_fill_cqe",
+            "io_get_cqe",
+            "io_poll_",
+            "io_commit_cqring",
+            "io_cq_",
+            "io_import_",
+            "io_prep_",
+            "io_complete_rw",
+            "io_uring_cmd",
+            "io_submit_flush",
+            "tctx_task_work",
+            "io_handle_tw",
+        ],
+    },
+    Layer {
+        name: "libaio (kernel)",
+        rules: &["aio_", "io_submit_one", "__io_submit_one", "read_events", "do_io_getevents", "lookup_ioctx"],
+    },
+    Layer { name: "I/O scheduler", rules: &["[mq-deadline]", "[kyber_iosched]", "[bfq]", "dd_", "kyber_", "bfq_", "deadline_"] },
+    Layer {
+        name: "page cache",
+        rules: &[
+            "filemap_",
+            "__filemap_",
+            "folio_",
+            "__folio_",
+            "page_cache_",
+            "copy_page_to_iter",
+            "copy_to_user",
+            "copy_user_",
+            "_copy_to_iter",
+            "_copy_from_iter",
+            "rep_movs_alternative",
+            "__memcpy",
+            "memcpy_orig",
+            "generic_file_read_iter",
+            "generic_perform_write",
+            "find_get_",
+            "pagecache_",
+        ],
+    },
+    Layer {
+        name: "file system",
+        rules: &["[ext4]", "[xfs]", "[btrfs]", "[jbd2]", "ext4_", "xfs_", "btrfs_", "jbd2_", "iomap_", "__iomap_"],
+    },
+    Layer {
+        name: "VFS",
+        rules: &[
+            "vfs_",
+            "ksys_",
+            "do_iter_",
+            "rw_verify_area",
+            "__fdget",
+            "fdget",
+            "fput",
+            "__fget",
+            "do_preadv",
+            "do_pwritev",
+            "new_sync_",
+            "blkdev_read_iter",
+            "blkdev_write_iter",
+            "blkdev_direct_IO",
+            "__blkdev_direct_IO",
+            "blkdev_iomap_begin",
+            "security_file_permission",
+            "fsnotify",
+        ],
+    },
+    Layer {
+        name: "device driver",
+        rules: &[
+            "[nvme]",
+            "[nvme_core]",
+            "[virtio_blk]",
+            "[zram]",
+            "[loop]",
+            "[null_blk]",
+            "[virtio_pci]",
+            "[virtio_ring]",
+            "nvme_",
+            "virtblk_",
+            "virtio_queue_rq",
+            "virtqueue_",
+            "vring_",
+            "vp_notify",
+            "iowrite",
+            "ioread",
+            "__iowrite",
+            "__ioread",
+            "vm_notify",
+            "zram_",
+            "lo_",
+            "loop_",
+            "null_",
+            "zs_",
+            "lzo",
+            "lz4",
+            "zstd_",
+        ],
+    },
+    Layer {
+        name: "block layer",
+        rules: &[
+            "blk_",
+            "__blk_",
+            "bio_",
+            "__bio_",
+            "submit_bio",
+            "__submit_bio",
+            "bdev_",
+            "part_",
+            "req_bio_endio",
+            "elv_",
+            "__elv_",
+            "sbitmap_",
+            "__sbitmap",
+        ],
+    },
+    Layer {
+        name: "scheduler and context switch",
+        rules: &[
+            "schedule",
+            "__schedule",
+            "pick_next",
+            "finish_task_switch",
+            "__switch_to",
+            "try_to_wake_up",
+            "wake_up",
+            "__wake_up",
+            "ttwu_",
+            "enqueue_",
+            "dequeue_",
+            "update_curr",
+            "update_load_avg",
+            "hrtimer_",
+            "__hrtimer",
+            "tick_",
+            "scheduler_tick",
+            "sched_",
+            "__sched",
+            "context_switch",
+            "prepare_task_switch",
+            "io_schedule",
+        ],
+    },
+];
+
+/// The layer of a kernel frame: `module` is the bracketed module from kallsyms, or None for
+/// the core kernel. Unmatched kernel code is "rest of kernel".
+pub fn kernel_layer(function: &str, module: Option<&str>) -> &'static str {
+    for l in LAYERS {
+        for r in l.rules {
+            let hit = match r.strip_prefix('[').and_then(|m| m.strip_suffix(']')) {
+                Some(m) => module == Some(m),
+                None => function.starts_with(r),
+            };
+            if hit {
+                return l.name;
+            }
+        }
+    }
+    "rest of kernel"
+}
+
+/// /proc/kallsyms: text symbols by address.
+pub struct KernelSymbols {
+    syms: Vec<(u64, String, Option<String>)>,
+}
+
+impl KernelSymbols {
+    /// Parse kallsyms text. None when addresses are hidden (all zero: kptr_restrict).
+    pub fn parse(text: &str) -> Option<KernelSymbols> {
+        let mut syms: Vec<(u64, String, Option<String>)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace();
+                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+                let kind = it.next()?;
+                if !matches!(kind, "t" | "T" | "w" | "W") {
+                    return None;
+                }
+                let name = it.next()?.to_string();
+                let module = it.next().map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string());
+                Some((addr, name, module))
+            })
+            .collect();
+        if syms.iter().all(|s| s.0 == 0) {
+            return None;
+        }
+        syms.sort_by_key(|s| s.0);
+        Some(KernelSymbols { syms })
+    }
+
+    /// The function containing `ip` and its module.
+    pub fn lookup(&self, ip: u64) -> Option<(&str, Option<&str>)> {
+        let i = self.syms.partition_point(|s| s.0 <= ip);
+        let s = self.syms.get(i.checked_sub(1)?)?;
+        Some((s.1.as_str(), s.2.as_deref()))
+    }
+}
+
+/// Kernel addresses on x86_64 have the top bit set; user addresses never do.
+fn is_kernel(ip: u64) -> bool {
+    ip >= 0xffff_8000_0000_0000
+}
+
+/// One decoded sample: process, thread and call chain (innermost first, context markers removed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub pid: u32,
+    pub tid: u32,
+    pub chain: Vec<u64>,
+}
+
+/// Decode the records of a ring buffer's data (already unwrapped): samples and the lost count.
+/// Layout for sample_type IP | TID | CALLCHAIN: header, ip, pid, tid, nr, ips[nr].
+pub fn decode(mut data: &[u8], out: &mut Vec<Sample>, lost: &mut u64) {
+    let u32_at = |d: &[u8], o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap());
+    let u64_at = |d: &[u8], o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap());
+    while data.len() >= 8 {
+        let kind = u32_at(data, 0);
+        let size = u16::from_ne_bytes([data[6], data[7]]) as usize;
+        if size < 8 || size > data.len() {
+            break;
+        }
+        let rec = &data[..size];
+        if kind == b::PERF_RECORD_SAMPLE && size >= 32 {
+            let (pid, tid) = (u32_at(rec, 16), u32_at(rec, 20));
+            let nr = u64_at(rec, 24) as usize;
+            let chain = (0..nr)
+                .filter_map(|i| rec.get(32 + 8 * i..40 + 8 * i).map(|w| u64::from_ne_bytes(w.try_into().unwrap())))
+                .filter(|&ip| ip < b::PERF_CONTEXT_MAX)
+                .collect::<Vec<_>>();
+            let chain = if chain.is_empty() { vec![u64_at(rec, 8)] } else { chain };
+            out.push(Sample { pid, tid, chain });
+        } else if kind == b::PERF_RECORD_LOST && size >= 24 {
+            *lost += u64_at(rec, 16);
+        }
+        data = &data[size..];
+    }
+}
+
+/// One CPU's sampling event and its ring buffer.
+struct Ring {
+    fd: i32,
+    base: *mut u8,
+    len: usize,
+}
+
+impl Ring {
+    fn open(cpu: i32) -> std::io::Result<Ring> {
+        // SAFETY: zero is a valid perf_event_attr; the fields the kernel needs are set below.
+        let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
+        attr.type_ = b::PERF_TYPE_SOFTWARE;
+        attr.size = std::mem::size_of::<b::perf_event_attr>() as u32;
+        attr.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+        attr.__bindgen_anon_1.sample_period = PERIOD_NS;
+        attr.sample_type = (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_CALLCHAIN) as u64;
+        attr.set_disabled(1);
+        // SAFETY: attr is filled; pid -1 with a CPU samples everything on that CPU.
+        let fd = unsafe { sys::perf_event_open(&mut attr, -1, cpu, -1, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let page = 4096usize;
+        let len = (RING_PAGES + 1) * page;
+        // SAFETY: mapping the event's ring buffer as the perf_event_open(2) ABI describes.
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+        if base == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        Ok(Ring { fd, base: base as *mut u8, len })
+    }
+
+    fn enable(&self, on: bool) {
+        // SAFETY: fd is a perf event.
+        unsafe {
+            if on {
+                sys::ioctls::ENABLE(self.fd, 0)
+            } else {
+                sys::ioctls::DISABLE(self.fd, 0)
+            }
+        };
+    }
+
+    /// Take what the kernel wrote since the last drain.
+    fn drain(&self, out: &mut Vec<Sample>, lost: &mut u64) {
+        // SAFETY: the first page is the perf_event_mmap_page header, mapped for the ring's life.
+        let header = unsafe { &mut *(self.base as *mut b::perf_event_mmap_page) };
+        let head = unsafe { std::ptr::read_volatile(&header.data_head) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        let tail = header.data_tail;
+        let (offset, size) = (header.data_offset as usize, header.data_size as usize);
+        if head == tail || size == 0 {
+            return;
+        }
+        // SAFETY: [offset, offset + size) is the data area of the mapping.
+        let area = unsafe { std::slice::from_raw_parts(self.base.add(offset), size) };
+        let mut data = Vec::with_capacity((head - tail) as usize);
+        let mut pos = tail;
+        while pos < head {
+            let at = (pos % size as u64) as usize;
+            let n = ((head - pos) as usize).min(size - at);
+            data.extend_from_slice(&area[at..at + n]);
+            pos += n as u64;
+        }
+        decode(&data, out, lost);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        // SAFETY: as above; telling the kernel the data up to head was read.
+        unsafe { std::ptr::write_volatile(&mut header.data_tail, head) };
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: mapped and opened in `open`.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// What `--profile` asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// No profiling (the default).
+    #[default]
+    Off,
+    /// CPU time by layer of the I/O stack, from call-chain samples on every CPU.
+    Layers,
+}
+
+/// A profile in the record: the layers, or why there are none.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum ProfileResult {
+    Measured(LayerProfile),
+    Unavailable { unavailable: String },
+}
+
+/// The sampler over the measured window.
+pub struct Profiler {
+    rings: Vec<Ring>,
+    samples: Vec<Sample>,
+    lost: u64,
+}
+
+impl Profiler {
+    /// One sampling event per online CPU, not yet counting. Err: why profiling cannot be done.
+    pub fn open(ncpu: usize) -> Result<Profiler, String> {
+        let rings = (0..ncpu as i32).map(Ring::open).collect::<Result<Vec<_>, _>>().map_err(|e| {
+            format!(
+                "perf_event_open of a cpu-clock sampling event failed: {e} (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 0)"
+            )
+        })?;
+        Ok(Profiler { rings, samples: Vec::new(), lost: 0 })
+    }
+
+    pub fn start(&self) {
+        self.rings.iter().for_each(|r| r.enable(true));
+    }
+
+    /// Called every ~20 ms inside the window, so the rings never fill.
+    pub fn drain(&mut self) {
+        for r in &self.rings {
+            r.drain(&mut self.samples, &mut self.lost);
+        }
+    }
+
+    /// Stop sampling and take the rest: the window has ended.
+    pub fn stop(&mut self) {
+        self.rings.iter().for_each(|r| r.enable(false));
+        self.drain();
+        self.rings.clear();
+    }
+
+    /// Attribute every sample to its layers, for `ios` I/Os in the window.
+    pub fn report(&self, own_pid: u32, ios: u64) -> ProfileResult {
+        match self.layers(own_pid, ios) {
+            Ok(p) => ProfileResult::Measured(p),
+            Err(unavailable) => ProfileResult::Unavailable { unavailable },
+        }
+    }
+
+    fn layers(&self, own_pid: u32, ios: u64) -> Result<LayerProfile, String> {
+        let text = std::fs::read_to_string("/proc/kallsyms").map_err(|e| format!("cannot read /proc/kallsyms: {e}"))?;
+        let syms = KernelSymbols::parse(&text)
+            .ok_or("/proc/kallsyms shows no addresses (kernel.kptr_restrict = 2, or not root): kernel frames cannot be named")?;
+        let maps = UserMaps::of_process(own_pid);
+        if self.samples.is_empty() {
+            return Err("no samples were taken in the window".into());
+        }
+        Ok(attribute(&self.samples, self.lost, &syms, &maps, own_pid, ios))
+    }
+}
+
+/// Which file each of our process's executable mappings is.
+pub struct UserMaps {
+    exe: Vec<(u64, u64, String)>,
+    own_binary: Option<String>,
+}
+
+impl UserMaps {
+    fn of_process(pid: u32) -> UserMaps {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let own_binary = std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.display().to_string());
+        UserMaps::parse(&text, own_binary)
+    }
+
+    pub fn parse(text: &str, own_binary: Option<String>) -> UserMaps {
+        let exe = text
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace();
+                let (range, perms) = (it.next()?, it.next()?);
+                if !perms.contains('x') {
+                    return None;
+                }
+                let path = it.nth(3).unwrap_or("").to_string();
+                let (a, z) = range.split_once('-')?;
+                Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(z, 16).ok()?, path))
+            })
+            .collect();
+        UserMaps { exe, own_binary }
+    }
+
+    /// The layer of a user-space address in our process.
+    pub fn layer(&self, ip: u64) -> (&'static str, String) {
+        match self.exe.iter().find(|m| m.0 <= ip && ip < m.1) {
+            Some(m) if Some(&m.2) == self.own_binary.as_ref() => ("iolab", "iolab".into()),
+            Some(m) => ("user libraries", m.2.rsplit('/').next().unwrap_or(&m.2).to_string()),
+            None => ("user libraries", "(unknown mapping)".into()),
+        }
+    }
+}
+
+/// One layer's share of the samples.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LayerShare {
+    pub layer: String,
+    /// Samples whose innermost frame is in this layer, as a share of all samples.
+    pub self_share: f64,
+    /// Samples with this layer anywhere in the chain.
+    pub inclusive_share: f64,
+    /// CPU time per I/O, self and inclusive (samples x period / I/Os), system-wide.
+    pub self_ns_per_io: Option<f64>,
+    pub inclusive_ns_per_io: Option<f64>,
+    /// The functions with the most self samples in this layer, with their share of all samples.
+    pub top_functions: Vec<(String, f64)>,
+}
+
+/// `--profile layers` in the record (`cost.profile`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LayerProfile {
+    /// "cpu-clock": a timer, not a hardware counter (no PMU is needed).
+    pub event: &'static str,
+    pub period_ns: u64,
+    /// Samples taken on every CPU over the window, and samples the kernel dropped.
+    pub samples: u64,
+    pub lost: u64,
+    /// Largest self share first; idle included, so the shares sum to 1.
+    pub layers: Vec<LayerShare>,
+}
+
+/// Put every sample in its layers.
+pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &UserMaps, own_pid: u32, ios: u64) -> LayerProfile {
+    let mut selfs: HashMap<&'static str, u64> = HashMap::new();
+    let mut incl: HashMap<&'static str, u64> = HashMap::new();
+    let mut funcs: HashMap<(&'static str, String), u64> = HashMap::new();
+    for s in samples {
+        let mut seen: Vec<&'static str> = Vec::new();
+        for (depth, &ip) in s.chain.iter().enumerate() {
+            let (layer, function) = if is_kernel(ip) {
+                match syms.lookup(ip) {
+                    Some((f, m)) => (kernel_layer(f, m), f.to_string()),
+                    None => ("rest of kernel", format!("{ip:#x}")),
+                }
+            } else if s.pid == own_pid {
+                maps.layer(ip)
+            } else if s.pid == 0 {
+                ("idle", "swapper".into())
+            } else {
+                ("other processes (user)", format!("pid {}", s.pid))
+            };
+            if depth == 0 {
+                *selfs.entry(layer).or_default() += 1;
+                *funcs.entry((layer, function)).or_default() += 1;
+            }
+            if !seen.contains(&layer) {
+                seen.push(layer);
+                *incl.entry(layer).or_default() += 1;
+            }
+        }
+    }
+    let total = samples.len() as u64;
+    let share = |n: u64| if total == 0 { 0.0 } else { n as f64 / total as f64 };
+    let per_io = |n: u64| (ios > 0).then(|| (n * PERIOD_NS) as f64 / ios as f64);
+    let mut layers: Vec<LayerShare> = incl
+        .iter()
+        .map(|(&layer, &inc)| {
+            let own = selfs.get(layer).copied().unwrap_or(0);
+            let mut top: Vec<(String, u64)> = funcs.iter().filter(|((l, _), _)| *l == layer).map(|((_, f), n)| (f.clone(), *n)).collect();
+            top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            LayerShare {
+                layer: layer.to_string(),
+                self_share: share(own),
+                inclusive_share: share(inc),
+                self_ns_per_io: per_io(own),
+                inclusive_ns_per_io: per_io(inc),
+                top_functions: top.into_iter().take(3).map(|(f, n)| (f, share(n))).collect(),
+            }
+        })
+        .collect();
+    layers.sort_by(|a, b| b.self_share.total_cmp(&a.self_share).then(a.layer.cmp(&b.layer)));
+    LayerProfile { event: "cpu-clock", period_ns: PERIOD_NS, samples: total, lost, layers }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KALLSYMS: &str = "ffffffff81000000 T _stext\n\
+        ffffffff81100000 T do_syscall_64\n\
+        ffffffff81200000 T blk_mq_submit_bio\n\
+        ffffffff81300000 t ext4_file_read_iter\n\
+        ffffffff81400000 T filemap_read\n\
+        ffffffff81500000 T default_idle\n\
+        ffffffff81600000 T io_issue_sqe\n\
+        ffffffff81700000 d some_data\n\
+        ffffffffc0001000 t nvme_queue_rq\t[nvme]\n\
+        ffffffffc0002000 t zram_submit_bio\t[zram]\n\
+        ffffffffc0003000 t dd_insert_requests\t[mq_deadline]\n";
+
+    #[test]
+    fn symbols_map_to_their_layers() {
+        assert_eq!(kernel_layer("blk_mq_submit_bio", None), "block layer");
+        assert_eq!(kernel_layer("ext4_file_read_iter", None), "file system");
+        assert_eq!(kernel_layer("filemap_read", None), "page cache");
+        assert_eq!(kernel_layer("nvme_queue_rq", Some("nvme")), "device driver");
+        assert_eq!(kernel_layer("anything", Some("zram")), "device driver");
+        assert_eq!(kernel_layer("io_issue_sqe", None), "io_uring");
+        assert_eq!(kernel_layer("dd_insert_requests", Some("mq_deadline")), "I/O scheduler");
+        assert_eq!(kernel_layer("do_syscall_64", None), "system call entry and exit");
+        assert_eq!(kernel_layer("default_idle", None), "idle");
+        assert_eq!(kernel_layer("schedule", None), "scheduler and context switch");
+        assert_eq!(kernel_layer("mystery_function", None), "rest of kernel");
+    }
+
+    #[test]
+    fn kallsyms_lookup_finds_the_containing_function_and_module() {
+        let k = KernelSymbols::parse(KALLSYMS).unwrap();
+        assert_eq!(k.lookup(0xffffffff81200010), Some(("blk_mq_submit_bio", None)));
+        assert_eq!(k.lookup(0xffffffffc0001234), Some(("nvme_queue_rq", Some("nvme"))));
+        // Data symbols are not functions: the text symbol before them still contains the address.
+        assert_eq!(k.lookup(0xffffffff81700010).map(|x| x.0), Some("io_issue_sqe"));
+        assert!(KernelSymbols::parse("0000000000000000 T _stext\n0000000000000000 T foo\n").is_none(), "hidden addresses");
+    }
+
+    fn record(kind: u32, body: &[u64]) -> Vec<u8> {
+        let size = 8 + 8 * body.len();
+        let mut v = Vec::new();
+        v.extend_from_slice(&kind.to_ne_bytes());
+        v.extend_from_slice(&0u16.to_ne_bytes());
+        v.extend_from_slice(&(size as u16).to_ne_bytes());
+        for w in body {
+            v.extend_from_slice(&w.to_ne_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn ring_records_decode_into_samples_and_lost_counts() {
+        let pidtid = |pid: u64, tid: u64| pid | (tid << 32);
+        let marker = b::PERF_CONTEXT_MAX + 1; // PERF_CONTEXT_KERNEL is above PERF_CONTEXT_MAX
+        let mut data =
+            record(b::PERF_RECORD_SAMPLE, &[0xffffffff81200010, pidtid(7, 8), 3, marker, 0xffffffff81200010, 0xffffffff81100000]);
+        data.extend(record(b::PERF_RECORD_LOST, &[1, 5]));
+        data.extend(record(b::PERF_RECORD_SAMPLE, &[0x1000, pidtid(9, 9), 0]));
+        let (mut out, mut lost) = (Vec::new(), 0);
+        decode(&data, &mut out, &mut lost);
+        assert_eq!(lost, 5);
+        assert_eq!(out[0], Sample { pid: 7, tid: 8, chain: vec![0xffffffff81200010, 0xffffffff81100000] });
+        assert_eq!(out[1], Sample { pid: 9, tid: 9, chain: vec![0x1000] }, "no chain: the sampled ip alone");
+    }
+
+    #[test]
+    fn samples_are_attributed_self_and_inclusive() {
+        let k = KernelSymbols::parse(KALLSYMS).unwrap();
+        let maps = UserMaps::parse(
+            "00400000-00500000 r-xp 00000000 08:01 1 /usr/bin/iolab\n7f0000000000-7f0000100000 r-xp 00000000 08:01 2 /usr/lib/libc.so.6\n",
+            Some("/usr/bin/iolab".into()),
+        );
+        let s = |pid: u32, chain: &[u64]| Sample { pid, tid: pid, chain: chain.to_vec() };
+        let samples = vec![
+            // nvme under the block layer under a system call from iolab
+            s(42, &[0xffffffffc0001010, 0xffffffff81200010, 0xffffffff81100010, 0x7f0000000100, 0x400100]),
+            s(42, &[0x400200]),
+            s(0, &[0xffffffff81500010]),
+            s(42, &[0xffffffff81200020, 0xffffffff81100010]),
+        ];
+        let p = attribute(&samples, 0, &k, &maps, 42, 1000);
+        let get = |n: &str| p.layers.iter().find(|l| l.layer == n).unwrap().clone();
+        assert_eq!(p.samples, 4);
+        assert_eq!(get("device driver").self_share, 0.25);
+        assert_eq!(get("block layer").self_share, 0.25);
+        assert_eq!(get("block layer").inclusive_share, 0.5);
+        assert_eq!(get("iolab").inclusive_share, 0.5);
+        assert_eq!(get("user libraries").inclusive_share, 0.25);
+        assert_eq!(get("idle").self_share, 0.25);
+        assert_eq!(get("block layer").self_ns_per_io, Some(PERIOD_NS as f64 / 1000.0));
+        assert_eq!(get("device driver").top_functions, vec![("nvme_queue_rq".to_string(), 0.25)]);
+        let sum: f64 = p.layers.iter().map(|l| l.self_share).sum();
+        assert!((sum - 1.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,45 @@
+//! `--profile layers` on a real kernel: a file on this machine's disk shows its layers.
+use crate::common::{self, iolab_in};
+use serde_json::Value;
+
+fn layer<'a>(p: &'a Value, name: &str) -> Option<&'a Value> {
+    p["layers"].as_array()?.iter().find(|l| l["layer"] == name)
+}
+
+#[test]
+fn a_profiled_run_on_a_disk_file_shows_the_file_system_block_and_driver_layers() {
+    if !common::is_root() {
+        return common::skip("a_profiled_run_on_a_disk_file_shows...", "sampling every CPU needs root");
+    }
+    // /var/tmp: on the root file system, a disk, never tmpfs.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = common::verify_file(dir.path(), "t", 64 << 20);
+    let json = dir.path().join("r.json");
+    let run =
+        iolab_in(dir.path(), &["run", "--profile", "layers", "--runtime", "1", target.to_str().unwrap(), "--json", json.to_str().unwrap()]);
+    run.assert_ok();
+    let rec = common::record(&json);
+    let p = &rec["cost"]["profile"];
+    assert!(p["samples"].as_u64().unwrap() > 100, "{p}");
+    assert_eq!(p["event"], "cpu-clock");
+    let shares: f64 = p["layers"].as_array().unwrap().iter().map(|l| l["self_share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-6, "self shares sum to 1: {shares}");
+    assert!(layer(p, "system call entry and exit").is_some(), "{p}");
+    if rec["environment"]["targets"][0]["device"].is_null() {
+        return common::skip("block and driver layers", "the temporary directory is on no block device here");
+    }
+    for name in ["file system", "block layer", "device driver"] {
+        let l = layer(p, name).unwrap_or_else(|| panic!("no {name} layer in {p}"));
+        assert!(l["inclusive_share"].as_f64().unwrap() > 0.0);
+        assert!(l["inclusive_ns_per_io"].as_f64().unwrap() > 0.0);
+    }
+    assert!(run.stdout.contains("layers ") && run.stdout.contains("block layer"), "{}", run.stdout);
+}
+
+#[test]
+fn an_unprofiled_record_has_no_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    iolab_in(dir.path(), &["run", "-i", "null", "--ios", "1000", "--json", json.to_str().unwrap()]).assert_ok();
+    assert!(common::record(&json)["cost"].get("profile").is_none());
+}
