@@ -192,9 +192,9 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
         a.qp.ring_sq();
         let until = Instant::now() + Duration::from_secs(5).max(self.cap.timeout);
         loop {
-            if let Some((dw2, dw3)) = a.qp.peek() {
+            if let Some(dw3) = a.qp.peek() {
                 let dw0 = a.qp.peek_dw0();
-                a.qp.advance(dw2);
+                a.qp.advance();
                 a.qp.ring_cq();
                 if dw3 as u16 != cid {
                     continue; // a stale completion of an earlier, timed-out command

@@ -118,6 +118,9 @@ pub struct VfioNvme<R: Registers + Clone, M: DmaMemory> {
     lens: Box<[u32]>,
     /// One PRP list page per command id, when a slot can span more than two pages.
     prp_lists: Option<DmaRegion>,
+    /// Commands outstanding, and the most there may be (entries - 1, so the SQ cannot overflow).
+    inflight: u32,
+    room: u32,
     /// SQ tail doorbell writes (batches submitted), for tests and the record.
     pub batches: u64,
 }
@@ -231,13 +234,15 @@ impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
             pages,
             lens: vec![0; qd as usize].into(),
             prp_lists,
+            inflight: 0,
+            room: entries - 1,
             batches: 0,
         })
     }
 
     #[inline]
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
-        let n = reqs.len().min(self.qp().sq_space() as usize);
+        let n = reqs.len().min((self.room - self.inflight) as usize);
         for r in &reqs[..n] {
             let (prp1, prp2) = self.prps(r.tag, r.buf, r.len);
             self.lens[r.tag as usize] = r.len;
@@ -246,6 +251,7 @@ impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
         }
         if n > 0 {
             self.qp().ring_sq();
+            self.inflight += n as u32;
             self.batches += 1;
         }
         Ok(n)
@@ -260,8 +266,8 @@ impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
             let before = k;
             let qp = self.qp.as_mut().expect("queue pair");
             while k < out.len() {
-                let Some((dw2, dw3)) = qp.peek() else { break };
-                qp.advance(dw2);
+                let Some(dw3) = qp.peek() else { break };
+                qp.advance();
                 let tag = dw3 & 0xffff;
                 let status = dw3 >> 17;
                 let Some(&len) = self.lens.get(tag as usize) else {
@@ -273,6 +279,7 @@ impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
             }
             if k > before {
                 qp.ring_cq();
+                self.inflight -= (k - before) as u32;
             }
             if k >= min {
                 return Ok(k);

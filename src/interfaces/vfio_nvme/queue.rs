@@ -25,8 +25,6 @@ pub struct QueuePair<R: Registers> {
     /// Entries in each ring (the SQ holds at most `entries - 1` commands).
     pub entries: u32,
     sq_tail: u32,
-    /// How far the controller has fetched, as its last completion said.
-    sq_head: u32,
     cq_head: u32,
     /// The phase tag a new completion carries.
     phase: u32,
@@ -54,7 +52,6 @@ impl<R: Registers> QueuePair<R> {
             cq: cq_mem.virt as *const Cqe,
             entries,
             sq_tail: 0,
-            sq_head: 0,
             cq_head: 0,
             phase: 1,
             sq_db,
@@ -64,19 +61,15 @@ impl<R: Registers> QueuePair<R> {
         }
     }
 
-    /// Free SQ entries.
-    #[inline(always)]
-    pub fn sq_space(&self) -> u32 {
-        let used = if self.sq_tail >= self.sq_head { self.sq_tail - self.sq_head } else { self.sq_tail + self.entries - self.sq_head };
-        self.entries - 1 - used
-    }
-
-    /// Writes `sqe` at the tail (the caller checked [`sq_space`](Self::sq_space)).
+    /// Writes `sqe` at the tail. The caller keeps at most `entries - 1` commands outstanding:
+    /// an entry the controller has not fetched belongs to a command not yet completed, so the
+    /// SQ then never overflows, and the SQ head the completions report is not needed.
     #[inline(always)]
     pub fn push(&mut self, sqe: Sqe) {
         // SAFETY: sq_tail < entries, and the ring holds `entries` entries; the controller reads
-        // this entry only after the doorbell below names it.
-        unsafe { std::ptr::write_volatile(self.sq.add(self.sq_tail as usize), sqe) };
+        // this entry only after the doorbell below names it. A plain write, so the entry is
+        // built in place; `ring_sq`'s fence keeps it before the doorbell.
+        unsafe { std::ptr::write(self.sq.add(self.sq_tail as usize), sqe) };
         self.sq_tail += 1;
         if self.sq_tail == self.entries {
             self.sq_tail = 0;
@@ -92,10 +85,10 @@ impl<R: Registers> QueuePair<R> {
         self.regs.doorbell(self.sq_db, self.sq_tail);
     }
 
-    /// The next completion if the controller has posted it: (DW2, DW3), i.e. SQ head and id,
-    /// then command id, phase and status. Does not consume it.
+    /// DW3 of the next completion (command id, phase tag, status) if the controller has posted
+    /// it. Does not consume it.
     #[inline(always)]
-    pub fn peek(&self) -> Option<(u32, u32)> {
+    pub fn peek(&self) -> Option<u32> {
         // SAFETY: cq_head < entries; the controller writes this entry, so it is read volatile,
         // the phase word first and the rest only once the phase says it is complete.
         unsafe {
@@ -104,8 +97,9 @@ impl<R: Registers> QueuePair<R> {
             if (dw3 >> 16) & 1 != self.phase {
                 return None;
             }
+            // Whatever else of the entry is read comes after the phase word.
             fence(Ordering::Acquire);
-            Some((std::ptr::read_volatile(std::ptr::addr_of!((*e).dw2)), dw3))
+            Some(dw3)
         }
     }
 
@@ -115,14 +109,9 @@ impl<R: Registers> QueuePair<R> {
         unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.cq.add(self.cq_head as usize)).dw0)) }
     }
 
-    /// Consumes the completion `peek` returned (its DW2 carries the SQ head).
+    /// Consumes the completion `peek` returned.
     #[inline(always)]
-    pub fn advance(&mut self, dw2: u32) {
-        // A head past the ring would be a controller's error; keep the last good one.
-        let head = dw2 & 0xffff;
-        if head < self.entries {
-            self.sq_head = head;
-        }
+    pub fn advance(&mut self) {
         self.cq_head += 1;
         if self.cq_head == self.entries {
             self.cq_head = 0;
