@@ -118,6 +118,123 @@ impl NvmeCmd {
     }
 }
 
+// ------------------------------------------------------------------ queue entries
+
+/// Admin opcodes the user-space driver (`interfaces::vfio_nvme`) sends on the admin queue.
+pub const ADMIN_DELETE_IO_SQ: u8 = 0x00;
+pub const ADMIN_CREATE_IO_SQ: u8 = 0x01;
+pub const ADMIN_DELETE_IO_CQ: u8 = 0x04;
+pub const ADMIN_CREATE_IO_CQ: u8 = 0x05;
+pub const ADMIN_SET_FEATURES: u8 = 0x09;
+/// Identify CNS 1: the Identify Controller data structure (MDTS at byte 77).
+pub const CNS_CONTROLLER: u32 = 1;
+/// Set Features: Number of Queues (dword 11 and the completion's dword 0: NSQR/NSQA bits 0-15,
+/// NCQR/NCQA bits 16-31, both zero-based).
+pub const FEATURE_NUMBER_OF_QUEUES: u32 = 0x07;
+/// Status codes (SCT 0) a controller returns and the simulated one scripts.
+pub const SC_INVALID_OPCODE: u16 = 0x01;
+pub const SC_INVALID_FIELD: u16 = 0x02;
+pub const SC_DATA_TRANSFER_ERROR: u16 = 0x04;
+pub const SC_LBA_OUT_OF_RANGE: u16 = 0x80;
+/// SCT 1 (command specific) for Create I/O queue commands.
+pub const SC_INVALID_QUEUE_ID: u16 = 0x101;
+pub const SC_INVALID_QUEUE_SIZE: u16 = 0x102;
+
+/// A submission queue entry as the NVMe base specification lays it out (64 bytes,
+/// little-endian): CDW0 (opcode bits 0-7, FUSE 8-9, PSDT 14-15 = 0 for PRPs, command id 16-31),
+/// NSID, CDW2-3, MPTR, PRP1 (DPTR bytes 24-31), PRP2 (32-39), CDW10-15. Unlike [`NvmeCmd`], the
+/// kernel's passthrough struct, this is what a controller fetches from memory.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sqe {
+    pub cdw0: u32,
+    pub nsid: u32,
+    pub cdw2: u32,
+    pub cdw3: u32,
+    pub mptr: u64,
+    pub prp1: u64,
+    pub prp2: u64,
+    pub cdw10: u32,
+    pub cdw11: u32,
+    pub cdw12: u32,
+    pub cdw13: u32,
+    pub cdw14: u32,
+    pub cdw15: u32,
+}
+const _: () = assert!(std::mem::size_of::<Sqe>() == 64);
+
+impl Sqe {
+    /// A command with opcode `op` and command id `cid`, everything else zero.
+    pub fn new(op: u8, cid: u16) -> Sqe {
+        Sqe { cdw0: op as u32 | (cid as u32) << 16, ..Default::default() }
+    }
+
+    /// Read or Write of `len` bytes at byte `offset` of namespace `nsid` with data pointers
+    /// `prp1`/`prp2`; the LBA fields as [`NvmeCmd::rw`] sets them. Little-endian hosts only
+    /// (the fields are stored as the CPU's words; `interfaces::vfio_nvme` builds only there).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn rw(write: bool, cid: u16, nsid: u32, lba_shift: u32, offset: u64, len: u32, prp1: u64, prp2: u64) -> Sqe {
+        let slba = offset >> lba_shift;
+        Sqe {
+            cdw0: (if write { OP_WRITE } else { OP_READ }) as u32 | (cid as u32) << 16,
+            nsid,
+            prp1,
+            prp2,
+            cdw10: slba as u32,
+            cdw11: (slba >> 32) as u32,
+            cdw12: ((len >> lba_shift).wrapping_sub(1)) & 0xffff,
+            ..Default::default()
+        }
+    }
+
+    pub fn opcode(&self) -> u8 {
+        self.cdw0 as u8
+    }
+
+    pub fn cid(&self) -> u16 {
+        (self.cdw0 >> 16) as u16
+    }
+}
+
+/// A completion queue entry (16 bytes): DW0 the command specific result, DW2 the submission
+/// queue head (bits 0-15) and id (16-31), DW3 the command id (bits 0-15), the phase tag (bit 16)
+/// and the status field (bits 17-31: SC, SCT, CRD, More, DNR).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cqe {
+    pub dw0: u32,
+    pub dw1: u32,
+    pub dw2: u32,
+    pub dw3: u32,
+}
+const _: () = assert!(std::mem::size_of::<Cqe>() == 16);
+
+impl Cqe {
+    /// The completion of command `cid` from submission queue `sqid` whose head is now `sq_head`,
+    /// with `status` as [`status_text`] takes it (no phase bit) and phase tag `phase`.
+    pub fn new(cid: u16, sqid: u16, sq_head: u16, status: u16, phase: bool) -> Cqe {
+        Cqe { dw0: 0, dw1: 0, dw2: sq_head as u32 | (sqid as u32) << 16, dw3: cid as u32 | (phase as u32) << 16 | (status as u32) << 17 }
+    }
+
+    pub fn cid(&self) -> u16 {
+        self.dw3 as u16
+    }
+
+    pub fn phase(&self) -> bool {
+        self.dw3 & (1 << 16) != 0
+    }
+
+    /// The status field without the phase tag, as [`status_text`] takes it.
+    pub fn status(&self) -> u16 {
+        (self.dw3 >> 17) as u16
+    }
+
+    pub fn sq_head(&self) -> u16 {
+        self.dw2 as u16
+    }
+}
+
 /// What iolab needs from an Identify Namespace data structure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdNamespace {
@@ -425,6 +542,33 @@ mod tests {
         assert_eq!(u32_at(&w, 44), 0x1);
         assert_eq!(u32_at(&w, 48), 0, "one block: NLB - 1 = 0");
         assert_eq!(u32_at(&w, 36), 512);
+    }
+
+    #[test]
+    fn queue_entries_are_the_spec_layout() {
+        // SAFETY: Sqe and Cqe are repr(C) plain words without padding.
+        let b: [u8; 64] =
+            unsafe { std::mem::transmute(Sqe::rw(true, 0x1234, 7, 12, (0x1_0000_0002u64) << 12, 16384, 0xaaaa_0000, 0xbbbb_0000)) };
+        #[cfg(target_endian = "little")]
+        {
+            assert_eq!(&b[0..4], &[OP_WRITE, 0, 0x34, 0x12], "opcode, flags (PRPs), command id");
+            assert_eq!(u32_at(&b, 4), 7, "nsid");
+            assert_eq!(u64_at(&b, 16), 0, "metadata pointer");
+            assert_eq!(u64_at(&b, 24), 0xaaaa_0000, "PRP1");
+            assert_eq!(u64_at(&b, 32), 0xbbbb_0000, "PRP2");
+            assert_eq!((u32_at(&b, 40), u32_at(&b, 44)), (2, 1), "SLBA low and high");
+            assert_eq!(u32_at(&b, 48), 3, "four blocks: NLB - 1");
+            assert!(b[52..].iter().all(|&x| x == 0));
+        }
+        let r = Sqe::rw(false, 5, 1, 9, 4096, 512, 0x1000, 0);
+        assert_eq!((r.opcode(), r.cid(), r.cdw10, r.cdw12), (OP_READ, 5, 8, 0));
+        let c = Cqe::new(0xbeef, 3, 17, 0x4080, true);
+        let cb: [u8; 16] = unsafe { std::mem::transmute(c) };
+        #[cfg(target_endian = "little")]
+        assert_eq!(&cb[8..16], &[17, 0, 3, 0, 0xef, 0xbe, 0x01, 0x81], "SQ head, SQ id, command id, phase 1 and status 0x4080 << 17");
+        assert_eq!((c.cid(), c.phase(), c.status(), c.sq_head()), (0xbeef, true, 0x4080, 17));
+        assert!(status_text(c.status() as u64).contains("LBA out of range"));
+        assert!(!Cqe::new(1, 1, 0, 0, false).phase());
     }
 
     #[test]

@@ -531,5 +531,7 @@ fn read_back_blocks(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: 
     (checked, None)
 }
 
+#[cfg(all(test, target_endian = "little"))]
+mod nvme_tests;
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,8 @@ pub mod nvme_passthru;
 pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
+#[cfg(target_endian = "little")]
+pub mod vfio_nvme;
 
 use crate::device::{sysinfo::TargetInfo, Target};
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,311 @@
+//! iolab's own user-space NVMe driver (issue 16; SPDK class): polled I/O queue pairs, one per
+//! worker thread, driven straight from the hot loop. Named for what will carry it, vfio-pci;
+//! the core here knows nothing of VFIO.
+//!
+//! The driver reaches the controller through a small seam: [`Registers`] (BAR0: 32-bit register
+//! reads and writes, and doorbell writes) and [`DmaMemory`] (memory the controller can reach, with
+//! its IO addresses). A VFIO mapping of BAR0 and the type-1 IOMMU plug in there later; today the
+//! only implementation is the simulated controller in [`sim`], which tests and the cost harness
+//! (`examples/nvme_cost.rs`) put behind it.
+//!
+//! Per I/O: `submit` builds a Read or Write SQE in the ring (command id = the hot loop's slot tag,
+//! PRP1/PRP2 from the slot buffer's page addresses, a PRP list for transfers over two pages) and
+//! writes the SQ tail doorbell once per batch; `reap` takes completions by phase tag, turns a
+//! non-zero status into `DEVICE_STATUS - status` and writes the CQ head doorbell once per
+//! harvest. No allocation, no lock, no system call: the doorbells are the only device accesses.
+//!
+//! The controller an `open` attaches to is named by the target's descriptor (`Setup::fds[0]`) in
+//! [`register`]'s table: the attaching code (the session, once VFIO binding exists; a test or the
+//! harness today) registers a [`Controller`] and hands its handle on as the target.
+//! Not in `interface_table!` yet: nothing binds a controller to vfio-pci (docs/nvme-driver.md).
+pub mod controller;
+pub mod queue;
+pub mod sim;
+#[cfg(test)]
+mod tests;
+
+use super::{Completion, IoInterface, Request, Setup, DEVICE_STATUS};
+use crate::device::nvme::Sqe;
+pub use controller::{Controller, Options, PAGE};
+use queue::QueuePair;
+use std::any::Any;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The controller's registers (BAR0). MMIO: `&self`, callable from every queue pair's thread.
+pub trait Registers: Send + Sync + 'static {
+    fn read32(&self, offset: u32) -> u32;
+    fn write32(&self, offset: u32, value: u32);
+    /// A doorbell write. It must reach the device after every store the CPU made to queue and
+    /// data memory before it (on x86 a store to uncached MMIO is not passed by earlier stores;
+    /// other architectures need a store barrier here).
+    fn doorbell(&self, offset: u32, value: u32);
+}
+
+/// Memory the controller can reach by DMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaRegion {
+    /// Where the CPU sees it (page aligned, zeroed when allocated).
+    pub virt: *mut u8,
+    /// Where the controller sees it (contiguous for the whole region).
+    pub iova: u64,
+    pub len: usize,
+}
+// SAFETY: a region is plain addresses; who touches the memory is the owner's business.
+unsafe impl Send for DmaRegion {}
+unsafe impl Sync for DmaRegion {}
+
+pub trait DmaMemory: Send + Sync + 'static {
+    /// `len` bytes (a multiple of [`PAGE`]) of zeroed memory, page aligned, contiguous for the
+    /// controller: queues and PRP lists.
+    fn allocate(&self, len: usize) -> io::Result<DmaRegion>;
+    fn free(&self, region: DmaRegion);
+    /// Makes memory iolab already has (the hot loop's slot buffers: page aligned, a multiple of
+    /// [`PAGE`] long) reachable by the controller: the IO address of each of its pages, which
+    /// need not be contiguous (no-IOMMU mode gives physical pages).
+    fn map(&self, virt: *mut u8, len: usize) -> io::Result<Vec<u64>>;
+    fn unmap(&self, virt: *mut u8, len: usize);
+}
+
+// ------------------------------------------------------------------ attached controllers
+
+type Attached = Arc<dyn Any + Send + Sync>;
+static ATTACHED: Mutex<Vec<(RawFd, Attached)>> = Mutex::new(Vec::new());
+static NEXT_HANDLE: AtomicI32 = AtomicI32::new(-1000);
+
+/// Makes `ctrl` the target of `open`s given the returned handle as their descriptor (negative,
+/// never a real descriptor), until [`unregister`].
+pub fn register<R: Registers + Clone, M: DmaMemory>(ctrl: Arc<Controller<R, M>>) -> RawFd {
+    let handle = NEXT_HANDLE.fetch_sub(1, Ordering::Relaxed);
+    ATTACHED.lock().expect("attached").push((handle, ctrl));
+    handle
+}
+
+pub fn unregister(handle: RawFd) {
+    ATTACHED.lock().expect("attached").retain(|(h, _)| *h != handle);
+}
+
+fn attached<R: Registers + Clone, M: DmaMemory>(handle: RawFd) -> io::Result<Arc<Controller<R, M>>> {
+    let found = ATTACHED.lock().expect("attached").iter().find(|(h, _)| *h == handle).map(|(_, c)| c.clone());
+    let found =
+        found.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no NVMe controller is attached as target {handle}")))?;
+    found.downcast().map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the attached controller is of another kind"))
+}
+
+// ------------------------------------------------------------------ the interface
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// How long `reap` waits for a completion it needs before it gives up on the controller.
+pub const COMPLETION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One worker thread's I/O queue pair on an attached controller.
+pub struct VfioNvme<R: Registers + Clone, M: DmaMemory> {
+    qp: Option<QueuePair<R>>,
+    ctrl: Arc<Controller<R, M>>,
+    nsid: u32,
+    lba_shift: u32,
+    /// The slot buffers: where they start and the IO address of each of their pages.
+    buf_base: usize,
+    buf_len: usize,
+    pages: Box<[u64]>,
+    /// Per command id (= slot tag): the bytes its command transfers, its result when it succeeds.
+    lens: Box<[u32]>,
+    /// One PRP list page per command id, when a slot can span more than two pages.
+    prp_lists: Option<DmaRegion>,
+    /// Commands outstanding, and the most there may be (entries - 1, so the SQ cannot overflow).
+    inflight: u32,
+    room: u32,
+    /// SQ tail doorbell writes (batches submitted), for tests and the record.
+    pub batches: u64,
+}
+
+impl<R: Registers + Clone, M: DmaMemory> VfioNvme<R, M> {
+    fn qp(&mut self) -> &mut QueuePair<R> {
+        self.qp.as_mut().expect("the queue pair lives until drop")
+    }
+
+    /// The queue pair's id on the controller and entries per ring.
+    pub fn queue(&self) -> (u16, u32) {
+        let qp = self.qp.as_ref().expect("queue pair");
+        (qp.qid, qp.entries)
+    }
+
+    /// PRP1 and PRP2 for `len` bytes at `buf`: PRP1 the first page's address with the offset in
+    /// it; PRP2 the second page, or a PRP list of the pages after the first.
+    #[inline(always)]
+    fn prps(&mut self, tag: u32, buf: *mut u8, len: u32) -> (u64, u64) {
+        let off = buf as usize - self.buf_base;
+        let (page, in_page) = (off / PAGE, off % PAGE);
+        let prp1 = self.pages[page] + in_page as u64;
+        let first = PAGE - in_page;
+        if len as usize <= first {
+            (prp1, 0)
+        } else if len as usize <= first + PAGE {
+            (prp1, self.pages[page + 1])
+        } else {
+            (prp1, self.prp_list(tag, page + 1, len as usize - first))
+        }
+    }
+
+    /// Fills command `tag`'s PRP list with the pages from `page` covering `rest` bytes.
+    #[inline(never)]
+    fn prp_list(&mut self, tag: u32, page: usize, rest: usize) -> u64 {
+        let list = self.prp_lists.expect("PRP lists are allocated when a slot spans three pages");
+        let at = tag as usize * PAGE;
+        let entries = &self.pages[page..page + rest.div_ceil(PAGE)];
+        // SAFETY: page `tag` of the list region is this command's own, and it is not in flight.
+        let dst = unsafe { list.virt.add(at) as *mut u64 };
+        for (i, e) in entries.iter().enumerate() {
+            // SAFETY: open checked that a slot needs at most PAGE / 8 list entries.
+            unsafe { std::ptr::write_volatile(dst.add(i), *e) };
+        }
+        list.iova + at as u64
+    }
+
+    #[cold]
+    fn stuck(&self) -> io::Error {
+        let csts = self.ctrl.regs().read32(controller::REG_CSTS);
+        let fatal = if csts & controller::CSTS_CFS != 0 { ", and it reports a fatal status (CSTS.CFS)" } else { "" };
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("the NVMe controller completed nothing on I/O queue {} for {COMPLETION_TIMEOUT:?}{fatal}", self.queue().0),
+        )
+    }
+}
+
+impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
+    fn open(setup: &Setup) -> io::Result<Self> {
+        if setup.fds.len() != 1 {
+            return Err(invalid(format!("the NVMe driver drives one namespace per run; {} targets were given", setup.fds.len())));
+        }
+        let ctrl: Arc<Controller<R, M>> = attached(setup.fds[0])?;
+        let (bs, qd, ns) = (setup.bs, setup.qd, ctrl.ns);
+        if bs == 0 || bs % ns.lba_size != 0 || (bs >> ns.lba_shift) > 1 << 16 {
+            return Err(invalid(format!("--bs {bs} is not 1 to 65536 blocks of the namespace's {} bytes", ns.lba_size)));
+        }
+        if let Some(max) = ctrl.max_transfer.filter(|m| bs as u64 > *m) {
+            return Err(invalid(format!("--bs {bs} exceeds the controller's largest transfer of {max} bytes (MDTS)")));
+        }
+        // A slot spans at most 1 + bs / PAGE + 1 pages; one list page holds PAGE / 8 entries.
+        if bs as usize > PAGE * PAGE / 8 {
+            return Err(invalid(format!("--bs {bs} needs more than one PRP list page; the driver takes up to {} bytes", PAGE * PAGE / 8)));
+        }
+        let base = setup.buffers as usize;
+        if !base.is_multiple_of(PAGE) || setup.buffers_len < bs as usize * qd as usize {
+            return Err(invalid("the slot buffers are not page aligned or too short".into()));
+        }
+        let entries = ctrl.queue_entries(qd).map_err(invalid)?;
+        let buf_len = setup.buffers_len.div_ceil(PAGE) * PAGE;
+        let pages = ctrl.mem.map(setup.buffers, buf_len)?.into_boxed_slice();
+        let prp_lists = if bs as usize > PAGE {
+            match ctrl.mem.allocate(qd as usize * PAGE) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    ctrl.mem.unmap(setup.buffers, buf_len);
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let qp = match ctrl.create_queue_pair(entries) {
+            Ok(qp) => qp,
+            Err(e) => {
+                ctrl.mem.unmap(setup.buffers, buf_len);
+                if let Some(r) = prp_lists {
+                    ctrl.mem.free(r);
+                }
+                return Err(io::Error::other(e));
+            }
+        };
+        Ok(VfioNvme {
+            qp: Some(qp),
+            nsid: ctrl.nsid,
+            lba_shift: ns.lba_shift,
+            ctrl,
+            buf_base: base,
+            buf_len,
+            pages,
+            lens: vec![0; qd as usize].into(),
+            prp_lists,
+            inflight: 0,
+            room: entries - 1,
+            batches: 0,
+        })
+    }
+
+    #[inline]
+    fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
+        let n = reqs.len().min((self.room - self.inflight) as usize);
+        for r in &reqs[..n] {
+            let (prp1, prp2) = self.prps(r.tag, r.buf, r.len);
+            self.lens[r.tag as usize] = r.len;
+            let sqe = Sqe::rw(r.write, r.tag as u16, self.nsid, self.lba_shift, r.offset, r.len, prp1, prp2);
+            self.qp().push(sqe);
+        }
+        if n > 0 {
+            self.qp().ring_sq();
+            self.inflight += n as u32;
+            self.batches += 1;
+        }
+        Ok(n)
+    }
+
+    #[inline]
+    fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
+        let mut k = 0;
+        let mut idle = 0u32;
+        let mut since: Option<Instant> = None;
+        loop {
+            let before = k;
+            let qp = self.qp.as_mut().expect("queue pair");
+            while k < out.len() {
+                let Some(dw3) = qp.peek() else { break };
+                qp.advance();
+                let tag = dw3 & 0xffff;
+                let status = dw3 >> 17;
+                let Some(&len) = self.lens.get(tag as usize) else {
+                    return Err(io::Error::other(format!("the NVMe controller completed command id {tag}, which iolab never issued")));
+                };
+                let result = if status == 0 { len as i64 } else { DEVICE_STATUS - status as i64 };
+                out[k] = Completion { tag, result };
+                k += 1;
+            }
+            if k > before {
+                qp.ring_cq();
+                self.inflight -= (k - before) as u32;
+            }
+            if k >= min {
+                return Ok(k);
+            }
+            // Waiting for the device: spin, looking at the time only now and then.
+            std::hint::spin_loop();
+            idle += 1;
+            if idle.is_multiple_of(1 << 16) {
+                let t = *since.get_or_insert_with(Instant::now);
+                if t.elapsed() > COMPLETION_TIMEOUT {
+                    return Err(self.stuck());
+                }
+            }
+        }
+    }
+}
+
+impl<R: Registers + Clone, M: DmaMemory> Drop for VfioNvme<R, M> {
+    fn drop(&mut self) {
+        if let Some(qp) = self.qp.take() {
+            // A queue that cannot be deleted is left to the controller's reset at detach.
+            let _ = self.ctrl.delete_queue_pair(qp);
+        }
+        if let Some(r) = self.prp_lists.take() {
+            self.ctrl.mem.free(r);
+        }
+        self.ctrl.mem.unmap(self.buf_base as *mut u8, self.buf_len);
+    }
+}
