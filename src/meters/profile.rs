@@ -486,17 +486,26 @@ impl Profiler {
     }
 }
 
-/// Which file each of our process's executable mappings is.
+/// Our process's executable mappings, and the functions in each mapped file (from its ELF
+/// symbol tables, read once when the profile is made).
 pub struct UserMaps {
-    exe: Vec<(u64, u64, String)>,
+    /// (start, end, file offset, path)
+    exe: Vec<(u64, u64, u64, String)>,
     own_binary: Option<String>,
+    /// Per path: its symbols and where its segments load.
+    functions: HashMap<String, ElfImage>,
 }
 
 impl UserMaps {
     fn of_process(pid: u32) -> UserMaps {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         let own_binary = std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.display().to_string());
-        UserMaps::parse(&text, own_binary)
+        let mut maps = UserMaps::parse(&text, own_binary);
+        let paths: Vec<String> = maps.exe.iter().map(|m| m.3.clone()).filter(|p| p.starts_with('/')).collect();
+        for p in paths {
+            maps.functions.entry(p).or_insert_with_key(|p| std::fs::read(p).map(|data| ElfImage::parse(&data)).unwrap_or_default());
+        }
+        maps
     }
 
     pub fn parse(text: &str, own_binary: Option<String>) -> UserMaps {
@@ -504,25 +513,65 @@ impl UserMaps {
             .lines()
             .filter_map(|l| {
                 let mut it = l.split_whitespace();
-                let (range, perms) = (it.next()?, it.next()?);
+                let (range, perms, offset) = (it.next()?, it.next()?, it.next()?);
                 if !perms.contains('x') {
                     return None;
                 }
-                let path = it.nth(3).unwrap_or("").to_string();
+                let path = it.nth(2).unwrap_or("").to_string();
                 let (a, z) = range.split_once('-')?;
-                Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(z, 16).ok()?, path))
+                Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(z, 16).ok()?, u64::from_str_radix(offset, 16).ok()?, path))
             })
             .collect();
-        UserMaps { exe, own_binary }
+        UserMaps { exe, own_binary, functions: HashMap::new() }
     }
 
-    /// The layer of a user-space address in our process.
+    /// The layer of a user-space address in our process, and its function where the file's
+    /// symbols name it (else the file).
     pub fn layer(&self, ip: u64) -> (&'static str, String) {
-        match self.exe.iter().find(|m| m.0 <= ip && ip < m.1) {
-            Some(m) if Some(&m.2) == self.own_binary.as_ref() => ("iolab", "iolab".into()),
-            Some(m) => ("user libraries", m.2.rsplit('/').next().unwrap_or(&m.2).to_string()),
-            None => ("user libraries", "(unknown mapping)".into()),
-        }
+        let Some(m) = self.exe.iter().find(|m| m.0 <= ip && ip < m.1) else {
+            return ("user libraries", "(unknown mapping)".into());
+        };
+        let file = m.3.rsplit('/').next().unwrap_or(&m.3).to_string();
+        let layer = if Some(&m.3) == self.own_binary.as_ref() { "iolab" } else { "user libraries" };
+        // The offset in the file, then the address in the ELF image through its load segments.
+        let offset = ip - m.0 + m.2;
+        let name = self.functions.get(&m.3).and_then(|image| image.function_at_offset(offset));
+        (layer, name.unwrap_or(file))
+    }
+}
+
+/// What profiling needs of an ELF file: where its segments load, and its functions.
+#[derive(Default)]
+pub struct ElfImage {
+    /// (file offset, size, virtual address) of each loaded segment.
+    segments: Vec<(u64, u64, u64)>,
+    /// (virtual address, size, demangled name), sorted by address.
+    functions: Vec<(u64, u64, String)>,
+}
+
+impl ElfImage {
+    pub fn parse(data: &[u8]) -> ElfImage {
+        use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+        let Ok(file) = object::File::parse(data) else { return ElfImage::default() };
+        let segments = file.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
+        let mut functions: Vec<(u64, u64, String)> = file
+            .symbols()
+            .chain(file.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| Some((s.address(), s.size(), format!("{:#}", rustc_demangle::demangle(s.name().ok()?)))))
+            .collect();
+        functions.sort();
+        functions.dedup_by(|a, b| a.0 == b.0);
+        ElfImage { segments, functions }
+    }
+
+    /// The function containing the byte at `offset` in the file, once loaded.
+    pub fn function_at_offset(&self, offset: u64) -> Option<String> {
+        let seg = self.segments.iter().find(|s| s.0 <= offset && offset < s.0 + s.1)?;
+        let at = offset - seg.0 + seg.2;
+        let i = self.functions.partition_point(|f| f.0 <= at);
+        let f = self.functions.get(i.checked_sub(1)?)?;
+        (at < f.0 + f.1.max(1)).then(|| f.2.clone())
     }
 }
 
@@ -703,5 +752,17 @@ mod tests {
         assert_eq!(get("device driver").top_functions, vec![("nvme_queue_rq".to_string(), 0.25)]);
         let sum: f64 = p.layers.iter().map(|l| l.self_share).sum();
         assert!((sum - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn our_own_functions_are_named_from_the_binary() {
+        let me = std::fs::read_link("/proc/self/exe").unwrap();
+        let image = ElfImage::parse(&std::fs::read(&me).unwrap());
+        assert!(image.functions.iter().any(|f| f.2.contains("ElfImage::parse")), "the test binary's symbols hold this very function");
+        let maps = UserMaps::of_process(std::process::id());
+        let ip = ElfImage::parse as fn(&[u8]) -> ElfImage as usize as u64;
+        let (layer, name) = maps.layer(ip);
+        assert_eq!(layer, "iolab");
+        assert!(name.contains("ElfImage::parse"), "{name}");
     }
 }
