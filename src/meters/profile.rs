@@ -601,6 +601,33 @@ pub struct LayerProfile {
     pub lost: u64,
     /// Largest self share first; idle included, so the shares sum to 1.
     pub layers: Vec<LayerShare>,
+    /// The same job run just before without profiling, so the profile's own cost shows: the
+    /// profiled run's figures are never the ones to compare configurations by.
+    pub unprofiled: Option<Unprofiled>,
+}
+
+/// An unprofiled run of the same job, beside the profiled one.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Unprofiled {
+    pub iops: f64,
+    pub mean_latency_ns: Option<f64>,
+    /// Profiled IOPS / unprofiled IOPS - 1 (negative: profiling slowed the run).
+    pub iops_change: f64,
+    /// Profiled mean latency / unprofiled - 1.
+    pub mean_latency_change: Option<f64>,
+}
+
+impl Unprofiled {
+    /// The comparison of a profiled run's IOPS and mean latency with an unprofiled run's.
+    pub fn compare(profiled: (f64, Option<f64>), unprofiled: (f64, Option<f64>)) -> Unprofiled {
+        let change = |a: f64, b: f64| if b > 0.0 { a / b - 1.0 } else { 0.0 };
+        Unprofiled {
+            iops: unprofiled.0,
+            mean_latency_ns: unprofiled.1,
+            iops_change: change(profiled.0, unprofiled.0),
+            mean_latency_change: profiled.1.zip(unprofiled.1).map(|(a, b)| change(a, b)),
+        }
+    }
 }
 
 /// Put every sample in its layers.
@@ -653,7 +680,7 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
         })
         .collect();
     layers.sort_by(|a, b| b.self_share.total_cmp(&a.self_share).then(a.layer.cmp(&b.layer)));
-    LayerProfile { event: "cpu-clock", period_ns: PERIOD_NS, samples: total, lost, layers }
+    LayerProfile { event: "cpu-clock", period_ns: PERIOD_NS, samples: total, lost, layers, unprofiled: None }
 }
 
 #[cfg(test)]

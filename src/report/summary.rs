@@ -224,6 +224,15 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
                 let top = l.top_functions.first().map(|(f, _)| format!(" (top: {f})")).unwrap_or_default();
                 let _ = writeln!(out, "         {:>5.1} %{per_io}  {}{top}", l.self_share * 100.0, l.layer);
             }
+            if let Some(u) = &p.unprofiled {
+                let lat = u.mean_latency_change.map(|c| format!(", mean latency {:+.1} %", c * 100.0)).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "         profiling cost: IOPS {:+.1} %{lat} against the same job unprofiled ({} IOPS)",
+                    u.iops_change * 100.0,
+                    format_count(u.iops)
+                );
+            }
         }
         Some(ProfileResult::Unavailable { unavailable }) => {
             let _ = writeln!(out, "  layers unavailable: {unavailable}");

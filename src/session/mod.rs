@@ -55,7 +55,23 @@ impl From<Failure> for RunError {
 /// Run a job end to end: checks, targets, engine, meters, record.
 /// `measure`: what is measured beyond what every run records (energy, profiling).
 pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRecord, RunError> {
-    match run_job(job, ui, measure)? {
+    use crate::meters::profile::{Profile, ProfileResult, Unprofiled};
+    // Profiling perturbs what it measures: the same job unprofiled first, to show by how much.
+    let unprofiled = match measure.profile {
+        Profile::Layers => {
+            ui.note("profiling: the same job runs first without profiling, for comparison");
+            let plain = execute(job, ui, Measure { energy: None, profile: Profile::Off })?;
+            plain.results.as_ref().map(|r| (r.total.iops, r.total.lat_ns.as_ref().map(|l| l.mean)))
+        }
+        Profile::Off => None,
+    };
+    let mut ran = run_job(job, ui, measure)?;
+    if let (Some(base), Some(r), Some(ProfileResult::Measured(p))) =
+        (unprofiled, ran.0.results.as_ref(), ran.0.cost.as_mut().and_then(|c| c.profile.as_mut()))
+    {
+        p.unprofiled = Some(Unprofiled::compare((r.total.iops, r.total.lat_ns.as_ref().map(|l| l.mean)), base));
+    }
+    match ran {
         (rec, None) => Ok(rec),
         // The measurement is whole; the machine is not as it was.
         (rec, Some(m)) => Err(RunError { failure: Failure::new(FailureKind::SettingsNotRestored, m), record: Some(Box::new(rec)) }),

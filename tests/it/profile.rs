@@ -25,6 +25,10 @@ fn a_profiled_run_on_a_disk_file_shows_the_file_system_block_and_driver_layers()
     let shares: f64 = p["layers"].as_array().unwrap().iter().map(|l| l["self_share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-6, "self shares sum to 1: {shares}");
     assert!(layer(p, "system call entry and exit").is_some(), "{p}");
+    // The same job ran unprofiled first; the record compares the two.
+    let u = &p["unprofiled"];
+    assert!(u["iops"].as_f64().unwrap() > 0.0 && u["iops_change"].is_f64(), "{u}");
+    assert!(run.stdout.contains("profiling cost: IOPS"), "{}", run.stdout);
     if rec["environment"]["targets"][0]["device"].is_null() {
         return common::skip("block and driver layers", "the temporary directory is on no block device here");
     }
