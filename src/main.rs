@@ -36,6 +36,7 @@ fn main() {
         Cmd::Suite(cmd) => cli::suite::main(cmd),
         Cmd::Compare(args) => cli::compare::main(args),
         Cmd::Report(args) => cli::report::main(args),
+        Cmd::Merge(args) => cli::merge::main(args),
     };
     std::process::exit(code);
 }

@@ -1,6 +1,7 @@
 //! The `iolab` command line: argument definitions and the subcommands.
 pub mod compare;
 pub mod interfaces_cmd;
+pub mod merge;
 pub mod precondition;
 pub mod probe;
 pub mod report;
@@ -53,6 +54,9 @@ pub enum Cmd {
     Suite(suite::SuiteCmd),
     /// Two configurations (or two databases) side by side with ratios and significance.
     Compare(compare::CompareArgs),
+    /// Bring results databases from several machines together into one, each run exactly
+    /// once; a sweep run in parts on several machines comes back as one sweep.
+    Merge(merge::MergeArgs),
     /// One self-contained HTML report over a results database (a suite, sweeps or filtered
     /// runs), with every figure as SVG and every table as CSV and Markdown.
     Report(report::ReportArgs),

@@ -11,7 +11,10 @@
 pub mod columns;
 mod export;
 mod extract;
+mod merge;
 pub mod schema;
+
+pub use merge::MergeReport;
 
 use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};

@@ -10,6 +10,7 @@ mod energy_run;
 mod interfaces;
 mod interrupts;
 mod io_errors;
+mod merge;
 mod meters_live;
 mod meters_parsers;
 mod output_safety;

@@ -17,7 +17,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(out: Output, args: Vec<String>) -> Run {
+    pub fn from(out: Output, args: Vec<String>) -> Run {
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

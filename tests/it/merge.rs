@@ -1,0 +1,93 @@
+//! `iolab merge`: results from several machines in one database, each run exactly once.
+use crate::common::Run;
+use iolab::store::{RunFilter, Store};
+use rusqlite::Connection;
+use std::path::Path;
+
+const PLAN: &str = r#"
+name = "merge-test"
+replicates = 2
+seed = 5
+ios = 2000
+[matrix]
+interface = ["null"]
+qd = [1, 4]
+"#;
+
+/// iolab run in `dir`, so the databases and the plan are named as a user names them.
+fn iolab_in(dir: &Path, args: &[&str]) -> Run {
+    let out = std::process::Command::new(crate::common::BIN).args(args).current_dir(dir).env("TMPDIR", dir).output().unwrap();
+    Run::from(out, args.iter().map(|a| a.to_string()).collect())
+}
+
+fn sweep_into(dir: &Path, db: &str) {
+    std::fs::write(dir.join("plan.toml"), PLAN).unwrap();
+    iolab_in(dir, &["sweep", "-q", "--db", db, "plan.toml"]).assert_ok();
+}
+
+/// What a node that made only some of the plan's runs leaves: the others still planned.
+fn keep_only(db: &Path, ordinals: &[i64]) {
+    let c = Connection::open(db).unwrap();
+    let keep = ordinals.iter().map(|o| o.to_string()).collect::<Vec<_>>().join(",");
+    c.execute_batch(&format!(
+        "DELETE FROM series WHERE run_id IN (SELECT r.id FROM runs r JOIN planned_runs p ON r.planned_id = p.id WHERE p.ordinal NOT IN ({keep}));
+         DELETE FROM histograms WHERE run_id IN (SELECT r.id FROM runs r JOIN planned_runs p ON r.planned_id = p.id WHERE p.ordinal NOT IN ({keep}));
+         DELETE FROM runs WHERE planned_id IN (SELECT id FROM planned_runs WHERE ordinal NOT IN ({keep}));
+         UPDATE planned_runs SET status = 'planned' WHERE ordinal NOT IN ({keep});"
+    ))
+    .unwrap();
+}
+
+fn counts(db: &Path) -> (usize, usize, usize) {
+    let s = Store::open_existing(db).unwrap();
+    let sweeps = s.sweep_infos().unwrap();
+    (s.list_runs(&RunFilter::default()).unwrap().len(), sweeps.len(), sweeps.iter().map(|w| w.done).sum())
+}
+
+#[test]
+fn merging_is_exactly_once_and_a_split_sweep_comes_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sweep_into(d, "a.db");
+    sweep_into(d, "b.db");
+    assert_eq!(counts(&d.join("a.db")), (4, 1, 4));
+
+    let first = iolab_in(d, &["merge", "a.db", "--into", "all.db"]);
+    first.assert_ok();
+    assert!(first.stdout.contains("4 runs added, 0 already there; 1 sweeps created"), "{}", first.stdout);
+    let again = iolab_in(d, &["merge", "a.db", "--into", "all.db"]);
+    again.assert_ok();
+    assert!(again.stdout.contains("0 runs added, 4 already there; 0 sweeps created, 1 joined"), "{}", again.stdout);
+    assert_eq!(counts(&d.join("all.db")), (4, 1, 4));
+    // Every run keeps its whole record: host, kernel and results.
+    let all = Store::open_existing(&d.join("all.db")).unwrap();
+    let rec = all.run_record(all.list_runs(&RunFilter::default()).unwrap()[0].id).unwrap().unwrap();
+    assert!(rec["environment"]["hostname"].is_string() && rec["results"]["total"]["lat_histogram"].is_string(), "{rec}");
+
+    // Another machine made the same planned runs: not added twice, said, exit 1.
+    let other = iolab_in(d, &["merge", "b.db", "--into", "all.db"]);
+    assert_eq!(other.code, 1, "{}", other.describe());
+    assert_eq!(other.stderr.lines().filter(|l| l.contains("was not added")).count(), 4, "{}", other.stderr);
+    assert_eq!(counts(&d.join("all.db")), (4, 1, 4));
+
+    // The plan split over two machines: each made half; merged, one whole sweep.
+    std::fs::copy(d.join("a.db"), d.join("node1.db")).unwrap();
+    std::fs::copy(d.join("b.db"), d.join("node2.db")).unwrap();
+    keep_only(&d.join("node1.db"), &[0, 1]);
+    keep_only(&d.join("node2.db"), &[2, 3]);
+    iolab_in(d, &["merge", "node1.db", "node2.db", "--into", "split.db"]).assert_ok();
+    assert_eq!(counts(&d.join("split.db")), (4, 1, 4));
+}
+
+#[test]
+fn merge_refuses_its_destination_as_a_source_and_a_missing_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sweep_into(d, "a.db");
+    let same = iolab_in(d, &["merge", "a.db", "--into", "a.db"]);
+    assert_eq!(same.code, 2, "{}", same.describe());
+    assert!(same.stderr.contains("both a source and --into"));
+    let missing = iolab_in(d, &["merge", "nope.db", "--into", "x.db"]);
+    assert_eq!(missing.code, 2, "{}", missing.describe());
+    assert!(!d.join("x.db").exists(), "nothing written when a source cannot be read");
+}
