@@ -630,6 +630,14 @@ impl Unprofiled {
     }
 }
 
+/// Another process, named as `ps` would: its command name where it still runs.
+fn process_name(pid: u32) -> String {
+    match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+        Ok(comm) => format!("{} (pid {pid})", comm.trim()),
+        Err(_) => format!("pid {pid}"),
+    }
+}
+
 /// Put every sample in its layers.
 pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &UserMaps, own_pid: u32, ios: u64) -> LayerProfile {
     let mut selfs: HashMap<&'static str, u64> = HashMap::new();
@@ -648,7 +656,7 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
             } else if s.pid == 0 {
                 ("idle", "swapper".into())
             } else {
-                ("other processes (user)", format!("pid {}", s.pid))
+                ("other processes (user)", process_name(s.pid))
             };
             if depth == 0 {
                 *selfs.entry(layer).or_default() += 1;
