@@ -29,24 +29,50 @@ pub enum Metric {
 }
 
 /// Which scope of an energy report counts, in order of preference. Scopes overlap and are never
-/// added; the package (RAPL) comes first because it is what the energy studies measured and the
-/// finest-grained, so runs of one machine are compared on the same scope.
-pub const ENERGY_SCOPES: [&str; 6] = ["cpu_package", "platform", "wall_ac", "bmc_system", "dram", "gpu"];
+/// added. Whole-system power comes first: the energy studies (S1 and S3) measured wall power with a
+/// plug-in logger, and it is what the machine draws; a BMC's system reading sees the same box from
+/// inside. Where no whole-system source covered the run, RAPL stands in (the platform, then the
+/// CPU package), and every figure says which scope it used ([`scope_label`]).
+pub const ENERGY_SCOPES: [&str; 6] = ["wall_ac", "bmc_system", "platform", "cpu_package", "dram", "gpu"];
+
+/// The scopes that measure the whole machine (what the studies measured).
+pub const WHOLE_SYSTEM_SCOPES: [&str; 2] = ["wall_ac", "bmc_system"];
+
+/// The scope of a bare `{"joules": J}` (a record from before per-source reports).
+pub const UNKNOWN_SCOPE: &str = "unknown";
+
+/// What a scope measures, for the report and `compare`.
+pub fn scope_label(scope: &str) -> &'static str {
+    match scope {
+        "wall_ac" => "wall power (meter)",
+        "bmc_system" => "system power (BMC)",
+        "platform" => "platform (RAPL psys)",
+        "cpu_package" => "CPU package (RAPL)",
+        "dram" => "DRAM (RAPL)",
+        "gpu" => "GPU",
+        _ => "unknown scope",
+    }
+}
+
+/// Joules per I/O and the scope it was measured in, from a run record (see [`joules_per_io`]).
+pub fn joules_per_io_with_scope(rec: &Record) -> Option<(f64, &'static str)> {
+    joules_per_io(rec.energy.as_ref()?, rec.results.total.ios).filter(|(j, _)| j.is_finite())
+}
 
 /// Joules per I/O from an energy report: the first scope of [`ENERGY_SCOPES`] with a source that
 /// has `iops_per_joule` (which the energy layer sets only when the source covered enough of the
-/// window) gives 1 / iops_per_joule; a bare `joules` gives joules / `ios`.
-fn joules_per_io(energy: &Energy, ios: Option<u64>) -> Option<f64> {
+/// window) gives 1 / iops_per_joule; a bare `joules` gives joules / `ios`, scope unknown.
+fn joules_per_io(energy: &Energy, ios: Option<u64>) -> Option<(f64, &'static str)> {
     if let Some(sources) = &energy.sources {
         return ENERGY_SCOPES.iter().find_map(|scope| {
             sources
                 .iter()
                 .filter(|s| s.scope.as_deref() == Some(scope))
                 .find_map(|s| s.iops_per_joule.filter(|&x| x > 0.0))
-                .map(|ipj| 1.0 / ipj)
+                .map(|ipj| (1.0 / ipj, *scope))
         });
     }
-    Some(energy.joules? / ios.filter(|&n| n > 0)? as f64)
+    Some((energy.joules? / ios.filter(|&n| n > 0)? as f64, UNKNOWN_SCOPE))
 }
 
 /// CPU time of iolab's threads per I/O, ns, from the cores it kept busy and its IOPS.
@@ -99,7 +125,7 @@ impl Metric {
             Metric::LatMeanNs => total.lat_ns.mean,
             Metric::LatP99Ns => total.lat_ns.p99,
             Metric::CpuNsPerIo => cpu_ns_per_io(rec.results.cpu.cores, total.iops),
-            Metric::JoulesPerIo => joules_per_io(rec.energy.as_ref()?, total.ios),
+            Metric::JoulesPerIo => joules_per_io(rec.energy.as_ref()?, total.ios).map(|(j, _)| j),
         };
         v.filter(|x| x.is_finite())
     }
@@ -313,14 +339,39 @@ mod tests {
         assert_eq!(Metric::JoulesPerIo.of_record(&rec), Some(0.003));
         assert_eq!(Metric::CpuNsPerIo.of_record(&rec), Some(0.25 / 500.0 * 1e9));
         assert_eq!(Metric::JoulesPerIo.of_record(&of(serde_json::json!({"results": {}}))), None);
-        // An energy report: the package scope wins over the wall; a source without a ratio
-        // (too little coverage) is passed over.
+        // An energy report: the wall wins over the package (the studies measured wall power); a
+        // source without a ratio (too little coverage) is passed over.
         let rep = of(serde_json::json!({"results": {"total": {"ios": 1000}}, "energy": {"status": "measured", "sources": [
             {"scope": "wall_ac", "joules": 50.0, "iops_per_joule": 20.0},
             {"scope": "cpu_package", "joules": 9.0},
             {"scope": "cpu_package", "joules": 10.0, "iops_per_joule": 100.0}]}}));
-        assert_eq!(Metric::JoulesPerIo.of_record(&rep), Some(0.01));
+        assert_eq!(Metric::JoulesPerIo.of_record(&rep), Some(0.05));
+        assert_eq!(joules_per_io_with_scope(&rep), Some((0.05, "wall_ac")));
+        assert_eq!(joules_per_io_with_scope(&rec), Some((0.003, UNKNOWN_SCOPE)));
         let none = of(serde_json::json!({"energy": {"status": "unavailable", "sources": []}}));
         assert_eq!(Metric::JoulesPerIo.of_record(&none), None);
+    }
+
+    /// The scope preference on hand-made records: each whole-system source beats RAPL; a wall
+    /// meter that did not cover the window (no ratio) hands over to the next scope.
+    #[test]
+    fn whole_system_scopes_come_first_and_rapl_stands_in() {
+        let of = |sources: serde_json::Value| {
+            Record::of(&serde_json::json!({"results": {"total": {"ios": 1000}}, "energy": {"status": "measured", "sources": sources}}))
+        };
+        let src = |scope: &str, ipj: Option<f64>| serde_json::json!({"scope": scope, "joules": 1.0, "iops_per_joule": ipj});
+        let cases = [
+            (vec![src("cpu_package", Some(100.0)), src("bmc_system", Some(10.0))], (0.1, "bmc_system")),
+            (vec![src("bmc_system", Some(10.0)), src("wall_ac", Some(4.0))], (0.25, "wall_ac")),
+            (vec![src("wall_ac", None), src("cpu_package", Some(100.0)), src("dram", Some(1000.0))], (0.01, "cpu_package")),
+            (vec![src("cpu_package", Some(100.0)), src("platform", Some(50.0))], (0.02, "platform")),
+            (vec![src("dram", Some(1000.0))], (0.001, "dram")),
+        ];
+        for (sources, want) in cases {
+            assert_eq!(joules_per_io_with_scope(&of(serde_json::Value::Array(sources.clone()))), Some(want), "{sources:?}");
+        }
+        assert_eq!(joules_per_io_with_scope(&of(serde_json::json!([src("wall_ac", None)]))), None);
+        assert_eq!(scope_label("wall_ac"), "wall power (meter)");
+        assert!(WHOLE_SYSTEM_SCOPES.iter().all(|s| ENERGY_SCOPES[..2].contains(s)));
     }
 }

@@ -3,6 +3,8 @@ use super::sweep::{run_plan, PlanRun, Resume};
 use crate::studies::{find, STUDIES};
 use std::path::PathBuf;
 
+// Parsed once per process (as `Cmd`): boxing `SuiteRunArgs` would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum SuiteCmd {
     /// The built-in suites, their parts and what each feeds.
@@ -36,6 +38,8 @@ pub struct SuiteRunArgs {
     pub dry_run: bool,
     #[arg(short, long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub energy: super::EnergyArgs,
 }
 
 pub fn main(cmd: &SuiteCmd) -> i32 {
@@ -82,6 +86,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     if parts.is_empty() {
         return Err(format!("suite {} has no part starting with '{}'", suite.id, a.part.as_deref().unwrap_or("")));
     }
+    let energy = a.energy.options()?;
     println!("{}: {}{}", suite.id, suite.title, if a.quick { " (quick)" } else { "" });
     let again = format!("iolab suite run {}{}", suite.id, if a.quick { " --quick" } else { "" });
     let mut code = 0;
@@ -94,7 +99,14 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             }
             continue;
         };
-        let how = PlanRun { db: a.db.clone(), quiet: a.quiet, dry_run: a.dry_run, resume: Resume::Auto, again: again.clone() };
+        let how = PlanRun {
+            db: a.db.clone(),
+            quiet: a.quiet,
+            dry_run: a.dry_run,
+            resume: Resume::Auto,
+            again: again.clone(),
+            energy: energy.clone(),
+        };
         let end = run_plan(&plan, &targets, &unsupported, &how)?;
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
         // left changed) does.

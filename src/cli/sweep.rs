@@ -3,6 +3,7 @@
 //! stops after keeping every finished run; `--resume` continues an unfinished sweep. Running
 //! the sweep is `session::sweep`; this parses, shows its progress and says how it ended.
 use super::run::IopsMeter;
+use crate::energy::record::EnergyOptions;
 use crate::plan::sweep::{expand, Expansion};
 use crate::report::summary::format_count;
 use crate::session::sweep::{Outcome, SweepPlan, SweepUi};
@@ -32,6 +33,8 @@ pub struct SweepArgs {
     /// No progress display.
     #[arg(short, long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub energy: super::EnergyArgs,
 }
 
 pub fn format_duration(s: f64) -> String {
@@ -149,6 +152,7 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         dry_run: args.dry_run,
         resume,
         again: format!("iolab sweep --resume {}", args.plan.display()),
+        energy: args.energy.options()?,
     };
     run_plan(&text, &targets, &[], &how)
 }
@@ -160,6 +164,19 @@ pub struct PlanRun {
     pub resume: Resume,
     /// The command that continues this sweep, for the closing message.
     pub again: String,
+    /// How every run is measured for energy (`iolab run`'s options).
+    pub energy: EnergyOptions,
+}
+
+/// How the sweep measures energy, for the plan: the sources, and the idle baseline measured once.
+pub fn print_energy(energy: &EnergyOptions) {
+    let sources = if energy.config.sources.is_empty() { "every source found".to_string() } else { energy.config.sources.join(", ") };
+    let log = energy.config.meter_log.as_ref().map(|l| format!(", meter log {}", l.display())).unwrap_or_default();
+    let require = if energy.require { ", required (a run none measured is stored as failed)" } else { "" };
+    println!("energy: {sources}{log}{require}");
+    if let Some(s) = energy.idle_baseline_s {
+        println!("idle baseline: {s} s measured once before the first run, used for every run's record");
+    }
 }
 
 /// Run plan text (from a file or a built-in suite) and say how it went. `unsupported`: parts of
@@ -168,6 +185,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     if how.dry_run {
         let e = expand(text, targets)?;
         print_plan(&e, e.order.len(), true);
+        print_energy(&how.energy);
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");
         }
@@ -183,7 +201,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         iops: IopsMeter::default(),
         label: String::new(),
     };
-    let plan = SweepPlan { text, targets, unsupported, db: &how.db, resume: how.resume };
+    let plan = SweepPlan { text, targets, unsupported, db: &how.db, resume: how.resume, energy: &how.energy };
     let outcome = crate::session::sweep::run(&plan, &mut ui)?;
     let r = match &outcome {
         Outcome::AlreadyDone { name } => {

@@ -110,6 +110,11 @@ impl Run {
         self.energy_source()?.mean_watts
     }
 
+    /// The scope of this run's energy figures (`ENERGY_SCOPES`' first with a covered source).
+    pub fn energy_scope(&self) -> Option<&'static str> {
+        crate::analysis::compare::joules_per_io_with_scope(&self.record).map(|(_, scope)| scope)
+    }
+
     pub fn iops_per_joule(&self) -> Option<f64> {
         Metric::JoulesPerIo.of_record(&self.record).filter(|j| *j > 0.0).map(|j| 1.0 / j)
     }

@@ -155,6 +155,29 @@ pub fn energy_gap(runs: &[&Run]) -> Option<String> {
     gap(runs, |r| r.iops_per_joule().is_some(), Run::energy_missing_reason, "no runs")
 }
 
+/// The energy scope of the runs' figures, for their titles: the scope when it is one; with no
+/// whole-system source, which scope stands in for the wall power the studies measured; the
+/// scopes and their run counts when the runs differ (scopes are never added or converted).
+pub fn energy_scope(runs: &[&Run]) -> String {
+    use crate::analysis::compare::{scope_label, WHOLE_SYSTEM_SCOPES};
+    let mut scopes: Vec<(&str, usize)> = Vec::new();
+    for s in runs.iter().filter_map(|r| r.energy_scope()) {
+        match scopes.iter_mut().find(|(x, _)| *x == s) {
+            Some((_, n)) => *n += 1,
+            None => scopes.push((s, 1)),
+        }
+    }
+    match scopes.as_slice() {
+        [] => "no energy scope".into(),
+        [(s, _)] if WHOLE_SYSTEM_SCOPES.contains(s) => format!("scope: {}", scope_label(s)),
+        [(s, _)] => format!("scope: {}, standing in for whole-system wall power, which no source measured", scope_label(s)),
+        many => format!(
+            "scopes differ by run: {}",
+            many.iter().map(|(s, n)| format!("{} ({n} runs)", scope_label(s))).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
 pub fn counters_gap(runs: &[&Run]) -> Option<String> {
     gap(runs, |r| r.counter(|c| c.workload_per_io.instructions).is_some(), Run::counters_missing_reason, "instructions were not counted")
 }

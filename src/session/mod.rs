@@ -37,6 +37,9 @@ pub struct Measure<'a> {
     pub energy: Option<&'a crate::energy::record::EnergyOptions>,
     /// `--profile layers`: CPU time by layer of the stack.
     pub profile: crate::meters::profile::Profile,
+    /// Idle power already measured (a sweep measures it once, before its first run): used for
+    /// the record instead of measuring `energy.idle_baseline_s` again before this run.
+    pub idle: Option<&'a [crate::energy::record::IdlePower]>,
 }
 
 /// A run that failed, with its record when the measurement itself was whole and only putting
@@ -145,12 +148,14 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         range_start: job.targets.offset,
         range_len: interfaces::null::address_space(job.targets.size, job.workload.bs),
     }));
-    let idle = energy.and_then(|e| {
-        e.idle_baseline_s.map(|s| {
+    let idle = match (energy, measure.idle) {
+        (Some(_), Some(idle)) => Some(idle.to_vec()),
+        (Some(e), None) => e.idle_baseline_s.map(|s| {
             ui.note(&format!("measuring idle power for {s} s"));
             crate::energy::record::measure_idle(&e.config, s, cancel)
-        })
-    });
+        }),
+        (None, _) => None,
+    };
     if cancel.is_cancelled() {
         return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
     }

@@ -5,6 +5,7 @@
 //! (every later run would meet it) and at Ctrl-C; what was finished stays, and `Resume` picks up
 //! what is left. What the caller shows comes through [`SweepUi`]; nothing here prints.
 use super::{execute, Failure, FailureKind, Measure, RunError, RunUi};
+use crate::energy::record::{measure_idle, EnergyOptions};
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
 use crate::record::{RunRecord, RunStatus};
@@ -35,6 +36,9 @@ pub struct SweepPlan<'a> {
     /// The results database.
     pub db: &'a Path,
     pub resume: Resume,
+    /// How every run is measured for energy. The idle baseline, when asked for, is measured
+    /// once before the sweep's first run and used for every run's record.
+    pub energy: &'a EnergyOptions,
 }
 
 /// What a sweep shows while it works; each run's notes and progress come through [`RunUi`].
@@ -70,7 +74,7 @@ pub enum Outcome {
     AlreadyDone {
         name: String,
     },
-    /// Ctrl-C while the temporary target was made: every run stays to do.
+    /// Ctrl-C while the temporary target was made or idle power measured: every run stays to do.
     InterruptedBeforeRuns {
         message: String,
     },
@@ -151,6 +155,14 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
 pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     let (text, targets) = (plan.text, plan.targets);
     let e = expand(text, targets)?;
+    // As `iolab run` refuses before any I/O: every run of the sweep would meet it.
+    if plan.energy.require {
+        let found = crate::energy::probe(&plan.energy.config);
+        if !found.iter().any(|s| s.available) {
+            let why: Vec<String> = found.iter().map(|s| format!("{}: {}", s.backend, s.detail)).collect();
+            return Err(format!("--require-energy: no energy source can measure here ({})", why.join("; ")));
+        }
+    }
     let hash = plan_hash(text, targets);
     let mut store = Store::open(plan.db)?;
     let db = plan.db.display();
@@ -185,11 +197,23 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         None
     };
 
+    // Idle power once for the whole sweep, before its first run, not before every run.
+    let idle = match plan.energy.idle_baseline_s.filter(|_| !pending.is_empty()) {
+        Some(s) => {
+            ui.line(&format!("measuring idle power for {s} s, once for every run of this sweep"));
+            let idle = measure_idle(&plan.energy.config, s, cancel);
+            if cancel.is_cancelled() {
+                return Ok(Outcome::InterruptedBeforeRuns { message: "interrupted while measuring idle power".into() });
+            }
+            Some(idle)
+        }
+        None => None,
+    };
+
     ui.begin(pending.len());
     let mut r =
         SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
     let mut reasons: Vec<String> = Vec::new();
-    let energy = crate::energy::record::EnergyOptions::default();
     for (n, run) in pending.iter().enumerate() {
         if cancel.is_cancelled() {
             r.interrupted = true;
@@ -203,7 +227,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
             }
         }
         ui.run_start(n, pending.len(), &format!("{} #{}", run.config_key, run.replicate + 1));
-        let said = match step(execute(&job, ui, Measure { energy: Some(&energy), ..Default::default() })) {
+        let said = match step(execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), ..Default::default() })) {
             Step::Keep(rec) => {
                 keep(&mut store, run.id, &rec, &mut r)?;
                 None
@@ -337,7 +361,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("t.db");
         let text = "name = \"unit\"\nreplicates = 2\nios = 100\nsize = \"1m\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n";
-        let plan = |resume| SweepPlan { text, targets: &[], unsupported: &[], db: &db, resume };
+        let energy = EnergyOptions::default();
+        let plan = |resume| SweepPlan { text, targets: &[], unsupported: &[], db: &db, resume, energy: &energy };
         let mut seen = Seen::default();
         let Outcome::Ran(r) = run(&plan(Resume::New), &mut seen).unwrap() else { panic!("did not run") };
         assert_eq!(

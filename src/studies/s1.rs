@@ -6,7 +6,9 @@ use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::stats;
 use crate::record::read::Latency;
 use crate::report::data::{Config, Run};
-use crate::report::panels::{axis, bs_name, cell, cores, distinct, energy_gap, iops, num, paths_taken, plot, runs_of, us, Figure, Plot};
+use crate::report::panels::{
+    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, num, paths_taken, plot, runs_of, us, Figure, Plot,
+};
 use crate::report::sections::Ctx;
 use crate::report::svg::Scale;
 use crate::report::tables::Table;
@@ -197,11 +199,12 @@ fn scaling(ctx: &mut Ctx, x_name: &str, x_of: &dyn Fn(&RunRow) -> f64) {
             match energy_gap(&runs_of(&cs)) {
                 Some(reason) => ctx.unavailable(&format!("Power and IOPS per joule against {x_name} ({tag})"), &reason, &runs_of(&cs)),
                 None => {
+                    let scope = energy_scope(&runs_of(&cs));
                     plot(
                         ctx,
                         &cs,
                         Plot {
-                            title: format!("Power against {x_name} ({tag})"),
+                            title: format!("Power against {x_name} ({tag}; {scope})"),
                             x: axis(x_name, x_scale),
                             y: axis("W", Scale::Linear),
                             x_of,
@@ -214,7 +217,7 @@ fn scaling(ctx: &mut Ctx, x_name: &str, x_of: &dyn Fn(&RunRow) -> f64) {
                         ctx,
                         &cs,
                         Plot {
-                            title: format!("IOPS per joule against {x_name} ({tag})"),
+                            title: format!("IOPS per joule against {x_name} ({tag}; {scope})"),
                             x: axis(x_name, x_scale),
                             y: axis("IOPS per joule", Scale::Linear),
                             x_of,

@@ -5,7 +5,9 @@ use super::{pick, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, ALPHA};
 use crate::analysis::stats::{self, TTest};
 use crate::report::data::{Config, Run};
-use crate::report::panels::{axis, bs_name, cell, cores, distinct, energy_gap, iops, lat_mean_us, num, paths_taken, plot, runs_of, Plot};
+use crate::report::panels::{
+    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, lat_mean_us, num, paths_taken, plot, runs_of, Plot,
+};
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Scale, Tile, TileMap};
 use crate::report::tables::Table;
@@ -62,7 +64,10 @@ fn map_panels(ctx: &mut Ctx) {
             ctx.note("The map below ranks the methods by CPU time per I/O instead: a measured cost, but not energy.");
             efficiency_map(ctx, &all, Metric::CpuNsPerIo, "CPU-cost map: cheapest method per block size and threads (CPU time per I/O)");
         }
-        None => efficiency_map(ctx, &all, Metric::JoulesPerIo, "Energy-efficiency map: best completion method per block size and threads"),
+        None => {
+            let title = format!("Energy-efficiency map: best completion method per block size and threads ({})", energy_scope(&runs));
+            efficiency_map(ctx, &all, Metric::JoulesPerIo, &title)
+        }
     }
     let method = |c: &Config| c.method();
     for bs in distinct(&all, |r| r.bs) {

@@ -5,7 +5,9 @@ use super::{pick, Part, Report, Runs, Study, SPDK};
 use crate::plan::size::format_bytes;
 use crate::record::read::{Latency, SecondPoint};
 use crate::report::data::{Config, Run};
-use crate::report::panels::{axis, bs_name, cell, distinct, energy_gap, lat_mean_us, num, paths_taken, plot, runs_of, us, Figure, Plot};
+use crate::report::panels::{
+    axis, bs_name, cell, distinct, energy_gap, energy_scope, lat_mean_us, num, paths_taken, plot, runs_of, us, Figure, Plot,
+};
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Chart, Point, Scale, Series};
 use crate::report::tables::Table;
@@ -230,7 +232,11 @@ fn gc_panels(ctx: &mut Ctx) {
         Some(reason) => ctx.unavailable("Garbage collection: power", &reason, &runs),
         None => {
             let w: Vec<String> = runs.iter().filter_map(|r| r.watts().map(|w| format!("run {}: {} W", r.row.id, num(w)))).collect();
-            ctx.note(format!("Mean power over the window (iolab records energy per window, not per second): {}", w.join(", ")));
+            ctx.note(format!(
+                "Mean power over the window (iolab records energy per window, not per second; {}): {}",
+                energy_scope(&runs),
+                w.join(", ")
+            ));
         }
     }
 }

@@ -371,10 +371,11 @@ fn replicate_values_come_from_the_store_by_config_key() {
     let cpu = compare::config_values(&s, "cfg-a", Metric::CpuNsPerIo).unwrap();
     assert_close!(cpu[0], 500_000.0, 1e-12);
     assert_close!(cpu[2], 0.42 / 1050.0 * 1e9, 1e-12);
-    // Joules per I/O (package scope) only where the record has energy: 0.02 J / 2000 I/Os.
+    // Joules per I/O (the wall scope, preferred over the package: the studies measured wall
+    // power) only where the record has energy: 5 x 0.02 J / 2000 I/Os.
     let j = compare::config_values(&s, "cfg-a", Metric::JoulesPerIo).unwrap();
     assert_eq!(j.len(), 2);
-    assert_close!(j[0], 0.02 / 2000.0, 1e-12);
+    assert_close!(j[0], 0.02 * 5.0 / 2000.0, 1e-12);
     assert!(compare::config_values(&s, "cfg-b", Metric::JoulesPerIo).unwrap().is_empty());
     assert!(compare::config_values(&s, "nope", Metric::Iops).unwrap().is_empty());
     // Naming a status in the filter overrides the ok-only default.

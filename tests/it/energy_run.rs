@@ -201,3 +201,110 @@ fn require_energy_is_checked_after_the_run() {
     assert_eq!(sources.len(), 1, "{sources:?}");
     assert!((sources[0]["mean_watts"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{sources:?}");
 }
+
+/// A plan of `runs` null runs (no disk: quick), one second each.
+fn null_plan(dir: &std::path::Path, runs: u32) -> std::path::PathBuf {
+    let p = dir.join("plan.toml");
+    let text = format!(
+        "name = \"energy-sweep\"\nreplicates = {runs}\nruntime = \"1s\"\nsize = \"1m\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n"
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Each stored run's record of the database's one sweep.
+fn sweep_records(db: &std::path::Path) -> Vec<serde_json::Value> {
+    let store = iolab::store::Store::open(db).unwrap();
+    let runs = store.list_runs(&iolab::store::RunFilter::default()).unwrap();
+    runs.iter().map(|r| store.run_record(r.id).unwrap().expect("record")).collect()
+}
+
+/// `iolab sweep` takes `iolab run`'s energy options: with a wall meter's log every run of the
+/// sweep stores its energy in the wall scope, and the idle baseline is measured once for the
+/// sweep (every record carries the same measurement), as the dry run says.
+#[test]
+fn sweep_with_a_meter_log_measures_every_run_and_the_idle_baseline_once() {
+    let dir = tempfile::Builder::new().prefix("iolab-energy-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let log = dir.path().join("wall.csv");
+    csv_log(&log, unix_now() - 10.0, unix_now() + 120.0);
+    let plan = null_plan(dir.path(), 3);
+    let db = dir.path().join("e.db");
+    let energy = ["--energy", "meter", "--meter-log", log.to_str().unwrap(), "--idle-baseline", "1s", "--require-energy"];
+    let dry = Command::new(env!("CARGO_BIN_EXE_iolab")).args(["sweep", "--dry-run"]).arg(&plan).args(energy).output().unwrap();
+    assert!(dry.status.success(), "{}", String::from_utf8_lossy(&dry.stderr));
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(text.contains("idle baseline: 1 s measured once before the first run, used for every run's record"), "{text}");
+    assert!(text.contains("energy: meter, meter log"), "{text}");
+    let t0 = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["sweep", "-q", "--db"])
+        .arg(&db)
+        .arg(&plan)
+        .args(energy)
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    let took = t0.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(err.matches("measuring idle power").count(), 1, "{err}");
+    let recs = sweep_records(&db);
+    assert_eq!(recs.len(), 3);
+    for rec in &recs {
+        assert_eq!(rec["status"], "ok", "{}", rec["error"]);
+        let e = &rec["energy"];
+        assert_eq!(e["status"], "measured", "{e}");
+        let s = &e["sources"][0];
+        assert_eq!((s["source"].as_str(), s["scope"].as_str()), (Some("meter"), Some("wall_ac")), "{e}");
+        assert!((s["mean_watts"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{e}");
+        assert!(s["iops_per_joule"].as_f64().unwrap() > 0.0, "{e}");
+        assert!((e["idle_baseline"][0]["idle_watts"].as_f64().unwrap() - 100.0).abs() < 1e-6, "{e}");
+        // One measurement for the sweep: the same window, to the nanosecond, in every record.
+        assert_eq!(e["idle_baseline"], recs[0]["energy"]["idle_baseline"]);
+    }
+    // Three 1 s runs and one 1 s idle baseline; one per run would take at least 6 s.
+    assert!(took < 5.5, "the sweep took {took:.1} s");
+    // Compared on the wall scope, and saying so.
+    let rec = iolab::record::read::Record::of(&recs[0]);
+    let (j, scope) = iolab::analysis::compare::joules_per_io_with_scope(&rec).unwrap();
+    assert_eq!(scope, "wall_ac");
+    assert!((j - 1.0 / recs[0]["energy"]["sources"][0]["iops_per_joule"].as_f64().unwrap()).abs() < 1e-15);
+}
+
+/// `--require-energy` in a sweep: refused before any run when nothing can measure (exit 2, as
+/// `iolab run`), and a run whose meter log gave nothing for its window is stored as failed with
+/// the reason (as `iolab run` exits 1), the sweep going on and ending with 1.
+#[test]
+fn require_energy_in_a_sweep() {
+    let dir = tempfile::Builder::new().prefix("iolab-energy-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let plan = null_plan(dir.path(), 2);
+    let db = dir.path().join("r.db");
+    let sweep = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_iolab"))
+            .args(["sweep", "-q", "--new", "--db"])
+            .arg(&db)
+            .arg(&plan)
+            .args(extra)
+            .env("TMPDIR", dir.path())
+            .env("IOLAB_IPMITOOL", "/nonexistent/ipmitool")
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap()
+    };
+    if !std::path::Path::new("/sys/class/powercap").exists() {
+        let out = sweep(&["--energy", "rapl", "--energy", "ipmi", "--require-energy"]);
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--require-energy: no energy source can measure here"));
+        assert!(!db.exists() || sweep_records(&db).is_empty(), "refused before any run");
+    }
+    let old = dir.path().join("old.csv");
+    csv_log(&old, 1e9, 1e9 + 120.0);
+    let out = sweep(&["--energy", "meter", "--meter-log", old.to_str().unwrap(), "--require-energy"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 runs stored (2 failed)"), "{}", String::from_utf8_lossy(&out.stdout));
+    for rec in sweep_records(&db) {
+        assert_eq!(rec["status"], "failed");
+        let e = rec["error"].as_str().unwrap();
+        assert!(e.contains("--require-energy") && e.contains("no power samples cover the window"), "{e}");
+    }
+}
