@@ -177,3 +177,30 @@ pub fn figures(ctx: &mut Ctx) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::matrix::{dimension, read_key};
+
+    #[test]
+    fn swept_dimensions_numeric_apart() {
+        let keys = [
+            "interface=libaio,bs=4096,qd=1,threads=1,scheduler=none",
+            "interface=io_uring,bs=4096,qd=4,threads=1,scheduler=none",
+            "interface=io_uring,bs=65536,qd=1,threads=1,scheduler=none",
+            "interface=io_uring,rw=randrw,write_mix=30,bs=65536,qd=x,threads=1,scheduler=none",
+        ];
+        let configs: Vec<Config> = keys.iter().map(|k| Config { key: k.to_string(), dims: read_key(k), runs: Vec::new() }).collect();
+        let refs: Vec<&Config> = configs.iter().collect();
+        let (numeric, categorical) = swept(&refs);
+        let d = |n| dimension(n).unwrap();
+        // threads and scheduler do not vary, write_mix has one value, qd has a value that is no number.
+        assert_eq!(numeric, vec![d("bs")]);
+        assert_eq!(categorical, vec![d("interface"), d("qd")]);
+        assert_eq!(said(d("bs"), &KeyValue::Number(65536.0)), "bs 64KiB");
+        assert_eq!(said(d("qd"), &KeyValue::Number(8.0)), "qd 8");
+        assert_eq!(said(d("scheduler"), &KeyValue::Text("none".into())), "scheduler none");
+        assert_eq!(said(d("interface"), &KeyValue::Text("io_uring".into())), "io_uring");
+    }
+}
