@@ -249,6 +249,47 @@ impl Matrix {
     }
 }
 
+impl Dimension {
+    /// Are its values numbers (sizes, counts, percentages), so that a chart can put them on an axis?
+    pub fn numeric(&self) -> bool {
+        matches!(self.set, Set::Percent(_) | Set::Count(_) | Set::Size(_))
+    }
+}
+
+/// One dimension's value as a configuration's key gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KeyValue {
+    Number(f64),
+    Text(String),
+}
+
+impl std::fmt::Display for KeyValue {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            KeyValue::Number(n) => write!(f, "{n}"),
+            KeyValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// A configuration's key (`Matrix::key`) read back: each `name=value` part that names a
+/// dimension, as (its index in `DIMENSIONS`, its value), in the key's order. A numeric
+/// dimension's value is a number when it reads as one; parts naming no dimension are left out.
+pub fn read_key(key: &str) -> Vec<(usize, KeyValue)> {
+    key.split(',')
+        .filter_map(|part| {
+            let (name, value) = part.split_once('=')?;
+            let i = dimension(name.trim())?;
+            let value = value.trim();
+            let v = match value.parse::<f64>() {
+                Ok(n) if DIMENSIONS[i].numeric() && n.is_finite() => KeyValue::Number(n),
+                _ => KeyValue::Text(value.to_string()),
+            };
+            Some((i, v))
+        })
+        .collect()
+}
+
 /// Every combination of one index below each size, the last changing fastest: the nested loops
 /// `for a in 0..sizes[0] { for b in 0..sizes[1] { ... } }` as one iterator. Sizes are at least 1.
 pub fn combinations(sizes: Vec<usize>) -> impl Iterator<Item = Vec<usize>> {
@@ -324,6 +365,28 @@ impl<'de> DeserializeSeed<'de> for DimensionValues {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_read_back_with_numbers_for_numeric_dimensions() {
+        let job = Job::default();
+        let read = read_key(&Matrix::default().key(&job));
+        let get = |name: &str| read.iter().find(|(i, _)| DIMENSIONS[*i].name == name).map(|(_, v)| v.clone());
+        assert_eq!(get("bs"), Some(KeyValue::Number(job.workload.bs as f64)));
+        assert_eq!(get("qd"), Some(KeyValue::Number(job.workload.qd as f64)));
+        assert_eq!(get("interface"), Some(KeyValue::Text(job.io.interface.name().into())));
+        let read = read_key("interface=io_uring,bs=4096,qd=x,scheduler=none,frob=1,junk");
+        assert_eq!(
+            read,
+            vec![
+                (0, KeyValue::Text("io_uring".into())),
+                (dimension("bs").unwrap(), KeyValue::Number(4096.0)),
+                (dimension("qd").unwrap(), KeyValue::Text("x".into())),
+                (dimension("scheduler").unwrap(), KeyValue::Text("none".into())),
+            ]
+        );
+        let numeric: Vec<&str> = DIMENSIONS.iter().filter(|d| d.numeric()).map(|d| d.name).collect();
+        assert_eq!(numeric, ["write_mix", "bs", "qd", "threads", "batch"]);
+    }
 
     #[test]
     fn combinations_are_nested_loops_with_the_last_fastest() {

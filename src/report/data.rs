@@ -2,6 +2,7 @@
 //! sweep and, within a sweep, by configuration (its replicates), with each run's full record.
 use crate::analysis::compare::{Metric, ENERGY_SCOPES};
 use crate::analysis::stats::{self, Summary};
+use crate::plan::matrix::{read_key, KeyValue};
 use crate::record::read::{Counters, EnergySource, Record};
 use crate::store::{RunFilter, RunRow, Store};
 
@@ -14,6 +15,8 @@ pub struct Run {
 /// The replicates of one configuration.
 pub struct Config {
     pub key: String,
+    /// The key read once (`plan::matrix::read_key`): each dimension it names with its value.
+    pub dims: Vec<(usize, KeyValue)>,
     pub runs: Vec<Run>,
 }
 
@@ -54,7 +57,7 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String>
         let key = row.config_key.clone().unwrap_or_else(|| lone_key(&row));
         match sweep.configs.iter_mut().find(|c| c.key == key) {
             Some(c) => c.runs.push(Run { row, record }),
-            None => sweep.configs.push(Config { key, runs: vec![Run { row, record }] }),
+            None => sweep.configs.push(Config { dims: read_key(&key), key, runs: vec![Run { row, record }] }),
         }
     }
     out.sort_by_key(|s| s.id.unwrap_or(i64::MAX));
@@ -104,6 +107,11 @@ impl Run {
     fn energy_source(&self) -> Option<&EnergySource> {
         let sources = self.record.energy.as_ref()?.sources.as_ref()?;
         ENERGY_SCOPES.iter().find_map(|scope| sources.iter().find(|s| s.scope.as_deref() == Some(scope) && s.iops_per_joule.is_some()))
+    }
+
+    /// The scope of the energy source behind this run's figures (e.g. `cpu_package`, `wall`).
+    pub fn energy_scope(&self) -> Option<&str> {
+        self.energy_source()?.scope.as_deref()
     }
 
     pub fn watts(&self) -> Option<f64> {
@@ -165,6 +173,11 @@ impl Config {
 
     pub fn summary(&self, f: &dyn Fn(&Run) -> Option<f64>) -> Option<Summary> {
         stats::summarize(&self.values(f))
+    }
+
+    /// The value its key gives a dimension (an index in `plan::matrix::DIMENSIONS`).
+    pub fn dim(&self, dimension: usize) -> Option<&KeyValue> {
+        self.dims.iter().find(|(i, _)| *i == dimension).map(|(_, v)| v)
     }
 
     pub fn any_fell_back(&self) -> bool {

@@ -1,9 +1,11 @@
 //! Reports: what people read. The terminal summary of one run (`summary`), and `iolab report`:
 //! a self-contained HTML page over a results database with every figure also as SVG and every
 //! table as CSV and Markdown (`data` reads the store, `sections` builds one section per sweep
-//! with the panels a study part brings (src/studies/) and `panels` has their building blocks,
+//! with the panels a study part brings (src/studies/), or for any other sweep `dimensions`' figures
+//! against each swept numeric dimension, and `panels` has their building blocks,
 //! `svg`/`tables`/`html` render). Never touches devices and knows no study.
 pub mod data;
+pub mod dimensions;
 pub mod html;
 pub mod panels;
 pub mod sections;

@@ -112,11 +112,28 @@ pub fn plot(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
 }
 
 pub fn plot_with(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>, callouts: Vec<Callout>) {
+    let x_of = |c: &Config| Some((p.x_of)(c.first()));
+    let by = PlotBy { title: p.title, x: p.x, y: p.y, x_of: &x_of, y_of: p.y_of, series_of: p.series_of };
+    plot_by(ctx, configs, by, notes, callouts);
+}
+
+/// A [`Plot`] whose x is read from the configuration (e.g. a dimension of its key); a
+/// configuration without an x is left out.
+pub struct PlotBy<'f> {
+    pub title: String,
+    pub x: Axis,
+    pub y: Axis,
+    pub x_of: &'f dyn Fn(&Config) -> Option<f64>,
+    pub y_of: &'f dyn Fn(&Run) -> Option<f64>,
+    pub series_of: &'f dyn Fn(&Config) -> String,
+}
+
+pub fn plot_by(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>, callouts: Vec<Callout>) {
     let mut series: Vec<Series> = Vec::new();
     let mut used: Vec<&Run> = Vec::new();
     for c in configs {
         let name = (p.series_of)(c);
-        let x = (p.x_of)(c.first());
+        let Some(x) = (p.x_of)(c) else { continue };
         let Some(pt) = point(c, x, &name, &p.x.label, &p.y.label, p.y_of) else { continue };
         used.extend(c.runs.iter());
         match series.iter_mut().find(|s| s.name == name) {

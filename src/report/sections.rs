@@ -4,6 +4,7 @@
 //! What the machine could not measure stays in place as a "not available here" panel or note
 //! with the reason. Rules: docs/report.md.
 use super::data::{Config, Run, SweepRuns};
+use super::dimensions;
 use super::panels::{cell, cores, iops, lat_mean_us, num, paths_taken, us};
 use super::svg;
 use super::tables::Table;
@@ -214,9 +215,17 @@ fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
     if sweep.not_ok > 0 {
         ctx.note(format!("{} selected runs did not finish ok (failed or interrupted) and are left out.", sweep.not_ok));
     }
+    let mut drawn = false;
     if !sweep.configs.is_empty() {
-        if let Some(panels) = part.as_ref().and_then(|p| p.panels) {
-            panels(&mut ctx);
+        match &part {
+            Some(p) => {
+                if let Some(panels) = p.panels {
+                    panels(&mut ctx);
+                }
+            }
+            // A sweep of the user's own: each quantity against each swept numeric dimension.
+            None if sweep.id.is_some() => drawn = dimensions::figures(&mut ctx),
+            None => {}
         }
         configurations(&mut ctx);
     }
@@ -227,9 +236,11 @@ fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
     Section {
         id: prefix,
         title,
-        about: part
-            .map(|p| p.feeds.to_string())
-            .unwrap_or_else(|| "Not a suite part: every configuration with its replicate statistics.".into()),
+        about: match part {
+            Some(p) => p.feeds.to_string(),
+            None if drawn => "Not a suite part: each measured quantity against each swept numeric dimension, one series per combination of the swept categorical ones; then every configuration with its replicate statistics.".into(),
+            None => "Not a suite part: every configuration with its replicate statistics.".into(),
+        },
         items: ctx.items,
     }
 }

@@ -357,3 +357,67 @@ fn bad_input_is_one_line_and_exit_2() {
     }
     assert!(!out.exists(), "nothing is written on bad input");
 }
+
+/// A user's own sweep (no study part) over interface × bs × qd gets figures against bs and
+/// against qd, one series per interface, with the other dimension held; the page renders.
+#[test]
+fn own_sweep_gets_figures_against_each_swept_dimension() {
+    let dir = work_dir();
+    let data = dir.path().join("data.img");
+    std::fs::write(&data, vec![0x5au8; 16 << 20]).unwrap();
+    let plan = dir.path().join("mine.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"mine\"\nseed = 5\nios = 200\nreplicates = 2\ntargets = [\"{}\"]\n[matrix]\ninterface = [\"libaio\", \"io_uring\"]\nbs = [\"4k\", \"16k\"]\nqd = [1, 4]\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("iolab.db");
+    iolab(&["sweep", plan.to_str().unwrap(), "--db", db.to_str().unwrap(), "--quiet"]).assert_ok();
+    let out = dir.path().join("report");
+    iolab(&["report", "--db", db.to_str().unwrap(), "--sweep", "1", "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let svgs = files(&out.join("figures"), "svg");
+    let figures = html.matches("<figure class=\"fig\"").count();
+    assert_eq!(svgs.len(), figures);
+    // IOPS, bandwidth, mean and p99 latency (CPU per I/O where recorded) against bs at each qd
+    // and against qd at each bs.
+    let names: Vec<String> = svgs.iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    for want in [
+        "iops-against-bs-at-qd-1",
+        "iops-against-bs-at-qd-4",
+        "iops-against-qd-at-bs-4kib",
+        "iops-against-qd-at-bs-16kib",
+        "bandwidth-against-bs-at-qd-1",
+        "mean-latency-against-qd-at-bs-4kib",
+        "p99-latency-against-qd-at-bs-16kib",
+    ] {
+        let file = svgs.iter().find(|p| p.file_stem().unwrap().to_string_lossy().ends_with(want));
+        let file = file.unwrap_or_else(|| panic!("no figure {want} in {names:?}"));
+        let svg = std::fs::read_to_string(file).unwrap();
+        // One series (line, legend entry) per interface, a mark per (interface, x).
+        assert_eq!(svg.matches("<polyline").count(), 2, "{want}: {svg}");
+        assert!(svg.contains(">libaio</text>") && svg.contains(">io_uring</text>"), "{want}: {svg}");
+        assert_eq!(svg.matches("class=\"mark\"").count(), 4, "{want}");
+        assert!(svg.contains("n = 2"), "{want}: replicate statistics in the tooltips");
+        assert!(svg.contains("<!-- machine "), "{want}: provenance");
+    }
+    assert!(figures >= 4 * 4, "{names:?}");
+    assert!(html.contains("One series per interface; held at qd 4"), "figure notes say what is held");
+    assert!(html.contains("Energy per I/O is not drawn") || html.contains("Energy per I/O against bs"));
+    assert!(html.contains("mine: configurations and replicate statistics"));
+    assert_eq!(html.matches("<p class=\"prov\">machine ").count(), figures + 1);
+
+    match chromium() {
+        Err(why) => crate::common::skip("own_sweep_gets_figures_against_each_swept_dimension (rendering in Chromium)", &why),
+        Ok(browser) => {
+            let (dom, stderr) = render(&browser, &out.join("report.html"), dir.path());
+            assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
+            assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
+            assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
+            assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+        }
+    }
+}
