@@ -109,11 +109,6 @@ impl Run {
         ENERGY_SCOPES.iter().find_map(|scope| sources.iter().find(|s| s.scope.as_deref() == Some(scope) && s.iops_per_joule.is_some()))
     }
 
-    /// The scope of the energy source behind this run's figures (e.g. `cpu_package`, `wall`).
-    pub fn energy_scope(&self) -> Option<&str> {
-        self.energy_source()?.scope.as_deref()
-    }
-
     pub fn watts(&self) -> Option<f64> {
         self.energy_source()?.mean_watts
     }

@@ -63,7 +63,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
     let unprofiled = match measure.profile {
         Profile::Layers => {
             ui.note("profiling: the same job runs first without profiling, for comparison");
-            let plain = execute(job, ui, Measure { energy: None, profile: Profile::Off })?;
+            let plain = execute(job, ui, Measure { energy: None, profile: Profile::Off, idle: None })?;
             plain.results.as_ref().map(|r| (r.total.iops, r.total.lat_ns.as_ref().map(|l| l.mean)))
         }
         Profile::Off => None,
