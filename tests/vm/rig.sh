@@ -375,12 +375,13 @@ fail=$(grep -c '^RESULT [^ ]* FAIL' "$RUN/console.txt")
 skipped=$(grep -c '^RESULT [^ ]* SKIP' "$RUN/console.txt")
 echo "vm-rig: QEMU exit $QRC after ${WALL}s; results: $pass passed, $fail failed, $skipped skipped"
 if [ -s "$RUN/qemu.out" ]; then echo "vm-rig: QEMU said:"; sed 's/^/  /' "$RUN/qemu.out"; fi
+# The first sign of a guest kernel in trouble, if any.
+oops=$(grep -m1 -E 'Oops:|BUG:|Kernel panic|general protection fault|self-detected stall|soft lockup' "$RUN/console.txt" | sed 's/^\[ *[0-9.]*\] //')
 if [ $QRC = 124 ] || [ $QRC = 137 ]; then
-  echo "vm-rig: FAIL: the guest did not finish within ${TIMEOUT}s (--timeout)"; exit 1
+  echo "vm-rig: FAIL: the guest did not finish within ${TIMEOUT}s (--timeout)${oops:+; the kernel said: $oops}"; exit 1
 fi
 if ! grep -q '^VMRIG DONE' "$RUN/console.txt"; then
   if grep -q '^VMRIG BOOT' "$RUN/console.txt"; then
-    oops=$(grep -m1 -E 'Oops:|BUG:|Kernel panic|general protection fault' "$RUN/console.txt" | sed 's/^\[ *[0-9.]*\] //')
     echo "vm-rig: FAIL: the guest stopped before finishing its scripts (${oops:-kernel panic or crash?})"
     [ "$TCG" = single ] || echo "vm-rig: (a kernel that oopses under multi-threaded TCG may boot with --tcg single)"
     exit 1
