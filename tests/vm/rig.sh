@@ -11,7 +11,7 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-RIG_VERSION=3   # bump when the base initramfs layout or /init changes
+RIG_VERSION=4   # bump when the base initramfs layout or /init changes
 
 usage() {
   cat <<EOF
@@ -31,11 +31,23 @@ options:
   --timeout SECONDS    whole-VM time limit (default 900)
   --cache DIR          where the kernel and built pieces are kept (default \$IOLAB_VM_CACHE,
                        else /var/cache/iolab-vm when writable, else target/vm)
+  --kernel K           which Debian kernel to boot (default \$IOLAB_VM_KERNEL, else the host's
+                       own: linux-image-amd64 of its sources, Debian 12's 6.1 here):
+                         5.10    Debian 11 (bullseye)
+                         6.1     Debian 12 (the host's sources if they carry 6.1, else bookworm)
+                         6.12    Debian 13 (trixie); boots with single-threaded TCG
+                         newest  trixie-backports' linux-image-amd64 (7.x)
+                         linux-image-ABI (or ABI), e.g. linux-image-6.12.48+deb13-amd64: found
+                                 in the host's sources, bookworm, bullseye, trixie or trixie-backports
+                       Other releases come through a private apt configuration per release under
+                       <cache>/apt/ (the host's sources are never touched); each kernel is
+                       cached in <cache>/kernel/ABI/ with its own initramfs.
   --kernel-version V   Debian kernel ABI, e.g. 6.1.0-56-amd64 (default \$IOLAB_VM_KVER, else a
                        cached one, else the one linux-image-amd64 depends on)
   --suite SUITE        take the kernel from Debian release SUITE instead of the host's sources,
-                       e.g. bullseye (5.10), through a private apt configuration in the cache
-                       (the host's sources are not touched); default \$IOLAB_VM_SUITE
+                       e.g. bullseye (the same as --kernel 5.10); default \$IOLAB_VM_SUITE
+  --tcg single|multi   QEMU TCG threads (default multi: one per vCPU; single for 6.12, which
+                       oopses under multi-threaded TCG); default \$IOLAB_VM_TCG
   --no-install         never run apt-get (skip with 77 if something is missing)
   --append ARGS        extra kernel command line
   --quiet-boot         print the console once the guest has stopped, not live
@@ -55,6 +67,8 @@ TIMEOUT=900
 CACHE=${IOLAB_VM_CACHE:-}
 KVER=${IOLAB_VM_KVER:-}
 SUITE=${IOLAB_VM_SUITE:-}
+KERNEL=${IOLAB_VM_KERNEL:-}
+TCG=${IOLAB_VM_TCG:-}
 INSTALL=1
 APPEND=""
 LIVE=1
@@ -70,6 +84,8 @@ while [ $# -gt 0 ]; do
     --cache) CACHE=$2; shift 2;;
     --kernel-version) KVER=$2; shift 2;;
     --suite) SUITE=$2; shift 2;;
+    --kernel) KERNEL=$2; shift 2;;
+    --tcg) TCG=$2; shift 2;;
     --no-install) INSTALL=0; shift;;
     --append) APPEND=$2; shift 2;;
     --quiet-boot) LIVE=0; shift;;
@@ -84,6 +100,7 @@ for s in "${SCRIPTS[@]}"; do [ -f "$s" ] || die "guest script $s does not exist"
 case $POLLQ in ''|*[!0-9]*) die "--poll-queues wants a number";; esac
 case $BACKEND in null|file|both) ;; *) die "--backend is null, file or both";; esac
 case $SUITE in *[!a-z0-9-]*) die "--suite wants a Debian release name such as bullseye";; esac
+case $TCG in ''|single|multi) ;; *) die "--tcg is single or multi";; esac
 [ -x "$IOLAB_BIN" ] || die "iolab binary $IOLAB_BIN not found (cargo build --release, or --iolab PATH)"
 IOLAB_BIN=$(readlink -f "$IOLAB_BIN")
 
@@ -128,52 +145,112 @@ flock -n 9 || { echo "vm-rig: waiting for another rig run to finish (lock $CACHE
 
 # ---------------------------------------------------------------- kernel
 # Debian's kernel package, unpacked under the cache: never installed into the host's /boot.
+# Each kernel has its own directory <cache>/kernel/<ABI>/ (vmlinuz, modules/, and `suite`: the
+# Debian release it came from through a private apt configuration; none for the host's sources).
 kernel_ready() { [ -f "$CACHE/kernel/$1/vmlinuz" ] && [ -f "$CACHE/kernel/$1/modules/modules.dep" ]; }
-# The suite a cached kernel was fetched from with --suite (empty: the host's own sources).
 kernel_suite() { cat "$CACHE/kernel/$1/suite" 2>/dev/null; }
-# --suite: another Debian release's packages through a private apt configuration (sources list,
-# package lists and downloads under the cache), so the host's sources never change.
-APT_OPTS=()
-if [ -n "$SUITE" ]; then
-  PA=$CACHE/apt/$SUITE
+# --kernel: which Debian release carries that kernel (KWANT: the version an ABI must start with).
+KWANT=""
+case $KERNEL in
+  "") ;;
+  5.10) SUITE=${SUITE:-bullseye}; KWANT=5.10;;
+  6.1) KWANT=6.1;;     # the host's own sources when they carry 6.1 (Debian 12), else bookworm
+  6.12) SUITE=${SUITE:-trixie}; KWANT=6.12;;
+  newest) SUITE=${SUITE:-trixie-backports};;
+  linux-image-*) KVER=${KERNEL#linux-image-};;
+  [0-9]*.*-*) KVER=$KERNEL;;
+  *) die "--kernel wants 5.10, 6.1, 6.12, newest or a package name such as linux-image-6.12.48+deb13-amd64";;
+esac
+case $KVER in *[!a-z0-9.+~-]*) die "bad kernel version '$KVER'";; esac
+# A private apt configuration per Debian release (sources list, package lists and downloads under
+# the cache): the host's sources never change. apt_opts SUITE sets APT_OPTS (empty: host's own).
+APT_OPTS=(); PA=""
+apt_opts() {
+  APT_OPTS=(); PA=""
+  [ -n "$1" ] || return 0
+  PA=$CACHE/apt/$1
   APT_OPTS=(-o "Dir::Etc::sourcelist=$PA/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$PA/lists"
             -o "Dir::Cache=$PA/cache" -o "Dir::Etc::preferencesparts=$PA/preferences.d" -o Dir::State::status=/dev/null
             -o Debug::NoLocking=1)
   mkdir -p "$PA/lists/partial" "$PA/cache/archives/partial" "$PA/preferences.d"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $SUITE main" > "$PA/sources.list"
-fi
-suite_update() {   # fetch the private package lists (only with --suite)
-  [ -n "$SUITE" ] && [ $INSTALL = 1 ] && command -v apt-get >/dev/null || return 1
-  echo "vm-rig: fetching Debian $SUITE's package lists into $PA"
-  apt-get "${APT_OPTS[@]}" update -qq >/dev/null 2>&1
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $1 main" > "$PA/sources.list"
 }
-if [ -z "$KVER" ]; then
+apt_update() {   # fetch SUITE's package lists (the private ones; the host's only as root)
+  [ $INSTALL = 1 ] && command -v apt-get >/dev/null || return 1
+  if [ -n "$SUITE" ]; then
+    echo "vm-rig: fetching Debian $SUITE's package lists into $PA"
+    apt-get "${APT_OPTS[@]}" update -qq >/dev/null 2>&1
+  else
+    [ "$(id -u)" = 0 ] && [ $APT_UPDATED = 0 ] && apt-get update -qq >/dev/null 2>&1 && APT_UPDATED=1
+  fi
+}
+acache() { apt-cache ${APT_OPTS[@]+"${APT_OPTS[@]}"} "$@" 2>/dev/null; }
+# The ABI linux-image-amd64 depends on (from 6.19 it depends on linux-base-amd64 too).
+pick() { acache depends linux-image-amd64 | sed -n 's/^ *Depends: linux-image-\([0-9].*-amd64\)$/\1/p' | head -1; }
+wanted() { [ -z "$KWANT" ] || case $1 in "$KWANT".*) true;; *) false;; esac; }
+if [ -z "$KVER" ]; then   # the newest cached kernel of this release (and version)
   for d in $(ls -1d "$CACHE"/kernel/*/ 2>/dev/null | sort -V -r); do
-    v=$(basename "$d"); if kernel_ready "$v" && [ "$(kernel_suite "$v")" = "$SUITE" ]; then KVER=$v; break; fi
+    v=$(basename "$d")
+    if kernel_ready "$v" && [ "$(kernel_suite "$v")" = "$SUITE" ] && wanted "$v"; then KVER=$v; break; fi
   done
+  if [ -z "$KVER" ] && [ "$KERNEL" = 6.1 ] && [ -z "$SUITE" ]; then   # 6.1 cached from bookworm?
+    for d in $(ls -1d "$CACHE"/kernel/6.1.*/ 2>/dev/null | sort -V -r); do
+      v=$(basename "$d"); if kernel_ready "$v" && [ "$(kernel_suite "$v")" = bookworm ]; then KVER=$v; SUITE=bookworm; break; fi
+    done
+  fi
 fi
+if [ -n "$KVER" ] && [ -z "$SUITE" ] && kernel_ready "$KVER"; then SUITE=$(kernel_suite "$KVER"); fi
+apt_opts "$SUITE"
 if [ -z "$KVER" ]; then
   command -v apt-cache >/dev/null || skip "no cached kernel and no apt to fetch one (set IOLAB_VM_KVER and --cache)"
-  pick() { apt-cache ${APT_OPTS[@]+"${APT_OPTS[@]}"} depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: linux-image-\(.*-amd64\)$/\1/p' | head -1; }
   KVER=$(pick)
-  if [ -z "$KVER" ] && [ -n "$SUITE" ]; then suite_update; KVER=$(pick)
-  elif [ -z "$KVER" ] && [ "$(id -u)" = 0 ] && [ $INSTALL = 1 ]; then apt-get update -qq >/dev/null 2>&1; APT_UPDATED=1; KVER=$(pick); fi
-  [ -n "$KVER" ] || skip "apt offers no linux-image-amd64 kernel${SUITE:+ in Debian $SUITE} (is this Debian? run apt-get update)"
+  [ -n "$KVER" ] && wanted "$KVER" || { apt_update; KVER=$(pick); }
+  if [ "$KERNEL" = 6.1 ] && [ -z "$SUITE" ] && ! { [ -n "$KVER" ] && wanted "$KVER"; }; then
+    SUITE=bookworm; apt_opts bookworm; KVER=$(pick); [ -n "$KVER" ] || { apt_update; KVER=$(pick); }
+  fi
+  [ -n "$KVER" ] || skip "apt offers no linux-image-amd64 kernel${SUITE:+ in Debian $SUITE} (Debian's package registry unreachable? is this Debian?)"
+  wanted "$KVER" || skip "linux-image-amd64 in ${SUITE:-the host sources} is $KVER, not $KWANT"
+elif ! kernel_ready "$KVER" && [ -z "$SUITE" ] && [ -n "$KERNEL" ]; then
+  # A package name: the first of the host's sources and the private releases that has it.
+  for s in "" bookworm bullseye trixie trixie-backports; do
+    SUITE=$s; apt_opts "$s"
+    [ -n "$(acache show "linux-image-$KVER" | head -1)" ] && break
+    [ -n "$s" ] && apt_update && [ -n "$(acache show "linux-image-$KVER" | head -1)" ] && break
+    SUITE=""
+  done
+  apt_opts "$SUITE"
+  [ -n "$SUITE" ] || [ -n "$(acache show "linux-image-$KVER" | head -1)" ] \
+    || skip "no Debian release here offers linux-image-$KVER (looked in the host's sources, bookworm, bullseye, trixie, trixie-backports)"
 fi
 KDIR=$CACHE/kernel/$KVER
 if ! kernel_ready "$KVER"; then
   [ $INSTALL = 1 ] || skip "kernel $KVER is not in $CACHE and --no-install was given"
   command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || skip "no apt-get/dpkg-deb to fetch kernel $KVER"
-  echo "vm-rig: fetching Debian kernel package linux-image-$KVER into $KDIR"
-  rm -rf "$KDIR"; mkdir -p "$KDIR/dl"
-  fetch() { (cd "$KDIR/dl" && apt-get ${APT_OPTS[@]+"${APT_OPTS[@]}"} download "linux-image-$KVER" >/dev/null 2>&1); }
-  if [ -n "$SUITE" ]; then fetch || { suite_update && fetch; }
-  else fetch || { [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 && fetch; }; fi \
-    || skip "apt-get download linux-image-$KVER failed"
-  mkdir -p "$KDIR/x"
-  dpkg-deb -x "$KDIR"/dl/*.deb "$KDIR/x" || skip "cannot unpack linux-image-$KVER"
-  cp "$KDIR/x/boot/vmlinuz-$KVER" "$KDIR/vmlinuz" || skip "linux-image-$KVER holds no /boot/vmlinuz-$KVER"
-  mv "$KDIR/x/lib/modules/$KVER" "$KDIR/modules"
+  echo "vm-rig: fetching Debian kernel package linux-image-$KVER${SUITE:+ from $SUITE} into $KDIR"
+  rm -rf "$KDIR"; mkdir -p "$KDIR/dl" "$KDIR/x"
+  fetch() { (cd "$KDIR/dl" && apt-get ${APT_OPTS[@]+"${APT_OPTS[@]}"} download "$@" >/dev/null 2>&1); }
+  fetch "linux-image-$KVER" || { apt_update && fetch "linux-image-$KVER"; } \
+    || skip "apt-get download linux-image-$KVER failed${SUITE:+ (Debian $SUITE)}: is Debian's package registry reachable?"
+  # From 6.19 linux-image-V is a metapackage: vmlinuz is in linux-binary-V, the modules in
+  # linux-modules-V, modules.builtin/order in linux-base-V. Fetch the linux-*-V it depends on.
+  parts=$(dpkg-deb -f "$KDIR"/dl/*.deb Depends | tr ',|' '\n\n' | sed -n "s/^ *\(linux-[a-z]*-$(echo "$KVER" | sed 's/\./\\./g')\)\( .*\)\?$/\1/p" | sort -u)
+  if [ -n "$parts" ]; then
+    echo "vm-rig: linux-image-$KVER is a metapackage: fetching" $parts
+    fetch $parts || skip "apt-get download $(echo $parts) failed"
+  fi
+  for deb in "$KDIR"/dl/*.deb; do   # one dpkg-deb -x per archive
+    dpkg-deb -x "$deb" "$KDIR/x" || skip "cannot unpack $(basename "$deb")"
+  done
+  # vmlinuz: /boot/vmlinuz-V, or (linux-binary-V, from 6.19) /usr/lib/modules/V/vmlinuz.
+  for k in "$KDIR/x/boot/vmlinuz-$KVER" "$KDIR/x/usr/lib/modules/$KVER/vmlinuz" "$KDIR/x/lib/modules/$KVER/vmlinuz"; do
+    [ -f "$k" ] && { mv "$k" "$KDIR/vmlinuz"; break; }
+  done
+  [ -f "$KDIR/vmlinuz" ] || skip "linux-image-$KVER (and what it depends on) holds no vmlinuz"
+  # Modules under /lib/modules up to 6.11, /usr/lib/modules from 6.12.
+  for m in "$KDIR/x/usr/lib/modules/$KVER" "$KDIR/x/lib/modules/$KVER"; do
+    [ -d "$m" ] && { mv "$m" "$KDIR/modules"; break; }
+  done
+  [ -d "$KDIR/modules" ] || skip "linux-image-$KVER holds no modules directory"
   # The package's postinst would run depmod; do it here, in the cache.
   mkdir -p "$KDIR/depmod/lib/modules"; ln -s "$KDIR/modules" "$KDIR/depmod/lib/modules/$KVER"
   "$BUSYBOX" depmod -b "$KDIR/depmod" "$KVER" || skip "depmod over the kernel's modules failed"
@@ -182,6 +259,12 @@ if ! kernel_ready "$KVER"; then
 fi
 kernel_ready "$KVER" || skip "kernel $KVER in $KDIR is incomplete"
 echo "vm-rig: kernel $KVER (Debian ${SUITE:+$SUITE }package linux-image-$KVER, cached in $KDIR)"
+# QEMU's multi-threaded TCG (one host thread per vCPU) is fast, but Debian's 6.12 and 7.3 oops
+# under QEMU 7.2's (int3 in __schedule, while the kernel patches its own code: perf_event_open's
+# static keys, or a few seconds of I/O): from 6.12 the guest gets one TCG thread for both vCPUs.
+if [ -z "$TCG" ]; then
+  if [ "$(printf '%s\n' 6.12 "${KVER%%-*}" | sort -V | head -1)" = 6.12 ]; then TCG=single; else TCG=multi; fi
+fi
 
 # ---------------------------------------------------------------- base initramfs (cached)
 # busybox, the block modules and /init. The per-run part (iolab, its libraries, the guest
@@ -208,13 +291,18 @@ if [ ! -f "$BASE" ]; then
   for f in $(echo $files | tr ' ' '\n' | sort -u); do
     install -D -m644 "$KDIR/modules/$f" "$R/lib/modules/$KVER/$f"
   done
+  # Debian compresses modules with xz from 6.12 (.ko.xz): busybox modprobe first hands the kernel
+  # the compressed file ("Invalid ELF header magic" in the log), then the decompressed one.
+  # Decompress them here once.
+  find "$R/lib/modules/$KVER" -name '*.ko.xz' -exec "$BUSYBOX" unxz {} + || skip "cannot decompress the .ko.xz modules"
   cp "$KDIR/modules/modules.builtin" "$KDIR/modules/modules.order" "$R/lib/modules/$KVER/" 2>/dev/null
   "$BUSYBOX" depmod -b "$R" "$KVER" || skip "depmod over the initramfs modules failed"
   install -m755 "$HERE/init.sh" "$R/init"
   echo "$KVER" > "$R/etc/vmrig-kver"
   (cd "$R" && find . | "$BUSYBOX" cpio -o -H newc 2>/dev/null) > "$BASE.tmp" && mv "$BASE.tmp" "$BASE"
   rm -rf "$R"
-  for old in "$CACHE"/base-"$KVER"-*.cpio; do [ "$old" = "$BASE" ] || rm -f "$old"; done
+  # Older builds of this kernel's base (other keys); never another kernel's.
+  for old in "$CACHE"/base-"$KVER"-????????????????.cpio; do [ "$old" = "$BASE" ] || rm -f "$old"; done
   [ -s "$BASE" ] || skip "could not build the base initramfs"
 fi
 
@@ -252,19 +340,22 @@ if [ $BACKEND = file ] || [ $BACKEND = both ]; then
   DEVS+=(-blockdev driver=file,node-name=nvfile,filename=$RUN/nvme-file.img,cache.direct=on,aio=threads
          -device nvme,serial=vmrig-file,drive=nvfile,max_ioqpairs=8)
 fi
-ACC="-accel tcg,thread=multi -cpu max"
+ACC="-accel tcg,thread=$TCG -cpu max"
 CMDLINE="console=ttyS0 panic=-1 oops=panic quiet loglevel=4 nvme.poll_queues=$POLLQ vmrig.poll_queues=$POLLQ vmrig.backend=$BACKEND $APPEND"
-echo "vm-rig: booting: QEMU TCG, $SMP CPUs, $MEM MiB, NVMe backend $BACKEND, poll_queues=$POLLQ, scripts: $(cd "$O/vm/tests" && echo *)"
+echo "vm-rig: booting: QEMU TCG (thread=$TCG), $SMP CPUs, $MEM MiB, NVMe backend $BACKEND, poll_queues=$POLLQ, scripts: $(cd "$O/vm/tests" && echo *)"
 LOG=$RUN/console.log
 START=$(date +%s.%N)
-# The console goes to a file; a reader shows it live without the carriage returns.
+# The console goes to a file; a reader shows it live without the carriage returns and terminal
+# escape codes (SeaBIOS and the kernel clear the screen: ESC c, ESC [2J... a reset starts a line,
+# so `VMRIG BOOT` begins one as the guest printed it).
+plain() { sed -u -e 's/\r//g' -e 's/\x1bc/\n/g' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' -e 's/\x1b[()][A-Z0-9]//g'; }
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 $ACC -machine q35 -smp "$SMP" -m "$MEM" \
   -nographic -no-reboot -nodefaults -serial "file:$LOG" -monitor none -display none \
   -kernel "$KDIR/vmlinuz" -initrd "$RUN/initrd.cpio" -append "$CMDLINE" \
   "${DEVS[@]}" </dev/null >"$RUN/qemu.out" 2>&1 &
 QPID=$!
 if [ $LIVE = 1 ]; then
-  ( tail -n +1 -F --pid=$QPID "$LOG" 2>/dev/null | tr -d '\r' ) &
+  ( tail -n +1 -F --pid=$QPID "$LOG" 2>/dev/null | plain ) &
   TPID=$!
 fi
 wait $QPID; QRC=$?
@@ -274,7 +365,7 @@ if [ $LIVE = 1 ]; then   # tail notices QEMU's end within a second and prints th
   kill $TPID 2>/dev/null; wait $TPID 2>/dev/null
 fi
 WALL=$(awk -v s="$START" -v e="$(date +%s.%N)" 'BEGIN {printf "%.1f", e - s}')
-tr -d '\r' < "$LOG" > "$RUN/console.txt"
+plain < "$LOG" > "$RUN/console.txt"
 [ $LIVE = 1 ] || cat "$RUN/console.txt"
 if [ -n "${IOLAB_VM_LOG:-}" ]; then cp "$RUN/console.txt" "$IOLAB_VM_LOG"; fi
 
@@ -284,12 +375,16 @@ fail=$(grep -c '^RESULT [^ ]* FAIL' "$RUN/console.txt")
 skipped=$(grep -c '^RESULT [^ ]* SKIP' "$RUN/console.txt")
 echo "vm-rig: QEMU exit $QRC after ${WALL}s; results: $pass passed, $fail failed, $skipped skipped"
 if [ -s "$RUN/qemu.out" ]; then echo "vm-rig: QEMU said:"; sed 's/^/  /' "$RUN/qemu.out"; fi
+# The first sign of a guest kernel in trouble, if any.
+oops=$(grep -m1 -E 'Oops:|BUG:|Kernel panic|general protection fault|self-detected stall|soft lockup' "$RUN/console.txt" | sed 's/^\[ *[0-9.]*\] //')
 if [ $QRC = 124 ] || [ $QRC = 137 ]; then
-  echo "vm-rig: FAIL: the guest did not finish within ${TIMEOUT}s (--timeout)"; exit 1
+  echo "vm-rig: FAIL: the guest did not finish within ${TIMEOUT}s (--timeout)${oops:+; the kernel said: $oops}"; exit 1
 fi
 if ! grep -q '^VMRIG DONE' "$RUN/console.txt"; then
   if grep -q '^VMRIG BOOT' "$RUN/console.txt"; then
-    echo "vm-rig: FAIL: the guest stopped before finishing its scripts (kernel panic or crash?)"; exit 1
+    echo "vm-rig: FAIL: the guest stopped before finishing its scripts (${oops:-kernel panic or crash?})"
+    [ "$TCG" = single ] || echo "vm-rig: (a kernel that oopses under multi-threaded TCG may boot with --tcg single)"
+    exit 1
   fi
   if grep -qiE 'could not (load|open)|failed to|unsupported|not supported' "$RUN/qemu.out"; then
     skip "QEMU could not start this guest: $(head -1 "$RUN/qemu.out")"

@@ -58,7 +58,7 @@ pt() {
   run_iolab "$_n" "$CTRL" -i nvme-passthru "$@" --ios $IOS "$NG"
   check_ok "$_w"
   if [ "$_w" = polled ]; then
-    [ "$IRQS" = 0 ] || problem "polled passthrough took $IRQS queue interrupts"
+    [ -z "$IRQS" ] || [ "$IRQS" = 0 ] || problem "polled passthrough took $IRQS queue interrupts"
     [ "$(j completion_path.observed)" = polled ] || problem "completion_path.observed=$(j completion_path.observed) ($(j completion_path.evidence))"
   fi
   report "$_n" "register_buffers=$(j spec.register_buffers) qd=$(j spec.qd)"

@@ -62,8 +62,17 @@ else
   fi
 fi
 
-# Hybrid polling: refused before 6.13 naming 6.13, and not blamed on IOPOLL.
-if ! kernel_at_least 6 13; then
+# Hybrid polling (IORING_SETUP_HYBRID_IOPOLL, 6.13): where the kernel has it, a ring with it
+# completes polled, with no queue interrupt; before 6.13 it is refused naming 6.13, and not
+# blamed on IOPOLL.
+if kernel_at_least 6 13; then
+  if [ "$(qattr $DEV io_poll)" = 1 ]; then
+    ring rings_syscall_hybrid polled "IOPOLL $USED HYBRID_IOPOLL" "$DROPPED" --qd 8 --complete hybrid
+    ring rings_sqpoll_hybrid polled "IOPOLL SQPOLL SQ_AFF CLAMP HYBRID_IOPOLL" "" --qd 8 --submit sqpoll --sq-cpu 1 --complete hybrid
+  else
+    result rings_hybrid SKIP "$DEV cannot poll (queue/io_poll=0)"
+  fi
+else
   run_iolab rings_hybrid_refusal "" -i io_uring --complete hybrid --ios 20 "$DEV"
   if [ "$RC" = 2 ] && grep -q '6\.13' "/tmp/$RUN_NAME.err" && ! grep -q 'refused.* IOPOLL' "/tmp/$RUN_NAME.err"; then
     result rings_hybrid_refusal PASS "$(head -1 "/tmp/$RUN_NAME.err")"
