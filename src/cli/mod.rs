@@ -158,10 +158,8 @@ pub struct RunArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub energy: EnergyArgs,
-    /// Profile the run: `layers` samples every CPU's call chains over the window and splits
-    /// the CPU time by layer of the I/O stack (needs root; see docs/profiling.md).
-    #[arg(long, value_enum, default_value = "off")]
-    pub profile: crate::meters::profile::Profile,
+    #[command(flatten)]
+    pub profile: crate::meters::profile::ProfileArg,
 }
 
 /// Where energy comes from. Credentials for Redfish come from IOLAB_REDFISH_USER and

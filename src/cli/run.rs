@@ -125,7 +125,8 @@ pub fn main(args: &super::RunArgs) -> i32 {
             return 2;
         }
     };
-    let (rec, not_restored) = match execute(&job, ui.as_mut(), Measure { energy: Some(&energy), profile: args.profile, idle: None }) {
+    let (rec, not_restored) = match execute(&job, ui.as_mut(), Measure { energy: Some(&energy), profile: args.profile.profile, idle: None })
+    {
         Ok(rec) => (rec, None),
         // The run was made; show it, then say the machine is left changed.
         Err(RunError { record: Some(rec), failure }) => (*rec, Some(failure.message)),

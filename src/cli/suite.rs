@@ -40,6 +40,8 @@ pub struct SuiteRunArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub energy: super::EnergyArgs,
+    #[command(flatten)]
+    pub profile: crate::meters::profile::ProfileArg,
 }
 
 pub fn main(cmd: &SuiteCmd) -> i32 {
@@ -106,6 +108,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             resume: Resume::Auto,
             again: again.clone(),
             energy: energy.clone(),
+            profile: a.profile.profile,
         };
         let end = run_plan(&plan, &targets, &unsupported, &how)?;
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings

@@ -35,6 +35,8 @@ pub struct SweepArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub energy: super::EnergyArgs,
+    #[command(flatten)]
+    pub profile: crate::meters::profile::ProfileArg,
 }
 
 pub fn format_duration(s: f64) -> String {
@@ -153,6 +155,7 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         resume,
         again: format!("iolab sweep --resume {}", args.plan.display()),
         energy: args.energy.options()?,
+        profile: args.profile.profile,
     };
     run_plan(&text, &targets, &[], &how)
 }
@@ -166,6 +169,8 @@ pub struct PlanRun {
     pub again: String,
     /// How every run is measured for energy (`iolab run`'s options).
     pub energy: EnergyOptions,
+    /// `--profile`: every run profiled (after an unprofiled run of the same job).
+    pub profile: crate::meters::profile::Profile,
 }
 
 /// How the sweep measures energy, for the plan: the sources, and the idle baseline measured once.
@@ -186,6 +191,9 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         let e = expand(text, targets)?;
         print_plan(&e, e.order.len(), true);
         print_energy(&how.energy);
+        if how.profile == crate::meters::profile::Profile::Layers {
+            println!("profile: layers (each run is made twice: unprofiled, then profiled; both stored in one record)");
+        }
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");
         }
@@ -201,7 +209,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         iops: IopsMeter::default(),
         label: String::new(),
     };
-    let plan = SweepPlan { text, targets, unsupported, db: &how.db, resume: how.resume, energy: &how.energy };
+    let plan = SweepPlan { text, targets, unsupported, db: &how.db, resume: how.resume, energy: &how.energy, profile: how.profile };
     let outcome = crate::session::sweep::run(&plan, &mut ui)?;
     let r = match &outcome {
         Outcome::AlreadyDone { name } => {

@@ -422,6 +422,16 @@ pub enum Profile {
     Layers,
 }
 
+/// The `--profile` option, one definition for `iolab run`, `sweep` and `suite run`.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct ProfileArg {
+    /// Profile each run: `layers` samples every CPU's call chains over the window and splits
+    /// the CPU time by layer of the I/O stack; the same job runs first unprofiled, to show
+    /// what profiling costs (needs root; see docs/profiling.md).
+    #[arg(long, value_enum, default_value = "off")]
+    pub profile: Profile,
+}
+
 /// A profile in the record: the layers, or why there are none.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]

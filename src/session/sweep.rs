@@ -39,6 +39,8 @@ pub struct SweepPlan<'a> {
     /// How every run is measured for energy. The idle baseline, when asked for, is measured
     /// once before the sweep's first run and used for every run's record.
     pub energy: &'a EnergyOptions,
+    /// `--profile`: how every run is profiled.
+    pub profile: crate::meters::profile::Profile,
 }
 
 /// What a sweep shows while it works; each run's notes and progress come through [`RunUi`].
@@ -227,7 +229,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
             }
         }
         ui.run_start(n, pending.len(), &format!("{} #{}", run.config_key, run.replicate + 1));
-        let said = match step(execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), ..Default::default() })) {
+        let said = match step(execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), profile: plan.profile })) {
             Step::Keep(rec) => {
                 keep(&mut store, run.id, &rec, &mut r)?;
                 None
@@ -362,7 +364,8 @@ mod tests {
         let db = dir.path().join("t.db");
         let text = "name = \"unit\"\nreplicates = 2\nios = 100\nsize = \"1m\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n";
         let energy = EnergyOptions::default();
-        let plan = |resume| SweepPlan { text, targets: &[], unsupported: &[], db: &db, resume, energy: &energy };
+        let plan =
+            |resume| SweepPlan { text, targets: &[], unsupported: &[], db: &db, resume, energy: &energy, profile: Default::default() };
         let mut seen = Seen::default();
         let Outcome::Ran(r) = run(&plan(Resume::New), &mut seen).unwrap() else { panic!("did not run") };
         assert_eq!(

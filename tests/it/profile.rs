@@ -47,3 +47,26 @@ fn an_unprofiled_record_has_no_profile() {
     iolab_in(dir.path(), &["run", "-i", "null", "--ios", "1000", "--json", json.to_str().unwrap()]).assert_ok();
     assert!(common::record(&json)["cost"].get("profile").is_none());
 }
+
+#[test]
+fn a_profiled_sweep_profiles_every_run() {
+    if !common::is_root() {
+        return common::skip("a_profiled_sweep_profiles_every_run", "sampling every CPU needs root");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, "name = \"profiled\"\nreplicates = 1\nruntime = \"300ms\"\n[matrix]\ninterface = [\"null\"]\nqd = [1, 4]\n")
+        .unwrap();
+    let db = dir.path().join("r.db");
+    let dry = iolab_in(dir.path(), &["sweep", "--dry-run", "--profile", "layers", plan.to_str().unwrap()]);
+    assert!(dry.stdout.contains("profile: layers"), "{}", dry.stdout);
+    iolab_in(dir.path(), &["sweep", "-q", "--profile", "layers", "--db", db.to_str().unwrap(), plan.to_str().unwrap()]).assert_ok();
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let runs = store.list_runs(&Default::default()).unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        let rec = store.run_record(r.id).unwrap().unwrap();
+        let p = &rec["cost"]["profile"];
+        assert!(layer(p, "iolab").is_some() && p["unprofiled"]["iops"].as_f64().unwrap() > 0.0, "{p}");
+    }
+}
