@@ -409,10 +409,6 @@ pub fn all() -> impl Iterator<Item = &'static InterfaceInfo> {
     InterfaceKind::ALL.iter().map(|k| k.info())
 }
 
-pub fn find(name: &str) -> Option<&'static InterfaceInfo> {
-    all().find(|i| i.name == name)
-}
-
 pub fn names() -> String {
     all().map(|i| i.name).collect::<Vec<_>>().join(", ")
 }

@@ -653,6 +653,8 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
     let mut selfs: HashMap<&'static str, u64> = HashMap::new();
     let mut incl: HashMap<&'static str, u64> = HashMap::new();
     let mut funcs: HashMap<(&'static str, String), u64> = HashMap::new();
+    // Other processes by name, each read from /proc once, not once per frame.
+    let mut names: HashMap<u32, String> = HashMap::new();
     for s in samples {
         let mut seen: Vec<&'static str> = Vec::new();
         for (depth, &ip) in s.chain.iter().enumerate() {
@@ -666,7 +668,7 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
             } else if s.pid == 0 {
                 ("idle", "swapper".into())
             } else {
-                ("other processes (user)", process_name(s.pid))
+                ("other processes (user)", names.entry(s.pid).or_insert_with(|| process_name(s.pid)).clone())
             };
             if depth == 0 {
                 *selfs.entry(layer).or_default() += 1;

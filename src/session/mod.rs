@@ -55,6 +55,11 @@ impl From<Failure> for RunError {
     }
 }
 
+/// What a profiled run is compared by: total IOPS and mean latency.
+fn iops_and_mean(r: &Results) -> (f64, Option<f64>) {
+    (r.total.iops, r.total.lat_ns.as_ref().map(|l| l.mean))
+}
+
 /// Run a job end to end: checks, targets, engine, meters, record.
 /// `measure`: what is measured beyond what every run records (energy, profiling).
 pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRecord, RunError> {
@@ -64,7 +69,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
         Profile::Layers => {
             ui.note("profiling: the same job runs first without profiling, for comparison");
             let plain = execute(job, ui, Measure { energy: None, profile: Profile::Off, idle: None })?;
-            plain.results.as_ref().map(|r| (r.total.iops, r.total.lat_ns.as_ref().map(|l| l.mean)))
+            plain.results.as_ref().map(iops_and_mean)
         }
         Profile::Off => None,
     };
@@ -72,7 +77,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
     if let (Some(base), Some(r), Some(ProfileResult::Measured(p))) =
         (unprofiled, ran.0.results.as_ref(), ran.0.cost.as_mut().and_then(|c| c.profile.as_mut()))
     {
-        p.unprofiled = Some(Unprofiled::compare((r.total.iops, r.total.lat_ns.as_ref().map(|l| l.mean)), base));
+        p.unprofiled = Some(Unprofiled::compare(iops_and_mean(r), base));
     }
     match ran {
         (rec, None) => Ok(rec),

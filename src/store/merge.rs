@@ -115,10 +115,9 @@ impl Store {
             }
             let id = self.record_run(target.map(|m| m.id), &record)?;
             have.insert(self.stored_record(id)?);
-            if let Some(pid) = row.planned_id {
-                if let Some(m) = planned_map.get_mut(&pid) {
-                    m.status = if row.status == "interrupted" { m.status.clone() } else { "done".into() };
-                }
+            // An interrupted run does not close its planned run (the sweep reruns it).
+            if let Some(m) = row.planned_id.and_then(|pid| planned_map.get_mut(&pid)).filter(|_| row.status != "interrupted") {
+                m.status = "done".into();
             }
             report.runs_added += 1;
         }
