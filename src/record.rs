@@ -134,6 +134,9 @@ pub struct Results {
 #[derive(Serialize)]
 pub struct CompletionPath {
     pub requested: String,
+    /// How the interface completes what was requested on this kernel, in words (the interface's
+    /// `mechanism`): "IOPOLL with the block layer's hybrid polling (io_poll_delay=0: ...)".
+    pub mechanism: String,
     /// What iolab expects from the kernel rules and io_poll.
     pub expected: Path,
     pub reason: Option<String>,

@@ -120,19 +120,21 @@ fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {
 /// the io_uring ring setup the record reports.
 #[test]
 fn vm_nvme_with_poll_queues() {
-    boot("poll-queues-1", &["--poll-queues", "1"], &["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh"]);
+    boot("poll-queues-1", &["--poll-queues", "1"], &["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh"]);
 }
 
 /// Debian 11's 5.10 (fetched through a private apt configuration, see docs/vm-rig.md): io_uring
 /// rings without SINGLE_ISSUER, DEFER_TASKRUN and COOP_TASKRUN, what the record and `iolab
-/// interfaces` say about it, and nvme-passthru refused naming 5.19. About 15 s once the kernel is
-/// cached; IOLAB_VM_OLD_KERNEL=full runs every script there.
+/// interfaces` say about it, nvme-passthru refused naming 5.19, and the papers' completion paths
+/// this kernel still has (polling.sh): synchronous RWF_HIPRI polling, and the block layer's
+/// hybrid polling for pvsync2 and io_uring, polled with no interrupt and sleeping before the I/O.
+/// About 30 s once the kernel is cached; IOLAB_VM_OLD_KERNEL=full runs every script there.
 #[test]
 fn vm_old_kernel_bullseye() {
     let scripts: &[&str] = if std::env::var("IOLAB_VM_OLD_KERNEL").is_ok_and(|v| v == "full") {
-        &["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh"]
+        &["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh"]
     } else {
-        &["rings.sh", "passthru.sh"]
+        &["rings.sh", "passthru.sh", "polling.sh"]
     };
     boot("bullseye-5.10", &["--suite", "bullseye", "--poll-queues", "1"], scripts);
 }
@@ -147,9 +149,9 @@ fn vm_old_kernel_bullseye() {
 #[test]
 fn vm_newest_kernel() {
     let scripts: &[&str] = if std::env::var("IOLAB_VM_NEWEST_KERNEL").is_ok_and(|v| v == "full") {
-        &["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh"]
+        &["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh"]
     } else {
-        &["rings.sh"]
+        &["rings.sh", "polling.sh"]
     };
     boot("newest", &["--kernel", "newest", "--poll-queues", "1"], scripts);
 }
@@ -159,7 +161,7 @@ fn vm_newest_kernel() {
 /// (passthru.sh is left out: see vm_newest_kernel.)
 #[test]
 fn vm_kernel_trixie() {
-    boot("trixie-6.12", &["--kernel", "6.12", "--poll-queues", "1"], &["rings.sh"]);
+    boot("trixie-6.12", &["--kernel", "6.12", "--poll-queues", "1"], &["rings.sh", "polling.sh"]);
 }
 
 /// No poll queues: polled io_uring (and nvme-passthru) refused without --allow-fallback; with

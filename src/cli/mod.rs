@@ -75,6 +75,10 @@ pub struct RunArgs {
     /// How completions are detected.
     #[arg(long, value_enum, default_value = "irq")]
     pub complete: Complete,
+    /// --complete hybrid through the block layer (pvsync2; io_uring before Linux 5.16): the
+    /// queue's io_poll_delay for the run, -1 (classic), 0 (adaptive, the default) or N µs.
+    #[arg(long, value_name = "US", allow_negative_numbers = true)]
+    pub poll_delay: Option<i64>,
     #[arg(long, value_enum, default_value = "randread")]
     pub rw: Rw,
     /// Percentage of writes for --rw randrw.
@@ -280,6 +284,7 @@ impl RunArgs {
                 direct: !self.buffered,
                 ring: self.ring,
                 null_script: self.null_script.clone(),
+                poll_delay: self.poll_delay,
             },
             workload: Workload {
                 rw: self.rw,

@@ -25,6 +25,25 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
         let works = if r.works { "yes" } else { "no" };
         println!("{:<13} {:<8} {:<7} {:<6} {}", r.interface, r.submit.name(), r.complete.name(), works, r.detail);
     });
+    println!(
+        "\nkernel features iolab uses (Linux {}): found by asking the kernel, not by its version, except where noted",
+        crate::host::kernel_release()
+    );
+    println!("{:<13} {:<50} {:<9} {:<6} without it", "interface", "feature", "Linux", "here");
+    for &kind in crate::interfaces::InterfaceKind::ALL {
+        for f in (kind.rules().kernel_features)() {
+            let here = match f.present {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "?",
+            };
+            let linux = match f.until {
+                Some(u) => format!("{}..{}", f.since, u.split(' ').next().unwrap_or(u)),
+                None => format!("{}+", f.since),
+            };
+            println!("{:<13} {:<50} {:<9} {:<6} {} (found by {})", kind.name(), f.name, linux, here, f.without, f.detected_by);
+        }
+    }
     println!("\nenergy sources");
     for e in crate::energy::probe(&crate::energy::EnergyConfig::default()) {
         let scopes = if e.scopes.is_empty() { String::new() } else { format!(" [{}]", e.scopes.join(", ")) };

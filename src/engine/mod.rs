@@ -436,7 +436,18 @@ fn coordinate(sh: &Shared, cancel: Cancel, start: u64, mut started: bool, tids: 
     let mut next_report = start + 1_000_000_000;
     let mut ended = false;
     while sh.finished.load(Ordering::Acquire) < sh.progress.len() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Wake at the window's edges, not up to a tick after them: the meters' window must be
+        // the one the workers count I/Os in.
+        let edge = if !started {
+            Some(ramp_end)
+        } else if !ended {
+            end
+        } else {
+            None
+        };
+        let tick = 20_000_000u64;
+        let nap = edge.map_or(tick, |e| e.saturating_sub(sh.clock.now()).clamp(1, tick));
+        std::thread::sleep(std::time::Duration::from_nanos(nap));
         if cancel.is_cancelled() {
             sh.stop.store(true, Ordering::Relaxed);
         }

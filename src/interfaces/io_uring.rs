@@ -4,7 +4,7 @@
 //! The ring is created with a raw io_uring_setup so that flags the crate has no builder for
 //! (HYBRID_IOPOLL) can be set, then handed to the `io-uring` crate.
 use super::{raw_syscall, Behaviour, Completion, Interface, InterfaceInfo, InterfaceKind, IoInterface, Request, Setup};
-use super::{Complete, IoChoice, Submit};
+use super::{Complete, Feature, IoChoice, Submit};
 use crate::host::kernel_release;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use serde::{Deserialize, Serialize};
@@ -133,13 +133,21 @@ pub struct RingSetup {
     pub used: Vec<&'static str>,
     /// Asked for, refused by this kernel (EINVAL), and done without: cost-only flags.
     pub dropped: Vec<&'static str>,
+    /// The kernel's feature bits iolab relies on that the ring has (IORING_FEAT_*, by name):
+    /// without NATIVE_WORKERS the SQPOLL and io-wq threads are kernel threads.
+    pub features: Vec<&'static str>,
 }
 
 impl RingSetup {
     /// From the job's flags and those [`step_down`] got; `extra` are the flags every ring of the
     /// kind carries (CLAMP, SQ_AFF, SQE128 | CQE32).
     pub fn new(asked: u32, used: u32, extra: u32) -> RingSetup {
-        RingSetup { asked: flag_names(asked | extra), used: flag_names(used | extra), dropped: flag_names(asked & !used) }
+        RingSetup {
+            asked: flag_names(asked | extra),
+            used: flag_names(used | extra),
+            dropped: flag_names(asked & !used),
+            features: Vec::new(),
+        }
     }
 }
 
@@ -159,7 +167,8 @@ pub fn try_setup(big: bool, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) ->
             create_ring_exact(2, f, sq_cpu, sq_idle_ms).map(|r| r.params().clone())
         }
     })?;
-    Ok((RingSetup::new(flags, used, ring_extra(big, flags, sq_cpu)), params))
+    let setup = RingSetup { features: feature_bits(&params), ..RingSetup::new(flags, used, ring_extra(big, flags, sq_cpu)) };
+    Ok((setup, params))
 }
 
 /// The kernel's `struct io_uring_params` (120 bytes).
@@ -315,9 +324,92 @@ pub fn setup_notes(big: bool) -> Option<String> {
         notes.push(format!("rings set up without {} (this kernel refuses them)", flags_since(cost)));
     }
     if modes != 0 {
-        notes.push(format!("no hybrid polling ({})", flags_since(modes)));
+        notes.push(match hybrid_via() {
+            Ok(_) => format!("hybrid polling by the block layer's io_poll_delay (no {})", flags_since(modes)),
+            Err(_) => format!("no hybrid polling ({})", flags_since(modes)),
+        });
     }
     (!notes.is_empty()).then(|| notes.join("; "))
+}
+
+/// Where io_uring's `--complete hybrid` sleeps before polling on this kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HybridVia {
+    /// The ring's own IORING_SETUP_HYBRID_IOPOLL (Linux 6.13+).
+    Ring,
+    /// Plain IOPOLL, and the block layer's hybrid sleep (queue/io_poll_delay; before 5.16).
+    BlockLayer,
+}
+
+/// How this kernel does io_uring hybrid polling, or why it cannot: the ring flag is tried
+/// (feature detection: backports carry it), the block layer's sleep is what older kernels had.
+/// Asked once per process.
+pub fn hybrid_via() -> Result<HybridVia, String> {
+    static VIA: std::sync::OnceLock<Result<HybridVia, String>> = std::sync::OnceLock::new();
+    VIA.get_or_init(|| match create_ring_exact(2, SETUP_IOPOLL | SETUP_HYBRID_IOPOLL, None, 0) {
+        Ok(_) => Ok(HybridVia::Ring),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => match super::block_poll::hybrid_unreachable(true) {
+            None => Ok(HybridVia::BlockLayer),
+            Some(why) => Err(format!("no IORING_SETUP_HYBRID_IOPOLL (Linux 6.13 or later), and {why}")),
+        },
+        Err(e) => Err(format!("io_uring_setup with HYBRID_IOPOLL failed: {e}")),
+    })
+    .clone()
+}
+
+/// The setup flags a job's rings get on this kernel: [`flags_for`], with hybrid polling left
+/// to the block layer where that is how this kernel does it.
+pub fn job_flags(submit: Submit, complete: Complete) -> u32 {
+    let f = flags_for(submit, complete);
+    if complete == Complete::Hybrid && hybrid_via() == Ok(HybridVia::BlockLayer) {
+        f & !SETUP_HYBRID_IOPOLL
+    } else {
+        f
+    }
+}
+
+/// The kernel's io_uring feature bits (IORING_FEAT_*) iolab relies on, by name.
+fn feature_bits(p: &io_uring::Parameters) -> Vec<&'static str> {
+    [
+        (p.is_feature_nodrop(), "NODROP"),
+        (p.is_feature_submit_stable(), "SUBMIT_STABLE"),
+        (p.is_feature_fast_poll(), "FAST_POLL"),
+        (p.is_feature_sqpoll_nonfixed(), "SQPOLL_NONFIXED"),
+        (p.is_feature_native_workers(), "NATIVE_WORKERS"),
+    ]
+    .into_iter()
+    .filter_map(|(has, name)| has.then_some(name))
+    .collect()
+}
+
+/// io_uring's setup flags, feature bits and opcodes that iolab uses, as this kernel has them:
+/// each flag tried on a real io_uring_setup, each bit read from the kernel's answer, each opcode
+/// asked with IORING_REGISTER_PROBE; never guessed from the version (distribution kernels carry
+/// backports: Debian's 5.10 has 5.15's io_uring).
+pub fn kernel_features() -> Vec<Feature> {
+    let accepts = |f: u32| create_ring_exact(2, f, None, 1).is_ok();
+    let bare = create_ring_exact(2, 0, None, 1).ok();
+    let bit = |name: &str| bare.as_ref().map(|r| feature_bits(r.params()).contains(&name));
+    let opcode = |code: u8| bare.as_ref().map(|r| missing_opcodes(r, &[(code, "", "")]).is_empty());
+    let setup = "a ring set up with the flag";
+    let features = "the feature bits io_uring_setup answers";
+    let probe = "IORING_REGISTER_PROBE";
+    let f = |name, since, present, detected_by, without| Feature { name, since, until: None, present, detected_by, without };
+    vec![
+        f("IORING_OP_READ/WRITE", "5.6", opcode(opcode::Read::CODE), probe, "io_uring cannot run: iolab needs them"),
+        f("IORING_SETUP_SQPOLL", "5.1", Some(accepts(SETUP_SQPOLL)), setup, "--submit sqpoll is refused"),
+        f("IORING_SETUP_IOPOLL", "5.1", Some(accepts(SETUP_IOPOLL)), setup, "--complete poll is refused"),
+        f("IORING_FEAT_SQPOLL_NONFIXED", "5.11", bit("SQPOLL_NONFIXED"), features, "the SQPOLL thread only takes registered files: --submit sqpoll needs --register-files true"),
+        f("IORING_FEAT_NATIVE_WORKERS", "5.12", bit("NATIVE_WORKERS"), features,
+          "the SQPOLL thread and io-wq workers are kernel threads outside iolab's process: iolab counts them by name (io_uring-sq, io_wqe_worker) among the system's threads"),
+        f("IORING_SETUP_COOP_TASKRUN", "5.19", Some(accepts(SETUP_COOP_TASKRUN)), setup,
+          "completions reach the submitter as task work signalled by an inter-processor interrupt, which can cut into its submissions"),
+        f("IORING_SETUP_SINGLE_ISSUER", "6.0", Some(accepts(SETUP_SINGLE_ISSUER)), setup, "the kernel takes the ring's submission lock on every entry"),
+        f("IORING_SETUP_DEFER_TASKRUN", "6.1", Some(accepts(SETUP_DEFER_TASKRUN | SETUP_SINGLE_ISSUER)), setup,
+          "completion work runs when the kernel gets to it rather than in a batch when iolab reaps: more context switches per I/O"),
+        f("IORING_SETUP_HYBRID_IOPOLL", "6.13", Some(accepts(SETUP_IOPOLL | SETUP_HYBRID_IOPOLL)), setup,
+          "--complete hybrid polls through the block layer's io_poll_delay before Linux 5.16, and is refused after"),
+    ]
 }
 
 /// Setup flags a job asks for, plus the cheap ones that change nothing but cost.
@@ -385,8 +477,17 @@ impl RingOptions {
 /// flags the kernel lacks dropped); an error blames the flag of the mode the kernel refused.
 /// `big`: nvme-passthru's rings (128-byte SQEs, 32-byte CQEs).
 pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, String> {
-    let flags = flags_for(io.submit, io.complete);
     let k = kernel_release();
+    if io.complete == Complete::Hybrid && !big {
+        match hybrid_via() {
+            Err(why) => return Err(format!("kernel {k} has no io_uring hybrid polling: {why}: use --complete poll")),
+            Ok(HybridVia::Ring) if io.poll_delay.is_some() => {
+                return Err(format!("kernel {k}'s io_uring polls hybrid by its own HYBRID_IOPOLL, which takes no --poll-delay (the block layer's io_poll_delay): drop it"))
+            }
+            Ok(_) => {}
+        }
+    }
+    let flags = if big { flags_for(io.submit, io.complete) } else { job_flags(io.submit, io.complete) };
     let what = if big { "io_uring with 128-byte SQEs and 32-byte CQEs" } else { "io_uring" };
     let (setup, params) = try_setup(big, flags, io.ring.sq_cpu, io.ring.sq_idle_ms).map_err(|r| match r {
         Refused::Flag(SETUP_HYBRID_IOPOLL, e) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -570,7 +671,7 @@ fn retry_eintr(mut call: impl FnMut() -> io::Result<usize>) -> io::Result<usize>
 
 impl IoInterface for Uring {
     fn open(setup: &Setup) -> io::Result<Self> {
-        let flags = flags_for(setup.submit, setup.complete);
+        let flags = job_flags(setup.submit, setup.complete);
         let (ring, _) = create_ring(setup.qd, flags, setup.ring.sq_cpu, setup.ring.sq_idle_ms)?;
         if setup.ring.register_files {
             ring.submitter().register_files(setup.fds)?;
@@ -637,6 +738,32 @@ impl Interface for Uring {
     }
     fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, String> {
         check_ring(io, false)
+    }
+    fn kernel_features() -> Vec<Feature> {
+        if machine_support().is_err() {
+            return Vec::new();
+        }
+        kernel_features()
+    }
+    fn block_poll_delay(io: &IoChoice) -> Option<i64> {
+        // Kernels whose IOPOLL still takes the block layer's sleep: classic polling needs -1.
+        match io.complete {
+            Complete::Hybrid if hybrid_via() == Ok(HybridVia::BlockLayer) => super::block_poll::delay_for(io),
+            Complete::Poll if super::block_poll::hybrid_unreachable(true).is_none() => super::block_poll::delay_for(io),
+            _ => None,
+        }
+    }
+    fn mechanism(io: &IoChoice) -> String {
+        let sq = if io.submit == Submit::Sqpoll { "SQPOLL, " } else { "" };
+        match (io.complete, Self::block_poll_delay(io)) {
+            (Complete::Irq, _) => format!("{sq}interrupt"),
+            (Complete::Poll, None) => format!("{sq}IOPOLL (classic polling)"),
+            (Complete::Hybrid, None) => format!("{sq}HYBRID_IOPOLL (io_uring's hybrid polling)"),
+            (Complete::Poll, Some(d)) => format!("{sq}IOPOLL ({})", super::block_poll::delay_words(d)),
+            (Complete::Hybrid, Some(d)) => {
+                format!("{sq}IOPOLL with the block layer's hybrid polling ({})", super::block_poll::delay_words(d))
+            }
+        }
     }
 }
 

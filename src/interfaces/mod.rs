@@ -4,6 +4,7 @@
 //! Like fio's `ioengine_ops` and SPDK perf's `ns_fn_table`: an interface only moves requests to
 //! the kernel and completions back. Timing, offsets, buffers and accounting live in the shared
 //! hot loop (`engine::hotloop`), so every interface is measured the same way.
+pub mod block_poll;
 pub mod io_uring;
 pub mod libaio;
 pub mod null;
@@ -75,6 +76,10 @@ pub struct IoChoice {
     /// -i null only: scripted delays, errors, short transfers, partial submits (`null.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub null_script: Option<String>,
+    /// --complete hybrid through the block layer (`block_poll.rs`): its `io_poll_delay`, -1
+    /// classic, 0 adaptive, N µs; none: adaptive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_delay: Option<i64>,
 }
 
 impl Default for IoChoice {
@@ -86,6 +91,7 @@ impl Default for IoChoice {
             direct: true,
             ring: Default::default(),
             null_script: None,
+            poll_delay: None,
         }
     }
 }
@@ -259,6 +265,25 @@ pub trait Interface: IoInterface {
     fn expected_path(io: &IoChoice, targets: &[TargetInfo]) -> (Path, Option<String>) {
         queue_path(io.complete, targets)
     }
+    /// The `queue/io_poll_delay` the job's polling needs on its targets' queues, where the block
+    /// layer's own polling decides whether to sleep first (`block_poll.rs`); None: it does not.
+    fn block_poll_delay(_io: &IoChoice) -> Option<i64> {
+        None
+    }
+    /// The kernel features this interface uses, as this kernel has them.
+    fn kernel_features() -> Vec<Feature> {
+        Vec::new()
+    }
+    /// How the job's I/O completes, in words: the record's `completion_path.mechanism`, the
+    /// method a study's row really used.
+    fn mechanism(io: &IoChoice) -> String {
+        match io.complete {
+            Complete::Irq => "interrupt",
+            Complete::Poll => "classic polling",
+            Complete::Hybrid => "hybrid polling",
+        }
+        .to_string()
+    }
     /// Reads one block synchronously for `--verify` read-back: bytes read or a negative result
     /// (`error_text` says what it means).
     fn sync_reader(_fd: RawFd) -> Result<SyncReader, String> {
@@ -272,6 +297,23 @@ pub trait Interface: IoInterface {
             }
         }))
     }
+}
+
+/// One kernel feature an interface uses, as this kernel has it: `iolab probe` lists them with
+/// what doing without each costs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Feature {
+    pub name: &'static str,
+    /// The upstream Linux release that brought it (or took it away: `until`).
+    pub since: &'static str,
+    /// The last release that still has it, for behaviours the kernel dropped.
+    pub until: Option<&'static str>,
+    /// What this kernel does: None where nothing here can tell (no device to ask).
+    pub present: Option<bool>,
+    /// How iolab found out.
+    pub detected_by: &'static str,
+    /// What iolab does without it, and what that costs a measurement.
+    pub without: &'static str,
 }
 
 /// A synchronous read of `buf.len()` bytes at an offset of an open target.
@@ -340,6 +382,9 @@ pub struct Rules {
     pub check_kernel: fn(&IoChoice) -> Result<Option<io_uring::RingSetup>, String>,
     pub check_target: fn(&IoChoice, u64, u64, &Target) -> Result<(), String>,
     pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (Path, Option<String>),
+    pub block_poll_delay: fn(&IoChoice) -> Option<i64>,
+    pub mechanism: fn(&IoChoice) -> String,
+    pub kernel_features: fn() -> Vec<Feature>,
     pub sync_reader: fn(RawFd) -> Result<SyncReader, String>,
 }
 
@@ -352,6 +397,9 @@ impl Rules {
             check_kernel: T::check_kernel,
             check_target: T::check_target,
             expected_path: T::expected_path,
+            block_poll_delay: T::block_poll_delay,
+            mechanism: T::mechanism,
+            kernel_features: T::kernel_features,
             sync_reader: T::sync_reader,
         }
     }

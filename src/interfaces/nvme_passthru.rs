@@ -15,6 +15,7 @@
 //! short-I/O check holds, and a status into [`super::DEVICE_STATUS`] minus the status.
 //! The commands, the namespace's identity and its devices are `device::nvme`'s.
 use super::io_uring::{check_ring, create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver, RingSetup};
+use super::Feature;
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup, SyncReader, TargetKind, DEVICE_STATUS};
 use super::{Complete, IoChoice, Submit};
 #[cfg(test)]
@@ -25,9 +26,61 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::RawFd;
 
-/// Registered buffers in passthrough commands (IORING_URING_CMD_FIXED) arrived in Linux 6.1.
+/// Can passthrough commands use registered buffers (IORING_URING_CMD_FIXED, Linux 6.1)? Asked
+/// of the kernel once, with no NVMe device needed: a command with the flag sent to /dev/null is
+/// refused with EINVAL where the flag is unknown (checked as the command is prepared) and with
+/// EOPNOTSUPP (/dev/null takes no commands) where it is known.
 pub fn fixed_buffers_supported() -> bool {
-    crate::host::kernel_version() >= (6, 1)
+    static FIXED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FIXED.get_or_init(|| ask_fixed_buffers().unwrap_or(false))
+}
+
+fn ask_fixed_buffers() -> Option<bool> {
+    let (mut ring, _) = create_ring_big(2, 0, None, 0).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    // SAFETY: buf outlives the ring, which is dropped at the end of this function.
+    unsafe { ring.submitter().register_buffers(&[iov]).ok()? };
+    let null = std::fs::File::open("/dev/null").ok()?;
+    let cmd = opcode::UringCmd80::new(types::Fd(std::os::fd::AsRawFd::as_raw_fd(&null)), NVME_URING_CMD_IO).buf_index(Some(0));
+    // SAFETY: the command carries no buffer address; the registered buffer is live.
+    unsafe { ring.submission().push(&cmd.build().user_data(1)).ok()? };
+    ring.submit_and_wait(1).ok()?;
+    let res = ring.completion().next()?.result();
+    Some(res != -libc::EINVAL)
+}
+
+/// The kernel features passthrough needs, as this kernel has them.
+fn kernel_features() -> Vec<Feature> {
+    let big = create_ring_big_exact(2, 0, None, 0).ok();
+    let uring_cmd = big.as_ref().map(|r| missing_opcodes(r, &[(opcode::UringCmd80::CODE, "", "")]).is_empty());
+    // The class exists once the nvme driver of 5.13+ is loaded; with no controller nothing says.
+    let generic = if !generic_devices().is_empty() {
+        Some(true)
+    } else if std::path::Path::new("/sys/class/nvme").exists() {
+        Some(std::path::Path::new("/sys/class/nvme-generic").exists())
+    } else {
+        None
+    };
+    let f = |name, since, present, detected_by, without| Feature { name, since, until: None, present, detected_by, without };
+    vec![
+        f(
+            "NVMe generic character devices (/dev/ngXnY)",
+            "5.13",
+            generic,
+            "/dev/ng* and /sys/class/nvme-generic",
+            "nvme-passthru cannot run",
+        ),
+        f("IORING_SETUP_SQE128 and CQE32", "5.19", Some(big.is_some()), "a ring set up with the flags", "nvme-passthru cannot run"),
+        f("IORING_OP_URING_CMD", "5.19", uring_cmd, "IORING_REGISTER_PROBE", "nvme-passthru cannot run"),
+        f(
+            "IORING_URING_CMD_FIXED",
+            "6.1",
+            Some(fixed_buffers_supported()),
+            "a fixed-buffer command sent to /dev/null",
+            "passthrough commands carry plain buffer addresses, which the kernel maps for every command",
+        ),
+    ]
 }
 
 fn machine_support() -> Result<(), String> {
@@ -190,6 +243,9 @@ impl Interface for Passthru {
     }
     fn machine_notes() -> Option<String> {
         super::io_uring::setup_notes(true)
+    }
+    fn kernel_features() -> Vec<Feature> {
+        kernel_features()
     }
     fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, String> {
         check_ring(io, true)

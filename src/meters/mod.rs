@@ -364,6 +364,18 @@ pub fn classify(t: &TaskSample, workload: &[i32]) -> &'static str {
     }
 }
 
+/// The class of an io_uring kernel thread of a kernel before 5.12, which ran the SQPOLL thread
+/// ("io_uring-sq") and the io-wq workers ("io_wqe_worker-N", "io_wq_manager") as kernel threads.
+pub fn io_uring_kernel_thread(comm: &str) -> Option<&'static str> {
+    if comm == "io_uring-sq" {
+        Some("sqpoll")
+    } else if comm.starts_with("io_wqe_worker") || comm == "io_wq_manager" {
+        Some("io_wq")
+    } else {
+        None
+    }
+}
+
 pub const CLASSES: [&str; 5] = ["workload", "sqpoll", "io_wq", "aio_helpers", "other_threads"];
 
 fn class_cost(class: &'static str, ts: &[&TaskSample], window: f64, ios: u64) -> ClassCost {
@@ -444,6 +456,17 @@ impl Meters {
             ctx_switches_per_io: None,
         });
         let others = tasks::deltas(&a.others, &b.others);
+        // Before Linux 5.12 (no IORING_FEAT_NATIVE_WORKERS) io_uring's SQPOLL thread and io-wq
+        // workers are kernel threads, outside iolab's process: found by name among the system's.
+        let (io_uring_kthreads, others): (Vec<TaskSample>, Vec<TaskSample>) =
+            others.into_iter().partition(|t| io_uring_kernel_thread(&t.comm).is_some());
+        for c in classes.iter_mut() {
+            let ts: Vec<&TaskSample> = io_uring_kthreads.iter().filter(|t| io_uring_kernel_thread(&t.comm) == Some(c.class)).collect();
+            if !ts.is_empty() {
+                let mine: Vec<&TaskSample> = own.iter().filter(|t| classify(t, &self.workload_tids) == c.class).chain(ts).collect();
+                *c = class_cost(c.class, &mine, window, ios);
+            }
+        }
         let other_refs: Vec<&TaskSample> = others.iter().collect();
         let mut rest = class_cost("rest_of_system", &other_refs, window, ios);
         rest.threads = Some(others.len());

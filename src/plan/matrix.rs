@@ -38,6 +38,8 @@ pub enum Set {
     Rw(fn(&mut Job, Rw)),
     /// 0 to 100.
     Percent(fn(&mut Job, u8)),
+    /// A whole number that may be negative.
+    Signed(fn(&mut Job, i64)),
     Count(fn(&mut Job, u32)),
     /// Bytes, or text such as "4k" (read when the plan expands).
     Size(fn(&mut Job, u64)),
@@ -52,6 +54,7 @@ pub enum Level {
     Complete(Complete),
     Rw(Rw),
     Percent(u8),
+    Signed(i64),
     Count(u32),
     Size(SizeValue),
 }
@@ -80,7 +83,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 11] = [
+pub const DIMENSIONS: [Dimension; 12] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -98,6 +101,18 @@ pub const DIMENSIONS: [Dimension; 11] = [
         set: Set::Complete(|j, v| j.io.complete = v),
         value: |j| Text(j.io.complete.name().into()),
         shown: Shown::Always,
+    },
+    // The block layer's hybrid polling sleep (`block_poll.rs`); only hybrid jobs take it, so
+    // the other completion methods run once whatever the plan lists.
+    Dimension {
+        name: "poll_delay",
+        set: Set::Signed(|j, v| {
+            if j.io.complete == Complete::Hybrid {
+                j.io.poll_delay = Some(v)
+            }
+        }),
+        value: |j| Integer(j.io.poll_delay.unwrap_or(crate::interfaces::block_poll::ADAPTIVE)),
+        shown: Shown::If(|j| j.io.complete == Complete::Hybrid && j.io.poll_delay.is_some()),
     },
     Dimension { name: "rw", set: Set::Rw(|j, v| j.workload.rw = v), value: |j| Text(j.workload.rw.name().into()), shown: Shown::Always },
     Dimension {
@@ -165,6 +180,7 @@ impl Set {
             Set::Complete(_) => list(d, Level::Complete),
             Set::Rw(_) => list(d, Level::Rw),
             Set::Percent(_) => list(d, Level::Percent),
+            Set::Signed(_) => list(d, Level::Signed),
             Set::Count(_) => list(d, Level::Count),
             Set::Size(_) => list(d, Level::Size),
         }
@@ -179,6 +195,7 @@ impl Set {
             (Set::Complete(f), Level::Complete(v)) => f(job, *v),
             (Set::Rw(f), Level::Rw(v)) => f(job, *v),
             (Set::Percent(f), Level::Percent(v)) => f(job, *v),
+            (Set::Signed(f), Level::Signed(v)) => f(job, *v),
             (Set::Count(f), Level::Count(v)) => f(job, *v),
             (Set::Size(f), Level::Size(v)) => f(job, v.bytes().expect("Matrix::jobs checks sizes first")),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
@@ -252,7 +269,7 @@ impl Matrix {
 impl Dimension {
     /// Are its values numbers (sizes, counts, percentages), so that a chart can put them on an axis?
     pub fn numeric(&self) -> bool {
-        matches!(self.set, Set::Percent(_) | Set::Count(_) | Set::Size(_))
+        matches!(self.set, Set::Percent(_) | Set::Signed(_) | Set::Count(_) | Set::Size(_))
     }
 }
 
@@ -385,7 +402,7 @@ mod tests {
             ]
         );
         let numeric: Vec<&str> = DIMENSIONS.iter().filter(|d| d.numeric()).map(|d| d.name).collect();
-        assert_eq!(numeric, ["write_mix", "bs", "qd", "threads", "batch"]);
+        assert_eq!(numeric, ["poll_delay", "write_mix", "bs", "qd", "threads", "batch"]);
     }
 
     #[test]

@@ -43,6 +43,17 @@ pub fn validate(job: &Job) -> Result<(), String> {
         let can: Vec<&str> = info.completes.iter().map(|c| c.name()).collect();
         return Err(format!("{name} cannot complete by {}: it supports --complete {}", job.io.complete.name(), can.join("|")));
     }
+    if let Some(d) = job.io.poll_delay {
+        if job.io.complete != Complete::Hybrid {
+            return Err(format!(
+                "--poll-delay sets how long hybrid polling sleeps: use it with --complete hybrid, not {}",
+                job.io.complete.name()
+            ));
+        }
+        if d < -1 {
+            return Err(format!("--poll-delay {d} is not a delay: use -1 (classic polling), 0 (adaptive) or microseconds"));
+        }
+    }
     if !(MIN_BS..=MAX_BS).contains(&job.workload.bs) || !job.workload.bs.is_multiple_of(512) {
         return Err(format!("--bs {} is out of range: use a multiple of 512 from 512 to 1m", job.workload.bs));
     }

@@ -186,6 +186,7 @@ lenient_structs! {
 
     pub struct CompletionPath {
         requested: Option<String>,
+        mechanism: Option<String>,
         expected: Option<Path>,
         observed: Option<Path>,
         fell_back: Option<bool>,
@@ -327,6 +328,7 @@ pub(crate) mod tests {
             }),
             completion_path: record::CompletionPath {
                 requested: "irq".into(),
+                mechanism: "interrupt".into(),
                 expected: Path::Interrupt,
                 reason: None,
                 observed: Some(Path::Polled),

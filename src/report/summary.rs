@@ -140,6 +140,9 @@ pub fn render(rec: &RunRecord) -> String {
     } else if let Some(reason) = p.reason.as_ref().filter(|_| !diskless) {
         let _ = writeln!(out, "  warning: asked for {} completion, expect {}: {reason}", p.requested, p.expected);
     }
+    if !diskless {
+        let _ = writeln!(out, "  path   {}", p.mechanism);
+    }
     if let (Some(o), Some(e)) = (&p.observed, &p.evidence) {
         let _ = writeln!(out, "  path   completion observed: {o} ({e})");
     }

@@ -16,8 +16,10 @@ pub fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
 /// What completion path iolab expects the kernel to take (the interface's rule), and why if it
 /// differs from the request.
 pub fn expected_path(job: &Job, targets: &[TargetInfo]) -> CompletionPath {
-    let (expected, reason) = (job.io.interface.rules().expected_path)(&job.io, targets);
-    CompletionPath { requested: job.io.complete.name().to_string(), expected, reason, observed: None, evidence: None, fell_back: false }
+    let rules = job.io.interface.rules();
+    let (expected, reason) = (rules.expected_path)(&job.io, targets);
+    let requested = job.io.complete.name().to_string();
+    CompletionPath { requested, mechanism: (rules.mechanism)(&job.io), expected, reason, observed: None, evidence: None, fell_back: false }
 }
 
 /// Fill in what the device interrupt counters say about the completion path. Only a count of
@@ -73,7 +75,13 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
         }
     }
     let polled_asked = job.io.complete != Complete::Irq;
-    let evidence = format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+"));
+    let mut evidence = format!("{irqs} {} queue interrupts for {ios} I/Os", names.join("+"));
+    // Classic polling spins; hybrid polling sleeps before it polls: the workload threads'
+    // voluntary context switches tell the two apart.
+    let workload = cost.classes.iter().find(|c| c.class == "workload");
+    if let Some(sleeps) = workload.and_then(|w| w.voluntary_ctx_switches).filter(|_| polled_asked) {
+        evidence += &format!("; the workload threads slept {:.2} times per I/O", sleeps as f64 / ios as f64);
+    }
     if irqs == 0 && !polled_asked {
         // Interrupt completion asked for and none counted: these lines do not show this I/O.
         path.observed = Some(Path::Unknown);

@@ -127,7 +127,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
-    let changes = settings_changes(job, &infos)?;
+    let changes = settings_changes(job, &infos, &system)?;
     let guard = apply_settings(&system, &changes)?;
     // Describe the targets after the change, so the record shows what the run ran with.
     let infos: Vec<TargetInfo> = if guard.is_some() {
@@ -265,9 +265,11 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     Ok((rec, not_restored))
 }
 
-/// The setting changes a job asks for, once per distinct device.
-fn settings_changes(job: &Job, targets: &[TargetInfo]) -> Result<Vec<crate::settings::Change>, String> {
+/// The setting changes a job asks for, once per distinct device, and the `io_poll_delay` its
+/// polling needs (`block_poll.rs`) where the queue has another.
+fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings::Settings) -> Result<Vec<crate::settings::Change>, String> {
     use crate::settings::{Change, Setting};
+    let poll_delay = (job.io.interface.rules().block_poll_delay)(&job.io);
     let mut devices: Vec<&str> = Vec::new();
     for t in targets {
         let Some(d) = t.device.as_deref() else {
@@ -289,6 +291,23 @@ fn settings_changes(job: &Job, targets: &[TargetInfo]) -> Result<Vec<crate::sett
             let c = Change::parse(spec, Some(d))?;
             if !out.contains(&c) {
                 out.push(c);
+            }
+        }
+        if let Some(want) = poll_delay {
+            let given = out.iter().find(|c| c.setting == Setting::IoPollDelay && c.device.as_deref() == Some(*d));
+            match given {
+                Some(c) if c.value.trim().parse::<i64>() != Ok(want) => {
+                    return Err(format!(
+                        "--set io_poll_delay={} contradicts --complete {} (which runs with io_poll_delay={want}): use --poll-delay with --complete hybrid instead",
+                        c.value,
+                        job.io.complete.name()
+                    ))
+                }
+                Some(_) => {}
+                None if system.snapshot(d)["io_poll_delay"].as_i64() != Some(want) => {
+                    out.push(Change::new(Setting::IoPollDelay, Some(d), want.to_string()))
+                }
+                None => {}
             }
         }
     }

@@ -65,6 +65,7 @@ fn observe(args: &[&str], devices: Vec<DeviceCost>) -> CompletionPath {
     };
     let mut p = CompletionPath {
         requested: String::new(),
+        mechanism: String::new(),
         expected: Path::Unknown,
         reason: None,
         observed: None,
