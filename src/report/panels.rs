@@ -78,6 +78,16 @@ pub fn paths_taken(c: &Config) -> String {
     paths.join(", ")
 }
 
+/// How each run's kernel carried out the requested completion (`completion_path.mechanism`, e.g.
+/// "RWF_HIPRI: ignored since Linux 5.18, completes by interrupt"): the same method names a
+/// different mechanism on different kernels, so a row says which one it measured.
+pub fn mechanisms(c: &Config) -> String {
+    let mut all: Vec<String> = c.runs.iter().map(|r| r.record.completion_path.mechanism.clone().unwrap_or("not recorded".into())).collect();
+    all.sort();
+    all.dedup();
+    all.join("; ")
+}
+
 /// A chart of one measured quantity against a spec column, one series per group of configs.
 pub struct Plot<'f> {
     pub title: String,

@@ -6,7 +6,7 @@ use crate::analysis::compare::{self, Metric, ALPHA};
 use crate::analysis::stats::{self, TTest};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{
-    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, lat_mean_us, num, paths_taken, plot, runs_of, Plot,
+    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, lat_mean_us, mechanisms, num, paths_taken, plot, runs_of, Plot,
 };
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Scale, Tile, TileMap};
@@ -38,7 +38,17 @@ fn map_panels(ctx: &mut Ctx) {
     let four_k = ctx.configs(|r| r.bs == 4096);
     let mut t = Table::new(
         "S3 4 KiB: latency and IOPS per completion method",
-        &["threads", "method", "mean latency µs", "IOPS", "MB/s", "CPU cores", "context switches per I/O", "completion path taken"],
+        &[
+            "threads",
+            "method",
+            "mean latency µs",
+            "IOPS",
+            "MB/s",
+            "CPU cores",
+            "context switches per I/O",
+            "completion path taken",
+            "mechanism on this kernel",
+        ],
     );
     let mut sorted = four_k.clone();
     sorted.sort_by_key(|c| (c.first().threads, c.method()));
@@ -52,6 +62,7 @@ fn map_panels(ctx: &mut Ctx) {
             cell(c, &cores),
             cell(c, &Run::ctx_switches_per_io),
             paths_taken(c),
+            mechanisms(c),
         ]);
     }
     if !sorted.is_empty() {

@@ -6,7 +6,7 @@ use crate::plan::size::format_bytes;
 use crate::record::read::{Latency, SecondPoint};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{
-    axis, bs_name, cell, distinct, energy_gap, energy_scope, lat_mean_us, num, paths_taken, plot, runs_of, us, Figure, Plot,
+    axis, bs_name, cell, distinct, energy_gap, energy_scope, lat_mean_us, mechanisms, num, paths_taken, plot, runs_of, us, Figure, Plot,
 };
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Chart, Point, Scale, Series};
@@ -247,7 +247,17 @@ fn completion_panels(ctx: &mut Ctx) {
     sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, c.method()));
     let mut t = Table::new(
         "S4 completion methods: latency and CPU per I/O",
-        &["rw", "bs", "method", "mean latency µs", "p99.999 µs", "CPU user ns per I/O", "CPU kernel ns per I/O", "completion path taken"],
+        &[
+            "rw",
+            "bs",
+            "method",
+            "mean latency µs",
+            "p99.999 µs",
+            "CPU user ns per I/O",
+            "CPU kernel ns per I/O",
+            "completion path taken",
+            "mechanism on this kernel",
+        ],
     );
     for c in &sorted {
         t.rows.push(vec![
@@ -259,6 +269,7 @@ fn completion_panels(ctx: &mut Ctx) {
             cell(c, &|r| r.record.results.cpu.user_ns_per_io),
             cell(c, &|r| r.record.results.cpu.system_ns_per_io),
             paths_taken(c),
+            mechanisms(c),
         ]);
     }
     ctx.table(t, &runs_of(&cs));

@@ -310,6 +310,9 @@ fn report_renders_every_figure_offline_without_errors() {
     iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "s3", "--out", only.to_str().unwrap(), "--quiet"]).assert_ok();
     let s3 = std::fs::read_to_string(only.join("report.html")).unwrap();
     assert!(s3.contains("S3-map (sweep 5)") && !s3.contains("S1.1-latency"));
+    // Each row says how this kernel carried out its completion method (pvsync2 poll: RWF_HIPRI,
+    // polled or ignored depending on the kernel).
+    assert!(s3.contains("mechanism on this kernel") && s3.contains("RWF_HIPRI"), "the S3 table does not name the mechanism");
 
     // A report written over another removes the figures and tables the first had and it has
     // not, and leaves everything else alone.
