@@ -29,20 +29,23 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
         "\nkernel features iolab uses (Linux {}): found by asking the kernel, not by its version, except where noted",
         crate::host::kernel_release()
     );
-    println!("{:<13} {:<50} {:<9} {:<6} without it", "interface", "feature", "Linux", "here");
-    for &kind in crate::interfaces::InterfaceKind::ALL {
-        for f in (kind.rules().kernel_features)() {
-            let here = match f.present {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "?",
-            };
-            let linux = match f.until {
-                Some(u) => format!("{}..{}", f.since, u.split(' ').next().unwrap_or(u)),
-                None => format!("{}+", f.since),
-            };
-            println!("{:<13} {:<50} {:<9} {:<6} {} (found by {})", kind.name(), f.name, linux, here, f.without, f.detected_by);
-        }
+    let features: Vec<_> = crate::interfaces::InterfaceKind::ALL
+        .iter()
+        .flat_map(|&kind| (kind.rules().kernel_features)().into_iter().map(move |f| (kind, f)))
+        .collect();
+    let width = features.iter().map(|(_, f)| f.name.chars().count()).max().unwrap_or(7);
+    println!("{:<13} {:<width$} {:<10} {:<4} without it", "interface", "feature", "Linux", "here");
+    for (kind, f) in features {
+        let here = match f.present {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "?",
+        };
+        let linux = match f.until {
+            Some(u) => format!("{}..{}", f.since, u.split(' ').next().unwrap_or(u)),
+            None => format!("{}+", f.since),
+        };
+        println!("{:<13} {:<width$} {:<10} {:<4} {} (found by {})", kind.name(), f.name, linux, here, f.without, f.detected_by);
     }
     println!("\nenergy sources");
     for e in crate::energy::probe(&crate::energy::EnergyConfig::default()) {

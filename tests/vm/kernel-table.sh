@@ -65,6 +65,7 @@ awk -v kernels="$kernels" '
     r = (o != "" && o != p) ? p " (observed " o ")" : p
     if (q != "") r = r ", " q " IRQs"
     if (how == "ios" && field(d, "ios") != "") r = field(d, "ios") " I/Os " r
+    if (how == "sleeps" && field(d, "sleeps/IO") != "") r = r ", " field(d, "sleeps/IO") " sleeps/IO"
     return r
   }
   function row(label, names, how,   i) {
@@ -92,6 +93,11 @@ awk -v kernels="$kernels" '
     row("io_uring SQPOLL with unregistered files", "rings_sqpoll_unregistered")
     row("pvsync2 `--complete poll` (RWF_HIPRI)", "nvme_pvsync2_poll")
     row("pvsync2 `--complete poll --strict`", "nvme_pvsync2_strict_poll")
+    row("pvsync2 `--complete poll` (polling.sh: io_poll_delay -1)", "polling_pvsync2_poll", "sleeps")
+    row("pvsync2 `--complete poll` with io_poll_delay=0 left behind (iolab sets -1, restores)", "polling_pvsync2_poll_classic", "sleeps")
+    row("pvsync2 `--complete hybrid` (block layer, io_poll_delay=0 adaptive)", "polling_pvsync2_hybrid", "sleeps")
+    row("pvsync2 `--complete hybrid --poll-delay 8`", "polling_pvsync2_hybrid_8", "sleeps")
+    row("io_uring `--complete hybrid` (HYBRID_IOPOLL, or the block layer before 5.16)", "polling_uring_hybrid", "sleeps")
     row("posixaio `--complete poll`", "nvme_posixaio_poll")
     row("libaio", "nvme_libaio_irq")
     row("nvme-passthru (URING_CMD on /dev/ngXnY), interrupt", "passthru_irq_qd8 passthru_old_kernel")
