@@ -11,6 +11,7 @@ pub mod device;
 pub mod energy;
 pub mod engine;
 pub mod failure;
+pub mod fleet;
 pub mod host;
 pub mod interfaces;
 pub mod meters;

@@ -1,5 +1,6 @@
 //! The `iolab` command line: argument definitions and the subcommands.
 pub mod compare;
+pub mod fleet;
 pub mod interfaces_cmd;
 pub mod merge;
 pub mod precondition;
@@ -57,6 +58,9 @@ pub enum Cmd {
     /// Bring results databases from several machines together into one, each run exactly
     /// once; a sweep run in parts on several machines comes back as one sweep.
     Merge(merge::MergeArgs),
+    /// A plan or suite across the nodes of a Slurm cluster: submit it, follow it.
+    #[command(subcommand)]
+    Fleet(fleet::FleetCmd),
     /// One self-contained HTML report over a results database (a suite, sweeps or filtered
     /// runs), with every figure as SVG and every table as CSV and Markdown.
     Report(report::ReportArgs),

@@ -42,6 +42,8 @@ pub struct SuiteRunArgs {
     pub energy: super::EnergyArgs,
     #[command(flatten)]
     pub profile: crate::meters::profile::ProfileArg,
+    #[command(flatten)]
+    pub share: super::fleet::ShareArgs,
 }
 
 pub fn main(cmd: &SuiteCmd) -> i32 {
@@ -109,6 +111,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             again: again.clone(),
             energy: energy.clone(),
             profile: a.profile.profile,
+            share: a.share.clone(),
         };
         let end = run_plan(&plan, &targets, &unsupported, &how)?;
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings

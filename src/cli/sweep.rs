@@ -37,6 +37,8 @@ pub struct SweepArgs {
     pub energy: super::EnergyArgs,
     #[command(flatten)]
     pub profile: crate::meters::profile::ProfileArg,
+    #[command(flatten)]
+    pub share: super::fleet::ShareArgs,
 }
 
 pub fn format_duration(s: f64) -> String {
@@ -145,6 +147,9 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         Resume::Required
     } else if args.new {
         Resume::New
+    } else if args.share.share.is_some() {
+        // A share's sweep stays unfinished until every share is in: a share continues it.
+        Resume::Auto
     } else {
         Resume::Refuse
     };
@@ -156,6 +161,7 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         again: format!("iolab sweep --resume {}", args.plan.display()),
         energy: args.energy.options()?,
         profile: args.profile.profile,
+        share: args.share.clone(),
     };
     run_plan(&text, &targets, &[], &how)
 }
@@ -171,6 +177,8 @@ pub struct PlanRun {
     pub energy: EnergyOptions,
     /// `--profile`: every run profiled (after an unprofiled run of the same job).
     pub profile: crate::meters::profile::Profile,
+    /// `--share`, `--handover`: this machine's part of a plan run on several.
+    pub share: super::fleet::ShareArgs,
 }
 
 /// How the sweep measures energy, for the plan: the sources, and the idle baseline measured once.
@@ -209,7 +217,17 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         iops: IopsMeter::default(),
         label: String::new(),
     };
-    let plan = SweepPlan { text, targets, unsupported, db: &how.db, resume: how.resume, energy: &how.energy, profile: how.profile };
+    let plan = SweepPlan {
+        text,
+        targets,
+        unsupported,
+        db: &how.db,
+        resume: how.resume,
+        energy: &how.energy,
+        profile: how.profile,
+        share: how.share.share,
+        handover: how.share.handover.as_deref(),
+    };
     let outcome = crate::session::sweep::run(&plan, &mut ui)?;
     let r = match &outcome {
         Outcome::AlreadyDone { name } => {

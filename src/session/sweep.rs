@@ -41,6 +41,46 @@ pub struct SweepPlan<'a> {
     pub energy: &'a EnergyOptions,
     /// `--profile`: how every run is profiled.
     pub profile: crate::meters::profile::Profile,
+    /// `--share I/N`: only this share of the plan's configurations (a cluster task's part).
+    pub share: Option<Share>,
+    /// `--handover FILE`: a copy of the database made after every stored run.
+    pub handover: Option<&'a Path>,
+}
+
+/// One of `count` disjoint parts of a plan, for running it on several machines at once: the
+/// configurations (in the plan's order) whose index is `index` modulo `count`. A configuration's
+/// replicates stay together on one machine, so replicates never mix machines; the run order
+/// within the share is the plan's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Share {
+    /// The keys of the plan's configurations in this share.
+    pub fn keys<'e>(&self, e: &'e Expansion) -> Vec<&'e str> {
+        e.configs.iter().enumerate().filter(|(i, _)| i % self.count == self.index).map(|(_, c)| c.key.as_str()).collect()
+    }
+}
+
+impl std::str::FromStr for Share {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("--share {s:?}: give I/N with 0 <= I < N, e.g. 0/4 (the shares 0/4 to 3/4 together are the whole plan)");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (i.trim().parse::<usize>().map_err(|_| bad())?, n.trim().parse::<usize>().map_err(|_| bad())?);
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Share { index, count })
+    }
+}
+
+impl std::fmt::Display for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
 }
 
 /// What a sweep shows while it works; each run's notes and progress come through [`RunUi`].
@@ -180,9 +220,15 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         }
         _ => create(&mut store, &e, plan, &hash)?,
     };
-    let planned = store.planned_runs(sweep_id)?;
+    let mut planned = store.planned_runs(sweep_id)?;
+    if let Some(share) = plan.share {
+        let ours = share.keys(&e);
+        planned.retain(|r| ours.contains(&r.config_key.as_str()));
+    }
     let pending: Vec<_> = planned.iter().filter(|r| r.status == "planned").collect();
     ui.planned(&e, sweep_id, pending.len(), planned.len());
+    let hand_over = |store: &Store| plan.handover.map_or(Ok(()), |to| store.copy_to(to));
+    hand_over(&store)?;
 
     // One temporary target for the whole sweep when the plan names none (and a run opens one:
     // a diskless interface, null, opens nothing).
@@ -266,6 +312,8 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
             reasons.push(why);
             ui.line(&line);
         }
+        // Between runs, never inside a measurement: a finished run survives this machine.
+        hand_over(&store)?;
         if r.interrupted || r.stopped.is_some() {
             break;
         }
@@ -281,6 +329,21 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     r.left = pending.len() - r.stored - r.skipped - r.early;
     r.all_failed = store.sweep(sweep_id)?.map_or(0, |s| s.failed);
     Ok(Outcome::Ran(r))
+}
+
+/// How far one share of a plan has got in a database (a fleet task's): runs done (stored,
+/// failed or skipped) and runs in the share, of the plan's newest sweep there; None when the
+/// database has no sweep of this plan yet.
+pub fn share_progress(db: &Path, text: &str, targets: &[String], share: Share) -> Result<Option<(usize, usize)>, String> {
+    let e = expand(text, targets)?;
+    let store = Store::open_existing(db)?;
+    let hash = plan_hash(text, targets);
+    let Some(id) = store.sweep_infos()?.iter().filter(|s| s.plan_hash == hash).map(|s| s.id).max() else {
+        return Ok(None);
+    };
+    let ours = share.keys(&e);
+    let planned: Vec<_> = store.planned_runs(id)?.into_iter().filter(|r| ours.contains(&r.config_key.as_str())).collect();
+    Ok(Some((planned.iter().filter(|r| r.status != "planned").count(), planned.len())))
 }
 
 /// A run that names no target and opens one: it runs on the sweep's temporary target.
@@ -325,6 +388,22 @@ fn create(store: &mut Store, e: &Expansion, plan: &SweepPlan, hash: &str) -> Res
 mod tests {
     use super::*;
 
+    #[test]
+    fn shares_are_disjoint_cover_the_plan_and_reject_bad_input() {
+        let e = expand("[matrix]\ninterface = [\"null\"]\nqd = [1, 2, 4, 8, 16]\n", &[]).unwrap();
+        let shares: Vec<Vec<&str>> = (0..3).map(|i| Share { index: i, count: 3 }.keys(&e)).collect();
+        assert_eq!(shares.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+        let mut all: Vec<&str> = shares.concat();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), e.configs.len(), "every configuration in exactly one share");
+        assert_eq!("1/3".parse::<Share>(), Ok(Share { index: 1, count: 3 }));
+        for bad in ["3/3", "1", "a/2", "0/0", "-1/2"] {
+            let err = bad.parse::<Share>().unwrap_err();
+            assert!(err.contains("give I/N"), "{bad}: {err}");
+        }
+    }
+
     fn failing(kind: FailureKind) -> Step {
         step(Err(RunError { failure: Failure::new(kind, "why"), record: None }))
     }
@@ -364,8 +443,17 @@ mod tests {
         let db = dir.path().join("t.db");
         let text = "name = \"unit\"\nreplicates = 2\nios = 100\nsize = \"1m\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n";
         let energy = EnergyOptions::default();
-        let plan =
-            |resume| SweepPlan { text, targets: &[], unsupported: &[], db: &db, resume, energy: &energy, profile: Default::default() };
+        let plan = |resume| SweepPlan {
+            text,
+            targets: &[],
+            unsupported: &[],
+            db: &db,
+            resume,
+            energy: &energy,
+            profile: Default::default(),
+            share: None,
+            handover: None,
+        };
         let mut seen = Seen::default();
         let Outcome::Ran(r) = run(&plan(Resume::New), &mut seen).unwrap() else { panic!("did not run") };
         assert_eq!(

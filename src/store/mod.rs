@@ -405,6 +405,23 @@ impl Store {
         &self.path
     }
 
+    /// A consistent copy of the whole database at `dest`, whole or not at all: SQLite writes it
+    /// beside `dest` (`VACUUM INTO`, a few ms for a sweep's database) and it is renamed over
+    /// `dest`, so a reader of `dest` (a cluster's shared storage) never sees half a copy.
+    pub fn copy_to(&self, dest: &Path) -> Result<(), String> {
+        let name = dest.file_name().ok_or_else(|| format!("cannot copy the database to {}: not a file name", dest.display()))?;
+        let tmp = dest.with_file_name(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let failed = |e: String| format!("cannot copy {} to {}: {e}", self.path, dest.display());
+        self.conn.execute("VACUUM INTO ?1", [tmp.to_string_lossy()]).map_err(|e| failed(e.to_string()))?;
+        let done = std::fs::File::open(&tmp).and_then(|f| f.sync_all()).and_then(|_| std::fs::rename(&tmp, dest));
+        if let Err(e) = done {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(failed(e.to_string()));
+        }
+        Ok(())
+    }
+
     fn e(&self) -> impl Fn(rusqlite::Error) -> String + '_ {
         move |x| format!("results database {}: {x}", self.path)
     }

@@ -1,0 +1,262 @@
+//! `iolab fleet submit` and `iolab fleet status`: a plan or suite across the nodes of a Slurm
+//! cluster (`crate::fleet` writes the batch script; Slurm schedules). Also `--share` and
+//! `--handover`, the two options of `sweep` and `suite run` a fleet task uses.
+use crate::fleet::{name_of, parse_squeue, Fleet, Placement, Work};
+use crate::session::sweep::{share_progress, Share};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// How a sweep or suite takes part in a fleet (or any split of one plan across machines).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ShareArgs {
+    /// Do only share I of N of the plan's configurations (0/N .. N-1/N together are the whole
+    /// plan; each configuration's replicates stay together), continuing its unfinished sweep.
+    #[arg(long, value_name = "I/N")]
+    pub share: Option<Share>,
+    /// After every stored run, copy the database to FILE (whole, atomically, between runs): a
+    /// finished run survives the machine.
+    #[arg(long, value_name = "FILE")]
+    pub handover: Option<PathBuf>,
+}
+
+// Parsed once per process (as `Cmd`): boxing `SubmitArgs` would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum FleetCmd {
+    /// Submit a plan or a suite to Slurm as a job array: one exclusive node per task, each task
+    /// one share of the configurations, results handed to a shared directory and merged there.
+    Submit(SubmitArgs),
+    /// The tasks of a fleet: Slurm's view and each task's progress from its handed-over database.
+    Status {
+        /// The fleet's results directory (`--results` of the submission).
+        results: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SubmitArgs {
+    /// A plan file (TOML) or a suite (S1 to S5).
+    pub work: String,
+    /// Targets on every node (the same paths on each).
+    pub targets: Vec<PathBuf>,
+    /// Shared results directory every node can write (task databases, fleet.db, Slurm output).
+    #[arg(long, value_name = "DIR")]
+    pub results: PathBuf,
+    /// Tasks of the array, one node each.
+    #[arg(long, conflicts_with = "nodelist", required_unless_present = "nodelist")]
+    pub nodes: Option<usize>,
+    /// These nodes, one task on each (a Slurm host list, e.g. node[1-4]).
+    #[arg(long)]
+    pub nodelist: Option<String>,
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Slurm node features the nodes must have (e.g. the SSD model: keep a split plan on one kind of hardware).
+    #[arg(long)]
+    pub constraint: Option<String>,
+    /// Time limit per task (Slurm's format, e.g. 2:00:00).
+    #[arg(long)]
+    pub time: Option<String>,
+    #[arg(long)]
+    pub account: Option<String>,
+    /// A suite's small sweeps.
+    #[arg(long)]
+    pub quick: bool,
+    /// Allow writing to this exact block device on every node, destroying its contents.
+    #[arg(long, value_name = "DEVICE")]
+    pub destructive: Vec<String>,
+    /// Node-local directory for each task's working database.
+    #[arg(long, value_name = "DIR", default_value = "/var/tmp")]
+    pub local_dir: PathBuf,
+    /// Print the batch script and submit nothing.
+    #[arg(long)]
+    pub print: bool,
+}
+
+pub fn main(cmd: &FleetCmd) -> i32 {
+    super::exit_code(match cmd {
+        FleetCmd::Submit(a) => submit(a),
+        FleetCmd::Status { results } => status(results),
+    })
+}
+
+fn submit(a: &SubmitArgs) -> Result<i32, String> {
+    let given = if Path::new(&a.work).is_file() {
+        let text = std::fs::read_to_string(&a.work).map_err(|e| format!("cannot read plan {}: {e}", a.work))?;
+        crate::plan::sweep::expand(&text, &[]).map_err(|e| format!("plan {}: {e}", a.work))?;
+        Work::Plan { file: PathBuf::from(&a.work) }
+    } else if let Some(study) = crate::studies::find(&a.work) {
+        Work::Suite { id: study.id.to_string(), quick: a.quick }
+    } else {
+        return Err(format!("{}: neither a plan file nor a suite (S1 to S5, see `iolab suite list`)", a.work));
+    };
+    let nodes = match &a.nodelist {
+        Some(list) => hostnames(list)?,
+        None => Vec::new(),
+    };
+    let tasks = a.nodes.unwrap_or(nodes.len());
+    if tasks == 0 {
+        return Err("--nodes 0: give at least one node".into());
+    }
+    let results = std::path::absolute(&a.results).map_err(|e| format!("--results {}: {e}", a.results.display()))?;
+    let iolab = std::env::current_exe().map_err(|e| format!("cannot tell where this iolab binary is: {e}"))?;
+    let name = name_of(&given);
+    // Every task reads the fleet's own copy of a plan, which cannot change under it.
+    let work = match given {
+        Work::Plan { .. } => Work::Plan { file: results.join("plan.toml") },
+        w => w,
+    };
+    let mut fleet = Fleet {
+        name,
+        work,
+        targets: a.targets.iter().map(|t| t.display().to_string()).collect(),
+        destructive: a.destructive.clone(),
+        placement: Placement {
+            tasks,
+            nodelist: None,
+            partition: a.partition.clone(),
+            constraint: a.constraint.clone(),
+            time: a.time.clone(),
+            account: a.account.clone(),
+        },
+        results: results.clone(),
+        local_dir: a.local_dir.clone(),
+        iolab,
+        jobs: Vec::new(),
+    };
+    let script = fleet.batch_script();
+    if a.print {
+        print!("{script}");
+        return Ok(0);
+    }
+    std::fs::create_dir_all(&results).map_err(|e| format!("cannot create {}: {e}", results.display()))?;
+    // A submission again into the same directory continues that fleet: it must be the same one.
+    if Fleet::state_file(&results).exists() {
+        let before = Fleet::load(&results)?;
+        // What is measured must not change; where and for how long (partition, time) may.
+        let same = |f: &Fleet| (f.work.clone(), f.targets.clone(), f.destructive.clone(), f.placement.tasks, f.iolab.clone());
+        if same(&fleet) != same(&before) {
+            return Err(format!(
+                "{} holds another fleet ({}, {} tasks): give a new --results directory, or the same work, targets, destructive devices, number of tasks and iolab binary to continue it",
+                results.display(),
+                before.name,
+                before.placement.tasks
+            ));
+        }
+        let active: Vec<String> = before.jobs.iter().filter(|j| !queued(j).unwrap_or_default().is_empty()).cloned().collect();
+        if !active.is_empty() {
+            return Err(format!(
+                "job {} of this fleet is still queued or running: wait for it (iolab fleet status) or scancel it",
+                active.join(", ")
+            ));
+        }
+        fleet.jobs = before.jobs;
+    }
+    if let Work::Plan { file } = &fleet.work {
+        let text = std::fs::read(&a.work).map_err(|e| format!("cannot read plan {}: {e}", a.work))?;
+        if file.exists() && std::fs::read(file).ok().as_deref() != Some(&text[..]) {
+            return Err(format!("{} differs from {}: the fleet's plan cannot change between submissions", file.display(), a.work));
+        }
+        crate::output::write_bytes(&file.display().to_string(), &text)?;
+    }
+    // Only the tasks with runs left go again.
+    let todo: Vec<usize> = (0..tasks).filter(|&t| !matches!(progress(&fleet, t), Ok(Some((done, total))) if done == total)).collect();
+    if todo.is_empty() {
+        println!("fleet {}: every task is done; the results are in {}", fleet.name, fleet.merged_db().display());
+        return Ok(0);
+    }
+    let script_path = results.join("fleet.sbatch");
+    crate::output::write_bytes(&script_path.display().to_string(), script.as_bytes())?;
+    let array = |ts: &[usize]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
+    let submissions: Vec<Vec<String>> = if nodes.is_empty() {
+        vec![vec![format!("--array={}", array(&todo))]]
+    } else {
+        // An array's tasks cannot each be given a node; one job per named node instead.
+        todo.iter().map(|&t| vec![format!("--array={t}"), format!("--nodelist={}", nodes[t])]).collect()
+    };
+    for extra in submissions {
+        let out = Command::new("sbatch")
+            .arg("--parsable")
+            .args(&extra)
+            .arg(&script_path)
+            .output()
+            .map_err(|e| format!("cannot run sbatch: {e} (is Slurm's client installed and on PATH?)"))?;
+        if !out.status.success() {
+            return Err(format!("sbatch refused the job: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        let id = String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or("").to_string();
+        fleet.jobs.push(id.clone());
+        fleet.save()?;
+        println!("submitted job {id} ({}): {}", extra.join(" "), fleet.name);
+    }
+    println!("follow it with: iolab fleet status {}", results.display());
+    Ok(0)
+}
+
+/// A Slurm host list (`node[1-3],gpu7`) as host names, by Slurm itself.
+fn hostnames(list: &str) -> Result<Vec<String>, String> {
+    let out = Command::new("scontrol")
+        .args(["show", "hostnames", list])
+        .output()
+        .map_err(|e| format!("cannot run scontrol to read --nodelist: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("--nodelist {list}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect())
+}
+
+/// The job's tasks still in Slurm's queue (pending or running).
+fn queued(job: &str) -> Result<Vec<crate::fleet::QueuedTask>, String> {
+    let out =
+        Command::new("squeue").args(["-h", "-r", "-j", job, "-o", "%i|%T|%N"]).output().map_err(|e| format!("cannot run squeue: {e}"))?;
+    // A job Slurm has forgotten is an error to squeue: nothing of it is queued.
+    Ok(if out.status.success() { parse_squeue(&String::from_utf8_lossy(&out.stdout)) } else { Vec::new() })
+}
+
+/// A task's runs done and runs in its share, over every part (a suite has several).
+fn progress(f: &Fleet, task: usize) -> Result<Option<(usize, usize)>, String> {
+    let db = f.task_db(task);
+    if !db.exists() {
+        return Ok(None);
+    }
+    let share = Share { index: task, count: f.placement.tasks };
+    let plans: Vec<String> = match &f.work {
+        Work::Plan { file } => vec![std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?],
+        Work::Suite { id, quick } => {
+            let study = crate::studies::find(id).ok_or_else(|| format!("no suite {id}"))?;
+            study.parts.iter().filter_map(|p| p.plan(*quick, None, &f.destructive)).collect()
+        }
+    };
+    let (mut done, mut total, mut seen) = (0, 0, false);
+    for text in plans {
+        match share_progress(&db, &text, &f.targets, share)? {
+            Some((d, t)) => (done, total, seen) = (done + d, total + t, true),
+            // A part not started yet: its share is all to do.
+            None => total += crate::plan::sweep::expand(&text, &f.targets).map(|e| share.keys(&e).len() * e.replicates as usize)?,
+        }
+    }
+    Ok(seen.then_some((done, total)))
+}
+
+fn status(results: &Path) -> Result<i32, String> {
+    let f = Fleet::load(results)?;
+    println!("fleet {} in {}: {} tasks, jobs {}", f.name, f.results.display(), f.placement.tasks, f.jobs.join(", "));
+    let mut queue = Vec::new();
+    for job in &f.jobs {
+        queue.extend(queued(job)?);
+    }
+    let (mut all_done, mut all_total) = (0, 0);
+    for t in 0..f.placement.tasks {
+        let slurm = queue.iter().find(|q| q.task == t).map(|q| format!("{} {}", q.state, q.node)).unwrap_or_else(|| "not queued".into());
+        let runs = match progress(&f, t)? {
+            Some((done, total)) => {
+                all_done += done;
+                all_total += total;
+                format!("{done} of {total} runs done")
+            }
+            None => "no runs handed over yet".into(),
+        };
+        println!("  task {t}: {slurm:<24} {runs}");
+    }
+    println!("{all_done} of {all_total} handed-over runs done; merged results: {}", f.merged_db().display());
+    Ok(0)
+}

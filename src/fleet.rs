@@ -1,0 +1,274 @@
+//! Running a plan on a cluster through Slurm: the batch script of a job array whose tasks each
+//! run one share of the plan on one exclusive node, into a node-local database handed over to
+//! shared storage after every run, and the state `iolab fleet status` reads back.
+//!
+//! Slurm does the scheduling, the exclusivity and the accounting; iolab only writes the script and
+//! divides the plan (`session::sweep::Share`). Nothing here runs a measurement.
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// What is run: a plan file (copied into the results directory, so every task reads the same
+/// plan even if the original changes) or a built-in suite.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Work {
+    Plan { file: PathBuf },
+    Suite { id: String, quick: bool },
+}
+
+/// The Slurm side of a submission: where and for how long.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Placement {
+    /// Tasks of the array: one node each.
+    pub tasks: usize,
+    pub nodelist: Option<String>,
+    pub partition: Option<String>,
+    pub constraint: Option<String>,
+    /// Slurm's time limit per task (e.g. `2:00:00`).
+    pub time: Option<String>,
+    pub account: Option<String>,
+}
+
+/// One fleet: what it runs, where, and the Slurm jobs submitted for it (a resubmission adds one).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Fleet {
+    pub name: String,
+    pub work: Work,
+    pub targets: Vec<String>,
+    /// Block devices each node may write to (`--destructive`, the same path on every node).
+    pub destructive: Vec<String>,
+    pub placement: Placement,
+    /// The shared results directory: task databases, the merged database, Slurm's output.
+    pub results: PathBuf,
+    /// The node-local directory of each task's working database.
+    pub local_dir: PathBuf,
+    /// The iolab binary the nodes run (the same path on every node).
+    pub iolab: PathBuf,
+    pub jobs: Vec<String>,
+}
+
+/// The merged database every task hands its runs to when it ends.
+pub const MERGED_DB: &str = "fleet.db";
+const STATE: &str = "fleet.json";
+
+impl Fleet {
+    pub fn task_db(&self, task: usize) -> PathBuf {
+        self.results.join(format!("task-{task}.db"))
+    }
+
+    pub fn merged_db(&self) -> PathBuf {
+        self.results.join(MERGED_DB)
+    }
+
+    pub fn state_file(results: &Path) -> PathBuf {
+        results.join(STATE)
+    }
+
+    pub fn load(results: &Path) -> Result<Fleet, String> {
+        let path = Fleet::state_file(results);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!("cannot read {}: {e} (is {} a directory `iolab fleet submit` wrote?)", path.display(), results.display())
+        })?;
+        serde_json::from_str(&text).map_err(|e| format!("{} is not a fleet state file: {e}", path.display()))
+    }
+
+    pub fn save(&self) -> Result<(), String> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        crate::output::write_bytes(&Fleet::state_file(&self.results).display().to_string(), text.as_bytes())
+    }
+
+    /// The iolab command a task runs, with its share and its hand-over copy.
+    fn task_command(&self) -> String {
+        let mut args: Vec<String> = vec![q(&self.iolab.display().to_string())];
+        match &self.work {
+            Work::Plan { file } => args.extend(["sweep".into(), q(&file.display().to_string())]),
+            Work::Suite { id, quick } => {
+                args.extend(["suite".into(), "run".into(), q(id)]);
+                if *quick {
+                    args.push("--quick".into());
+                }
+            }
+        }
+        args.extend(self.targets.iter().map(|t| q(t)));
+        for d in &self.destructive {
+            args.extend(["--destructive".into(), q(d)]);
+        }
+        args.extend(["--db".into(), "\"$local\"".into(), "--share".into(), format!("\"$task/{}\"", self.placement.tasks)]);
+        args.extend(["--handover".into(), "\"$handover\"".into(), "--quiet".into()]);
+        args.join(" ")
+    }
+
+    /// The sbatch script: a job array, one exclusive node per task.
+    pub fn batch_script(&self) -> String {
+        let p = &self.placement;
+        let results = self.results.display().to_string();
+        let mut s = String::from("#!/bin/bash\n");
+        let mut sbatch = |opt: &str| s.push_str(&format!("#SBATCH {opt}\n"));
+        sbatch(&format!("--job-name=iolab-{}", self.name));
+        sbatch(&format!("--array=0-{}", p.tasks.saturating_sub(1)));
+        // A measurement shares its node with nothing: whole nodes, one task each.
+        sbatch("--nodes=1");
+        sbatch("--ntasks=1");
+        sbatch("--exclusive");
+        sbatch(&format!("--output={results}/slurm-%A_%a.out"));
+        // Time to stop cleanly (restore settings, store the run in progress as interrupted and
+        // hand over) before a time limit: Slurm signals the batch shell 120 s ahead.
+        sbatch("--signal=B:TERM@120");
+        for (opt, v) in [
+            ("nodelist", &p.nodelist),
+            ("partition", &p.partition),
+            ("constraint", &p.constraint),
+            ("time", &p.time),
+            ("account", &p.account),
+        ] {
+            if let Some(v) = v {
+                sbatch(&format!("--{opt}={v}"));
+            }
+        }
+        s.push_str(&format!(
+            r#"# Written by `iolab fleet submit` ({name}): task I of this array runs share I/{n} of the
+# plan's configurations on its node. Resubmitting (`iolab fleet submit` again with the same
+# results directory) continues every task from what it handed over; no run is done twice.
+set -uo pipefail
+task=${{SLURM_ARRAY_TASK_ID:?run this script with sbatch, as a job array}}
+results={results_q}
+local={local_q}/iolab-fleet-{name}-$task.db
+handover="$results/task-$task.db"
+mkdir -p {local_q}
+# The working database is node-local (no network file system while measuring); a task that
+# starts again, here or on another node, continues from its last hand-over.
+if [ -s "$handover" ] && {{ [ ! -s "$local" ] || [ "$handover" -nt "$local" ]; }}; then
+  cp "$handover" "$local"
+fi
+echo "iolab fleet {name}: task $task of {n} on $(hostname), job ${{SLURM_ARRAY_JOB_ID:-?}}, $(date -Is)"
+{cmd} &
+pid=$!
+# Slurm's TERM (scancel, preemption, the time limit) reaches iolab, which stops cleanly.
+trap 'kill -TERM $pid 2>/dev/null' TERM INT
+rc=0
+wait $pid || rc=$?
+while kill -0 $pid 2>/dev/null; do wait $pid || rc=$?; done
+# Every task brings its runs into the merged database; merging is exactly-once, so a task
+# merged twice adds nothing.
+if [ -s "$handover" ]; then
+  flock "$results/.merge.lock" {iolab} merge "$handover" --into "$results/{merged}" || {{ [ "$rc" -ne 0 ] || rc=1; }}
+fi
+echo "iolab fleet {name}: task $task ended with exit $rc, $(date -Is)"
+exit $rc
+"#,
+            name = self.name,
+            n = p.tasks,
+            results_q = q(&results),
+            local_q = q(&self.local_dir.display().to_string()),
+            cmd = self.task_command(),
+            iolab = q(&self.iolab.display().to_string()),
+            merged = MERGED_DB,
+        ));
+        s
+    }
+}
+
+/// A word for the shell: single-quoted unless it is plainly safe.
+fn q(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=:,+@%".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// A fleet's name from what it runs: letters, digits, dots, dashes and underscores only (it is
+/// part of Slurm's job name and of file names on the nodes).
+pub fn name_of(work: &Work) -> String {
+    let raw = match work {
+        Work::Plan { file } => file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plan".into()),
+        Work::Suite { id, quick } => format!("{}{}", id.to_lowercase(), if *quick { "-quick" } else { "" }),
+    };
+    raw.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect()
+}
+
+/// One array task as `squeue` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueuedTask {
+    pub task: usize,
+    pub state: String,
+    pub node: String,
+}
+
+/// `squeue -h -r -j JOB -o '%i|%T|%N'` lines: `JOB_TASK|STATE|NODE` (a pending array may show
+/// as `JOB_[0-3]` without `-r`; with `-r` one line per task).
+pub fn parse_squeue(out: &str) -> Vec<QueuedTask> {
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.trim().split('|');
+            let id = f.next()?;
+            let task = id.rsplit_once('_')?.1.parse().ok()?;
+            Some(QueuedTask { task, state: f.next()?.to_string(), node: f.next().unwrap_or("").to_string() })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fleet() -> Fleet {
+        Fleet {
+            name: "grid".into(),
+            work: Work::Plan { file: "/shared/r/plan.toml".into() },
+            targets: vec!["/dev/nvme0n1".into()],
+            destructive: vec![],
+            placement: Placement { tasks: 4, partition: Some("ssd".into()), time: Some("1:00:00".into()), ..Default::default() },
+            results: "/shared/my results".into(),
+            local_dir: "/var/tmp".into(),
+            iolab: "/opt/iolab/bin/iolab".into(),
+            jobs: vec![],
+        }
+    }
+
+    #[test]
+    fn the_script_is_an_exclusive_array_running_one_share_per_task() {
+        let s = fleet().batch_script();
+        for want in [
+            "#SBATCH --array=0-3\n",
+            "#SBATCH --exclusive\n",
+            "#SBATCH --nodes=1\n",
+            "#SBATCH --partition=ssd\n",
+            "#SBATCH --time=1:00:00\n",
+            "#SBATCH --job-name=iolab-grid\n",
+            "#SBATCH --output=/shared/my results/slurm-%A_%a.out\n",
+            "/opt/iolab/bin/iolab sweep /shared/r/plan.toml /dev/nvme0n1 --db \"$local\" --share \"$task/4\" --handover \"$handover\" --quiet &",
+            "results='/shared/my results'\n",
+            "merge \"$handover\" --into \"$results/fleet.db\"",
+        ] {
+            assert!(s.contains(want), "the script lacks {want:?}:\n{s}");
+        }
+        assert!(!s.contains("--constraint"), "no constraint was given");
+        // Every #SBATCH line comes before the first command, or sbatch ignores it.
+        let first_command = s.lines().position(|l| !l.starts_with('#') && !l.is_empty()).unwrap();
+        assert!(s.lines().skip(first_command).all(|l| !l.starts_with("#SBATCH")));
+    }
+
+    #[test]
+    fn a_suite_task_runs_the_suite_and_quotes_odd_words() {
+        let mut f = fleet();
+        f.work = Work::Suite { id: "S3".into(), quick: true };
+        f.targets = vec!["/data/it's here".into()];
+        let s = f.batch_script();
+        assert!(s.contains("iolab suite run S3 --quick '/data/it'\\''s here' --db"), "{s}");
+        assert_eq!(name_of(&f.work), "s3-quick");
+        assert_eq!(name_of(&Work::Plan { file: "/x/my plan.toml".into() }), "my_plan");
+    }
+
+    #[test]
+    fn squeue_lines_become_tasks() {
+        let tasks = parse_squeue("17_0|RUNNING|node3\n17_1|PENDING|\n17_[2-3]|PENDING|\n");
+        assert_eq!(
+            tasks,
+            vec![
+                QueuedTask { task: 0, state: "RUNNING".into(), node: "node3".into() },
+                QueuedTask { task: 1, state: "PENDING".into(), node: "".into() }
+            ]
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! `iolab fleet` under a real Slurm: Debian's slurm-wlm and munge, a controller and a node daemon
+//! on this machine (one node, its own ports, config and state in a temporary directory), jobs
+//! submitted with sbatch. Installed by the test when missing (root and a package registry);
+//! skipped with the reason where that cannot be.
+use crate::common::{self, BIN};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// A private Slurm cluster of this one machine; stopped (daemons killed) when dropped.
+struct Slurm {
+    dir: tempfile::TempDir,
+    conf: PathBuf,
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        for pid in ["slurmd.pid", "slurmctld.pid", "munge/pid"] {
+            if let Ok(p) = std::fs::read_to_string(self.dir.path().join(pid)) {
+                if let Ok(p) = p.trim().parse::<i32>() {
+                    // SAFETY: kill has no memory preconditions; the pid is a daemon this test started.
+                    unsafe { libc::kill(p, libc::SIGTERM) };
+                }
+            }
+        }
+    }
+}
+
+fn have(cmd: &str) -> bool {
+    ["/usr/bin", "/usr/sbin", "/bin", "/sbin"].iter().any(|d| Path::new(d).join(cmd).exists())
+}
+
+fn install() -> Result<(), String> {
+    if ["sbatch", "slurmctld", "slurmd", "munged", "flock"].iter().all(|c| have(c)) {
+        return Ok(());
+    }
+    if !common::is_root() {
+        return Err("Slurm (slurm-wlm, munge) is not installed and only root can install it".into());
+    }
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(["-o", "DPkg::Lock::Timeout=300"])
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    let get = ["install", "-y", "-qq", "slurm-wlm", "munge"];
+    if !(apt(&get) || (apt(&["update", "-qq"]) && apt(&get))) {
+        return Err("`apt-get install slurm-wlm munge` failed (no apt, or no package registry reachable)".into());
+    }
+    Ok(())
+}
+
+fn start() -> Result<Slurm, String> {
+    install()?;
+    let dir = tempfile::Builder::new().prefix("iolab-slurm-").tempdir().unwrap();
+    let d = dir.path();
+    for sub in ["state", "spool", "munge"] {
+        std::fs::create_dir_all(d.join(sub)).unwrap();
+    }
+    // munge: its own key and socket, so nothing of the machine's own set-up is touched.
+    let key: Vec<u8> = (0..1024u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 ^ std::process::id() as u8).collect();
+    std::fs::write(d.join("munge/key"), key).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d.join("munge"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(d.join("munge/key"), std::fs::Permissions::from_mode(0o400)).unwrap();
+    let sock = d.join("munge/sock");
+    let out = Command::new(if have("munged") { "munged" } else { "/usr/sbin/munged" })
+        .arg("--force")
+        .arg(format!("--socket={}", sock.display()))
+        .arg(format!("--key-file={}", d.join("munge/key").display()))
+        .arg(format!("--pid-file={}", d.join("munge/pid").display()))
+        .arg(format!("--log-file={}", d.join("munge/log").display()))
+        .arg(format!("--seed-file={}", d.join("munge/seed").display()))
+        .output()
+        .map_err(|e| format!("cannot start munged: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("munged did not start: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let host = String::from_utf8_lossy(&Command::new("hostname").arg("-s").output().unwrap().stdout).trim().to_string();
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let conf = d.join("slurm.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "ClusterName=iolabtest\nSlurmctldHost={host}\nSlurmctldPort={port}\nSlurmdPort={}\nSlurmUser=root\nSlurmdUser=root\n\
+             AuthType=auth/munge\nAuthInfo=socket={sock}\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n\
+             SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\nSlurmctldLogFile={d}/slurmctld.log\n\
+             SlurmdLogFile={d}/slurmd.log\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
+             JobAcctGatherType=jobacct_gather/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nMpiDefault=none\n\
+             ReturnToService=2\nSchedulerType=sched/backfill\nNodeName={host} CPUs={} RealMemory=1000 State=UNKNOWN\n\
+             PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
+            port + 1,
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            sock = sock.display(),
+            d = d.display()
+        ),
+    )
+    .unwrap();
+    let slurm = Slurm { dir, conf };
+    for daemon in ["slurmctld", "slurmd"] {
+        let out = Command::new(daemon).arg("-f").arg(&slurm.conf).env("SLURM_CONF", &slurm.conf).output().unwrap();
+        if !out.status.success() {
+            return Err(format!("{daemon} did not start: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        }
+    }
+    // The node is up when sinfo says it is idle.
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        let out = slurm.cmd("sinfo", &["-h", "-o", "%t"]);
+        if String::from_utf8_lossy(&out.stdout).trim() == "idle" {
+            return Ok(slurm);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    Err(format!("the Slurm node never became idle (logs in {})", slurm.dir.path().display()))
+}
+
+impl Slurm {
+    fn cmd(&self, prog: &str, args: &[&str]) -> Output {
+        Command::new(prog).args(args).env("SLURM_CONF", &self.conf).output().unwrap()
+    }
+
+    fn iolab(&self, dir: &Path, args: &[&str]) -> common::Run {
+        let out = Command::new(BIN).args(args).current_dir(dir).env("SLURM_CONF", &self.conf).env("TMPDIR", dir).output().unwrap();
+        common::Run::from(out, args.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// Wait until none of the fleet's jobs is queued or running.
+    fn wait_idle(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if String::from_utf8_lossy(&self.cmd("squeue", &["-h"]).stdout).trim().is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        panic!("Slurm jobs still queued after {limit:?}: {}", String::from_utf8_lossy(&self.cmd("squeue", &[]).stdout));
+    }
+}
+
+/// (runs stored, planned runs done, distinct planned runs the stored runs came from) in a database.
+fn counts(db: &Path) -> (i64, i64, i64) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let one = |q: &str| c.query_row(q, [], |r| r.get::<_, i64>(0)).unwrap();
+    (
+        one("SELECT count(*) FROM runs"),
+        one("SELECT count(*) FROM planned_runs WHERE status != 'planned'"),
+        one("SELECT count(DISTINCT planned_id) FROM runs"),
+    )
+}
+
+const PLAN: &str = r#"
+name = "fleet-test"
+replicates = 2
+seed = 11
+runtime = "0.3s"
+[matrix]
+interface = ["null"]
+qd = [1, 2, 4]
+bs = ["4k", "8k"]
+"#;
+
+#[test]
+fn a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes() {
+    let slurm = match start() {
+        Ok(s) => s,
+        Err(why) => return common::skip("fleet::a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes", &why),
+    };
+    let dir = common::tempdir();
+    let d = dir.path();
+    std::fs::write(d.join("grid.toml"), PLAN).unwrap();
+    let results = d.join("shared");
+    let res = results.to_str().unwrap();
+    let local = d.join("local");
+    let local = local.to_str().unwrap();
+
+    // --print shows the script and submits nothing.
+    let printed = slurm.iolab(d, &["fleet", "submit", "grid.toml", "--nodes", "2", "--results", res, "--print"]);
+    printed.assert_ok();
+    assert!(printed.stdout.contains("#SBATCH --array=0-1") && printed.stdout.contains("#SBATCH --exclusive"));
+    assert!(!results.exists(), "--print wrote the results directory");
+
+    // Two tasks, one share each (6 configurations x 2 replicates, 0.3 s each): the first task
+    // is cancelled once it has handed over some runs, then the fleet is submitted again.
+    slurm.iolab(d, &["fleet", "submit", "grid.toml", "--nodes", "2", "--results", res, "--local-dir", local, "--time", "5:00"]).assert_ok();
+    let task0 = results.join("task-0.db");
+    let until = Instant::now() + Duration::from_secs(60);
+    while !(task0.exists() && counts(&task0).0 >= 2) {
+        assert!(Instant::now() < until, "task 0 handed over no runs in 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let job = std::fs::read_to_string(results.join("fleet.json")).unwrap();
+    let job: serde_json::Value = serde_json::from_str(&job).unwrap();
+    let job = job["jobs"][0].as_str().unwrap().to_string();
+    assert!(slurm.cmd("scancel", &[&job]).status.success());
+    slurm.wait_idle(Duration::from_secs(60));
+    let (stored, _, _) = counts(&task0);
+    assert!(stored < 6, "task 0 finished before it was cancelled ({stored} runs): make the runs longer");
+    let status = slurm.iolab(d, &["fleet", "status", res]);
+    status.assert_ok();
+    assert!(status.stdout.contains("task 0: not queued") && status.stdout.contains(" of 6 runs done"), "{}", status.stdout);
+
+    // Submitted again: only what is left runs; then every planned run is stored exactly once.
+    slurm.iolab(d, &["fleet", "submit", "grid.toml", "--nodes", "2", "--results", res, "--local-dir", local, "--time", "5:00"]).assert_ok();
+    slurm.wait_idle(Duration::from_secs(120));
+    let merged = results.join("fleet.db");
+    assert_eq!(counts(&merged), (12, 12, 12), "every planned run stored once in the merged database");
+    let sweeps = slurm.iolab(d, &["results", "--db", merged.to_str().unwrap(), "--sweeps"]);
+    assert_eq!(sweeps.stdout.matches("fleet-test").count(), 1, "one sweep, not one per task: {}", sweeps.stdout);
+    let status = slurm.iolab(d, &["fleet", "status", res]);
+    assert!(status.stdout.contains("12 of 12 handed-over runs done"), "{}", status.stdout);
+    // A finished fleet submitted again runs nothing; another plan into its directory is refused.
+    let again = slurm.iolab(d, &["fleet", "submit", "grid.toml", "--nodes", "2", "--results", res, "--local-dir", local]);
+    assert!(again.stdout.contains("every task is done"), "{}", again.describe());
+    let other = slurm.iolab(d, &["fleet", "submit", "grid.toml", "--nodes", "3", "--results", res]);
+    assert_eq!(other.code, 2);
+    assert!(other.one_line_stderr().contains("holds another fleet"));
+}
