@@ -1,7 +1,7 @@
 //! S4, IISWC'19: system challenges of ultra-low-latency SSDs. libaio and pvsync2 at 4 KiB:
 //! latency and bandwidth against queue depth, read latency under mixed-in writes, garbage
 //! collection over time, and interrupt against polling against hybrid completion.
-use super::{pick, Part, Report, Runs, Study, SPDK};
+use super::{pick, Budget::Runtime, Part, Report, Runs, Study, SPDK};
 use crate::plan::size::format_bytes;
 use crate::record::read::{Latency, SecondPoint};
 use crate::report::data::{Config, Run};
@@ -22,8 +22,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: latency_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(latency_panels),
             }),
         },
@@ -33,8 +33,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: bandwidth_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(bandwidth_panels),
             }),
         },
@@ -44,8 +44,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: interference_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(interference_panels),
             }),
         },
@@ -53,7 +53,12 @@ pub const STUDY: Study = Study {
             name: "S4.4-gc",
             feeds: "garbage collection: per-second latency series of random writes after a fill (precondition first)",
             unsupported: &[],
-            runs: Some(Runs { matrix: gc_matrix, full: (1, "0s", "30m"), quick: (1, "0s", "3s"), report: Report::Panels(gc_panels) }),
+            runs: Some(Runs {
+                matrix: gc_matrix,
+                full: (1, "0s", Runtime("30m")),
+                quick: (1, "0s", Runtime("3s")),
+                report: Report::Panels(gc_panels),
+            }),
         },
         Part {
             name: "S4.5-completion",
@@ -61,8 +66,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: completion_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(completion_panels),
             }),
         },
