@@ -196,7 +196,19 @@ fn gc_panels(ctx: &mut Ctx) {
     let runs = ctx.all_runs();
     let mut lat = Vec::new();
     let mut rate = Vec::new();
+    let mut power = Vec::new();
     for r in &runs {
+        if let Some(w) = r.watts_per_second() {
+            let points = w
+                .iter()
+                .enumerate()
+                .filter_map(|(t, w)| {
+                    let (x, y) = (t as f64, (*w)?);
+                    Some(Point { x, y, ci: None, tip: format!("run {} · t = {t} s · {} W", r.row.id, num(y)), flagged: r.fell_back() })
+                })
+                .collect();
+            power.push(Series { name: format!("run {}", r.row.id), points });
+        }
         let Some(series) = &r.record.results.series else { continue };
         let pts = |field: fn(&SecondPoint) -> Option<f64>, scale: f64| -> Vec<Point> {
             series
@@ -233,15 +245,29 @@ fn gc_panels(ctx: &mut Ctx) {
             ctx.figure(title, svg, &runs, note.clone());
         }
     }
+    ctx.note("IISWC'19 Fig 7b plots per-second p99 latency; iolab's per-second series keeps the mean latency and the IOPS only, so the mean stands in.");
+    let title = "Garbage collection: per-second power (Fig 8)";
     match energy_gap(&runs) {
-        Some(reason) => ctx.unavailable("Garbage collection: power", &reason, &runs),
+        Some(reason) => ctx.unavailable(title, &reason, &runs),
+        None if power.iter().all(|s| s.points.is_empty()) => {
+            ctx.unavailable(title, "the energy sources gave no per-second power (records from an iolab before it)", &runs)
+        }
         None => {
+            let scope = energy_scope(&runs);
             let w: Vec<String> = runs.iter().filter_map(|r| r.watts().map(|w| format!("run {}: {} W", r.row.id, num(w)))).collect();
-            ctx.note(format!(
-                "Mean power over the window (iolab records energy per window, not per second; {}): {}",
-                energy_scope(&runs),
+            let svg = svg::chart(&Chart {
+                title: format!("{title}; {scope}"),
+                x: axis("time in the window (s)", Scale::Linear),
+                y: axis("power (W)", Scale::Linear),
+                series: power,
+                callouts: vec![],
+                lines: true,
+            });
+            let notes = vec![format!(
+                "Each second's power integrated alone from the source's samples (a second less than half covered is left out, never drawn as 0 W); mean over the window: {}.",
                 w.join(", ")
-            ));
+            )];
+            ctx.figure(&format!("{title}; {scope}"), svg, &runs, notes);
         }
     }
 }
