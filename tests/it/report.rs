@@ -185,6 +185,21 @@ fn console_errors(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains("CONSOLE") && (l.contains("ERROR") || l.to_lowercase().contains("uncaught"))).collect()
 }
 
+/// Render the report in headless Chromium (skipped, saying why, where there is none): every one
+/// of its `figures` drawn, nothing wrong in the page or on the console.
+fn assert_renders(test: &str, out: &Path, figures: usize, scratch: &Path) {
+    let browser = match chromium() {
+        Err(why) => return crate::common::skip(&format!("{test} (rendering in Chromium)"), &why),
+        Ok(b) => b,
+    };
+    let (dom, stderr) = render(&browser, &out.join("report.html"), scratch);
+    assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
+    assert_eq!(body_attr(&dom, "data-figures"), figures.to_string());
+    assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
+    assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+}
+
 fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect())
@@ -410,16 +425,7 @@ fn own_sweep_gets_figures_against_each_swept_dimension() {
     assert!(html.contains("mine: configurations and replicate statistics"));
     assert_eq!(html.matches("<p class=\"prov\">machine ").count(), figures + 1);
 
-    match chromium() {
-        Err(why) => crate::common::skip("own_sweep_gets_figures_against_each_swept_dimension (rendering in Chromium)", &why),
-        Ok(browser) => {
-            let (dom, stderr) = render(&browser, &out.join("report.html"), dir.path());
-            assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
-            assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
-            assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
-            assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
-        }
-    }
+    assert_renders("own_sweep_gets_figures_against_each_swept_dimension", &out, figures, dir.path());
 }
 
 /// S5 from a real quick suite on a file: the block path's rows are measured here and the
@@ -499,16 +505,7 @@ fn s5_report_draws_table_iii_and_figs_4_and_5() {
     }
     assert_eq!(figures, 8, "Figs 4 and 5 for each of the four patterns");
 
-    match chromium() {
-        Err(why) => crate::common::skip("s5_report_draws_table_iii_and_figs_4_and_5 (rendering in Chromium)", &why),
-        Ok(browser) => {
-            let (dom, stderr) = render(&browser, &out.join("report.html"), dir.path());
-            assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
-            assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
-            assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
-            assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
-        }
-    }
+    assert_renders("s5_report_draws_table_iii_and_figs_4_and_5", &out, figures, dir.path());
 }
 
 /// Power over time (IISWC'19 Fig 8): a wall meter's log whose power steps between 100 W and
@@ -566,12 +563,5 @@ fn gc_power_over_time_from_a_meter_log() {
     assert_eq!(svg.matches("class=\"mark\"").count(), w.len(), "a mark per second");
     assert!(html.contains("per-second p99 latency"), "the figure says what stands in for Fig 7b's p99");
     let figures = html.matches("<figure class=\"fig\"").count();
-    match chromium() {
-        Err(why) => crate::common::skip("gc_power_over_time_from_a_meter_log (rendering in Chromium)", &why),
-        Ok(browser) => {
-            let (dom, _) = render(&browser, &out.join("report.html"), dir.path());
-            assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
-            assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
-        }
-    }
+    assert_renders("gc_power_over_time_from_a_meter_log", &out, figures, dir.path());
 }
