@@ -472,6 +472,24 @@ pub fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
     is_generic(&p).then_some(p)
 }
 
+/// What an interface that drives only generic devices (nvme-passthru) runs on when a sweep names
+/// `path` for every interface: the path itself when it is a generic device, the generic device
+/// of its namespace when it is an NVMe block device; Err says why neither is there (the run is
+/// then skipped: this target has no NVMe namespace to pass commands to).
+pub fn generic_target(path: &Path) -> Result<PathBuf, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot examine {shown}: {e}"))?;
+    if is_generic(path) {
+        return Ok(path.to_path_buf());
+    }
+    if meta.file_type().is_block_device() {
+        return generic_device_of_block(path)
+            .ok_or_else(|| format!("{shown} is a block device with no NVMe generic device (/dev/ngXnY): it is not an NVMe namespace, or the kernel predates 5.13"));
+    }
+    let what = if meta.file_type().is_file() { "a regular file" } else { "neither an NVMe namespace nor its generic device" };
+    Err(format!("NVMe passthrough needs an NVMe namespace and {shown} is {what}"))
+}
+
 /// The block device (`/dev/nvmeXnY`) of the namespace behind the generic device at `path`.
 pub fn block_device_of(path: &Path) -> Result<PathBuf, String> {
     block_device_in(path, Path::new(super::safety::SYSFS), Path::new("/dev"))
@@ -711,6 +729,19 @@ mod tests {
         let lone = sys.path().join("devices/virtual/nvme/nvme9/ng9n1");
         std::fs::create_dir_all(&lone).unwrap();
         assert_eq!(block_sibling(&lone), None);
+    }
+
+    #[test]
+    fn passthrough_target_of_a_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        std::fs::write(&file, b"x").unwrap();
+        let e = generic_target(&file).unwrap_err();
+        assert!(e.contains("needs an NVMe namespace") && e.contains("a regular file"), "{e}");
+        assert!(generic_target(&dir.path().join("none")).unwrap_err().contains("cannot examine"));
+        if let Some(g) = generic_devices().into_iter().next() {
+            assert_eq!(generic_target(&g).unwrap(), g, "a generic device is its own passthrough target");
+        }
     }
 
     #[test]

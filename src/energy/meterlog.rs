@@ -12,7 +12,7 @@
 //! Clock correction (meter time → host UNIX time): `host = m0 + offset_s + (m − m0) / (1 + drift_ppm·1e-6)`,
 //! with m0 the anchor (the first sample, or the first sync mark). drift_ppm > 0 means the
 //! meter's clock runs fast. Two sync marks (meter time, host time) determine both.
-use super::integrate::{integrate_counter, integrate_power, Integrated};
+use super::integrate::{integrate_counter, integrate_power, per_second_watts, Integrated};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SeriesKind {
@@ -261,7 +261,8 @@ pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, Str
 }
 
 /// Integrate a corrected log over a host UNIX-time window.
-pub fn integrate_log(log: &MeterLog, corr: &ClockCorrection, window_unix: (f64, f64)) -> Integrated {
+/// The log over the window, and its power in each second of the window.
+pub fn integrate_log(log: &MeterLog, corr: &ClockCorrection, window_unix: (f64, f64)) -> (Integrated, Vec<Option<f64>>) {
     let first = log.points.first().map(|p| p.0).unwrap_or(0.0);
     let mut pts: Vec<(f64, f64)> = log.points.iter().map(|&(t, v)| (corr.apply(t, first), v)).collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -271,11 +272,12 @@ pub fn integrate_log(log: &MeterLog, corr: &ClockCorrection, window_unix: (f64, 
     // Relative to the window start, for precision.
     let a = window_unix.0;
     let samples: Vec<(f64, Option<f64>)> = pts.iter().map(|&(t, v)| (t - a, Some(v))).collect();
-    let w = (0.0, window_unix.1 - a);
-    match log.kind {
+    let end = window_unix.1 - a;
+    let over = |w| match log.kind {
         SeriesKind::Watts => integrate_power(&samples, (2.5 * median).max(1.0), median / 2.0, w),
         SeriesKind::CumulativeJoules => integrate_counter(&samples, 1.0, None, 100_000.0, w),
-    }
+    };
+    (over((0.0, end)), per_second_watts(end, over))
 }
 
 #[cfg(test)]

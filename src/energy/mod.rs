@@ -282,6 +282,10 @@ pub struct SourceEnergy {
     pub bytes_per_joule: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Mean power in each second of the window, from its start (the series' seconds); null for a
+    /// second the samples do not cover.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_second_watts: Vec<Option<f64>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -424,7 +428,7 @@ pub fn import_meter_log(path: &Path, cfg: &EnergyConfig, window_unix: (f64, f64)
     let text = read_meter_log(path)?;
     let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
     let corr = cfg.clock_correction()?;
-    let r = meterlog::integrate_log(&log, &corr, window_unix);
+    let (r, per_second_watts) = meterlog::integrate_log(&log, &corr, window_unix);
     let first = log.points[0].0;
     let (lo, hi) = (corr.apply(first, first), corr.apply(log.points[log.points.len() - 1].0, first));
     if let Some(why) = r.invalid {
@@ -464,6 +468,7 @@ pub fn import_meter_log(path: &Path, cfg: &EnergyConfig, window_unix: (f64, f64)
         iops_per_joule: None,
         bytes_per_joule: None,
         notes: Vec::new(),
+        per_second_watts,
     })
 }
 
@@ -606,6 +611,7 @@ pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEn
         let (mut errs, mut wraps) = (0usize, 0u64);
         let mut bad = Vec::new();
         let mut first_err: Option<String> = None;
+        let mut per_second = None;
         for (i, ch) in chans.iter().enumerate().filter(|(_, c)| c.scope == scope) {
             let series: Vec<(f64, Option<f64>)> = samples
                 .iter()
@@ -621,12 +627,14 @@ pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEn
                     (*t, x)
                 })
                 .collect();
-            let r = match ch.kind {
+            let over = |window| match ch.kind {
                 ChannelKind::Counter { scale_j, range, max_plausible_w } => {
-                    integrate::integrate_counter(&series, scale_j, range, max_plausible_w, (0.0, end))
+                    integrate::integrate_counter(&series, scale_j, range, max_plausible_w, window)
                 }
-                ChannelKind::Power { max_gap_s, edge_hold_s } => integrate::integrate_power(&series, max_gap_s, edge_hold_s, (0.0, end)),
+                ChannelKind::Power { max_gap_s, edge_hold_s } => integrate::integrate_power(&series, max_gap_s, edge_hold_s, window),
             };
+            let r = over((0.0, end));
+            integrate::add_per_second(&mut per_second, integrate::per_second_watts(end, over));
             if let Some(why) = &r.invalid {
                 bad.push(format!("{}: {why}", ch.label));
                 continue;
@@ -667,6 +675,7 @@ pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEn
             iops_per_joule: None,
             bytes_per_joule: None,
             notes,
+            per_second_watts: per_second.unwrap_or_default(),
         });
     }
     (out, reasons)

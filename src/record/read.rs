@@ -182,6 +182,9 @@ lenient_structs! {
         mean_watts: Option<f64>,
         /// Set by the energy layer only when the source covered enough of the window.
         iops_per_joule: Option<f64>,
+        /// Mean power in each second of the window (the series' seconds); empty when the source
+        /// gave none (older records).
+        per_second_watts: Vec<Option<f64>>,
     }
 
     pub struct CompletionPath {
@@ -244,6 +247,7 @@ pub(crate) mod tests {
             iops_per_joule: Some(100.0),
             bytes_per_joule: Some(409_600.0),
             notes: vec![],
+            per_second_watts: vec![Some(9.0), Some(11.0)],
         };
         RunRecord {
             schema_version: record::SCHEMA_VERSION,
@@ -390,6 +394,7 @@ pub(crate) mod tests {
         assert_eq!((e.reasons.clone(), e.joules), (vec!["ipmi: no BMC".to_string()], None));
         let s = &e.sources.as_ref().unwrap()[0];
         assert_eq!((s.scope.as_deref(), s.mean_watts, s.iops_per_joule), (Some("cpu_package"), Some(10.0), Some(100.0)));
+        assert_eq!(s.per_second_watts, vec![Some(9.0), Some(11.0)]);
         let p = &r.completion_path;
         assert_eq!(
             (p.requested.as_deref(), p.expected, p.observed, p.fell_back),

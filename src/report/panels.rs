@@ -3,7 +3,7 @@
 use super::data::{Config, Run};
 use super::sections::Ctx;
 use super::svg::{self, Axis, Callout, Chart, Point, Scale, Series};
-use crate::analysis::stats::Summary;
+use crate::analysis::stats::{self, Summary};
 use crate::plan::size::format_bytes;
 use crate::store::RunRow;
 
@@ -117,6 +117,43 @@ pub fn point(c: &Config, x: f64, series: &str, x_label: &str, y_label: &str, y_o
     Some(Point { x, y: s.mean, ci: s.ci95_half_width, tip, flagged: !s.outliers.is_empty() || c.any_fell_back() })
 }
 
+/// A point whose y is the geometric mean of the replicates (FPL'18's average over its 15
+/// iterations): no confidence interval is drawn, the tooltip gives the geometric standard deviation.
+pub fn geometric_point(
+    c: &Config,
+    x: f64,
+    series: &str,
+    x_label: &str,
+    y_label: &str,
+    y_of: &dyn Fn(&Run) -> Option<f64>,
+) -> Option<Point> {
+    let values = c.values(y_of);
+    let y = stats::geometric_mean(&values)?;
+    let mut tip = format!("{series} · {x_label} {} · {y_label} {} (geometric mean of n = {}", num(x), num(y), values.len());
+    if let Some(g) = stats::geometric_sd(&values) {
+        tip += &format!(", geometric sd ×{}", num(g));
+    }
+    tip += ")";
+    if c.any_fell_back() {
+        tip += " · polling fell back to interrupts";
+    }
+    Some(Point { x, y, ci: None, tip, flagged: c.any_fell_back() })
+}
+
+/// A table cell with the geometric mean of the replicates and, over two or more, the geometric
+/// standard deviation.
+pub fn geometric_cell(c: &Config, f: &dyn Fn(&Run) -> Option<f64>) -> String {
+    let values = c.values(f);
+    match (stats::geometric_mean(&values), stats::geometric_sd(&values)) {
+        (Some(m), Some(g)) => format!("{} (×{} gsd)", num(m), num(g)),
+        (Some(m), None) => num(m),
+        _ => "not measured".into(),
+    }
+}
+
+/// How a point is made of a configuration's replicates: [`point`] or [`geometric_point`].
+type PointOf = fn(&Config, f64, &str, &str, &str, &dyn Fn(&Run) -> Option<f64>) -> Option<Point>;
+
 pub fn plot(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
     plot_with(ctx, configs, p, notes, Vec::new());
 }
@@ -125,6 +162,13 @@ pub fn plot_with(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>
     let x_of = |c: &Config| Some((p.x_of)(c.first()));
     let by = PlotBy { title: p.title, x: p.x, y: p.y, x_of: &x_of, y_of: p.y_of, series_of: p.series_of };
     plot_by(ctx, configs, by, notes, callouts);
+}
+
+/// [`plot`] with each point the geometric mean of its replicates.
+pub fn plot_geometric(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
+    let x_of = |c: &Config| Some((p.x_of)(c.first()));
+    let by = PlotBy { title: p.title, x: p.x, y: p.y, x_of: &x_of, y_of: p.y_of, series_of: p.series_of };
+    plot_points(ctx, configs, by, notes, Vec::new(), geometric_point);
 }
 
 /// A [`Plot`] whose x is read from the configuration (e.g. a dimension of its key); a
@@ -139,6 +183,10 @@ pub struct PlotBy<'f> {
 }
 
 pub fn plot_by(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>, callouts: Vec<Callout>) {
+    plot_points(ctx, configs, p, notes, callouts, point);
+}
+
+fn plot_points(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>, callouts: Vec<Callout>, point: PointOf) {
     let mut series: Vec<Series> = Vec::new();
     let mut used: Vec<&Run> = Vec::new();
     for c in configs {

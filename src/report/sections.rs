@@ -99,6 +99,11 @@ impl<'a> Ctx<'a> {
         self.sweep.configs.iter().flat_map(|c| c.runs.iter()).collect()
     }
 
+    /// The sweep's planned runs this machine could not do: (configuration key, reason).
+    pub fn skipped(&self) -> &'a [(String, String)] {
+        &self.sweep.skipped
+    }
+
     pub fn configs(&self, keep: impl Fn(&RunRow) -> bool) -> Vec<&'a Config> {
         self.sweep.configs.iter().filter(|c| keep(c.first())).collect()
     }

@@ -262,6 +262,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     let mut r =
         SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
     let mut reasons: Vec<String> = Vec::new();
+    let mut mapped: Vec<String> = Vec::new();
     for (n, run) in pending.iter().enumerate() {
         if cancel.is_cancelled() {
             r.interrupted = true;
@@ -275,7 +276,17 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
             }
         }
         ui.run_start(n, pending.len(), &format!("{} #{}", run.config_key, run.replicate + 1));
-        let said = match step(execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), profile: plan.profile })) {
+        let outcome = match passthrough_targets(&mut job) {
+            Ok(said) => {
+                if let Some(line) = said.filter(|l| !mapped.contains(l)) {
+                    ui.line(&line);
+                    mapped.push(line);
+                }
+                execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), profile: plan.profile })
+            }
+            Err(why) => Err(RunError { failure: Failure::unsupported(why), record: None }),
+        };
+        let said = match step(outcome) {
             Step::Keep(rec) => {
                 keep(&mut store, run.id, &rec, &mut r)?;
                 None
@@ -349,6 +360,25 @@ pub fn share_progress(db: &Path, text: &str, targets: &[String], share: Share) -
 /// A run that names no target and opens one: it runs on the sweep's temporary target.
 fn needs_target(job: &Job) -> bool {
     job.targets.paths.is_empty() && !job.io.interface.info().diskless
+}
+
+/// One target list serves every interface of a sweep: an interface that drives only NVMe
+/// generic devices (nvme-passthru) runs on the generic device of each target's namespace, so the
+/// block path and the passthrough path of one device are compared in one sweep (S5). Ok carries
+/// the line saying which device stands in; Err why a target has no namespace (the run is skipped).
+fn passthrough_targets(job: &mut Job) -> Result<Option<String>, String> {
+    if job.io.interface.info().targets != [crate::device::TargetKind::NvmeGeneric] {
+        return Ok(None);
+    }
+    let mut said = Vec::new();
+    for p in &mut job.targets.paths {
+        let generic = crate::device::nvme::generic_target(Path::new(p))?.display().to_string();
+        if generic != *p {
+            said.push(format!("{generic} for {p}"));
+            *p = generic;
+        }
+    }
+    Ok((!said.is_empty()).then(|| format!("{} runs on each namespace's generic device: {}", job.io.interface, said.join(", "))))
 }
 
 /// Store a measured run's record, counted; an interrupted one is not kept: the planned run

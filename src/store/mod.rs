@@ -719,6 +719,31 @@ impl Store {
         Ok(Some(record))
     }
 
+    /// Put a new energy report into a stored run's record (`iolab energy import`), with the
+    /// columns read from it again; the rest of the record, its histograms and series stay.
+    pub fn replace_energy(&mut self, run_id: i64, energy: &Value) -> Result<(), String> {
+        let path = self.path.clone();
+        let text: String = self
+            .conn
+            .query_row("SELECT record FROM runs WHERE id = ?1", [run_id], |r| r.get(0))
+            .optional()
+            .map_err(self.e())?
+            .ok_or_else(|| format!("results database {path}: no run {run_id}"))?;
+        let mut record: Value =
+            serde_json::from_str(&text).map_err(|m| format!("results database {path}: run {run_id}: stored record: {m}"))?;
+        record["energy"] = energy.clone();
+        let x = extract::extract(&record).map_err(|m| format!("results database {path}: run {run_id}: {m}"))?;
+        let mut cols: Vec<(&str, Sql)> = vec![("record", Sql::Text(x.stripped.to_string()))];
+        cols.extend(x.columns);
+        let set: Vec<String> = cols.iter().enumerate().map(|(i, (c, _))| format!("{c} = ?{}", i + 1)).collect();
+        let mut values: Vec<Sql> = cols.into_iter().map(|c| c.1).collect();
+        values.push(Sql::Integer(run_id));
+        self.conn
+            .execute(&format!("UPDATE runs SET {} WHERE id = ?{}", set.join(", "), values.len()), rusqlite::params_from_iter(values))
+            .map_err(self.e())?;
+        Ok(())
+    }
+
     /// A run's latency histograms: (direction, HdrHistogram V2 deflate bytes), read/write/total.
     pub fn histograms(&self, run_id: i64) -> Result<Vec<(String, Vec<u8>)>, String> {
         let mut st = self

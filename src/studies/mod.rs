@@ -37,10 +37,18 @@ pub struct Part {
 pub struct Runs {
     /// The plan's matrix and rules (TOML tables), shared by both scales.
     pub matrix: fn(quick: bool) -> String,
-    /// Paper scale: (replicates, ramp, runtime); quick: the same, small.
-    pub full: (u32, &'static str, &'static str),
-    pub quick: (u32, &'static str, &'static str),
+    /// Paper scale: (replicates, ramp, each run's budget); quick: the same, small.
+    pub full: (u32, &'static str, Budget),
+    pub quick: (u32, &'static str, Budget),
     pub report: Report,
+}
+
+/// What ends each run of a part: a time after the ramp, as most papers ran, or a fixed number of
+/// bytes, as FPL'18 did (1 MB per iteration).
+#[derive(Clone, Copy, Debug)]
+pub enum Budget {
+    Runtime(&'static str),
+    Bytes(&'static str),
 }
 
 pub enum Report {
@@ -82,9 +90,12 @@ impl Part {
     /// The part's plan text at the chosen scale; None when nothing of it runs.
     pub fn plan(&self, quick: bool, size: Option<&str>, destructive: &[String]) -> Option<String> {
         let runs = self.runs.as_ref()?;
-        let (replicates, ramp, runtime) = if quick { runs.quick } else { runs.full };
-        let mut top =
-            format!("name = \"{}\"\nreplicates = {replicates}\nramp = \"{ramp}\"\nruntime = \"{runtime}\"\nseed = 1\n", self.name);
+        let (replicates, ramp, budget) = if quick { runs.quick } else { runs.full };
+        let budget = match budget {
+            Budget::Runtime(t) => format!("runtime = \"{t}\""),
+            Budget::Bytes(b) => format!("bytes = \"{b}\""),
+        };
+        let mut top = format!("name = \"{}\"\nreplicates = {replicates}\nramp = \"{ramp}\"\n{budget}\nseed = 1\n", self.name);
         if let Some(s) = size {
             top += &format!("size = \"{s}\"\n");
         }

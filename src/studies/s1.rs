@@ -1,7 +1,7 @@
 //! S1, HotStorage'23: energy implications of I/O interface design choices. The latency table
 //! with each configuration's slowdown against the fastest (the paper's Table 2), and IOPS, power,
 //! IOPS per joule and cores against queue depth and against threads.
-use super::{pick, Part, Report, Runs, Study};
+use super::{pick, Budget::Runtime, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::stats;
 use crate::record::read::Latency;
@@ -25,8 +25,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: latency_matrix,
-                full: (5, "60s", "120s"),
-                quick: (2, "0.5s", "2s"),
+                full: (5, "60s", Runtime("120s")),
+                quick: (2, "0.5s", Runtime("2s")),
                 report: Report::Panels(latency_panels),
             }),
         },
@@ -36,8 +36,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: depth_matrix,
-                full: (5, "60s", "120s"),
-                quick: (1, "0.5s", "1s"),
+                full: (5, "60s", Runtime("120s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(depth_panels),
             }),
         },
@@ -47,8 +47,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: threads_matrix,
-                full: (5, "60s", "120s"),
-                quick: (1, "0.5s", "1s"),
+                full: (5, "60s", Runtime("120s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(threads_panels),
             }),
         },

@@ -1,7 +1,7 @@
 //! S2, CHEOPS'23: performance characterization of storage stacks. psync, libaio, iou (irq), iou-c
 //! (IOPOLL) and iou-s (SQPOLL + IOPOLL): CPU counters per I/O at QD1, J-curves with their
 //! saturation points, IOPS against cores, and the I/O schedulers compared.
-use super::{pick, Part, Report, Runs, Study, SPDK};
+use super::{pick, Budget::Runtime, Part, Report, Runs, Study, SPDK};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::saturation::{saturation_point, CurvePoint, SaturationRule};
 use crate::record::read::Counters;
@@ -21,7 +21,12 @@ pub const STUDY: Study = Study {
             name: "S2.1-qd1",
             feeds: "IOPS, instructions per I/O (process and system-wide), IPC, cache-miss rate at QD1 on one core",
             unsupported: &[SPDK, ("instructions split by layer", "needs perf sampling with kernel symbols; not implemented")],
-            runs: Some(Runs { matrix: qd1_matrix, full: (3, "20s", "120s"), quick: (2, "0.5s", "2s"), report: Report::Panels(qd1_panels) }),
+            runs: Some(Runs {
+                matrix: qd1_matrix,
+                full: (3, "20s", Runtime("120s")),
+                quick: (2, "0.5s", Runtime("2s")),
+                report: Report::Panels(qd1_panels),
+            }),
         },
         Part {
             name: "S2.2-jcurve",
@@ -29,8 +34,8 @@ pub const STUDY: Study = Study {
             unsupported: &[SPDK],
             runs: Some(Runs {
                 matrix: jcurve_matrix,
-                full: (3, "20s", "120s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "20s", Runtime("120s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(jcurve_panels),
             }),
         },
@@ -40,8 +45,8 @@ pub const STUDY: Study = Study {
             unsupported: &[SPDK],
             runs: Some(Runs {
                 matrix: cores_matrix,
-                full: (3, "20s", "120s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "20s", Runtime("120s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(cores_panels),
             }),
         },
@@ -51,8 +56,8 @@ pub const STUDY: Study = Study {
             unsupported: &[("NUMA pinning", "not varied by the suite; pin with a plan's options.cpus")],
             runs: Some(Runs {
                 matrix: schedulers_matrix,
-                full: (3, "20s", "120s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "20s", Runtime("120s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(schedulers_panels),
             }),
         },

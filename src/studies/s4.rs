@@ -1,7 +1,7 @@
 //! S4, IISWC'19: system challenges of ultra-low-latency SSDs. libaio and pvsync2 at 4 KiB:
 //! latency and bandwidth against queue depth, read latency under mixed-in writes, garbage
 //! collection over time, and interrupt against polling against hybrid completion.
-use super::{pick, Part, Report, Runs, Study, SPDK};
+use super::{pick, Budget::Runtime, Part, Report, Runs, Study, SPDK};
 use crate::plan::size::format_bytes;
 use crate::record::read::{Latency, SecondPoint};
 use crate::report::data::{Config, Run};
@@ -22,8 +22,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: latency_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(latency_panels),
             }),
         },
@@ -33,8 +33,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: bandwidth_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(bandwidth_panels),
             }),
         },
@@ -44,8 +44,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: interference_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(interference_panels),
             }),
         },
@@ -53,7 +53,12 @@ pub const STUDY: Study = Study {
             name: "S4.4-gc",
             feeds: "garbage collection: per-second latency series of random writes after a fill (precondition first)",
             unsupported: &[],
-            runs: Some(Runs { matrix: gc_matrix, full: (1, "0s", "30m"), quick: (1, "0s", "3s"), report: Report::Panels(gc_panels) }),
+            runs: Some(Runs {
+                matrix: gc_matrix,
+                full: (1, "0s", Runtime("30m")),
+                quick: (1, "0s", Runtime("3s")),
+                report: Report::Panels(gc_panels),
+            }),
         },
         Part {
             name: "S4.5-completion",
@@ -61,8 +66,8 @@ pub const STUDY: Study = Study {
             unsupported: &[],
             runs: Some(Runs {
                 matrix: completion_matrix,
-                full: (3, "10s", "60s"),
-                quick: (1, "0.5s", "1s"),
+                full: (3, "10s", Runtime("60s")),
+                quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(completion_panels),
             }),
         },
@@ -191,7 +196,19 @@ fn gc_panels(ctx: &mut Ctx) {
     let runs = ctx.all_runs();
     let mut lat = Vec::new();
     let mut rate = Vec::new();
+    let mut power = Vec::new();
     for r in &runs {
+        if let Some(w) = r.watts_per_second() {
+            let points = w
+                .iter()
+                .enumerate()
+                .filter_map(|(t, w)| {
+                    let (x, y) = (t as f64, (*w)?);
+                    Some(Point { x, y, ci: None, tip: format!("run {} · t = {t} s · {} W", r.row.id, num(y)), flagged: r.fell_back() })
+                })
+                .collect();
+            power.push(Series { name: format!("run {}", r.row.id), points });
+        }
         let Some(series) = &r.record.results.series else { continue };
         let pts = |field: fn(&SecondPoint) -> Option<f64>, scale: f64| -> Vec<Point> {
             series
@@ -228,15 +245,29 @@ fn gc_panels(ctx: &mut Ctx) {
             ctx.figure(title, svg, &runs, note.clone());
         }
     }
+    ctx.note("IISWC'19 Fig 7b plots per-second p99 latency; iolab's per-second series keeps the mean latency and the IOPS only, so the mean stands in.");
+    let title = "Garbage collection: per-second power (Fig 8)";
     match energy_gap(&runs) {
-        Some(reason) => ctx.unavailable("Garbage collection: power", &reason, &runs),
+        Some(reason) => ctx.unavailable(title, &reason, &runs),
+        None if power.iter().all(|s| s.points.is_empty()) => {
+            ctx.unavailable(title, "the energy sources gave no per-second power (records from an iolab before it)", &runs)
+        }
         None => {
+            let scope = energy_scope(&runs);
             let w: Vec<String> = runs.iter().filter_map(|r| r.watts().map(|w| format!("run {}: {} W", r.row.id, num(w)))).collect();
-            ctx.note(format!(
-                "Mean power over the window (iolab records energy per window, not per second; {}): {}",
-                energy_scope(&runs),
+            let svg = svg::chart(&Chart {
+                title: format!("{title}; {scope}"),
+                x: axis("time in the window (s)", Scale::Linear),
+                y: axis("power (W)", Scale::Linear),
+                series: power,
+                callouts: vec![],
+                lines: true,
+            });
+            let notes = vec![format!(
+                "Each second's power integrated alone from the source's samples (a second less than half covered is left out, never drawn as 0 W); mean over the window: {}.",
                 w.join(", ")
-            ));
+            )];
+            ctx.figure(&format!("{title}; {scope}"), svg, &runs, notes);
         }
     }
 }

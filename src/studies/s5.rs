@@ -1,25 +1,234 @@
-//! S5, FPL'18 FastPath: towards wire-speed NVMe. The kernel baseline the fast path is compared
-//! with; the fast path itself runs with -i nvme-passthru on the namespace's generic device.
-use super::{pick, Part, Report, Runs, Study};
+//! S5, FPL'18 FastPath: towards wire-speed NVMe. The kernel's block path (libaio, the paper's
+//! fio baseline, plus psync and io_uring) against a path that bypasses the block layer and polls
+//! (nvme-passthru on the namespace's generic device: polled, and SQPOLL with polling): latency at
+//! 4 KiB for the four patterns (Table III, with the reduction against the baseline), bandwidth
+//! and IOPS from 4 KiB to 128 KiB (Figs 4 and 5). Each run moves a fixed 1 MB and each
+//! configuration is the geometric mean of its iterations, as the paper measured (15 at its scale).
+use super::{pick, Budget, Part, Report, Runs, Study};
+use crate::report::data::{Config, Run};
+use crate::report::panels::{
+    axis, bs_name, distinct, geometric_cell, lat_mean_us, num, paths_taken, plot_geometric, runs_of, Figure, Plot,
+};
+use crate::report::sections::Ctx;
+use crate::report::svg::Scale;
+use crate::report::tables::Table;
 
-pub const STUDY: Study = Study { id: "S5", title: "FPL'18 FastPath: towards wire-speed NVMe", parts: &[
-    Part { name: "S5.1-breakdown", feeds: "latency breakdown of one 4 KiB I/O through the kernel",
-        unsupported: &[("latency breakdown", "needs kernel tracepoints per layer; not implemented")], runs: None },
-    Part { name: "S5.2-baseline", feeds: "kernel baseline latency (seq/rand read/write) and IOPS/bandwidth 4K-128K for the fast-path comparison",
-        unsupported: &[("interface=nvme-passthru", "the fast path (-i nvme-passthru) runs on an NVMe generic device /dev/ngXnY while the suite's target is a block device; run the same matrix with -i nvme-passthru on the namespace's ng device")],
-        runs: Some(Runs { matrix: baseline_matrix, full: (3, "5s", "30s"), quick: (1, "0.5s", "1s"),
-            report: Report::ConfigurationsOnly("the baseline is each configuration's IOPS and latency, for comparison with a fast-path sweep") }) },
-]};
+pub const STUDY: Study = Study {
+    id: "S5",
+    title: "FPL'18 FastPath: towards wire-speed NVMe",
+    parts: &[
+        Part {
+            name: "S5.1-breakdown",
+            feeds: "latency breakdown of one 4 KiB I/O through the kernel",
+            unsupported: &[("latency breakdown", "needs kernel tracepoints per layer; not implemented")],
+            runs: None,
+        },
+        Part {
+            name: "S5.2-fastpath",
+            feeds: "Table III (4 KiB latency of seq/rand read/write, the block path's libaio baseline against the passthrough fast path, with the reduction) and Figs 4-5 (bandwidth and IOPS from 4 KiB to 128 KiB); 1 MB per run, geometric mean over the iterations",
+            unsupported: &[(
+                "FastPath itself",
+                "the paper's fast path is an FPGA that builds and polls NVMe commands in hardware on a Zynq SoC; iolab's fast path is the kernel's NVMe passthrough (io_uring URING_CMD on /dev/ngXnY), which bypasses the block layer but not the NVMe driver, and iolab's own user-space driver is not an interface yet",
+            )],
+            runs: Some(Runs {
+                matrix: fastpath_matrix,
+                full: (15, "0s", Budget::Bytes("1m")),
+                quick: (3, "0s", Budget::Bytes("1m")),
+                report: Report::Panels(fastpath_panels),
+            }),
+        },
+    ],
+};
 
-fn baseline_matrix(q: bool) -> String {
+/// The block path's interfaces; libaio is the paper's baseline.
+const BLOCK_PATH: [&str; 3] = ["libaio", "psync", "io_uring"];
+const BASELINE: &str = "libaio irq";
+/// (rw, the paper's column name), in Table III's order.
+const PATTERNS: [(&str, &str); 4] = [("read", "seq-read"), ("randread", "rand-read"), ("write", "seq-write"), ("randwrite", "rand-write")];
+
+fn fastpath_matrix(q: bool) -> String {
     format!(
         r#"[matrix]
-interface = ["psync", "io_uring"]
+interface = ["libaio", "psync", "io_uring", "nvme-passthru"]
+submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll"]
 rw = ["read", "randread", "write", "randwrite"]
 bs = {}
 qd = [1]
+
+[[rule]]
+when = {{ interface = ["libaio", "psync", "io_uring"], submit = "sqpoll" }}
+action = "drop"
+reason = "the block path runs as the paper's baseline did: a system call per I/O"
+
+[[rule]]
+when = {{ interface = ["libaio", "psync", "io_uring"], complete = "poll" }}
+action = "drop"
+reason = "the block path runs as the paper's baseline did: completion by interrupt"
+
+[[rule]]
+when = {{ interface = "nvme-passthru", submit = "sqpoll", complete = "irq" }}
+action = "drop"
+reason = "the fast path's SQPOLL variant polls for completions, as FastPath does"
 "#,
-        pick(q, r#"["4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "128k"]"#)
+        pick(q, r#"["4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "16k", "128k"]"#)
     )
+}
+
+/// Which path a design point takes: the block layer, or around it.
+fn path_of(method: &str) -> &'static str {
+    if BLOCK_PATH.iter().any(|i| method.split(' ').next() == Some(*i)) {
+        "block layer"
+    } else {
+        "passthrough (block layer bypassed)"
+    }
+}
+
+/// A configuration key's value of `dim` (`interface=libaio,submit=...`).
+fn key_value<'k>(key: &'k str, dim: &str) -> Option<&'k str> {
+    key.split(',').find_map(|kv| kv.strip_prefix(dim)?.strip_prefix('='))
+}
+
+/// The design point a configuration key names, as `Config::method` says it.
+fn method_of_key(key: &str) -> Option<String> {
+    let (i, s, c) = (key_value(key, "interface")?, key_value(key, "submit").unwrap_or("syscall"), key_value(key, "complete")?);
+    Some(if s == "syscall" { format!("{i} {c}") } else { format!("{i} {s} {c}") })
+}
+
+const DIFFERS: &str = "Where iolab's method differs from the paper's: FastPath is an FPGA on a Zynq-7000 (two Cortex-A9 cores at 667 MHz, Samsung PM953, Linux 4.4, fio 2.99) that takes the block layer and the NVMe driver out of the path; iolab's fast path is the Linux NVMe passthrough, which leaves the NVMe driver (and, without SQPOLL, a system call) in place, on this machine's CPU and device. The paper does not give fio's queue depth (its default is 1): iolab runs QD 1. Latency is from submission to completion of each I/O, as the paper's Table III (the request's preparation is outside it); bandwidth and IOPS count the whole run, preparation included, as fio does. Each configuration is the geometric mean of its runs of 1 MB each (the paper: 15 iterations; --quick: 3).";
+
+fn fastpath_panels(ctx: &mut Ctx) {
+    ctx.note(DIFFERS);
+    latency_table(ctx);
+    let method = |c: &Config| format!("{} ({})", c.method(), if path_of(&c.method()) == "block layer" { "block" } else { "passthrough" });
+    let all = ctx.configs(|_| true);
+    let figures: [(&str, &str, Figure<Run>); 2] = [
+        ("Fig 4: bandwidth", "bandwidth (MB/s)", |r| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
+        ("Fig 5: IOPS", "IOPS", |r| r.row.metrics.iops),
+    ];
+    for (title, y, y_of) in figures {
+        for (rw, name) in PATTERNS {
+            let cs = ctx.configs(|r| r.rw == rw);
+            if cs.is_empty() {
+                continue;
+            }
+            plot_geometric(
+                ctx,
+                &cs,
+                Plot {
+                    title: format!("{title} against block size ({name})"),
+                    x: axis("block size (bytes)", Scale::Log2),
+                    y: axis(y, Scale::Linear),
+                    x_of: &|r| r.bs as f64,
+                    y_of: &y_of,
+                    series_of: &method,
+                },
+                vec!["Geometric mean of each configuration's runs (1 MB each); the tooltips give the geometric standard deviation.".into()],
+            );
+        }
+    }
+    if distinct(&all, |r| r.bs).len() < 2 {
+        ctx.note("Figs 4 and 5 need more than one block size: this sweep ran one.");
+    }
+}
+
+/// Table III: 4 KiB latency per pattern, one row per design point, each cell with its reduction
+/// against the libaio baseline; then the fast-path rows that did not run here, with the reason.
+fn latency_table(ctx: &mut Ctx) {
+    let cs = ctx.configs(|r| r.bs == 4096);
+    let title = "Table III: 4 KiB latency (µs), block path against passthrough, with the reduction against the libaio baseline";
+    if cs.is_empty() {
+        ctx.unavailable(title, "no 4 KiB run here", &runs_of(&ctx.configs(|_| true)));
+        return;
+    }
+    let find = |m: &str, rw: &str| cs.iter().find(|c| c.method() == m && c.first().rw == rw).copied();
+    let geo = |c: &Config| crate::analysis::stats::geometric_mean(&c.values(&lat_mean_us));
+    let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
+    methods.sort_by_key(|m| (path_of(m) != "block layer", m != BASELINE, m.clone()));
+    methods.dedup();
+    let mut header = vec!["configuration", "path"];
+    header.extend(PATTERNS.iter().map(|(_, n)| *n));
+    header.extend(["mean reduction against libaio", "completion path taken"]);
+    let mut t = Table::new(title, &header);
+    for m in &methods {
+        let mut row = vec![m.clone(), path_of(m).to_string()];
+        let mut reductions = Vec::new();
+        for (rw, _) in PATTERNS {
+            row.push(match find(m, rw) {
+                None => "not run".into(),
+                Some(c) => {
+                    let base = find(BASELINE, rw).and_then(geo);
+                    match (geo(c), base) {
+                        (Some(v), Some(b)) if m != BASELINE => {
+                            let cut = 100.0 * (b - v) / b;
+                            reductions.push(cut);
+                            format!("{} ({}{} %)", geometric_cell(c, &lat_mean_us), if cut >= 0.0 { "−" } else { "+" }, num(cut.abs()))
+                        }
+                        _ => geometric_cell(c, &lat_mean_us),
+                    }
+                }
+            });
+        }
+        row.push(match (m.as_str(), crate::analysis::stats::mean(&reductions)) {
+            (BASELINE, _) => "baseline".into(),
+            (_, Some(r)) => format!("{} %", num(r)),
+            (_, None) => "no baseline".into(),
+        });
+        let mut paths: Vec<String> = PATTERNS.iter().filter_map(|(rw, _)| find(m, rw)).map(paths_taken).collect();
+        paths.sort();
+        paths.dedup();
+        row.push(paths.join(", "));
+        t.rows.push(row);
+    }
+    // The fast path's rows that could not run stand in the table with the reason.
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for (key, why) in ctx.skipped() {
+        let Some(m) = method_of_key(key) else { continue };
+        if key_value(key, "bs") == Some("4096") && !methods.contains(&m) && !missing.iter().any(|(x, _)| *x == m) {
+            missing.push((m, why.clone()));
+        }
+    }
+    for (m, why) in missing {
+        let mut row = vec![m.clone(), path_of(&m).to_string()];
+        row.extend(PATTERNS.iter().map(|_| "not run here".to_string()));
+        row.extend([format!("not run: {why}"), String::new()]);
+        t.rows.push(row);
+    }
+    t.notes.push("Each cell: the geometric mean of the configuration's runs' mean latencies (its geometric standard deviation), then its reduction against libaio's in the same column, (baseline − it) / baseline; the mean reduction averages the columns it has.".into());
+    t.notes.push("The paper (FPL'18 Table III, Zynq-7000 and Samsung PM953): baseline 328.9, 321.8, 350.6, 352.3 µs; FastPath 105.4, 105.7, 100, 100.67 µs (seq-read, rand-read, seq-write, rand-write), 67 to 71 % less.".into());
+    if !methods.iter().any(|m| path_of(m) != "block layer") {
+        t.notes.push("No passthrough run here: the fast path needs an NVMe namespace as the suite's target (its generic device /dev/ngXnY is found from the block device).".into());
+    }
+    let runs = runs_of(&cs);
+    ctx.table(t, &runs);
+    let sizes: Vec<String> = distinct(&ctx.configs(|_| true), |r| r.bs).into_iter().map(bs_name).collect();
+    ctx.note(format!("Block sizes run: {}.", sizes.join(", ")));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_compares_the_block_path_with_passthrough() {
+        let part = &STUDY.parts[1];
+        // With no target the passthrough rows are dropped (the temporary target is a file).
+        let e = crate::plan::sweep::expand(&part.plan(false, None, &[]).unwrap(), &["/dev/nvme0n1".into()]).unwrap();
+        let mut methods: Vec<String> = e.configs.iter().map(|c| method_of_key(&c.key).unwrap()).collect();
+        methods.sort();
+        methods.dedup();
+        assert_eq!(
+            methods,
+            ["io_uring irq", "libaio irq", "nvme-passthru irq", "nvme-passthru poll", "nvme-passthru sqpoll poll", "psync irq"],
+            "{:?}",
+            e.dropped
+        );
+        // 6 design points x 4 patterns x 6 block sizes, 15 iterations of 1 MB each.
+        assert_eq!(e.configs.len(), 6 * 4 * 6);
+        assert_eq!(e.replicates, 15);
+        assert!(e.configs.iter().all(|c| c.job.timing.budget == crate::plan::Budget::Bytes(1 << 20) && c.job.workload.qd == 1));
+        assert_eq!(path_of("nvme-passthru sqpoll poll"), "passthrough (block layer bypassed)");
+        assert_eq!(path_of(BASELINE), "block layer");
+        assert_eq!(key_value("interface=psync,rw=read,bs=4096", "bs"), Some("4096"));
+    }
 }

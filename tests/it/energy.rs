@@ -532,6 +532,7 @@ fn low_coverage_gives_no_ratios() {
         iops_per_joule: None,
         bytes_per_joule: None,
         notes: vec![],
+        per_second_watts: vec![],
     });
     r.with_io(1000, 4096000);
     assert!(r.sources[0].iops_per_joule.is_none());

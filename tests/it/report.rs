@@ -185,6 +185,21 @@ fn console_errors(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains("CONSOLE") && (l.contains("ERROR") || l.to_lowercase().contains("uncaught"))).collect()
 }
 
+/// Render the report in headless Chromium (skipped, saying why, where there is none): every one
+/// of its `figures` drawn, nothing wrong in the page or on the console.
+fn assert_renders(test: &str, out: &Path, figures: usize, scratch: &Path) {
+    let browser = match chromium() {
+        Err(why) => return crate::common::skip(&format!("{test} (rendering in Chromium)"), &why),
+        Ok(b) => b,
+    };
+    let (dom, stderr) = render(&browser, &out.join("report.html"), scratch);
+    assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
+    assert_eq!(body_attr(&dom, "data-figures"), figures.to_string());
+    assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
+    assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
+    assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+}
+
 fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect())
@@ -413,14 +428,143 @@ fn own_sweep_gets_figures_against_each_swept_dimension() {
     assert!(html.contains("mine: configurations and replicate statistics"));
     assert_eq!(html.matches("<p class=\"prov\">machine ").count(), figures + 1);
 
-    match chromium() {
-        Err(why) => crate::common::skip("own_sweep_gets_figures_against_each_swept_dimension (rendering in Chromium)", &why),
-        Ok(browser) => {
-            let (dom, stderr) = render(&browser, &out.join("report.html"), dir.path());
-            assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");
-            assert_eq!(body_attr(&dom, "data-drawn"), figures.to_string(), "figures not drawn: {}", body_attr(&dom, "data-not-drawn"));
-            assert_eq!(body_attr(&dom, "data-errors"), "0", "errors in the page: {}", body_attr(&dom, "data-error-text"));
-            assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
+    assert_renders("own_sweep_gets_figures_against_each_swept_dimension", &out, figures, dir.path());
+}
+
+/// S5 from a real quick suite on a file: the block path's rows are measured here and the
+/// passthrough rows skipped with the reason (a file has no NVMe namespace). Then the passthrough
+/// records the same quick suite made on the VM rig's emulated NVMe namespace
+/// (tests/vm/guest/s5.sh, `--append iolab_s5_capture`) are stored into those planned runs: Table
+/// III has every row with its reduction against libaio, Figs 4 and 5 draw the six design points
+/// for each pattern, and Chromium draws every figure.
+#[test]
+fn s5_report_draws_table_iii_and_figs_4_and_5() {
+    let dir = work_dir();
+    let data = dir.path().join("data.img");
+    std::fs::write(&data, vec![0x5au8; 16 << 20]).unwrap();
+    let db = dir.path().join("iolab.db");
+    let (db_s, data_s) = (db.to_str().unwrap(), data.to_str().unwrap());
+    iolab(&["suite", "run", "S5", "--quick", data_s, "--db", db_s, "--quiet"]).assert_ok();
+    let table_iii = |out: &Path| {
+        let csv = files(&out.join("tables"), "csv").into_iter().find(|p| p.to_str().unwrap().contains("table-iii")).expect("no Table III");
+        std::fs::read_to_string(csv).unwrap()
+    };
+    let first = dir.path().join("first");
+    iolab(&["report", "--db", db_s, "--suite", "s5", "--out", first.to_str().unwrap(), "--quiet"]).assert_ok();
+    let t = table_iii(&first);
+    assert!(t.contains("not run: NVMe passthrough needs an NVMe namespace and") && t.contains("is a regular file"), "{t}");
+    assert_eq!(t.lines().filter(|l| l.starts_with("nvme-passthru")).count(), 3, "the fast path's rows stand with the reason: {t}");
+
+    // The passthrough records from the VM rig, into the planned runs this machine skipped.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/s5/passthru-records.json.gz");
+    let json = Command::new("gzip").arg("-dc").arg(&fixture).output().expect("cannot run gzip");
+    assert!(json.status.success(), "gzip -dc {}", fixture.display());
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    for mut r in records.clone() {
+        let at = r.as_object_mut().unwrap().remove("store").unwrap();
+        let id: i64 = conn
+            .query_row(
+                "SELECT id FROM planned_runs WHERE config_key = ?1 AND replicate = ?2 AND status = 'skipped'",
+                rusqlite::params![at["config_key"].as_str().unwrap(), at["replicate"].as_i64().unwrap()],
+                |row| row.get(0),
+            )
+            .unwrap();
+        conn.execute("UPDATE planned_runs SET status = 'planned', reason = NULL WHERE id = ?1", [id]).unwrap();
+        store.record_run(Some(id), &r).unwrap();
+    }
+    assert_eq!(records.len(), 3 * 4 * 3 * 3, "3 passthrough design points x 4 patterns x 3 block sizes x 3 iterations");
+
+    let out = dir.path().join("report");
+    iolab(&["report", "--db", db_s, "--suite", "s5", "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let t = table_iii(&out);
+    assert!(!t.contains("not run"), "{t}");
+    for m in ["libaio irq", "psync irq", "io_uring irq", "nvme-passthru irq", "nvme-passthru poll", "nvme-passthru sqpoll poll"] {
+        let row = t.lines().find(|l| l.starts_with(&format!("{m},"))).unwrap_or_else(|| panic!("no row {m}: {t}"));
+        let reduction = if m == "libaio irq" { "baseline" } else { " %" };
+        assert!(row.contains(reduction) && row.contains("gsd"), "{row}");
+    }
+    assert!(t.contains("polled"), "the polled passthrough rows say the path taken: {t}");
+    assert!(
+        html.contains("Where iolab&#x27;s method differs from the paper&#x27;s")
+            || html.contains("Where iolab's method differs from the paper's")
+    );
+    assert!(html.contains("328.9"), "the paper's numbers beside iolab's");
+
+    let figures = html.matches("<figure class=\"fig\"").count();
+    let svgs = files(&out.join("figures"), "svg");
+    assert_eq!(svgs.len(), figures);
+    for fig in ["fig-4-bandwidth", "fig-5-iops"] {
+        for rw in ["seq-read", "rand-read", "seq-write", "rand-write"] {
+            let want = format!("{fig}-against-block-size-{rw}");
+            let file = svgs.iter().find(|p| p.to_str().unwrap().ends_with(&format!("{want}.svg"))).unwrap_or_else(|| panic!("no {want}"));
+            let svg = std::fs::read_to_string(file).unwrap();
+            assert_eq!(svg.matches("<polyline").count(), 6, "{want}: one line per design point");
+            assert_eq!(svg.matches("class=\"mark\"").count(), 6 * 3, "{want}: a mark per design point and block size");
+            assert!(svg.contains("geometric mean of n = 3"), "{want}");
         }
     }
+    assert_eq!(figures, 8, "Figs 4 and 5 for each of the four patterns");
+
+    assert_renders("s5_report_draws_table_iii_and_figs_4_and_5", &out, figures, dir.path());
+}
+
+/// Power over time (IISWC'19 Fig 8): a wall meter's log whose power steps between 100 W and
+/// 200 W at every whole UNIX second, sampled ten times a second. Each second of the run's window
+/// is integrated alone, so neighbouring seconds (offset from the meter's by the window's start)
+/// add up to 300 W; the GC part's report draws the per-second power beside its series.
+#[test]
+fn gc_power_over_time_from_a_meter_log() {
+    let dir = work_dir();
+    let data = dir.path().join("data.img");
+    std::fs::write(&data, vec![0x5au8; 16 << 20]).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64().floor();
+    let mut log = String::from("timestamp,watts\n");
+    for i in -100..1200 {
+        let t = now + i as f64 / 10.0;
+        log += &format!("{t:.3},{}\n", if (t.floor() as i64) % 2 == 0 { 100 } else { 200 });
+    }
+    // A sample just before each step, so the step is sharp (linear between neighbours otherwise).
+    let log_path = dir.path().join("wall.csv");
+    std::fs::write(&log_path, log).unwrap();
+    let plan = dir.path().join("gc.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"S4.4-gc\"\nseed = 5\nruntime = \"3s\"\ntargets = [\"{}\"]\n[matrix]\ninterface = [\"libaio\"]\nrw = [\"randwrite\"]\nqd = [4]\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("iolab.db");
+    let (db_s, log_s) = (db.to_str().unwrap(), log_path.to_str().unwrap());
+    iolab(&["sweep", plan.to_str().unwrap(), "--db", db_s, "--quiet", "--energy", "meter", "--meter-log", log_s, "--require-energy"])
+        .assert_ok();
+    let store = iolab::store::Store::open(&db).unwrap();
+    let run = store.list_runs(&iolab::store::RunFilter::default()).unwrap().remove(0);
+    let rec = store.run_record(run.id).unwrap().unwrap();
+    let s = &rec["energy"]["sources"][0];
+    assert_eq!(s["scope"], "wall_ac", "{s}");
+    let w: Vec<f64> = s["per_second_watts"].as_array().expect("per-second power").iter().map(|x| x.as_f64().unwrap()).collect();
+    let window = s["window_s"].as_f64().unwrap();
+    assert_eq!(w.len(), window.ceil() as usize, "{w:?} over {window} s");
+    // Whole seconds only (the last may be partial): the step at each UNIX second is inside each.
+    for pair in w[..window.floor() as usize].windows(2) {
+        assert!((pair[0] + pair[1] - 300.0).abs() < 15.0, "neighbouring seconds {pair:?} should add to 300 W: {w:?}");
+    }
+    assert!(w.iter().all(|x| (100.0..=200.0).contains(x)), "{w:?}");
+
+    let out = dir.path().join("report");
+    iolab(&["report", "--db", db_s, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Garbage collection: per-second power (Fig 8); scope: wall"), "{html}");
+    let svg =
+        files(&out.join("figures"), "svg").into_iter().find(|p| p.to_str().unwrap().contains("per-second-power")).expect("no power figure");
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert_eq!(svg.matches("class=\"mark\"").count(), w.len(), "a mark per second");
+    assert!(html.contains("per-second p99 latency"), "the figure says what stands in for Fig 7b's p99");
+    let figures = html.matches("<figure class=\"fig\"").count();
+    assert_renders("gc_power_over_time_from_a_meter_log", &out, figures, dir.path());
 }
