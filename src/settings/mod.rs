@@ -40,7 +40,7 @@ pub enum Setting {
     WbtLatUsec,
     Governor,
     /// tracefs mounted at `<sysfs>/kernel/tracing` ("mounted" or "unmounted"), for
-    /// `--profile stages`; not a setting users ask for.
+    /// `--profile stages` (which mounts it where it is not; `--set tracefs=mounted` also works).
     Tracefs,
 }
 
@@ -92,6 +92,7 @@ impl Setting {
             "read_ahead_kb" | "read_ahead" | "readahead" | "readahead_kb" => Setting::ReadAheadKb,
             "wbt_lat_usec" | "wbt" => Setting::WbtLatUsec,
             "governor" | "scaling_governor" | "cpu_governor" => Setting::Governor,
+            "tracefs" => Setting::Tracefs,
             _ => return None,
         })
     }
