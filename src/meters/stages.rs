@@ -17,9 +17,14 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use sys::bindings as b;
 
-/// Ring data pages per CPU: 2 MiB holds ~20 000 records (~100 bytes each), ~100 ms of a 25 000
-/// IOPS run at ~8 records per request; the rings are drained every 20 ms.
-const RING_PAGES: usize = 512;
+/// Ring data pages per CPU: 64 MiB over all CPUs, 1 to 8 MiB each. 2 MiB lost ~30 % of the
+/// records of a 100 000 IOPS psync run on zram (4 records per request, ~80 bytes each: ~32 MB/s
+/// on one CPU) when a busy CPU delayed the 20 ms drain; 8 MiB holds ~250 ms of that.
+fn ring_pages(ncpu: usize) -> usize {
+    let per_cpu = 16384 / ncpu.max(1);
+    let floor_pow2 = 1usize << (usize::BITS - 1 - per_cpu.max(1).leading_zeros());
+    floor_pow2.clamp(256, 2048)
+}
 /// Events kept at most (40 bytes each, ~40 MB): ~130 000 requests. Past it, tracing stops and
 /// the record says for how long it traced.
 const MAX_EVENTS: usize = 1 << 20;
@@ -199,7 +204,7 @@ pub fn stage_layer(from: Point, to: Point) -> &'static str {
     use Point::*;
     match (from, to) {
         (Enter, UringSubmit) => "system call and io_uring submission",
-        (UringSubmit, BioQueue) => "io_uring issue, VFS and file system",
+        (UringSubmit, BioQueue) => "io_uring issue (inline or by io-wq), VFS and file system",
         (_, BioQueue) => "system call, VFS and file system",
         (_, RqInsert) => "block layer (bio to request)",
         (RqInsert, _) if to <= RqIssue => "I/O scheduler (insert to dispatch)",
@@ -209,13 +214,13 @@ pub fn stage_layer(from: Point, to: Point) -> &'static str {
         (_, Irq) => "device (issue to interrupt)",
         (Irq, _) => "interrupt (handler to completion)",
         (RqIssue, NvmeComplete) | (RqIssue, RqComplete) | (NvmeSetup, NvmeComplete) => {
-            "device (polled, or completed with no interrupt seen)"
+            "driver and device (issue to completion, no interrupt: polled, loop worker ...)"
         }
         (NvmeComplete, RqComplete) => "driver completion",
         (RqComplete, BioComplete) => "block completion",
         (BioQueue, BioComplete) => "bio-based driver (zram, loop ...)",
         (_, UringComplete) => "io_uring completion",
-        (_, Exit) => "wake-up and return to user space",
+        (_, Exit) => "return to user space (and wake-up, if it slept)",
         _ => "other",
     }
 }
@@ -245,6 +250,9 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
     let mut by_uring: HashMap<(u64, u64), usize> = HashMap::new();
     let mut by_sector: HashMap<(u64, u64), usize> = HashMap::new();
     let mut by_nvme: HashMap<(u64, u64), usize> = HashMap::new();
+    // io_uring requests not yet at the device level, oldest first: an io-wq worker's bio is the
+    // oldest one's (io_uring punts to io-wq a request the driver cannot take without blocking).
+    let mut punted: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     // Per CPU: an NVMe command set up for the request issued next on it, and the last interrupt.
     let mut setup_on: HashMap<u16, (u64, u64, u64)> = HashMap::new();
     let mut last_irq: HashMap<u16, u64> = HashMap::new();
@@ -256,8 +264,10 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
     /// The request a thread is submitting that has not reached the device level yet.
     fn fresh(submitting: &HashMap<u32, usize>, reqs: &[Req], tid: u32) -> Option<usize> {
         let &i = submitting.get(&tid)?;
-        let at = &reqs[i].at;
-        (at[Point::BioQueue as usize].is_none() && at[Point::NvmeSetup as usize].is_none()).then_some(i)
+        fresh_request(&reqs[i]).then_some(i)
+    }
+    fn fresh_request(r: &Req) -> bool {
+        r.at[Point::BioQueue as usize].is_none() && r.at[Point::NvmeSetup as usize].is_none()
     }
     fn new_request(reqs: &mut Vec<Req>, tid: u32, entered: Option<u64>) -> usize {
         let mut r = Req { tid, ..Default::default() };
@@ -307,6 +317,7 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
                 let i = new_request(&mut reqs, e.tid, in_call.get(&e.tid).copied());
                 reqs[i].at[Point::UringSubmit as usize] = Some(e.time);
                 by_uring.insert((e.a, e.b), i);
+                punted.push_back(i);
                 submitting.insert(e.tid, i);
             }
             Kind::BioQueue if ours => {
@@ -314,8 +325,23 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
                     Some(i) => i,
                     // A bio inside a system call of a worker: a new request (sync, libaio).
                     None if in_call.contains_key(&e.tid) => new_request(&mut reqs, e.tid, in_call.get(&e.tid).copied()),
-                    // Another bio of a request already queued (a split), or a thread not traced.
-                    None => continue,
+                    // Another bio of a request a worker already queued (a split).
+                    None if submitting.contains_key(&e.tid) => continue,
+                    // A bio of one of our threads making no traced system call: an io-wq worker
+                    // running a request io_uring punted (zram's driver cannot take it without
+                    // blocking). Matched in submission order, which io-wq keeps per ring.
+                    None => {
+                        while let Some(&i) = punted.front() {
+                            if fresh_request(&reqs[i]) && !reqs[i].completed {
+                                break;
+                            }
+                            punted.pop_front();
+                        }
+                        let Some(i) = punted.pop_front() else { continue };
+                        reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+                        by_sector.insert(block_key(e), i);
+                        continue;
+                    }
                 };
                 reqs[i].at[Point::BioQueue as usize] = Some(e.time);
                 by_sector.insert(block_key(e), i);
@@ -538,7 +564,7 @@ impl Tracer {
                 let fd = open_event(&mut attr, -1, cpu).map_err(refused)?;
                 match &leader {
                     None => {
-                        let ring = Ring::map(fd, RING_PAGES).map_err(|e| format!("mapping a tracepoint ring failed: {e}"))?;
+                        let ring = Ring::map(fd, ring_pages(ncpu)).map_err(|e| format!("mapping a tracepoint ring failed: {e}"))?;
                         leader = Some((ring, kind));
                     }
                     Some((r, _)) => {
@@ -755,7 +781,7 @@ mod tests {
         assert_eq!((m[1][NvmeSetup as usize], m[1][Irq as usize], m[1][Exit as usize]), (Some(132), Some(300), Some(340)));
         let (_, stages) = summarize(&m);
         assert!(stages.iter().any(|s| s.layer == "device (issue to interrupt)" && s.requests == 1));
-        assert!(stages.iter().any(|s| s.layer.starts_with("device (polled") && s.requests == 1));
+        assert!(stages.iter().any(|s| s.layer.starts_with("driver and device (issue to completion, no interrupt") && s.requests == 1));
     }
 
     #[test]
@@ -784,7 +810,7 @@ mod tests {
         let (_, stages) = summarize(&m);
         assert_eq!(
             stages.iter().map(|s| s.layer.as_str()).collect::<Vec<_>>(),
-            ["system call, VFS and file system", "bio-based driver (zram, loop ...)", "wake-up and return to user space"]
+            ["system call, VFS and file system", "bio-based driver (zram, loop ...)", "return to user space (and wake-up, if it slept)"]
         );
         // Another process's bio and a request still in flight at the window's end.
         let other = [
