@@ -18,5 +18,6 @@ mod precondition;
 mod profile;
 mod report;
 mod settings;
+mod stages;
 mod store;
 mod sweep;
