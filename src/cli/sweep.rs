@@ -199,8 +199,8 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         let e = expand(text, targets)?;
         print_plan(&e, e.order.len(), true);
         print_energy(&how.energy);
-        if how.profile == crate::meters::profile::Profile::Layers {
-            println!("profile: layers (each run is made twice: unprofiled, then profiled; both stored in one record)");
+        if how.profile.any() {
+            println!("profile: {} (each run is made twice: unprofiled, then profiled; both stored in one record)", how.profile.name());
         }
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");

@@ -7,7 +7,10 @@ pub mod interrupts;
 pub mod perf;
 pub mod procstat;
 pub mod profile;
+pub mod ring;
+pub mod stages;
 pub mod tasks;
+pub mod tracefs;
 
 use crate::device::sysinfo::{sysfs_disk_for, TargetInfo};
 use crate::engine::WindowHooks;
@@ -120,6 +123,8 @@ pub struct Meters {
     energy_report: Option<crate::energy::EnergyReport>,
     /// `--profile layers`: the sampler, or why it could not be opened.
     profiler: Option<Result<profile::Profiler, String>>,
+    /// `--profile stages`: the tracepoints, or why they could not be opened.
+    tracer: Option<Result<stages::Tracer, String>>,
 }
 
 impl Meters {
@@ -143,14 +148,19 @@ impl Meters {
             seen: std::collections::HashMap::new(),
             last_tick: None,
             profiler: None,
+            tracer: None,
         }
     }
 
-    /// Sample every CPU's call chains over the window (`--profile layers`); opened now, before
-    /// the window, so a refusal is known and the window only enables the events.
-    pub fn with_profile(mut self, asked: profile::Profile) -> Meters {
-        if asked == profile::Profile::Layers {
+    /// Sample every CPU's call chains over the window (`--profile layers`) and trace every
+    /// request through the stack (`--profile stages`, tracefs mounted at `tracefs`); opened now,
+    /// before the window, so a refusal is known and the window only enables the events.
+    pub fn with_profile(mut self, asked: profile::Profile, tracefs: &Path) -> Meters {
+        if asked.layers {
             self.profiler = Some(profile::Profiler::open(self.ncpu));
+        }
+        if asked.stages {
+            self.tracer = Some(stages::Tracer::open(tracefs, self.ncpu));
         }
         self
     }
@@ -185,10 +195,16 @@ impl WindowHooks for Meters {
         if let Some(Ok(p)) = &self.profiler {
             p.start();
         }
+        if let Some(Ok(t)) = &mut self.tracer {
+            t.start(workload_tids);
+        }
     }
     fn window_tick(&mut self) {
         if let Some(Ok(p)) = &mut self.profiler {
             p.drain();
+        }
+        if let Some(Ok(t)) = &mut self.tracer {
+            t.drain();
         }
         // Every 100 ms: our own threads only (a few small files), not the whole system.
         if self.last_tick.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(100)) {
@@ -202,6 +218,9 @@ impl WindowHooks for Meters {
     fn window_end(&mut self) {
         if let Some(Ok(p)) = &mut self.profiler {
             p.stop();
+        }
+        if let Some(Ok(t)) = &mut self.tracer {
+            t.stop();
         }
         self.energy_report = self.energy_meter.take().map(|m| m.stop());
         if let Some(c) = self.counters.take() {
@@ -346,6 +365,9 @@ pub struct Cost {
     /// `--profile layers`: CPU time by layer of the stack; absent when not asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<profile::ProfileResult>,
+    /// `--profile stages`: each request's latency by stage of the stack; absent when not asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<stages::StagesResult>,
 }
 
 /// Which class a thread of our own process belongs to.
@@ -581,6 +603,10 @@ impl Meters {
             profile: self.profiler.as_ref().map(|p| match p {
                 Ok(p) => p.report(self.pid as u32, ios),
                 Err(unavailable) => profile::ProfileResult::Unavailable { unavailable: unavailable.clone() },
+            }),
+            stages: self.tracer.as_ref().map(|t| match t {
+                Ok(t) => t.report(self.pid as u32),
+                Err(unavailable) => stages::StagesResult::Unavailable { unavailable: unavailable.clone() },
             }),
         })
     }

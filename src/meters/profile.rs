@@ -7,6 +7,7 @@
 //! mappings (user space), and put in a layer by [`LAYERS`], a table kept as data. A layer's
 //! *self* share counts samples whose innermost frame is in it; its *inclusive* share, samples
 //! with it anywhere in the chain. Per I/O: samples x period / I/Os, system-wide.
+use super::ring::{enable, open_event, Ring};
 use perf_event_open_sys as sys;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -303,16 +304,11 @@ pub struct Sample {
 
 /// Decode the records of a ring buffer's data (already unwrapped): samples and the lost count.
 /// Layout for sample_type IP | TID | CALLCHAIN: header, ip, pid, tid, nr, ips[nr].
-pub fn decode(mut data: &[u8], out: &mut Vec<Sample>, lost: &mut u64) {
+pub fn decode(data: &[u8], out: &mut Vec<Sample>, lost: &mut u64) {
     let u32_at = |d: &[u8], o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap());
     let u64_at = |d: &[u8], o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap());
-    while data.len() >= 8 {
-        let kind = u32_at(data, 0);
-        let size = u16::from_ne_bytes([data[6], data[7]]) as usize;
-        if size < 8 || size > data.len() {
-            break;
-        }
-        let rec = &data[..size];
+    for (kind, rec) in super::ring::records(data) {
+        let size = rec.len();
         if kind == b::PERF_RECORD_SAMPLE && size >= 32 {
             let (pid, tid) = (u32_at(rec, 16), u32_at(rec, 20));
             let nr = u64_at(rec, 24) as usize;
@@ -325,110 +321,71 @@ pub fn decode(mut data: &[u8], out: &mut Vec<Sample>, lost: &mut u64) {
         } else if kind == b::PERF_RECORD_LOST && size >= 24 {
             *lost += u64_at(rec, 16);
         }
-        data = &data[size..];
     }
 }
 
 /// One CPU's sampling event and its ring buffer.
-struct Ring {
-    fd: i32,
-    base: *mut u8,
-    len: usize,
+fn open_ring(cpu: i32) -> std::io::Result<Ring> {
+    // SAFETY: zero is a valid perf_event_attr; the fields the kernel needs are set below.
+    let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = b::PERF_TYPE_SOFTWARE;
+    attr.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+    attr.__bindgen_anon_1.sample_period = PERIOD_NS;
+    attr.sample_type = (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_CALLCHAIN) as u64;
+    Ring::map(open_event(&mut attr, -1, cpu)?, RING_PAGES)
 }
 
-impl Ring {
-    fn open(cpu: i32) -> std::io::Result<Ring> {
-        // SAFETY: zero is a valid perf_event_attr; the fields the kernel needs are set below.
-        let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
-        attr.type_ = b::PERF_TYPE_SOFTWARE;
-        attr.size = std::mem::size_of::<b::perf_event_attr>() as u32;
-        attr.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
-        attr.__bindgen_anon_1.sample_period = PERIOD_NS;
-        attr.sample_type = (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_CALLCHAIN) as u64;
-        attr.set_disabled(1);
-        // SAFETY: attr is filled; pid -1 with a CPU samples everything on that CPU.
-        let fd = unsafe { sys::perf_event_open(&mut attr, -1, cpu, -1, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let page = 4096usize;
-        let len = (RING_PAGES + 1) * page;
-        // SAFETY: mapping the event's ring buffer as the perf_event_open(2) ABI describes.
-        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-        if base == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            unsafe { libc::close(fd) };
-            return Err(e);
-        }
-        Ok(Ring { fd, base: base as *mut u8, len })
+/// What `--profile` asks for: `layers` (CPU time by layer of the stack, from call-chain samples
+/// on every CPU), `stages` (each request's latency split across the stack, from tracepoints),
+/// or both (`layers,stages`): one flag, because both share the unprofiled run they are compared
+/// with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Profile {
+    pub layers: bool,
+    pub stages: bool,
+}
+
+impl Profile {
+    pub const OFF: Profile = Profile { layers: false, stages: false };
+
+    pub fn any(self) -> bool {
+        self.layers || self.stages
     }
 
-    fn enable(&self, on: bool) {
-        // SAFETY: fd is a perf event.
-        unsafe {
-            if on {
-                sys::ioctls::ENABLE(self.fd, 0)
-            } else {
-                sys::ioctls::DISABLE(self.fd, 0)
+    /// "off", or a comma-separated list of `layers` and `stages`.
+    pub fn parse(s: &str) -> Result<Profile, String> {
+        let mut p = Profile::OFF;
+        for word in s.split(',').map(str::trim) {
+            match word {
+                "off" | "none" if s.trim() == word => {}
+                "layers" => p.layers = true,
+                "stages" => p.stages = true,
+                _ => return Err(format!("unknown profile \"{word}\": give layers, stages, layers,stages or off")),
             }
-        };
+        }
+        Ok(p)
     }
 
-    /// Take what the kernel wrote since the last drain.
-    fn drain(&self, out: &mut Vec<Sample>, lost: &mut u64) {
-        // SAFETY: the first page is the perf_event_mmap_page header, mapped for the ring's life.
-        let header = unsafe { &mut *(self.base as *mut b::perf_event_mmap_page) };
-        let head = unsafe { std::ptr::read_volatile(&header.data_head) };
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        let tail = header.data_tail;
-        let (offset, size) = (header.data_offset as usize, header.data_size as usize);
-        if head == tail || size == 0 {
-            return;
-        }
-        // SAFETY: [offset, offset + size) is the data area of the mapping.
-        let area = unsafe { std::slice::from_raw_parts(self.base.add(offset), size) };
-        let mut data = Vec::with_capacity((head - tail) as usize);
-        let mut pos = tail;
-        while pos < head {
-            let at = (pos % size as u64) as usize;
-            let n = ((head - pos) as usize).min(size - at);
-            data.extend_from_slice(&area[at..at + n]);
-            pos += n as u64;
-        }
-        decode(&data, out, lost);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        // SAFETY: as above; telling the kernel the data up to head was read.
-        unsafe { std::ptr::write_volatile(&mut header.data_tail, head) };
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: mapped and opened in `open`.
-        unsafe {
-            libc::munmap(self.base as *mut libc::c_void, self.len);
-            libc::close(self.fd);
+    /// As the command line writes it ("layers,stages").
+    pub fn name(self) -> String {
+        let words: Vec<&str> = [(self.layers, "layers"), (self.stages, "stages")].iter().filter(|x| x.0).map(|x| x.1).collect();
+        if words.is_empty() {
+            "off".into()
+        } else {
+            words.join(",")
         }
     }
-}
-
-/// What `--profile` asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Profile {
-    /// No profiling (the default).
-    #[default]
-    Off,
-    /// CPU time by layer of the I/O stack, from call-chain samples on every CPU.
-    Layers,
 }
 
 /// The `--profile` option, one definition for `iolab run`, `sweep` and `suite run`.
 #[derive(Clone, Copy, Debug, Default, clap::Args)]
 pub struct ProfileArg {
     /// Profile each run: `layers` samples every CPU's call chains over the window and splits
-    /// the CPU time by layer of the I/O stack; the same job runs first unprofiled, to show
-    /// what profiling costs (needs root; see docs/profiling.md).
-    #[arg(long, value_enum, default_value = "off")]
+    /// the CPU time by layer of the I/O stack; `stages` traces each request through the kernel
+    /// (system call, io_uring, block layer, scheduler, driver, device, interrupt) and splits
+    /// its latency into stages; `layers,stages` does both. The same job runs first
+    /// unprofiled, to show what profiling costs (needs root; see docs/profiling.md).
+    #[arg(long, value_parser = Profile::parse, default_value = "off")]
     pub profile: Profile,
 }
 
@@ -450,7 +407,7 @@ pub struct Profiler {
 impl Profiler {
     /// One sampling event per online CPU, not yet counting. Err: why profiling cannot be done.
     pub fn open(ncpu: usize) -> Result<Profiler, String> {
-        let rings = (0..ncpu as i32).map(Ring::open).collect::<Result<Vec<_>, _>>().map_err(|e| {
+        let rings = (0..ncpu as i32).map(open_ring).collect::<Result<Vec<_>, _>>().map_err(|e| {
             format!(
                 "perf_event_open of a cpu-clock sampling event failed: {e} (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 0)"
             )
@@ -459,19 +416,22 @@ impl Profiler {
     }
 
     pub fn start(&self) {
-        self.rings.iter().for_each(|r| r.enable(true));
+        self.rings.iter().for_each(|r| enable(r.fd(), true));
     }
 
     /// Called every ~20 ms inside the window, so the rings never fill.
     pub fn drain(&mut self) {
+        let mut data = Vec::new();
         for r in &self.rings {
-            r.drain(&mut self.samples, &mut self.lost);
+            data.clear();
+            r.drain(&mut data);
+            decode(&data, &mut self.samples, &mut self.lost);
         }
     }
 
     /// Stop sampling and take the rest: the window has ended.
     pub fn stop(&mut self) {
-        self.rings.iter().for_each(|r| r.enable(false));
+        self.rings.iter().for_each(|r| enable(r.fd(), false));
         self.drain();
         self.rings.clear();
     }

@@ -317,6 +317,7 @@ pub(crate) mod tests {
                     system_per_io: per_io,
                 }),
                 profile: None,
+                stages: None,
             }),
             energy: Some(EnergyRecord {
                 report: EnergyReport {

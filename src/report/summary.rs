@@ -1,6 +1,7 @@
 //! The human summary of one run, in the spirit of hyperfine: the few numbers that matter, with
 //! units people read at a glance. The JSON holds everything else.
 use crate::meters::profile::ProfileResult;
+use crate::meters::stages::StagesResult;
 use crate::plan::size::format_bytes;
 use crate::record::{DirectionResult, RunRecord};
 use std::fmt::Write;
@@ -241,6 +242,46 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
             let _ = writeln!(out, "  layers unavailable: {unavailable}");
         }
         None => {}
+    }
+    match &c.stages {
+        Some(StagesResult::Measured(p)) => stages(out, p),
+        Some(StagesResult::Unavailable { unavailable }) => {
+            let _ = writeln!(out, "  stages unavailable: {unavailable}");
+        }
+        None => {}
+    }
+}
+
+/// `--profile stages`: each stage's p50, p99 and share of the end-to-end time.
+fn stages(out: &mut String, p: &crate::meters::stages::StageProfile) {
+    let iolab = p.iolab_p50_ns.map(|n| format!("; iolab's own p50 {}", format_ns(n))).unwrap_or_default();
+    let whole = p.end_to_end.as_ref().map(|e| format!(", traced end to end p50 {} p99 {}", format_ns(e.p50_ns), format_ns(e.p99_ns)));
+    let _ = writeln!(
+        out,
+        "  stages {} requests matched, {} not{}{iolab}; p50, p99, share:",
+        format_count(p.requests_matched as f64),
+        format_count(p.requests_unmatched as f64),
+        whole.unwrap_or_default()
+    );
+    for s in &p.stages {
+        let _ = writeln!(
+            out,
+            "         {:>9} {:>9} {:>5.1} %  {} ({} -> {})",
+            format_ns(s.p50_ns),
+            format_ns(s.p99_ns),
+            s.share * 100.0,
+            s.layer,
+            s.from,
+            s.to
+        );
+    }
+    if p.lost > 0 || p.capped_after_s.is_some() {
+        let cap = p.capped_after_s.map(|s| format!(", traced only the first {s:.1} s")).unwrap_or_default();
+        let _ = writeln!(out, "         {} records lost{cap}", p.lost);
+    }
+    if let Some(u) = &p.unprofiled {
+        let lat = u.mean_latency_change.map(|c| format!(", mean latency {:+.1} %", c * 100.0)).unwrap_or_default();
+        let _ = writeln!(out, "         tracing cost: IOPS {:+.1} %{lat} against the same job untraced", u.iops_change * 100.0);
     }
 }
 

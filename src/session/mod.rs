@@ -35,7 +35,7 @@ impl RunUi for Quiet {}
 pub struct Measure<'a> {
     /// How to measure energy (None: not at all, as for probes).
     pub energy: Option<&'a crate::energy::record::EnergyOptions>,
-    /// `--profile layers`: CPU time by layer of the stack.
+    /// `--profile layers,stages`: CPU time by layer of the stack, latency by stage.
     pub profile: crate::meters::profile::Profile,
     /// Idle power already measured (a sweep measures it once, before its first run): used for
     /// the record instead of measuring `energy.idle_baseline_s` again before this run.
@@ -64,20 +64,27 @@ fn iops_and_mean(r: &Results) -> (f64, Option<f64>) {
 /// `measure`: what is measured beyond what every run records (energy, profiling).
 pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRecord, RunError> {
     use crate::meters::profile::{Profile, ProfileResult, Unprofiled};
+    use crate::meters::stages::StagesResult;
     // Profiling perturbs what it measures: the same job unprofiled first, to show by how much.
-    let unprofiled = match measure.profile {
-        Profile::Layers => {
-            ui.note("profiling: the same job runs first without profiling, for comparison");
-            let plain = execute(job, ui, Measure { energy: None, profile: Profile::Off, idle: None })?;
-            plain.results.as_ref().map(iops_and_mean)
-        }
-        Profile::Off => None,
+    let unprofiled = if measure.profile.any() {
+        ui.note("profiling: the same job runs first without profiling, for comparison");
+        let plain = execute(job, ui, Measure { energy: None, profile: Profile::OFF, idle: None })?;
+        plain.results.as_ref().map(iops_and_mean)
+    } else {
+        None
     };
     let mut ran = run_job(job, ui, measure)?;
-    if let (Some(base), Some(r), Some(ProfileResult::Measured(p))) =
-        (unprofiled, ran.0.results.as_ref(), ran.0.cost.as_mut().and_then(|c| c.profile.as_mut()))
-    {
-        p.unprofiled = Some(Unprofiled::compare(iops_and_mean(r), base));
+    if let (Some(r), Some(c)) = (ran.0.results.as_ref(), ran.0.cost.as_mut()) {
+        let compared = unprofiled.map(|base| Unprofiled::compare(iops_and_mean(r), base));
+        if let Some(ProfileResult::Measured(p)) = c.profile.as_mut() {
+            p.unprofiled = compared.clone();
+        }
+        if let Some(StagesResult::Measured(s)) = c.stages.as_mut() {
+            s.unprofiled = compared;
+            // iolab's own latency of the same requests, beside the traced end to end.
+            s.iolab_p50_ns = r.total.lat_ns.as_ref().map(|l| l.p50 as f64);
+            s.iolab_mean_ns = r.total.lat_ns.as_ref().map(|l| l.mean);
+        }
     }
     match ran {
         (rec, None) => Ok(rec),
@@ -127,7 +134,13 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
-    let changes = settings_changes(job, &infos, &system)?;
+    let mut changes = settings_changes(job, &infos, &system)?;
+    // `--profile stages` reads tracepoints from tracefs: mounted for the run where it is not
+    // (only root may; without it the record says why there are no stages).
+    // SAFETY: geteuid has no preconditions.
+    if measure.profile.stages && !crate::settings::tracefs_mounted(&system.tracefs()) && unsafe { libc::geteuid() } == 0 {
+        changes.push(crate::settings::Change::new(crate::settings::Setting::Tracefs, None, "mounted"));
+    }
     let guard = apply_settings(&system, &changes)?;
     // Describe the targets after the change, so the record shows what the run ran with.
     let infos: Vec<TargetInfo> = if guard.is_some() {
@@ -165,8 +178,8 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
     }
     // No device to meter for null: no device cost, no observed completion path.
-    let mut meters =
-        crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config)).with_profile(measure.profile);
+    let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config))
+        .with_profile(measure.profile, &system.tracefs());
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     let out = engine::run(job, &open, cancel, &mut progress, &mut meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.

@@ -39,11 +39,21 @@ pub enum Setting {
     ReadAheadKb,
     WbtLatUsec,
     Governor,
+    /// tracefs mounted at `<sysfs>/kernel/tracing` ("mounted" or "unmounted"), for
+    /// `--profile stages` (which mounts it where it is not; `--set tracefs=mounted` also works).
+    Tracefs,
 }
 
 impl Setting {
-    pub const ALL: [Setting; 6] =
-        [Setting::Scheduler, Setting::Nomerges, Setting::IoPollDelay, Setting::ReadAheadKb, Setting::WbtLatUsec, Setting::Governor];
+    pub const ALL: [Setting; 7] = [
+        Setting::Scheduler,
+        Setting::Nomerges,
+        Setting::IoPollDelay,
+        Setting::ReadAheadKb,
+        Setting::WbtLatUsec,
+        Setting::Governor,
+        Setting::Tracefs,
+    ];
 
     /// The name users write ("read_ahead_kb").
     pub fn name(self) -> &'static str {
@@ -54,6 +64,7 @@ impl Setting {
             Setting::ReadAheadKb => "read_ahead_kb",
             Setting::WbtLatUsec => "wbt_lat_usec",
             Setting::Governor => "governor",
+            Setting::Tracefs => "tracefs",
         }
     }
 
@@ -61,13 +72,14 @@ impl Setting {
     pub fn file_name(self) -> &'static str {
         match self {
             Setting::Governor => "scaling_governor",
+            Setting::Tracefs => "tracing",
             s => s.name(),
         }
     }
 
     /// Whether the setting belongs to a block device (all but the governor).
     pub fn is_device_setting(self) -> bool {
-        self != Setting::Governor
+        !matches!(self, Setting::Governor | Setting::Tracefs)
     }
 
     /// The setting a user's name stands for; also accepts the sysfs file names and a few
@@ -80,6 +92,7 @@ impl Setting {
             "read_ahead_kb" | "read_ahead" | "readahead" | "readahead_kb" => Setting::ReadAheadKb,
             "wbt_lat_usec" | "wbt" => Setting::WbtLatUsec,
             "governor" | "scaling_governor" | "cpu_governor" => Setting::Governor,
+            "tracefs" => Setting::Tracefs,
             _ => return None,
         })
     }
@@ -183,6 +196,11 @@ impl Settings {
         &self.sysfs
     }
 
+    /// Where tracefs is mounted, or would be (`Setting::Tracefs`).
+    pub fn tracefs(&self) -> PathBuf {
+        self.sysfs.join("kernel/tracing")
+    }
+
     pub fn journal_path(&self) -> &Path {
         &self.journal
     }
@@ -239,6 +257,13 @@ impl Settings {
 
     /// The files a change writes, each checked to exist and be writable.
     fn targets(&self, c: &Change) -> Result<Vec<Target>, String> {
+        if c.setting == Setting::Tracefs {
+            let path = self.tracefs();
+            if !path.is_dir() {
+                return Err(format!("{} is missing: this kernel has no tracefs mount point", path.display()));
+            }
+            return Ok(vec![Target { path, label: "tracefs".into() }]);
+        }
         let targets = if c.setting == Setting::Governor {
             self.governor_files()?
         } else {
@@ -308,6 +333,11 @@ impl Settings {
                     return Err(format!(
                         "wbt_lat_usec must be -1 (kernel default), 0 (writeback throttling off) or a target latency in microseconds, not \"{v}\""
                     ));
+                }
+            }
+            Setting::Tracefs => {
+                if v != "mounted" {
+                    return Err(format!("tracefs can only be mounted by a run, not \"{v}\""));
                 }
             }
             Setting::Governor => {
@@ -509,6 +539,11 @@ impl Settings {
     }
 }
 
+/// Whether tracefs is mounted at `path`: its `events` directory is there.
+pub fn tracefs_mounted(path: &Path) -> bool {
+    path.join("events").is_dir()
+}
+
 fn example(s: Setting) -> &'static str {
     match s {
         Setting::Scheduler => "none",
@@ -517,6 +552,7 @@ fn example(s: Setting) -> &'static str {
         Setting::ReadAheadKb => "128",
         Setting::WbtLatUsec => "-1",
         Setting::Governor => "performance",
+        Setting::Tracefs => "mounted",
     }
 }
 

@@ -39,6 +39,9 @@ pub fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
 /// The current value of a setting's file, as it would be written back (for the scheduler: the
 /// selected one's name).
 pub fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
+    if setting == Setting::Tracefs {
+        return Ok(if crate::settings::tracefs_mounted(path) { "mounted" } else { "unmounted" }.into());
+    }
     let raw = read_raw(path)?;
     if setting == Setting::Scheduler {
         return parse_scheduler(&raw).0.ok_or_else(|| format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display()));
@@ -79,7 +82,11 @@ pub fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
 
 /// Write and read back. Err when the write fails or the kernel kept another value.
 pub fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -> Result<(), String> {
-    write_value(path, value)?;
+    if setting == Setting::Tracefs {
+        mount_tracefs(path, value == "mounted")?;
+    } else {
+        write_value(path, value)?;
+    }
     let got = read_current(setting, path)?;
     if value_matches(setting, value, &got) {
         return Ok(());
@@ -91,4 +98,23 @@ pub fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -
     };
     let got = if got.is_empty() { "nothing".to_string() } else { got };
     Err(format!("the kernel ignored {}={value} on {label} (reads back {got}){hint}", setting.name()))
+}
+
+/// Mount tracefs on `path`, or unmount it.
+fn mount_tracefs(path: &Path, mount: bool) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let at = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("bad path {}", path.display()))?;
+    // SAFETY: NUL-terminated strings; a null data argument is what tracefs takes.
+    let rc = unsafe {
+        if mount {
+            libc::mount(c"nodev".as_ptr(), at.as_ptr(), c"tracefs".as_ptr(), 0, std::ptr::null())
+        } else {
+            libc::umount2(at.as_ptr(), 0)
+        }
+    };
+    if rc != 0 {
+        let what = if mount { "mount tracefs on" } else { "unmount tracefs from" };
+        return Err(format!("cannot {what} {}: {}", path.display(), std::io::Error::last_os_error()));
+    }
+    Ok(())
 }

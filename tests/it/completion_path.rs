@@ -62,6 +62,7 @@ fn observe(args: &[&str], devices: Vec<DeviceCost>) -> CompletionPath {
         interrupts_total_per_io: None,
         counters: None,
         profile: None,
+        stages: None,
     };
     let mut p = CompletionPath {
         requested: String::new(),

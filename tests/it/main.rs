@@ -19,5 +19,6 @@ mod precondition;
 mod profile;
 mod report;
 mod settings;
+mod stages;
 mod store;
 mod sweep;

@@ -1,0 +1,823 @@
+//! `--profile stages`: each request's latency split across the stack, from kernel tracepoints.
+//!
+//! Every tracepoint a request passes (system call entry and exit, io_uring submit and complete,
+//! bio queued, request inserted, issued and completed, bio completed, the NVMe driver's command
+//! setup and completion, the device interrupt) is opened on every CPU with `perf_event_open`
+//! (PERF_TYPE_TRACEPOINT, ids and field layouts from tracefs' `format` files, [`super::tracefs`]),
+//! its raw records written into one ring per CPU and drained by the coordinating thread. The
+//! system-call events are filtered in the kernel to iolab's worker threads. After the window the
+//! events are put in time order and matched request by request ([`match_requests`]); a request's
+//! stages are the times between its consecutive points, so they add up to its end-to-end time.
+use super::ring::{enable, open_event, records, Ring};
+use super::tracefs::{self, Format};
+use perf_event_open_sys as sys;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use sys::bindings as b;
+
+/// Ring data pages per CPU: 64 MiB over all CPUs, 1 to 8 MiB each. 2 MiB lost ~30 % of the
+/// records of a 100 000 IOPS psync run on zram (4 records per request, ~80 bytes each: ~32 MB/s
+/// on one CPU) when a busy CPU delayed the 20 ms drain; 8 MiB holds ~250 ms of that.
+fn ring_pages(ncpu: usize) -> usize {
+    let per_cpu = 16384 / ncpu.max(1);
+    let floor_pow2 = 1usize << (usize::BITS - 1 - per_cpu.max(1).leading_zeros());
+    floor_pow2.clamp(256, 2048)
+}
+/// Events kept at most (40 bytes each, ~40 MB): ~130 000 requests. Past it, tracing stops and
+/// the record says for how long it traced.
+const MAX_EVENTS: usize = 1 << 20;
+
+/// What a tracepoint tells about a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    SysEnter,
+    SysExit,
+    UringSubmit,
+    UringComplete,
+    BioQueue,
+    RqInsert,
+    RqIssue,
+    RqComplete,
+    BioComplete,
+    NvmeSetup,
+    NvmeComplete,
+    IrqEntry,
+}
+
+/// The tracepoints, each with the names it has had across kernels (the first found is used).
+pub const TRACEPOINTS: &[(Kind, &str, &[&str])] = &[
+    (Kind::SysEnter, "raw_syscalls", &["sys_enter"]),
+    (Kind::SysExit, "raw_syscalls", &["sys_exit"]),
+    // io_uring_submit_sqe until 5.17, io_uring_submit_req since 5.18.
+    (Kind::UringSubmit, "io_uring", &["io_uring_submit_req", "io_uring_submit_sqe"]),
+    (Kind::UringComplete, "io_uring", &["io_uring_complete"]),
+    (Kind::BioQueue, "block", &["block_bio_queue"]),
+    (Kind::RqInsert, "block", &["block_rq_insert"]),
+    (Kind::RqIssue, "block", &["block_rq_issue"]),
+    (Kind::RqComplete, "block", &["block_rq_complete"]),
+    (Kind::BioComplete, "block", &["block_bio_complete"]),
+    // Only while the nvme_core module is loaded.
+    (Kind::NvmeSetup, "nvme", &["nvme_setup_cmd"]),
+    (Kind::NvmeComplete, "nvme", &["nvme_complete_rq"]),
+    (Kind::IrqEntry, "irq", &["irq_handler_entry"]),
+];
+
+/// `common_flags`: the event fired in hard or soft interrupt context (TRACE_FLAG_HARDIRQ 0x08,
+/// TRACE_FLAG_SOFTIRQ 0x10, the same values on every kernel since 2.6). virtio-blk's requests
+/// complete in the block softirq run as its interrupt handler exits (flags 0x10 on 6.18); polled
+/// ones in the polling task (no flag).
+const INTERRUPT_CONTEXT: u8 = 0x08 | 0x10;
+
+/// One decoded tracepoint record, the fields matching needs in `a` and `b`: system calls
+/// (id), io_uring (ctx, user_data), block (dev, sector), nvme (ctrl_id << 32 | qid, cid), irq (irq).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Event {
+    pub time: u64,
+    pub a: u64,
+    pub b: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u16,
+    pub kind: Kind,
+    pub flags: u8,
+}
+
+/// The tracepoints found on this kernel, by id, with their formats.
+pub struct Decoder {
+    by_id: HashMap<u64, (Kind, Format)>,
+    /// "system:event" of each one found, and of each missing (with the names tried).
+    pub found: Vec<String>,
+    pub missing: Vec<String>,
+}
+
+impl Decoder {
+    /// Read every tracepoint's format under a tracefs root (the real one, or a fixture).
+    pub fn load(root: &Path) -> Decoder {
+        let mut d = Decoder { by_id: HashMap::new(), found: Vec::new(), missing: Vec::new() };
+        for &(kind, system, names) in TRACEPOINTS {
+            match names.iter().find_map(|n| tracefs::read_format(root, system, n).ok().map(|f| (n, f))) {
+                Some((name, f)) => {
+                    d.found.push(format!("{system}:{name}"));
+                    d.by_id.insert(f.id, (kind, f));
+                }
+                None => d.missing.push(format!("{system}:{}", names.join("|"))),
+            }
+        }
+        d
+    }
+
+    /// Decode a ring's records (sample_type TID | TIME | CPU | RAW): header, pid, tid, time,
+    /// cpu, reserved, raw size, raw record; and the lost count.
+    pub fn decode(&self, data: &[u8], out: &mut Vec<Event>, lost: &mut u64) {
+        let u32_at = |d: &[u8], o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap());
+        let u64_at = |d: &[u8], o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap());
+        for (kind, rec) in records(data) {
+            if kind == b::PERF_RECORD_LOST && rec.len() >= 24 {
+                *lost += u64_at(rec, 16);
+                continue;
+            }
+            if kind != b::PERF_RECORD_SAMPLE || rec.len() < 38 {
+                continue;
+            }
+            let size = u32_at(rec, 32) as usize;
+            let Some(raw) = rec.get(36..36 + size) else { continue };
+            let id = u16::from_ne_bytes([raw[0], raw[1]]) as u64;
+            let Some((k, f)) = self.by_id.get(&id) else { continue };
+            let field = |n: &str| f.read(raw, n).unwrap_or(0);
+            let (a, b) = match k {
+                Kind::SysEnter | Kind::SysExit => (field("id"), 0),
+                Kind::UringSubmit | Kind::UringComplete => (field("ctx"), field("user_data")),
+                Kind::NvmeSetup | Kind::NvmeComplete => (field("ctrl_id") << 32 | field("qid"), field("cid")),
+                Kind::IrqEntry => (field("irq"), 0),
+                _ => (field("dev"), field("sector")),
+            };
+            out.push(Event {
+                time: u64_at(rec, 16),
+                a,
+                b,
+                pid: u32_at(rec, 8),
+                tid: u32_at(rec, 12),
+                cpu: u32_at(rec, 24) as u16,
+                kind: *k,
+                flags: field("common_flags") as u8,
+            });
+        }
+    }
+}
+
+/// The points of a request's way through the stack, in the order it passes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Point {
+    Enter,
+    UringSubmit,
+    BioQueue,
+    RqInsert,
+    NvmeSetup,
+    RqIssue,
+    Irq,
+    NvmeComplete,
+    RqComplete,
+    BioComplete,
+    UringComplete,
+    Exit,
+}
+
+const POINTS: usize = 12;
+const ALL_POINTS: [Point; POINTS] = [
+    Point::Enter,
+    Point::UringSubmit,
+    Point::BioQueue,
+    Point::RqInsert,
+    Point::NvmeSetup,
+    Point::RqIssue,
+    Point::Irq,
+    Point::NvmeComplete,
+    Point::RqComplete,
+    Point::BioComplete,
+    Point::UringComplete,
+    Point::Exit,
+];
+
+impl Point {
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::Enter => "system call entry",
+            Point::UringSubmit => "io_uring submit",
+            Point::BioQueue => "bio queued",
+            Point::RqInsert => "request inserted",
+            Point::NvmeSetup => "nvme command set up",
+            Point::RqIssue => "request issued",
+            Point::Irq => "interrupt",
+            Point::NvmeComplete => "nvme completion",
+            Point::RqComplete => "request completed",
+            Point::BioComplete => "bio completed",
+            Point::UringComplete => "io_uring completion",
+            Point::Exit => "system call exit",
+        }
+    }
+}
+
+/// What the time between two consecutive points of a request was spent on.
+pub fn stage_layer(from: Point, to: Point) -> &'static str {
+    use Point::*;
+    match (from, to) {
+        (Enter, UringSubmit) => "system call and io_uring submission",
+        (UringSubmit, BioQueue) => "io_uring issue (inline or by io-wq), VFS and file system",
+        (_, BioQueue) => "system call, VFS and file system",
+        (_, RqInsert) => "block layer (bio to request)",
+        (RqInsert, _) if to <= RqIssue => "I/O scheduler (insert to dispatch)",
+        (BioQueue, _) if to <= RqIssue => "block layer (bio to dispatch)",
+        (_, NvmeSetup) => "passthrough submission",
+        (NvmeSetup, RqIssue) => "driver submission",
+        (_, Irq) => "device (issue to interrupt)",
+        (Irq, _) => "interrupt (handler to completion)",
+        (RqIssue, NvmeComplete) | (RqIssue, RqComplete) | (NvmeSetup, NvmeComplete) => {
+            "driver and device (issue to completion, no interrupt: polled, loop worker ...)"
+        }
+        (NvmeComplete, RqComplete) => "driver completion",
+        (RqComplete, BioComplete) => "block completion",
+        (BioQueue, BioComplete) => "bio-based driver (zram, loop ...)",
+        (_, UringComplete) => "io_uring completion",
+        (_, Exit) => "return to user space (and wake-up, if it slept)",
+        _ => "other",
+    }
+}
+
+/// One request's time at each point it passed (ns, the perf clock).
+pub type Timeline = [Option<u64>; POINTS];
+
+#[derive(Default)]
+struct Req {
+    at: Timeline,
+    tid: u32,
+    /// Its device-level completion was seen; what remains is handing it to user space.
+    completed: bool,
+    done: bool,
+}
+
+/// The requests matched from time-ordered events of process `own_pid`, and how many were
+/// started and never finished (in flight at the window's edges, punted to a worker thread,
+/// merged into another request, or events lost).
+pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
+    let mut reqs: Vec<Req> = Vec::new();
+    // Per thread: the system call it is in (entry time), the request it is submitting, and
+    // requests completed that wait for its next system-call exit.
+    let mut in_call: HashMap<u32, u64> = HashMap::new();
+    let mut submitting: HashMap<u32, usize> = HashMap::new();
+    let mut to_user: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut by_uring: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut by_sector: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut by_nvme: HashMap<(u64, u64), usize> = HashMap::new();
+    // io_uring requests not yet at the device level, oldest first: an io-wq worker's bio is the
+    // oldest one's (io_uring punts to io-wq a request the driver cannot take without blocking).
+    let mut punted: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    // Per CPU: an NVMe command set up for the request issued next on it, and the last interrupt.
+    let mut setup_on: HashMap<u16, (u64, u64, u64)> = HashMap::new();
+    let mut last_irq: HashMap<u16, u64> = HashMap::new();
+    // The block layer's dev_t is major << 20 | minor; a bio on a partition is remapped to the
+    // whole disk's sectors before it is traced, and its requests carry the disk's dev: the
+    // major and the sector name a request on both.
+    let block_key = |e: &Event| (e.a >> 20, e.b);
+
+    /// The request a thread is submitting that has not reached the device level yet.
+    fn fresh(submitting: &HashMap<u32, usize>, reqs: &[Req], tid: u32) -> Option<usize> {
+        let &i = submitting.get(&tid)?;
+        fresh_request(&reqs[i]).then_some(i)
+    }
+    fn fresh_request(r: &Req) -> bool {
+        r.at[Point::BioQueue as usize].is_none() && r.at[Point::NvmeSetup as usize].is_none()
+    }
+    fn new_request(reqs: &mut Vec<Req>, tid: u32, entered: Option<u64>) -> usize {
+        let mut r = Req { tid, ..Default::default() };
+        r.at[Point::Enter as usize] = entered;
+        reqs.push(r);
+        reqs.len() - 1
+    }
+    fn complete(r: &mut Req, i: usize, to_user: &mut HashMap<u32, Vec<usize>>, last: bool) {
+        if r.completed {
+            return;
+        }
+        // io_uring requests complete to user space through io_uring_complete.
+        if r.at[Point::UringSubmit as usize].is_some() && !last {
+            return;
+        }
+        r.completed = true;
+        if r.at[Point::Enter as usize].is_some() {
+            to_user.entry(r.tid).or_default().push(i);
+        } else {
+            // Submitted with no system call (SQPOLL): its completion is the last point seen.
+            r.done = true;
+        }
+    }
+    let interrupt = |r: &mut Req, e: &Event, last_irq: &HashMap<u16, u64>| {
+        // In interrupt context the handler that raised it is the CPU's last irq entry (a softirq
+        // runs as a handler exits; timer ticks are no irq_handler_entry).
+        let issued = r.at[Point::RqIssue as usize].or(r.at[Point::NvmeSetup as usize]).unwrap_or(0);
+        if e.flags & INTERRUPT_CONTEXT != 0 && r.at[Point::Irq as usize].is_none() {
+            r.at[Point::Irq as usize] = last_irq.get(&e.cpu).copied().filter(|&t| t >= issued);
+        }
+    };
+
+    for e in events {
+        let ours = e.pid == own_pid;
+        match e.kind {
+            Kind::SysEnter if ours => {
+                in_call.insert(e.tid, e.time);
+            }
+            Kind::SysExit if ours => {
+                in_call.remove(&e.tid);
+                for i in to_user.remove(&e.tid).unwrap_or_default() {
+                    reqs[i].at[Point::Exit as usize] = Some(e.time);
+                    reqs[i].done = true;
+                }
+            }
+            Kind::UringSubmit if ours => {
+                let i = new_request(&mut reqs, e.tid, in_call.get(&e.tid).copied());
+                reqs[i].at[Point::UringSubmit as usize] = Some(e.time);
+                by_uring.insert((e.a, e.b), i);
+                punted.push_back(i);
+                submitting.insert(e.tid, i);
+            }
+            Kind::BioQueue if ours => {
+                let i = match fresh(&submitting, &reqs, e.tid) {
+                    Some(i) => i,
+                    // A bio inside a system call of a worker: a new request (sync, libaio).
+                    None if in_call.contains_key(&e.tid) => new_request(&mut reqs, e.tid, in_call.get(&e.tid).copied()),
+                    // Another bio of a request a worker already queued (a split).
+                    None if submitting.contains_key(&e.tid) => continue,
+                    // A bio of one of our threads making no traced system call: an io-wq worker
+                    // running a request io_uring punted (zram's driver cannot take it without
+                    // blocking). Matched in submission order, which io-wq keeps per ring.
+                    None => {
+                        while let Some(&i) = punted.front() {
+                            if fresh_request(&reqs[i]) && !reqs[i].completed {
+                                break;
+                            }
+                            punted.pop_front();
+                        }
+                        let Some(i) = punted.pop_front() else { continue };
+                        reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+                        by_sector.insert(block_key(e), i);
+                        continue;
+                    }
+                };
+                reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+                by_sector.insert(block_key(e), i);
+                submitting.insert(e.tid, i);
+            }
+            Kind::RqInsert | Kind::RqIssue => {
+                let Some(&i) = by_sector.get(&block_key(e)) else { continue };
+                let p = if e.kind == Kind::RqInsert { Point::RqInsert } else { Point::RqIssue };
+                reqs[i].at[p as usize].get_or_insert(e.time);
+                if let (Kind::RqIssue, Some((ctrl, cid, t))) = (e.kind, setup_on.remove(&e.cpu)) {
+                    reqs[i].at[Point::NvmeSetup as usize].get_or_insert(t);
+                    by_nvme.insert((ctrl, cid), i);
+                }
+            }
+            Kind::NvmeSetup => {
+                let entered = in_call.get(&e.tid).copied();
+                // A block request's command is set up in the same system call as its bio (or by
+                // another thread): it is the request issued next on this CPU.
+                let block_request = submitting
+                    .get(&e.tid)
+                    .is_some_and(|&i| reqs[i].at[Point::BioQueue as usize].is_some() && reqs[i].at[Point::Enter as usize] == entered);
+                // Passthrough: a command with no bio, of the request this thread is submitting
+                // (io_uring) or of the system call it is in (ioctl).
+                let passthrough = match fresh(&submitting, &reqs, e.tid) {
+                    Some(i) if ours => Some(i),
+                    None if ours && entered.is_some() && !block_request => Some(new_request(&mut reqs, e.tid, entered)),
+                    _ => None,
+                };
+                match passthrough {
+                    Some(i) => {
+                        reqs[i].at[Point::NvmeSetup as usize] = Some(e.time);
+                        by_nvme.insert((e.a, e.b), i);
+                        submitting.insert(e.tid, i);
+                    }
+                    None => {
+                        setup_on.insert(e.cpu, (e.a, e.b, e.time));
+                    }
+                }
+            }
+            Kind::NvmeComplete => {
+                let Some(i) = by_nvme.remove(&(e.a, e.b)) else { continue };
+                let r = &mut reqs[i];
+                interrupt(r, e, &last_irq);
+                r.at[Point::NvmeComplete as usize] = Some(e.time);
+                if r.at[Point::BioQueue as usize].is_none() {
+                    complete(r, i, &mut to_user, false);
+                }
+            }
+            Kind::RqComplete | Kind::BioComplete => {
+                let key = block_key(e);
+                let Some(&i) = by_sector.get(&key) else { continue };
+                let r = &mut reqs[i];
+                interrupt(r, e, &last_irq);
+                let p = if e.kind == Kind::RqComplete { Point::RqComplete } else { Point::BioComplete };
+                r.at[p as usize].get_or_insert(e.time);
+                if e.kind == Kind::BioComplete {
+                    by_sector.remove(&key);
+                }
+                complete(r, i, &mut to_user, false);
+            }
+            Kind::UringComplete => {
+                let Some(i) = by_uring.remove(&(e.a, e.b)) else { continue };
+                reqs[i].at[Point::UringComplete as usize] = Some(e.time);
+                complete(&mut reqs[i], i, &mut to_user, true);
+            }
+            Kind::IrqEntry => {
+                last_irq.insert(e.cpu, e.time);
+            }
+            _ => {}
+        }
+    }
+    // Matched: started (a system call or an io_uring submission), reached the device level
+    // (a bio or an NVMe command), completed there, and handed back.
+    let device_done = |r: &Req| {
+        let at = |p: Point| r.at[p as usize].is_some();
+        (at(Point::BioQueue) || at(Point::NvmeSetup)) && (at(Point::RqComplete) || at(Point::BioComplete) || at(Point::NvmeComplete))
+    };
+    let started = |r: &Req| r.at[Point::Enter as usize].is_some() || r.at[Point::UringSubmit as usize].is_some();
+    let (good, bad): (Vec<Req>, Vec<Req>) = reqs.into_iter().partition(|r| r.done && started(r) && device_done(r));
+    (good.into_iter().map(|r| r.at).collect(), bad.len() as u64)
+}
+
+/// Latency statistics of one stage, or of the whole request.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StageStats {
+    pub from: String,
+    pub to: String,
+    /// What the time was spent on.
+    pub layer: String,
+    /// Matched requests that passed both points one after the other.
+    pub requests: u64,
+    pub p50_ns: f64,
+    pub p99_ns: f64,
+    pub mean_ns: f64,
+    /// Time in this stage over the end-to-end time of all matched requests: the shares add up to 1.
+    pub share: f64,
+}
+
+/// `--profile stages` in the record (`cost.stages`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StageProfile {
+    /// The tracepoints used, and those this kernel (or its loaded modules) lacks.
+    pub tracepoints: Vec<String>,
+    pub missing_tracepoints: Vec<String>,
+    /// Records taken and records the kernel dropped (a full ring).
+    pub events: u64,
+    pub lost: u64,
+    /// Seconds traced when the event cap stopped tracing before the window's end.
+    pub capped_after_s: Option<f64>,
+    pub requests_matched: u64,
+    pub requests_unmatched: u64,
+    /// Matched requests, from their first point to their last (the stages add up to it).
+    pub end_to_end: Option<StageStats>,
+    /// In the order a request passes them.
+    pub stages: Vec<StageStats>,
+    /// iolab's own latency over the same window (from submission to reaping, in user space),
+    /// to set beside the traced end-to-end.
+    pub iolab_p50_ns: Option<f64>,
+    pub iolab_mean_ns: Option<f64>,
+    /// The same job unprofiled, as for `--profile layers`.
+    pub unprofiled: Option<super::profile::Unprofiled>,
+}
+
+fn percentile(sorted: &[i64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64
+}
+
+/// Stage statistics over matched requests.
+pub fn summarize(requests: &[Timeline]) -> (Option<StageStats>, Vec<StageStats>) {
+    let mut by_pair: Vec<((Point, Point), Vec<i64>)> = Vec::new();
+    let mut e2e: Vec<i64> = Vec::new();
+    for at in requests {
+        let seen: Vec<(Point, u64)> = ALL_POINTS.iter().filter_map(|&p| at[p as usize].map(|t| (p, t))).collect();
+        let (Some(first), Some(last)) = (seen.first(), seen.last()) else { continue };
+        // Across CPUs the perf clock may disagree by a little: a stage can be slightly negative,
+        // and the stages still add up to the whole.
+        e2e.push(last.1 as i64 - first.1 as i64);
+        for w in seen.windows(2) {
+            let pair = (w[0].0, w[1].0);
+            let d = w[1].1 as i64 - w[0].1 as i64;
+            match by_pair.iter_mut().find(|x| x.0 == pair) {
+                Some(x) => x.1.push(d),
+                None => by_pair.push((pair, vec![d])),
+            }
+        }
+    }
+    let total: i64 = e2e.iter().sum();
+    let stats = |from: &str, to: &str, layer: &str, mut v: Vec<i64>| {
+        v.sort_unstable();
+        let sum: i64 = v.iter().sum();
+        StageStats {
+            from: from.into(),
+            to: to.into(),
+            layer: layer.into(),
+            requests: v.len() as u64,
+            p50_ns: percentile(&v, 0.5),
+            p99_ns: percentile(&v, 0.99),
+            mean_ns: if v.is_empty() { 0.0 } else { sum as f64 / v.len() as f64 },
+            share: if total > 0 { sum as f64 / total as f64 } else { 0.0 },
+        }
+    };
+    by_pair.sort_by_key(|x| x.0);
+    let stages = by_pair.into_iter().map(|((a, z), v)| stats(a.name(), z.name(), stage_layer(a, z), v)).collect();
+    let whole = (!e2e.is_empty()).then(|| stats("first point", "last point", "end to end", e2e));
+    (whole, stages)
+}
+
+/// A profile's stages in the record, or why there are none.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum StagesResult {
+    Measured(Box<StageProfile>),
+    Unavailable { unavailable: String },
+}
+
+/// The tracepoints on every CPU over the measured window.
+pub struct Tracer {
+    root: std::path::PathBuf,
+    decoder: Decoder,
+    /// One ring per CPU, its event the first of that CPU's.
+    rings: Vec<(Ring, Kind)>,
+    /// The other events, writing into their CPU's ring.
+    followers: Vec<(OwnedFd, Kind)>,
+    events: Vec<Event>,
+    lost: u64,
+    started: Option<std::time::Instant>,
+    capped_after_s: Option<f64>,
+    buf: Vec<u8>,
+}
+
+impl Tracer {
+    /// Every tracepoint found, on every online CPU, into one ring per CPU; not yet enabled.
+    pub fn open(root: &Path, ncpu: usize) -> Result<Tracer, String> {
+        if !crate::settings::tracefs_mounted(root) {
+            return Err(format!("tracefs is not mounted at {} (mounting it needs root)", root.display()));
+        }
+        let decoder = Decoder::load(root);
+        if decoder.by_id.is_empty() {
+            return Err(format!("no tracepoint of the I/O stack under {}", root.display()));
+        }
+        let mut ids: Vec<(u64, Kind)> = decoder.by_id.iter().map(|(&id, (k, _))| (id, *k)).collect();
+        ids.sort_by_key(|x| x.0);
+        let refused = |e: std::io::Error| {
+            format!("perf_event_open of a tracepoint failed: {e} (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= -1)")
+        };
+        let (mut rings, mut followers) = (Vec::new(), Vec::new());
+        for cpu in 0..ncpu as i32 {
+            let mut leader: Option<(Ring, Kind)> = None;
+            for &(id, kind) in &ids {
+                // SAFETY: zero is a valid perf_event_attr; the fields the kernel needs are set below.
+                let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
+                attr.type_ = b::PERF_TYPE_TRACEPOINT;
+                attr.config = id;
+                attr.__bindgen_anon_1.sample_period = 1;
+                attr.sample_type = (b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_CPU | b::PERF_SAMPLE_RAW) as u64;
+                let fd = open_event(&mut attr, -1, cpu).map_err(refused)?;
+                match &leader {
+                    None => {
+                        let ring = Ring::map(fd, ring_pages(ncpu)).map_err(|e| format!("mapping a tracepoint ring failed: {e}"))?;
+                        leader = Some((ring, kind));
+                    }
+                    Some((r, _)) => {
+                        r.redirect(&fd).map_err(|e| format!("sharing a tracepoint ring failed: {e}"))?;
+                        followers.push((fd, kind));
+                    }
+                }
+            }
+            rings.extend(leader);
+        }
+        Ok(Tracer {
+            root: root.to_path_buf(),
+            decoder,
+            rings,
+            followers,
+            events: Vec::new(),
+            lost: 0,
+            started: None,
+            capped_after_s: None,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Every event with its kind.
+    fn fds(&self) -> impl Iterator<Item = (&OwnedFd, Kind)> {
+        self.rings.iter().map(|(r, k)| (r.fd(), *k)).chain(self.followers.iter().map(|(f, k)| (f, *k)))
+    }
+
+    fn enable_all(&self, on: bool) {
+        self.fds().for_each(|(fd, _)| enable(fd, on));
+    }
+
+    /// Filter the system-call events to the workers' threads, then start.
+    pub fn start(&mut self, workers: &[i32]) {
+        let filter = match workers {
+            [] => "common_pid == -1".to_string(),
+            _ => workers.iter().map(|t| format!("common_pid == {t}")).collect::<Vec<_>>().join(" || "),
+        };
+        let c = std::ffi::CString::new(filter).expect("no NUL");
+        for (fd, kind) in self.fds() {
+            if matches!(kind, Kind::SysEnter | Kind::SysExit) {
+                // SAFETY: fd is a tracepoint event; the filter is a NUL-terminated string.
+                unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut libc::c_char) };
+            }
+        }
+        self.started = Some(std::time::Instant::now());
+        self.enable_all(true);
+    }
+
+    /// Called every ~20 ms inside the window, so the rings never fill.
+    pub fn drain(&mut self) {
+        if self.capped_after_s.is_some() {
+            return;
+        }
+        for (cpu, (r, _)) in self.rings.iter().enumerate() {
+            self.buf.clear();
+            r.drain(&mut self.buf);
+            if let Some(dir) = dump_dir() {
+                dump(&dir, cpu, &self.buf);
+            }
+            self.decoder.decode(&self.buf, &mut self.events, &mut self.lost);
+        }
+        if self.events.len() >= MAX_EVENTS {
+            self.enable_all(false);
+            self.capped_after_s = self.started.map(|s| s.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Stop tracing and take the rest: the window has ended.
+    pub fn stop(&mut self) {
+        self.enable_all(false);
+        self.drain();
+        self.rings.clear();
+        self.followers.clear();
+        self.events.sort_by_key(|e| e.time);
+        if let Some(dir) = dump_dir() {
+            copy_formats(&self.root, &dir, &self.decoder);
+        }
+    }
+
+    /// Match the events of our process into requests and split their latency into stages.
+    pub fn report(&self, own_pid: u32) -> StagesResult {
+        let (matched, unmatched) = match_requests(&self.events, own_pid);
+        if matched.is_empty() && unmatched == 0 {
+            return StagesResult::Unavailable {
+                unavailable: "no request of this run reached a traced point of the kernel's I/O stack".into(),
+            };
+        }
+        let (end_to_end, stages) = summarize(&matched);
+        StagesResult::Measured(Box::new(StageProfile {
+            tracepoints: self.decoder.found.clone(),
+            missing_tracepoints: self.decoder.missing.clone(),
+            events: self.events.len() as u64,
+            lost: self.lost,
+            capped_after_s: self.capped_after_s,
+            requests_matched: matched.len() as u64,
+            requests_unmatched: unmatched,
+            end_to_end,
+            stages,
+            iolab_p50_ns: None,
+            iolab_mean_ns: None,
+            unprofiled: None,
+        }))
+    }
+}
+
+/// `IOLAB_STAGES_DUMP=DIR`: the rings' raw bytes (`cpuN.raw`, by ring) and the format files
+/// used, laid out as under tracefs, so a kernel's records can become a test fixture.
+fn dump_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("IOLAB_STAGES_DUMP").filter(|v| !v.is_empty()).map(Into::into)
+}
+
+fn dump(dir: &Path, cpu: usize, data: &[u8]) {
+    use std::io::Write;
+    let _ = std::fs::create_dir_all(dir);
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("cpu{cpu}.raw")));
+    if let Ok(mut f) = file {
+        let _ = f.write_all(data);
+    }
+}
+
+fn copy_formats(root: &Path, dir: &Path, decoder: &Decoder) {
+    for name in &decoder.found {
+        let (system, event) = name.split_once(':').unwrap_or(("", ""));
+        let to = tracefs::format_path(dir, system, event);
+        let _ = std::fs::create_dir_all(to.parent().unwrap_or(dir));
+        let _ = std::fs::copy(tracefs::format_path(root, system, event), to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(time: u64, kind: Kind, tid: u32, cpu: u16, a: u64, b: u64, flags: u8) -> Event {
+        Event { time, a, b, pid: if tid == 0 { 0 } else { 42 }, tid, cpu, kind, flags }
+    }
+
+    fn names(at: &Timeline) -> Vec<Point> {
+        ALL_POINTS.iter().copied().filter(|&p| at[p as usize].is_some()).collect()
+    }
+
+    /// A recorded fixture: a psync run of 100 reads on a file on ext4 over virtio-blk (6.18),
+    /// its format files and ring records copied byte for byte (`IOLAB_STAGES_DUMP`).
+    #[test]
+    fn recorded_records_of_a_virtio_run_match_every_request_into_stages() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs/6.18-ext4-virtio");
+        let d = Decoder::load(&dir);
+        assert!(d.found.contains(&"block:block_rq_issue".to_string()) && d.found.contains(&"raw_syscalls:sys_enter".to_string()));
+        assert!(d.missing.iter().any(|m| m.starts_with("nvme:")), "no nvme driver on this VM: {:?}", d.missing);
+        let (mut events, mut lost) = (Vec::new(), 0);
+        for cpu in 0..2 {
+            d.decode(&std::fs::read(dir.join(format!("cpu{cpu}.raw"))).unwrap(), &mut events, &mut lost);
+        }
+        events.sort_by_key(|e| e.time);
+        assert_eq!(lost, 0);
+        // The system-call events were filtered to the worker: their pid is iolab's.
+        let pid = events.iter().find(|e| e.kind == Kind::SysEnter).unwrap().pid;
+        let (matched, unmatched) = match_requests(&events, pid);
+        assert_eq!((matched.len(), unmatched), (100, 0));
+        use Point::*;
+        for at in &matched {
+            assert_eq!(names(at), vec![Enter, BioQueue, RqInsert, RqIssue, Irq, RqComplete, Exit]);
+        }
+        let (whole, stages) = summarize(&matched);
+        let share: f64 = stages.iter().map(|s| s.share).sum();
+        assert!((share - 1.0).abs() < 1e-9, "{share}");
+        let whole = whole.unwrap();
+        let mean_sum: f64 = stages.iter().map(|s| s.mean_ns).sum();
+        assert!((mean_sum - whole.mean_ns).abs() < 1.0, "the stages add up to the end to end: {mean_sum} {}", whole.mean_ns);
+        let device = stages.iter().find(|s| s.to == "interrupt").unwrap();
+        assert_eq!(device.layer, "device (issue to interrupt)");
+        assert!(device.p50_ns > 10_000.0 && device.p50_ns < whole.p50_ns, "{device:?}");
+    }
+
+    #[test]
+    fn io_uring_on_nvme_links_the_command_to_its_request_and_a_polled_one_has_no_interrupt() {
+        let dev = 259 << 20;
+        let events = [
+            ev(100, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(110, Kind::UringSubmit, 7, 0, 0xc0, 1, 0),
+            ev(120, Kind::BioQueue, 7, 0, dev, 800, 0),
+            // A second request in the same call, then both dispatched at the plug's flush.
+            ev(125, Kind::UringSubmit, 7, 0, 0xc0, 2, 0),
+            ev(126, Kind::BioQueue, 7, 0, dev, 1600, 0),
+            ev(130, Kind::NvmeSetup, 7, 0, 1 << 32 | 1, 17, 0),
+            ev(131, Kind::RqIssue, 7, 0, dev, 800, 0),
+            ev(132, Kind::NvmeSetup, 7, 0, 1 << 32 | 1, 18, 0),
+            ev(133, Kind::RqIssue, 7, 0, dev, 1600, 0),
+            ev(140, Kind::SysExit, 7, 0, 426, 0, 0),
+            ev(150, Kind::SysEnter, 7, 0, 426, 0, 0),
+            // Polled by the task: no interrupt context.
+            ev(200, Kind::NvmeComplete, 7, 0, 1 << 32 | 1, 17, 0),
+            ev(201, Kind::RqComplete, 7, 0, dev, 800, 0),
+            ev(205, Kind::UringComplete, 7, 0, 0xc0, 1, 0),
+            ev(210, Kind::SysExit, 7, 0, 426, 0, 0),
+            // The second completes by interrupt on CPU 1.
+            ev(300, Kind::IrqEntry, 0, 1, 30, 0, 0x09),
+            ev(305, Kind::NvmeComplete, 0, 1, 1 << 32 | 1, 18, 0x09),
+            ev(306, Kind::RqComplete, 0, 1, dev, 1600, 0x09),
+            ev(320, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(330, Kind::UringComplete, 7, 0, 0xc0, 2, 0),
+            ev(340, Kind::SysExit, 7, 0, 426, 0, 0),
+        ];
+        let (m, unmatched) = match_requests(&events, 42);
+        assert_eq!((m.len(), unmatched), (2, 0));
+        use Point::*;
+        assert_eq!(names(&m[0]), vec![Enter, UringSubmit, BioQueue, NvmeSetup, RqIssue, NvmeComplete, RqComplete, UringComplete, Exit]);
+        assert_eq!(m[0][NvmeSetup as usize], Some(130));
+        assert_eq!(
+            names(&m[1]),
+            vec![Enter, UringSubmit, BioQueue, NvmeSetup, RqIssue, Irq, NvmeComplete, RqComplete, UringComplete, Exit]
+        );
+        assert_eq!((m[1][NvmeSetup as usize], m[1][Irq as usize], m[1][Exit as usize]), (Some(132), Some(300), Some(340)));
+        let (_, stages) = summarize(&m);
+        assert!(stages.iter().any(|s| s.layer == "device (issue to interrupt)" && s.requests == 1));
+        assert!(stages.iter().any(|s| s.layer.starts_with("driver and device (issue to completion, no interrupt") && s.requests == 1));
+    }
+
+    #[test]
+    fn passthrough_has_no_bio_and_zram_no_request_stages() {
+        // An NVMe passthrough ioctl: the command is set up in the system call, with no bio.
+        let pt = [
+            ev(10, Kind::SysEnter, 7, 0, 16, 0, 0),
+            ev(20, Kind::NvmeSetup, 7, 0, 1 << 32 | 2, 5, 0),
+            ev(21, Kind::RqIssue, 7, 0, 259 << 20, 0, 0),
+            ev(60, Kind::IrqEntry, 0, 0, 30, 0, 0x09),
+            ev(61, Kind::NvmeComplete, 0, 0, 1 << 32 | 2, 5, 0x09),
+            ev(80, Kind::SysExit, 7, 0, 16, 0, 0),
+        ];
+        let (m, _) = match_requests(&pt, 42);
+        use Point::*;
+        assert_eq!(names(&m[0]), vec![Enter, NvmeSetup, Irq, NvmeComplete, Exit]);
+        // zram: a bio-based driver completes the bio in the submitting task.
+        let zram = [
+            ev(10, Kind::SysEnter, 7, 0, 17, 0, 0),
+            ev(12, Kind::BioQueue, 7, 0, 252 << 20, 8, 0),
+            ev(20, Kind::BioComplete, 7, 0, 252 << 20, 8, 0),
+            ev(22, Kind::SysExit, 7, 0, 17, 0, 0),
+        ];
+        let (m, _) = match_requests(&zram, 42);
+        assert_eq!(names(&m[0]), vec![Enter, BioQueue, BioComplete, Exit]);
+        let (_, stages) = summarize(&m);
+        assert_eq!(
+            stages.iter().map(|s| s.layer.as_str()).collect::<Vec<_>>(),
+            ["system call, VFS and file system", "bio-based driver (zram, loop ...)", "return to user space (and wake-up, if it slept)"]
+        );
+        // Another process's bio and a request still in flight at the window's end.
+        let other = [
+            ev(1, Kind::SysEnter, 7, 0, 17, 0, 0),
+            ev(2, Kind::BioQueue, 7, 0, 8 << 20, 8, 0),
+            Event { pid: 9, ..ev(3, Kind::BioQueue, 9, 0, 8 << 20, 16, 0) },
+        ];
+        assert_eq!(match_requests(&other, 42), (vec![], 1));
+    }
+}

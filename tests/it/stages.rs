@@ -1,0 +1,147 @@
+//! `--profile stages` on real kernels: a file on ext4 over virtio-blk, a zram device and a loop
+//! device, each request traced through the stack and its latency split into stages.
+use crate::common::{self, iolab_in};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn tracefs_mounted() -> bool {
+    Path::new("/sys/kernel/tracing/events").is_dir()
+}
+
+/// A run with `--profile stages`: its record's stages, after checking what every traced run
+/// must show.
+fn traced(dir: &Path, args: &[&str]) -> (Value, String) {
+    // One traced run at a time: each mounts tracefs (and unmounts it) only where it is not.
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let before = tracefs_mounted();
+    let json = dir.join("r.json");
+    let mut all = vec!["run", "--profile", "stages", "--runtime", "1", "--json", json.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let run = iolab_in(dir, &all);
+    run.assert_ok();
+    assert_eq!(tracefs_mounted(), before, "tracefs is as it was before the run");
+    let rec = common::record(&json);
+    let s = rec["cost"]["stages"].clone();
+    assert!(s["requests_matched"].as_u64().unwrap() > 1000, "{s}");
+    assert!(s["requests_unmatched"].as_u64().unwrap() * 100 < s["requests_matched"].as_u64().unwrap(), "under 1 % unmatched: {s}");
+    assert_eq!(s["lost"], 0, "{s}");
+    let shares: f64 = s["stages"].as_array().unwrap().iter().map(|x| x["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-6, "the stages' shares add up to the whole: {shares}");
+    // Each stage's total time (mean x the requests that passed it) adds up to the whole's.
+    let parts: f64 = s["stages"].as_array().unwrap().iter().map(|x| x["mean_ns"].as_f64().unwrap() * x["requests"].as_f64().unwrap()).sum();
+    let whole = s["end_to_end"]["mean_ns"].as_f64().unwrap() * s["end_to_end"]["requests"].as_f64().unwrap();
+    assert!((parts - whole).abs() < 1e-6 * whole, "the stages add up to the end to end: {parts} vs {whole}");
+    if !before {
+        let changed = rec["environment"]["settings_changed"].to_string();
+        assert!(changed.contains("tracefs: unmounted -> mounted"), "{changed}");
+    }
+    assert!(run.stdout.contains("requests matched"), "{}", run.stdout);
+    (s, run.stdout)
+}
+
+fn layers(s: &Value) -> Vec<String> {
+    s["stages"].as_array().unwrap().iter().map(|x| x["layer"].as_str().unwrap().to_string()).collect()
+}
+
+fn stage<'a>(s: &'a Value, layer_prefix: &str) -> Option<&'a Value> {
+    s["stages"].as_array()?.iter().find(|x| x["layer"].as_str().unwrap().starts_with(layer_prefix))
+}
+
+/// The traced end to end (system call entry to exit) against iolab's own p50 (submit to reap,
+/// in user space): within 10 %.
+fn agrees_with_iolab(s: &Value) {
+    let (traced, own) = (s["end_to_end"]["p50_ns"].as_f64().unwrap(), s["iolab_p50_ns"].as_f64().unwrap());
+    assert!((traced - own).abs() <= 0.1 * own, "traced p50 {traced} ns vs iolab's {own} ns");
+}
+
+#[test]
+fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_interrupt_stages() {
+    if !common::is_root() {
+        return common::skip("a_file_on_ext4_over_virtio...", "tracing needs root");
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = common::verify_file(dir.path(), "t", 64 << 20);
+    let (s, _) = traced(dir.path(), &[target.to_str().unwrap()]);
+    let found = layers(&s);
+    for want in
+        ["system call, VFS and file system", "device (issue to interrupt)", "interrupt (handler to completion)", "return to user space"]
+    {
+        assert!(found.iter().any(|l| l.starts_with(want)), "no {want} stage in {found:?}");
+    }
+    assert!(found.iter().any(|l| l.starts_with("block layer")), "{found:?}");
+    assert!(stage(&s, "device (issue to interrupt)").unwrap()["p50_ns"].as_f64().unwrap() > 1000.0);
+    agrees_with_iolab(&s);
+    // io_uring adds its own submission and completion stages.
+    let (s, _) = traced(dir.path(), &["-i", "io_uring", "--qd", "4", target.to_str().unwrap()]);
+    let found = layers(&s);
+    assert!(
+        found.iter().any(|l| l == "system call and io_uring submission") && found.iter().any(|l| l == "io_uring completion"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn zram_shows_its_driver_stage_and_no_scheduler_stage() {
+    if !common::is_root() || !Path::new("/sys/class/zram-control/hot_add").exists() {
+        return common::skip("zram_shows_its_driver_stage...", "needs root and the zram module");
+    }
+    // A zram device of our own, so no other test's device is touched.
+    let id = std::fs::read_to_string("/sys/class/zram-control/hot_add").unwrap().trim().to_string();
+    struct Remove(String);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::write("/sys/class/zram-control/hot_remove", &self.0);
+        }
+    }
+    let _remove = Remove(id.clone());
+    std::fs::write(format!("/sys/block/zram{id}/disksize"), "64M").unwrap();
+    let dev = format!("/dev/zram{id}");
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _) = traced(dir.path(), &[&dev]);
+    let found = layers(&s);
+    assert!(found.iter().any(|l| l.starts_with("bio-based driver")), "{found:?}");
+    assert!(!found.iter().any(|l| l.contains("scheduler") || l.contains("interrupt")), "zram has no request queue: {found:?}");
+    // io_uring punts zram's reads to io-wq; their bios are still matched.
+    let (s, _) = traced(dir.path(), &["-i", "io_uring", &dev]);
+    assert!(stage(&s, "bio-based driver").is_some(), "{s}");
+}
+
+#[test]
+fn a_loop_device_shows_block_and_driver_stages() {
+    if !common::is_root() {
+        return common::skip("a_loop_device_shows...", "needs root");
+    }
+    let _lock = common::LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let backing = common::zero_file(dir.path(), "loop.img", 64 << 20);
+    let out = Command::new("losetup").args(["-f", "--show", "--direct-io=on"]).arg(&backing).output().unwrap();
+    if !out.status.success() {
+        return common::skip("a_loop_device_shows...", &String::from_utf8_lossy(&out.stderr));
+    }
+    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    struct Detach(String);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        }
+    }
+    let _detach = Detach(dev.clone());
+    let (s, _) = traced(dir.path(), &[&dev]);
+    let found = layers(&s);
+    assert!(found.iter().any(|l| l.starts_with("block layer")), "{found:?}");
+    // The loop worker completes a request itself, or (direct I/O on its backing file) the
+    // backing disk's interrupt does.
+    assert!(found.iter().any(|l| l.starts_with("driver and device") || l.starts_with("device (issue to interrupt)")), "{found:?}");
+    assert!(!found.iter().any(|l| l.contains("bio-based")), "loop is request-based: {found:?}");
+    agrees_with_iolab(&s);
+}
+
+#[test]
+fn profile_names_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = iolab_in(dir.path(), &["run", "-i", "null", "--profile", "layers,bogus", "--ios", "10"]);
+    let err = run.assert_usage_error();
+    assert!(err.contains("give layers, stages, layers,stages or off"), "{err}");
+}
