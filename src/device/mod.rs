@@ -1,5 +1,6 @@
 //! Targets: files, block devices and (for nvme-passthru) NVMe generic character devices, opened
 //! safely, plus the temporary default target.
+pub mod controller;
 pub mod nvme;
 pub mod safety;
 pub mod sysinfo;

@@ -68,11 +68,11 @@ pub fn sysfs_node(sys: &Path, major: u32, minor: u32) -> Option<PathBuf> {
     std::fs::canonicalize(sys.join(format!("dev/block/{major}:{minor}"))).ok().filter(|p| p.is_dir())
 }
 
-fn read_trim(p: &Path) -> Option<String> {
+pub(super) fn read_trim(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-fn names_in(dir: &Path) -> Vec<String> {
+pub(super) fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =
         std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     v.sort();

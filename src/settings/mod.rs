@@ -1,10 +1,12 @@
 //! System settings per run: I/O scheduler, nomerges, io_poll_delay, read-ahead, wbt and the CPU
-//! frequency governor. iolab records the original values durably in a journal before changing
+//! frequency governor; for the user-space NVMe driver, a PCI device's driver binding (`pci.rs`)
+//! and the 2 MiB hugepages reserved for its DMA memory. iolab records the original values durably in a journal before changing
 //! anything, restores them when the run ends (the `AppliedGuard`'s drop, or `restore()`), rolls
 //! back on a failure midway, and `Settings::restore_journal` (behind `iolab restore`) undoes what
 //! a killed process left changed. See docs/settings.md.
 pub mod crash;
 mod journal;
+pub mod pci;
 mod sysfs;
 
 pub use journal::{pid_alive, Journal, JournalEntry, Owner};
@@ -42,9 +44,19 @@ pub enum Setting {
     /// tracefs mounted at `<sysfs>/kernel/tracing` ("mounted" or "unmounted"), for
     /// `--profile stages` (which mounts it where it is not; `--set tracefs=mounted` also works).
     Tracefs,
+    /// The driver a PCI device is bound to (`pci.rs`); set by the user-space NVMe driver, not
+    /// by `--set`.
+    PciDriver,
+    /// The number of 2 MiB hugepages the kernel keeps (`nr_hugepages`); reserved on demand for
+    /// the user-space NVMe driver's DMA memory, not by `--set`.
+    Hugepages,
 }
 
+/// The pool of 2 MiB hugepages, under the sysfs root.
+pub const HUGEPAGES_2M: &str = "kernel/mm/hugepages/hugepages-2048kB";
+
 impl Setting {
+    /// The settings users change (`--scheduler`, `--set`; tracefs is mounted by `--profile stages`).
     pub const ALL: [Setting; 7] = [
         Setting::Scheduler,
         Setting::Nomerges,
@@ -54,6 +66,8 @@ impl Setting {
         Setting::Governor,
         Setting::Tracefs,
     ];
+    /// The settings iolab changes on its own, for the user-space NVMe driver.
+    pub const DRIVER: [Setting; 2] = [Setting::PciDriver, Setting::Hugepages];
 
     /// The name users write ("read_ahead_kb").
     pub fn name(self) -> &'static str {
@@ -65,6 +79,8 @@ impl Setting {
             Setting::WbtLatUsec => "wbt_lat_usec",
             Setting::Governor => "governor",
             Setting::Tracefs => "tracefs",
+            Setting::PciDriver => "pci_driver",
+            Setting::Hugepages => "hugepages_2m",
         }
     }
 
@@ -73,13 +89,15 @@ impl Setting {
         match self {
             Setting::Governor => "scaling_governor",
             Setting::Tracefs => "tracing",
+            Setting::PciDriver => "driver_override",
+            Setting::Hugepages => "nr_hugepages",
             s => s.name(),
         }
     }
 
-    /// Whether the setting belongs to a block device (all but the governor).
+    /// Whether the setting belongs to a block device.
     pub fn is_device_setting(self) -> bool {
-        !matches!(self, Setting::Governor | Setting::Tracefs)
+        !matches!(self, Setting::Governor | Setting::Tracefs | Setting::PciDriver | Setting::Hugepages)
     }
 
     /// The setting a user's name stands for; also accepts the sysfs file names and a few
@@ -99,7 +117,7 @@ impl Setting {
 
     /// Whether `file_name` is the file of some setting (the journal only ever names these).
     fn known_file(file_name: &str) -> Option<Setting> {
-        Setting::ALL.into_iter().find(|s| s.file_name() == file_name)
+        Setting::ALL.into_iter().chain(Setting::DRIVER).find(|s| s.file_name() == file_name)
     }
 }
 
@@ -118,7 +136,8 @@ impl std::str::FromStr for Setting {
     }
 }
 
-/// One change: set `setting` (of `device`; None for the governor) to `value`.
+/// One change: set `setting` (of `device`, a block device or for `PciDriver` a PCI address;
+/// None for the governor and hugepages) to `value`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     pub setting: Setting,
@@ -266,6 +285,15 @@ impl Settings {
         }
         let targets = if c.setting == Setting::Governor {
             self.governor_files()?
+        } else if c.setting == Setting::PciDriver {
+            let path = pci::override_path(&self.sysfs, c.device.as_deref())?;
+            vec![Target { label: path.parent().and_then(Path::file_name).unwrap_or_default().to_string_lossy().into_owned(), path }]
+        } else if c.setting == Setting::Hugepages {
+            let path = self.sysfs.join(HUGEPAGES_2M).join("nr_hugepages");
+            if !path.exists() {
+                return Err(format!("this kernel has no 2 MiB hugepages ({} is missing)", path.display()));
+            }
+            vec![Target { path, label: "hugepages-2048kB".into() }]
         } else {
             let (dev, dir) = self.device_dir(c.device.as_deref(), c.setting)?;
             let path = dir.join("queue").join(c.setting.file_name());
@@ -340,6 +368,12 @@ impl Settings {
                     return Err(format!("tracefs can only be mounted by a run, not \"{v}\""));
                 }
             }
+            Setting::PciDriver => pci::check_driver(&targets[0].path, v)?,
+            Setting::Hugepages => {
+                if v.parse::<u64>().is_err() {
+                    return Err(format!("hugepages_2m must be a number of pages, not \"{v}\""));
+                }
+            }
             Setting::Governor => {
                 for t in &targets {
                     let avail_path = t.path.with_file_name("scaling_available_governors");
@@ -384,7 +418,7 @@ impl Settings {
                 entries.push(JournalEntry {
                     guard: guard_id,
                     setting: c.setting,
-                    device: if c.setting.is_device_setting() { Some(t.label.clone()) } else { None },
+                    device: c.device.as_ref().map(|_| t.label.clone()),
                     target: t.label.clone(),
                     path: t.path.clone(),
                     original,
@@ -493,6 +527,18 @@ impl Settings {
         })
     }
 
+    /// The change that makes `pages` free 2 MiB hugepages available (the pool grown by what is
+    /// missing), or None when that many are free already.
+    pub fn hugepages_for(&self, pages: u64) -> Result<Option<Change>, String> {
+        let dir = self.sysfs.join(HUGEPAGES_2M);
+        let read = |f: &str| -> Result<u64, String> {
+            let raw = sysfs::read_raw(&dir.join(f)).map_err(|e| format!("{e}: this kernel has no 2 MiB hugepages"))?;
+            raw.parse().map_err(|_| format!("{} reads \"{raw}\", not a number", dir.join(f).display()))
+        };
+        let (total, free) = (read("nr_hugepages")?, read("free_hugepages")?);
+        Ok((free < pages).then(|| Change::new(Setting::Hugepages, None, (total + pages - free).to_string())))
+    }
+
     /// Current values of all settings for a device, for the environment record. Missing ones
     /// are null. `governor` is the CPUs' common governor (null when they differ or there is no
     /// cpufreq); `governors` maps each CPU to its governor.
@@ -553,6 +599,8 @@ fn example(s: Setting) -> &'static str {
         Setting::WbtLatUsec => "-1",
         Setting::Governor => "performance",
         Setting::Tracefs => "mounted",
+        Setting::PciDriver => "vfio-pci",
+        Setting::Hugepages => "16",
     }
 }
 
@@ -655,9 +703,14 @@ fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {
             )));
             continue;
         }
-        // The device (block/<dev>) or CPU (cpu/cpuN) went away: nothing left to restore.
+        // The device (block/<dev>, bus/pci/devices/<bdf>) or CPU (cpu/cpuN) went away: nothing
+        // left to restore.
         let owner_dir = e.path.parent().and_then(Path::parent);
-        if !e.path.exists() && owner_dir.map(|d| !d.exists()).unwrap_or(true) {
+        let gone = match e.setting {
+            Setting::PciDriver => pci::gone(&e.path),
+            _ => !e.path.exists() && owner_dir.map(|d| !d.exists()).unwrap_or(true),
+        };
+        if gone {
             out[i] = Some(Outcome::Done(format!("{}: {} is gone, nothing to restore (was {})", e.label(), e.target, e.original)));
             continue;
         }

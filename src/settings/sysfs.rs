@@ -42,6 +42,9 @@ pub fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
     if setting == Setting::Tracefs {
         return Ok(if crate::settings::tracefs_mounted(path) { "mounted" } else { "unmounted" }.into());
     }
+    if setting == Setting::PciDriver {
+        return super::pci::current(path);
+    }
     let raw = read_raw(path)?;
     if setting == Setting::Scheduler {
         return parse_scheduler(&raw).0.ok_or_else(|| format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display()));
@@ -67,7 +70,7 @@ pub fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
         return true;
     }
     match setting {
-        Setting::Scheduler | Setting::Governor => false,
+        Setting::Scheduler | Setting::Governor | Setting::PciDriver => false,
         Setting::WbtLatUsec if want.trim() == "-1" => {
             // -1 asks for the kernel's default, which reads back as that default (or 0 when wbt
             // cannot run on this queue).
@@ -82,6 +85,9 @@ pub fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
 
 /// Write and read back. Err when the write fails or the kernel kept another value.
 pub fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -> Result<(), String> {
+    if setting == Setting::PciDriver {
+        return super::pci::bind(path, value, label);
+    }
     if setting == Setting::Tracefs {
         mount_tracefs(path, value == "mounted")?;
     } else {
@@ -94,6 +100,7 @@ pub fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -
     let hint = match setting {
         Setting::IoPollDelay => "; io_poll_delay does nothing on this kernel: drop it",
         Setting::Scheduler => "; is the scheduler's module loadable?",
+        Setting::Hugepages => "; the kernel found too little free memory for them (fragmented, or too small)",
         _ => "; drop this setting",
     };
     let got = if got.is_empty() { "nothing".to_string() } else { got };

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod sim;
 #[cfg(test)]
 mod tests;
+pub mod vfio;
 
 use super::{Completion, IoInterface, Request, Setup, DEVICE_STATUS};
 use crate::device::nvme::Sqe;
