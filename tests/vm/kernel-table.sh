@@ -66,6 +66,7 @@ awk -v kernels="$kernels" '
     if (q != "") r = r ", " q " IRQs"
     if (how == "ios" && field(d, "ios") != "") r = field(d, "ios") " I/Os " r
     if (how == "sleeps" && field(d, "sleeps/IO") != "") r = r ", " field(d, "sleeps/IO") " sleeps/IO"
+    if (field(d, "sqpoll_sleeps/IO") != "") r = r ", SQ thread " field(d, "sqpoll_sleeps/IO") " sleeps/IO, mean " field(d, "lat_mean_us") " µs"
     return r
   }
   function row(label, names, how,   i) {
@@ -89,7 +90,7 @@ awk -v kernels="$kernels" '
     row("io_uring, interrupt completion", "nvme_uring_syscall_irq rings_syscall_irq")
     row("io_uring polled (IOPOLL)", "nvme_uring_syscall_poll rings_syscall_poll")
     row("io_uring SQPOLL + IOPOLL", "nvme_uring_sqpoll_poll")
-    row("io_uring hybrid polling (HYBRID_IOPOLL)", "nvme_uring_syscall_hybrid rings_syscall_hybrid rings_hybrid_refusal")
+    row("io_uring `--complete hybrid`, QD8 (interfaces.sh)", "nvme_uring_syscall_hybrid rings_syscall_hybrid rings_hybrid_refusal")
     row("io_uring SQPOLL with unregistered files", "rings_sqpoll_unregistered")
     row("pvsync2 `--complete poll` (RWF_HIPRI)", "nvme_pvsync2_poll")
     row("pvsync2 `--complete poll --strict`", "nvme_pvsync2_strict_poll")
@@ -98,6 +99,7 @@ awk -v kernels="$kernels" '
     row("pvsync2 `--complete hybrid` (block layer, io_poll_delay=0 adaptive)", "polling_pvsync2_hybrid", "sleeps")
     row("pvsync2 `--complete hybrid --poll-delay 8`", "polling_pvsync2_hybrid_8", "sleeps")
     row("io_uring `--complete hybrid` (HYBRID_IOPOLL, or the block layer before 5.16)", "polling_uring_hybrid", "sleeps")
+    row("io_uring SQPOLL `--complete hybrid` (before 5.16 the SQ thread sleeps in the block layer)", "polling_uring_sqpoll_hybrid nvme_uring_sqpoll_hybrid")
     row("posixaio `--complete poll`", "nvme_posixaio_poll")
     row("libaio", "nvme_libaio_irq")
     row("nvme-passthru (URING_CMD on /dev/ngXnY), interrupt", "passthru_irq_qd8 passthru_old_kernel")
