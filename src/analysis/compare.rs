@@ -299,14 +299,20 @@ pub fn config_values(store: &Store, config_key: &str, metric: Metric) -> Result<
 
 /// Every metric a configuration has at least one value of, in [`Metric::ALL`] order.
 pub fn config_replicates(store: &Store, config_key: &str) -> Result<Replicates, String> {
+    replicates_where(store, &RunFilter { config_key: Some(config_key.to_string()), ..Default::default() })
+}
+
+/// Every metric the runs a filter selects have at least one value of (e.g. one configuration's
+/// runs on one host), in [`Metric::ALL`] order.
+pub fn replicates_where(store: &Store, filter: &RunFilter) -> Result<Replicates, String> {
     let mut values = Vec::new();
     for m in Metric::ALL {
-        let v = config_values(store, config_key, m)?;
+        let v = metric_values(store, filter, m)?;
         if !v.is_empty() {
             values.push((m, v));
         }
     }
-    Ok(Replicates { config_key: config_key.to_string(), values })
+    Ok(Replicates { config_key: filter.config_key.clone().unwrap_or_default(), values })
 }
 
 #[cfg(test)]

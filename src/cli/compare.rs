@@ -1,8 +1,8 @@
 //! `iolab compare A B`: two configurations (or one configuration in two databases, e.g. two
 //! kernels) side by side: replicate means with 95 % confidence intervals, the ratio, Welch's
 //! test and a verdict.
-use crate::analysis::compare::{compare, config_replicates, Metric};
-use crate::store::Store;
+use crate::analysis::compare::{compare, config_replicates, replicates_where, Metric, Replicates};
+use crate::store::{RunFilter, RunRow, Store};
 use std::path::PathBuf;
 
 pub const ALPHA: f64 = 0.05;
@@ -19,6 +19,38 @@ pub struct CompareArgs {
     /// Database holding B (default: --db).
     #[arg(long)]
     pub db_b: Option<PathBuf>,
+    /// Configuration A across machines (a merged database): one column per host, kernel or
+    /// target device, each against the first.
+    #[arg(long, value_enum, conflicts_with_all = ["b", "db_b"])]
+    pub by: Option<Machine>,
+}
+
+/// What tells the machines of a merged database apart.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Machine {
+    Host,
+    Kernel,
+    Device,
+}
+
+impl Machine {
+    fn of(self, r: &RunRow) -> Option<String> {
+        match self {
+            Machine::Host => r.hostname.clone(),
+            Machine::Kernel => r.kernel.clone(),
+            Machine::Device => r.devices.clone(),
+        }
+    }
+
+    fn select(self, key: &str, value: &str) -> RunFilter {
+        let mut f = RunFilter { config_key: Some(key.to_string()), status: Some("ok".into()), ..Default::default() };
+        match self {
+            Machine::Host => f.hostname = Some(value.into()),
+            Machine::Kernel => f.kernel = Some(value.into()),
+            Machine::Device => f.device = Some(value.into()),
+        }
+        f
+    }
 }
 
 fn fmt(m: Metric, x: f64) -> String {
@@ -35,6 +67,9 @@ pub fn main(a: &CompareArgs) -> i32 {
 }
 
 fn run(args: &CompareArgs) -> Result<(), String> {
+    if let Some(by) = args.by {
+        return across(args, by);
+    }
     let db_b = args.db_b.clone().unwrap_or_else(|| args.db.clone());
     let key_b = args.b.clone().unwrap_or_else(|| args.a.clone());
     if args.b.is_none() && args.db_b.is_none() {
@@ -50,8 +85,15 @@ fn run(args: &CompareArgs) -> Result<(), String> {
         return Err(format!("no finished runs of '{key_b}' in {}", db_b.display()));
     }
     println!("A: {} ({})\nB: {} ({})", args.a, args.db.display(), key_b, db_b.display());
+    table(&ra, &rb);
+    println!("Welch's t-test (unequal variances), two-sided, alpha {ALPHA}; the papers' Student's test assumes equal variances.");
+    Ok(())
+}
+
+/// The metrics of B against A, one line each.
+fn table(ra: &Replicates, rb: &Replicates) {
     println!("{:<14} {:>24} {:>24} {:>8} {:>9}  verdict (B vs A)", "metric", "A mean ± 95% CI (n)", "B mean ± 95% CI (n)", "B/A", "p");
-    for c in compare(&ra, &rb, ALPHA) {
+    for c in compare(ra, rb, ALPHA) {
         let side = |s: &crate::analysis::stats::Summary| {
             format!("{} ± {} ({})", fmt(c.metric, s.mean), s.ci95_half_width.map(|h| fmt(c.metric, h)).unwrap_or("-".into()), s.n)
         };
@@ -65,6 +107,38 @@ fn run(args: &CompareArgs) -> Result<(), String> {
             c.verdict.describe(ALPHA)
         );
     }
-    println!("Welch's t-test (unequal variances), two-sided, alpha {ALPHA}; the papers' Student's test assumes equal variances.");
+}
+
+/// One configuration on every machine of a database: the first (by name) is A, each other B.
+fn across(args: &CompareArgs, by: Machine) -> Result<(), String> {
+    let store = Store::open_existing(&args.db)?;
+    let rows = store.list_runs(&RunFilter { config_key: Some(args.a.clone()), status: Some("ok".into()), ..Default::default() })?;
+    let mut machines: Vec<String> = rows.iter().filter_map(|r| by.of(r)).collect();
+    machines.sort();
+    machines.dedup();
+    let what = format!("{by:?}").to_lowercase();
+    if machines.len() < 2 {
+        return Err(format!(
+            "'{}' in {} was measured on {} {what}{}: --by {what} needs runs from two or more (merge databases with `iolab merge`)",
+            args.a,
+            args.db.display(),
+            machines.len(),
+            machines.first().map(|m| format!(" ({m})")).unwrap_or_default()
+        ));
+    }
+    // A device filter matches one name among a run's targets: a run on several devices is
+    // grouped by its first.
+    let first = |m: &str| m.split(',').next().unwrap_or(m).to_string();
+    let ra = replicates_where(&store, &by.select(&args.a, &first(&machines[0])))?;
+    println!("{} in {}: by {what}, each against A = {}", args.a, args.db.display(), machines[0]);
+    for m in &machines[1..] {
+        let rb = replicates_where(&store, &by.select(&args.a, &first(m)))?;
+        println!("\nB = {m}");
+        table(&ra, &rb);
+    }
+    println!(
+        "\nWelch's t-test (unequal variances), two-sided, alpha {ALPHA}, each machine against A without correction for the {} comparisons.",
+        machines.len() - 1
+    );
     Ok(())
 }

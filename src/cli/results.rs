@@ -21,6 +21,15 @@ pub struct ResultsArgs {
     /// Configuration key, as `iolab sweep --dry-run` prints it.
     #[arg(long)]
     pub config: Option<String>,
+    /// Only runs made on this host (as `hostname` names it).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Only runs made on this kernel release (e.g. 6.1.0-56-amd64).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Only runs with this device among their targets (e.g. nvme0n1).
+    #[arg(long)]
+    pub device: Option<String>,
     #[arg(long)]
     pub limit: Option<usize>,
     /// List the sweeps instead of runs.
@@ -69,6 +78,9 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         rw: a.rw.clone(),
         status: a.status.clone(),
         config_key: a.config.clone(),
+        hostname: a.host.clone(),
+        kernel: a.kernel.clone(),
+        device: a.device.clone(),
         limit: a.limit,
         ..Default::default()
     };
@@ -82,14 +94,34 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         return list_planned(&store, &filter, st);
     }
     let rows = store.list_runs(&filter)?;
+    // Runs from several machines (a merged database): each row says which one made it.
+    let machine = |r: &crate::store::RunRow| format!("{} {}", r.hostname.as_deref().unwrap_or("?"), r.kernel.as_deref().unwrap_or("?"));
+    let machines: std::collections::BTreeSet<String> = rows.iter().map(machine).collect();
+    let several = machines.len() > 1;
     println!(
-        "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
-        "run", "sweep", "rep", "status", "interface", "submit", "compl", "rw", "bs", "qd", "thr", "IOPS", "mean", "p99", "cores", "path"
+        "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}",
+        "run",
+        "sweep",
+        "rep",
+        "status",
+        "interface",
+        "submit",
+        "compl",
+        "rw",
+        "bs",
+        "qd",
+        "thr",
+        "IOPS",
+        "mean",
+        "p99",
+        "cores",
+        "path",
+        if several { " machine (host kernel)" } else { "" }
     );
     for r in &rows {
         let opt = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
         println!(
-            "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}",
+            "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}",
             r.id,
             r.sweep_id.map(|s| s.to_string()).unwrap_or("-".into()),
             r.replicate.map(|x| (x + 1).to_string()).unwrap_or("-".into()),
@@ -105,10 +137,11 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
             opt(r.metrics.lat_mean_ns, &format_ns),
             opt(r.metrics.lat_p99_ns, &format_ns),
             opt(r.metrics.cpu_cores, &|x| format!("{x:.2}")),
-            r.metrics.completion_observed.clone().unwrap_or("-".into())
+            r.metrics.completion_observed.clone().unwrap_or("-".into()),
+            if several { format!(" {}", machine(r)) } else { String::new() }
         );
     }
-    println!("{} runs", rows.len());
+    println!("{} runs{}", rows.len(), if several { format!(" from {} machines", machines.len()) } else { String::new() });
     // Runs that failed before measuring have no stored run: they are listed from the plan.
     let early = if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(&filter, "failed")? } else { Vec::new() };
     if a.status.is_none() {

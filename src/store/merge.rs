@@ -5,7 +5,9 @@
 //! time and every measurement: two different runs never have the same one, and a run merged a
 //! second time is found and not added again. A sweep is identified by its plan (hash and seed)
 //! and name: the same plan run in parts on several machines comes back as one sweep, each
-//! planned run taking the result of the machine that made it.
+//! planned run taking the result of the machine that made it. The same plan run whole on two
+//! machines (a run made on both) comes back as two sweeps, one per machine, to be compared
+//! (`iolab compare --by host`).
 use super::{PlannedRun, RunFilter, Store};
 use rusqlite::OptionalExtension;
 use std::collections::{HashMap, HashSet};
@@ -44,7 +46,17 @@ impl Store {
     fn sweep_for(&mut self, src: &Store, sweep_id: i64) -> Result<(i64, HashMap<i64, PlannedRun>, bool), String> {
         let s = src.sweep(sweep_id)?.ok_or_else(|| format!("results database {}: no sweep {sweep_id}", src.path))?;
         let planned = src.planned_runs(sweep_id)?;
-        let existing = self.sweep_infos()?.into_iter().find(|d| d.plan_hash == s.plan_hash && d.seed == s.seed && d.name == s.name);
+        // The same plan made by another machine (its runs made again elsewhere, not a share of
+        // them) is a sweep of its own: the machines are compared, not mixed.
+        let theirs = src.made_by(sweep_id)?;
+        let mut existing = None;
+        for d in self.sweep_infos()?.into_iter().filter(|d| d.plan_hash == s.plan_hash && d.seed == s.seed && d.name == s.name) {
+            let mine = self.made_by(d.id)?;
+            if !theirs.iter().any(|(ordinal, host)| mine.get(ordinal).is_some_and(|h| h != host)) {
+                existing = Some(d);
+                break;
+            }
+        }
         let (id, created) = match existing {
             Some(d) => (d.id, false),
             None => {
@@ -65,6 +77,19 @@ impl Store {
             }
         }
         Ok((id, mine, created))
+    }
+
+    /// The host that made each made planned run of a sweep, by ordinal.
+    fn made_by(&self, sweep_id: i64) -> Result<HashMap<i64, String>, String> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT p.ordinal, coalesce(r.hostname, '') FROM planned_runs p JOIN runs r ON r.planned_id = p.id \
+                 WHERE p.sweep_id = ?1 AND r.status <> 'interrupted'",
+            )
+            .map_err(self.e())?;
+        let rows = st.query_map([sweep_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(self.e())?;
+        rows.collect::<rusqlite::Result<HashMap<_, _>>>().map_err(self.e())
     }
 
     /// Merge every sweep and run of `src` into this store, exactly once (see the module).

@@ -99,6 +99,8 @@ pub struct RunFilter {
     pub qd: Option<u32>,
     pub threads: Option<u32>,
     pub hostname: Option<String>,
+    /// The kernel release the run was made on.
+    pub kernel: Option<String>,
     /// A device name among the run's target devices (e.g. `nvme0n1`).
     pub device: Option<String>,
     /// Some(true): only runs of a sweep; Some(false): only lone `iolab run`s.
@@ -244,6 +246,7 @@ fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
     eq("qd = ?", f.qd.map(|x| Sql::Integer(x as i64)));
     eq("threads = ?", f.threads.map(|x| Sql::Integer(x as i64)));
     eq("hostname = ?", t(&f.hostname));
+    eq("kernel = ?", t(&f.kernel));
     eq("(',' || devices || ',') LIKE ('%,' || ? || ',%')", t(&f.device));
     eq("started_at >= ?", f.since.map(Sql::Real));
     eq("started_at < ?", f.until.map(Sql::Real));
@@ -642,7 +645,13 @@ impl Store {
     /// and threads are read from the planned spec. A filter on what only a made run has (host,
     /// device, time, lone runs) matches none.
     pub fn list_planned(&self, f: &RunFilter, status: &str) -> Result<Vec<PlannedRun>, String> {
-        if f.hostname.is_some() || f.device.is_some() || f.since.is_some() || f.until.is_some() || f.in_sweep == Some(false) {
+        if f.hostname.is_some()
+            || f.kernel.is_some()
+            || f.device.is_some()
+            || f.since.is_some()
+            || f.until.is_some()
+            || f.in_sweep == Some(false)
+        {
             return Ok(Vec::new());
         }
         let mut w = vec!["status = ?".to_string()];

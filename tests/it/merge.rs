@@ -91,3 +91,42 @@ fn merge_refuses_its_destination_as_a_source_and_a_missing_source() {
     assert_eq!(missing.code, 2, "{}", missing.describe());
     assert!(!d.join("x.db").exists(), "nothing written when a source cannot be read");
 }
+
+/// What another machine running the same plan leaves: the same database, made on `host`.
+fn made_on(db: &Path, host: &str) {
+    let c = Connection::open(db).unwrap();
+    let was: String = c.query_row("SELECT hostname FROM runs LIMIT 1", [], |r| r.get(0)).unwrap();
+    c.execute(
+        "UPDATE runs SET hostname = ?1, record = replace(record, '\"hostname\":\"' || ?2 || '\"', '\"hostname\":\"' || ?1 || '\"')",
+        [host, &was],
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_same_plan_on_two_machines_stays_two_sweeps_compared_by_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sweep_into(d, "a.db");
+    sweep_into(d, "b.db");
+    made_on(&d.join("b.db"), "node-b");
+    iolab_in(d, &["merge", "a.db", "b.db", "--into", "all.db"]).assert_ok();
+    assert_eq!(counts(&d.join("all.db")), (8, 2, 8), "one sweep per machine, every run kept");
+    let again = iolab_in(d, &["merge", "a.db", "b.db", "--into", "all.db"]);
+    again.assert_ok();
+    assert_eq!(counts(&d.join("all.db")), (8, 2, 8), "merging again adds nothing");
+
+    let listed = iolab_in(d, &["results", "--db", "all.db"]);
+    assert!(listed.stdout.contains("machine (host kernel)") && listed.stdout.contains("8 runs from 2 machines"), "{}", listed.stdout);
+    let only_b = iolab_in(d, &["results", "--db", "all.db", "--host", "node-b"]);
+    assert!(only_b.stdout.contains("4 runs\n"), "{}", only_b.stdout);
+
+    let key = Store::open_existing(&d.join("all.db")).unwrap().list_runs(&RunFilter::default()).unwrap()[0].config_key.clone().unwrap();
+    let by = iolab_in(d, &["compare", "--db", "all.db", "--by", "host", &key]);
+    by.assert_ok();
+    assert!(by.stdout.contains("B = ") && by.stdout.contains("iops") && by.stdout.contains("B/A"), "{}", by.stdout);
+    // One machine only: said in one line, exit 2.
+    let one = iolab_in(d, &["compare", "--db", "a.db", "--by", "kernel", &key]);
+    assert_eq!(one.code, 2);
+    assert!(one.one_line_stderr().contains("needs runs from two or more"));
+}
