@@ -37,6 +37,7 @@ fn main() {
         Cmd::Compare(args) => cli::compare::main(args),
         Cmd::Report(args) => cli::report::main(args),
         Cmd::Merge(args) => cli::merge::main(args),
+        Cmd::Energy(cmd) => cli::energy::main(cmd),
     };
     std::process::exit(code);
 }
