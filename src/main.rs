@@ -38,6 +38,7 @@ fn main() {
         Cmd::Report(args) => cli::report::main(args),
         Cmd::Merge(args) => cli::merge::main(args),
         Cmd::Fleet(cmd) => cli::fleet::main(cmd),
+        Cmd::Energy(cmd) => cli::energy::main(cmd),
     };
     std::process::exit(code);
 }

@@ -1,5 +1,6 @@
 //! The `iolab` command line: argument definitions and the subcommands.
 pub mod compare;
+pub mod energy;
 pub mod fleet;
 pub mod interfaces_cmd;
 pub mod merge;
@@ -61,6 +62,9 @@ pub enum Cmd {
     /// A plan or suite across the nodes of a Slurm cluster: submit it, follow it.
     #[command(subcommand)]
     Fleet(fleet::FleetCmd),
+    /// Energy measured apart from the runs: attach a power meter's log to stored runs.
+    #[command(subcommand)]
+    Energy(energy::EnergyCmd),
     /// One self-contained HTML report over a results database (a suite, sweeps or filtered
     /// runs), with every figure as SVG and every table as CSV and Markdown.
     Report(report::ReportArgs),
@@ -222,12 +226,7 @@ impl EnergyArgs {
             ..Default::default()
         };
         // What can be known about the meter log before the run; it is read at the run's end.
-        if let Some(f) = self.meter_format.as_deref().filter(|f| !crate::energy::meterlog::FORMATS.contains(f) && *f != "hoboware") {
-            return Err(format!(
-                "--meter-format {f:?} is not a meter log format: use one of {}",
-                crate::energy::meterlog::FORMATS.join(", ")
-            ));
-        }
+        check_meter_format(self.meter_format.as_deref())?;
         if let Some(why) = self.meter_log.as_deref().and_then(crate::energy::meter_log_problem) {
             return Err(format!("--meter-log {why}"));
         }
@@ -321,6 +320,16 @@ impl RunArgs {
 
 /// Exit code of a command whose every error is the user's: the command's own code, or the error
 /// as one line on stderr and 2.
+/// `--meter-format`: one of the formats the meter log parser knows.
+pub fn check_meter_format(format: Option<&str>) -> Result<(), String> {
+    match format.filter(|f| !crate::energy::meterlog::FORMATS.contains(f) && *f != "hoboware") {
+        Some(f) => {
+            Err(format!("--meter-format {f:?} is not a meter log format: use one of {}", crate::energy::meterlog::FORMATS.join(", ")))
+        }
+        None => Ok(()),
+    }
+}
+
 pub fn exit_code(r: Result<i32, String>) -> i32 {
     match r {
         Ok(code) => code,

@@ -425,51 +425,75 @@ pub fn read_meter_log(path: &Path) -> Result<String, String> {
 
 /// Read a meter log and integrate it over a host UNIX-time window.
 pub fn import_meter_log(path: &Path, cfg: &EnergyConfig, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
-    let text = read_meter_log(path)?;
-    let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
-    let corr = cfg.clock_correction()?;
-    let (r, per_second_watts) = meterlog::integrate_log(&log, &corr, window_unix);
-    let first = log.points[0].0;
-    let (lo, hi) = (corr.apply(first, first), corr.apply(log.points[log.points.len() - 1].0, first));
-    if let Some(why) = r.invalid {
-        return Err(format!(
-            "{} ({} samples spanning UNIX {lo:.1}..{hi:.1} after correction; window {:.1}..{:.1}): {why}",
-            path.display(),
-            log.points.len(),
-            window_unix.0,
-            window_unix.1
-        ));
+    MeterLogFile::load(path, cfg)?.over(window_unix)
+}
+
+/// A meter log read and parsed once, with its clock correction: `iolab energy import` matches
+/// it against many runs' windows.
+pub struct MeterLogFile {
+    path: PathBuf,
+    log: meterlog::MeterLog,
+    corr: ClockCorrection,
+}
+
+impl MeterLogFile {
+    pub fn load(path: &Path, cfg: &EnergyConfig) -> Result<MeterLogFile, String> {
+        let text = read_meter_log(path)?;
+        let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
+        Ok(MeterLogFile { path: path.to_path_buf(), log, corr: cfg.clock_correction()? })
     }
-    let window_s = window_unix.1 - window_unix.0;
-    let method = format!(
-        "meter log {} ({}, series {:?}, {}), clock offset {:+.3} s drift {:+.1} ppm",
-        path.display(),
-        log.format,
-        log.series,
-        match log.kind {
-            meterlog::SeriesKind::Watts => "power samples, trapezoid rule",
-            meterlog::SeriesKind::CumulativeJoules => "cumulative energy differences",
-        },
-        corr.offset_s,
-        corr.drift_ppm
-    );
-    Ok(SourceEnergy {
-        source: "meter".into(),
-        scope: Scope::WallAc.as_str().into(),
-        method,
-        joules: r.joules,
-        mean_watts: if r.covered_s > 0.0 { r.joules / r.covered_s } else { 0.0 },
-        window_s,
-        coverage: if window_s > 0.0 { (r.covered_s / window_s).min(1.0) } else { 0.0 },
-        largest_gap_s: r.largest_gap_s,
-        samples: r.samples,
-        read_errors: 0,
-        wraps: 0,
-        iops_per_joule: None,
-        bytes_per_joule: None,
-        notes: Vec::new(),
-        per_second_watts,
-    })
+
+    /// The log's samples in host UNIX time after the correction: (first, last).
+    pub fn span_unix(&self) -> (f64, f64) {
+        let (first, last) = (self.log.points[0].0, self.log.points[self.log.points.len() - 1].0);
+        (self.corr.apply(first, first), self.corr.apply(last, first))
+    }
+
+    /// The wall energy of a host UNIX-time window; Err says why the log gives none for it.
+    pub fn over(&self, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
+        let (log, corr) = (&self.log, &self.corr);
+        let (r, per_second_watts) = meterlog::integrate_log(log, corr, window_unix);
+        let (lo, hi) = self.span_unix();
+        if let Some(why) = r.invalid {
+            return Err(format!(
+                "{} ({} samples spanning UNIX {lo:.1}..{hi:.1} after correction; window {:.1}..{:.1}): {why}",
+                self.path.display(),
+                log.points.len(),
+                window_unix.0,
+                window_unix.1
+            ));
+        }
+        let window_s = window_unix.1 - window_unix.0;
+        let method = format!(
+            "meter log {} ({}, series {:?}, {}), clock offset {:+.3} s drift {:+.1} ppm",
+            self.path.display(),
+            log.format,
+            log.series,
+            match log.kind {
+                meterlog::SeriesKind::Watts => "power samples, trapezoid rule",
+                meterlog::SeriesKind::CumulativeJoules => "cumulative energy differences",
+            },
+            corr.offset_s,
+            corr.drift_ppm
+        );
+        Ok(SourceEnergy {
+            source: "meter".into(),
+            scope: Scope::WallAc.as_str().into(),
+            method,
+            joules: r.joules,
+            mean_watts: if r.covered_s > 0.0 { r.joules / r.covered_s } else { 0.0 },
+            window_s,
+            coverage: if window_s > 0.0 { (r.covered_s / window_s).min(1.0) } else { 0.0 },
+            largest_gap_s: r.largest_gap_s,
+            samples: r.samples,
+            read_errors: 0,
+            wraps: 0,
+            iops_per_joule: None,
+            bytes_per_joule: None,
+            notes: Vec::new(),
+            per_second_watts,
+        })
+    }
 }
 
 type Samples = Vec<(f64, Vec<Result<Reading, String>>)>;

@@ -2,6 +2,7 @@
 //! checks → temporary target → targets → settings → engine → meters → record → restore.
 //! What the caller shows while it works comes through [`RunUi`]; the session prints nothing.
 mod checks;
+pub mod energy_import;
 pub mod precondition;
 pub mod probe;
 pub mod sweep;

@@ -308,3 +308,86 @@ fn require_energy_in_a_sweep() {
         assert!(e.contains("--require-energy") && e.contains("no power samples cover the window"), "{e}");
     }
 }
+
+/// `iolab energy import`: a wall meter's log read after a sweep, its clock an hour ahead and
+/// with a gap over the second run. Without the clock offset no run is covered (exit 1, each run
+/// says why); with `--clock-offset -3600` the first and third runs get 150 W in the wall scope
+/// and the second keeps no meter energy, with the reason. Importing again replaces, never adds.
+#[test]
+fn energy_import_matches_windows_with_clock_offset_and_gaps() {
+    let dir = tempfile::Builder::new().prefix("iolab-energy-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "name = \"later\"\nreplicates = 3\nruntime = \"1s\"\nsize = \"1m\"\ncooldown = \"1s\"\n[matrix]\ninterface = [\"null\"]\n",
+    )
+    .unwrap();
+    let db = dir.path().join("e.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_iolab")).args(["sweep", "-q", "--db"]).arg(&db).arg(&plan).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let windows: Vec<(f64, f64)> = sweep_records(&db)
+        .iter()
+        .map(|r| (r["energy"]["window_start_unix_s"].as_f64().unwrap(), r["energy"]["window_end_unix_s"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(windows.len(), 3);
+    let mut sorted = windows.clone();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let gap = (sorted[1].0 - 0.5, sorted[1].1 + 0.5);
+    // The meter's clock is an hour ahead of the host's; ten samples a second at 150 W.
+    let mut text = String::from("timestamp,watts\n");
+    let mut t = sorted[0].0 - 5.0;
+    while t < sorted[2].1 + 5.0 {
+        if !(gap.0..gap.1).contains(&t) {
+            text += &format!("{:.3},150\n", t + 3600.0);
+        }
+        t += 0.1;
+    }
+    let log = dir.path().join("wall.csv");
+    std::fs::write(&log, text).unwrap();
+    let import = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
+            .args(["energy", "import"])
+            .arg(&log)
+            .arg("--db")
+            .arg(&db)
+            .args(["--sweep", "1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stdout, stderr) = import(&[]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(stdout.matches(": no energy: ").count(), 3, "{stdout}");
+    assert!(stderr.contains("--clock-offset"), "{stderr}");
+
+    for round in 0..2 {
+        let (code, stdout, stderr) = import(&["--clock-offset", "-3600"]);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        assert!(stdout.contains("attached to 2 of 3 runs"), "{stdout}");
+        for rec in sweep_records(&db) {
+            let start = rec["energy"]["window_start_unix_s"].as_f64().unwrap();
+            let e = &rec["energy"];
+            let meter: Vec<&serde_json::Value> = e["sources"].as_array().unwrap().iter().filter(|s| s["source"] == "meter").collect();
+            let imported: Vec<&str> =
+                e["reasons"].as_array().unwrap().iter().filter_map(|r| r.as_str()).filter(|r| r.starts_with("meter (imported)")).collect();
+            if start == sorted[1].0 {
+                assert!(meter.is_empty(), "round {round}: the gap's run has no meter energy: {e}");
+                assert_eq!(imported.len(), 1, "round {round}: one reason, replaced on import: {e}");
+                assert!(imported[0].contains("no power samples cover the window"), "{e}");
+            } else {
+                assert_eq!(meter.len(), 1, "round {round}: one meter source, replaced on import: {e}");
+                assert_eq!((meter[0]["scope"].as_str(), e["status"].as_str()), (Some("wall_ac"), Some("measured")), "{e}");
+                assert!((meter[0]["mean_watts"].as_f64().unwrap() - 150.0).abs() < 1e-6, "{e}");
+                assert!(meter[0]["iops_per_joule"].as_f64().unwrap() > 0.0, "{e}");
+                assert!(imported.is_empty(), "{e}");
+                let (_, scope) = iolab::analysis::compare::joules_per_io_with_scope(&iolab::record::read::Record::of(&rec)).unwrap();
+                assert_eq!(scope, "wall_ac");
+            }
+        }
+    }
+    // Bad input: one line, exit 2.
+    let out = Command::new(env!("CARGO_BIN_EXE_iolab")).args(["energy", "import", "/nonexistent.csv", "--db"]).arg(&db).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1, "{}", String::from_utf8_lossy(&out.stderr));
+}
