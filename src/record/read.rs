@@ -138,6 +138,44 @@ lenient_structs! {
         accounting: Accounting,
         /// None when the record has no perf counters.
         counters: Option<Counters>,
+        /// `--profile layers`; None when the run was not profiled so.
+        profile: Option<LayerProfile>,
+        /// `--profile stages`; None when the run was not traced.
+        stages: Option<StageProfile>,
+    }
+
+    /// `meters::profile::LayerProfile`, or why there is none.
+    pub struct LayerProfile {
+        unavailable: Option<String>,
+        samples: Option<u64>,
+        layers: Vec<LayerShare>,
+    }
+
+    pub struct LayerShare {
+        layer: Option<String>,
+        self_share: Option<f64>,
+        self_ns_per_io: Option<f64>,
+    }
+
+    /// `meters::stages::StageProfile`, or why there is none.
+    pub struct StageProfile {
+        unavailable: Option<String>,
+        requests_matched: Option<u64>,
+        requests_unmatched: Option<u64>,
+        end_to_end: Option<Stage>,
+        stages: Vec<Stage>,
+        iolab_p50_ns: Option<f64>,
+    }
+
+    pub struct Stage {
+        from: Option<String>,
+        to: Option<String>,
+        layer: Option<String>,
+        requests: Option<u64>,
+        p50_ns: Option<f64>,
+        p99_ns: Option<f64>,
+        mean_ns: Option<f64>,
+        share: Option<f64>,
     }
 
     pub struct ClassCost {

@@ -28,6 +28,49 @@ pub struct Extracted {
     pub histograms: Vec<(&'static str, String)>,
     /// The per-second points as found in the record.
     pub series: Vec<Value>,
+    /// Where a profiled run's time went (`profile_parts`).
+    pub profile_parts: Vec<ProfilePart>,
+}
+
+/// One row of `profile_parts`: a layer of `--profile layers` or a stage of `--profile stages`.
+pub struct ProfilePart {
+    pub kind: &'static str,
+    pub name: String,
+    pub layer: String,
+    pub share: Option<f64>,
+    pub ns_per_io: Option<f64>,
+    pub p50_ns: Option<f64>,
+    pub p99_ns: Option<f64>,
+    pub requests: Option<u64>,
+}
+
+fn profile_parts(r: &Record) -> Vec<ProfilePart> {
+    let layers = r.cost.profile.iter().flat_map(|p| &p.layers).filter_map(|l| {
+        let layer = l.layer.clone()?;
+        Some(ProfilePart {
+            kind: "layer",
+            name: layer.clone(),
+            layer,
+            share: l.self_share,
+            ns_per_io: l.self_ns_per_io,
+            p50_ns: None,
+            p99_ns: None,
+            requests: None,
+        })
+    });
+    let stages = r.cost.stages.iter().flat_map(|p| &p.stages).filter_map(|s| {
+        Some(ProfilePart {
+            kind: "stage",
+            name: format!("{} -> {}", s.from.as_deref()?, s.to.as_deref()?),
+            layer: s.layer.clone()?,
+            share: s.share,
+            ns_per_io: s.mean_ns,
+            p50_ns: s.p50_ns,
+            p99_ns: s.p99_ns,
+            requests: s.requests,
+        })
+    });
+    layers.chain(stages).collect()
 }
 
 pub fn extract(record: &Value) -> Result<Extracted, String> {
@@ -91,7 +134,8 @@ pub fn extract(record: &Value) -> Result<Extracted, String> {
             }
         }
     }
-    Ok(Extracted { columns, stripped, histograms, series })
+    let profile_parts = profile_parts(&r);
+    Ok(Extracted { columns, stripped, histograms, series, profile_parts })
 }
 
 /// One per-second point split into its columns: (t, read_iops, write_iops, mean_lat_ns, extra).

@@ -584,6 +584,16 @@ impl Store {
                     x => e(x),
                 })?;
             }
+            let mut st = tx
+                .prepare(
+                    "INSERT OR IGNORE INTO profile_parts(run_id, kind, name, layer, share, ns_per_io, p50_ns, p99_ns, requests) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(e)?;
+            for p in &x.profile_parts {
+                st.execute(params![run, p.kind, p.name, p.layer, p.share, p.ns_per_io, p.p50_ns, p.p99_ns, p.requests.map(|n| n as i64)])
+                    .map_err(e)?;
+            }
         }
         if let Some(pid) = planned_id {
             let new = match status.as_str() {

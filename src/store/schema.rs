@@ -15,7 +15,7 @@ pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
 /// Ordered migration steps; index i migrates version i to version i + 1 (with the metric
 /// columns of version i + 1: `step`).
-pub const MIGRATIONS: &[&str] = &[V1, V2];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The SQL taking a database from version `v - 1` to `v`: `MIGRATIONS[v - 1]` with its
 /// `{metrics}` line replaced by the metric columns (`columns::RUN_METRICS`) that version added:
@@ -131,6 +131,37 @@ UPDATE runs SET
     fell_back = json_extract(record, '$.completion_path.fell_back');
 CREATE INDEX runs_config_key ON runs(config_key);
 CREATE INDEX planned_runs_config_key ON planned_runs(config_key);
+"#;
+
+/// Version 3: where a profiled run's time went, one row per part: the layers of `--profile
+/// layers` (self share of the CPU samples, self CPU ns per I/O) and the stages of `--profile
+/// stages` (share of the end-to-end latency, mean, p50 and p99, requests), filled from the
+/// stored records.
+const V3: &str = r#"
+{metrics}
+CREATE TABLE profile_parts (
+    run_id    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind      TEXT NOT NULL CHECK (kind IN ('layer', 'stage')),
+    name      TEXT NOT NULL,           -- the layer; a stage's "from -> to"
+    layer     TEXT NOT NULL,           -- the layer; what a stage's time was spent on
+    share     REAL,                    -- layer: self share of the samples; stage: of the end to end
+    ns_per_io REAL,                    -- layer: self CPU ns per I/O; stage: mean ns
+    p50_ns    REAL,                    -- stages only
+    p99_ns    REAL,
+    requests  INTEGER,                 -- stages only: matched requests that passed it
+    PRIMARY KEY (run_id, kind, name)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO profile_parts(run_id, kind, name, layer, share, ns_per_io)
+    SELECT runs.id, 'layer', json_extract(l.value, '$.layer'), json_extract(l.value, '$.layer'),
+           json_extract(l.value, '$.self_share'), json_extract(l.value, '$.self_ns_per_io')
+    FROM runs, json_each(runs.record, '$.cost.profile.layers') AS l
+    WHERE json_extract(l.value, '$.layer') IS NOT NULL;
+INSERT OR IGNORE INTO profile_parts(run_id, kind, name, layer, share, ns_per_io, p50_ns, p99_ns, requests)
+    SELECT runs.id, 'stage', json_extract(s.value, '$.from') || ' -> ' || json_extract(s.value, '$.to'),
+           json_extract(s.value, '$.layer'), json_extract(s.value, '$.share'), json_extract(s.value, '$.mean_ns'),
+           json_extract(s.value, '$.p50_ns'), json_extract(s.value, '$.p99_ns'), json_extract(s.value, '$.requests')
+    FROM runs, json_each(runs.record, '$.cost.stages.stages') AS s
+    WHERE json_extract(s.value, '$.layer') IS NOT NULL;
 "#;
 
 fn now() -> f64 {

@@ -108,16 +108,16 @@ fn open_creates_a_versioned_wal_database() {
     assert!(Store::open_existing(&db).unwrap_err().contains("no results database"));
     let s = Store::open(&db).unwrap();
     assert_eq!(s.schema_version().unwrap(), schema::LATEST);
-    assert_eq!(schema::LATEST, 2);
+    assert_eq!(schema::LATEST, 3);
     drop(s);
     let c = Connection::open(&db).unwrap();
     let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "2");
+    assert_eq!(meta, "3");
     // Reopening an up-to-date database changes nothing.
     let s = Store::open_existing(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 2);
+    assert_eq!(s.schema_version().unwrap(), 3);
 }
 
 #[test]
@@ -479,6 +479,7 @@ fn json_export_is_an_array_of_full_records_with_run_ids() {
 /// the step to version 2.
 const RELEASED_V1: &str = include_str!("../fixtures/store/schema-v1.sql");
 const RELEASED_V2: &str = include_str!("../fixtures/store/schema-v2.sql");
+const RELEASED_V3: &str = include_str!("../fixtures/store/schema-v3.sql");
 
 /// (table, PRAGMA table_info rows) and (index, SQL) of every table and index, by name.
 #[allow(clippy::type_complexity)]
@@ -504,6 +505,7 @@ fn the_schema_made_from_the_column_table_is_the_released_one() {
     // from store::columns, and must not change once released.
     assert_eq!(schema::step(1), RELEASED_V1);
     assert_eq!(schema::step(2), RELEASED_V2);
+    assert_eq!(schema::step(3), RELEASED_V3);
     // Column for column (name, type, NOT NULL, default, key) and index for index: a new database,
     // one made by the released SQL, and one migrated from version 1.
     let d = tmp();
@@ -511,6 +513,7 @@ fn the_schema_made_from_the_column_table_is_the_released_one() {
     let released = Connection::open(d.path().join("released.db")).unwrap();
     released.execute_batch(RELEASED_V1).unwrap();
     released.execute_batch(RELEASED_V2).unwrap();
+    released.execute_batch(RELEASED_V3).unwrap();
     let old = Connection::open(d.path().join("v1.db")).unwrap();
     old.execute_batch(&format!("{RELEASED_V1}INSERT INTO meta VALUES ('schema_version', '1'); PRAGMA user_version = 1;")).unwrap();
     drop(old);
@@ -538,7 +541,10 @@ fn a_version_1_database_is_migrated() {
                  VALUES (1, 1, 0, 0, 'cfg0', '{}', 'done'), (2, 1, 1, 0, 'cfg1', '{}', 'planned');",
         )
         .unwrap();
-        let rec = json!({"status": "ok", "completion_path": {"observed": "polled", "fell_back": true}});
+        let rec = json!({"status": "ok", "completion_path": {"observed": "polled", "fell_back": true},
+            "cost": {"stages": {"stages": [{"from": "request issued", "to": "interrupt", "layer": "device (issue to interrupt)",
+                "requests": 10, "p50_ns": 30000.0, "p99_ns": 60000.0, "mean_ns": 32000.0, "share": 0.4}]},
+                "profile": {"layers": [{"layer": "block layer", "self_share": 0.05, "self_ns_per_io": 900.0}]}}});
         c.execute(
             "INSERT INTO runs(id, planned_id, sweep_id, replicate, config_key, status, recorded_at, started_at, interface, submit, \
              complete, rw, write_mix, bs, qd, threads, batch_submit, batch_reap, direct, targets, iops, errors, record) \
@@ -551,7 +557,17 @@ fn a_version_1_database_is_migrated() {
         assert!(c.prepare("SELECT completion_observed FROM runs").is_err());
     }
     let mut s = Store::open(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 2);
+    assert_eq!(s.schema_version().unwrap(), 3);
+    // Version 3 filled the profile parts from the stored record.
+    let parts: Vec<(String, String, f64)> = Connection::open(&db)
+        .unwrap()
+        .prepare("SELECT kind, name, share FROM profile_parts WHERE run_id = 1 ORDER BY kind")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(parts, vec![("layer".into(), "block layer".into(), 0.05), ("stage".into(), "request issued -> interrupt".into(), 0.4)]);
     let rows = s.list_runs(&RunFilter::default()).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].metrics.completion_observed.as_deref(), Some("polled")); // filled from the record
@@ -564,12 +580,12 @@ fn a_version_1_database_is_migrated() {
     drop(s);
     let c = Connection::open(&db).unwrap();
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "2");
+    assert_eq!(meta, "3");
     let idx: i64 =
         c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_config_key'", [], |r| r.get(0)).unwrap();
     assert_eq!(idx, 1);
     let uv: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(uv, 2);
+    assert_eq!(uv, 3);
 }
 
 #[test]
