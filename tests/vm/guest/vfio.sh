@@ -45,6 +45,13 @@ if "$IOLAB" interfaces | grep -q '^vfio-nvme .*SPDK class.* yes '; then
 else
   result vfio_interfaces_available FAIL "$("$IOLAB" interfaces | grep '^vfio-nvme')"
 fi
+"$IOLAB" probe "$DEV" > /tmp/vfio_probe.out 2>&1
+if grep -q 'vfio-nvme.*poll.*polled' /tmp/vfio_probe.out; then
+  result vfio_probe PASS "$(grep vfio-nvme /tmp/vfio_probe.out | head -1 | cut -c1-160)"
+else
+  result vfio_probe FAIL "$(grep vfio-nvme /tmp/vfio_probe.out | head -c 300)"
+fi
+wait_ns
 refused vfio_write_needs_destructive "destructive" -i vfio-nvme --complete poll --rw write --ios 10 "$DEV"
 refused vfio_needs_poll "complete poll" -i vfio-nvme --rw read --ios 10 "$DEV"
 sleep 30 < "$DEV" &
@@ -93,6 +100,19 @@ wait_ns
 verified vfio_1m --rw randrw --write-mix 50 --qd 4 --bs 1m --ios 24 --size 8m --destructive "$DEV" "$DEV"
 wait_ns
 verified vfio_12k_batched --rw randread --qd 16 --batch-submit 4 --bs 12k --ios 400 --size 8m "$DEV"
+wait_ns
+
+section "the polling thread is busy"
+# cores CLASS: the CPU cores the thread class used over the last run's window.
+cores() {
+  awk -F= -v c="$1" '$0 ~ "^cost\\.classes\\.[0-9]+\\.class=" c "$" { split($1, p, "."); i = p[3] }
+           /^cost\.classes\.[0-9]+\.cores=/ { split($1, p, "."); v[p[3]] = $2 }
+           END { if (i != "") print v[i] }' "/tmp/$RUN_NAME.flat"
+}
+verified vfio_polling_core_busy --rw randread --qd 4 --runtime 2s --size 8m "$DEV"
+W=$(cores workload)
+if fcmp "${W:-0}" ge 0.7; then result vfio_polling_core_busy_cpu PASS "workload threads $W cores (one thread polling)"
+else result vfio_polling_core_busy_cpu FAIL "workload threads used ${W:-no} cores, want a polling core near 1"; fi
 wait_ns
 
 section "given back after SIGINT and after kill -9"
