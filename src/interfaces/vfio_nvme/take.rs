@@ -75,7 +75,11 @@ pub fn interrupts_of(bdf: &str) -> Option<u64> {
 pub fn take(w: &Want) -> Result<Taken, Failure> {
     let system = Settings::system();
     let sys = system.sysfs_root().to_path_buf();
-    let target = ctrl::resolve(w.target, &sys).map_err(Failure::invalid)?;
+    // A target that is there but is no NVMe namespace on a PCI controller (a file, another disk)
+    // is a configuration this interface cannot run: a sweep skips it. A missing one is a typo.
+    let target =
+        ctrl::resolve(w.target, &sys)
+            .map_err(|e| if Path::new(w.target).exists() { Failure::unsupported(e) } else { Failure::invalid(e) })?;
     ctrl::check_takeover(&target, w.writes, w.destructive, &sys, Path::new("/dev")).map_err(Failure::invalid)?;
     super::vfio::check_iommu(&target.bdf, &sys, w.allow_noiommu).map_err(Failure::unsupported)?;
     if let Some(left) = system.left_changed().map_err(Failure::failed)? {
@@ -176,9 +180,26 @@ impl Taken {
             }
             drop(c);
         }
-        match self.guard.take() {
-            Some(g) => g.restore(),
-            None => Ok(Vec::new()),
+        let Some(g) = self.guard.take() else { return Ok(Vec::new()) };
+        let to_nvme = g.entries().iter().any(|e| e.setting == Setting::PciDriver && e.original == "nvme");
+        let lines = g.restore()?;
+        if to_nvme {
+            self.wait_for_namespace();
+        }
+        Ok(lines)
+    }
+
+    /// Waits (at most 10 s) for the kernel's driver to show the namespace's block device again:
+    /// it appears a few hundred ms after the bind, and the next run (a sweep's) may name it.
+    fn wait_for_namespace(&self) {
+        let sys = Settings::system().sysfs_root().to_path_buf();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < until {
+            let devs = ctrl::kernel_devices(&self.target.bdf, &sys);
+            if devs.iter().any(|d| d.block && d.nsid == Some(self.target.nsid) && Path::new("/dev").join(&d.name).exists()) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 }

@@ -79,6 +79,9 @@ verified() {
   report "$_n" "reads_checked=$_rc written_read_back=$_wb hugepages=$(j environment.user_space_driver.hugepages) $(j environment.settings_changed.0)"
 }
 verified vfio_fill_write --rw write --bs 64k --bytes 8m --size 8m --destructive "$DEV" "$DEV"
+# iolab waits for the namespace to be back before it exits (a sweep's next run may name it).
+[ -n "$(ns_dev)" ] && [ -b "$(ns_dev)" ] && result vfio_namespace_back_at_exit PASS "$(ns_dev)" \
+  || result vfio_namespace_back_at_exit FAIL "no block device of $BDF right after iolab exited"
 bound_back vfio_bound_back_after_run
 run_iolab vfio_kernel_reads_driver_data "$(ctrl)" -i psync --rw randread --ios 200 --size 8m --verify "$DEV"
 check_ok interrupt
