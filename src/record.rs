@@ -61,6 +61,9 @@ pub struct Environment {
     pub device_settings: Vec<serde_json::Value>,
     /// Settings iolab changed for the run (and restored after), as "device setting: old -> new".
     pub settings_changed: Vec<String>,
+    /// -i vfio-nvme: the controller iolab's own driver ran, and how it reached memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_space_driver: Option<crate::interfaces::vfio_nvme::take::DriverEnv>,
 }
 
 #[derive(Serialize)]

@@ -74,7 +74,7 @@ pub enum Cmd {
 pub struct RunArgs {
     /// Files or block devices. None: a 1 GiB temporary file (or --size), filled, removed after.
     pub targets: Vec<PathBuf>,
-    /// I/O interface: psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, null (no I/O: iolab's own cost).
+    /// I/O interface: psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, vfio-nvme (iolab's own user-space NVMe driver), null (no I/O: iolab's own cost).
     #[arg(short = 'i', long, default_value = "psync")]
     pub interface: String,
     /// How requests reach the kernel.
@@ -156,6 +156,10 @@ pub struct RunArgs {
     /// docs/architecture.md, *The null interface*).
     #[arg(long, value_name = "SCRIPT")]
     pub null_script: Option<String>,
+    /// -i vfio-nvme only: allow VFIO's unsafe no-IOMMU mode where the machine has no IOMMU
+    /// (the controller then reaches memory by physical address, unprotected).
+    #[arg(long)]
+    pub vfio_noiommu: bool,
     /// Fail when polling was asked for but completions were not observed to be polled.
     #[arg(long)]
     pub strict: bool,
@@ -288,6 +292,7 @@ impl RunArgs {
                 ring: self.ring,
                 null_script: self.null_script.clone(),
                 poll_delay: self.poll_delay,
+                vfio_noiommu: self.vfio_noiommu,
             },
             workload: Workload {
                 rw: self.rw,

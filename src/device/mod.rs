@@ -24,6 +24,9 @@ pub enum TargetKind {
     BlockDevice,
     /// An NVMe namespace's generic character device, /dev/ngXnY.
     NvmeGeneric,
+    /// A namespace on an NVMe controller on the PCI bus, driven by iolab itself
+    /// (`controller.rs`).
+    NvmePci,
 }
 
 impl std::fmt::Display for TargetKind {
@@ -32,6 +35,7 @@ impl std::fmt::Display for TargetKind {
             TargetKind::File => "files",
             TargetKind::BlockDevice => "block devices",
             TargetKind::NvmeGeneric => "NVMe generic character devices (/dev/ngXnY)",
+            TargetKind::NvmePci => "NVMe namespaces of PCI controllers (/dev/nvmeXnY or PCI-ADDR/NSID)",
         })
     }
 }
@@ -204,34 +208,38 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
         if a.direct && !a.targets.offset.is_multiple_of(align) {
             return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", a.targets.offset).into());
         }
-        if a.targets.offset >= size {
-            return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", a.targets.offset, size).into());
-        }
-        let avail = size - a.targets.offset;
-        let len = match a.targets.size {
-            Some(s) if s > avail => {
-                return Err(format!(
-                    "--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size",
-                    a.targets.offset + s,
-                    size
-                )
-                .into())
-            }
-            Some(s) => s,
-            None => avail,
-        };
-        let len = len / a.bs * a.bs;
-        if len < a.bs * a.threads as u64 {
-            return Err(format!(
-                "{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size",
-                a.bs
-            )
-            .into());
-        }
+        let len = usable_range(&shown.to_string(), size, a)?;
         info.size_bytes = size;
         out.push(Target { path: path.clone(), file, info, range_start: a.targets.offset, range_len: len, namespace: ns });
     }
     Ok(out)
+}
+
+/// The bytes of a target of `size` bytes the run uses (from `--offset`, `--size` of them or to
+/// the end, whole blocks), or why it cannot.
+pub fn usable_range(shown: &str, size: u64, a: &Access) -> Result<u64, Failure> {
+    if a.targets.offset >= size {
+        return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", a.targets.offset, size).into());
+    }
+    let avail = size - a.targets.offset;
+    let len = match a.targets.size {
+        Some(s) if s > avail => {
+            return Err(
+                format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", a.targets.offset + s, size).into()
+            )
+        }
+        Some(s) => s,
+        None => avail,
+    };
+    let len = len / a.bs * a.bs;
+    if len < a.bs * a.threads as u64 {
+        return Err(format!(
+            "{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size",
+            a.bs
+        )
+        .into());
+    }
+    Ok(len)
 }
 
 fn block_device_size(f: &File) -> std::io::Result<u64> {

@@ -130,14 +130,17 @@ fn an_nvme_status_fails_the_run_with_the_status_in_words() {
 fn each_thread_drives_its_own_queue_pair() {
     let a = sim::attach(Config { blocks: 8192, ..Default::default() }, None).unwrap();
     let w = Work { bs: 4096, qd: 16, batch: 4, ios: 3000, random: true, write_pct: 30, verify: false };
+    // Each thread keeps its pair until all three have theirs: a finished thread's id is free again.
+    let all_open = std::sync::Barrier::new(3);
     let qids: Vec<u16> = std::thread::scope(|s| {
         let threads: Vec<_> = (0..3)
             .map(|t| {
-                let a = &a;
+                let (a, all_open) = (&a, &all_open);
                 s.spawn(move || {
                     let (end, rec, io) = run_loop(a, w, 10 + t);
                     assert!(end.first_error.is_none());
                     assert_eq!(rec.read.ios + rec.write.ios, 3000);
+                    all_open.wait();
                     io.queue().0
                 })
             })

@@ -80,6 +80,9 @@ pub struct IoChoice {
     /// classic, 0 adaptive, N µs; none: adaptive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_delay: Option<i64>,
+    /// -i vfio-nvme only: VFIO's unsafe no-IOMMU mode allowed (physical addresses).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vfio_noiommu: bool,
 }
 
 impl Default for IoChoice {
@@ -92,6 +95,7 @@ impl Default for IoChoice {
             ring: Default::default(),
             null_script: None,
             poll_delay: None,
+            vfio_noiommu: false,
         }
     }
 }
@@ -371,6 +375,7 @@ interface_table! {
     Libaio => libaio::Libaio,
     IoUring => io_uring::Uring,
     NvmePassthru => nvme_passthru::Passthru,
+    VfioNvme => vfio_nvme::UserDriver,
     Null => null::Null,
 }
 

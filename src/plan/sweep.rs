@@ -473,7 +473,7 @@ reason = "io_uring at QD1 is covered elsewhere"
             ("[matrix]\nsubmit = [\"sideways\"]\n", "plan line 2, matrix.submit: unknown variant `sideways`, expected `syscall` or `sqpoll`"),
             (
                 "[matrix]\ninterface = [\"nope\"]\n",
-                "plan line 2, matrix.interface: unknown interface 'nope': choose one of psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, null (see `iolab interfaces`)",
+                "plan line 2, matrix.interface: unknown interface 'nope': choose one of psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, vfio-nvme, null (see `iolab interfaces`)",
             ),
             ("[matrix]\nwrite_mix = [300]\n", "plan line 2, matrix.write_mix: invalid value: integer `300`, expected u8"),
             ("[matrix]\nbs = [true]\n", "plan line 2, matrix.bs: data did not match any variant of untagged enum SizeValue"),

@@ -33,6 +33,7 @@ pub fn validate(job: &Job) -> Result<(), String> {
         }
     }
     interfaces::null::check_script(&job.io)?;
+    interfaces::vfio_nvme::check_options(&job.io)?;
     if !info.submits.contains(&job.io.submit) {
         return Err(format!(
             "{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)",

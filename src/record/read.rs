@@ -310,6 +310,7 @@ pub(crate) mod tests {
                 }],
                 device_settings: vec![],
                 settings_changed: vec![],
+                user_space_driver: None,
             },
             results: Some(record::Results {
                 window_s: 2.0,

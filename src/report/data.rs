@@ -189,6 +189,10 @@ impl Config {
     /// Interface, submission and completion: the design point, e.g. `io_uring sqpoll poll`.
     pub fn method(&self) -> String {
         let r = self.first();
+        if r.interface == crate::interfaces::vfio_nvme::NAME {
+            // Where the papers had SPDK.
+            return "iolab user-space driver (SPDK class)".into();
+        }
         let mut s = r.interface.clone();
         if r.submit != "syscall" {
             s += &format!(" {}", r.submit);

@@ -125,13 +125,18 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         Some(t) => vec![t.path.clone()],
         None => job.targets.paths.iter().map(Into::into).collect(),
     };
-    let targets = device::open_targets(&access(job, &generic_drivers()), &paths, temp.is_some())?;
+    // An interface that drives the controller itself opens no file: it takes the controller.
+    let takes_controller = job.io.interface.info().targets.contains(&device::TargetKind::NvmePci);
+    let taken = if takes_controller { Some(take_controller(job)?) } else { None };
+    let targets =
+        if takes_controller { Vec::new() } else { device::open_targets(&access(job, &generic_drivers()), &paths, temp.is_some())? };
     for t in &targets {
         (job.io.interface.rules().check_target)(&job.io, job.workload.bs, job.targets.offset, t).map_err(Failure::unsupported)?;
     }
     check_polling(job, &targets).map_err(Failure::unsupported)?;
     let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
     infos.extend(diskless.then(|| interfaces::null::target_info(interfaces::null::address_space(job.targets.size, job.workload.bs))));
+    infos.extend(taken.as_ref().map(|(_, info, _)| info.clone()));
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
@@ -158,10 +163,12 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     let mut env = environment(infos);
     env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
+    env.settings_changed.extend(taken.as_ref().map(|(t, _, _)| t.changes()).unwrap_or_default());
     let mut open: Vec<OpenTarget> = targets
         .iter()
         .map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len })
         .collect();
+    open.extend(taken.as_ref().map(|(_, _, o)| *o));
     open.extend(diskless.then(|| OpenTarget {
         fd: -1,
         range_start: job.targets.offset,
@@ -188,10 +195,20 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         Failure::new(kind, m)
     });
     ui.finish();
-    let not_restored = match guard.map(|g| g.restore()) {
+    let mut not_restored = match guard.map(|g| g.restore()) {
         Some(Err(e)) => Some(format!("restoring system settings failed: {e}")),
         _ => None,
     };
+    let mut driver_irqs = None;
+    if let Some((t, _, _)) = taken {
+        driver_irqs = Some(t.interrupts());
+        let mut d = t.env.clone();
+        d.hugepages = t.hugepages();
+        env.user_space_driver = Some(d);
+        if let Err(e) = t.give_back() {
+            not_restored = Some(format!("giving the NVMe controller back to the kernel failed: {e}"));
+        }
+    }
     let out = match (out, &not_restored) {
         (Ok(o), _) => o,
         (Err(f), None) => return Err(f),
@@ -241,6 +258,14 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     let mut path = path;
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
+    }
+    if let (Some(irqs), Some(d)) = (driver_irqs, &env.user_space_driver) {
+        // No kernel driver completes anything: the controller's own vectors are the evidence.
+        path.observed = Some(if irqs == 0 { Path::Polled } else { Path::Interrupt });
+        path.evidence = Some(format!(
+            "{irqs} interrupts on {}'s vectors in /proc/interrupts while iolab's driver had it, for {} I/Os",
+            d.controller, total.ios
+        ));
     }
     let strict_error =
         (job.policy.strict && job.io.complete != Complete::Irq && path.observed.is_some_and(|o| o != Path::Polled)).then(|| {
@@ -370,7 +395,40 @@ fn environment(targets: Vec<TargetInfo>) -> Environment {
         targets,
         device_settings: Vec::new(),
         settings_changed: Vec::new(),
+        user_space_driver: None,
     }
+}
+
+/// For an interface that drives the controller itself (vfio-nvme): take the target's controller
+/// from the kernel, and describe the namespace as the run's one target.
+fn take_controller(job: &Job) -> Result<(interfaces::vfio_nvme::take::Taken, TargetInfo, OpenTarget), Failure> {
+    use interfaces::vfio_nvme::take;
+    let [target] = job.targets.paths.as_slice() else {
+        return Err(Failure::invalid(format!("{} drives one namespace per run: give one target", job.io.interface)));
+    };
+    let a = access(job, &[]);
+    let want = take::Want {
+        target,
+        writes: a.writes,
+        destructive: &job.targets.destructive,
+        threads: job.workload.threads,
+        qd: job.workload.qd,
+        bs: job.workload.bs,
+        allow_noiommu: job.io.vfio_noiommu,
+    };
+    let t = take::take(&want)?;
+    let (size, lba) = t.namespace();
+    let range_len = device::usable_range(target, size, &a)?;
+    let info = TargetInfo {
+        path: target.clone(),
+        kind: "nvme-pci".into(),
+        size_bytes: size,
+        logical_block_size: lba as u64,
+        io_poll: Some(true),
+        ..Default::default()
+    };
+    let open = OpenTarget { fd: t.handle, range_start: job.targets.offset, range_len };
+    Ok((t, info, open))
 }
 
 /// How the job will use its targets, for opening them.

@@ -106,8 +106,6 @@ impl Part {
     }
 }
 
-const SPDK: (&str, &str) = ("interface=spdk", "iolab has no user-space (SPDK) NVMe driver interface: kernel-bypass runs cannot be made");
-
 fn pick(quick: bool, full: &str, small: &str) -> String {
     (if quick { small } else { full }).to_string()
 }

@@ -65,7 +65,7 @@ reason = "only io_uring has a submission-polling thread"
 fn latency_matrix(_: bool) -> String {
     format!(
         r#"[matrix]
-interface = ["psync", "pvsync2", "posixaio", "libaio", "io_uring"]
+interface = ["psync", "pvsync2", "posixaio", "libaio", "io_uring", "vfio-nvme"]
 submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll", "hybrid"]
 rw = ["randread", "randwrite"]
@@ -78,7 +78,7 @@ qd = [1]
 fn depth_matrix(q: bool) -> String {
     format!(
         r#"[matrix]
-interface = ["posixaio", "libaio", "io_uring"]
+interface = ["posixaio", "libaio", "io_uring", "vfio-nvme"]
 submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll"]
 rw = ["randread", "randwrite"]
@@ -93,7 +93,7 @@ qd = {}
 fn threads_matrix(q: bool) -> String {
     format!(
         r#"[matrix]
-interface = ["psync", "pvsync2", "posixaio", "libaio", "io_uring"]
+interface = ["psync", "pvsync2", "posixaio", "libaio", "io_uring", "vfio-nvme"]
 submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll"]
 rw = ["randread", "randwrite"]

@@ -1,7 +1,7 @@
 //! S2, CHEOPS'23: performance characterization of storage stacks. psync, libaio, iou (irq), iou-c
 //! (IOPOLL) and iou-s (SQPOLL + IOPOLL): CPU counters per I/O at QD1, J-curves with their
 //! saturation points, IOPS against cores, and the I/O schedulers compared.
-use super::{pick, Budget::Runtime, Part, Report, Runs, Study, SPDK};
+use super::{pick, Budget::Runtime, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::saturation::{saturation_point, CurvePoint, SaturationRule};
 use crate::record::read::Counters;
@@ -20,7 +20,7 @@ pub const STUDY: Study = Study {
         Part {
             name: "S2.1-qd1",
             feeds: "IOPS, instructions per I/O (process and system-wide), IPC, cache-miss rate at QD1 on one core",
-            unsupported: &[SPDK, ("instructions split by layer", "needs perf sampling with kernel symbols; not implemented")],
+            unsupported: &[("instructions split by layer", "needs perf sampling with kernel symbols; not implemented")],
             runs: Some(Runs {
                 matrix: qd1_matrix,
                 full: (3, "20s", Runtime("120s")),
@@ -31,7 +31,7 @@ pub const STUDY: Study = Study {
         Part {
             name: "S2.2-jcurve",
             feeds: "J-curve (IOPS against mean latency) with the saturation point, one core",
-            unsupported: &[SPDK],
+            unsupported: &[],
             runs: Some(Runs {
                 matrix: jcurve_matrix,
                 full: (3, "20s", Runtime("120s")),
@@ -42,7 +42,7 @@ pub const STUDY: Study = Study {
         Part {
             name: "S2.3-cores",
             feeds: "IOPS against cores at QD128; cores to peak",
-            unsupported: &[SPDK],
+            unsupported: &[],
             runs: Some(Runs {
                 matrix: cores_matrix,
                 full: (3, "20s", Runtime("120s")),
@@ -81,16 +81,16 @@ reason = "CHEOPS'23's iou-s is SQPOLL with IOPOLL"
 "#;
 
 fn qd1_matrix(_: bool) -> String {
-    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1]\n[options]\ncpus = [0]\n{CHEOPS_RULES}")
+    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1]\n[options]\ncpus = [0]\n{CHEOPS_RULES}")
 }
 
 fn jcurve_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\n[options]\ncpus = [0]\n{CHEOPS_RULES}",
+    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\n[options]\ncpus = [0]\n{CHEOPS_RULES}",
         pick(q, "[1, 2, 4, 8, 16, 32, 64, 128]", "[1, 4, 16, 64]"))
 }
 
 fn cores_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\n{CHEOPS_RULES}",
+    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\n{CHEOPS_RULES}",
         pick(q, "[1, 2, 4, 8, 16, 20]", "[1, 2]"))
 }
 

@@ -50,6 +50,9 @@ options:
                        oopses under multi-threaded TCG); default \$IOLAB_VM_TCG
   --no-install         never run apt-get (skip with 77 if something is missing)
   --append ARGS        extra kernel command line
+  --iommu              an emulated Intel IOMMU (intel-iommu,intremap=on) and intel_iommu=on
+                       iommu=pt, for iolab's user-space NVMe driver through VFIO type-1
+                       (docs/nvme-driver.md); the vfio modules are in every initramfs
   --quiet-boot         print the console once the guest has stopped, not live
   -h, --help           this text
 EOF
@@ -71,6 +74,7 @@ KERNEL=${IOLAB_VM_KERNEL:-}
 TCG=${IOLAB_VM_TCG:-}
 INSTALL=1
 APPEND=""
+IOMMU=0
 LIVE=1
 SCRIPTS=()
 while [ $# -gt 0 ]; do
@@ -88,6 +92,7 @@ while [ $# -gt 0 ]; do
     --tcg) TCG=$2; shift 2;;
     --no-install) INSTALL=0; shift;;
     --append) APPEND=$2; shift 2;;
+    --iommu) IOMMU=1; shift;;
     --quiet-boot) LIVE=0; shift;;
     -h|--help) usage; exit 0;;
     --) shift; SCRIPTS+=("$@"); break;;
@@ -269,7 +274,7 @@ fi
 # ---------------------------------------------------------------- base initramfs (cached)
 # busybox, the block modules and /init. The per-run part (iolab, its libraries, the guest
 # scripts) is a second cpio archive appended to it: the kernel unpacks both.
-WANT_MODULES="nvme kyber-iosched bfq null_blk crct10dif_generic crct10dif-pclmul crc64_rocksoft_generic"
+WANT_MODULES="nvme kyber-iosched bfq null_blk crct10dif_generic crct10dif-pclmul crc64_rocksoft_generic vfio vfio_iommu_type1 vfio-pci ext4 crc32c_generic"
 BASE_KEY=$( (echo "$RIG_VERSION $KVER $WANT_MODULES"; cat "$HERE/init.sh"; sha256sum "$BUSYBOX") | sha256sum | cut -c1-16)
 BASE=$CACHE/base-$KVER-$BASE_KEY.cpio
 if [ ! -f "$BASE" ]; then
@@ -331,6 +336,12 @@ cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 
 # ---------------------------------------------------------------- boot
 DEVS=()
+# The IOMMU before the NVMe controllers (QEMU wants it first); interrupt remapping on, or
+# VFIO_SET_IOMMU fails with EPERM even for a driver that takes no interrupt.
+if [ $IOMMU = 1 ]; then
+  DEVS+=(-device intel-iommu,intremap=on)
+  APPEND="intel_iommu=on iommu=pt $APPEND"
+fi
 if [ $BACKEND = null ] || [ $BACKEND = both ]; then
   DEVS+=(-blockdev driver=null-co,node-name=nvnull,size=1073741824,read-zeroes=on
          -device nvme,serial=vmrig-null,drive=nvnull,max_ioqpairs=8)
@@ -338,10 +349,10 @@ fi
 if [ $BACKEND = file ] || [ $BACKEND = both ]; then
   truncate -s 256M "$RUN/nvme-file.img"
   DEVS+=(-blockdev driver=file,node-name=nvfile,filename=$RUN/nvme-file.img,cache.direct=on,aio=threads
-         -device nvme,serial=vmrig-file,drive=nvfile,max_ioqpairs=8)
+         -device nvme,serial=vmrig-file,drive=nvfile,max_ioqpairs=8$([ $IOMMU = 1 ] && echo ,mdts=8))
 fi
 ACC="-accel tcg,thread=$TCG -cpu max"
-CMDLINE="console=ttyS0 panic=-1 oops=panic quiet loglevel=4 nvme.poll_queues=$POLLQ vmrig.poll_queues=$POLLQ vmrig.backend=$BACKEND $APPEND"
+CMDLINE="console=ttyS0 panic=-1 oops=panic quiet loglevel=4 nvme.poll_queues=$POLLQ vmrig.poll_queues=$POLLQ vmrig.backend=$BACKEND vmrig.iommu=$IOMMU $APPEND"
 echo "vm-rig: booting: QEMU TCG (thread=$TCG), $SMP CPUs, $MEM MiB, NVMe backend $BACKEND, poll_queues=$POLLQ, scripts: $(cd "$O/vm/tests" && echo *)"
 LOG=$RUN/console.log
 START=$(date +%s.%N)

@@ -21,11 +21,15 @@
 pub mod controller;
 pub mod queue;
 pub mod sim;
+pub mod take;
 #[cfg(test)]
 mod tests;
 pub mod vfio;
 
-use super::{Completion, IoInterface, Request, Setup, DEVICE_STATUS};
+use super::{
+    Behaviour, Complete, Completion, Interface, InterfaceInfo, IoChoice, IoInterface, Path, Request, Setup, Submit, SyncReader, TargetInfo,
+    TargetKind, DEVICE_STATUS,
+};
 use crate::device::nvme::Sqe;
 pub use controller::{Controller, Options, PAGE};
 use queue::QueuePair;
@@ -308,5 +312,115 @@ impl<R: Registers + Clone, M: DmaMemory> Drop for VfioNvme<R, M> {
             self.ctrl.mem.free(r);
         }
         self.ctrl.mem.unmap(self.buf_base as *mut u8, self.buf_len);
+    }
+}
+
+// ------------------------------------------------------------------ the interface over VFIO
+
+/// The driver over a controller taken from the kernel through vfio-pci (`take.rs`): the
+/// `vfio-nvme` interface.
+pub type UserDriver = VfioNvme<vfio::BarRegs, vfio::DmaHandle>;
+
+pub const NAME: &str = "vfio-nvme";
+
+/// The rules of `--vfio-noiommu`, for any job: only vfio-nvme takes it.
+pub fn check_options(io: &IoChoice) -> Result<(), String> {
+    if io.vfio_noiommu && io.interface.name() != NAME {
+        return Err(format!("--vfio-noiommu is for -i {NAME} (VFIO without an IOMMU): drop it"));
+    }
+    Ok(())
+}
+
+/// Page-aligned memory of its own, for the verify reader's transfers.
+struct Bounce {
+    mem: Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl Bounce {
+    fn new(len: usize) -> Bounce {
+        let mem = vec![0u8; len + PAGE];
+        let at = (mem.as_ptr() as usize).next_multiple_of(PAGE) - mem.as_ptr() as usize;
+        Bounce { mem, at, len }
+    }
+    fn ptr(&mut self) -> *mut u8 {
+        self.mem[self.at..].as_mut_ptr()
+    }
+}
+
+/// One synchronous read through the verify reader's own queue pair.
+fn read_one(qp: &mut UserDriver, bounce: &mut Bounce, offset: u64) -> i64 {
+    let req = Request { tag: 0, write: false, file: 0, offset, len: bounce.len as u32, buf: bounce.ptr() };
+    let mut out = [Completion::default()];
+    match qp.submit(&[req]).and_then(|_| qp.reap(1, &mut out)) {
+        Ok(_) => out[0].result,
+        Err(e) => -(e.raw_os_error().unwrap_or(libc::EIO) as i64),
+    }
+}
+
+impl Interface for UserDriver {
+    const INFO: &'static InterfaceInfo = &InterfaceInfo {
+        name: NAME,
+        execution: "user-space driver, polled (SPDK class)",
+        behaviour: Behaviour::Async,
+        submits: &[Submit::Syscall],
+        completes: &[Complete::Poll],
+        how: "iolab's own NVMe driver: the controller is taken from the kernel (vfio-pci, restored after), each thread has its own I/O queue pair with interrupts off, submits by a doorbell write per batch (no system call) and polls its completion queue; DMA memory in 2 MiB hugepages through the IOMMU (--vfio-noiommu: physical addresses); target /dev/nvmeXnY or PCI-ADDR/NSID",
+        async_needs_direct: false,
+        diskless: false,
+        targets: &[TargetKind::NvmePci],
+        polls_device_queues: false,
+    };
+
+    fn check_job(io: &IoChoice) -> Result<(), String> {
+        if !io.direct {
+            return Err(format!("{NAME} never goes through the page cache (it drives the controller itself): drop --buffered"));
+        }
+        Ok(())
+    }
+
+    fn machine_support() -> Result<(), String> {
+        vfio::machine_support(crate::settings::Settings::system().sysfs_root())
+    }
+
+    fn expected_path(_io: &IoChoice, _targets: &[TargetInfo]) -> (Path, Option<String>) {
+        (Path::Polled, None)
+    }
+
+    fn mechanism(_io: &IoChoice) -> String {
+        "polled (user space): each thread spins on its own completion queue; queues created with interrupts off, no vector requested".into()
+    }
+
+    fn sync_reader(_fd: RawFd) -> Result<SyncReader, String> {
+        let mut own: Option<(UserDriver, Bounce)> = None;
+        Ok(Box::new(move |fd, buf, offset| {
+            if own.as_ref().is_none_or(|(_, b)| b.len != buf.len()) {
+                own = None;
+                let mut bounce = Bounce::new(buf.len());
+                let setup = Setup {
+                    fds: &[fd],
+                    buffers: bounce.ptr(),
+                    buffers_len: buf.len().next_multiple_of(PAGE),
+                    bs: buf.len() as u32,
+                    qd: 1,
+                    submit: Submit::Syscall,
+                    complete: Complete::Poll,
+                    batch_submit: 1,
+                    ring: Default::default(),
+                    null_script: None,
+                };
+                match UserDriver::open(&setup) {
+                    Ok(qp) => own = Some((qp, bounce)),
+                    Err(e) => return -(e.raw_os_error().unwrap_or(libc::EIO) as i64),
+                }
+            }
+            let (qp, bounce) = own.as_mut().expect("opened");
+            let r = read_one(qp, bounce, offset);
+            if r > 0 {
+                buf.copy_from_slice(&bounce.mem[bounce.at..bounce.at + buf.len()]);
+            }
+            r
+        }))
     }
 }

@@ -161,14 +161,16 @@ impl Vfio {
             .ok()
             .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
             .ok_or_else(|| no_group_reason(bdf))?;
-        let noiommu_node = Path::new("/dev/vfio").join(format!("noiommu-{group}"));
-        let (node, iommu) = if noiommu_node.exists() {
+        // vfio names the groups it makes up for devices without an IOMMU "vfio-noiommu".
+        let noiommu =
+            std::fs::read_to_string(sys.join("kernel/iommu_groups").join(&group).join("name")).is_ok_and(|n| n.trim() == "vfio-noiommu");
+        let (node, iommu) = if noiommu {
             if !allow_noiommu {
                 return Err(format!(
                     "{bdf} has no IOMMU: VFIO offers it only in the unsafe no-IOMMU mode (the device can reach all memory): pass --vfio-noiommu to allow that"
                 ));
             }
-            (noiommu_node, Iommu::NoIommu)
+            (Path::new("/dev/vfio").join(format!("noiommu-{group}")), Iommu::NoIommu)
         } else {
             (Path::new("/dev/vfio").join(&group), Iommu::Type1)
         };
@@ -184,6 +186,11 @@ impl Vfio {
                 .find(|k| ioctl(&container, VFIO_CHECK_EXTENSION, *k as usize).is_ok_and(|r| r > 0))
                 .ok_or("the VFIO container offers no type-1 IOMMU (modprobe vfio_iommu_type1)")?,
         };
+        // The group's node appears with the binding; udev may still be setting it up.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while !node.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let group_fd = open_rw(&node).map_err(|e| format!("cannot open {}: {e}", node.display()))?;
         let mut status = GroupStatus { argsz: std::mem::size_of::<GroupStatus>() as u32, flags: 0 };
         ioctl(&group_fd, VFIO_GROUP_GET_STATUS, &mut status as *mut _ as usize).map_err(|e| format!("VFIO_GROUP_GET_STATUS: {e}"))?;
@@ -261,6 +268,54 @@ impl Vfio {
             return Err(format!("mmap of {}'s BAR0: {}", self.bdf, io::Error::last_os_error()));
         }
         Ok(Bar { base: p as *mut u8, len: r.size as usize, _vfio: self.clone() })
+    }
+}
+
+/// Whether VFIO's unsafe no-IOMMU mode is on (vfio loaded with enable_unsafe_noiommu_mode=1).
+fn noiommu_enabled(sys: &Path) -> bool {
+    std::fs::read_to_string(sys.join("module/vfio/parameters/enable_unsafe_noiommu_mode")).is_ok_and(|v| v.trim() == "Y")
+}
+
+/// Ok when controller `bdf`, once bound to vfio-pci, can be opened: it has an IOMMU group, or
+/// no-IOMMU mode is on and allowed. Checked before it is taken from the kernel.
+pub fn check_iommu(bdf: &str, sys: &Path, allow_noiommu: bool) -> Result<(), String> {
+    if sys.join("bus/pci/devices").join(bdf).join("iommu_group").exists() {
+        return Ok(());
+    }
+    match (noiommu_enabled(sys), allow_noiommu) {
+        (true, true) => Ok(()),
+        (true, false) => Err(format!(
+            "{bdf} has no IOMMU: VFIO offers it only in the unsafe no-IOMMU mode (the device can reach all memory): pass --vfio-noiommu to allow that"
+        )),
+        (false, _) => Err(no_group_reason(bdf)),
+    }
+}
+
+/// Whether this machine could run the driver at all (no target named): the reasons it cannot.
+pub fn machine_support(sys: &Path) -> Result<(), String> {
+    let mut why = Vec::new();
+    let nvme = std::fs::read_dir(sys.join("bus/pci/devices"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|d| std::fs::read_to_string(d.path().join("class")).is_ok_and(|c| c.trim() == "0x010802"));
+    if !nvme {
+        why.push("no NVMe controller on the PCI bus".to_string());
+    }
+    if !sys.join("bus/pci/drivers/vfio-pci").is_dir() {
+        why.push("the vfio-pci driver is not loaded (modprobe vfio-pci)".to_string());
+    }
+    let groups = std::fs::read_dir(sys.join("kernel/iommu_groups")).is_ok_and(|mut d| d.next().is_some());
+    if !groups && !noiommu_enabled(sys) {
+        why.push("no IOMMU groups (boot with intel_iommu=on, or vfio's enable_unsafe_noiommu_mode=1 with --vfio-noiommu)".to_string());
+    }
+    if !sys.join(crate::settings::HUGEPAGES_2M).is_dir() {
+        why.push("no 2 MiB hugepages in this kernel".to_string());
+    }
+    if why.is_empty() {
+        Ok(())
+    } else {
+        Err(why.join("; "))
     }
 }
 

@@ -1,0 +1,227 @@
+//! Taking a controller from the kernel for one run and giving it back: resolve the target, refuse
+//! while the kernel's side of it is in use, journal and apply the binding to vfio-pci (and the
+//! hugepages its queues need), open it through VFIO, attach the driver and register it as the
+//! run's target. Giving back runs in reverse: the queue pairs are gone with the workers, the
+//! controller is disabled, every VFIO descriptor closed (vfio-pci will not let go of a device
+//! that is still open), then the binding and hugepages are restored. `Drop` gives back too, so
+//! an error return or Ctrl-C does; after kill -9, `iolab restore` binds it back from the journal.
+use super::controller::{Controller, Options, PAGE};
+use super::vfio::{BarRegs, Dma, DmaHandle, Iommu, Vfio, HUGEPAGE};
+use crate::device::controller::{self as ctrl, ControllerTarget};
+use crate::failure::{Failure, FailureKind};
+use crate::settings::{AppliedGuard, Change, Setting, Settings};
+use serde::Serialize;
+use std::os::fd::RawFd;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a run needs of the controller.
+pub struct Want<'a> {
+    pub target: &'a str,
+    pub writes: bool,
+    pub destructive: &'a [String],
+    pub threads: u32,
+    pub qd: u32,
+    pub bs: u64,
+    pub allow_noiommu: bool,
+}
+
+/// What the record says about the driver's run: the run's environment.
+#[derive(Clone, Debug, Serialize)]
+pub struct DriverEnv {
+    pub controller: String,
+    pub nsid: u32,
+    /// "type1" (IO addresses through the IOMMU) or "no-iommu" (physical addresses).
+    pub iommu: Iommu,
+    pub iommu_group: String,
+    /// Controller version (VS), CAP.MQES + 1, MDTS in bytes, I/O queue pairs granted.
+    pub version: String,
+    pub max_queue_entries: u32,
+    pub max_transfer_bytes: Option<u64>,
+    pub io_queues: u16,
+    /// 2 MiB hugepages holding queues and PRP lists.
+    pub hugepages: usize,
+}
+
+/// A controller taken from the kernel, attached and registered as `handle`.
+pub struct Taken {
+    pub handle: RawFd,
+    pub target: ControllerTarget,
+    pub ctrl: Option<Arc<Controller<BarRegs, DmaHandle>>>,
+    pub env: DriverEnv,
+    /// The binding and hugepages, restored last.
+    guard: Option<AppliedGuard>,
+    /// Interrupts on the controller's vectors when it was taken.
+    irqs_at_start: u64,
+}
+
+/// Hugepages the admin queues and the queues and PRP lists of `threads` queue pairs need, with
+/// one spare per thread (a region never spans two hugepages).
+pub fn hugepages_needed(threads: u32, qd: u32, bs: u64) -> u64 {
+    let (entries, page) = (qd as u64 + 1, PAGE as u64);
+    let per_thread = (entries * 64).div_ceil(page) + (entries * 16).div_ceil(page) + if bs > page { qd as u64 } else { 0 };
+    (3 + threads as u64 * per_thread).div_ceil((HUGEPAGE / PAGE) as u64) + threads as u64
+}
+
+/// Interrupts counted in /proc/interrupts on the lines naming PCI device `bdf` (vfio-pci names
+/// its vectors "vfio-msix[N](BDF)"); None when it has none.
+pub fn interrupts_of(bdf: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(bdf)).collect();
+    (!lines.is_empty()).then(|| lines.iter().map(|l| l.split_whitespace().skip(1).map_while(|w| w.parse::<u64>().ok()).sum::<u64>()).sum())
+}
+
+/// Takes the target's controller for the run, or says why not (nothing changed then).
+pub fn take(w: &Want) -> Result<Taken, Failure> {
+    let system = Settings::system();
+    let sys = system.sysfs_root().to_path_buf();
+    // A target that is there but is no NVMe namespace on a PCI controller (a file, another disk)
+    // is a configuration this interface cannot run: a sweep skips it. A missing one is a typo.
+    let target =
+        ctrl::resolve(w.target, &sys)
+            .map_err(|e| if Path::new(w.target).exists() { Failure::unsupported(e) } else { Failure::invalid(e) })?;
+    ctrl::check_takeover(&target, w.writes, w.destructive, &sys, Path::new("/dev")).map_err(Failure::invalid)?;
+    super::vfio::check_iommu(&target.bdf, &sys, w.allow_noiommu).map_err(Failure::unsupported)?;
+    if let Some(left) = system.left_changed().map_err(Failure::failed)? {
+        return Err(Failure::new(FailureKind::SettingsNotRestored, left));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Failure::invalid("taking an NVMe controller from the kernel needs root: run iolab as root (sudo)".into()));
+    }
+    let mut changes = vec![Change::new(Setting::PciDriver, Some(&target.bdf), "vfio-pci")];
+    changes.extend(system.hugepages_for(hugepages_needed(w.threads, w.qd, w.bs)).map_err(Failure::unsupported)?);
+    for c in &changes {
+        system.check(c).map_err(Failure::unsupported)?;
+    }
+    let guard = system.apply(&changes).map_err(|e| match system.left_changed() {
+        Ok(None) => Failure::failed(e),
+        _ => Failure::new(FailureKind::SettingsNotRestored, e),
+    })?;
+    let mut taken = Taken {
+        handle: 0,
+        target: target.clone(),
+        ctrl: None,
+        env: DriverEnv {
+            controller: target.bdf.clone(),
+            nsid: target.nsid,
+            iommu: Iommu::Type1,
+            iommu_group: String::new(),
+            version: String::new(),
+            max_queue_entries: 0,
+            max_transfer_bytes: None,
+            io_queues: 0,
+            hugepages: 0,
+        },
+        guard: Some(guard),
+        irqs_at_start: 0,
+    };
+    // From here a failure gives the controller back as `taken` drops.
+    let vfio = Arc::new(Vfio::open(&target.bdf, &sys, w.allow_noiommu).map_err(Failure::failed)?);
+    vfio.enable_bus_master().map_err(Failure::failed)?;
+    let regs = BarRegs(Arc::new(vfio.bar0().map_err(Failure::failed)?));
+    let mem = DmaHandle(Arc::new(Dma::new(vfio.clone())));
+    let c = Controller::attach(regs, mem.clone(), Options { nsid: target.nsid, io_queue_entries: None })
+        .map_err(|e| Failure::failed(format!("NVMe controller {}: {e}", target.bdf)))?;
+    let vs = c.version;
+    let e = &mut taken.env;
+    e.iommu = vfio.iommu;
+    e.iommu_group = vfio.group.clone();
+    e.version = format!("{}.{}.{}", vs >> 16, (vs >> 8) & 0xff, vs & 0xff);
+    e.max_queue_entries = c.cap.max_entries;
+    e.max_transfer_bytes = c.max_transfer;
+    e.io_queues = c.io_queues;
+    e.hugepages = mem.0.hugepages();
+    let c = Arc::new(c);
+    taken.handle = super::register(c.clone());
+    taken.ctrl = Some(c);
+    taken.irqs_at_start = interrupts_of(&target.bdf).unwrap_or(0);
+    Ok(taken)
+}
+
+impl Taken {
+    /// The namespace's size in bytes and its block size.
+    pub fn namespace(&self) -> (u64, u32) {
+        let c = self.ctrl.as_ref().expect("attached");
+        (c.ns.size_bytes(), c.ns.lba_size)
+    }
+
+    /// 2 MiB hugepages the driver's queues and PRP lists took.
+    pub fn hugepages(&self) -> usize {
+        self.ctrl.as_ref().map_or(0, |c| c.mem.0.hugepages())
+    }
+
+    /// What was changed to take it, as lines for the user ("0000:00:04.0 pci_driver: nvme -> vfio-pci").
+    pub fn changes(&self) -> Vec<String> {
+        self.guard.as_ref().map(|g| g.changes()).unwrap_or_default()
+    }
+
+    /// Interrupts on the controller's vectors since it was taken: 0 when it has none at all.
+    pub fn interrupts(&self) -> u64 {
+        interrupts_of(&self.target.bdf).unwrap_or(0).saturating_sub(self.irqs_at_start)
+    }
+
+    /// Gives the controller back to the kernel: the lines of what was restored, or why not.
+    pub fn give_back(mut self) -> Result<Vec<String>, String> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<Vec<String>, String> {
+        super::unregister(self.handle);
+        if let Some(c) = self.ctrl.take() {
+            if Arc::strong_count(&c) > 1 {
+                // A queue pair outlived its worker: the device stays open and vfio-pci would
+                // block the unbind. Never expected; said rather than hung.
+                std::mem::forget(c);
+                return Err(format!(
+                    "NVMe controller {} is still in use inside iolab; it stays bound to vfio-pci until iolab exits: run `iolab restore` then",
+                    self.target.bdf
+                ));
+            }
+            drop(c);
+        }
+        let Some(g) = self.guard.take() else { return Ok(Vec::new()) };
+        let to_nvme = g.entries().iter().any(|e| e.setting == Setting::PciDriver && e.original == "nvme");
+        let lines = g.restore()?;
+        if to_nvme {
+            self.wait_for_namespace();
+        }
+        Ok(lines)
+    }
+
+    /// Waits (at most 10 s) for the kernel's driver to show the namespace's block device again:
+    /// it appears a few hundred ms after the bind, and the next run (a sweep's) may name it.
+    fn wait_for_namespace(&self) {
+        let sys = Settings::system().sysfs_root().to_path_buf();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < until {
+            let devs = ctrl::kernel_devices(&self.target.bdf, &sys);
+            if devs.iter().any(|d| d.block && d.nsid == Some(self.target.nsid) && Path::new("/dev").join(&d.name).exists()) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            eprintln!("iolab: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hugepages_cover_the_queues_with_room_to_spare() {
+        // QD32, 4 KiB: 33 entries take one SQ and one CQ page per thread.
+        assert_eq!(hugepages_needed(1, 32, 4096), 2);
+        assert_eq!(hugepages_needed(4, 32, 4096), 5);
+        // QD1024 with 128 KiB blocks: 1024 PRP list pages + 17 + 5 ring pages per thread.
+        assert_eq!(hugepages_needed(2, 1024, 128 << 10), (3 + 2 * 1046u64).div_ceil(512) + 2);
+    }
+}
