@@ -53,10 +53,16 @@ pub fn install() {
         // try_lock: the panic may have happened while this thread held it.
         let journal = JOURNAL.try_lock().ok().and_then(|j| j.clone());
         match journal.map(|j| super::restore_own_after_crash(&j)) {
-            Some(Ok(lines)) if !lines.is_empty() => {
-                eprintln!("iolab: crashed with system settings changed; put back: {}", lines.join("; "))
+            Some(Ok((lines, left))) => {
+                if !lines.is_empty() {
+                    eprintln!("iolab: crashed with system settings changed; put back: {}", lines.join("; "));
+                }
+                if left {
+                    // The abort that follows starts `iolab restore --after`, which binds it back.
+                    ARMED.store(true, Ordering::SeqCst);
+                    eprintln!("iolab: the NVMe controller taken from the kernel is given back once this process has ended");
+                }
             }
-            Some(Ok(_)) => {}
             Some(Err(e)) => eprintln!("iolab: crashed with system settings changed and could not put them back ({e}): {HINT}"),
             None => eprintln!("iolab: crashed with system settings changed: {HINT}"),
         }

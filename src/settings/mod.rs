@@ -517,7 +517,7 @@ impl Settings {
                 "iolab pid {pid} is running and owns the changed settings; it restores them when it ends (stop it first to restore now)"
             ));
         }
-        restore_loaded(&self.journal, &mut j).map_err(|failed| {
+        restore_loaded(&self.journal, &mut j, |_| false).map_err(|failed| {
             format!(
                 "could not restore {} setting(s): {} (they stay in {}; fix and rerun `iolab restore`)",
                 failed.len(),
@@ -656,10 +656,12 @@ impl Outcome {
 /// One outcome per entry, in the order given.
 /// Restore every entry of `j` (loaded from `path` under its lock) and store what is left: the
 /// lines done, or the failures (whose entries stay journaled).
-fn restore_loaded(path: &Path, j: &mut Journal) -> Result<Vec<String>, Vec<String>> {
-    let outcomes = restore_entries(&j.entries);
-    let (mut lines, mut failed, mut keep) = (Vec::new(), Vec::new(), Vec::new());
-    for (e, o) in j.entries.iter().zip(outcomes) {
+/// Entries `later` picks are left journaled, untouched.
+fn restore_loaded(path: &Path, j: &mut Journal, later: impl Fn(&JournalEntry) -> bool) -> Result<Vec<String>, Vec<String>> {
+    let (mut keep, now): (Vec<JournalEntry>, Vec<JournalEntry>) = j.entries.drain(..).partition(|e| later(e));
+    let outcomes = restore_entries(&now);
+    let (mut lines, mut failed) = (Vec::new(), Vec::new());
+    for (e, o) in now.iter().zip(outcomes) {
         match o {
             Outcome::Done(line) => lines.push(line),
             Outcome::Failed(msg) => {
@@ -681,13 +683,18 @@ fn restore_loaded(path: &Path, j: &mut Journal) -> Result<Vec<String>, Vec<Strin
 
 /// Put back what this process journaled, after a panic (`crash`): only this process's
 /// entries, and without waiting for the journal lock (the panic may have come while held).
-fn restore_own_after_crash(path: &Path) -> Result<Vec<String>, String> {
+/// A PCI device bound to vfio-pci is left (the bool says so): this process still has it open,
+/// and vfio-pci's unbind waits for it to be closed, which would hang the panic here; the
+/// restore the abort starts (`iolab restore --after`) binds it back once the process is gone.
+fn restore_own_after_crash(path: &Path) -> Result<(Vec<String>, bool), String> {
     let _lock = journal::try_lock(path)?.ok_or("the settings journal is locked")?;
-    let Some(mut j) = journal::load(path)? else { return Ok(Vec::new()) };
+    let Some(mut j) = journal::load(path)? else { return Ok((Vec::new(), false)) };
     if j.owner() != Owner::Us || j.entries.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), false));
     }
-    restore_loaded(path, &mut j).map_err(|failed| failed.join("; "))
+    let held = |e: &JournalEntry| e.setting == Setting::PciDriver;
+    let left = j.entries.iter().any(held);
+    restore_loaded(path, &mut j, held).map(|lines| (lines, left)).map_err(|failed| failed.join("; "))
 }
 
 fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {

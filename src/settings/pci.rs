@@ -262,6 +262,23 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn after_a_panic_the_binding_is_left_for_the_restore_the_abort_starts() {
+        let d = fake();
+        let dir = d.path().join("sys").join(super::super::HUGEPAGES_2M);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("nr_hugepages"), "0\n").unwrap();
+        let s = settings(&d);
+        let g = s.apply(&[to_vfio(), Change::new(Setting::Hugepages, None, "2")]).unwrap();
+        std::mem::forget(g); // as if the process panicked with the device still open
+        let (lines, left) = super::super::restore_own_after_crash(s.journal_path()).unwrap();
+        assert_eq!(lines, vec!["hugepages-2048kB hugepages_2m: 2 -> 0 (restored)".to_string()]);
+        assert!(left);
+        assert_eq!(driver(&d), "vfio-pci", "unbinding would wait for this process to close the device");
+        assert!(fs::read_to_string(s.journal_path()).unwrap().contains("pci_driver"));
+        super::super::crash::disarm();
+    }
+
+    #[test]
     fn a_removed_device_needs_no_restore() {
         let d = fake();
         let s = settings(&d);
