@@ -94,10 +94,12 @@ fn check(target: &str) {
             a.unexplained * 100.0,
             TOLERANCE * 100.0
         );
-        // Where the cost lands: the SQ thread burns most of a core and must be found in its class.
+        // Where the cost lands: the SQ thread spins and must be found in its class. Alone it burns
+        // most of a core (2.9 s of 3 s here); beside the other integration tests on 2 CPUs it was
+        // measured getting 1.0-1.4 s, so the bound is a quarter of a core.
         if m.contains(&"sqpoll") {
             let sq = a.class_s["sqpoll"].as_f64().unwrap_or(0.0);
-            assert!(sq >= 0.5 * 3.0, "{target} {m:?}: the sqpoll class holds {sq:.2} s of a 3 s window");
+            assert!(sq >= 0.25 * 3.0, "{target} {m:?}: the sqpoll class holds {sq:.2} s of a 3 s window");
         }
     }
 }

@@ -79,18 +79,19 @@ fn start() -> Result<Slurm, String> {
     if !out.status.success() {
         return Err(format!("munged did not start: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
-    let host = String::from_utf8_lossy(&Command::new("hostname").arg("-s").output().unwrap().stdout).trim().to_string();
+    // The short host name, as slurmd finds its own node by it.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().split('.').next().unwrap().to_string();
     let port = 20000 + (std::process::id() % 20000) as u16;
     let conf = d.join("slurm.conf");
     std::fs::write(
         &conf,
         format!(
-            "ClusterName=iolabtest\nSlurmctldHost={host}\nSlurmctldPort={port}\nSlurmdPort={}\nSlurmUser=root\nSlurmdUser=root\n\
+            "ClusterName=iolabtest\nSlurmctldHost={host}(127.0.0.1)\nSlurmctldPort={port}\nSlurmdPort={}\nSlurmUser=root\nSlurmdUser=root\n\
              AuthType=auth/munge\nAuthInfo=socket={sock}\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n\
              SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\nSlurmctldLogFile={d}/slurmctld.log\n\
              SlurmdLogFile={d}/slurmd.log\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
              JobAcctGatherType=jobacct_gather/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nMpiDefault=none\n\
-             ReturnToService=2\nSchedulerType=sched/backfill\nNodeName={host} CPUs={} RealMemory=1000 State=UNKNOWN\n\
+             ReturnToService=2\nSchedulerType=sched/backfill\nNodeName={host} NodeAddr=127.0.0.1 CPUs={} RealMemory=1000 State=UNKNOWN\n\
              PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n",
             port + 1,
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
