@@ -23,6 +23,13 @@ pub struct ReportArgs {
     /// Configuration key, as `iolab sweep --dry-run` prints it.
     #[arg(long)]
     pub config: Option<String>,
+    /// Only runs made on this host (a merged database; with --suite, the newest sweep per part
+    /// that has runs of this host).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Only runs made on this kernel release.
+    #[arg(long)]
+    pub kernel: Option<String>,
     /// Directory for report.html, figures/ and tables/ (created).
     #[arg(long, default_value = "report")]
     pub out: PathBuf,
@@ -41,7 +48,14 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     }
     check_out(&a.out)?;
     let store = Store::open_existing(&a.db)?;
-    let base = RunFilter { interface: a.interface.clone(), rw: a.rw.clone(), config_key: a.config.clone(), ..Default::default() };
+    let base = RunFilter {
+        interface: a.interface.clone(),
+        rw: a.rw.clone(),
+        config_key: a.config.clone(),
+        hostname: a.host.clone(),
+        kernel: a.kernel.clone(),
+        ..Default::default()
+    };
     let mut sweeps = a.sweep.clone();
     let mut selection = Vec::new();
     if let Some(name) = &a.suite {
@@ -49,10 +63,24 @@ fn report(a: &ReportArgs) -> Result<(), String> {
             format!("no suite '{name}': the suites are {}", studies::STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", "))
         })?;
         let infos = store.sweep_infos()?;
+        // In a merged database each machine has its own sweep of a part: take that machine's.
+        let machine = a.host.is_some() || a.kernel.is_some();
         let found: Vec<i64> = suite
             .parts
             .iter()
-            .filter_map(|p| infos.iter().filter(|s| s.name == p.name && s.done + s.skipped > 0).max_by_key(|s| s.id).map(|s| s.id))
+            .filter_map(|p| {
+                infos
+                    .iter()
+                    .filter(|s| s.name == p.name && s.done + s.skipped > 0)
+                    .filter(|s| {
+                        !machine
+                            || store
+                                .list_runs(&RunFilter { sweep: Some(s.id), limit: Some(1), ..base.clone() })
+                                .is_ok_and(|r| !r.is_empty())
+                    })
+                    .max_by_key(|s| s.id)
+                    .map(|s| s.id)
+            })
             .collect();
         if found.is_empty() {
             return Err(format!("{} holds no runs of suite {}: run `iolab suite run {}` first", a.db.display(), suite.id, suite.id));
@@ -62,7 +90,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     } else if !sweeps.is_empty() {
         selection.push(format!("sweeps {}", sweeps.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
     }
-    for (what, v) in [("interface", &a.interface), ("rw", &a.rw), ("config", &a.config)] {
+    for (what, v) in [("interface", &a.interface), ("rw", &a.rw), ("config", &a.config), ("host", &a.host), ("kernel", &a.kernel)] {
         if let Some(v) = v {
             selection.push(format!("{what} = {v}"));
         }
