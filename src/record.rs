@@ -61,6 +61,8 @@ pub struct Environment {
     pub device_settings: Vec<serde_json::Value>,
     /// Settings iolab changed for the run (and restored after), as "device setting: old -> new".
     pub settings_changed: Vec<String>,
+    /// The study set-up (`spec.setup`) this machine did not take, each with the reason.
+    pub setup_not_applied: Vec<String>,
 }
 
 #[derive(Serialize)]

@@ -272,6 +272,7 @@ pub(crate) mod tests {
                 }],
                 device_settings: vec![],
                 settings_changed: vec![],
+                setup_not_applied: vec![],
             },
             results: Some(record::Results {
                 window_s: 2.0,
