@@ -31,3 +31,92 @@ pub fn cpu_model() -> Option<String> {
 pub fn hostname() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string())
 }
+
+/// The NUMA node a block device's I/O comes from (e.g. `nvme0n1`), read from sysfs under `sys`:
+/// the first `numa_node` walking up from `block/DEV/device` (an NVMe controller has its own,
+/// then its PCI function). None where the kernel gives none, or -1: one node, or a virtual device.
+pub fn device_numa_node_in(sys: &std::path::Path, dev: &str) -> Option<u32> {
+    let mut at = std::fs::canonicalize(sys.join("block").join(dev).join("device")).ok()?;
+    let top = std::fs::canonicalize(sys.join("devices")).ok()?;
+    while at.starts_with(&top) && at != top {
+        if let Some(n) = std::fs::read_to_string(at.join("numa_node")).ok().and_then(|s| s.trim().parse::<i64>().ok()) {
+            return u32::try_from(n).ok();
+        }
+        at = at.parent()?.to_path_buf();
+    }
+    None
+}
+
+/// [`device_numa_node_in`] on this machine's /sys.
+pub fn device_numa_node(dev: &str) -> Option<u32> {
+    device_numa_node_in(std::path::Path::new("/sys"), dev)
+}
+
+/// The NUMA nodes of the machine under `sys` and each node's CPUs, in node order (empty where
+/// sysfs has no node directory).
+pub fn numa_nodes_in(sys: &std::path::Path) -> Vec<(u32, Vec<usize>)> {
+    let mut nodes: Vec<(u32, Vec<usize>)> = std::fs::read_dir(sys.join("devices/system/node"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix("node")?.parse().ok()?;
+            Some((n, parse_cpulist(std::fs::read_to_string(e.path().join("cpulist")).ok()?.trim())?))
+        })
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+/// A kernel CPU list ("0-3,8,10-11") as CPU numbers; None when it is not one.
+pub fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.trim().parse::<usize>().ok()?..=b.trim().parse::<usize>().ok()?),
+            None => out.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixture tree of a two-node server: NVMe on node 1 (its PCI function says so; with the
+    /// controller's own attribute saying -1, no node), a virtio disk with no node.
+    #[test]
+    fn numa_nodes_and_a_devices_node_from_sysfs() {
+        let sys = tempfile::tempdir().unwrap();
+        let s = sys.path();
+        for (n, cpus) in [(0, "0-3,8-11"), (1, "4-7,12-15")] {
+            let d = s.join(format!("devices/system/node/node{n}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("cpulist"), format!("{cpus}\n")).unwrap();
+        }
+        std::fs::create_dir_all(s.join("devices/system/node/possible_not_a_node")).unwrap();
+        let pci = s.join("devices/pci0000:80/0000:80:01.1/0000:81:00.0");
+        let ctrl = pci.join("nvme/nvme0");
+        std::fs::create_dir_all(&ctrl).unwrap();
+        std::fs::write(pci.join("numa_node"), "1\n").unwrap();
+        std::fs::write(ctrl.join("numa_node"), "-1\n").unwrap();
+        let virt = s.join("devices/pci0000:00/0000:00:04.0/virtio1");
+        std::fs::create_dir_all(&virt).unwrap();
+        std::fs::write(virt.parent().unwrap().join("numa_node"), "-1\n").unwrap();
+        for (dev, target) in [("nvme0n1", &ctrl), ("vda", &virt)] {
+            let b = s.join("block").join(dev);
+            std::fs::create_dir_all(&b).unwrap();
+            std::os::unix::fs::symlink(target, b.join("device")).unwrap();
+        }
+        assert_eq!(numa_nodes_in(s), vec![(0, vec![0, 1, 2, 3, 8, 9, 10, 11]), (1, vec![4, 5, 6, 7, 12, 13, 14, 15])]);
+        // The controller's -1 is "no node"; walking on, its PCI function names node 1.
+        assert_eq!(device_numa_node_in(s, "nvme0n1"), None, "-1 is said by the first numa_node found");
+        std::fs::remove_file(ctrl.join("numa_node")).unwrap();
+        assert_eq!(device_numa_node_in(s, "nvme0n1"), Some(1));
+        assert_eq!(device_numa_node_in(s, "vda"), None);
+        assert_eq!(device_numa_node_in(s, "sdz"), None);
+        assert_eq!(parse_cpulist("0"), Some(vec![0]));
+        assert_eq!(parse_cpulist("x"), None);
+    }
+}

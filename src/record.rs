@@ -64,6 +64,8 @@ pub struct Environment {
     /// -i vfio-nvme: the controller iolab's own driver ran, and how it reached memory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_space_driver: Option<crate::interfaces::vfio_nvme::take::DriverEnv>,
+    /// The study set-up (`spec.setup`) this machine did not take, each with the reason.
+    pub setup_not_applied: Vec<String>,
 }
 
 #[derive(Serialize)]

@@ -318,7 +318,7 @@ impl RunArgs {
                 allow_fallback: self.allow_fallback,
                 strict: self.strict,
             },
-            system: Requested { scheduler: self.scheduler.clone(), set: self.set.clone() },
+            system: Requested { scheduler: self.scheduler.clone(), set: self.set.clone(), setup: Vec::new() },
         })
     }
 }

@@ -129,6 +129,12 @@ pub fn print_plan(e: &Expansion, runs: usize, list: bool) {
     for (key, why) in &e.dropped {
         println!("  dropped {key}: {why}");
     }
+    if let Some(setup) = e.configs.first().map(|c| &c.job.system.setup).filter(|s| !s.is_empty()) {
+        println!(
+            "set-up: {} for every run, through the settings journal and restored after it; where this machine does not take one the run goes on and its record says why (environment.setup_not_applied)",
+            setup.join(", ")
+        );
+    }
     if list {
         for (n, (rep, i)) in e.order.iter().enumerate() {
             println!("  run {:>4}  replicate {}  {}", n + 1, rep + 1, e.configs[*i].key);

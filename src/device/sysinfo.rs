@@ -34,6 +34,9 @@ pub struct TargetInfo {
     /// Direct-I/O alignment the kernel reports for this file (statx STATX_DIOALIGN).
     pub dio_offset_align: Option<u64>,
     pub dio_mem_align: Option<u64>,
+    /// The NUMA node the device hangs off (`host::device_numa_node`); None where sysfs gives
+    /// none (one node, a virtual device).
+    pub numa_node: Option<u32>,
 }
 
 fn read_trim(p: impl AsRef<Path>) -> Option<String> {
@@ -120,6 +123,7 @@ pub fn describe(path: &Path, meta: &Metadata) -> TargetInfo {
         info.physical_block_size = read_trim(q.join("physical_block_size")).and_then(|v| v.parse().ok());
         info.rotational = read_trim(q.join("rotational")).map(|v| v == "1");
         info.loop_backing_file = read_trim(disk.join("loop/backing_file"));
+        info.numa_node = info.device.as_deref().and_then(crate::host::device_numa_node);
     }
     info
 }

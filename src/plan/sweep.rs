@@ -55,6 +55,10 @@ pub struct Options {
     /// System settings for every run, "name=value" (see `iolab run --set`).
     #[serde(default)]
     pub set: Vec<String>,
+    /// A study's set-up, "name=value": applied where the machine offers it, recorded where not
+    /// (`settings::Requested::setup`).
+    #[serde(default)]
+    pub setup: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -269,7 +273,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
             destructive: plan.destructive.clone(),
         },
         policy: Policy { verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback, strict: o.strict },
-        system: Requested { set: o.set.clone(), ..defaults.system },
+        system: Requested { set: o.set.clone(), setup: o.setup.clone(), ..defaults.system },
     };
 
     let mut configs = Vec::new();

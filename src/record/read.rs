@@ -311,6 +311,7 @@ pub(crate) mod tests {
                 device_settings: vec![],
                 settings_changed: vec![],
                 user_space_driver: None,
+                setup_not_applied: vec![],
             },
             results: Some(record::Results {
                 window_s: 2.0,

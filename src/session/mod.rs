@@ -147,6 +147,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     if measure.profile.stages && !crate::settings::tracefs_mounted(&system.tracefs()) && unsafe { libc::geteuid() } == 0 {
         changes.push(crate::settings::Change::new(crate::settings::Setting::Tracefs, None, "mounted"));
     }
+    let setup_not_applied = setup_changes(job, &infos, &system, &mut changes);
     let guard = apply_settings(&system, &changes)?;
     // Describe the targets after the change, so the record shows what the run ran with.
     let infos: Vec<TargetInfo> = if guard.is_some() {
@@ -164,6 +165,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
     env.settings_changed.extend(taken.as_ref().map(|(t, _, _)| t.changes()).unwrap_or_default());
+    env.setup_not_applied = setup_not_applied;
     let mut open: Vec<OpenTarget> = targets
         .iter()
         .map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len })
@@ -304,6 +306,53 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     Ok((rec, not_restored))
 }
 
+/// A study's set-up (`job.system.setup`) added to `changes` where this machine takes it: each
+/// setting on every target's device (the governor once), unless the job itself sets it. What it
+/// cannot take is returned, with the reason, for the record: the run goes on without it (a VM has
+/// no CPU frequency scaling, a file on tmpfs no device).
+fn setup_changes(
+    job: &Job,
+    targets: &[TargetInfo],
+    system: &crate::settings::Settings,
+    changes: &mut Vec<crate::settings::Change>,
+) -> Vec<String> {
+    use crate::settings::Change;
+    let mut not_applied = Vec::new();
+    for spec in &job.system.setup {
+        for t in targets {
+            let c = match Change::parse(spec, t.device.as_deref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    not_applied.push(format!("{spec}: {e}"));
+                    break;
+                }
+            };
+            if c.setting.is_device_setting() && c.device.is_none() {
+                not_applied.push(format!("{spec} on {}: no block device behind it", t.path));
+                continue;
+            }
+            if changes.iter().any(|x| x.setting == c.setting && x.device == c.device) {
+                continue;
+            }
+            // Root only writes the real /sys; without it the set-up is not the run's failure.
+            // SAFETY: geteuid has no preconditions.
+            let why = if unsafe { libc::geteuid() } != 0 && system.sysfs_root() == std::path::Path::new("/sys") {
+                Err("changing system settings needs root".to_string())
+            } else {
+                system.check(&c)
+            };
+            match why {
+                Ok(()) => changes.push(c),
+                Err(e) if !not_applied.iter().any(|n: &String| n.starts_with(&format!("{spec}:"))) => {
+                    not_applied.push(format!("{spec}: {e}"))
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    not_applied
+}
+
 /// The setting changes a job asks for, once per distinct device, and the `io_poll_delay` its
 /// polling needs (`block_poll.rs`) where the queue has another.
 fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings::Settings) -> Result<Vec<crate::settings::Change>, String> {
@@ -396,6 +445,7 @@ fn environment(targets: Vec<TargetInfo>) -> Environment {
         device_settings: Vec::new(),
         settings_changed: Vec::new(),
         user_space_driver: None,
+        setup_not_applied: Vec::new(),
     }
 }
 

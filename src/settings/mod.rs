@@ -28,6 +28,12 @@ pub struct Requested {
     /// every target's device; governor on every CPU).
     #[serde(default)]
     pub set: Vec<String>,
+    /// A study's set-up, "name=value" as `set` (its paper's scheduler none and performance
+    /// governor): applied where this machine offers it, and where it does not the run goes on
+    /// and its record says what was not applied and why. `set` and `scheduler` win over it.
+    /// Left out of a spec when empty, so the stored specs of plans without one stay as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setup: Vec<String>,
 }
 
 /// One setting iolab can change. Device settings live under `<sysfs>/block/<dev>/queue/`; the

@@ -18,8 +18,14 @@ use crate::report::sections::{self, Ctx, Section};
 pub struct Study {
     pub id: &'static str,
     pub title: &'static str,
+    /// The machine set-up the paper ran with ("name=value" settings), given to every run of its
+    /// parts: applied where this machine offers it, recorded where it does not.
+    pub setup: &'static [&'static str],
     pub parts: &'static [Part],
 }
+
+/// Scheduler none and the performance governor, as S1, S3 and S4 ran.
+const NO_SCHEDULER_FULL_SPEED: &[&str] = &["scheduler=none", "governor=performance"];
 
 pub struct Part {
     /// The sweep's name, stored in users' databases: the report finds the part by it, so it
@@ -102,7 +108,17 @@ impl Part {
         if !destructive.is_empty() {
             top += &format!("destructive = [{}]\n", destructive.iter().map(|d| format!("\"{d}\"")).collect::<Vec<_>>().join(", "));
         }
-        Some(top + &(runs.matrix)(quick))
+        let matrix = (runs.matrix)(quick);
+        let study = STUDIES.iter().find(|s| s.parts.iter().any(|p| std::ptr::eq(p, self)));
+        let setup = study.map(|s| s.setup).unwrap_or_default();
+        if setup.is_empty() {
+            return Some(top + &matrix);
+        }
+        let line = format!("setup = [{}]\n", setup.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "));
+        Some(match matrix.find("\n[options]\n") {
+            Some(at) => format!("{top}{}{line}{}", &matrix[..at + 11], &matrix[at + 11..]),
+            None => format!("{top}{matrix}\n[options]\n{line}"),
+        })
     }
 }
 
@@ -182,5 +198,15 @@ mod tests {
         let t2 = crate::plan::sweep::expand(&s1.plan(false, None, &[]).unwrap(), &[]).unwrap();
         // Table 2: psync, pvsync2 x3, posixaio x2, libaio, io_uring 2 submits x 3 completions = 13, x2 rw.
         assert_eq!(t2.configs.len(), 26);
+        // The papers' set-up reaches every run of S1, S3 and S4, and no other study's.
+        for study in STUDIES {
+            for p in study.parts {
+                let Some(plan) = p.plan(true, None, &[]) else { continue };
+                let e = crate::plan::sweep::expand(&plan, &[]).unwrap();
+                let want: Vec<String> = study.setup.iter().map(|s| s.to_string()).collect();
+                assert!(e.configs.iter().all(|c| c.job.system.setup == want), "{}", p.name);
+                assert_eq!(!want.is_empty(), ["S1", "S3", "S4"].contains(&study.id), "{}", p.name);
+            }
+        }
     }
 }

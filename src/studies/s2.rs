@@ -16,6 +16,7 @@ use crate::report::tables::Table;
 pub const STUDY: Study = Study {
     id: "S2",
     title: "CHEOPS'23: performance characterization of storage stacks",
+    setup: &[],
     parts: &[
         Part {
             name: "S2.1-qd1",

@@ -15,6 +15,7 @@ use crate::report::tables::Table;
 pub const STUDY: Study = Study {
     id: "S4",
     title: "IISWC'19: system challenges of ultra-low-latency SSDs",
+    setup: super::NO_SCHEDULER_FULL_SPEED,
     parts: &[
         Part {
             name: "S4.1-latency",

@@ -15,7 +15,7 @@ use crate::report::tables::Table;
 
 pub const STUDY: Study = Study {
     id: "S5",
-    title: "FPL'18 FastPath: towards wire-speed NVMe",
+    title: "FPL'18 FastPath: towards wire-speed NVMe", setup: &[],
     parts: &[
         Part {
             name: "S5.1-breakdown",

@@ -160,22 +160,41 @@ fn results_lists_filters_and_exports() {
     assert_eq!(missing.status.code(), Some(2));
 }
 
+/// A loop device over a file, detached when dropped; None (said) without root or losetup. It
+/// holds `common::LOOPS`: two runs changing system settings at once refuse each other ("another
+/// iolab is changing system settings").
+struct LoopDevice {
+    dev: String,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl LoopDevice {
+    fn over(file: &str) -> Option<LoopDevice> {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root for losetup");
+            return None;
+        }
+        let serial = crate::common::LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+        let out = Command::new("losetup").args(["-f", "--show", file]).output().unwrap();
+        if !out.status.success() {
+            eprintln!("skipped: losetup failed");
+            return None;
+        }
+        Some(LoopDevice { dev: String::from_utf8(out.stdout).unwrap().trim().to_string(), _serial: serial })
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
 #[test]
 fn scheduler_dimension_is_applied_and_restored_on_a_loop_device() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for losetup");
-        return;
-    }
     let dir = work_dir();
-    let f = data_file(dir.path());
-    let out = Command::new("losetup").args(["-f", "--show", &f]).output().unwrap();
-    if !out.status.success() {
-        eprintln!("skipped: losetup failed");
-        return;
-    }
-    let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let name = dev.trim_start_matches("/dev/").to_string();
-    let sched_file = format!("/sys/block/{name}/queue/scheduler");
+    let Some(lo) = LoopDevice::over(&data_file(dir.path())) else { return };
+    let (dev, sched_file) = (lo.dev.clone(), format!("/sys/block/{}/queue/scheduler", lo.dev.trim_start_matches("/dev/")));
     let original = std::fs::read_to_string(&sched_file).unwrap();
     let available: Vec<String> = original.split_whitespace().map(|s| s.trim_matches(|c| c == '[' || c == ']').to_string()).collect();
     let p = dir.path().join("plan.toml");
@@ -184,7 +203,7 @@ fn scheduler_dimension_is_applied_and_restored_on_a_loop_device() {
     let db = dir.path().join("r.db");
     let run = iolab().args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
     let after = std::fs::read_to_string(&sched_file).unwrap();
-    let _ = Command::new("losetup").args(["-d", &dev]).status();
+    drop(lo);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(after, original, "the scheduler was restored");
     let store = Store::open(&db).unwrap();
@@ -325,4 +344,48 @@ fn failed_settings_restore_stops_the_sweep_and_it_stays_resumable() {
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
     assert!(planned_statuses(&db).iter().all(|(s, _)| s == "done"));
     assert_eq!(std::fs::read_to_string(&governor).unwrap().trim(), "schedutil", "each run restored the governor");
+}
+
+/// A study's set-up (`[options] setup`, what S1, S3 and S4 put in their plans): the scheduler is
+/// set on the loop device through the journal and put back after the run, and the governor,
+/// where the machine has no CPU frequency scaling (a VM), is not applied: the run goes on and its
+/// record says why. The dry run prints the set-up.
+#[test]
+fn a_study_setup_is_applied_where_possible_and_recorded_where_not() {
+    let dir = work_dir();
+    let Some(lo) = LoopDevice::over(&data_file(dir.path())) else { return };
+    let (dev, sched_file) = (lo.dev.clone(), format!("/sys/block/{}/queue/scheduler", lo.dev.trim_start_matches("/dev/")));
+    // Start from another scheduler than the set-up's, so the change shows.
+    let _ = std::fs::write(&sched_file, "mq-deadline");
+    let original = std::fs::read_to_string(&sched_file).unwrap();
+    let p = dir.path().join("plan.toml");
+    std::fs::write(&p, format!("ios = 300\ntargets = [\"{dev}\"]\n[matrix]\ninterface = [\"psync\"]\n[options]\nsetup = [\"scheduler=none\", \"governor=performance\"]\n"))
+        .unwrap();
+    let db = dir.path().join("r.db");
+    let dry = iolab().args(["sweep", "--dry-run", "--db"]).arg(&db).arg(&p).output().unwrap();
+    let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
+    let run = iolab().args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
+    let after = std::fs::read_to_string(&sched_file).unwrap();
+    drop(lo);
+    assert!(dry.contains("set-up: scheduler=none, governor=performance for every run"), "{dry}");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(after, original, "the scheduler was restored");
+    let store = Store::open(&db).unwrap();
+    let r = store.list_runs(&RunFilter::default()).unwrap().remove(0);
+    let rec = store.run_record(r.id).unwrap().unwrap();
+    let env = &rec["environment"];
+    if original.contains("none") {
+        assert_eq!(env["device_settings"][0]["scheduler"], "none", "{env}");
+        assert!(env["settings_changed"].to_string().contains("scheduler"), "{env}");
+    }
+    let governors = std::path::Path::new("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").exists();
+    let not_applied = env["setup_not_applied"].to_string();
+    if governors {
+        // Applied (or already in force), or not taken with the reason: never silently dropped.
+        let said = env["settings_changed"].to_string().contains("governor") || not_applied.contains("governor=performance: ");
+        assert!(said || env["device_settings"][0]["governor"] == "performance", "{env}");
+    } else {
+        assert!(not_applied.contains("governor=performance: ") && not_applied.contains("no CPU frequency scaling"), "{env}");
+        assert_eq!(rec["status"], "ok", "the run went on without the governor");
+    }
 }
