@@ -145,3 +145,35 @@ fn profile_names_are_checked() {
     let err = run.assert_usage_error();
     assert!(err.contains("give layers, stages, layers,stages or off"), "{err}");
 }
+
+#[test]
+fn a_profiled_sweep_stores_its_stages_and_layers_and_the_report_draws_them() {
+    if !common::is_root() {
+        return common::skip("a_profiled_sweep_stores...", "profiling needs root");
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = common::verify_file(dir.path(), "t", 32 << 20);
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, "name = \"where\"\nreplicates = 1\nruntime = \"300ms\"\n[matrix]\ninterface = [\"psync\", \"io_uring\"]\n")
+        .unwrap();
+    let db = dir.path().join("r.db");
+    iolab_in(
+        dir.path(),
+        &["sweep", "-q", "--profile", "layers,stages", "--db", db.to_str().unwrap(), plan.to_str().unwrap(), target.to_str().unwrap()],
+    )
+    .assert_ok();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let count = |kind: &str| -> i64 {
+        c.query_row("SELECT count(DISTINCT run_id) FROM profile_parts WHERE kind = ?1", [kind], |r| r.get(0)).unwrap()
+    };
+    assert_eq!((count("stage"), count("layer")), (2, 2), "every run's stages and layers are stored");
+    let out = dir.path().join("report");
+    iolab_in(dir.path(), &["report", "-q", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()]).assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("latency by stage of the stack (FPL&#x27;18 Fig 2)") || html.contains("latency by stage of the stack (FPL'18 Fig 2)"),
+        "no stages panel"
+    );
+    assert!(html.contains("CPU time per I/O by layer of the stack"), "no layers panel");
+    assert!(html.contains("data-kind=\"stacked-bars\""));
+}
