@@ -11,10 +11,14 @@ fn tracefs_mounted() -> bool {
 
 /// A run with `--profile stages`: its record's stages, after checking what every traced run
 /// must show.
-fn traced(dir: &Path, args: &[&str]) -> (Value, String) {
-    // One traced run at a time: each mounts tracefs (and unmounts it) only where it is not.
+/// One test of this module at a time: each traced run mounts tracefs (and unmounts it) only
+/// where it is not mounted, so two at once would see each other's mount.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn traced(dir: &Path, args: &[&str]) -> (Value, String) {
     let before = tracefs_mounted();
     let json = dir.join("r.json");
     let mut all = vec!["run", "--profile", "stages", "--runtime", "1", "--json", json.to_str().unwrap()];
@@ -25,7 +29,8 @@ fn traced(dir: &Path, args: &[&str]) -> (Value, String) {
     let rec = common::record(&json);
     let s = rec["cost"]["stages"].clone();
     assert!(s["requests_matched"].as_u64().unwrap() > 1000, "{s}");
-    assert!(s["requests_unmatched"].as_u64().unwrap() * 100 < s["requests_matched"].as_u64().unwrap(), "under 1 % unmatched: {s}");
+    // In flight at the window's edges, and io_uring's punts to io-wq under load: a few.
+    assert!(s["requests_unmatched"].as_u64().unwrap() * 20 < s["requests_matched"].as_u64().unwrap(), "under 5 % unmatched: {s}");
     assert_eq!(s["lost"], 0, "{s}");
     let shares: f64 = s["stages"].as_array().unwrap().iter().map(|x| x["share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-6, "the stages' shares add up to the whole: {shares}");
@@ -58,6 +63,7 @@ fn agrees_with_iolab(s: &Value) {
 
 #[test]
 fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_interrupt_stages() {
+    let _one = one_at_a_time();
     if !common::is_root() {
         return common::skip("a_file_on_ext4_over_virtio...", "tracing needs root");
     }
@@ -84,6 +90,7 @@ fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_inter
 
 #[test]
 fn zram_shows_its_driver_stage_and_no_scheduler_stage() {
+    let _one = one_at_a_time();
     if !common::is_root() || !Path::new("/sys/class/zram-control/hot_add").exists() {
         return common::skip("zram_shows_its_driver_stage...", "needs root and the zram module");
     }
@@ -110,6 +117,7 @@ fn zram_shows_its_driver_stage_and_no_scheduler_stage() {
 
 #[test]
 fn a_loop_device_shows_block_and_driver_stages() {
+    let _one = one_at_a_time();
     if !common::is_root() {
         return common::skip("a_loop_device_shows...", "needs root");
     }
@@ -148,6 +156,7 @@ fn profile_names_are_checked() {
 
 #[test]
 fn a_profiled_sweep_stores_its_stages_and_layers_and_the_report_draws_them() {
+    let _one = one_at_a_time();
     if !common::is_root() {
         return common::skip("a_profiled_sweep_stores...", "profiling needs root");
     }
