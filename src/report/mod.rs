@@ -8,6 +8,7 @@ pub mod data;
 pub mod dimensions;
 pub mod html;
 pub mod panels;
+pub mod profiles;
 pub mod sections;
 pub mod summary;
 pub mod svg;

@@ -232,6 +232,7 @@ fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
             None if sweep.id.is_some() => drawn = dimensions::figures(&mut ctx),
             None => {}
         }
+        super::profiles::panels(&mut ctx);
         configurations(&mut ctx);
     }
     let title = match sweep.id {

@@ -406,6 +406,87 @@ pub fn tile_map(m: &TileMap) -> String {
     out + "</svg>"
 }
 
+/// Stacked bars: one bar per label, its parts stacked in the order given (one colour per part
+/// name, the same in every bar), a tooltip per part with its value.
+pub struct StackedBars {
+    pub title: String,
+    pub y_label: String,
+    pub bars: Vec<(String, Vec<(String, f64)>)>,
+}
+
+pub fn stacked_bars(c: &StackedBars) -> String {
+    let mut out = String::new();
+    header(&mut out, &c.title, "stacked-bars");
+    let mut parts: Vec<&str> = Vec::new();
+    for (_, ps) in &c.bars {
+        for (name, _) in ps {
+            if !parts.contains(&name.as_str()) {
+                parts.push(name);
+            }
+        }
+    }
+    let top = c.bars.iter().map(|(_, ps)| ps.iter().map(|p| p.1.max(0.0)).sum::<f64>()).fold(0.0, f64::max);
+    let y = Mapping { lo: 0.0, hi: if top > 0.0 { top } else { 1.0 }, scale: Scale::Linear, from: H - BOTTOM, to: TOP + 8.0 };
+    for t in y.ticks() {
+        let _ = write!(
+            out,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y0:.1}" y2="{y0:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
+            W - RIGHT,
+            LEFT - 4.0,
+            y.t(t) + 3.0,
+            short_number(t),
+            y0 = y.t(t)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text transform="translate(14 {:.1}) rotate(-90)" text-anchor="middle" font-size="11">{}</text>"#,
+        (TOP + H - BOTTOM) / 2.0,
+        esc(&c.y_label)
+    );
+    let slot = (W - RIGHT - LEFT) / c.bars.len().max(1) as f64;
+    for (i, (label, ps)) in c.bars.iter().enumerate() {
+        let x = LEFT + slot * i as f64 + slot * 0.15;
+        let mut base = 0.0;
+        for (name, v) in ps {
+            let v = v.max(0.0);
+            let colour = PALETTE[parts.iter().position(|p| p == name).unwrap_or(0) % PALETTE.len()];
+            let (y1, y2) = (y.t(base + v), y.t(base));
+            let _ = write!(
+                out,
+                r#"<rect class="mark" x="{x:.1}" y="{y1:.1}" width="{:.1}" height="{:.1}" fill="{colour}"><title>{}: {} ({})</title></rect>"#,
+                slot * 0.7,
+                (y2 - y1).max(0.0),
+                esc(label),
+                esc(name),
+                short_number(v)
+            );
+            base += v;
+        }
+        let _ = write!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10">{}</text>"#,
+            x + slot * 0.35,
+            H - BOTTOM + 14.0,
+            esc(&label.chars().take((slot / 6.0) as usize).collect::<String>())
+        );
+    }
+    for (i, name) in parts.iter().enumerate() {
+        let ly = TOP + 10.0 + 14.0 * i as f64;
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{}" y="{:.1}" font-size="10">{}</text>"#,
+            W - RIGHT + 10.0,
+            ly - 9.0,
+            PALETTE[i % PALETTE.len()],
+            W - RIGHT + 24.0,
+            ly,
+            esc(&name.chars().take(30).collect::<String>())
+        );
+    }
+    out + "</svg>"
+}
+
 /// A panel standing where a figure would be when the machine could not produce its data, and
 /// whether the whole reason fitted in it (the caller puts it in the caption otherwise).
 pub fn unavailable(title: &str, reason: &str) -> (String, bool) {

@@ -11,10 +11,14 @@ fn tracefs_mounted() -> bool {
 
 /// A run with `--profile stages`: its record's stages, after checking what every traced run
 /// must show.
-fn traced(dir: &Path, args: &[&str]) -> (Value, String) {
-    // One traced run at a time: each mounts tracefs (and unmounts it) only where it is not.
+/// One test of this module at a time: each traced run mounts tracefs (and unmounts it) only
+/// where it is not mounted, so two at once would see each other's mount.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn traced(dir: &Path, args: &[&str]) -> (Value, String) {
     let before = tracefs_mounted();
     let json = dir.join("r.json");
     let mut all = vec!["run", "--profile", "stages", "--runtime", "1", "--json", json.to_str().unwrap()];
@@ -25,7 +29,8 @@ fn traced(dir: &Path, args: &[&str]) -> (Value, String) {
     let rec = common::record(&json);
     let s = rec["cost"]["stages"].clone();
     assert!(s["requests_matched"].as_u64().unwrap() > 1000, "{s}");
-    assert!(s["requests_unmatched"].as_u64().unwrap() * 100 < s["requests_matched"].as_u64().unwrap(), "under 1 % unmatched: {s}");
+    // In flight at the window's edges, and io_uring's punts to io-wq under load: a few.
+    assert!(s["requests_unmatched"].as_u64().unwrap() * 20 < s["requests_matched"].as_u64().unwrap(), "under 5 % unmatched: {s}");
     assert_eq!(s["lost"], 0, "{s}");
     let shares: f64 = s["stages"].as_array().unwrap().iter().map(|x| x["share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-6, "the stages' shares add up to the whole: {shares}");
@@ -58,6 +63,7 @@ fn agrees_with_iolab(s: &Value) {
 
 #[test]
 fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_interrupt_stages() {
+    let _one = one_at_a_time();
     if !common::is_root() {
         return common::skip("a_file_on_ext4_over_virtio...", "tracing needs root");
     }
@@ -84,6 +90,7 @@ fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_inter
 
 #[test]
 fn zram_shows_its_driver_stage_and_no_scheduler_stage() {
+    let _one = one_at_a_time();
     if !common::is_root() || !Path::new("/sys/class/zram-control/hot_add").exists() {
         return common::skip("zram_shows_its_driver_stage...", "needs root and the zram module");
     }
@@ -110,6 +117,7 @@ fn zram_shows_its_driver_stage_and_no_scheduler_stage() {
 
 #[test]
 fn a_loop_device_shows_block_and_driver_stages() {
+    let _one = one_at_a_time();
     if !common::is_root() {
         return common::skip("a_loop_device_shows...", "needs root");
     }
@@ -144,4 +152,37 @@ fn profile_names_are_checked() {
     let run = iolab_in(dir.path(), &["run", "-i", "null", "--profile", "layers,bogus", "--ios", "10"]);
     let err = run.assert_usage_error();
     assert!(err.contains("give layers, stages, layers,stages or off"), "{err}");
+}
+
+#[test]
+fn a_profiled_sweep_stores_its_stages_and_layers_and_the_report_draws_them() {
+    let _one = one_at_a_time();
+    if !common::is_root() {
+        return common::skip("a_profiled_sweep_stores...", "profiling needs root");
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = common::verify_file(dir.path(), "t", 32 << 20);
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, "name = \"where\"\nreplicates = 1\nruntime = \"300ms\"\n[matrix]\ninterface = [\"psync\", \"io_uring\"]\n")
+        .unwrap();
+    let db = dir.path().join("r.db");
+    iolab_in(
+        dir.path(),
+        &["sweep", "-q", "--profile", "layers,stages", "--db", db.to_str().unwrap(), plan.to_str().unwrap(), target.to_str().unwrap()],
+    )
+    .assert_ok();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let count = |kind: &str| -> i64 {
+        c.query_row("SELECT count(DISTINCT run_id) FROM profile_parts WHERE kind = ?1", [kind], |r| r.get(0)).unwrap()
+    };
+    assert_eq!((count("stage"), count("layer")), (2, 2), "every run's stages and layers are stored");
+    let out = dir.path().join("report");
+    iolab_in(dir.path(), &["report", "-q", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()]).assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("latency by stage of the stack (FPL&#x27;18 Fig 2)") || html.contains("latency by stage of the stack (FPL'18 Fig 2)"),
+        "no stages panel"
+    );
+    assert!(html.contains("CPU time per I/O by layer of the stack"), "no layers panel");
+    assert!(html.contains("data-kind=\"stacked-bars\""));
 }
