@@ -201,7 +201,8 @@ fn scheduler_dimension_is_applied_and_restored_on_a_loop_device() {
     let list = available.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
     std::fs::write(&p, format!("ios = 300\ntargets = [\"{dev}\"]\n[matrix]\nscheduler = [{list}]\n")).unwrap();
     let db = dir.path().join("r.db");
-    let run = iolab().args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
+    let run =
+        iolab().env("IOLAB_JOURNAL", dir.path().join("journal.json")).args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
     let after = std::fs::read_to_string(&sched_file).unwrap();
     drop(lo);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
@@ -364,7 +365,10 @@ fn a_study_setup_is_applied_where_possible_and_recorded_where_not() {
     let db = dir.path().join("r.db");
     let dry = iolab().args(["sweep", "--dry-run", "--db"]).arg(&db).arg(&p).output().unwrap();
     let dry = String::from_utf8_lossy(&dry.stdout).into_owned();
-    let run = iolab().args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
+    // A journal of its own: another test changing settings at the same moment holds the machine's
+    // journal, and this run would be refused for it (seen once in CI).
+    let run =
+        iolab().env("IOLAB_JOURNAL", dir.path().join("journal.json")).args(["sweep", "-q", "--db"]).arg(&db).arg(&p).output().unwrap();
     let after = std::fs::read_to_string(&sched_file).unwrap();
     drop(lo);
     assert!(dry.contains("set-up: scheduler=none, governor=performance for every run"), "{dry}");
