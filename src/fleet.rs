@@ -21,7 +21,6 @@ pub enum Work {
 pub struct Placement {
     /// Tasks of the array: one node each.
     pub tasks: usize,
-    pub nodelist: Option<String>,
     pub partition: Option<String>,
     pub constraint: Option<String>,
     /// Slurm's time limit per task (e.g. `2:00:00`).
@@ -114,13 +113,7 @@ impl Fleet {
         // Time to stop cleanly (restore settings, store the run in progress as interrupted and
         // hand over) before a time limit: Slurm signals the batch shell 120 s ahead.
         sbatch("--signal=B:TERM@120");
-        for (opt, v) in [
-            ("nodelist", &p.nodelist),
-            ("partition", &p.partition),
-            ("constraint", &p.constraint),
-            ("time", &p.time),
-            ("account", &p.account),
-        ] {
+        for (opt, v) in [("partition", &p.partition), ("constraint", &p.constraint), ("time", &p.time), ("account", &p.account)] {
             if let Some(v) = v {
                 sbatch(&format!("--{opt}={v}"));
             }

@@ -38,7 +38,9 @@ impl Machine {
         match self {
             Machine::Host => r.hostname.clone(),
             Machine::Kernel => r.kernel.clone(),
-            Machine::Device => r.devices.clone(),
+            // A device filter matches one name among a run's targets: a run on several devices
+            // is grouped by its first.
+            Machine::Device => r.devices.as_deref().and_then(|d| d.split(',').next()).map(String::from),
         }
     }
 
@@ -126,13 +128,10 @@ fn across(args: &CompareArgs, by: Machine) -> Result<(), String> {
             machines.first().map(|m| format!(" ({m})")).unwrap_or_default()
         ));
     }
-    // A device filter matches one name among a run's targets: a run on several devices is
-    // grouped by its first.
-    let first = |m: &str| m.split(',').next().unwrap_or(m).to_string();
-    let ra = replicates_where(&store, &by.select(&args.a, &first(&machines[0])))?;
+    let ra = replicates_where(&store, &by.select(&args.a, &machines[0]))?;
     println!("{} in {}: by {what}, each against A = {}", args.a, args.db.display(), machines[0]);
     for m in &machines[1..] {
-        let rb = replicates_where(&store, &by.select(&args.a, &first(m)))?;
+        let rb = replicates_where(&store, &by.select(&args.a, m))?;
         println!("\nB = {m}");
         table(&ra, &rb);
     }

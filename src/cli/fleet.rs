@@ -80,9 +80,12 @@ pub fn main(cmd: &FleetCmd) -> i32 {
 }
 
 fn submit(a: &SubmitArgs) -> Result<i32, String> {
+    // A plan is read once: checked here, copied into the results directory below.
+    let mut plan_text = None;
     let given = if Path::new(&a.work).is_file() {
         let text = std::fs::read_to_string(&a.work).map_err(|e| format!("cannot read plan {}: {e}", a.work))?;
         crate::plan::sweep::expand(&text, &[]).map_err(|e| format!("plan {}: {e}", a.work))?;
+        plan_text = Some(text);
         Work::Plan { file: PathBuf::from(&a.work) }
     } else if let Some(study) = crate::studies::find(&a.work) {
         Work::Suite { id: study.id.to_string(), quick: a.quick }
@@ -112,7 +115,6 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
         destructive: a.destructive.clone(),
         placement: Placement {
             tasks,
-            nodelist: None,
             partition: a.partition.clone(),
             constraint: a.constraint.clone(),
             time: a.time.clone(),
@@ -151,15 +153,16 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
         }
         fleet.jobs = before.jobs;
     }
-    if let Work::Plan { file } = &fleet.work {
-        let text = std::fs::read(&a.work).map_err(|e| format!("cannot read plan {}: {e}", a.work))?;
-        if file.exists() && std::fs::read(file).ok().as_deref() != Some(&text[..]) {
+    if let (Work::Plan { file }, Some(text)) = (&fleet.work, &plan_text) {
+        if file.exists() && std::fs::read_to_string(file).ok().as_ref() != Some(text) {
             return Err(format!("{} differs from {}: the fleet's plan cannot change between submissions", file.display(), a.work));
         }
-        crate::output::write_bytes(&file.display().to_string(), &text)?;
+        crate::output::write_bytes(&file.display().to_string(), text.as_bytes())?;
     }
     // Only the tasks with runs left go again.
-    let todo: Vec<usize> = (0..tasks).filter(|&t| !matches!(progress(&fleet, t), Ok(Some((done, total))) if done == total)).collect();
+    let plans = plans(&fleet)?;
+    let todo: Vec<usize> =
+        (0..tasks).filter(|&t| !matches!(progress(&fleet, &plans, t), Ok(Some((done, total))) if done == total)).collect();
     if todo.is_empty() {
         println!("fleet {}: every task is done; the results are in {}", fleet.name, fleet.merged_db().display());
         return Ok(0);
@@ -212,26 +215,30 @@ fn queued(job: &str) -> Result<Vec<crate::fleet::QueuedTask>, String> {
     Ok(if out.status.success() { parse_squeue(&String::from_utf8_lossy(&out.stdout)) } else { Vec::new() })
 }
 
-/// A task's runs done and runs in its share, over every part (a suite has several).
-fn progress(f: &Fleet, task: usize) -> Result<Option<(usize, usize)>, String> {
-    let db = f.task_db(task);
-    if !db.exists() {
-        return Ok(None);
-    }
-    let share = Share { index: task, count: f.placement.tasks };
-    let plans: Vec<String> = match &f.work {
+/// The plan text of every part the fleet runs (a suite has several), read once per command.
+fn plans(f: &Fleet) -> Result<Vec<String>, String> {
+    Ok(match &f.work {
         Work::Plan { file } => vec![std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?],
         Work::Suite { id, quick } => {
             let study = crate::studies::find(id).ok_or_else(|| format!("no suite {id}"))?;
             study.parts.iter().filter_map(|p| p.plan(*quick, None, &f.destructive)).collect()
         }
-    };
+    })
+}
+
+/// A task's runs done and runs in its share, over every part (a suite has several).
+fn progress(f: &Fleet, plans: &[String], task: usize) -> Result<Option<(usize, usize)>, String> {
+    let db = f.task_db(task);
+    if !db.exists() {
+        return Ok(None);
+    }
+    let share = Share { index: task, count: f.placement.tasks };
     let (mut done, mut total, mut seen) = (0, 0, false);
     for text in plans {
-        match share_progress(&db, &text, &f.targets, share)? {
+        match share_progress(&db, text, &f.targets, share)? {
             Some((d, t)) => (done, total, seen) = (done + d, total + t, true),
             // A part not started yet: its share is all to do.
-            None => total += crate::plan::sweep::expand(&text, &f.targets).map(|e| share.keys(&e).len() * e.replicates as usize)?,
+            None => total += crate::plan::sweep::expand(text, &f.targets).map(|e| share.keys(&e).len() * e.replicates as usize)?,
         }
     }
     Ok(seen.then_some((done, total)))
@@ -244,10 +251,11 @@ fn status(results: &Path) -> Result<i32, String> {
     for job in &f.jobs {
         queue.extend(queued(job)?);
     }
+    let plans = plans(&f)?;
     let (mut all_done, mut all_total) = (0, 0);
     for t in 0..f.placement.tasks {
         let slurm = queue.iter().find(|q| q.task == t).map(|q| format!("{} {}", q.state, q.node)).unwrap_or_else(|| "not queued".into());
-        let runs = match progress(&f, t)? {
+        let runs = match progress(&f, &plans, t)? {
             Some((done, total)) => {
                 all_done += done;
                 all_total += total;
