@@ -53,6 +53,10 @@ options:
   --iommu              an emulated Intel IOMMU (intel-iommu,intremap=on) and intel_iommu=on
                        iommu=pt, for iolab's user-space NVMe driver through VFIO type-1
                        (docs/nvme-driver.md); the vfio modules are in every initramfs
+  --noiommu            no IOMMU, and vfio.ko rebuilt with CONFIG_VFIO_NOIOMMU (Debian's lacks it)
+                       for VFIO's unsafe no-IOMMU mode: built on the host from Debian's
+                       linux-source and linux-headers of the guest kernel (tests/vm/noiommu.sh,
+                       cached in <cache>/noiommu/ABI/); skips (77) with the reason where it cannot
   --quiet-boot         print the console once the guest has stopped, not live
   -h, --help           this text
 EOF
@@ -75,6 +79,7 @@ TCG=${IOLAB_VM_TCG:-}
 INSTALL=1
 APPEND=""
 IOMMU=0
+NOIOMMU=0
 LIVE=1
 SCRIPTS=()
 while [ $# -gt 0 ]; do
@@ -93,6 +98,7 @@ while [ $# -gt 0 ]; do
     --no-install) INSTALL=0; shift;;
     --append) APPEND=$2; shift 2;;
     --iommu) IOMMU=1; shift;;
+    --noiommu) NOIOMMU=1; shift;;
     --quiet-boot) LIVE=0; shift;;
     -h|--help) usage; exit 0;;
     --) shift; SCRIPTS+=("$@"); break;;
@@ -106,6 +112,7 @@ case $POLLQ in ''|*[!0-9]*) die "--poll-queues wants a number";; esac
 case $BACKEND in null|file|both) ;; *) die "--backend is null, file or both";; esac
 case $SUITE in *[!a-z0-9-]*) die "--suite wants a Debian release name such as bullseye";; esac
 case $TCG in ''|single|multi) ;; *) die "--tcg is single or multi";; esac
+[ $IOMMU = 1 ] && [ $NOIOMMU = 1 ] && die "--iommu and --noiommu exclude each other: pick one"
 [ -x "$IOLAB_BIN" ] || die "iolab binary $IOLAB_BIN not found (cargo build --release, or --iolab PATH)"
 IOLAB_BIN=$(readlink -f "$IOLAB_BIN")
 
@@ -311,6 +318,16 @@ if [ ! -f "$BASE" ]; then
   [ -s "$BASE" ] || skip "could not build the base initramfs"
 fi
 
+# ---------------------------------------------------------------- no-IOMMU vfio.ko (cached)
+if [ $NOIOMMU = 1 ]; then
+  . "$HERE/noiommu.sh"
+  noiommu_vfio_ko || skip "no-IOMMU mode: $NOIOMMU_WHY"
+  # Where the stock vfio.ko sits in the guest's module tree (decompressed there from 6.12).
+  VFIO_KO=$(sed -n 's/^\(\(.*\/\)\?vfio\.ko\)\(\.[a-z]*\)\?:.*/\1/p' "$KDIR/modules/modules.dep" | head -1)
+  [ -n "$VFIO_KO" ] || skip "no-IOMMU mode: kernel $KVER has no vfio module"
+  echo "vm-rig: no-IOMMU mode: vfio.ko rebuilt with CONFIG_VFIO_NOIOMMU ($NOIOMMU_KO)"
+fi
+
 # ---------------------------------------------------------------- per-run overlay
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/iolab-vm.XXXXXX")
 QPID=""
@@ -331,6 +348,8 @@ i=0
 for s in "${SCRIPTS[@]}"; do
   i=$((i + 1)); install -m755 "$s" "$O/vm/tests/$(printf %02d $i)-$(basename "$s")"
 done
+# The rebuilt vfio.ko replaces the stock one at its path (a later cpio entry overwrites).
+[ $NOIOMMU = 1 ] && install -D -m644 "$NOIOMMU_KO" "$O/lib/modules/$KVER/$VFIO_KO"
 (cd "$O" && find . -mindepth 1 | "$BUSYBOX" cpio -o -H newc 2>/dev/null) > "$RUN/overlay.cpio"
 cat "$BASE" "$RUN/overlay.cpio" > "$RUN/initrd.cpio"
 
@@ -349,10 +368,10 @@ fi
 if [ $BACKEND = file ] || [ $BACKEND = both ]; then
   truncate -s 256M "$RUN/nvme-file.img"
   DEVS+=(-blockdev driver=file,node-name=nvfile,filename=$RUN/nvme-file.img,cache.direct=on,aio=threads
-         -device nvme,serial=vmrig-file,drive=nvfile,max_ioqpairs=8$([ $IOMMU = 1 ] && echo ,mdts=8))
+         -device nvme,serial=vmrig-file,drive=nvfile,max_ioqpairs=8$([ $IOMMU = 1 ] || [ $NOIOMMU = 1 ] && echo ,mdts=8))
 fi
 ACC="-accel tcg,thread=$TCG -cpu max"
-CMDLINE="console=ttyS0 panic=-1 oops=panic quiet loglevel=4 nvme.poll_queues=$POLLQ vmrig.poll_queues=$POLLQ vmrig.backend=$BACKEND vmrig.iommu=$IOMMU $APPEND"
+CMDLINE="console=ttyS0 panic=-1 oops=panic quiet loglevel=4 nvme.poll_queues=$POLLQ vmrig.poll_queues=$POLLQ vmrig.backend=$BACKEND vmrig.iommu=$IOMMU vmrig.noiommu=$NOIOMMU $APPEND"
 echo "vm-rig: booting: QEMU TCG (thread=$TCG), $SMP CPUs, $MEM MiB, NVMe backend $BACKEND, poll_queues=$POLLQ, scripts: $(cd "$O/vm/tests" && echo *)"
 LOG=$RUN/console.log
 START=$(date +%s.%N)

@@ -1,18 +1,39 @@
 #!/bin/sh
-# iolab's own user-space NVMe driver (-i vfio-nvme) on the file-backed emulated controller,
-# through VFIO type-1 under QEMU's intel-iommu (tests/vm/rig.sh --iommu): data written by the
-# driver reads back through the kernel's block device after the controller is given back, and
-# the reverse; --verify; several threads, 512 B to 1 MiB; zero interrupts on the controller's
-# vectors; the controller bound to nvme again after a normal run, after SIGINT, and after kill -9
-# followed by `iolab restore`; refusals while the namespace is mounted, swap or open.
+# iolab's own user-space NVMe driver (-i vfio-nvme) on the file-backed emulated controller, in
+# either of VFIO's two ways to reach memory:
+# - through VFIO type-1 under QEMU's intel-iommu (tests/vm/rig.sh --iommu): everything below;
+# - in VFIO's unsafe no-IOMMU mode with physical addresses (tests/vm/rig.sh --noiommu, vfio.ko
+#   rebuilt with CONFIG_VFIO_NOIOMMU and loaded with enable_unsafe_noiommu_mode=1): the runs whose
+#   DMA addressing differs (refused without --vfio-noiommu; written by the driver and read back by
+#   the kernel, and the reverse; --verify; three threads at 512 B, 12 KiB batched, 1 MiB with PRP
+#   lists; zero interrupts; given back after each run), not the mode-blind ones (signals, kill -9,
+#   mounted, swap, probe).
+# Checked: data written by the driver reads back through the kernel's block device after the
+# controller is given back, and the reverse; --verify; several threads, 512 B to 1 MiB; zero
+# interrupts on the controller's vectors; the controller bound to nvme again after a normal run,
+# after SIGINT, and after kill -9 followed by `iolab restore`; refusals while the namespace is
+# mounted, swap or open.
 . /vm/lib.sh
 
-if ! grep -q intel_iommu=on /proc/cmdline; then
-  result vfio_iommu SKIP "no emulated IOMMU in this boot (tests/vm/rig.sh --iommu)"; exit 0
+if grep -q intel_iommu=on /proc/cmdline; then
+  MODE=type1; NOIOMMU=""
+elif grep -q vmrig.noiommu=1 /proc/cmdline; then
+  MODE=no-iommu; NOIOMMU=--vfio-noiommu
+else
+  result vfio_iommu SKIP "neither an emulated IOMMU nor the no-IOMMU vfio.ko in this boot (tests/vm/rig.sh --iommu or --noiommu)"; exit 0
 fi
 [ -n "$VM_FILE_CTRL" ] || { result vfio_device SKIP "no file-backed NVMe controller (--backend file|both)"; exit 0; }
+if [ $MODE = no-iommu ]; then
+  # Before vfio-pci pulls vfio in without the parameter.
+  modprobe vfio enable_unsafe_noiommu_mode=1 || { result vfio_noiommu_module FAIL "modprobe vfio enable_unsafe_noiommu_mode=1 failed"; exit 0; }
+  if [ "$(cat /sys/module/vfio/parameters/enable_unsafe_noiommu_mode 2>/dev/null)" = Y ]; then
+    result vfio_noiommu_module PASS "vfio loaded with enable_unsafe_noiommu_mode=Y, kernel tainted $(cat /proc/sys/kernel/tainted) ($(dmesg | grep -m1 'vfio: module' | sed 's/^\[ *[0-9.]*\] //' | cut -c1-90))"
+  else
+    result vfio_noiommu_module FAIL "enable_unsafe_noiommu_mode is '$(cat /sys/module/vfio/parameters/enable_unsafe_noiommu_mode 2>&1)'"; exit 0
+  fi
+fi
 modprobe vfio-pci || { result vfio_modules FAIL "modprobe vfio-pci failed"; exit 0; }
-modprobe vfio_iommu_type1
+[ $MODE = type1 ] && modprobe vfio_iommu_type1
 BDF=$(basename "$(readlink -f "/sys/class/nvme/$VM_FILE_CTRL/device")")
 driver() { basename "$(readlink "/sys/bus/pci/devices/$BDF/driver" 2>/dev/null)" 2>/dev/null; }
 # The namespace's block device now: its name may move when the kernel binds the controller again.
@@ -40,18 +61,28 @@ wait_ns || { result vfio_namespace FAIL "no namespace on $BDF"; exit 0; }
 echo "vfio: controller $BDF ($VM_FILE_CTRL), namespace $DEV, IOMMU group $(basename "$(readlink "/sys/bus/pci/devices/$BDF/iommu_group")")"
 
 section "the interface and its refusals"
+hugepages() { cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages; }
+if [ $MODE = no-iommu ]; then
+  H0=$(hugepages)
+  refused vfio_noiommu_needs_flag "pass --vfio-noiommu to allow that" -i vfio-nvme --complete poll --rw read --ios 10 "$DEV"
+  if [ "$(driver)" = nvme ] && [ "$(hugepages)" = "$H0" ]; then result vfio_noiommu_refusal_changed_nothing PASS "bound to nvme, $H0 hugepages"
+  else result vfio_noiommu_refusal_changed_nothing FAIL "bound to '$(driver)', hugepages $H0 -> $(hugepages)"; fi
+fi
 if "$IOLAB" interfaces | grep -q '^vfio-nvme .*SPDK class.* yes '; then
   result vfio_interfaces_available PASS "$("$IOLAB" interfaces | grep '^vfio-nvme' | cut -c1-80)"
 else
   result vfio_interfaces_available FAIL "$("$IOLAB" interfaces | grep '^vfio-nvme')"
 fi
 "$IOLAB" probe "$DEV" > /tmp/vfio_probe.out 2>&1
-if grep -q 'vfio-nvme.*poll.*polled' /tmp/vfio_probe.out; then
+if [ $MODE = no-iommu ]; then
+  echo "vfio: probe says: $(grep vfio-nvme /tmp/vfio_probe.out | head -1)"
+elif grep -q 'vfio-nvme.*poll.*polled' /tmp/vfio_probe.out; then
   result vfio_probe PASS "$(grep vfio-nvme /tmp/vfio_probe.out | head -1 | cut -c1-160)"
 else
   result vfio_probe FAIL "$(grep vfio-nvme /tmp/vfio_probe.out | head -c 300)"
 fi
 wait_ns
+[ $MODE = type1 ] && {
 refused vfio_write_needs_destructive "destructive" -i vfio-nvme --complete poll --rw write --ios 10 "$DEV"
 refused vfio_needs_poll "complete poll" -i vfio-nvme --rw read --ios 10 "$DEV"
 sleep 30 < "$DEV" &
@@ -60,23 +91,24 @@ sleep 0.2
 refused vfio_refused_while_open "pid $HOLDER (sleep) has $DEV open" -i vfio-nvme --complete poll --rw read --ios 10 "$DEV"
 kill $HOLDER; wait $HOLDER 2>/dev/null
 [ "$(driver)" = nvme ] || result vfio_refusal_changed_nothing FAIL "bound to $(driver) after a refusal"
+}
 
 section "written by the driver, read back by the kernel"
 # verified NAME ARGS...: a vfio-nvme --verify run that completes by polling with no interrupt.
 verified() {
   local _n=$1 _rc _wb
   shift
-  run_iolab "$_n" "" -i vfio-nvme --complete poll --verify "$@"
+  run_iolab "$_n" "" -i vfio-nvme --complete poll $NOIOMMU --verify "$@"
   if [ "$RC" != 0 ]; then problem "exit $RC: $(head -c 400 "/tmp/$RUN_NAME.err" | tr '\n' ' ')"; fi
   [ "$(j status)" = ok ] || problem "status $(j status): $(j error)"
   [ "$(j results.total.errors)" = 0 ] || problem "errors=$(j results.total.errors)"
   [ "$(j completion_path.observed)" = polled ] || problem "completion path observed '$(j completion_path.observed)': $(j completion_path.evidence)"
   case "$(j completion_path.evidence)" in 0\ interrupts*) ;; *) problem "evidence: $(j completion_path.evidence)";; esac
-  [ "$(j environment.user_space_driver.iommu)" = type1 ] || problem "iommu '$(j environment.user_space_driver.iommu)'"
+  [ "$(j environment.user_space_driver.iommu)" = $MODE ] || problem "iommu '$(j environment.user_space_driver.iommu)'"
   _rc=$(j results.verify.reads_checked); _wb=$(j results.verify.written_blocks_read_back)
   case "$(j spec.rw)" in *write|randrw) [ "${_wb:-0}" -gt 0 ] || problem "no written block read back";; esac
   case "$(j spec.rw)" in *read|randrw) [ "${_rc:-0}" -gt 0 ] || problem "no read checked";; esac
-  report "$_n" "reads_checked=$_rc written_read_back=$_wb hugepages=$(j environment.user_space_driver.hugepages) $(j environment.settings_changed.0)"
+  report "$_n" "$(j environment.user_space_driver.iommu) reads_checked=$_rc written_read_back=$_wb hugepages=$(j environment.user_space_driver.hugepages) $(j environment.settings_changed.0)"
 }
 verified vfio_fill_write --rw write --bs 64k --bytes 8m --size 8m --destructive "$DEV" "$DEV"
 # iolab waits for the namespace to be back before it exits (a sweep's next run may name it).
@@ -104,6 +136,8 @@ verified vfio_1m --rw randrw --write-mix 50 --qd 4 --bs 1m --ios 24 --size 8m --
 wait_ns
 verified vfio_12k_batched --rw randread --qd 16 --batch-submit 4 --bs 12k --ios 400 --size 8m "$DEV"
 wait_ns
+
+[ $MODE = type1 ] || exit 0
 
 section "the polling thread is busy"
 # cores CLASS: the CPU cores the thread class used over the last run's window.
