@@ -6,6 +6,7 @@ pub mod recorder;
 pub mod workload;
 
 pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
+use crate::interfaces::memory::AlignedBuf;
 use crate::interfaces::{self, Interface, InterfaceKind, Setup, Visit};
 use crate::plan::{Budget, Job};
 use crate::verify;
@@ -56,37 +57,6 @@ struct ThreadOut {
     verified_written: u64,
     verify_error: Option<FailedIo>,
 }
-
-/// Aligned, zeroed memory for a thread's slot buffers, owned for the run.
-struct AlignedBuf {
-    ptr: *mut u8,
-    layout: std::alloc::Layout,
-}
-impl AlignedBuf {
-    /// Err when the memory is not there (the up-front check cannot see other processes' use):
-    /// a failed run, not an abort with settings changed.
-    fn new(len: usize) -> Result<AlignedBuf, String> {
-        let layout = std::alloc::Layout::from_size_align(len.max(4096), 4096).map_err(|e| format!("I/O buffers of {len} bytes: {e}"))?;
-        // SAFETY: layout is non-zero sized. black_box: an optimiser may otherwise treat an
-        // allocation it can see is unused as if it succeeded (seen in a release test).
-        let ptr = std::hint::black_box(unsafe { std::alloc::alloc_zeroed(layout) });
-        if ptr.is_null() {
-            return Err(format!("out of memory allocating {len} bytes of I/O buffers: lower --qd, --bs or --threads"));
-        }
-        Ok(AlignedBuf { ptr, layout })
-    }
-    fn slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr owns layout.size() bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
-    }
-}
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
-}
-unsafe impl Send for AlignedBuf {}
 
 fn pin_to_cpu(cpu: usize) -> Result<(), String> {
     // SAFETY: set is a plain bitmask initialised by CPU_ZERO/CPU_SET.
@@ -287,7 +257,7 @@ fn prepare<T: Interface>(sh: &Shared, t: usize) -> Result<Prepared<T>, String> {
     if !job.workload.cpus.is_empty() {
         pin_to_cpu(job.workload.cpus[t % job.workload.cpus.len()])?;
     }
-    let mut bufs = AlignedBuf::new(job.workload.bs as usize * job.workload.qd as usize)?;
+    let mut bufs = AlignedBuf::new(job.workload.bs as usize * job.workload.qd as usize, T::buffer_memory(&job.io))?;
     let mut rng = Rng::for_thread(job.workload.seed, t as u32);
     // Incompressible data, so compressing devices cannot flatter writes.
     rng.fill(bufs.slice());
@@ -315,7 +285,7 @@ fn open_for<T: Interface>(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) 
     let setup = Setup {
         fds: &fds,
         buffers: bufs.ptr,
-        buffers_len: bufs.layout.size(),
+        buffers_len: bufs.len(),
         bs: job.workload.bs as u32,
         qd: job.workload.qd,
         submit: job.io.submit,

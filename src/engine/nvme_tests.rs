@@ -3,6 +3,7 @@
 use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
 use super::*;
 use crate::interfaces::io_uring::RingOptions;
+use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::vfio_nvme::sim::{self, Attachment, Config, Script, SimDriver};
 use crate::interfaces::{Complete, IoInterface, Submit};
 
@@ -27,7 +28,7 @@ impl Work {
 /// Opens a queue pair on `a` and runs one thread's hot loop over its namespace.
 fn run_loop(a: &Attachment, w: Work, seed: u64) -> (LoopEnd, Recorder, SimDriver) {
     let clock = Clock::calibrate();
-    let mut bufs = AlignedBuf::new((w.bs * w.qd) as usize).unwrap();
+    let mut bufs = AlignedBuf::new((w.bs * w.qd) as usize, BufferMemory::Heap).unwrap();
     let setup = Setup {
         fds: &[a.handle],
         buffers: bufs.ptr,

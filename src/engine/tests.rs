@@ -1,6 +1,7 @@
 //! The engine and its hot loop driven through `-i null`, in process: no root, no device, no file.
 use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
 use super::*;
+use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::null::{self, Null};
 
 struct NoHooks;
@@ -31,7 +32,7 @@ fn run_null(job: &Job) -> EngineOutput {
 /// One thread's loop over a null interface, returning the interface so its counters can be read.
 fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
     let clock = Clock::calibrate();
-    let mut bufs = AlignedBuf::new((job.workload.bs * job.workload.qd as u64) as usize).unwrap();
+    let mut bufs = AlignedBuf::new((job.workload.bs * job.workload.qd as u64) as usize, BufferMemory::Heap).unwrap();
     let setup = Setup {
         fds: &[-1],
         buffers: bufs.ptr,
@@ -157,7 +158,7 @@ fn writes_go_through_null_too() {
 #[test]
 fn buffers_that_cannot_be_allocated_fail_the_run_instead_of_aborting() {
     // 4 EiB: beyond any x86-64 address space, so even overcommit cannot hand it out.
-    let err = AlignedBuf::new(1 << 62).err().expect("4 EiB of buffers allocated");
+    let err = AlignedBuf::new(1 << 62, BufferMemory::Heap).err().expect("4 EiB of buffers allocated");
     assert!(err.contains("out of memory"), "{err}");
 }
 

@@ -7,6 +7,7 @@
 pub mod block_poll;
 pub mod io_uring;
 pub mod libaio;
+pub mod memory;
 pub mod null;
 pub mod nvme_passthru;
 pub mod posixaio;
@@ -287,6 +288,10 @@ pub trait Interface: IoInterface {
             Complete::Hybrid => "hybrid polling",
         }
         .to_string()
+    }
+    /// The memory the hot loop's slot buffers must be in (`memory.rs`).
+    fn buffer_memory(_io: &IoChoice) -> memory::BufferMemory {
+        memory::BufferMemory::Heap
     }
     /// Reads one block synchronously for `--verify` read-back: bytes read or a negative result
     /// (`error_text` says what it means).

@@ -26,6 +26,7 @@ pub mod take;
 mod tests;
 pub mod vfio;
 
+use super::memory::{AlignedBuf, BufferMemory};
 use super::{
     Behaviour, Complete, Completion, Interface, InterfaceInfo, IoChoice, IoInterface, Path, Request, Setup, Submit, SyncReader, TargetInfo,
     TargetKind, DEVICE_STATUS,
@@ -331,21 +332,19 @@ pub fn check_options(io: &IoChoice) -> Result<(), String> {
     Ok(())
 }
 
-/// Page-aligned memory of its own, for the verify reader's transfers.
+/// Page-aligned memory of its own, for the verify reader's transfers: in hugepages when the
+/// controller has no IOMMU, like the slot buffers.
 struct Bounce {
-    mem: Vec<u8>,
-    at: usize,
+    mem: AlignedBuf,
     len: usize,
 }
 
 impl Bounce {
-    fn new(len: usize) -> Bounce {
-        let mem = vec![0u8; len + PAGE];
-        let at = (mem.as_ptr() as usize).next_multiple_of(PAGE) - mem.as_ptr() as usize;
-        Bounce { mem, at, len }
+    fn new(len: usize, memory: BufferMemory) -> Result<Bounce, String> {
+        Ok(Bounce { mem: AlignedBuf::new(len.next_multiple_of(PAGE), memory)?, len })
     }
-    fn ptr(&mut self) -> *mut u8 {
-        self.mem[self.at..].as_mut_ptr()
+    fn ptr(&self) -> *mut u8 {
+        self.mem.ptr
     }
 }
 
@@ -392,16 +391,32 @@ impl Interface for UserDriver {
         "polled (user space): each thread spins on its own completion queue; queues created with interrupts off, no vector requested".into()
     }
 
+    /// Without an IOMMU the controller gets physical addresses: hugepages keep them valid.
+    fn buffer_memory(io: &IoChoice) -> BufferMemory {
+        if io.vfio_noiommu {
+            BufferMemory::Hugepages
+        } else {
+            BufferMemory::Heap
+        }
+    }
+
     fn sync_reader(_fd: RawFd) -> Result<SyncReader, String> {
         let mut own: Option<(UserDriver, Bounce)> = None;
         Ok(Box::new(move |fd, buf, offset| {
             if own.as_ref().is_none_or(|(_, b)| b.len != buf.len()) {
                 own = None;
-                let mut bounce = Bounce::new(buf.len());
+                let memory = match attached::<vfio::BarRegs, vfio::DmaHandle>(fd) {
+                    Ok(c) if c.mem.0.iommu() == vfio::Iommu::NoIommu => BufferMemory::Hugepages,
+                    _ => BufferMemory::Heap,
+                };
+                let bounce = match Bounce::new(buf.len(), memory) {
+                    Ok(b) => b,
+                    Err(_) => return -(libc::ENOMEM as i64),
+                };
                 let setup = Setup {
                     fds: &[fd],
                     buffers: bounce.ptr(),
-                    buffers_len: buf.len().next_multiple_of(PAGE),
+                    buffers_len: bounce.mem.len(),
                     bs: buf.len() as u32,
                     qd: 1,
                     submit: Submit::Syscall,
@@ -418,7 +433,7 @@ impl Interface for UserDriver {
             let (qp, bounce) = own.as_mut().expect("opened");
             let r = read_one(qp, bounce, offset);
             if r > 0 {
-                buf.copy_from_slice(&bounce.mem[bounce.at..bounce.at + buf.len()]);
+                buf.copy_from_slice(&bounce.mem.slice()[..buf.len()]);
             }
             r
         }))

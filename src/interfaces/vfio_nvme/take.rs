@@ -9,6 +9,7 @@ use super::controller::{Controller, Options, PAGE};
 use super::vfio::{BarRegs, Dma, DmaHandle, Iommu, Vfio, HUGEPAGE};
 use crate::device::controller::{self as ctrl, ControllerTarget};
 use crate::failure::{Failure, FailureKind};
+use crate::interfaces::memory::BufferMemory;
 use crate::settings::{AppliedGuard, Change, Setting, Settings};
 use serde::Serialize;
 use std::os::fd::RawFd;
@@ -41,6 +42,9 @@ pub struct DriverEnv {
     pub io_queues: u16,
     /// 2 MiB hugepages holding queues and PRP lists.
     pub hugepages: usize,
+    /// Where the slot buffers are: "heap" (mapped through the IOMMU) or "hugepages" (physical
+    /// addresses that stay put, without an IOMMU).
+    pub buffers: BufferMemory,
 }
 
 /// A controller taken from the kernel, attached and registered as `handle`.
@@ -56,11 +60,17 @@ pub struct Taken {
 }
 
 /// Hugepages the admin queues and the queues and PRP lists of `threads` queue pairs need, with
-/// one spare per thread (a region never spans two hugepages).
-pub fn hugepages_needed(threads: u32, qd: u32, bs: u64) -> u64 {
+/// one spare per thread (a region never spans two hugepages); with `buffers` (no IOMMU), also
+/// each thread's slot buffers and the verify reader's block.
+pub fn hugepages_needed(threads: u32, qd: u32, bs: u64, buffers: BufferMemory) -> u64 {
     let (entries, page) = (qd as u64 + 1, PAGE as u64);
     let per_thread = (entries * 64).div_ceil(page) + (entries * 16).div_ceil(page) + if bs > page { qd as u64 } else { 0 };
-    (3 + threads as u64 * per_thread).div_ceil((HUGEPAGE / PAGE) as u64) + threads as u64
+    let queues = (3 + threads as u64 * per_thread).div_ceil((HUGEPAGE / PAGE) as u64) + threads as u64;
+    let huge = HUGEPAGE as u64;
+    match buffers {
+        BufferMemory::Heap => queues,
+        BufferMemory::Hugepages => queues + threads as u64 * (qd as u64 * bs).div_ceil(huge) + bs.div_ceil(huge),
+    }
 }
 
 /// Interrupts counted in /proc/interrupts on the lines naming PCI device `bdf` (vfio-pci names
@@ -90,7 +100,8 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
         return Err(Failure::invalid("taking an NVMe controller from the kernel needs root: run iolab as root (sudo)".into()));
     }
     let mut changes = vec![Change::new(Setting::PciDriver, Some(&target.bdf), "vfio-pci")];
-    changes.extend(system.hugepages_for(hugepages_needed(w.threads, w.qd, w.bs)).map_err(Failure::unsupported)?);
+    let buffers = if w.allow_noiommu { BufferMemory::Hugepages } else { BufferMemory::Heap };
+    changes.extend(system.hugepages_for(hugepages_needed(w.threads, w.qd, w.bs, buffers)).map_err(Failure::unsupported)?);
     for c in &changes {
         system.check(c).map_err(Failure::unsupported)?;
     }
@@ -112,6 +123,7 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
             max_transfer_bytes: None,
             io_queues: 0,
             hugepages: 0,
+            buffers,
         },
         guard: Some(guard),
         irqs_at_start: 0,
@@ -219,9 +231,17 @@ mod tests {
     #[test]
     fn hugepages_cover_the_queues_with_room_to_spare() {
         // QD32, 4 KiB: 33 entries take one SQ and one CQ page per thread.
-        assert_eq!(hugepages_needed(1, 32, 4096), 2);
-        assert_eq!(hugepages_needed(4, 32, 4096), 5);
+        assert_eq!(hugepages_needed(1, 32, 4096, BufferMemory::Heap), 2);
+        assert_eq!(hugepages_needed(4, 32, 4096, BufferMemory::Heap), 5);
         // QD1024 with 128 KiB blocks: 1024 PRP list pages + 17 + 5 ring pages per thread.
-        assert_eq!(hugepages_needed(2, 1024, 128 << 10), (3 + 2 * 1046u64).div_ceil(512) + 2);
+        assert_eq!(hugepages_needed(2, 1024, 128 << 10, BufferMemory::Heap), (3 + 2 * 1046u64).div_ceil(512) + 2);
+    }
+
+    #[test]
+    fn without_an_iommu_the_slot_buffers_and_the_verify_block_take_hugepages_too() {
+        // 2 threads x 32 x 4 KiB = 128 KiB each: one hugepage each, one for the verify block.
+        assert_eq!(hugepages_needed(2, 32, 4096, BufferMemory::Hugepages), hugepages_needed(2, 32, 4096, BufferMemory::Heap) + 3);
+        // QD4 x 1 MiB = 4 MiB: two each; the 1 MiB verify block one.
+        assert_eq!(hugepages_needed(3, 4, 1 << 20, BufferMemory::Hugepages), hugepages_needed(3, 4, 1 << 20, BufferMemory::Heap) + 7);
     }
 }

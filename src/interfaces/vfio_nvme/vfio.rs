@@ -9,12 +9,15 @@
 //! - **no-IOMMU** (`--vfio-noiommu`, only on kernels built with CONFIG_VFIO_NOIOMMU and vfio
 //!   loaded with enable_unsafe_noiommu_mode=1): the controller sees physical addresses, read from
 //!   /proc/self/pagemap (root only). Nothing protects memory from the device and nothing pins
-//!   pages for it, so queues live in locked hugepages (never swapped; hugetlb pages stay put)
-//!   and slot buffers are locked before their addresses are read.
+//!   pages for it, so everything it reaches is in hugepages, queues and slot buffers alike
+//!   (`interfaces::memory`: an ordinary page, even locked, may be moved by compaction while the
+//!   controller holds its address); `map` refuses anything else.
 //!
 //! The ioctl numbers and structures below are those of linux/vfio.h, defined here (small, and
 //! fixed since Linux 3.6) rather than taken from a bindings crate.
 use super::{DmaMemory, DmaRegion, Registers, PAGE};
+pub use crate::interfaces::memory::HUGEPAGE;
+use crate::interfaces::memory::{self, AlignedBuf};
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -107,9 +110,6 @@ struct DmaUnmap {
 const PCI_COMMAND: u64 = 4;
 const PCI_COMMAND_MEMORY: u16 = 1 << 1;
 const PCI_COMMAND_MASTER: u16 = 1 << 2;
-
-/// A hugepage: the unit queues and PRP lists are allocated from.
-pub const HUGEPAGE: usize = 2 << 20;
 
 /// An ioctl with a pointer or integer argument: its non-negative result, or the error.
 fn ioctl(fd: &OwnedFd, req: u64, arg: usize) -> io::Result<i32> {
@@ -431,7 +431,7 @@ impl Registers for BarRegs {
 
 /// One 2 MiB hugepage, carved into 4 KiB pages for queues and PRP lists.
 struct Chunk {
-    virt: *mut u8,
+    mem: AlignedBuf,
     /// Where the controller sees it (a hugepage is contiguous for it in both modes).
     iova: u64,
     /// Pages in use, one bit each.
@@ -442,7 +442,7 @@ struct Arena {
     chunks: Vec<Chunk>,
     /// The next IO address to hand out (type-1), and the ranges it must stay in.
     next_iova: u64,
-    /// Memory mapped with `map`: (virt, len, first IO address).
+    /// Memory mapped with `map` through the IOMMU: (virt, len, first IO address).
     mapped: Vec<(usize, usize, u64)>,
 }
 
@@ -465,6 +465,10 @@ impl Dma {
     pub fn new(vfio: Arc<Vfio>) -> Dma {
         let start = vfio.iova_ranges.first().map_or(0, |r| r.0.max(1 << 32).next_multiple_of(HUGEPAGE as u64));
         Dma { vfio, arena: Mutex::new(Arena { chunks: Vec::new(), next_iova: start, mapped: Vec::new() }), pagemap: Mutex::new(None) }
+    }
+
+    pub fn iommu(&self) -> Iommu {
+        self.vfio.iommu
     }
 
     /// Hugepages in use.
@@ -526,37 +530,13 @@ impl Dma {
 
     /// A new hugepage, locked and mapped for the controller.
     fn new_chunk(&self, a: &mut Arena) -> io::Result<Chunk> {
-        // SAFETY: an anonymous private mapping; MAP_POPULATE faults the hugepage in now.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                HUGEPAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_POPULATE | libc::MAP_LOCKED,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(e.kind(), format!("a 2 MiB hugepage: {e} (none free: see /proc/meminfo HugePages_Free)")));
-        }
-        let virt = p as *mut u8;
-        // Touch it: MAP_POPULATE of a hugepage the pool cannot give fails only at first use.
-        // SAFETY: the mapping is HUGEPAGE bytes.
-        unsafe { std::ptr::write_volatile(virt, 0) };
+        let mem = AlignedBuf::hugepages(HUGEPAGE)?;
+        let virt = mem.ptr as usize;
         let iova = match self.vfio.iommu {
-            Iommu::Type1 => self.take_iova(a, HUGEPAGE).and_then(|iova| self.map_dma(virt as usize, iova, HUGEPAGE).map(|_| iova)),
-            Iommu::NoIommu => self.physical(virt as usize),
+            Iommu::Type1 => self.take_iova(a, HUGEPAGE).and_then(|iova| self.map_dma(virt, iova, HUGEPAGE).map(|_| iova))?,
+            Iommu::NoIommu => self.physical(virt)?,
         };
-        match iova {
-            Ok(iova) => Ok(Chunk { virt, iova, used: [0; HUGEPAGE / PAGE / 64] }),
-            Err(e) => {
-                // SAFETY: mapped above.
-                unsafe { libc::munmap(p, HUGEPAGE) };
-                Err(e)
-            }
-        }
+        Ok(Chunk { mem, iova, used: [0; HUGEPAGE / PAGE / 64] })
     }
 }
 
@@ -603,7 +583,7 @@ impl DmaMemory for DmaHandle {
         let ch = &mut a.chunks[c];
         mark(&mut ch.used, p, n, true);
         // SAFETY: pages p..p+n of this chunk are now this region's.
-        let virt = unsafe { ch.virt.add(p * PAGE) };
+        let virt = unsafe { ch.mem.ptr.add(p * PAGE) };
         // SAFETY: as above; regions are handed out zeroed.
         unsafe { std::ptr::write_bytes(virt, 0, n * PAGE) };
         Ok(DmaRegion { virt, iova: ch.iova + (p * PAGE) as u64, len: n * PAGE })
@@ -612,8 +592,8 @@ impl DmaMemory for DmaHandle {
     fn free(&self, region: DmaRegion) {
         let mut a = self.0.arena.lock().expect("arena");
         let at = region.virt as usize;
-        if let Some(ch) = a.chunks.iter_mut().find(|ch| (ch.virt as usize..ch.virt as usize + HUGEPAGE).contains(&at)) {
-            mark(&mut ch.used, (at - ch.virt as usize) / PAGE, region.len.div_ceil(PAGE), false);
+        if let Some(ch) = a.chunks.iter_mut().find(|ch| (ch.mem.ptr as usize..ch.mem.ptr as usize + HUGEPAGE).contains(&at)) {
+            mark(&mut ch.used, (at - ch.mem.ptr as usize) / PAGE, region.len.div_ceil(PAGE), false);
         }
     }
 
@@ -628,29 +608,26 @@ impl DmaMemory for DmaHandle {
                 Ok((0..pages).map(|i| iova + (i * PAGE) as u64).collect())
             }
             Iommu::NoIommu => {
-                // SAFETY: locking memory this process owns.
-                if unsafe { libc::mlock(virt as *const libc::c_void, pages * PAGE) } != 0 {
-                    let e = io::Error::last_os_error();
-                    return Err(io::Error::new(e.kind(), format!("locking {len} bytes of I/O buffers: {e} (ulimit -l)")));
+                if !memory::in_hugepages(virt as usize, pages * PAGE)? {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "without an IOMMU the controller's I/O buffers must be in hugepages: the kernel may move an ordinary page while the controller holds its physical address",
+                    ));
                 }
-                self.0.arena.lock().expect("arena").mapped.push((virt as usize, pages * PAGE, 0));
+                // Per 4 KiB page, as every PRP entry is: nothing assumes the hugepages are
+                // contiguous with each other.
                 (0..pages).map(|i| self.0.physical(virt as usize + i * PAGE)).collect()
             }
         }
     }
 
-    fn unmap(&self, virt: *mut u8, len: usize) {
+    fn unmap(&self, virt: *mut u8, _len: usize) {
+        // Only type-1 mappings are recorded: physical addresses need no undoing.
         let mut a = self.0.arena.lock().expect("arena");
         let Some(i) = a.mapped.iter().position(|m| m.0 == virt as usize) else { return };
-        let (v, l, iova) = a.mapped.remove(i);
+        let (_, l, iova) = a.mapped.remove(i);
         drop(a);
-        match self.0.vfio.iommu {
-            Iommu::Type1 => self.0.unmap_dma(iova, l),
-            // SAFETY: locked in `map`.
-            Iommu::NoIommu => unsafe {
-                libc::munlock(v as *const libc::c_void, l.max(len));
-            },
-        }
+        self.0.unmap_dma(iova, l);
     }
 }
 
@@ -659,15 +636,14 @@ impl Drop for Dma {
     fn drop(&mut self) {
         let a = self.arena.get_mut().expect("arena");
         let (chunks, mapped) = (std::mem::take(&mut a.chunks), std::mem::take(&mut a.mapped));
-        for (_, l, iova) in mapped.into_iter().filter(|_| self.vfio.iommu == Iommu::Type1) {
+        for (_, l, iova) in mapped {
             self.unmap_dma(iova, l);
         }
         for ch in chunks {
             if self.vfio.iommu == Iommu::Type1 {
                 self.unmap_dma(ch.iova, HUGEPAGE);
             }
-            // SAFETY: each chunk is one HUGEPAGE mapping.
-            unsafe { libc::munmap(ch.virt as *mut libc::c_void, HUGEPAGE) };
+            drop(ch.mem);
         }
     }
 }

@@ -16,9 +16,9 @@
 . /vm/lib.sh
 
 if grep -q intel_iommu=on /proc/cmdline; then
-  MODE=type1; NOIOMMU=""
+  MODE=type1; NOIOMMU=""; BUFFERS=heap
 elif grep -q vmrig.noiommu=1 /proc/cmdline; then
-  MODE=no-iommu; NOIOMMU=--vfio-noiommu
+  MODE=no-iommu; NOIOMMU=--vfio-noiommu; BUFFERS=hugepages
 else
   result vfio_iommu SKIP "neither an emulated IOMMU nor the no-IOMMU vfio.ko in this boot (tests/vm/rig.sh --iommu or --noiommu)"; exit 0
 fi
@@ -105,10 +105,12 @@ verified() {
   [ "$(j completion_path.observed)" = polled ] || problem "completion path observed '$(j completion_path.observed)': $(j completion_path.evidence)"
   case "$(j completion_path.evidence)" in 0\ interrupts*) ;; *) problem "evidence: $(j completion_path.evidence)";; esac
   [ "$(j environment.user_space_driver.iommu)" = $MODE ] || problem "iommu '$(j environment.user_space_driver.iommu)'"
+  # Physical addresses only of hugepages: an ordinary page may move while the controller has it.
+  [ "$(j environment.user_space_driver.buffers)" = $BUFFERS ] || problem "slot buffers in '$(j environment.user_space_driver.buffers)', want $BUFFERS"
   _rc=$(j results.verify.reads_checked); _wb=$(j results.verify.written_blocks_read_back)
   case "$(j spec.rw)" in *write|randrw) [ "${_wb:-0}" -gt 0 ] || problem "no written block read back";; esac
   case "$(j spec.rw)" in *read|randrw) [ "${_rc:-0}" -gt 0 ] || problem "no read checked";; esac
-  report "$_n" "$(j environment.user_space_driver.iommu) reads_checked=$_rc written_read_back=$_wb hugepages=$(j environment.user_space_driver.hugepages) $(j environment.settings_changed.0)"
+  report "$_n" "$(j environment.user_space_driver.iommu) buffers=$(j environment.user_space_driver.buffers) reads_checked=$_rc written_read_back=$_wb hugepages=$(j environment.user_space_driver.hugepages) $(j environment.settings_changed.0)"
 }
 verified vfio_fill_write --rw write --bs 64k --bytes 8m --size 8m --destructive "$DEV" "$DEV"
 # iolab waits for the namespace to be back before it exits (a sweep's next run may name it).
