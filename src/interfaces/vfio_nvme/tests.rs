@@ -232,6 +232,29 @@ fn large_and_unaligned_transfers_use_prp2_and_prp_lists() {
 }
 
 #[test]
+fn a_slot_given_another_buffer_or_length_gets_prp_entries_of_its_own() {
+    // The PRP entries a slot keeps from its last request must follow it when the buffer or the
+    // length changes, PRP lists included (12 KiB: a list per command), and back again.
+    let a = sim::attach(Config { lba_shift: 9, blocks: 8192, ..Default::default() }, None).unwrap();
+    let bs = 12288u32;
+    let bufs = Bufs::new(2 * bs as usize);
+    let mut d = open(&a, &bufs, bs, 2).unwrap();
+    bufs.slot(0, bs).copy_from_slice(&pattern(1, bs as usize));
+    bufs.slot(1, bs).copy_from_slice(&pattern(2, bs as usize));
+    let theirs = Request { len: 8192, buf: bufs.slot(1, bs).as_mut_ptr(), ..req(&bufs, 0, bs, true, 1 << 20) };
+    for (r, at, want) in [
+        (req(&bufs, 0, bs, true, 0), 0u64, pattern(1, bs as usize)),
+        (theirs, 1 << 20, pattern(2, 8192)),
+        (req(&bufs, 0, bs, true, 2 << 20), 2 << 20, pattern(1, bs as usize)),
+    ] {
+        let c = run(&mut d, &[r]);
+        assert_eq!(c[0].result, r.len as i64);
+        assert_eq!(a.sim.data(at, r.len as usize), want, "written from {:?}, {} bytes", r.buf, r.len);
+    }
+    assert!(a.sim.faults().is_empty(), "{:?}", a.sim.faults());
+}
+
+#[test]
 fn doorbells_follow_the_stride() {
     for dstrd in [0, 1, 2, 5] {
         let a = sim::attach(Config { dstrd, ..Default::default() }, None).unwrap();
