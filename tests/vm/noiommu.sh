@@ -36,7 +36,8 @@ noiommu_vfio_ko() {
   deps=$(dpkg-deb -f "$w"/dl/linux-headers-*.deb Depends | tr ',' '\n' | sed 's/^ *//; s/ .*//')
   common=$(echo "$deps" | grep '^linux-headers-.*-common' | head -1)
   kbuild=$(echo "$deps" | grep '^linux-kbuild-' | head -1)
-  cc=$(echo "$deps" | sed -n 's/^linux-compiler-\(gcc-[0-9]*\)-.*/\1/p' | head -1)
+  # (linux-compiler-gcc-12-x86 up to Debian 12, gcc-14 itself from Debian 13)
+  cc=$(echo "$deps" | sed -n 's/^linux-compiler-\(gcc-[0-9]*\)-.*/\1/p; s/^\(gcc-[0-9]*\)$/\1/p' | head -1)
   cc=${cc:-gcc}
   command -v "$cc" >/dev/null || apt_install "$cc" \
     || { rm -rf "$dir"; NOIOMMU_WHY="kernel $KVER was built with $cc, which this host does not have"; return 1; }
