@@ -175,7 +175,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub energy: EnergyArgs,
     #[command(flatten)]
-    pub profile: crate::meters::profile::ProfileArg,
+    pub profile: crate::plan::profile::ProfileArg,
 }
 
 /// Where energy comes from. Credentials for Redfish come from IOLAB_REDFISH_USER and

@@ -41,7 +41,7 @@ pub struct SuiteRunArgs {
     #[command(flatten)]
     pub energy: super::EnergyArgs,
     #[command(flatten)]
-    pub profile: crate::meters::profile::ProfileArg,
+    pub profile: crate::plan::profile::ProfileArg,
     #[command(flatten)]
     pub share: super::fleet::ShareArgs,
 }

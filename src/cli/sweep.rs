@@ -36,7 +36,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub energy: super::EnergyArgs,
     #[command(flatten)]
-    pub profile: crate::meters::profile::ProfileArg,
+    pub profile: crate::plan::profile::ProfileArg,
     #[command(flatten)]
     pub share: super::fleet::ShareArgs,
 }
@@ -182,7 +182,7 @@ pub struct PlanRun {
     /// How every run is measured for energy (`iolab run`'s options).
     pub energy: EnergyOptions,
     /// `--profile`: every run profiled (after an unprofiled run of the same job).
-    pub profile: crate::meters::profile::Profile,
+    pub profile: crate::plan::profile::Profile,
     /// `--share`, `--handover`: this machine's part of a plan run on several.
     pub share: super::fleet::ShareArgs,
 }
@@ -205,8 +205,9 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         let e = expand(text, targets)?;
         print_plan(&e, e.order.len(), true);
         print_energy(&how.energy);
-        if how.profile.any() {
-            println!("profile: {} (each run is made twice: unprofiled, then profiled; both stored in one record)", how.profile.name());
+        let profile = how.profile.union(e.profile);
+        if profile.any() {
+            println!("profile: {} (each run is made twice: unprofiled, then profiled; both stored in one record)", profile.name());
         }
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");

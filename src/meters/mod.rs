@@ -155,7 +155,7 @@ impl Meters {
     /// Sample every CPU's call chains over the window (`--profile layers`) and trace every
     /// request through the stack (`--profile stages`, tracefs mounted at `tracefs`); opened now,
     /// before the window, so a refusal is known and the window only enables the events.
-    pub fn with_profile(mut self, asked: profile::Profile, tracefs: &Path) -> Meters {
+    pub fn with_profile(mut self, asked: crate::plan::profile::Profile, tracefs: &Path) -> Meters {
         if asked.layers {
             self.profiler = Some(profile::Profiler::open(self.ncpu));
         }

@@ -335,60 +335,6 @@ fn open_ring(cpu: i32) -> std::io::Result<Ring> {
     Ring::map(open_event(&mut attr, -1, cpu)?, RING_PAGES)
 }
 
-/// What `--profile` asks for: `layers` (CPU time by layer of the stack, from call-chain samples
-/// on every CPU), `stages` (each request's latency split across the stack, from tracepoints),
-/// or both (`layers,stages`): one flag, because both share the unprofiled run they are compared
-/// with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Profile {
-    pub layers: bool,
-    pub stages: bool,
-}
-
-impl Profile {
-    pub const OFF: Profile = Profile { layers: false, stages: false };
-
-    pub fn any(self) -> bool {
-        self.layers || self.stages
-    }
-
-    /// "off", or a comma-separated list of `layers` and `stages`.
-    pub fn parse(s: &str) -> Result<Profile, String> {
-        let mut p = Profile::OFF;
-        for word in s.split(',').map(str::trim) {
-            match word {
-                "off" | "none" if s.trim() == word => {}
-                "layers" => p.layers = true,
-                "stages" => p.stages = true,
-                _ => return Err(format!("unknown profile \"{word}\": give layers, stages, layers,stages or off")),
-            }
-        }
-        Ok(p)
-    }
-
-    /// As the command line writes it ("layers,stages").
-    pub fn name(self) -> String {
-        let words: Vec<&str> = [(self.layers, "layers"), (self.stages, "stages")].iter().filter(|x| x.0).map(|x| x.1).collect();
-        if words.is_empty() {
-            "off".into()
-        } else {
-            words.join(",")
-        }
-    }
-}
-
-/// The `--profile` option, one definition for `iolab run`, `sweep` and `suite run`.
-#[derive(Clone, Copy, Debug, Default, clap::Args)]
-pub struct ProfileArg {
-    /// Profile each run: `layers` samples every CPU's call chains over the window and splits
-    /// the CPU time by layer of the I/O stack; `stages` traces each request through the kernel
-    /// (system call, io_uring, block layer, scheduler, driver, device, interrupt) and splits
-    /// its latency into stages; `layers,stages` does both. The same job runs first
-    /// unprofiled, to show what profiling costs (needs root; see docs/profiling.md).
-    #[arg(long, value_parser = Profile::parse, default_value = "off")]
-    pub profile: Profile,
-}
-
 /// A profile in the record: the layers, or why there are none.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]
@@ -498,15 +444,22 @@ impl UserMaps {
     /// The layer of a user-space address in our process, and its function where the file's
     /// symbols name it (else the file).
     pub fn layer(&self, ip: u64) -> (&'static str, String) {
+        let (layer, _, function) = self.frame(ip);
+        (layer, function)
+    }
+
+    /// A user-space address's layer, mapped file (its name: `iolab`, `libc.so.6`) and function.
+    pub fn frame(&self, ip: u64) -> (&'static str, String, String) {
         let Some(m) = self.exe.iter().find(|m| m.0 <= ip && ip < m.1) else {
-            return ("user libraries", "(unknown mapping)".into());
+            return ("user libraries", "(unknown mapping)".into(), "(unknown mapping)".into());
         };
         let file = m.3.rsplit('/').next().unwrap_or(&m.3).to_string();
         let layer = if Some(&m.3) == self.own_binary.as_ref() { "iolab" } else { "user libraries" };
         // The offset in the file, then the address in the ELF image through its load segments.
         let offset = ip - m.0 + m.2;
         let name = self.functions.get(&m.3).and_then(|image| image.function_at_offset(offset));
-        (layer, name.unwrap_or(file))
+        let function = name.unwrap_or_else(|| file.clone());
+        (layer, file, function)
     }
 }
 
@@ -560,6 +513,53 @@ pub struct LayerShare {
     pub top_functions: Vec<(String, f64)>,
 }
 
+/// The run's own CPU time by user and kernel space, module and function, as IISWC'19 Fig 14
+/// split it (VTune there): the samples of iolab's threads (workers, io-wq, SQPOLL, AIO helpers)
+/// and interrupt work that landed on an idle CPU (charged to no task: a completion's interrupt
+/// and softirq while the submitter sleeps); other processes and idle left out.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct RunCpu {
+    pub samples: u64,
+    /// Shares of `samples` whose innermost frame is in user space and in the kernel (they add up to 1).
+    pub user_share: f64,
+    pub kernel_share: f64,
+    /// The run's CPU time per I/O (samples x period / I/Os).
+    pub ns_per_io: Option<f64>,
+    /// By space, module and layer, largest first: a module is the kernel module from
+    /// /proc/kallsyms (`nvme`, `virtio_blk`; `vmlinux` for built-in code, split by layer, so
+    /// blk-mq and the scheduler show apart) or the mapped file of a user frame (`iolab`, `libc.so.6`).
+    pub modules: Vec<ModuleShare>,
+    /// The functions with the most self samples (at most [`TOP_FUNCTIONS`]), largest first.
+    pub functions: Vec<FunctionShare>,
+}
+
+/// Functions kept in [`RunCpu::functions`]: VTune's function view as IISWC'19 Fig 14(b) read it
+/// (two functions held 84 % there).
+pub const TOP_FUNCTIONS: usize = 20;
+
+/// "user" or "kernel": where a sample's innermost frame ran.
+pub type Space = &'static str;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ModuleShare {
+    pub space: Space,
+    pub module: String,
+    pub layer: String,
+    /// Self samples over the run's samples.
+    pub share: f64,
+    pub ns_per_io: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FunctionShare {
+    pub space: Space,
+    pub module: String,
+    pub layer: String,
+    pub function: String,
+    pub share: f64,
+    pub ns_per_io: Option<f64>,
+}
+
 /// `--profile layers` in the record (`cost.profile`).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct LayerProfile {
@@ -571,6 +571,8 @@ pub struct LayerProfile {
     pub lost: u64,
     /// Largest self share first; idle included, so the shares sum to 1.
     pub layers: Vec<LayerShare>,
+    /// The run's own CPU by space, module and function.
+    pub run: RunCpu,
     /// The same job run just before without profiling, so the profile's own cost shows: the
     /// profiled run's figures are never the ones to compare configurations by.
     pub unprofiled: Option<Unprofiled>,
@@ -613,25 +615,31 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
     let mut selfs: HashMap<&'static str, u64> = HashMap::new();
     let mut incl: HashMap<&'static str, u64> = HashMap::new();
     let mut funcs: HashMap<(&'static str, String), u64> = HashMap::new();
+    let mut run: HashMap<RunFrame, u64> = HashMap::new();
     // Other processes by name, each read from /proc once, not once per frame.
     let mut names: HashMap<u32, String> = HashMap::new();
     for s in samples {
         let mut seen: Vec<&'static str> = Vec::new();
         for (depth, &ip) in s.chain.iter().enumerate() {
-            let (layer, function) = if is_kernel(ip) {
+            let (layer, module, function) = if is_kernel(ip) {
                 match syms.lookup(ip) {
-                    Some((f, m)) => (kernel_layer(f, m), f.to_string()),
-                    None => ("rest of kernel", format!("{ip:#x}")),
+                    Some((f, m)) => (kernel_layer(f, m), m.unwrap_or("vmlinux").to_string(), f.to_string()),
+                    None => ("rest of kernel", "vmlinux".into(), format!("{ip:#x}")),
                 }
             } else if s.pid == own_pid {
-                maps.layer(ip)
+                maps.frame(ip)
             } else if s.pid == 0 {
-                ("idle", "swapper".into())
+                ("idle", String::new(), "swapper".into())
             } else {
-                ("other processes (user)", names.entry(s.pid).or_insert_with(|| process_name(s.pid)).clone())
+                ("other processes (user)", String::new(), names.entry(s.pid).or_insert_with(|| process_name(s.pid)).clone())
             };
             if depth == 0 {
                 *selfs.entry(layer).or_default() += 1;
+                let ours = s.pid == own_pid || (s.pid == 0 && layer != "idle");
+                if ours {
+                    let space = if is_kernel(ip) { "kernel" } else { "user" };
+                    *run.entry((space, module, layer, function.clone())).or_default() += 1;
+                }
                 *funcs.entry((layer, function)).or_default() += 1;
             }
             if !seen.contains(&layer) {
@@ -660,7 +668,48 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
         })
         .collect();
     layers.sort_by(|a, b| b.self_share.total_cmp(&a.self_share).then(a.layer.cmp(&b.layer)));
-    LayerProfile { event: "cpu-clock", period_ns: PERIOD_NS, samples: total, lost, layers, unprofiled: None }
+    LayerProfile { event: "cpu-clock", period_ns: PERIOD_NS, samples: total, lost, layers, run: run_cpu(&run, ios), unprofiled: None }
+}
+
+/// Where one of the run's own samples was: (space, module, layer, function).
+type RunFrame = (Space, String, &'static str, String);
+
+/// The run's samples by space, module and layer, and its busiest functions.
+fn run_cpu(run: &HashMap<RunFrame, u64>, ios: u64) -> RunCpu {
+    let total: u64 = run.values().sum();
+    let share = |n: u64| if total == 0 { 0.0 } else { n as f64 / total as f64 };
+    let per_io = |n: u64| (ios > 0).then(|| (n * PERIOD_NS) as f64 / ios as f64);
+    let mut modules: HashMap<(Space, &str, &str), u64> = HashMap::new();
+    for ((space, module, layer, _), n) in run {
+        *modules.entry((space, module, layer)).or_default() += n;
+    }
+    let mut modules: Vec<ModuleShare> = modules
+        .into_iter()
+        .map(|((space, module, layer), n)| ModuleShare {
+            space,
+            module: module.to_string(),
+            layer: layer.to_string(),
+            share: share(n),
+            ns_per_io: per_io(n),
+        })
+        .collect();
+    modules.sort_by(|a, b| b.share.total_cmp(&a.share).then((a.space, &a.module, &a.layer).cmp(&(b.space, &b.module, &b.layer))));
+    let mut functions: Vec<(&RunFrame, u64)> = run.iter().map(|(k, &n)| (k, n)).collect();
+    functions.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let functions = functions
+        .into_iter()
+        .take(TOP_FUNCTIONS)
+        .map(|((space, module, layer, function), n)| FunctionShare {
+            space,
+            module: module.clone(),
+            layer: layer.to_string(),
+            function: function.clone(),
+            share: share(n),
+            ns_per_io: per_io(n),
+        })
+        .collect();
+    let user: u64 = run.iter().filter(|(k, _)| k.0 == "user").map(|(_, n)| n).sum();
+    RunCpu { samples: total, user_share: share(user), kernel_share: share(total - user), ns_per_io: per_io(total), modules, functions }
 }
 
 #[cfg(test)]
@@ -759,6 +808,15 @@ mod tests {
         assert_eq!(get("device driver").top_functions, vec![("nvme_queue_rq".to_string(), 0.25)]);
         let sum: f64 = p.layers.iter().map(|l| l.self_share).sum();
         assert!((sum - 1.0).abs() < 1e-9);
+        // The run's own CPU: iolab's three samples (the idle one is no one's), by module.
+        assert_eq!(p.run.samples, 3);
+        assert_eq!((p.run.user_share, p.run.kernel_share), (1.0 / 3.0, 2.0 / 3.0));
+        let module = |m: &str, l: &str| p.run.modules.iter().find(|x| x.module == m && x.layer == l).map(|x| (x.space, x.share));
+        assert_eq!(module("nvme", "device driver"), Some(("kernel", 1.0 / 3.0)));
+        assert_eq!(module("vmlinux", "block layer"), Some(("kernel", 1.0 / 3.0)));
+        assert_eq!(module("iolab", "iolab"), Some(("user", 1.0 / 3.0)));
+        assert_eq!(p.run.functions[0].function, "nvme_queue_rq", "ties in (space, module) order");
+        assert_eq!(p.run.ns_per_io, Some(3.0 * PERIOD_NS as f64 / 1000.0));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
 pub mod matrix;
+pub mod profile;
 pub mod size;
 pub mod sweep;
 pub mod validate;

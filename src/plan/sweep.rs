@@ -9,6 +9,7 @@
 //! runtime = "2m"
 //! cooldown = "5s"
 //! targets = ["/dev/nvme0n1"]
+//! profile = "layers"      # every run profiled too (after an unprofiled run of the same job)
 //! [matrix]
 //! interface = ["pvsync2", "io_uring"]
 //! complete = ["irq", "poll"]
@@ -20,6 +21,7 @@
 //! reason = "RWF_HIPRI is ignored for sync I/O"
 //! ```
 use super::matrix::{dimension, Matrix, DIMENSIONS};
+use super::profile::Profile;
 use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
 use super::{Budget, Job, Policy, Timing, Workload};
@@ -90,6 +92,8 @@ pub struct PlanFile {
     pub destructive: Vec<String>,
     pub size: Option<String>,
     pub offset: Option<String>,
+    /// `layers`, `stages` or `layers,stages`: every run profiled as `--profile` does.
+    pub profile: Option<String>,
     #[serde(default)]
     pub matrix: Matrix,
     #[serde(default)]
@@ -124,12 +128,16 @@ pub struct Expansion {
     pub cooldown_s: f64,
     /// Seconds per run (ramp + runtime) when the budget is time; None for count budgets.
     pub seconds_per_run: Option<f64>,
+    /// What the plan asks to profile in every run (`--profile` may add to it).
+    pub profile: Profile,
 }
 
 impl Expansion {
-    /// Estimated wall time of the remaining `runs` runs (adds a second per run for set-up).
+    /// Estimated wall time of the remaining `runs` runs (adds a second per run for set-up; a
+    /// profiled run is made twice, unprofiled first).
     pub fn estimate_s(&self, runs: usize) -> Option<f64> {
-        self.seconds_per_run.map(|s| runs as f64 * (s + self.cooldown_s + 1.0))
+        let made = if self.profile.any() { 2.0 } else { 1.0 };
+        self.seconds_per_run.map(|s| runs as f64 * (made * s + self.cooldown_s + 1.0))
     }
 }
 
@@ -248,6 +256,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     m.check_sizes()?; // before size and offset: the first error the plan has is the one said
     let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| format!("plan size: {e}"))?;
     let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| format!("plan offset: {e}"))?.unwrap_or(0);
+    let profile = plan.profile.as_deref().map(Profile::parse).transpose().map_err(|e| format!("plan profile: {e}"))?.unwrap_or_default();
     let o = &plan.options;
     // What every configuration shares; the dimensions the matrix lists are set on it.
     let ring = RingOptions::default();
@@ -338,6 +347,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
         replicates: plan.replicates,
         cooldown_s,
         seconds_per_run,
+        profile,
     })
 }
 

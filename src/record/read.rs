@@ -149,6 +149,38 @@ lenient_structs! {
         unavailable: Option<String>,
         samples: Option<u64>,
         layers: Vec<LayerShare>,
+        /// Absent from records made before it was recorded.
+        run: Option<RunCpu>,
+        unprofiled: Option<Unprofiled>,
+    }
+
+    /// `meters::profile::Unprofiled`: the same job run unprofiled just before.
+    pub struct Unprofiled {
+        iops: Option<f64>,
+        mean_latency_ns: Option<f64>,
+        iops_change: Option<f64>,
+        mean_latency_change: Option<f64>,
+    }
+
+    /// `meters::profile::RunCpu`: the run's own CPU by space, module and function.
+    pub struct RunCpu {
+        samples: Option<u64>,
+        user_share: Option<f64>,
+        kernel_share: Option<f64>,
+        ns_per_io: Option<f64>,
+        modules: Vec<CpuPart>,
+        functions: Vec<CpuPart>,
+    }
+
+    /// A module (with its layer) or a function of the run's CPU.
+    pub struct CpuPart {
+        space: Option<String>,
+        module: Option<String>,
+        layer: Option<String>,
+        /// Functions only.
+        function: Option<String>,
+        share: Option<f64>,
+        ns_per_io: Option<f64>,
     }
 
     pub struct LayerShare {
@@ -165,6 +197,7 @@ lenient_structs! {
         end_to_end: Option<Stage>,
         stages: Vec<Stage>,
         iolab_p50_ns: Option<f64>,
+        unprofiled: Option<Unprofiled>,
     }
 
     pub struct Stage {

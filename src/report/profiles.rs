@@ -1,12 +1,16 @@
 //! Where a profiled run's time went, per configuration: the latency of a request split into
 //! stages of the stack (`--profile stages`, as FPL'18 Fig 2 split one 4 KiB read), and the CPU
 //! time per I/O split into layers (`--profile layers`, as CHEOPS'23 Fig 4 split instructions per
-//! I/O). Drawn for any sweep with profiled runs; where the machine could not profile, the panel
-//! says why. Profiled runs' IOPS are not the ones to compare configurations by (the same job ran
+//! I/O), and the run's own CPU by module and function (`--profile layers`, as IISWC'19 Fig 14
+//! split it, interrupt against polled). Drawn for any sweep with profiled runs; where the
+//! machine could not profile, the panel says why. Profiled runs' IOPS are not the ones to compare configurations by (the same job ran
 //! unprofiled first; its numbers are in the record).
+use super::panels::num;
 use super::panels::runs_of;
 use super::sections::Ctx;
 use super::svg::{stacked_bars, StackedBars};
+use super::tables::Table;
+use crate::record::read::{CpuPart, RunCpu};
 use crate::report::data::{Config, Run};
 
 /// (part, µs) of one bar.
@@ -109,4 +113,120 @@ pub fn panels(ctx: &mut Ctx) {
         let svg = stacked_bars(&StackedBars { title: p.title.into(), y_label: p.y_label.into(), bars });
         ctx.figure(p.title, svg, &profiled, vec![p.note.into()]);
     }
+    modules_table(ctx, &configs);
+    cost_table(ctx, &configs);
+}
+
+/// A module's row is kept when it holds at least this share of the run's CPU; the rest are
+/// summed into one row, so a table stays a page (a psync run on virtio: ~25 modules, 8 above 2 %).
+const MODULE_FLOOR: f64 = 0.02;
+
+/// Each configuration's own CPU by user and kernel space, module (with its layer) and busiest
+/// functions: IISWC'19 Fig 14 (a) and (b), for whatever completion paths the sweep ran.
+fn modules_table(ctx: &mut Ctx, configs: &[&Config]) {
+    let profiled = |c: &&Config| c.runs.iter().any(|r| run_cpu(r).is_some());
+    let rows: Vec<&Config> = configs.iter().copied().filter(profiled).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let mut t = Table::new(
+        "The run's CPU by kernel module and function, user against kernel (IISWC'19 Figs 14-15)",
+        &["configuration", "space", "module", "layer", "share of the run's CPU", "CPU µs per I/O", "busiest functions (share)"],
+    );
+    let pct = |x: f64| format!("{:.1} %", 100.0 * x);
+    let us = |ns: Option<f64>| ns.map(|n| num(n / 1000.0)).unwrap_or_else(|| "–".into());
+    for c in &rows {
+        // The first replicate with the profile: modules do not average across runs cleanly (a
+        // module below the floor in one run is absent from another's list).
+        let Some(cpu) = c.runs.iter().find_map(run_cpu) else { continue };
+        let name = format!("{} QD{}", c.method(), c.first().qd);
+        t.rows.push(vec![
+            name.clone(),
+            format!("user {} / kernel {}", pct(cpu.user_share.unwrap_or(0.0)), pct(cpu.kernel_share.unwrap_or(0.0))),
+            "(all)".into(),
+            "".into(),
+            "100 %".into(),
+            us(cpu.ns_per_io),
+            format!("{} samples", cpu.samples.unwrap_or(0)),
+        ]);
+        let (kept, rest): (Vec<&CpuPart>, Vec<&CpuPart>) = cpu.modules.iter().partition(|m| m.share.unwrap_or(0.0) >= MODULE_FLOOR);
+        for m in kept {
+            let same = |f: &&CpuPart| f.space == m.space && f.module == m.module && f.layer == m.layer;
+            let top: Vec<String> = cpu
+                .functions
+                .iter()
+                .filter(same)
+                .take(3)
+                .map(|f| format!("{} ({})", f.function.as_deref().unwrap_or("?"), pct(f.share.unwrap_or(0.0))))
+                .collect();
+            t.rows.push(vec![
+                name.clone(),
+                m.space.clone().unwrap_or_default(),
+                m.module.clone().unwrap_or_default(),
+                m.layer.clone().unwrap_or_default(),
+                pct(m.share.unwrap_or(0.0)),
+                us(m.ns_per_io),
+                top.join(", "),
+            ]);
+        }
+        if !rest.is_empty() {
+            let share: f64 = rest.iter().filter_map(|m| m.share).sum();
+            let ns: Option<f64> = rest.iter().map(|m| m.ns_per_io).sum();
+            t.rows.push(vec![name, "".into(), format!("({} more modules)", rest.len()), "".into(), pct(share), us(ns), "".into()]);
+        }
+    }
+    t.notes.push(format!(
+        "cpu-clock samples (--profile layers) of iolab's threads and of interrupt work on idle CPUs, by the innermost frame: its module from /proc/kallsyms (vmlinux: built in, split by layer, so blk-mq and the I/O scheduler show apart) or its mapped file in user space. Modules under {} % of the run's CPU are summed. IISWC'19 counted cycles with VTune; this is CPU time. Its Fig 15 (loads and stores of the polled path against the interrupt path) needs hardware memory-instruction counters per function, which iolab does not sample.",
+        100.0 * MODULE_FLOOR
+    ));
+    let runs = runs_of(&rows);
+    ctx.table(t, &runs);
+}
+
+/// What profiling cost each configuration: its unprofiled run (made just before the profiled
+/// one) beside the profiled run, whose numbers are in no figure that compares configurations.
+fn cost_table(ctx: &mut Ctx, configs: &[&Config]) {
+    let unprofiled = |r: &Run| {
+        let c = &r.record.cost;
+        c.profile.as_ref().and_then(|p| p.unprofiled.clone()).or_else(|| c.stages.as_ref().and_then(|s| s.unprofiled.clone()))
+    };
+    let rows: Vec<&Config> = configs.iter().copied().filter(|c| c.runs.iter().any(|r| unprofiled(r).is_some())).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let mut t = Table::new(
+        "What profiling cost: each configuration unprofiled and profiled",
+        &[
+            "configuration",
+            "IOPS unprofiled",
+            "IOPS profiled",
+            "IOPS change",
+            "mean latency unprofiled (µs)",
+            "mean latency profiled (µs)",
+            "latency change",
+        ],
+    );
+    let change = |x: Option<f64>| x.map(|v| format!("{:+.1} %", 100.0 * v)).unwrap_or_else(|| "–".into());
+    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let show = |x: Option<f64>| x.map(num).unwrap_or_else(|| "–".into());
+    for c in &rows {
+        let pairs: Vec<(&Run, crate::record::read::Unprofiled)> = c.runs.iter().filter_map(|r| Some((r, unprofiled(r)?))).collect();
+        let of = |f: &dyn Fn(&(&Run, crate::record::read::Unprofiled)) -> Option<f64>| mean(pairs.iter().filter_map(f).collect());
+        t.rows.push(vec![
+            format!("{} QD{}", c.method(), c.first().qd),
+            show(of(&|p| p.1.iops)),
+            show(of(&|p| super::panels::iops(p.0))),
+            change(of(&|p| p.1.iops_change)),
+            show(of(&|p| p.1.mean_latency_ns).map(|n| n / 1000.0)),
+            show(of(&|p| super::panels::lat_mean_us(p.0))),
+            change(of(&|p| p.1.mean_latency_change)),
+        ]);
+    }
+    t.notes.push("Profiling perturbs what it measures (a timer interrupt per CPU every 250 µs for layers, a record per tracepoint hit for stages), so every profiled run is made twice: unprofiled, then profiled. Means over the replicates. Figures comparing configurations use unprofiled parts' runs, never these.".into());
+    let runs = runs_of(&rows);
+    ctx.table(t, &runs);
+}
+
+fn run_cpu(r: &Run) -> Option<&RunCpu> {
+    r.record.cost.profile.as_ref()?.run.as_ref().filter(|c| c.samples.unwrap_or(0) > 0)
 }

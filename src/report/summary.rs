@@ -228,6 +228,19 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
                 let top = l.top_functions.first().map(|(f, _)| format!(" (top: {f})")).unwrap_or_default();
                 let _ = writeln!(out, "         {:>5.1} %{per_io}  {}{top}", l.self_share * 100.0, l.layer);
             }
+            let r = &p.run;
+            if r.samples > 0 {
+                let per_io = r.ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
+                let modules: Vec<String> =
+                    r.modules.iter().take(4).map(|m| format!("{} {} ({}) {:.1} %", m.space, m.module, m.layer, m.share * 100.0)).collect();
+                let _ = writeln!(
+                    out,
+                    "         the run's own CPU{per_io}: user {:.1} %, kernel {:.1} %; by module: {}",
+                    r.user_share * 100.0,
+                    r.kernel_share * 100.0,
+                    modules.join(", ")
+                );
+            }
             if let Some(u) = &p.unprofiled {
                 let lat = u.mean_latency_change.map(|c| format!(", mean latency {:+.1} %", c * 100.0)).unwrap_or_default();
                 let _ = writeln!(

@@ -37,7 +37,7 @@ pub struct Measure<'a> {
     /// How to measure energy (None: not at all, as for probes).
     pub energy: Option<&'a crate::energy::record::EnergyOptions>,
     /// `--profile layers,stages`: CPU time by layer of the stack, latency by stage.
-    pub profile: crate::meters::profile::Profile,
+    pub profile: crate::plan::profile::Profile,
     /// Idle power already measured (a sweep measures it once, before its first run): used for
     /// the record instead of measuring `energy.idle_baseline_s` again before this run.
     pub idle: Option<&'a [crate::energy::record::IdlePower]>,
@@ -64,8 +64,9 @@ fn iops_and_mean(r: &Results) -> (f64, Option<f64>) {
 /// Run a job end to end: checks, targets, engine, meters, record.
 /// `measure`: what is measured beyond what every run records (energy, profiling).
 pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRecord, RunError> {
-    use crate::meters::profile::{Profile, ProfileResult, Unprofiled};
+    use crate::meters::profile::{ProfileResult, Unprofiled};
     use crate::meters::stages::StagesResult;
+    use crate::plan::profile::Profile;
     // Profiling perturbs what it measures: the same job unprofiled first, to show by how much.
     let unprofiled = if measure.profile.any() {
         ui.note("profiling: the same job runs first without profiling, for comparison");

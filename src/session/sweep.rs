@@ -39,8 +39,8 @@ pub struct SweepPlan<'a> {
     /// How every run is measured for energy. The idle baseline, when asked for, is measured
     /// once before the sweep's first run and used for every run's record.
     pub energy: &'a EnergyOptions,
-    /// `--profile`: how every run is profiled.
-    pub profile: crate::meters::profile::Profile,
+    /// `--profile`: how every run is profiled, besides what the plan asks for.
+    pub profile: crate::plan::profile::Profile,
     /// `--share I/N`: only this share of the plan's configurations (a cluster task's part).
     pub share: Option<Share>,
     /// `--handover FILE`: a copy of the database made after every stored run.
@@ -258,6 +258,8 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         None => None,
     };
 
+    // The plan's own profiling (a suite part that explains a figure) and `--profile`'s, together.
+    let profile = plan.profile.union(e.profile);
     ui.begin(pending.len());
     let mut r =
         SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
@@ -282,7 +284,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
                     ui.line(&line);
                     mapped.push(line);
                 }
-                execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), profile: plan.profile })
+                execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), profile })
             }
             Err(why) => Err(RunError { failure: Failure::unsupported(why), record: None }),
         };

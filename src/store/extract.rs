@@ -2,7 +2,7 @@
 //! series the database keeps, and back.
 
 use super::columns::Metrics;
-use crate::record::read::Record;
+use crate::record::read::{CpuPart, Record, RunCpu};
 use rusqlite::types::Value as Sql;
 use serde_json::{Map, Value};
 
@@ -32,7 +32,8 @@ pub struct Extracted {
     pub profile_parts: Vec<ProfilePart>,
 }
 
-/// One row of `profile_parts`: a layer of `--profile layers` or a stage of `--profile stages`.
+/// One row of `profile_parts`: a layer of `--profile layers` or a stage of `--profile stages`, or
+/// a module or function of the run's own CPU (`--profile layers`).
 pub struct ProfilePart {
     pub kind: &'static str,
     pub name: String,
@@ -70,7 +71,23 @@ fn profile_parts(r: &Record) -> Vec<ProfilePart> {
             requests: s.requests,
         })
     });
-    layers.chain(stages).collect()
+    let run = r.cost.profile.iter().filter_map(|p| p.run.as_ref());
+    let parts = |kind: &'static str, list: fn(&RunCpu) -> &Vec<CpuPart>| {
+        run.clone().flat_map(list).filter_map(move |m| {
+            let last = if kind == "module" { m.layer.as_deref()? } else { m.function.as_deref()? };
+            Some(ProfilePart {
+                kind,
+                name: format!("{}: {}: {last}", m.space.as_deref()?, m.module.as_deref()?),
+                layer: m.layer.clone()?,
+                share: m.share,
+                ns_per_io: m.ns_per_io,
+                p50_ns: None,
+                p99_ns: None,
+                requests: None,
+            })
+        })
+    };
+    layers.chain(stages).chain(parts("module", |r| &r.modules)).chain(parts("function", |r| &r.functions)).collect()
 }
 
 pub fn extract(record: &Value) -> Result<Extracted, String> {

@@ -47,6 +47,10 @@ pub struct Runs {
     pub full: (u32, &'static str, Budget),
     pub quick: (u32, &'static str, Budget),
     pub report: Report,
+    /// `layers`, `stages` or `layers,stages`: every run of the part profiled (the plan's
+    /// `profile`), for the figures that explain where the time goes. Such a part is a sweep of
+    /// its own, so its profiled runs never stand in a figure that compares configurations.
+    pub profile: Option<&'static str>,
 }
 
 /// What ends each run of a part: a time after the ramp, as most papers ran, or a fixed number of
@@ -108,6 +112,9 @@ impl Part {
         if !destructive.is_empty() {
             top += &format!("destructive = [{}]\n", destructive.iter().map(|d| format!("\"{d}\"")).collect::<Vec<_>>().join(", "));
         }
+        if let Some(p) = runs.profile {
+            top += &format!("profile = \"{p}\"\n");
+        }
         let matrix = (runs.matrix)(quick);
         let study = STUDIES.iter().find(|s| s.parts.iter().any(|p| std::ptr::eq(p, self)));
         let setup = study.map(|s| s.setup).unwrap_or_default();
@@ -120,6 +127,11 @@ impl Part {
             None => format!("{top}{matrix}\n[options]\n{line}"),
         })
     }
+}
+
+/// What a profiled part's section says first: its runs explain, they do not compare.
+fn profiled_part(ctx: &mut Ctx) {
+    ctx.note("Every run of this part was profiled (made twice: unprofiled, then profiled; what profiling cost is tabled below). Its figures say where the time goes; the IOPS and latency to compare configurations by are the other parts', whose runs are not profiled.");
 }
 
 fn pick(quick: bool, full: &str, small: &str) -> String {
@@ -181,6 +193,34 @@ mod tests {
             let notes = sec.items.iter().filter(|i| matches!(i, sections::Item::Note(n) if n.starts_with("Not run by iolab"))).count();
             assert_eq!(notes, p.unsupported.len(), "{}", p.name);
         }
+    }
+
+    /// The parts that explain a figure profile every run (their plan says so, the dry run and
+    /// the sweep read it); no other part does.
+    #[test]
+    fn the_profiled_parts_are_those_of_the_figures_that_split_the_stack() {
+        use crate::plan::profile::Profile;
+        let profiled: Vec<(&str, Profile)> = STUDIES
+            .iter()
+            .flat_map(|s| s.parts.iter())
+            .filter_map(|p| {
+                let e = crate::plan::sweep::expand(&p.plan(true, None, &[])?, &[]).unwrap();
+                e.profile.any().then_some((p.name, e.profile))
+            })
+            .collect();
+        let both = Profile { layers: true, stages: true };
+        assert_eq!(
+            profiled,
+            vec![
+                ("S2.5-where-the-time-goes", both),
+                ("S4.8-cpu-by-module", Profile { layers: true, stages: false }),
+                ("S5.1-breakdown", Profile { layers: false, stages: true })
+            ]
+        );
+        let e = crate::plan::sweep::expand("profile = \"layers\"\nruntime = \"1s\"\n[matrix]\ninterface = [\"null\"]\n", &[]).unwrap();
+        assert_eq!(e.estimate_s(1), Some(3.0), "a profiled run is made twice");
+        let bad = crate::plan::sweep::expand("profile = \"cycles\"\n[matrix]\ninterface = [\"null\"]\n", &[]).unwrap_err();
+        assert!(bad.starts_with("plan profile: unknown profile \"cycles\""), "{bad}");
     }
 
     #[test]

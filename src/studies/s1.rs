@@ -29,6 +29,7 @@ pub const STUDY: Study = Study {
                 full: (5, "60s", Runtime("120s")),
                 quick: (2, "0.5s", Runtime("2s")),
                 report: Report::Panels(latency_panels),
+                profile: None,
             }),
         },
         Part {
@@ -40,6 +41,7 @@ pub const STUDY: Study = Study {
                 full: (5, "60s", Runtime("120s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(depth_panels),
+                profile: None,
             }),
         },
         Part {
@@ -51,6 +53,7 @@ pub const STUDY: Study = Study {
                 full: (5, "60s", Runtime("120s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(threads_panels),
+                profile: None,
             }),
         },
     ],

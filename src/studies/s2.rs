@@ -21,12 +21,13 @@ pub const STUDY: Study = Study {
         Part {
             name: "S2.1-qd1",
             feeds: "IOPS, instructions per I/O (process and system-wide), IPC, cache-miss rate at QD1 on one core",
-            unsupported: &[("instructions split by layer", "needs perf sampling with kernel symbols; not implemented")],
+            unsupported: &[],
             runs: Some(Runs {
                 matrix: qd1_matrix,
                 full: (3, "20s", Runtime("120s")),
                 quick: (2, "0.5s", Runtime("2s")),
                 report: Report::Panels(qd1_panels),
+                profile: None,
             }),
         },
         Part {
@@ -38,6 +39,7 @@ pub const STUDY: Study = Study {
                 full: (3, "20s", Runtime("120s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(jcurve_panels),
+                profile: None,
             }),
         },
         Part {
@@ -49,6 +51,7 @@ pub const STUDY: Study = Study {
                 full: (3, "20s", Runtime("120s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(cores_panels),
+                profile: None,
             }),
         },
         Part {
@@ -60,6 +63,22 @@ pub const STUDY: Study = Study {
                 full: (3, "20s", Runtime("120s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(schedulers_panels),
+                profile: None,
+            }),
+        },
+        Part {
+            name: "S2.5-where-the-time-goes",
+            feeds: "Fig 4 and Fig 5c: CPU per I/O split by layer of the stack (iolab, user libraries, io_uring/libaio, block layer, driver, rest of kernel) and each request's latency by stage, every interface at QD1 and at saturation (QD128), one core",
+            unsupported: &[(
+                "instructions per layer",
+                "layers are split by CPU time from cpu-clock samples; CHEOPS'23 counted instructions, which needs PMU sampling per layer (not done by iolab yet)",
+            )],
+            runs: Some(Runs {
+                matrix: where_the_time_goes_matrix,
+                full: (2, "10s", Runtime("30s")),
+                quick: (1, "0.5s", Runtime("1s")),
+                report: Report::Panels(super::profiled_part),
+                profile: Some("layers,stages"),
             }),
         },
     ],
@@ -93,6 +112,12 @@ fn jcurve_matrix(q: bool) -> String {
 fn cores_matrix(q: bool) -> String {
     format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\n{CHEOPS_RULES}",
         pick(q, "[1, 2, 4, 8, 16, 20]", "[1, 2]"))
+}
+
+/// Fig 4 (QD1) and Fig 5c (at the saturation point, which the J-curve of S2.2 finds; QD128 is
+/// past it for every interface there).
+fn where_the_time_goes_matrix(_: bool) -> String {
+    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1, 128]\n[options]\ncpus = [0]\n{CHEOPS_RULES}")
 }
 
 fn schedulers_matrix(q: bool) -> String {

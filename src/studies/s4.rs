@@ -26,6 +26,7 @@ pub const STUDY: Study = Study {
                 full: (3, "10s", Runtime("60s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(latency_panels),
+                profile: None,
             }),
         },
         Part {
@@ -37,6 +38,7 @@ pub const STUDY: Study = Study {
                 full: (3, "10s", Runtime("60s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(bandwidth_panels),
+                profile: None,
             }),
         },
         Part {
@@ -48,6 +50,7 @@ pub const STUDY: Study = Study {
                 full: (3, "10s", Runtime("60s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(interference_panels),
+                profile: None,
             }),
         },
         Part {
@@ -59,6 +62,7 @@ pub const STUDY: Study = Study {
                 full: (1, "0s", Runtime("30m")),
                 quick: (1, "0s", Runtime("3s")),
                 report: Report::Panels(gc_panels),
+                profile: None,
             }),
         },
         Part {
@@ -70,6 +74,7 @@ pub const STUDY: Study = Study {
                 full: (3, "10s", Runtime("60s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(completion_panels),
+                profile: None,
             }),
         },
         Part {
@@ -81,6 +86,22 @@ pub const STUDY: Study = Study {
                 full: (3, "10s", Runtime("60s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(completion_panels),
+                profile: None,
+            }),
+        },
+        Part {
+            name: "S4.8-cpu-by-module",
+            feeds: "Figs 14-15: the CPU of a 4 KiB random read by kernel module and function, user against kernel, interrupt against polled completion",
+            unsupported: &[(
+                "Fig 15 (loads and stores)",
+                "needs hardware memory-instruction counters per function, which iolab does not sample",
+            )],
+            runs: Some(Runs {
+                matrix: by_module_matrix,
+                full: (3, "10s", Runtime("30s")),
+                quick: (1, "0.5s", Runtime("1s")),
+                report: Report::Panels(super::profiled_part),
+                profile: Some("layers"),
             }),
         },
         Part {
@@ -132,6 +153,13 @@ qd = [1]
         pick(q, r#"["read", "randread", "write", "randwrite"]"#, r#"["randread", "randwrite"]"#),
         pick(q, r#"["4k", "8k", "16k", "32k"]"#, r#"["4k", "32k"]"#)
     )
+}
+
+/// Figs 14-15: the paper's two completion paths on its 4 KiB random reads (pvsync2 as its fio
+/// ran them, and io_uring, whose polling every kernel since 5.18 keeps).
+fn by_module_matrix(_: bool) -> String {
+    "[matrix]\ninterface = [\"pvsync2\", \"io_uring\"]\ncomplete = [\"irq\", \"poll\"]\nrw = [\"randread\"]\nbs = [\"4k\"]\nqd = [1]\n"
+        .to_string()
 }
 
 /// The paper's SPDK comparison: the kernel's fastest path (io_uring, by interrupt and polled)

@@ -180,6 +180,7 @@ fn a_profiled_sweep_stores_its_stages_and_layers_and_the_report_draws_them() {
         c.query_row("SELECT count(DISTINCT run_id) FROM profile_parts WHERE kind = ?1", [kind], |r| r.get(0)).unwrap()
     };
     assert_eq!((count("stage"), count("layer")), (2, 2), "every run's stages and layers are stored");
+    assert_eq!((count("module"), count("function")), (2, 2), "and its own CPU by module and function");
     let out = dir.path().join("report");
     iolab_in(dir.path(), &["report", "-q", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()]).assert_ok();
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
@@ -189,4 +190,6 @@ fn a_profiled_sweep_stores_its_stages_and_layers_and_the_report_draws_them() {
     );
     assert!(html.contains("CPU time per I/O by layer of the stack"), "no layers panel");
     assert!(html.contains("data-kind=\"stacked-bars\""));
+    assert!(html.contains("CPU by kernel module and function, user against kernel (IISWC"), "no module table");
+    assert!(html.contains("What profiling cost: each configuration unprofiled and profiled"), "no cost table");
 }

@@ -108,16 +108,16 @@ fn open_creates_a_versioned_wal_database() {
     assert!(Store::open_existing(&db).unwrap_err().contains("no results database"));
     let s = Store::open(&db).unwrap();
     assert_eq!(s.schema_version().unwrap(), schema::LATEST);
-    assert_eq!(schema::LATEST, 3);
+    assert_eq!(schema::LATEST, 4);
     drop(s);
     let c = Connection::open(&db).unwrap();
     let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "3");
+    assert_eq!(meta, "4");
     // Reopening an up-to-date database changes nothing.
     let s = Store::open_existing(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 3);
+    assert_eq!(s.schema_version().unwrap(), 4);
 }
 
 #[test]
@@ -544,7 +544,10 @@ fn a_version_1_database_is_migrated() {
         let rec = json!({"status": "ok", "completion_path": {"observed": "polled", "fell_back": true},
             "cost": {"stages": {"stages": [{"from": "request issued", "to": "interrupt", "layer": "device (issue to interrupt)",
                 "requests": 10, "p50_ns": 30000.0, "p99_ns": 60000.0, "mean_ns": 32000.0, "share": 0.4}]},
-                "profile": {"layers": [{"layer": "block layer", "self_share": 0.05, "self_ns_per_io": 900.0}]}}});
+                "profile": {"layers": [{"layer": "block layer", "self_share": 0.05, "self_ns_per_io": 900.0}],
+                    "run": {"modules": [{"space": "kernel", "module": "nvme", "layer": "device driver", "share": 0.2, "ns_per_io": 500.0}],
+                        "functions": [{"space": "kernel", "module": "nvme", "layer": "device driver", "function": "nvme_poll",
+                            "share": 0.15, "ns_per_io": 400.0}]}}}});
         c.execute(
             "INSERT INTO runs(id, planned_id, sweep_id, replicate, config_key, status, recorded_at, started_at, interface, submit, \
              complete, rw, write_mix, bs, qd, threads, batch_submit, batch_reap, direct, targets, iops, errors, record) \
@@ -557,8 +560,9 @@ fn a_version_1_database_is_migrated() {
         assert!(c.prepare("SELECT completion_observed FROM runs").is_err());
     }
     let mut s = Store::open(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 3);
-    // Version 3 filled the profile parts from the stored record.
+    assert_eq!(s.schema_version().unwrap(), 4);
+    // Version 3 filled the profile parts from the stored record, version 4 the run's modules
+    // and functions.
     let parts: Vec<(String, String, f64)> = Connection::open(&db)
         .unwrap()
         .prepare("SELECT kind, name, share FROM profile_parts WHERE run_id = 1 ORDER BY kind")
@@ -567,7 +571,15 @@ fn a_version_1_database_is_migrated() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(parts, vec![("layer".into(), "block layer".into(), 0.05), ("stage".into(), "request issued -> interrupt".into(), 0.4)]);
+    assert_eq!(
+        parts,
+        vec![
+            ("function".into(), "kernel: nvme: nvme_poll".into(), 0.15),
+            ("layer".into(), "block layer".into(), 0.05),
+            ("module".into(), "kernel: nvme: device driver".into(), 0.2),
+            ("stage".into(), "request issued -> interrupt".into(), 0.4)
+        ]
+    );
     let rows = s.list_runs(&RunFilter::default()).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].metrics.completion_observed.as_deref(), Some("polled")); // filled from the record
@@ -580,12 +592,12 @@ fn a_version_1_database_is_migrated() {
     drop(s);
     let c = Connection::open(&db).unwrap();
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "3");
+    assert_eq!(meta, "4");
     let idx: i64 =
         c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_config_key'", [], |r| r.get(0)).unwrap();
     assert_eq!(idx, 1);
     let uv: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(uv, 3);
+    assert_eq!(uv, 4);
 }
 
 #[test]
