@@ -2,7 +2,7 @@
 //! kernels) side by side: replicate means with 95 % confidence intervals, the ratio, Welch's
 //! test and a verdict.
 use crate::analysis::compare::{compare, config_replicates, replicates_where, Metric, Replicates};
-use crate::store::{RunFilter, RunRow, Store};
+use crate::store::{Machine, RunFilter, Store};
 use std::path::PathBuf;
 
 pub const ALPHA: f64 = 0.05;
@@ -23,36 +23,6 @@ pub struct CompareArgs {
     /// target device, each against the first.
     #[arg(long, value_enum, conflicts_with_all = ["b", "db_b"])]
     pub by: Option<Machine>,
-}
-
-/// What tells the machines of a merged database apart.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Machine {
-    Host,
-    Kernel,
-    Device,
-}
-
-impl Machine {
-    fn of(self, r: &RunRow) -> Option<String> {
-        match self {
-            Machine::Host => r.hostname.clone(),
-            Machine::Kernel => r.kernel.clone(),
-            // A device filter matches one name among a run's targets: a run on several devices
-            // is grouped by its first.
-            Machine::Device => r.devices.as_deref().and_then(|d| d.split(',').next()).map(String::from),
-        }
-    }
-
-    fn select(self, key: &str, value: &str) -> RunFilter {
-        let mut f = RunFilter { config_key: Some(key.to_string()), status: Some("ok".into()), ..Default::default() };
-        match self {
-            Machine::Host => f.hostname = Some(value.into()),
-            Machine::Kernel => f.kernel = Some(value.into()),
-            Machine::Device => f.device = Some(value.into()),
-        }
-        f
-    }
 }
 
 fn fmt(m: Metric, x: f64) -> String {
@@ -118,7 +88,7 @@ fn across(args: &CompareArgs, by: Machine) -> Result<(), String> {
     let mut machines: Vec<String> = rows.iter().filter_map(|r| by.of(r)).collect();
     machines.sort();
     machines.dedup();
-    let what = format!("{by:?}").to_lowercase();
+    let what = by.name();
     if machines.len() < 2 {
         return Err(format!(
             "'{}' in {} was measured on {} {what}{}: --by {what} needs runs from two or more (merge databases with `iolab merge`)",
@@ -128,10 +98,11 @@ fn across(args: &CompareArgs, by: Machine) -> Result<(), String> {
             machines.first().map(|m| format!(" ({m})")).unwrap_or_default()
         ));
     }
-    let ra = replicates_where(&store, &by.select(&args.a, &machines[0]))?;
+    let select = |m: &str| by.only(&RunFilter { config_key: Some(args.a.clone()), status: Some("ok".into()), ..Default::default() }, m);
+    let ra = replicates_where(&store, &select(&machines[0]))?;
     println!("{} in {}: by {what}, each against A = {}", args.a, args.db.display(), machines[0]);
     for m in &machines[1..] {
-        let rb = replicates_where(&store, &by.select(&args.a, m))?;
+        let rb = replicates_where(&store, &select(m))?;
         println!("\nB = {m}");
         table(&ra, &rb);
     }

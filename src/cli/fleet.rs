@@ -215,30 +215,38 @@ fn queued(job: &str) -> Result<Vec<crate::fleet::QueuedTask>, String> {
     Ok(if out.status.success() { parse_squeue(&String::from_utf8_lossy(&out.stdout)) } else { Vec::new() })
 }
 
-/// The plan text of every part the fleet runs (a suite has several), read once per command.
-fn plans(f: &Fleet) -> Result<Vec<String>, String> {
+/// The plan text of every part the fleet runs (a suite has several), read once per command, each
+/// with the command line's targets it expands with (a suite's part has its targets in its plan).
+fn plans(f: &Fleet) -> Result<Vec<(String, Vec<String>)>, String> {
     Ok(match &f.work {
-        Work::Plan { file } => vec![std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?],
+        Work::Plan { file } => {
+            vec![(std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?, f.targets.clone())]
+        }
         Work::Suite { id, quick } => {
             let study = crate::studies::find(id).ok_or_else(|| format!("no suite {id}"))?;
-            study.parts.iter().filter_map(|p| p.plan(*quick, None, &f.destructive)).collect()
+            let given = crate::studies::Given { targets: &f.targets, size: None, destructive: &f.destructive };
+            let mut plans = Vec::new();
+            for p in study.parts {
+                plans.extend(p.plan(*quick, &given)?.map(|text| (text, Vec::new())));
+            }
+            plans
         }
     })
 }
 
 /// A task's runs done and runs in its share, over every part (a suite has several).
-fn progress(f: &Fleet, plans: &[String], task: usize) -> Result<Option<(usize, usize)>, String> {
+fn progress(f: &Fleet, plans: &[(String, Vec<String>)], task: usize) -> Result<Option<(usize, usize)>, String> {
     let db = f.task_db(task);
     if !db.exists() {
         return Ok(None);
     }
     let share = Share { index: task, count: f.placement.tasks };
     let (mut done, mut total, mut seen) = (0, 0, false);
-    for text in plans {
-        match share_progress(&db, text, &f.targets, share)? {
+    for (text, targets) in plans {
+        match share_progress(&db, text, targets, share)? {
             Some((d, t)) => (done, total, seen) = (done + d, total + t, true),
             // A part not started yet: its share is all to do.
-            None => total += crate::plan::sweep::expand(text, &f.targets).map(|e| share.keys(&e).len() * e.replicates as usize)?,
+            None => total += crate::plan::sweep::expand(text, targets).map(|e| share.keys(&e).len() * e.replicates as usize)?,
         }
     }
     Ok(seen.then_some((done, total)))

@@ -1,6 +1,6 @@
 //! `iolab suite list` and `iolab suite run NAME`: the five studies as built-in sweeps.
 use super::sweep::{run_plan, PlanRun, Resume};
-use crate::studies::{find, STUDIES};
+use crate::studies::{find, Given, STUDIES};
 use std::path::PathBuf;
 
 // Parsed once per process (as `Cmd`): boxing `SuiteRunArgs` would buy nothing.
@@ -17,7 +17,9 @@ pub enum SuiteCmd {
 pub struct SuiteRunArgs {
     /// S1 to S5.
     pub name: String,
-    /// Targets (default: one temporary file).
+    /// Devices (default: one temporary file); each part uses them as its paper did (`suite list`
+    /// says how): all together, each alone (a line per device), or the first alone and all
+    /// together. DEV1+DEV2 is a set driven together as one.
     pub targets: Vec<PathBuf>,
     /// Small sweeps and short runs that finish in minutes.
     #[arg(long)]
@@ -52,7 +54,8 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
             for s in STUDIES {
                 println!("{}  {}", s.id, s.title);
                 for p in s.parts {
-                    let scale = if let (Some(full), Some(quick)) = (p.plan(false, None, &[]), p.plan(true, None, &[])) {
+                    let plan = |quick| p.plan(quick, &Given::default()).ok().flatten();
+                    let scale = if let (Some(full), Some(quick)) = (plan(false), plan(true)) {
                         let runs = |plan: &str| crate::plan::sweep::expand(plan, &[]).map(|e| (e.order.len(), e.estimate_s(e.order.len())));
                         match (runs(&full), runs(&quick)) {
                             (Ok((n, t)), Ok((qn, qt))) => format!(
@@ -66,6 +69,9 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
                         "nothing runnable".into()
                     };
                     println!("  {:<20} {scale}\n  {:<20} feeds: {}", p.name, "", p.feeds);
+                    if let Some(r) = &p.runs {
+                        println!("  {:<20} devices: {}", "", r.devices.said());
+                    }
                     for (what, why) in p.unsupported {
                         println!("  {:<20} cannot run {what}: {why}", "");
                     }
@@ -97,7 +103,8 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     for p in parts {
         println!("\n== {}: {}", p.name, p.feeds);
         let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
-        let Some(plan) = p.plan(a.quick, a.size.as_deref(), &a.destructive) else {
+        let given = Given { targets: &targets, size: a.size.as_deref(), destructive: &a.destructive };
+        let Some(plan) = p.plan(a.quick, &given)? else {
             for (w, r) in &unsupported {
                 println!("  cannot run {w}: {r}");
             }
@@ -113,7 +120,8 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             profile: a.profile.profile,
             share: a.share.clone(),
         };
-        let end = run_plan(&plan, &targets, &unsupported, &how)?;
+        // The targets are in the part's plan, as it uses them.
+        let end = run_plan(&plan, &[], &unsupported, &how)?;
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
         // left changed) does.
         if !end.finished {

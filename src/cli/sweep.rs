@@ -6,7 +6,7 @@ use super::run::IopsMeter;
 use crate::energy::record::EnergyOptions;
 use crate::plan::sweep::{expand, Expansion};
 use crate::report::summary::format_count;
-use crate::session::sweep::{Outcome, SweepPlan, SweepUi};
+use crate::session::sweep::{refused, target_uses, Outcome, SweepPlan, SweepUi, TargetUse};
 pub use crate::session::sweep::{Resume, SweepEnd};
 use crate::session::{FailureKind, RunUi};
 use std::io::IsTerminal;
@@ -135,6 +135,9 @@ pub fn print_plan(e: &Expansion, runs: usize, list: bool) {
             setup.join(", ")
         );
     }
+    if !list {
+        print_targets(e, None);
+    }
     if list {
         for (n, (rep, i)) in e.order.iter().enumerate() {
             println!("  run {:>4}  replicate {}  {}", n + 1, rep + 1, e.configs[*i].key);
@@ -187,6 +190,26 @@ pub struct PlanRun {
     pub share: super::fleet::ShareArgs,
 }
 
+/// The plan's targets, each with how its runs use it and, given their verdicts (a dry run), what
+/// the write-safety checks say of it.
+fn print_targets(e: &Expansion, verdicts: Option<&[Result<(), String>]>) {
+    let uses = target_uses(e.configs.iter().map(|c| &c.job));
+    if uses.is_empty() {
+        return;
+    }
+    println!("targets, each checked before the first run:");
+    for (n, u) in uses.iter().enumerate() {
+        let how = if u.writes { "read and written" } else { "read" };
+        let verdict = match verdicts.and_then(|v| v.get(n)) {
+            None => String::new(),
+            Some(Ok(())) if u.writes => "; may be written".into(),
+            Some(Ok(())) => "; may be read".into(),
+            Some(Err(why)) => format!("; REFUSED: {why}"),
+        };
+        println!("  {}: {how} by {} of {} configurations{verdict}", u.path, u.configs, e.configs.len());
+    }
+}
+
 /// How the sweep measures energy, for the plan: the sources, and the idle baseline measured once.
 pub fn print_energy(energy: &EnergyOptions) {
     let sources = if energy.config.sources.is_empty() { "every source found".to_string() } else { energy.config.sources.join(", ") };
@@ -203,7 +226,9 @@ pub fn print_energy(energy: &EnergyOptions) {
 pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, String> {
     if how.dry_run {
         let e = expand(text, targets)?;
+        let verdicts: Vec<Result<(), String>> = target_uses(e.configs.iter().map(|c| &c.job)).iter().map(TargetUse::check).collect();
         print_plan(&e, e.order.len(), true);
+        print_targets(&e, Some(&verdicts));
         print_energy(&how.energy);
         let profile = how.profile.union(e.profile);
         if profile.any() {
@@ -212,6 +237,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");
         }
+        refused(&verdicts)?;
         return Ok(SweepEnd { code: 0, finished: true });
     }
     let db = how.db.display().to_string();

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use sysinfo::TargetInfo;
 
 pub const DEFAULT_TARGET_SIZE: u64 = 1 << 30;
@@ -153,19 +153,10 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
         if !(ft.is_file() || ft.is_block_device() || generic) {
             return Err(format!("target {shown} is neither a regular file nor a block device").into());
         }
-        if ft.is_file() && !temp {
-            safety::check_file_target(path, writes)?;
+        if !temp {
+            check_safe_as(path, &meta, writes, &a.targets.destructive)?;
         }
         let info = sysinfo::describe(path, &meta);
-        if writes && ft.is_block_device() && !temp {
-            safety::check_block_write(path, &info, &a.targets.destructive)?;
-        }
-        if writes && generic {
-            // The same rules as for the namespace's block device, which names the same blocks.
-            let block = nvme::block_device_of(path)
-                .map_err(|e| format!("refusing to write to {shown}: {e}, so iolab cannot check that the namespace is unused"))?;
-            safety::check_passthru_write(path, &block, &a.targets.destructive)?;
-        }
         let mut opts = std::fs::OpenOptions::new();
         opts.read(true).write(writes);
         // The generic device has no page cache to bypass (and refuses O_DIRECT).
@@ -213,6 +204,36 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
         out.push(Target { path: path.clone(), file, info, range_start: a.targets.offset, range_len: len, namespace: ns });
     }
     Ok(out)
+}
+
+/// The write-safety rules for one target, as opening it for a run applies them: a file never on
+/// a pseudo-file system nor written while it backs a loop device in use; a block device (or an
+/// NVMe namespace through its generic device) written only when nothing uses it and
+/// `--destructive` names it exactly. A sweep checks every target of its plan with this before
+/// its first run. Err: one line.
+pub fn check_safe(path: &Path, writes: bool, destructive: &[String]) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("target {} does not exist: give an existing file or block device", path.display()),
+        _ => format!("cannot read target {}: {e}", path.display()),
+    })?;
+    check_safe_as(path, &meta, writes, destructive)
+}
+
+fn check_safe_as(path: &Path, meta: &std::fs::Metadata, writes: bool, destructive: &[String]) -> Result<(), String> {
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return safety::check_file_target(path, writes);
+    }
+    if writes && ft.is_block_device() {
+        return safety::check_block_write(path, destructive);
+    }
+    if writes && ft.is_char_device() && nvme::is_generic(path) {
+        // The same rules as for the namespace's block device, which names the same blocks.
+        let block = nvme::block_device_of(path)
+            .map_err(|e| format!("refusing to write to {}: {e}, so iolab cannot check that the namespace is unused", path.display()))?;
+        return safety::check_passthru_write(path, &block, destructive);
+    }
+    Ok(())
 }
 
 /// The bytes of a target of `size` bytes the run uses (from `--offset`, `--size` of them or to

@@ -525,7 +525,7 @@ pub fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[Stri
 }
 
 /// Ok if writing is allowed; otherwise one line saying why not and what to do.
-pub fn check_block_write(path: &Path, _info: &TargetInfo, destructive: &[String]) -> Result<(), String> {
+pub fn check_block_write(path: &Path, destructive: &[String]) -> Result<(), String> {
     check_block_write_in(path, destructive, Path::new(SYSFS))
 }
 

@@ -43,6 +43,8 @@ pub enum Set {
     Count(fn(&mut Job, u32)),
     /// Bytes, or text such as "4k" (read when the plan expands).
     Size(fn(&mut Job, u64)),
+    /// A file or device, or several driven together joined by [`TARGET_SET`].
+    Targets(fn(&mut Job, Vec<String>)),
 }
 
 /// One value of a dimension, as the plan gives it.
@@ -57,6 +59,7 @@ pub enum Level {
     Signed(i64),
     Count(u32),
     Size(SizeValue),
+    Targets(Vec<String>),
 }
 
 /// When a configuration's key names a dimension.
@@ -136,11 +139,11 @@ pub const DIMENSIONS: [Dimension; 12] = [
         value: |j| Integer(j.workload.batch_submit.into()),
         shown: Shown::IfListed,
     },
-    // One target per run.
+    // One target, or a set of targets driven together ("/dev/a+/dev/b"), per run.
     Dimension {
         name: "target",
-        set: Set::Text(|j, v| j.targets.paths = vec![v.into()]),
-        value: |j| Text(j.targets.paths.first().cloned().unwrap_or_default()),
+        set: Set::Targets(|j, v| j.targets.paths = v),
+        value: |j| Text(j.targets.paths.join(&TARGET_SET.to_string())),
         shown: Shown::IfListed,
     },
     Dimension {
@@ -150,6 +153,27 @@ pub const DIMENSIONS: [Dimension; 12] = [
         shown: Shown::IfListed,
     },
 ];
+
+/// Joins the targets of a set driven together in one run, in a `target` value of a plan's
+/// matrix and on the command line: `/dev/nvme0n1+/dev/nvme1n1`. Not ',' (it separates a
+/// configuration key's parts) and not a list in the list (a value reads the same in a plan, a
+/// key and a shell).
+pub const TARGET_SET: char = '+';
+
+/// A `target` value as the targets it names: one, or a set joined by [`TARGET_SET`]. Err: one
+/// line (an empty name, a target named twice).
+pub fn target_set(value: &str) -> Result<Vec<String>, String> {
+    let parts: Vec<String> = value.split(TARGET_SET).map(|p| p.trim().to_string()).collect();
+    if parts.iter().any(String::is_empty) {
+        return Err(format!(
+            "target '{value}' has an empty name: give a file or device, or several driven together joined by '+' (/dev/nvme0n1+/dev/nvme1n1)"
+        ));
+    }
+    if let Some((_, twice)) = parts.iter().enumerate().find(|(i, p)| parts[..*i].contains(p)) {
+        return Err(format!("target '{value}' names {twice} twice: name each device of a set once"));
+    }
+    Ok(parts)
+}
 
 /// The dimensions' names, in order (what serde lists for an unknown `[matrix]` key).
 static NAMES: [&str; DIMENSIONS.len()] = {
@@ -183,6 +207,9 @@ impl Set {
             Set::Signed(_) => list(d, Level::Signed),
             Set::Count(_) => list(d, Level::Count),
             Set::Size(_) => list(d, Level::Size),
+            Set::Targets(_) => {
+                Vec::<String>::deserialize(d)?.iter().map(|v| target_set(v).map(Level::Targets).map_err(de::Error::custom)).collect()
+            }
         }
     }
 
@@ -198,6 +225,7 @@ impl Set {
             (Set::Signed(f), Level::Signed(v)) => f(job, *v),
             (Set::Count(f), Level::Count(v)) => f(job, *v),
             (Set::Size(f), Level::Size(v)) => f(job, v.bytes().expect("Matrix::jobs checks sizes first")),
+            (Set::Targets(f), Level::Targets(v)) => f(job, v.clone()),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
         }
     }
@@ -213,6 +241,14 @@ impl Matrix {
     /// Does the plan list this dimension?
     pub fn lists(&self, dimension: usize) -> bool {
         !self.values[dimension].is_empty()
+    }
+
+    /// The `target` dimension's values in place of the plan's: each a target or a set (the
+    /// command line's targets of a sweep). Err: [`target_set`]'s.
+    pub fn set_targets(&mut self, values: &[String]) -> Result<(), String> {
+        let d = dimension("target").expect("target is a dimension");
+        self.values[d] = values.iter().map(|v| target_set(v).map(Level::Targets)).collect::<Result<_, _>>()?;
+        Ok(())
     }
 
     /// How many configurations the matrix has (before rules and validation drop any).

@@ -20,7 +20,7 @@
 //! action = "drop"
 //! reason = "RWF_HIPRI is ignored for sync I/O"
 //! ```
-use super::matrix::{dimension, Matrix, DIMENSIONS};
+use super::matrix::{dimension, target_set, Matrix, DIMENSIONS};
 use super::profile::Profile;
 use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
@@ -217,9 +217,21 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-/// Parse and expand a plan. Errors are one line.
+/// Parse and expand a plan. `cli_targets`, the command line's, replace the plan's `targets`
+/// and its `[matrix] target`: each is a target or a set driven together (joined by '+'); one
+/// value is every run's, as the plan's `targets`, unless the matrix lists targets; several are
+/// the `target` dimension's values, a configuration each. Errors are one line.
 pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
-    let plan: PlanFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+    let mut plan: PlanFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+    let listed = plan.matrix.lists(dimension("target").expect("target is a dimension"));
+    let targets = match cli_targets {
+        [] => plan.targets.clone(),
+        [one] if !listed => target_set(one)?,
+        many => {
+            plan.matrix.set_targets(many)?;
+            Vec::new()
+        }
+    };
     let m = &plan.matrix;
     let budget = match (&plan.runtime, plan.ios, &plan.bytes) {
         (None, None, None) => Budget::Seconds(10.0),
@@ -275,12 +287,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
         },
         workload: Workload { cpus: o.cpus.clone().unwrap_or_default(), seed: plan.seed, ..defaults.workload },
         timing: Timing { ramp_s, budget },
-        targets: Targets {
-            paths: if cli_targets.is_empty() { plan.targets.clone() } else { cli_targets.to_vec() },
-            size,
-            offset,
-            destructive: plan.destructive.clone(),
-        },
+        targets: Targets { paths: targets, size, offset, destructive: plan.destructive.clone() },
         policy: Policy { verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback, strict: o.strict },
         system: Requested { set: o.set.clone(), setup: o.setup.clone(), ..defaults.system },
     };
@@ -632,7 +639,7 @@ reason = "small blocks on b"
         assert_eq!(plan_hash(&stored_plan(&e), &[]), "f088bc1230bfd917", "{}", stored_plan(&e));
 
         // Every dimension listed: the matrix order is interface outermost, scheduler innermost.
-        let w = expand(WIDE, &["/tmp/cli".to_string()]).unwrap();
+        let w = expand(WIDE, &[]).unwrap();
         // rw=randread takes no write_mix: its two write_mix values are one configuration.
         assert_eq!((w.configs.len(), w.dropped.len(), w.order.len()), (416, 1120, 832));
         let keys: Vec<&str> = w.configs.iter().take(3).chain(w.configs.last()).map(|c| c.key.as_str()).collect();
@@ -664,12 +671,13 @@ reason = "small blocks on b"
             "plan rejected: mostly writes (interface=io_uring,submit=syscall,complete=irq,rw=randrw,write_mix=70,bs=4096,qd=1,threads=1)"
         );
 
-        // Without batch, target and scheduler: the command line's targets, keys without them.
+        // Without batch, target and scheduler: the command line's set of targets, driven
+        // together in every run, keys without them.
         let narrow = WIDE
             .replace("batch = [1, 2]\n", "")
             .replace("target = [\"/tmp/a\", \"/tmp/b\"]\n", "")
             .replace("scheduler = [\"none\", \"mq-deadline\"]\n", "");
-        let n = expand(&narrow, &["/tmp/cli".to_string(), "/tmp/cli2".to_string()]).unwrap();
+        let n = expand(&narrow, &["/tmp/cli+/tmp/cli2".to_string()]).unwrap();
         assert_eq!((n.configs.len(), n.dropped.len(), n.order.len()), (76, 116, 152));
         assert_eq!(n.configs[0].job.targets.paths, ["/tmp/cli", "/tmp/cli2"]);
         assert_eq!(
@@ -684,5 +692,45 @@ reason = "small blocks on b"
         let e = expand(PLAN, &["/dev/zram0".to_string()]).unwrap();
         assert_eq!(e.configs[0].job.targets.paths, vec!["/dev/zram0"]);
         assert_ne!(plan_hash(PLAN, &[]), plan_hash(PLAN, &["/dev/zram0".into()]));
+    }
+
+    /// A set of targets is written with '+', in the matrix and on the command line; several
+    /// command-line targets are the target dimension's values, replacing the matrix's list.
+    #[test]
+    fn targets_and_sets_of_targets_are_a_dimension() {
+        let plan = "ios = 5\ntargets = [\"/tmp/p\"]\n[matrix]\ntarget = [\"/tmp/a\", \"/tmp/a+/tmp/b\"]\nqd = [1]\n";
+        let e = expand(plan, &[]).unwrap();
+        let got: Vec<(&str, Vec<String>)> = e.configs.iter().map(|c| (c.key.as_str(), c.job.targets.paths.clone())).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,target=/tmp/a",
+                    vec!["/tmp/a".to_string()]
+                ),
+                (
+                    "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,target=/tmp/a+/tmp/b",
+                    vec!["/tmp/a".to_string(), "/tmp/b".to_string()]
+                ),
+            ]
+        );
+        let cli = |t: &[&str]| expand(plan, &t.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let one = cli(&["/tmp/x"]).unwrap();
+        assert_eq!(one.configs.len(), 1, "the command line's target replaces the matrix's list");
+        assert!(one.configs[0].key.ends_with(",target=/tmp/x"));
+        let two = cli(&["/tmp/x", "/tmp/x+/tmp/y"]).unwrap();
+        assert_eq!(two.configs.iter().map(|c| c.job.targets.paths.len()).collect::<Vec<_>>(), [1, 2]);
+        let plain = expand("ios = 5\n", &["/tmp/x+/tmp/y".to_string()]).unwrap();
+        assert_eq!((plain.configs.len(), plain.configs[0].job.targets.paths.len()), (1, 2), "one set: every run's, no dimension");
+        assert!(!plain.configs[0].key.contains("target"));
+        assert_eq!(
+            cli(&["/tmp/x", "/tmp/x++/tmp/y"]).unwrap_err(),
+            "target '/tmp/x++/tmp/y' has an empty name: give a file or device, or several driven together joined by '+' (/dev/nvme0n1+/dev/nvme1n1)"
+        );
+        assert_eq!(cli(&["/tmp/x+/tmp/x"]).unwrap_err(), "target '/tmp/x+/tmp/x' names /tmp/x twice: name each device of a set once");
+        let bad = expand("[matrix]\ntarget = [\"+/tmp/a\"]\n", &[]).unwrap_err();
+        assert!(bad.starts_with("plan line 2, matrix.target: target '+/tmp/a' has an empty name"), "{bad}");
+        // The targets are part of the plan's identity: a sweep over other devices is another sweep.
+        assert_ne!(plan_hash(plan, &[]), plan_hash(&plan.replace("/tmp/a+", "/tmp/c+"), &[]));
     }
 }

@@ -2,9 +2,9 @@
 //! sweep and, within a sweep, by configuration (its replicates), with each run's full record.
 use crate::analysis::compare::{Metric, ENERGY_SCOPES};
 use crate::analysis::stats::{self, Summary};
-use crate::plan::matrix::{read_key, KeyValue};
+use crate::plan::matrix::{dimension, read_key, KeyValue, TARGET_SET};
 use crate::record::read::{Counters, EnergySource, Record};
-use crate::store::{RunFilter, RunRow, Store};
+use crate::store::{Machine, RunFilter, RunRow, Store};
 
 /// One stored run and its record, read once when loaded.
 pub struct Run {
@@ -18,11 +18,17 @@ pub struct Config {
     /// The key read once (`plan::matrix::read_key`): each dimension it names with its value.
     pub dims: Vec<(usize, KeyValue)>,
     pub runs: Vec<Run>,
+    /// The machine (host, kernel or device) its runs were made on, when the section overlays
+    /// several ([`overlay_machines`]); None otherwise.
+    pub machine: Option<String>,
 }
 
 /// The selected runs of one sweep (or the lone runs, `id` None).
 pub struct SweepRuns {
     pub id: Option<i64>,
+    /// Sweeps of the same name joined into this one ([`join`]): a study part made on other
+    /// machines of a merged database.
+    pub joined: Vec<i64>,
     pub name: String,
     pub configs: Vec<Config>,
     /// Planned runs the machine could not do: (config key, reason).
@@ -44,7 +50,7 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String>
                     Some(id) => (store.sweep(id)?.map(|s| s.name).unwrap_or_else(|| format!("sweep {id}")), skipped_runs(store, id)?),
                     None => ("lone runs".to_string(), Vec::new()),
                 };
-                out.push(SweepRuns { id: row.sweep_id, name, configs: Vec::new(), skipped, not_ok: 0 });
+                out.push(SweepRuns { id: row.sweep_id, joined: Vec::new(), name, configs: Vec::new(), skipped, not_ok: 0 });
                 out.len() - 1
             }
         };
@@ -57,7 +63,7 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String>
         let key = row.config_key.clone().unwrap_or_else(|| lone_key(&row));
         match sweep.configs.iter_mut().find(|c| c.key == key) {
             Some(c) => c.runs.push(Run { row, record }),
-            None => sweep.configs.push(Config { dims: read_key(&key), key, runs: vec![Run { row, record }] }),
+            None => sweep.configs.push(Config { dims: read_key(&key), key, runs: vec![Run { row, record }], machine: None }),
         }
     }
     out.sort_by_key(|s| s.id.unwrap_or(i64::MAX));
@@ -72,7 +78,62 @@ pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<Sweep
         return Ok(g);
     }
     let info = store.sweep(sweep)?.ok_or_else(|| format!("{} has no sweep {sweep} (see iolab results --sweeps)", store.path()))?;
-    Ok(SweepRuns { id: Some(sweep), name: info.name, configs: Vec::new(), skipped: skipped_runs(store, sweep)?, not_ok: 0 })
+    Ok(SweepRuns {
+        id: Some(sweep),
+        joined: Vec::new(),
+        name: info.name,
+        configs: Vec::new(),
+        skipped: skipped_runs(store, sweep)?,
+        not_ok: 0,
+    })
+}
+
+/// Sweeps of one study part made on several machines as one section: the first's id, the
+/// others joined, each configuration's runs together ([`overlay_machines`] tells them apart).
+pub fn join(mut sweeps: Vec<SweepRuns>) -> Option<SweepRuns> {
+    sweeps.sort_by_key(|s| s.id);
+    let mut it = sweeps.into_iter();
+    let mut out = it.next()?;
+    for s in it {
+        out.joined.extend(s.id);
+        out.skipped.extend(s.skipped);
+        out.not_ok += s.not_ok;
+        for c in s.configs {
+            match out.configs.iter_mut().find(|o| o.key == c.key) {
+                Some(o) => o.runs.extend(c.runs),
+                None => out.configs.push(c),
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Split each configuration by the machine its runs were made on (`by`: host, kernel or
+/// device) when the sweep's runs were made on more than one, so that every figure draws one
+/// series per machine; the machines, sorted (one or none: nothing is split).
+pub fn overlay_machines(sweep: &mut SweepRuns, by: Machine) -> Vec<String> {
+    let label = |r: &Run| by.of(&r.row).unwrap_or_else(|| "unknown".into());
+    let mut machines: Vec<String> = sweep.configs.iter().flat_map(|c| c.runs.iter().map(label)).collect();
+    machines.sort();
+    machines.dedup();
+    if machines.len() < 2 {
+        return machines;
+    }
+    let mut split: Vec<Config> = Vec::new();
+    for c in std::mem::take(&mut sweep.configs) {
+        let mut parts: Vec<Config> = Vec::new();
+        for r in c.runs {
+            let m = label(&r);
+            match parts.iter_mut().find(|p| p.machine.as_deref() == Some(m.as_str())) {
+                Some(p) => p.runs.push(r),
+                None => parts.push(Config { key: c.key.clone(), dims: c.dims.clone(), runs: vec![r], machine: Some(m) }),
+            }
+        }
+        parts.sort_by(|a, b| a.machine.cmp(&b.machine));
+        split.extend(parts);
+    }
+    sweep.configs = split;
+    machines
 }
 
 fn skipped_runs(store: &Store, sweep: i64) -> Result<Vec<(String, String)>, String> {
@@ -163,6 +224,16 @@ impl Run {
     }
 }
 
+/// A target as a legend says it: each device by its name, a set joined by '+'
+/// (`/dev/nvme0n1+/dev/nvme1n1` is `nvme0n1+nvme1n1`).
+pub fn devices_said(target: &str) -> String {
+    target
+        .split(TARGET_SET)
+        .map(|p| std::path::Path::new(p).file_name().map_or(p.to_string(), |n| n.to_string_lossy().into_owned()))
+        .collect::<Vec<_>>()
+        .join(&TARGET_SET.to_string())
+}
+
 impl Config {
     pub fn first(&self) -> &RunRow {
         &self.runs[0].row
@@ -180,6 +251,31 @@ impl Config {
     /// The value its key gives a dimension (an index in `plan::matrix::DIMENSIONS`).
     pub fn dim(&self, dimension: usize) -> Option<&KeyValue> {
         self.dims.iter().find(|(i, _)| *i == dimension).map(|(_, v)| v)
+    }
+
+    /// The target its key gives (one, or a set joined by '+'), when its sweep swept targets.
+    pub fn target(&self) -> Option<&str> {
+        match self.dim(dimension("target").expect("target is a dimension"))? {
+            KeyValue::Text(t) => Some(t),
+            KeyValue::Number(_) => None,
+        }
+    }
+
+    /// What tells this configuration apart from others of its study's same series: the devices
+    /// of its target (when its sweep swept targets) and its machine (when the section overlays
+    /// machines), e.g. `nvme0n1 · node-b`; None when neither.
+    pub fn overlay(&self) -> Option<String> {
+        let parts: Vec<String> = self.target().map(devices_said).into_iter().chain(self.machine.clone()).collect();
+        (!parts.is_empty()).then(|| parts.join(" · "))
+    }
+
+    /// `name` followed by the overlay, as a series is named in a figure that overlays devices
+    /// or machines.
+    pub fn series(&self, name: &str) -> String {
+        match self.overlay() {
+            Some(o) => format!("{name} · {o}"),
+            None => name.to_string(),
+        }
     }
 
     pub fn any_fell_back(&self) -> bool {

@@ -1,7 +1,8 @@
 //! Figures for a sweep that is not a study part, as fio-plot users expect them: for each swept
 //! numeric dimension (one whose configurations take more than one value: bs, qd, threads, batch,
 //! write_mix), each measured quantity against it, one series per combination of the swept
-//! categorical dimensions (interface, submit, complete, rw, target, scheduler). The other swept
+//! categorical dimensions (interface, submit, complete, rw, scheduler; a target, and a machine
+//! of a merged database, are named as every study figure names them, `Config::overlay`). The other swept
 //! numeric dimensions are held: one figure per held value, so that every figure reads as "this
 //! quantity against this dimension, one line per method". Points are replicate means with the
 //! 95 % CI as error bars, hollow where a replicate is a MAD outlier or polling fell back.
@@ -90,10 +91,12 @@ pub fn swept(configs: &[&Config]) -> (Vec<usize>, Vec<usize>) {
 /// The section's figures; nothing when no numeric dimension is swept.
 pub fn figures(ctx: &mut Ctx) -> bool {
     let configs = ctx.configs(|_| true);
-    let (numeric, categorical) = swept(&configs);
+    let (numeric, mut categorical) = swept(&configs);
     if numeric.is_empty() {
         return false;
     }
+    // Targets are overlaid like machines: each series names its devices (`Config::overlay`).
+    categorical.retain(|&d| DIMENSIONS[d].name != "target");
     let runs = ctx.all_runs();
     let mut quantities: Vec<&Quantity> = QUANTITIES[..ALWAYS].iter().collect();
     for q in &QUANTITIES[ALWAYS..] {
@@ -119,7 +122,9 @@ pub fn figures(ctx: &mut Ctx) -> bool {
             parts.join(" ")
         }
     };
-    let by: Vec<&str> = categorical.iter().map(|&d| DIMENSIONS[d].name).collect();
+    let mut by: Vec<&str> = categorical.iter().map(|&d| DIMENSIONS[d].name).collect();
+    by.extend(configs.iter().any(|c| c.target().is_some()).then_some("target"));
+    by.extend(configs.iter().any(|c| c.machine.is_some()).then_some("machine"));
     for &x in &numeric {
         let (label, scale_by) = x_axis(x);
         let held: Vec<usize> = numeric.iter().copied().filter(|&d| d != x).collect();
@@ -191,7 +196,8 @@ mod tests {
             "interface=io_uring,bs=65536,qd=1,threads=1,scheduler=none",
             "interface=io_uring,rw=randrw,write_mix=30,bs=65536,qd=x,threads=1,scheduler=none",
         ];
-        let configs: Vec<Config> = keys.iter().map(|k| Config { key: k.to_string(), dims: read_key(k), runs: Vec::new() }).collect();
+        let configs: Vec<Config> =
+            keys.iter().map(|k| Config { key: k.to_string(), dims: read_key(k), runs: Vec::new(), machine: None }).collect();
         let refs: Vec<&Config> = configs.iter().collect();
         let (numeric, categorical) = swept(&refs);
         let d = |n| dimension(n).unwrap();

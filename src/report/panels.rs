@@ -190,7 +190,8 @@ fn plot_points(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>
     let mut series: Vec<Series> = Vec::new();
     let mut used: Vec<&Run> = Vec::new();
     for c in configs {
-        let name = (p.series_of)(c);
+        // Devices and machines overlaid: each its own line, named in the legend.
+        let name = c.series(&(p.series_of)(c));
         let Some(x) = (p.x_of)(c) else { continue };
         let Some(pt) = point(c, x, &name, &p.x.label, &p.y.label, p.y_of) else { continue };
         used.extend(c.runs.iter());
@@ -207,8 +208,25 @@ fn plot_points(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>
     for s in &mut series {
         s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
+    let mut notes = notes;
+    if let Some(o) = overlaid(configs) {
+        notes.push(o);
+    }
     let svg = svg::chart(&Chart { title: p.title.clone(), x: p.x, y: p.y, series, callouts, lines: true });
     ctx.figure(&p.title, svg, &used, notes);
+}
+
+/// The note of a figure that overlays devices or machines: what each series' name ends with.
+pub fn overlaid(configs: &[&Config]) -> Option<String> {
+    let targets = configs.iter().any(|c| c.target().is_some());
+    let machines = configs.iter().any(|c| c.machine.is_some());
+    let what = match (targets, machines) {
+        (false, false) => return None,
+        (true, false) => "its device (a set joined by '+' is driven together)",
+        (false, true) => "the machine its runs were made on",
+        (true, true) => "its device (a set joined by '+' is driven together) and the machine its runs were made on",
+    };
+    Some(format!("One line per device or machine overlaid: each series' name ends with {what}."))
 }
 
 pub fn axis(label: &str, scale: Scale) -> Axis {

@@ -269,12 +269,13 @@ pub fn chart(c: &Chart) -> String {
         let ly = TOP + 10.0 + i as f64 * 17.0;
         let _ = write!(
             out,
-            r#"<rect x="{}" y="{:.1}" width="12" height="12" fill="{colour}"/><text x="{}" y="{:.1}">{}</text>"#,
+            r#"<g class="legend"><title>{}</title><rect x="{}" y="{:.1}" width="12" height="12" fill="{colour}"/><text x="{}" y="{:.1}">{}</text></g>"#,
+            esc(&s.name),
             px1 + 12.0,
             ly - 10.0,
             px1 + 28.0,
             ly,
-            esc(&truncate(&s.name, 26))
+            esc(&legend_name(&s.name))
         );
     }
     for m in &c.callouts {
@@ -299,6 +300,19 @@ pub fn chart(c: &Chart) -> String {
         );
     }
     out + "</svg>"
+}
+
+/// A series' name as the legend has room for it (26 characters); an overlaid series keeps what
+/// follows its first " · " (its device or machine, `Config::series`) whole where it fits, the
+/// full name is the legend entry's tooltip.
+fn legend_name(name: &str) -> String {
+    const ROOM: usize = 26;
+    match name.split_once(" · ") {
+        Some((head, tail)) if name.chars().count() > ROOM && tail.chars().count() + 8 <= ROOM => {
+            format!("{} · {tail}", truncate(head, ROOM - 3 - tail.chars().count()))
+        }
+        _ => truncate(name, ROOM),
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -209,14 +209,19 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     let mut store = Store::open(plan.db)?;
     let db = plan.db.display();
     let unfinished = store.unfinished_sweep(&hash)?;
+    if plan.resume == Resume::Auto && unfinished.is_none() && store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) {
+        return Ok(Outcome::AlreadyDone { name: e.name });
+    }
+    // Every target of the plan (of this share) before its first run and before the sweep is
+    // stored: a device refused halfway would leave a sweep that can neither finish nor be redone.
+    let ours = plan.share.map(|s| s.keys(&e));
+    let uses = target_uses(e.configs.iter().filter(|c| ours.as_ref().is_none_or(|k| k.contains(&c.key.as_str()))).map(|c| &c.job));
+    refused(&uses.iter().map(TargetUse::check).collect::<Vec<_>>())?;
     let sweep_id = match (plan.resume, unfinished) {
         (Resume::Required | Resume::Auto, Some(id)) => id,
         (Resume::Required, None) => return Err(format!("no unfinished sweep of this plan in {db}: run without --resume to start one")),
         (Resume::Refuse, Some(id)) => {
             return Err(format!("sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new"))
-        }
-        (Resume::Auto, None) if store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) => {
-            return Ok(Outcome::AlreadyDone { name: e.name });
         }
         _ => create(&mut store, &e, plan, &hash)?,
     };
@@ -357,6 +362,61 @@ pub fn share_progress(db: &Path, text: &str, targets: &[String], share: Share) -
     let ours = share.keys(&e);
     let planned: Vec<_> = store.planned_runs(id)?.into_iter().filter(|r| ours.contains(&r.config_key.as_str())).collect();
     Ok(Some((planned.iter().filter(|r| r.status != "planned").count(), planned.len())))
+}
+
+/// One target a plan names, as its configurations use it.
+pub struct TargetUse {
+    pub path: String,
+    /// Some configuration writes to it.
+    pub writes: bool,
+    /// How many configurations name it (alone or in a set).
+    pub configs: usize,
+    /// The devices those configurations name as safe to overwrite.
+    pub destructive: Vec<String>,
+}
+
+impl TargetUse {
+    /// The write-safety rules for this use, as a run opening it applies them.
+    pub fn check(&self) -> Result<(), String> {
+        crate::device::check_safe(Path::new(&self.path), self.writes, &self.destructive)
+    }
+}
+
+/// Every target the jobs name (each of a set on its own), in order of first use, written where
+/// any job writes. An interface that takes the NVMe controller (vfio-nvme) checks its target
+/// with its own rules when it takes it; null opens none; a job without targets runs on the
+/// temporary file.
+pub fn target_uses<'j>(jobs: impl Iterator<Item = &'j Job>) -> Vec<TargetUse> {
+    let mut uses: Vec<TargetUse> = Vec::new();
+    for job in jobs.filter(|j| !j.io.interface.info().targets.contains(&crate::device::TargetKind::NvmePci)) {
+        let writes = job.workload.rw.writes(job.workload.write_mix);
+        for p in &job.targets.paths {
+            let at = match uses.iter().position(|u| u.path == *p) {
+                Some(i) => i,
+                None => {
+                    uses.push(TargetUse { path: p.clone(), writes: false, configs: 0, destructive: Vec::new() });
+                    uses.len() - 1
+                }
+            };
+            let u = &mut uses[at];
+            u.writes |= writes;
+            u.configs += 1;
+            for d in job.targets.destructive.iter().filter(|d| !u.destructive.contains(d)).collect::<Vec<_>>() {
+                u.destructive.push(d.clone());
+            }
+        }
+    }
+    uses
+}
+
+/// Err: the first refusal's line, and how many more targets were refused.
+pub fn refused(verdicts: &[Result<(), String>]) -> Result<(), String> {
+    let mut refused = verdicts.iter().filter_map(|v| v.as_ref().err());
+    match (refused.next(), refused.count()) {
+        (None, _) => Ok(()),
+        (Some(first), 0) => Err(first.clone()),
+        (Some(first), more) => Err(format!("{first} (and {more} more of the plan's targets refused: `--dry-run` lists each)")),
+    }
 }
 
 /// A run that names no target and opens one: it runs on the sweep's temporary target.

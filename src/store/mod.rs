@@ -112,6 +112,46 @@ pub struct RunFilter {
     pub limit: Option<usize>,
 }
 
+/// What tells the machines of a merged database apart: `compare --by`, `report --by`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Machine {
+    #[default]
+    Host,
+    Kernel,
+    Device,
+}
+
+impl Machine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Machine::Host => "host",
+            Machine::Kernel => "kernel",
+            Machine::Device => "device",
+        }
+    }
+
+    /// The run's machine: its host name, kernel release, or first target device (a device
+    /// filter matches one name among a run's targets, so a run on several is grouped by its first).
+    pub fn of(self, r: &RunRow) -> Option<String> {
+        match self {
+            Machine::Host => r.hostname.clone(),
+            Machine::Kernel => r.kernel.clone(),
+            Machine::Device => r.devices.as_deref().and_then(|d| d.split(',').next()).map(String::from),
+        }
+    }
+
+    /// `f` narrowed to the runs made on `value`.
+    pub fn only(self, f: &RunFilter, value: &str) -> RunFilter {
+        let mut f = f.clone();
+        match self {
+            Machine::Host => f.hostname = Some(value.into()),
+            Machine::Kernel => f.kernel = Some(value.into()),
+            Machine::Device => f.device = Some(value.into()),
+        }
+        f
+    }
+}
+
 /// A stored run: identity, spec and key metrics. Metrics are None when the run measured nothing.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunRow {

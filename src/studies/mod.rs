@@ -12,6 +12,7 @@ pub mod s3;
 pub mod s4;
 pub mod s5;
 
+use crate::plan::matrix::{target_set, TARGET_SET};
 use crate::report::data::SweepRuns;
 use crate::report::sections::{self, Ctx, Section};
 
@@ -51,6 +52,45 @@ pub struct Runs {
     /// `profile`), for the figures that explain where the time goes. Such a part is a sweep of
     /// its own, so its profiled runs never stand in a figure that compares configurations.
     pub profile: Option<&'static str>,
+    /// How its runs use the devices the suite is given.
+    pub devices: Devices,
+}
+
+/// How a part's runs use the devices a suite run is given (each command-line target is a device,
+/// or a set joined by '+'). With one device every way is the same: that device in every run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Devices {
+    /// All of them in every run, one set: the machine's storage as one (CHEOPS'23's 7 devices).
+    Together,
+    /// Each on its own, the `target` dimension's values: every figure draws a line per device
+    /// (IISWC'19 overlays its two SSDs in Figs 4-11).
+    Each,
+    /// The first alone, and all of them together: 1 against N devices (CHEOPS'23 Fig 5).
+    OneAndAll,
+    /// The first only: the paper measured one device.
+    First,
+}
+
+impl Devices {
+    pub fn said(self) -> &'static str {
+        match self {
+            Devices::Together => "all devices together in every run",
+            Devices::Each => "each device on its own, a line per device",
+            Devices::OneAndAll => "the first device alone and all devices together",
+            Devices::First => "the first device only",
+        }
+    }
+}
+
+/// What a suite run gives each of its parts' plans.
+#[derive(Clone, Copy, Default)]
+pub struct Given<'a> {
+    /// The command line's targets: each a device or a set joined by '+' (none: a temporary file).
+    pub targets: &'a [String],
+    /// Bytes of each target to use (and the temporary target's size).
+    pub size: Option<&'a str>,
+    /// Devices named as safe to overwrite.
+    pub destructive: &'a [String],
 }
 
 /// What ends each run of a part: a time after the ramp, as most papers ran, or a fixed number of
@@ -97,35 +137,67 @@ impl Runs {
 }
 
 impl Part {
-    /// The part's plan text at the chosen scale; None when nothing of it runs.
-    pub fn plan(&self, quick: bool, size: Option<&str>, destructive: &[String]) -> Option<String> {
-        let runs = self.runs.as_ref()?;
+    /// The part's plan text at the chosen scale, its targets in it (a plan's identity, so a
+    /// suite run on other devices is another sweep); None when nothing of it runs. Err: a target
+    /// that is not one (`plan::matrix::target_set`).
+    pub fn plan(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
+        let Some(runs) = self.runs.as_ref() else { return Ok(None) };
         let (replicates, ramp, budget) = if quick { runs.quick } else { runs.full };
         let budget = match budget {
             Budget::Runtime(t) => format!("runtime = \"{t}\""),
             Budget::Bytes(b) => format!("bytes = \"{b}\""),
         };
+        let list = |items: &[String]| items.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join(", ");
         let mut top = format!("name = \"{}\"\nreplicates = {replicates}\nramp = \"{ramp}\"\n{budget}\nseed = 1\n", self.name);
-        if let Some(s) = size {
+        if let Some(s) = given.size {
             top += &format!("size = \"{s}\"\n");
         }
-        if !destructive.is_empty() {
-            top += &format!("destructive = [{}]\n", destructive.iter().map(|d| format!("\"{d}\"")).collect::<Vec<_>>().join(", "));
+        if !given.destructive.is_empty() {
+            top += &format!("destructive = [{}]\n", list(given.destructive));
+        }
+        let sets: Vec<Vec<String>> = given.targets.iter().map(|t| target_set(t)).collect::<Result<_, _>>()?;
+        let mut all: Vec<String> = Vec::new();
+        for d in sets.iter().flatten() {
+            if !all.contains(d) {
+                all.push(d.clone());
+            }
+        }
+        let join = |set: &[String]| set.join(&TARGET_SET.to_string());
+        // Several configurations' targets (the `target` dimension), or every run's.
+        let (dimension, every_run): (Vec<String>, Vec<String>) = if sets.is_empty() {
+            (vec![], vec![])
+        } else if all.len() == sets[0].len() {
+            // One device, or one set: the same for every part.
+            (vec![], all.clone())
+        } else {
+            match runs.devices {
+                Devices::Together => (vec![], all.clone()),
+                Devices::Each => (sets.iter().map(|s| join(s)).collect(), vec![]),
+                Devices::OneAndAll => (vec![join(&sets[0]), join(&all)], vec![]),
+                Devices::First => (vec![], sets[0].clone()),
+            }
+        };
+        if !every_run.is_empty() {
+            top += &format!("targets = [{}]\n", list(&every_run));
+        }
+        let mut matrix = (runs.matrix)(quick);
+        if !dimension.is_empty() {
+            let at = matrix.find("[matrix]\n").expect("a part's plan has a matrix") + "[matrix]\n".len();
+            matrix.insert_str(at, &format!("target = [{}]\n", list(&dimension)));
         }
         if let Some(p) = runs.profile {
             top += &format!("profile = \"{p}\"\n");
         }
-        let matrix = (runs.matrix)(quick);
         let study = STUDIES.iter().find(|s| s.parts.iter().any(|p| std::ptr::eq(p, self)));
         let setup = study.map(|s| s.setup).unwrap_or_default();
         if setup.is_empty() {
-            return Some(top + &matrix);
+            return Ok(Some(top + &matrix));
         }
         let line = format!("setup = [{}]\n", setup.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "));
-        Some(match matrix.find("\n[options]\n") {
+        Ok(Some(match matrix.find("\n[options]\n") {
             Some(at) => format!("{top}{}{line}{}", &matrix[..at + 11], &matrix[at + 11..]),
             None => format!("{top}{matrix}\n[options]\n{line}"),
-        })
+        }))
     }
 }
 
@@ -146,7 +218,7 @@ mod tests {
     fn every_part_expands_at_both_scales() {
         for p in STUDIES.iter().flat_map(|s| s.parts.iter()) {
             for quick in [false, true] {
-                let Some(plan) = p.plan(quick, None, &[]) else { continue };
+                let Some(plan) = p.plan(quick, &Given::default()).unwrap() else { continue };
                 let e = crate::plan::sweep::expand(&plan, &[]).unwrap_or_else(|e| panic!("{}: {e}", p.name));
                 assert!(!e.configs.is_empty(), "{}", p.name);
             }
@@ -181,6 +253,7 @@ mod tests {
             .iter()
             .map(|n| SweepRuns {
                 id: Some(1),
+                joined: Vec::new(),
                 name: n.to_string(),
                 configs: Vec::new(),
                 skipped: vec![("k".into(), "r".into())],
@@ -204,7 +277,7 @@ mod tests {
             .iter()
             .flat_map(|s| s.parts.iter())
             .filter_map(|p| {
-                let e = crate::plan::sweep::expand(&p.plan(true, None, &[])?, &[]).unwrap();
+                let e = crate::plan::sweep::expand(&p.plan(true, &Given::default()).unwrap()?, &[]).unwrap();
                 e.profile.any().then_some((p.name, e.profile))
             })
             .collect();
@@ -223,25 +296,63 @@ mod tests {
         assert!(bad.starts_with("plan profile: unknown profile \"cycles\""), "{bad}");
     }
 
+    /// Each part uses the devices given as its paper did; the targets are in the plan text, so
+    /// they are its identity.
+    #[test]
+    fn parts_use_the_devices_given_as_their_papers_did() {
+        let targets = |part: &str, given: &[&str]| -> Vec<Vec<String>> {
+            let given: Vec<String> = given.iter().map(|s| s.to_string()).collect();
+            let p = part_named(part);
+            let plan = p.plan(true, &Given { targets: &given, ..Given::default() }).unwrap().unwrap();
+            let e = crate::plan::sweep::expand(&plan, &[]).unwrap();
+            let mut sets: Vec<Vec<String>> = e.configs.iter().map(|c| c.job.targets.paths.clone()).collect();
+            sets.dedup();
+            sets.sort();
+            sets.dedup();
+            sets
+        };
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(targets("S4.1-latency", &["/dev/a", "/dev/b"]), [v(&["/dev/a"]), v(&["/dev/b"])]);
+        assert_eq!(targets("S4.1-latency", &["/dev/a+/dev/b", "/dev/c"]), [v(&["/dev/a", "/dev/b"]), v(&["/dev/c"])]);
+        assert_eq!(targets("S2.2-jcurve", &["/dev/a", "/dev/b", "/dev/c"]), [v(&["/dev/a"]), v(&["/dev/a", "/dev/b", "/dev/c"])]);
+        assert_eq!(targets("S2.1-qd1", &["/dev/a", "/dev/b"]), [v(&["/dev/a"])]);
+        assert_eq!(targets("S2.3-cores", &["/dev/a", "/dev/b"]), [v(&["/dev/a", "/dev/b"])]);
+        assert_eq!(targets("S1.1-latency", &["/dev/a", "/dev/b"]), [v(&["/dev/a", "/dev/b"])]);
+        // One device: every part's every run, and no target in the configurations' keys.
+        for p in STUDIES.iter().flat_map(|s| s.parts.iter()).filter(|p| p.runs.is_some()) {
+            assert_eq!(targets(p.name, &["/dev/a"]), [v(&["/dev/a"])], "{}", p.name);
+            let plan = p.plan(true, &Given { targets: &v(&["/dev/a"]), ..Given::default() }).unwrap().unwrap();
+            assert!(crate::plan::sweep::expand(&plan, &[]).unwrap().configs.iter().all(|c| !c.key.contains("target=")), "{}", p.name);
+        }
+        let bad = part_named("S4.1-latency").plan(true, &Given { targets: &v(&["/dev/a+"]), ..Given::default() });
+        assert!(bad.unwrap_err().contains("has an empty name"));
+        let plan = |t: &[&str]| part_named("S4.1-latency").plan(true, &Given { targets: &v(t), ..Given::default() }).unwrap();
+        assert_ne!(plan(&["/dev/a", "/dev/b"]), plan(&["/dev/a", "/dev/c"]), "other devices, another plan");
+    }
+
+    fn part_named(name: &str) -> &'static Part {
+        part(name).unwrap_or_else(|| panic!("no part {name}"))
+    }
+
     #[test]
     fn paper_parameters() {
         let s3 = &find("s3").unwrap().parts[0];
-        let e = crate::plan::sweep::expand(&s3.plan(false, None, &[]).unwrap(), &[]).unwrap();
+        let e = crate::plan::sweep::expand(&s3.plan(false, &Given::default()).unwrap().unwrap(), &[]).unwrap();
         // 8 block sizes x 7 thread counts x (pvsync2, io_uring) x (irq, poll, hybrid); the kernel
         // decides at run time which hybrid polling exists (skipped with the reason where none).
         assert_eq!(e.configs.len(), 8 * 7 * 6);
         assert_eq!(e.replicates, 10);
         assert_eq!(e.seconds_per_run, Some(130.0));
-        let quick = crate::plan::sweep::expand(&s3.plan(true, None, &[]).unwrap(), &[]).unwrap();
+        let quick = crate::plan::sweep::expand(&s3.plan(true, &Given::default()).unwrap().unwrap(), &[]).unwrap();
         assert!(quick.estimate_s(quick.order.len()).unwrap() < 300.0, "quick S3 finishes in minutes");
         let s1 = &find("S1").unwrap().parts[0];
-        let t2 = crate::plan::sweep::expand(&s1.plan(false, None, &[]).unwrap(), &[]).unwrap();
+        let t2 = crate::plan::sweep::expand(&s1.plan(false, &Given::default()).unwrap().unwrap(), &[]).unwrap();
         // Table 2: psync, pvsync2 x3, posixaio x2, libaio, io_uring 2 submits x 3 completions = 13, x2 rw.
         assert_eq!(t2.configs.len(), 26);
         // The papers' set-up reaches every run of S1, S3 and S4, and no other study's.
         for study in STUDIES {
             for p in study.parts {
-                let Some(plan) = p.plan(true, None, &[]) else { continue };
+                let Some(plan) = p.plan(true, &Given::default()).unwrap() else { continue };
                 let e = crate::plan::sweep::expand(&plan, &[]).unwrap();
                 let want: Vec<String> = study.setup.iter().map(|s| s.to_string()).collect();
                 assert!(e.configs.iter().all(|c| c.job.system.setup == want), "{}", p.name);

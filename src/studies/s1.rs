@@ -1,7 +1,7 @@
 //! S1, HotStorage'23: energy implications of I/O interface design choices. The latency table
 //! with each configuration's slowdown against the fastest (the paper's Table 2), and IOPS, power,
 //! IOPS per joule and cores against queue depth and against threads.
-use super::{pick, Budget::Runtime, Part, Report, Runs, Study};
+use super::{pick, Budget::Runtime, Devices, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::stats;
 use crate::record::read::Latency;
@@ -30,6 +30,7 @@ pub const STUDY: Study = Study {
                 quick: (2, "0.5s", Runtime("2s")),
                 report: Report::Panels(latency_panels),
                 profile: None,
+                devices: Devices::Together,
             }),
         },
         Part {
@@ -42,6 +43,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(depth_panels),
                 profile: None,
+                devices: Devices::Together,
             }),
         },
         Part {
@@ -54,6 +56,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(threads_panels),
                 profile: None,
+                devices: Devices::Together,
             }),
         },
     ],

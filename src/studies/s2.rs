@@ -1,11 +1,12 @@
 //! S2, CHEOPS'23: performance characterization of storage stacks. psync, libaio, iou (irq), iou-c
 //! (IOPOLL) and iou-s (SQPOLL + IOPOLL): CPU counters per I/O at QD1, J-curves with their
 //! saturation points, IOPS against cores, and the I/O schedulers compared.
-use super::{pick, Budget::Runtime, Part, Report, Runs, Study};
+use super::{pick, Budget::Runtime, Devices, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
 use crate::analysis::saturation::{saturation_point, CurvePoint, SaturationRule};
+use crate::plan::matrix::TARGET_SET;
 use crate::record::read::Counters;
-use crate::report::data::Config;
+use crate::report::data::{devices_said, Config};
 use crate::report::panels::{
     axis, cell, cores, counters_gap, distinct, iops, lat_mean_us, mean_ci, num, plot, plot_with, point, runs_of, Figure, Plot,
 };
@@ -28,6 +29,7 @@ pub const STUDY: Study = Study {
                 quick: (2, "0.5s", Runtime("2s")),
                 report: Report::Panels(qd1_panels),
                 profile: None,
+                devices: Devices::First,
             }),
         },
         Part {
@@ -40,6 +42,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(jcurve_panels),
                 profile: None,
+                devices: Devices::OneAndAll,
             }),
         },
         Part {
@@ -52,6 +55,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(cores_panels),
                 profile: None,
+                devices: Devices::Together,
             }),
         },
         Part {
@@ -64,6 +68,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(schedulers_panels),
                 profile: None,
+                devices: Devices::Together,
             }),
         },
         Part {
@@ -79,6 +84,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(super::profiled_part),
                 profile: Some("layers,stages"),
+                devices: Devices::First,
             }),
         },
     ],
@@ -176,21 +182,116 @@ fn qd1_panels(ctx: &mut Ctx) {
     }
 }
 
+/// Fig 5: the J-curves of one device (5a) and of all the devices given together (5b), from one
+/// suite run (`Devices::OneAndAll`), each with its saturation points; then 1 against N.
 fn jcurve_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
-    let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
+    let runs = runs_of(&cs);
+    let gap = counters_gap(&runs);
+    // Fewest devices first: 5a, then 5b.
+    let mut targets: Vec<Option<&str>> = cs.iter().map(|c| c.target()).collect();
+    targets.sort_by_key(|t| (t.map_or(1, |t| t.split(TARGET_SET).count()), *t));
+    targets.dedup();
+    let mut t = Table::new(
+        "S2 saturation points (J-curve heel)",
+        &[
+            "configuration",
+            "devices",
+            "saturation QD",
+            "IOPS there",
+            "mean latency µs there",
+            "instructions per I/O there",
+            "IPC there",
+            "rule",
+        ],
+    );
+    // (method and machine, devices) -> the highest mean IOPS and its queue depth.
+    let mut peaks: Vec<(String, usize, f64, u32)> = Vec::new();
+    for (n, target) in targets.iter().enumerate() {
+        let mine: Vec<&Config> = cs.iter().filter(|c| c.target() == *target).copied().collect();
+        let devices = target.map_or("the target".to_string(), devices_counted);
+        let (series, callouts) =
+            jcurves(&mine, &devices, &gap, &mut t, &mut |name, iops, qd| match peaks.iter_mut().find(|p| p.0 == name && p.1 == n) {
+                Some(p) if p.2 >= iops => {}
+                Some(p) => (p.2, p.3) = (iops, qd),
+                None => peaks.push((name.to_string(), n, iops, qd)),
+            });
+        let fig = match (targets.len(), n) {
+            (1, _) => "",
+            (_, 0) => "Fig 5a, ",
+            _ => "Fig 5b, ",
+        };
+        let title = match target {
+            None => format!("J-curves, {fig}IOPS against mean latency"),
+            Some(_) => format!("J-curves, {fig}{devices}: IOPS against mean latency"),
+        };
+        let svg = svg::chart(&Chart {
+            title: format!("{title} (circled: saturation point)"),
+            x: axis("mean latency (µs)", Scale::Linear),
+            y: axis("IOPS", Scale::Linear),
+            series,
+            callouts,
+            lines: true,
+        });
+        let notes =
+            vec!["Each point is one queue depth (hover for it); circled points are saturation points by the documented rule.".into()];
+        ctx.figure(&title, svg, &runs_of(&mine), notes);
+    }
+    t.notes.push("Saturation rule: the first queue depth whose next step gains < 5 % IOPS per doubling while mean latency grows > 20 % per doubling (docs/statistics.md), applied to the replicate means.".into());
+    if let Some(reason) = &gap {
+        t.notes.push(format!("Counters not available here: {reason}"));
+    }
+    ctx.table(t, &runs);
+    if targets.len() < 2 {
+        ctx.note("CHEOPS'23 Fig 5 draws one device against all of them (7 in the paper); this suite run was given one device, so only its J-curves are drawn: give several (iolab suite run S2 DEV1 DEV2 ...) for the first alone against all together.");
+        return;
+    }
+    let all = targets.len() - 1;
+    let mut one_n = Table::new(
+        format!("S2 one device against {}: peak IOPS", targets[all].map_or("all".to_string(), devices_counted)),
+        &["configuration", "1 device: peak IOPS (QD)", "all together: peak IOPS (QD)", "all / 1"],
+    );
+    let mut names: Vec<&String> = peaks.iter().map(|p| &p.0).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let at = |n: usize| peaks.iter().find(|p| p.0 == *name && p.1 == n);
+        let said = |p: Option<&(String, usize, f64, u32)>| p.map_or("not measured".to_string(), |p| format!("{} ({})", num(p.2), p.3));
+        let ratio = match (at(0), at(all)) {
+            (Some(a), Some(b)) if a.2 > 0.0 => format!("{}×", num(b.2 / a.2)),
+            _ => "-".into(),
+        };
+        one_n.rows.push(vec![name.clone(), said(at(0)), said(at(all)), ratio]);
+    }
+    one_n.notes.push("Peak: the highest replicate-mean IOPS over the queue depths, as the J-curves reach it.".into());
+    ctx.table(one_n, &runs);
+}
+
+/// A target's devices counted: "1 device (nvme0n1)", "7 devices together (nvme0n1+...)".
+fn devices_counted(target: &str) -> String {
+    match target.split(TARGET_SET).count() {
+        1 => format!("1 device ({})", devices_said(target)),
+        n => format!("{n} devices together ({})", devices_said(target)),
+    }
+}
+
+/// One J-curve per method (and machine) of `configs`, all on `devices`, with its row of the
+/// saturation table and each point's IOPS handed to `peak` (name, mean IOPS, queue depth).
+fn jcurves(
+    configs: &[&Config],
+    devices: &str,
+    gap: &Option<String>,
+    t: &mut Table,
+    peak: &mut dyn FnMut(&str, f64, u32),
+) -> (Vec<Series>, Vec<Callout>) {
+    let name = |c: &Config| c.machine.as_ref().map_or(c.method(), |m| format!("{} · {m}", c.method()));
+    let mut methods: Vec<String> = configs.iter().map(|c| name(c)).collect();
     methods.sort();
     methods.dedup();
     let mut series = Vec::new();
     let mut callouts = Vec::new();
-    let mut t = Table::new(
-        "S2 saturation points (J-curve heel)",
-        &["configuration", "saturation QD", "IOPS there", "mean latency µs there", "instructions per I/O there", "IPC there", "rule"],
-    );
-    let runs = runs_of(&cs);
-    let gap = counters_gap(&runs);
     for m in &methods {
-        let mut mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
+        let mut mine: Vec<&Config> = configs.iter().filter(|c| &name(c) == m).copied().collect();
         mine.sort_by_key(|c| c.first().qd);
         let mut pts = Vec::new();
         let mut curve = Vec::new();
@@ -198,8 +299,9 @@ fn jcurve_panels(ctx: &mut Ctx) {
             let (Some(i), Some(l)) = (c.summary(&iops), c.summary(&lat_mean_us)) else { continue };
             let qd = c.first().qd as f64;
             let mut p = point(c, l.mean, m, "mean latency µs", "IOPS", &iops).expect("summary exists");
-            p.tip = format!("{m} · QD {qd} · IOPS {} · mean latency {} µs", mean_ci(&i), mean_ci(&l));
+            p.tip = format!("{m} · {devices} · QD {qd} · IOPS {} · mean latency {} µs", mean_ci(&i), mean_ci(&l));
             pts.push(p);
+            peak(m, i.mean, c.first().qd);
             curve.push((c, CurvePoint { qd, iops: i.mean, mean_lat: l.mean }));
         }
         let points: Vec<CurvePoint> = curve.iter().map(|(_, p)| *p).collect();
@@ -211,37 +313,20 @@ fn jcurve_panels(ctx: &mut Ctx) {
             callouts.push(Callout { x: p.mean_lat, y: p.iops, text: format!("QD {}", p.qd) });
             t.rows.push(vec![
                 m.clone(),
+                devices.to_string(),
                 sat_qd,
                 num(p.iops),
                 num(p.mean_lat),
-                counter_cell(c, |k| k.workload_per_io.instructions, &gap),
-                counter_cell(c, |k| k.workload_per_io.ipc, &gap),
+                counter_cell(c, |k| k.workload_per_io.instructions, gap),
+                counter_cell(c, |k| k.workload_per_io.ipc, gap),
                 reason,
             ]);
         } else {
-            t.rows.push(vec![m.clone(), sat_qd, "-".into(), "-".into(), "-".into(), "-".into(), reason]);
+            t.rows.push(vec![m.clone(), devices.to_string(), sat_qd, "-".into(), "-".into(), "-".into(), "-".into(), reason]);
         }
         series.push(Series { name: m.clone(), points: pts });
     }
-    t.notes.push("Saturation rule: the first queue depth whose next step gains < 5 % IOPS per doubling while mean latency grows > 20 % per doubling (docs/statistics.md), applied to the replicate means.".into());
-    if let Some(reason) = &gap {
-        t.notes.push(format!("Counters not available here: {reason}"));
-    }
-    let svg = svg::chart(&Chart {
-        title: "J-curves: IOPS against mean latency (circled: saturation point)".into(),
-        x: axis("mean latency (µs)", Scale::Linear),
-        y: axis("IOPS", Scale::Linear),
-        series,
-        callouts,
-        lines: true,
-    });
-    ctx.figure(
-        "J-curves: IOPS against mean latency",
-        svg,
-        &runs,
-        vec!["Each point is one queue depth (hover for it); circled points are saturation points by the documented rule.".into()],
-    );
-    ctx.table(t, &runs);
+    (series, callouts)
 }
 
 fn counter_cell(c: &Config, counter: Figure<Counters>, gap: &Option<String>) -> String {

@@ -1,7 +1,7 @@
 //! S3, HotStorage'22: when poll is more energy efficient than interrupt. Synchronous random reads,
 //! one outstanding I/O per thread: the 4 KiB table per completion method and the map of the most
 //! energy-efficient method per (block size, threads) tile, with ties called by a t-test.
-use super::{pick, Budget::Runtime, Part, Report, Runs, Study};
+use super::{pick, Budget::Runtime, Devices, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, ALPHA};
 use crate::analysis::stats::{self, TTest};
 use crate::report::data::{Config, Run};
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 pub const STUDY: Study = Study { id: "S3", title: "HotStorage'22: when poll is more energy efficient than interrupt", setup: super::NO_SCHEDULER_FULL_SPEED, parts: &[
     Part { name: "S3-map", feeds: "Table: 4 KiB latency/IOPS per completion method at 1 and 8 threads; energy-efficiency map per (bs, threads); context switches per I/O",
-        unsupported: &[], runs: Some(Runs { matrix: map_matrix, full: (10, "10s", Runtime("120s")), quick: (2, "0.5s", Runtime("1s")), report: Report::Panels(map_panels), profile: None }) },
+        unsupported: &[], runs: Some(Runs { matrix: map_matrix, full: (10, "10s", Runtime("120s")), quick: (2, "0.5s", Runtime("1s")), report: Report::Panels(map_panels), profile: None, devices: Devices::Together }) },
 ]};
 
 fn map_matrix(q: bool) -> String {

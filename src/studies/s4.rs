@@ -1,7 +1,7 @@
 //! S4, IISWC'19: system challenges of ultra-low-latency SSDs. libaio and pvsync2 at 4 KiB:
 //! latency and bandwidth against queue depth, read latency under mixed-in writes, garbage
 //! collection over time, and interrupt against polling against hybrid completion.
-use super::{pick, Budget::Runtime, Part, Report, Runs, Study};
+use super::{pick, Budget::Runtime, Devices, Part, Report, Runs, Study};
 use crate::plan::size::format_bytes;
 use crate::record::read::{Latency, SecondPoint};
 use crate::report::data::{Config, Run};
@@ -27,6 +27,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(latency_panels),
                 profile: None,
+                devices: Devices::Each,
             }),
         },
         Part {
@@ -39,6 +40,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(bandwidth_panels),
                 profile: None,
+                devices: Devices::Each,
             }),
         },
         Part {
@@ -51,6 +53,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(interference_panels),
                 profile: None,
+                devices: Devices::Each,
             }),
         },
         Part {
@@ -63,6 +66,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0s", Runtime("3s")),
                 report: Report::Panels(gc_panels),
                 profile: None,
+                devices: Devices::Each,
             }),
         },
         Part {
@@ -75,6 +79,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(completion_panels),
                 profile: None,
+                devices: Devices::Each,
             }),
         },
         Part {
@@ -87,6 +92,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(completion_panels),
                 profile: None,
+                devices: Devices::Each,
             }),
         },
         Part {
@@ -102,6 +108,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(super::profiled_part),
                 profile: Some("layers"),
+                devices: Devices::Each,
             }),
         },
         Part {
@@ -201,12 +208,26 @@ fn latency_panels(ctx: &mut Ctx) {
 fn bandwidth_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let bw = |r: &Run| r.row.metrics.bw_bytes_per_s;
-    let max = cs.iter().filter_map(|c| c.summary(&bw)).map(|s| s.mean).fold(0.0, f64::max);
-    if max <= 0.0 {
+    // Each device (and machine) normalised to its own maximum, as the paper normalised each SSD.
+    let mut maxima: Vec<(Option<String>, f64)> = Vec::new();
+    for c in &cs {
+        let mean = c.summary(&bw).map_or(0.0, |s| s.mean);
+        match maxima.iter_mut().find(|(o, _)| *o == c.overlay()) {
+            Some((_, m)) => *m = m.max(mean),
+            None => maxima.push((c.overlay(), mean)),
+        }
+    }
+    if maxima.iter().all(|(_, m)| *m <= 0.0) {
         ctx.unavailable("Normalised bandwidth against queue depth", "no run here measured bandwidth", &runs_of(&cs));
         return;
     }
+    let max_of: Vec<(i64, f64)> = cs
+        .iter()
+        .flat_map(|c| c.runs.iter().map(|r| (r.row.id, maxima.iter().find(|(o, _)| *o == c.overlay()).map_or(0.0, |m| m.1))))
+        .collect();
     let rw = |c: &Config| c.first().rw.clone();
+    let said: Vec<String> =
+        maxima.iter().map(|(o, m)| format!("{}{}/s", o.as_ref().map(|o| format!("{o}: ")).unwrap_or_default(), format_bytes(*m))).collect();
     plot(
         ctx,
         &cs,
@@ -215,12 +236,15 @@ fn bandwidth_panels(ctx: &mut Ctx) {
             x: axis("queue depth", Scale::Log2),
             y: axis("bandwidth / highest measured", Scale::Linear),
             x_of: &|r| r.qd as f64,
-            y_of: &|r| bw(r).map(|b| b / max),
+            y_of: &|r| {
+                let max = max_of.iter().find(|(id, _)| *id == r.row.id).map(|m| m.1).filter(|m| *m > 0.0)?;
+                bw(r).map(|b| b / max)
+            },
             series_of: &rw,
         },
         vec![format!(
-            "Normalised to the highest mean bandwidth this sweep measured ({}/s), the device maximum as far as the sweep saw it.",
-            format_bytes(max)
+            "Normalised to the highest mean bandwidth this sweep measured on each device ({}), the device maximum as far as the sweep saw it.",
+            said.join(", ")
         )],
     );
 }
@@ -251,7 +275,10 @@ fn gc_panels(ctx: &mut Ctx) {
     let mut lat = Vec::new();
     let mut rate = Vec::new();
     let mut power = Vec::new();
-    for r in &runs {
+    let each: Vec<(&Config, &Run)> = ctx.configs(|_| true).into_iter().flat_map(|c| c.runs.iter().map(move |r| (c, r))).collect();
+    for (c, r) in each {
+        // One line per run, named with its device and machine where they are overlaid.
+        let name = c.series(&format!("run {}", r.row.id));
         if let Some(w) = r.watts_per_second() {
             let points = w
                 .iter()
@@ -261,7 +288,7 @@ fn gc_panels(ctx: &mut Ctx) {
                     Some(Point { x, y, ci: None, tip: format!("run {} · t = {t} s · {} W", r.row.id, num(y)), flagged: r.fell_back() })
                 })
                 .collect();
-            power.push(Series { name: format!("run {}", r.row.id), points });
+            power.push(Series { name: name.clone(), points });
         }
         let Some(series) = &r.record.results.series else { continue };
         let pts = |field: fn(&SecondPoint) -> Option<f64>, scale: f64| -> Vec<Point> {
@@ -276,7 +303,6 @@ fn gc_panels(ctx: &mut Ctx) {
                 })
                 .collect()
         };
-        let name = format!("run {}", r.row.id);
         lat.push(Series { name: name.clone(), points: pts(|p| p.mean_lat_ns, 1e3) });
         rate.push(Series { name, points: pts(|p| p.write_iops, 1.0) });
     }
@@ -329,13 +355,14 @@ fn gc_panels(ctx: &mut Ctx) {
 fn completion_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let mut sorted = cs.clone();
-    sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, c.method()));
+    sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, c.method(), c.overlay()));
     let mut t = Table::new(
         "S4 completion methods: latency and CPU per I/O",
         &[
             "rw",
             "bs",
             "method",
+            "device",
             "mean latency µs",
             "p99.999 µs",
             "CPU user ns per I/O",
@@ -349,6 +376,7 @@ fn completion_panels(ctx: &mut Ctx) {
             c.first().rw.clone(),
             bs_name(c.first().bs),
             c.method(),
+            c.overlay().unwrap_or_else(|| c.first().devices.clone().unwrap_or("no device".into())),
             cell(c, &lat_mean_us),
             cell(c, &|r| us(r.record.results.total.lat_ns.p99_999)),
             cell(c, &|r| r.record.results.cpu.user_ns_per_io),

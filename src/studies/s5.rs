@@ -4,7 +4,7 @@
 //! 4 KiB for the four patterns (Table III, with the reduction against the baseline), bandwidth
 //! and IOPS from 4 KiB to 128 KiB (Figs 4 and 5). Each run moves a fixed 1 MB and each
 //! configuration is the geometric mean of its iterations, as the paper measured (15 at its scale).
-use super::{pick, Budget, Part, Report, Runs, Study};
+use super::{pick, Budget, Devices, Part, Report, Runs, Study};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{
     axis, bs_name, distinct, geometric_cell, lat_mean_us, num, paths_taken, plot_geometric, runs_of, Figure, Plot,
@@ -30,6 +30,7 @@ pub const STUDY: Study = Study {
                 quick: (1, "0s", Budget::Runtime("1s")),
                 report: Report::Panels(breakdown_panels),
                 profile: Some("stages"),
+                devices: Devices::Together,
             }),
         },
         Part {
@@ -45,6 +46,7 @@ pub const STUDY: Study = Study {
                 quick: (3, "0s", Budget::Bytes("1m")),
                 report: Report::Panels(fastpath_panels),
                 profile: None,
+                devices: Devices::Together,
             }),
         },
     ],
@@ -279,7 +281,9 @@ mod tests {
     fn the_plan_compares_the_block_path_with_passthrough() {
         let part = &STUDY.parts[1];
         // With no target the passthrough rows are dropped (the temporary target is a file).
-        let e = crate::plan::sweep::expand(&part.plan(false, None, &[]).unwrap(), &["/dev/nvme0n1".into()]).unwrap();
+        let e =
+            crate::plan::sweep::expand(&part.plan(false, &crate::studies::Given::default()).unwrap().unwrap(), &["/dev/nvme0n1".into()])
+                .unwrap();
         let mut methods: Vec<String> = e.configs.iter().map(|c| method_of_key(&c.key).unwrap()).collect();
         methods.sort();
         methods.dedup();
