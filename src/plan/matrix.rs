@@ -3,7 +3,7 @@
 //! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
-use super::{Complete, Job, Rw, Submit};
+use super::{Complete, Job, Numa, Rw, Submit};
 use crate::interfaces::InterfaceKind;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -43,6 +43,7 @@ pub enum Set {
     Count(fn(&mut Job, u32)),
     /// Bytes, or text such as "4k" (read when the plan expands).
     Size(fn(&mut Job, u64)),
+    Numa(fn(&mut Job, Numa)),
 }
 
 /// One value of a dimension, as the plan gives it.
@@ -57,6 +58,7 @@ pub enum Level {
     Signed(i64),
     Count(u32),
     Size(SizeValue),
+    Numa(Numa),
 }
 
 /// When a configuration's key names a dimension.
@@ -83,7 +85,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 12] = [
+pub const DIMENSIONS: [Dimension; 13] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -149,6 +151,13 @@ pub const DIMENSIONS: [Dimension; 12] = [
         value: |j| Text(j.system.scheduler.clone().unwrap_or_default()),
         shown: Shown::IfListed,
     },
+    // Threads pinned to a NUMA node's CPUs or not (CHEOPS'23 Fig 8's restricted lines).
+    Dimension {
+        name: "numa",
+        set: Set::Numa(|j, v| j.workload.numa = v),
+        value: |j| Text(j.workload.numa.to_string()),
+        shown: Shown::IfListed,
+    },
 ];
 
 /// The dimensions' names, in order (what serde lists for an unknown `[matrix]` key).
@@ -183,6 +192,7 @@ impl Set {
             Set::Signed(_) => list(d, Level::Signed),
             Set::Count(_) => list(d, Level::Count),
             Set::Size(_) => list(d, Level::Size),
+            Set::Numa(_) => list(d, Level::Numa),
         }
     }
 
@@ -198,6 +208,7 @@ impl Set {
             (Set::Signed(f), Level::Signed(v)) => f(job, *v),
             (Set::Count(f), Level::Count(v)) => f(job, *v),
             (Set::Size(f), Level::Size(v)) => f(job, v.bytes().expect("Matrix::jobs checks sizes first")),
+            (Set::Numa(f), Level::Numa(v)) => f(job, *v),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
         }
     }
