@@ -24,6 +24,7 @@ pub enum FailureKind {
 }
 
 /// A run that could not be done or failed.
+#[derive(Debug)]
 pub struct Failure {
     pub kind: FailureKind,
     pub message: String,

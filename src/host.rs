@@ -68,6 +68,32 @@ pub fn numa_nodes_in(sys: &std::path::Path) -> Vec<(u32, Vec<usize>)> {
     nodes
 }
 
+/// [`numa_nodes_in`] on this machine's /sys.
+pub fn numa_nodes() -> Vec<(u32, Vec<usize>)> {
+    numa_nodes_in(std::path::Path::new("/sys"))
+}
+
+/// Why `node` cannot be asked for on a machine whose nodes are `nodes` (None: it exists).
+pub fn missing_node(nodes: &[(u32, Vec<usize>)], node: u32) -> Option<String> {
+    if nodes.iter().any(|(n, _)| *n == node) {
+        return None;
+    }
+    let list = |c: &[usize]| c.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+    let have: Vec<String> = nodes.iter().map(|(n, c)| format!("{n} (CPUs {})", list(c))).collect();
+    Some(format!("--numa {node}: this machine has no NUMA node {node}; its nodes are {}", have.join(", ")))
+}
+
+/// The CPUs for a job's threads on a node whose CPUs are `cpus` (in order): worker t on the
+/// t-th, round-robin when there are more threads than CPUs; with `sqpoll`, each worker's SQ
+/// thread on a CPU after the workers' (CHEOPS'23 ran iou-s on two cores per thread: fio and the
+/// kernel's poller on one core collapsed), so no two share a CPU while the node has enough.
+pub fn cpus_on_node(cpus: &[usize], threads: usize, sqpoll: bool) -> (Vec<usize>, Vec<usize>) {
+    let at = |i: usize| cpus[i % cpus.len()];
+    let workers = (0..threads).map(at).collect();
+    let sq = if sqpoll { (0..threads).map(|t| at(threads + t)).collect() } else { Vec::new() };
+    (workers, sq)
+}
+
 /// A kernel CPU list ("0-3,8,10-11") as CPU numbers; None when it is not one.
 pub fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
@@ -116,6 +142,12 @@ mod tests {
         assert_eq!(device_numa_node_in(s, "nvme0n1"), Some(1));
         assert_eq!(device_numa_node_in(s, "vda"), None);
         assert_eq!(device_numa_node_in(s, "sdz"), None);
+        // The device's node chooses the CPUs: node 1's, in order, SQPOLL threads after the workers'.
+        let node1 = &numa_nodes_in(s)[1].1;
+        assert_eq!(cpus_on_node(node1, 3, false), (vec![4, 5, 6], vec![]));
+        assert_eq!(cpus_on_node(node1, 2, true), (vec![4, 5], vec![6, 7]));
+        assert_eq!(cpus_on_node(node1, 10, false).0[8..], [4, 5], "more threads than CPUs: round-robin on the node");
+        assert_eq!(cpus_on_node(node1, 5, true).1, vec![13, 14, 15, 4, 5]);
         assert_eq!(parse_cpulist("0"), Some(vec![0]));
         assert_eq!(parse_cpulist("x"), None);
     }

@@ -66,6 +66,9 @@ pub struct Environment {
     pub user_space_driver: Option<crate::interfaces::vfio_nvme::take::DriverEnv>,
     /// The study set-up (`spec.setup`) this machine did not take, each with the reason.
     pub setup_not_applied: Vec<String>,
+    /// `--numa`: the node and CPUs chosen for the threads, and where each worker and SQPOLL
+    /// thread was allowed to run and ran. Null when the run did not reach its engine.
+    pub placement: Option<crate::meters::placement::NumaPlacement>,
 }
 
 #[derive(Serialize)]

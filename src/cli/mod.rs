@@ -131,6 +131,10 @@ pub struct RunArgs {
     /// CPUs to pin threads to, round-robin (e.g. 0,2 or 0-3).
     #[arg(long)]
     pub cpus: Option<String>,
+    /// Pin every thread (and SQPOLL thread) to a NUMA node's CPUs: local (the targets' node), a
+    /// node's number, or off.
+    #[arg(long, value_name = "local|NODE|off", default_value = "off")]
+    pub numa: crate::plan::Numa,
     /// Seed for the offset streams.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -303,6 +307,7 @@ impl RunArgs {
                 batch_submit: self.batch_submit,
                 batch_reap: self.batch_reap,
                 cpus: self.cpus.as_deref().map(parse_cpus).transpose()?.unwrap_or_default(),
+                numa: self.numa,
                 seed: self.seed,
             },
             timing: Timing { ramp_s: size::parse_seconds(&self.ramp).map_err(|e| format!("--ramp: {e}"))?, budget },

@@ -40,6 +40,10 @@ pub struct SuiteRunArgs {
     pub dry_run: bool,
     #[arg(short, long)]
     pub quiet: bool,
+    /// Pin every run's threads to a NUMA node's CPUs (local, a node's number, or off), in place
+    /// of what the study's parts ask (S2's: local).
+    #[arg(long, value_name = "local|NODE|off")]
+    pub numa: Option<crate::plan::Numa>,
     #[command(flatten)]
     pub energy: super::EnergyArgs,
     #[command(flatten)]
@@ -98,7 +102,8 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     }
     let energy = a.energy.options()?;
     println!("{}: {}{}", suite.id, suite.title, if a.quick { " (quick)" } else { "" });
-    let again = format!("iolab suite run {}{}", suite.id, if a.quick { " --quick" } else { "" });
+    let numa = a.numa.map(|n| format!(" --numa {n}")).unwrap_or_default();
+    let again = format!("iolab suite run {}{}{numa}", suite.id, if a.quick { " --quick" } else { "" });
     let mut code = 0;
     for p in parts {
         println!("\n== {}: {}", p.name, p.feeds);
@@ -109,6 +114,10 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
                 println!("  cannot run {w}: {r}");
             }
             continue;
+        };
+        let plan = match a.numa {
+            Some(n) => crate::plan::sweep::with_numa(&plan, n)?,
+            None => plan,
         };
         let how = PlanRun {
             db: a.db.clone(),

@@ -33,6 +33,10 @@ pub struct SweepArgs {
     /// No progress display.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Pin every run's threads to a NUMA node's CPUs (local, a node's number, or off), in place
+    /// of the plan's options.numa.
+    #[arg(long, value_name = "local|NODE|off")]
+    pub numa: Option<crate::plan::Numa>,
     #[command(flatten)]
     pub energy: super::EnergyArgs,
     #[command(flatten)]
@@ -151,6 +155,10 @@ pub fn main(args: &SweepArgs) -> i32 {
 
 fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
     let text = std::fs::read_to_string(&args.plan).map_err(|e| format!("cannot read plan {}: {e}", args.plan.display()))?;
+    let text = match args.numa {
+        Some(n) => crate::plan::sweep::with_numa(&text, n)?,
+        None => text,
+    };
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
     let resume = if args.resume {
         Resume::Required
@@ -167,7 +175,7 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         quiet: args.quiet,
         dry_run: args.dry_run,
         resume,
-        again: format!("iolab sweep --resume {}", args.plan.display()),
+        again: format!("iolab sweep --resume {}{}", args.plan.display(), args.numa.map(|n| format!(" --numa {n}")).unwrap_or_default()),
         energy: args.energy.options()?,
         profile: args.profile.profile,
         share: args.share.clone(),

@@ -58,16 +58,43 @@ struct ThreadOut {
     verify_error: Option<FailedIo>,
 }
 
+/// Pin this thread to `cpu` and read the affinity back: a cpuset may narrow what is asked.
 fn pin_to_cpu(cpu: usize) -> Result<(), String> {
-    // SAFETY: set is a plain bitmask initialised by CPU_ZERO/CPU_SET.
+    // SAFETY: the sets are plain bitmasks initialised by zeroing and CPU_SET.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             return Err(format!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error()));
         }
+        let mut got: libc::cpu_set_t = std::mem::zeroed();
+        let read = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut got) == 0;
+        if !read || !libc::CPU_ISSET(cpu, &got) || libc::CPU_COUNT(&got) != 1 {
+            return Err(format!("pinned to CPU {cpu}, but the kernel's affinity read back differs (a cpuset?)"));
+        }
     }
     Ok(())
+}
+
+/// The CPU each worker, and each worker's SQPOLL thread, is pinned to, round-robin over the
+/// lists; an empty list pins nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Placement {
+    pub workers: Vec<usize>,
+    pub sq: Vec<u32>,
+}
+
+impl Placement {
+    /// The job's own `--cpus` and `--sq-cpu` (one CPU for every ring's SQ thread).
+    pub fn of_job(job: &Job) -> Placement {
+        Placement { workers: job.workload.cpus.clone(), sq: job.io.ring.sq_cpu.into_iter().collect() }
+    }
+    fn worker(&self, t: usize) -> Option<usize> {
+        (!self.workers.is_empty()).then(|| self.workers[t % self.workers.len()])
+    }
+    fn sq(&self, t: usize) -> Option<u32> {
+        (!self.sq.is_empty()).then(|| self.sq[t % self.sq.len()])
+    }
 }
 
 /// Per-second slots each thread allocates before its first I/O.
@@ -104,6 +131,7 @@ fn quota_for(job: &Job, t: usize) -> Option<u64> {
 /// `std::thread::scope`.
 struct Shared<'a> {
     job: &'a Job,
+    placement: &'a Placement,
     targets: &'a [OpenTarget],
     clock: Clock,
     /// Measured before the run, on a quiet machine.
@@ -131,11 +159,12 @@ struct Shared<'a> {
 }
 
 impl<'a> Shared<'a> {
-    fn new(job: &'a Job, targets: &'a [OpenTarget]) -> Shared<'a> {
+    fn new(job: &'a Job, placement: &'a Placement, targets: &'a [OpenTarget]) -> Shared<'a> {
         let threads = job.workload.threads as usize;
         let clock = Clock::calibrate();
         Shared {
             job,
+            placement,
             targets,
             clock,
             clock_info: clock.info(),
@@ -158,16 +187,18 @@ impl<'a> Shared<'a> {
     }
 }
 
-/// Run the job over the targets. Blocks until all threads finish. `cancel` stops the run
-/// early; what was measured until then is returned, marked interrupted.
+/// Run the job over the targets, its threads on the CPUs `placement` gives. Blocks until all
+/// threads finish. `cancel` stops the run early; what was measured until then is returned,
+/// marked interrupted.
 pub fn run(
     job: &Job,
+    placement: &Placement,
     targets: &[OpenTarget],
     cancel: Cancel,
     progress: ProgressFn,
     hooks: &mut dyn WindowHooks,
 ) -> Result<EngineOutput, String> {
-    let shared = Shared::new(job, targets);
+    let shared = Shared::new(job, placement, targets);
     let sh = &shared;
     let (workers, coordinated) = std::thread::scope(|s| -> Result<_, String> {
         let handles = spawn_workers(s, sh)?;
@@ -254,8 +285,8 @@ struct Prepared<T> {
 /// the interface.
 fn prepare<T: Interface>(sh: &Shared, t: usize) -> Result<Prepared<T>, String> {
     let (job, targets) = (sh.job, sh.targets);
-    if !job.workload.cpus.is_empty() {
-        pin_to_cpu(job.workload.cpus[t % job.workload.cpus.len()])?;
+    if let Some(cpu) = sh.placement.worker(t) {
+        pin_to_cpu(cpu)?;
     }
     let mut bufs = AlignedBuf::new(job.workload.bs as usize * job.workload.qd as usize, T::buffer_memory(&job.io))?;
     let mut rng = Rng::for_thread(job.workload.seed, t as u32);
@@ -275,12 +306,12 @@ fn prepare<T: Interface>(sh: &Shared, t: usize) -> Result<Prepared<T>, String> {
     };
     let stream =
         Stream::new(rng, regions, job.workload.bs, job.workload.rw.is_random(), job.workload.rw.write_percent(job.workload.write_mix));
-    let io = open_for(job, targets, &bufs)?;
+    let io = open_for(job, sh.placement.sq(t), targets, &bufs)?;
     Ok(Prepared { io, stream, written, bufs })
 }
 
-/// The job's interface over the targets, with this thread's buffers.
-fn open_for<T: Interface>(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) -> Result<T, String> {
+/// The job's interface over the targets, with this thread's buffers and SQPOLL thread's CPU.
+fn open_for<T: Interface>(job: &Job, sq_cpu: Option<u32>, targets: &[OpenTarget], bufs: &AlignedBuf) -> Result<T, String> {
     let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
     let setup = Setup {
         fds: &fds,
@@ -291,7 +322,7 @@ fn open_for<T: Interface>(job: &Job, targets: &[OpenTarget], bufs: &AlignedBuf) 
         submit: job.io.submit,
         complete: job.io.complete,
         batch_submit: job.workload.batch_submit,
-        ring: job.io.ring,
+        ring: crate::interfaces::io_uring::RingOptions { sq_cpu, ..job.io.ring },
         null_script: job.io.null_script.as_deref(),
     };
     T::open(&setup).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))

@@ -26,7 +26,8 @@ fn null_target(job: &Job) -> OpenTarget {
 
 fn run_null(job: &Job) -> EngineOutput {
     let never = AtomicBool::new(false);
-    run(job, &[null_target(job)], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+    run(job, &Placement::of_job(job), &[null_target(job)], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks)
+        .expect("the engine runs")
 }
 
 /// One thread's loop over a null interface, returning the interface so its counters can be read.
@@ -173,7 +174,7 @@ fn cancelling_mid_run_stops_it_and_reports_interrupted() {
             std::thread::sleep(std::time::Duration::from_millis(100));
             cancel.cancel();
         });
-        run(&job, &[null_target(&job)], cancel, &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+        run(&job, &Placement::of_job(&job), &[null_target(&job)], cancel, &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
     });
     assert!(began.elapsed() < std::time::Duration::from_secs(10), "took {:?}", began.elapsed());
     assert!(out.interrupted && out.first_error.is_none());
@@ -191,7 +192,9 @@ fn a_worker_that_panics_before_the_start_fails_the_run_instead_of_hanging_it() {
     // (a panic in its preparation) while the first thread is prepared and waits at the barrier.
     let target = OpenTarget { fd: -1, range_start: u64::MAX - 4095, range_len: 4 << 12 };
     let never = AtomicBool::new(false);
-    let err = run(&job, &[target], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).err().expect("the run fails");
+    let err = run(&job, &Placement::of_job(&job), &[target], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks)
+        .err()
+        .expect("the run fails");
     assert!(err.contains("a worker thread panicked") && err.contains("overflow"), "{err}");
 }
 
@@ -217,7 +220,14 @@ fn a_panicking_hook_panics_the_run_after_the_workers_were_let_go() {
         let never = AtomicBool::new(false);
         let began = std::time::Instant::now();
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run(&job, &[null_target(&job)], Cancel::new(&never), &mut |_, _, _, _| {}, &mut PanickingHooks { at_start })
+            run(
+                &job,
+                &Placement::of_job(&job),
+                &[null_target(&job)],
+                Cancel::new(&never),
+                &mut |_, _, _, _| {},
+                &mut PanickingHooks { at_start },
+            )
         }));
         let panic = ran.err().expect("the hook's panic comes out of run");
         let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));

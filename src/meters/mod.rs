@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod diskstat;
 pub mod interrupts;
 pub mod perf;
+pub mod placement;
 pub mod procstat;
 pub mod profile;
 pub mod ring;
@@ -125,6 +126,8 @@ pub struct Meters {
     profiler: Option<Result<profile::Profiler, String>>,
     /// `--profile stages`: the tracepoints, or why they could not be opened.
     tracer: Option<Result<stages::Tracer, String>>,
+    /// Where the workers and SQPOLL threads ran.
+    placement: placement::PlacementSampler,
 }
 
 impl Meters {
@@ -149,6 +152,7 @@ impl Meters {
             last_tick: None,
             profiler: None,
             tracer: None,
+            placement: Default::default(),
         }
     }
 
@@ -189,6 +193,7 @@ impl Meters {
 impl WindowHooks for Meters {
     fn window_start(&mut self, workload_tids: &[i32]) {
         self.workload_tids = workload_tids.to_vec();
+        self.placement.sample(workload_tids);
         self.start = Some(self.snapshot());
         self.energy_meter = self.energy_prepared.take().map(|p| p.start());
         self.counters = Some(CounterSet::start(workload_tids, self.ncpu));
@@ -211,6 +216,7 @@ impl WindowHooks for Meters {
             return;
         }
         self.last_tick = Some(std::time::Instant::now());
+        self.placement.sample(&self.workload_tids);
         for t in tasks::sample_process(self.pid, self.hz) {
             self.seen.insert(t.tid, t);
         }
@@ -228,6 +234,7 @@ impl WindowHooks for Meters {
             self.counter_values = Some(c.finish());
         }
         self.end = Some(self.snapshot());
+        self.placement.sample(&self.workload_tids);
     }
 }
 
@@ -440,6 +447,11 @@ impl Meters {
     }
 
     /// Everything measured, given iolab's completion count per target over the window.
+    /// Where the workers and SQPOLL threads ran over the window.
+    pub fn placement(&self) -> Vec<placement::ThreadPlacement> {
+        self.placement.threads()
+    }
+
     pub fn cost(&self, ios_per_target: &[u64]) -> Option<Cost> {
         let (a, b) = (self.start.as_ref()?, self.end.as_ref()?);
         let window = b.at.duration_since(a.at).as_secs_f64();

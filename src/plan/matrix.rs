@@ -3,7 +3,7 @@
 //! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
-use super::{Complete, Job, Rw, Submit};
+use super::{Complete, Job, Numa, Rw, Submit};
 use crate::interfaces::InterfaceKind;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -45,6 +45,7 @@ pub enum Set {
     Size(fn(&mut Job, u64)),
     /// A file or device, or several driven together joined by [`TARGET_SET`].
     Targets(fn(&mut Job, Vec<String>)),
+    Numa(fn(&mut Job, Numa)),
 }
 
 /// One value of a dimension, as the plan gives it.
@@ -60,6 +61,7 @@ pub enum Level {
     Count(u32),
     Size(SizeValue),
     Targets(Vec<String>),
+    Numa(Numa),
 }
 
 /// When a configuration's key names a dimension.
@@ -86,7 +88,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 12] = [
+pub const DIMENSIONS: [Dimension; 14] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -152,6 +154,13 @@ pub const DIMENSIONS: [Dimension; 12] = [
         value: |j| Text(j.system.scheduler.clone().unwrap_or_default()),
         shown: Shown::IfListed,
     },
+    // Threads pinned to a NUMA node's CPUs or not (CHEOPS'23 Fig 8's restricted lines).
+    Dimension {
+        name: "numa",
+        set: Set::Numa(|j, v| j.workload.numa = v),
+        value: |j| Text(j.workload.numa.to_string()),
+        shown: Shown::IfListed,
+    },
 ];
 
 /// Joins the targets of a set driven together in one run, in a `target` value of a plan's
@@ -210,6 +219,7 @@ impl Set {
             Set::Targets(_) => {
                 Vec::<String>::deserialize(d)?.iter().map(|v| target_set(v).map(Level::Targets).map_err(de::Error::custom)).collect()
             }
+            Set::Numa(_) => list(d, Level::Numa),
         }
     }
 
@@ -226,6 +236,7 @@ impl Set {
             (Set::Count(f), Level::Count(v)) => f(job, *v),
             (Set::Size(f), Level::Size(v)) => f(job, v.bytes().expect("Matrix::jobs checks sizes first")),
             (Set::Targets(f), Level::Targets(v)) => f(job, v.clone()),
+            (Set::Numa(f), Level::Numa(v)) => f(job, *v),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
         }
     }

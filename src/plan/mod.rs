@@ -95,12 +95,88 @@ pub struct Workload {
     pub batch_reap: u32,
     /// CPUs the threads are pinned to, round-robin; empty = not pinned.
     pub cpus: Vec<usize>,
+    /// Pin the threads (and SQPOLL threads) to one NUMA node's CPUs. Left out when off, so the
+    /// specs (and stored plans) of runs before it read the same.
+    #[serde(default, skip_serializing_if = "Numa::is_off")]
+    pub numa: Numa,
     pub seed: u64,
+}
+
+/// Which NUMA node's CPUs a job's threads run on: not pinned by node, the node the targets'
+/// devices hang off, or a named node. Written as one word: `off`, `local` or the node's number.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Numa {
+    #[default]
+    Off,
+    Local,
+    Node(u32),
+}
+
+impl Numa {
+    fn is_off(&self) -> bool {
+        *self == Numa::Off
+    }
+}
+
+impl std::str::FromStr for Numa {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Numa, String> {
+        match s.trim() {
+            "off" => Ok(Numa::Off),
+            "local" => Ok(Numa::Local),
+            n => {
+                n.parse().map(Numa::Node).map_err(|_| format!("--numa '{s}' is not a NUMA node: use local, off or a node number such as 0"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Numa {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Numa::Off => f.write_str("off"),
+            Numa::Local => f.write_str("local"),
+            Numa::Node(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for Numa {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// From its word, or a plan's bare node number (`numa = 1`).
+impl<'de> Deserialize<'de> for Numa {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Numa, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Node(u32),
+            Word(String),
+        }
+        match Written::deserialize(d)? {
+            Written::Node(n) => Ok(Numa::Node(n)),
+            Written::Word(w) => w.parse().map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 impl Default for Workload {
     fn default() -> Workload {
-        Workload { rw: Rw::Randread, write_mix: 50, bs: 4096, qd: 1, threads: 1, batch_submit: 1, batch_reap: 1, cpus: vec![], seed: 1 }
+        Workload {
+            rw: Rw::Randread,
+            write_mix: 50,
+            bs: 4096,
+            qd: 1,
+            threads: 1,
+            batch_submit: 1,
+            batch_reap: 1,
+            cpus: vec![],
+            numa: Numa::Off,
+            seed: 1,
+        }
     }
 }
 

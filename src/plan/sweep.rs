@@ -39,6 +39,8 @@ pub struct Options {
     #[serde(default)]
     pub buffered: bool,
     pub cpus: Option<Vec<usize>>,
+    /// `local`, a node's number or `off` (`iolab run --numa`).
+    pub numa: Option<super::Numa>,
     pub sq_cpu: Option<u32>,
     pub sq_idle_ms: Option<u32>,
     pub register_buffers: Option<bool>,
@@ -217,6 +219,19 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// The plan with every run's `options.numa` set to `numa` (`iolab sweep --numa`, `iolab suite run
+/// --numa`), for a plan that does not vary it in its matrix.
+pub fn with_numa(text: &str, numa: super::Numa) -> Result<String, String> {
+    let mut plan: toml::Table = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+    if plan.get("matrix").and_then(|m| m.get("numa")).is_some() {
+        return Err(format!("--numa {numa}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa"));
+    }
+    let options = plan.entry("options").or_insert_with(|| toml::Value::Table(Default::default()));
+    let toml::Value::Table(options) = options else { return Err("plan: options is not a table".into()) };
+    options.insert("numa".into(), toml::Value::String(numa.to_string()));
+    toml::to_string(&plan).map_err(|e| format!("plan: {e}"))
+}
+
 /// Parse and expand a plan. `cli_targets`, the command line's, replace the plan's `targets`
 /// and its `[matrix] target`: each is a target or a set driven together (joined by '+'); one
 /// value is every run's, as the plan's `targets`, unless the matrix lists targets; several are
@@ -285,7 +300,12 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
             },
             ..defaults.io
         },
-        workload: Workload { cpus: o.cpus.clone().unwrap_or_default(), seed: plan.seed, ..defaults.workload },
+        workload: Workload {
+            cpus: o.cpus.clone().unwrap_or_default(),
+            numa: o.numa.unwrap_or_default(),
+            seed: plan.seed,
+            ..defaults.workload
+        },
         timing: Timing { ramp_s, budget },
         targets: Targets { paths: targets, size, offset, destructive: plan.destructive.clone() },
         policy: Policy { verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback, strict: o.strict },
@@ -391,6 +411,7 @@ pub fn plan_hash(text: &str, targets: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Numa;
 
     const PLAN: &str = r#"
 name = "t"
@@ -489,7 +510,7 @@ reason = "io_uring at QD1 is covered elsewhere"
     #[test]
     fn matrix_errors_name_the_line_and_key() {
         for (plan, want) in [
-            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `qd`, `threads`, `batch`, `target`, `scheduler`"),
+            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`"),
             ("ios = 5\n[matrix]\nqd = [\n  1,\n  \"x\",\n]\n", "plan line 5: invalid type: string \"x\", expected u32"),
             ("[matrix]\nsubmit = [\"sideways\"]\n", "plan line 2, matrix.submit: unknown variant `sideways`, expected `syscall` or `sqpoll`"),
             (
@@ -685,6 +706,21 @@ reason = "small blocks on b"
             "interface=io_uring,submit=sqpoll,complete=poll,rw=randrw,write_mix=30,bs=8192,qd=4,threads=2"
         );
         assert_eq!(plan_hash(&stored_plan(&n), &[]), "13010f0253f38b9b");
+    }
+
+    #[test]
+    fn numa_from_options_the_matrix_or_the_command_line() {
+        let e = expand("ios = 5\n[options]\nnuma = \"local\"\n", &[]).unwrap();
+        assert_eq!(e.configs[0].job.workload.numa, Numa::Local);
+        let e = expand("ios = 5\n[matrix]\nnuma = [\"local\", \"off\", 0]\n", &[]).unwrap();
+        let keys: Vec<&str> = e.configs.iter().map(|c| c.key.rsplit(',').next().unwrap()).collect();
+        assert_eq!(keys, ["numa=local", "numa=off", "numa=0"]);
+        let over = with_numa("ios = 5\n[options]\ncpus = [0]\n", Numa::Node(0)).unwrap();
+        assert_eq!(expand(&over, &[]).unwrap_err(), "plan: every configuration was dropped, nothing is left to run (1 by: --numa 0 chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both): change the matrix or the rules");
+        let over = with_numa("ios = 5\n", Numa::Local).unwrap();
+        assert_eq!(expand(&over, &[]).unwrap().configs[0].job.workload.numa, Numa::Local);
+        assert!(with_numa("ios = 5\n[matrix]\nnuma = [\"off\"]\n", Numa::Local).unwrap_err().contains("varies numa"));
+        assert!(expand("ios = 5\n[options]\nnuma = \"near\"\n", &[]).unwrap_err().contains("is not a NUMA node"));
     }
 
     #[test]

@@ -94,6 +94,15 @@ pub fn validate(job: &Job) -> Result<(), String> {
         return Err(format!("--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered", job.io.complete.name()));
     }
     job.io.ring.check(job.io.interface, job.io.submit)?;
+    if job.workload.numa != super::Numa::Off && (!job.workload.cpus.is_empty() || job.io.ring.sq_cpu.is_some()) {
+        return Err(format!("--numa {} chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both", job.workload.numa));
+    }
+    if let super::Numa::Node(n) = job.workload.numa {
+        let nodes = crate::host::numa_nodes();
+        if let Some(why) = (!nodes.is_empty()).then(|| crate::host::missing_node(&nodes, n)).flatten() {
+            return Err(why);
+        }
+    }
     let ncpu = online_cpus();
     if let Some(c) = job.workload.cpus.iter().chain(job.io.ring.sq_cpu.map(|c| c as usize).as_ref()).find(|c| **c >= ncpu) {
         return Err(format!("CPU {c} does not exist: this machine has CPUs 0 to {}", ncpu - 1));

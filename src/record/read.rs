@@ -345,6 +345,7 @@ pub(crate) mod tests {
                 settings_changed: vec![],
                 user_space_driver: None,
                 setup_not_applied: vec![],
+                placement: None,
             },
             results: Some(record::Results {
                 window_s: 2.0,

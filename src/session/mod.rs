@@ -3,6 +3,7 @@
 //! What the caller shows while it works comes through [`RunUi`]; the session prints nothing.
 mod checks;
 pub mod energy_import;
+mod numa;
 pub mod precondition;
 pub mod probe;
 pub mod sweep;
@@ -138,6 +139,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
     infos.extend(diskless.then(|| interfaces::null::target_info(interfaces::null::address_space(job.targets.size, job.workload.bs))));
     infos.extend(taken.as_ref().map(|(_, info, _)| info.clone()));
+    let (placement, mut placed) = numa::resolve(job, &infos, &host::numa_nodes())?;
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
@@ -192,7 +194,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config))
         .with_profile(measure.profile, &system.tracefs());
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
-    let out = engine::run(job, &open, cancel, &mut progress, &mut meters).map_err(|m| {
+    let out = engine::run(job, &placement, &open, cancel, &mut progress, &mut meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
         let kind = if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed };
         Failure::new(kind, m)
@@ -218,6 +220,8 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         (Err(f), Some(r)) => return Err(Failure::new(FailureKind::SettingsNotRestored, format!("{}; {r}", f.message))),
     };
     env.clock = Some(out.clock.clone());
+    placed.threads = meters.placement();
+    env.placement = Some(placed);
     let w = out.window_s;
     let mut total = out.rec.read.clone();
     total.ios += out.rec.write.ios;
@@ -447,6 +451,7 @@ fn environment(targets: Vec<TargetInfo>) -> Environment {
         settings_changed: Vec::new(),
         user_space_driver: None,
         setup_not_applied: Vec::new(),
+        placement: None,
     }
 }
 

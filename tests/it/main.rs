@@ -14,6 +14,7 @@ mod io_errors;
 mod merge;
 mod meters_live;
 mod meters_parsers;
+mod numa;
 mod output_safety;
 mod precondition;
 mod profile;

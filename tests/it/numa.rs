@@ -1,0 +1,76 @@
+//! `--numa` on this machine: every worker and SQPOLL thread pinned to the node's CPUs, read back
+//! from /proc into the record; a node that does not exist refused in one line.
+use crate::common::*;
+use serde_json::Value;
+
+fn cpus(v: &Value) -> Vec<u64> {
+    v.as_array().unwrap_or_else(|| panic!("not a CPU list: {v}")).iter().map(|c| c.as_u64().unwrap()).collect()
+}
+
+/// Two workers under SQPOLL with `--numa local` on a file: the machine's one node (or the
+/// device's), each worker alone on its CPU, each SQ thread on the CPU chosen for it.
+#[test]
+fn local_pins_workers_and_sqpoll_threads_and_the_record_shows_where_they_ran() {
+    let dir = tempdir();
+    let target = zero_file(dir.path(), "t", 8 << 20);
+    let json = dir.path().join("r.json");
+    let run = iolab(&[
+        "run",
+        "-i",
+        "io_uring",
+        "--submit",
+        "sqpoll",
+        "--threads",
+        "2",
+        "--numa",
+        "local",
+        "--runtime",
+        "1s",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        target.to_str().unwrap(),
+    ]);
+    if run.code != 0 && run.stderr.contains("SQPOLL") {
+        return skip("numa local with sqpoll", run.stderr.trim());
+    }
+    run.assert_ok();
+    let rec = record(&json);
+    let p = &rec["environment"]["placement"];
+    assert_eq!(p["numa"], "local");
+    let node_cpus = cpus(&p["node_cpus"]);
+    let (workers, sq) = (cpus(&p["worker_cpus"]), cpus(&p["sq_cpus"]));
+    assert_eq!((workers.len(), sq.len()), (2, 2), "{p:#}");
+    assert!(workers.iter().chain(&sq).all(|c| node_cpus.contains(c)), "{p:#}");
+    if p["nodes"] == 1 {
+        assert!(p["note"].as_str().unwrap().contains("the only NUMA node"), "{p:#}");
+    }
+    let threads = p["threads"].as_array().unwrap();
+    let of = |role: &str| threads.iter().filter(|t| t["role"] == role).collect::<Vec<_>>();
+    let (w, s) = (of("worker"), of("sqpoll"));
+    assert_eq!(w.len(), 2, "{p:#}");
+    for (t, cpu) in w.iter().zip(&workers) {
+        assert_eq!((cpus(&t["allowed"]), cpus(&t["ran_on"])), (vec![*cpu], vec![*cpu]), "{t:#}");
+    }
+    // Linux 5.12 made the SQ thread one of ours (iou-sqp-TID); before, it is not in /proc/self.
+    if kernel_version() >= (5, 12) {
+        assert_eq!(s.len(), 2, "{p:#}");
+        for t in s {
+            let worker = w.iter().position(|x| t["name"] == format!("iou-sqp-{}", x["tid"])).expect("named after its worker");
+            assert_eq!(cpus(&t["allowed"]), vec![sq[worker]], "{t:#}");
+            assert!(cpus(&t["ran_on"]).iter().all(|c| *c == sq[worker]), "{t:#}");
+        }
+    }
+}
+
+#[test]
+fn a_node_that_does_not_exist_is_refused_and_off_pins_nothing() {
+    let line = iolab(&["run", "-i", "null", "--numa", "4095", "--ios", "10"]).one_line_stderr();
+    assert!(line.starts_with("iolab: --numa 4095: this machine has no NUMA node 4095; its nodes are 0 (CPUs"), "{line}");
+    let dir = tempdir();
+    let json = dir.path().join("r.json");
+    iolab(&["run", "-i", "null", "--ios", "1000", "-q", "--json", json.to_str().unwrap()]).assert_ok();
+    let p = &record(&json)["environment"]["placement"];
+    assert_eq!((&p["numa"], &p["node"], cpus(&p["worker_cpus"]).len()), (&Value::from("off"), &Value::Null, 0), "{p:#}");
+    assert!(record(&json)["spec"].get("numa").is_none(), "off is left out of the spec");
+}
