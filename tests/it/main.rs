@@ -15,6 +15,7 @@ mod merge;
 mod meters_live;
 mod meters_parsers;
 mod output_safety;
+mod postgres;
 mod precondition;
 mod profile;
 mod report;
