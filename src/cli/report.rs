@@ -43,7 +43,7 @@ pub fn main(a: &ReportArgs) -> i32 {
 }
 
 fn report(a: &ReportArgs) -> Result<(), String> {
-    if !a.db.exists() {
+    if !crate::store::exists(&a.db) {
         return Err(format!("no results database at {}: run `iolab suite run` or `iolab sweep PLAN` first, or pass --db", a.db.display()));
     }
     check_out(&a.out)?;

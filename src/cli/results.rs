@@ -55,7 +55,7 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
     if let (Some(st), true) = (plan_only, a.csv.is_some() || a.json.is_some()) {
         return Err(format!("{st} runs were never made, so there is no record to export: list them with `iolab results --status {st}`"));
     }
-    if !a.db.exists() {
+    if !crate::store::exists(&a.db) {
         return Err(format!("no results database at {}: run `iolab sweep PLAN` first, or pass --db", a.db.display()));
     }
     // Before the database is opened: an output iolab will refuse costs nothing.

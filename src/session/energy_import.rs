@@ -21,7 +21,7 @@ const REASON: &str = "meter (imported): ";
 
 /// Attach the log at `log` to every stored run (of `sweep`, when given): (run id, outcome).
 pub fn import(db: &Path, log: &Path, sweep: Option<i64>, cfg: &EnergyConfig) -> Result<Vec<(i64, Attached)>, String> {
-    if !db.exists() {
+    if !crate::store::exists(db) {
         return Err(format!("no results database at {}", db.display()));
     }
     let file = MeterLogFile::load(log, cfg).map_err(|e| format!("meter log {e}"))?;

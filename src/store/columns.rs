@@ -4,9 +4,9 @@
 //! record. From that one line come the column in `CREATE TABLE`/`ALTER TABLE` (schema.rs), the
 //! value `record_run` inserts, the SELECT list and `RunRow::metrics`, and the CSV cell.
 
+use super::backend::{DbError, DbRow as Row};
 use crate::record::read::Record;
 use rusqlite::types::Value as Sql;
-use rusqlite::Row;
 use serde::Serialize;
 
 /// A metric column as the schema and the SELECT list see it.
@@ -23,7 +23,7 @@ pub struct Column {
 pub trait Stored: Sized {
     const SQL: &'static str;
     fn to_sql(&self) -> Sql;
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self>;
+    fn read(r: &Row, col: &str) -> Result<Self, DbError>;
     /// The CSV cell: empty when unknown.
     fn cell(&self) -> String;
 }
@@ -38,7 +38,7 @@ impl Stored for Option<f64> {
     fn to_sql(&self) -> Sql {
         self.map_or(Sql::Null, Sql::Real)
     }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
         r.get(col)
     }
     fn cell(&self) -> String {
@@ -52,8 +52,8 @@ impl Stored for Option<u64> {
     fn to_sql(&self) -> Sql {
         self.map_or(Sql::Null, |x| Sql::Integer(x as i64))
     }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
-        Ok(r.get::<_, Option<i64>>(col)?.map(|x| x as u64))
+    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
+        Ok(r.get::<Option<i64>>(col)?.map(|x| x as u64))
     }
     fn cell(&self) -> String {
         cell(self)
@@ -66,8 +66,8 @@ impl Stored for u64 {
     fn to_sql(&self) -> Sql {
         Sql::Integer(*self as i64)
     }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
-        Ok(r.get::<_, i64>(col)? as u64)
+    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
+        Ok(r.get::<i64>(col)? as u64)
     }
     fn cell(&self) -> String {
         self.to_string()
@@ -79,7 +79,7 @@ impl Stored for Option<String> {
     fn to_sql(&self) -> Sql {
         self.clone().map_or(Sql::Null, Sql::Text)
     }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
         r.get(col)
     }
     fn cell(&self) -> String {
@@ -92,7 +92,7 @@ impl Stored for Option<bool> {
     fn to_sql(&self) -> Sql {
         self.map_or(Sql::Null, |b| Sql::Integer(b as i64))
     }
-    fn read(r: &Row, col: &str) -> rusqlite::Result<Self> {
+    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
         r.get(col)
     }
     fn cell(&self) -> String {
@@ -127,7 +127,7 @@ macro_rules! metrics {
             }
 
             /// From a row selected with `RUN_METRICS`' names.
-            pub fn read(r: &Row) -> rusqlite::Result<Metrics> {
+            pub fn read(r: &Row) -> Result<Metrics, DbError> {
                 Ok(Metrics { $($name: Stored::read(r, stringify!($name))?,)* })
             }
 

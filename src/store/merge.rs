@@ -9,7 +9,7 @@
 //! machines (a run made on both) comes back as two sweeps, one per machine, to be compared
 //! (`iolab compare --by host`).
 use super::{PlannedRun, RunFilter, Store};
-use rusqlite::OptionalExtension;
+use rusqlite::types::Value as Sql;
 use std::collections::{HashMap, HashSet};
 
 /// What a merge did.
@@ -31,13 +31,12 @@ pub struct MergeReport {
 impl Store {
     /// The stored records of every run, for telling which runs a database already has.
     fn stored_records(&self) -> Result<HashSet<String>, String> {
-        let mut st = self.conn.prepare("SELECT record FROM runs").map_err(self.e())?;
-        let rows = st.query_map([], |r| r.get::<_, String>(0)).map_err(self.e())?;
-        rows.collect::<rusqlite::Result<HashSet<_>>>().map_err(self.e())
+        Ok(self.query("SELECT record FROM runs", &[], |r| r.get::<String>(0))?.into_iter().collect())
     }
 
     fn stored_record(&self, run_id: i64) -> Result<String, String> {
-        self.conn.query_row("SELECT record FROM runs WHERE id = ?1", [run_id], |r| r.get(0)).map_err(self.e())
+        self.value("SELECT record FROM runs WHERE id = ?1", &[Sql::Integer(run_id)])?
+            .ok_or_else(|| format!("results database {}: no run {run_id}", self.path))
     }
 
     /// This store's sweep for the source's sweep: the one with the same plan, seed and name,
@@ -81,19 +80,28 @@ impl Store {
 
     /// The host that made each made planned run of a sweep, by ordinal.
     fn made_by(&self, sweep_id: i64) -> Result<HashMap<i64, String>, String> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT p.ordinal, coalesce(r.hostname, '') FROM planned_runs p JOIN runs r ON r.planned_id = p.id \
-                 WHERE p.sweep_id = ?1 AND r.status <> 'interrupted'",
-            )
-            .map_err(self.e())?;
-        let rows = st.query_map([sweep_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))).map_err(self.e())?;
-        rows.collect::<rusqlite::Result<HashMap<_, _>>>().map_err(self.e())
+        let rows = self.query(
+            "SELECT p.ordinal, coalesce(r.hostname, '') FROM planned_runs p JOIN runs r ON r.planned_id = p.id \
+             WHERE p.sweep_id = ?1 AND r.status <> 'interrupted'",
+            &[Sql::Integer(sweep_id)],
+            |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
+        )?;
+        Ok(rows.into_iter().collect())
     }
 
-    /// Merge every sweep and run of `src` into this store, exactly once (see the module).
+    /// Merge every sweep and run of `src` into this store, exactly once (see the module). On a
+    /// PostgreSQL server one merge at a time (a session lock), as the nodes of a fleet hand over
+    /// together; into a file, `iolab fleet`'s tasks take a `flock` around the merge.
     pub fn merge_from(&mut self, src: &Store) -> Result<MergeReport, String> {
+        self.db.merge_lock(true).map_err(self.e())?;
+        let merged = self.merge_all(src);
+        let unlocked = self.db.merge_lock(false).map_err(self.e());
+        let report = merged?;
+        unlocked?;
+        Ok(report)
+    }
+
+    fn merge_all(&mut self, src: &Store) -> Result<MergeReport, String> {
         let mut report = MergeReport::default();
         let mut have = self.stored_records()?;
         // Source planned run id -> this store's planned run, sweep by sweep.
@@ -121,11 +129,8 @@ impl Store {
             let target = row.planned_id.and_then(|pid| planned_map.get(&pid));
             // A planned run already made here by another run is a conflict, not a second result.
             if let Some(m) = target.filter(|m| m.status != "planned" && row.status != "interrupted") {
-                let by: Option<i64> = self
-                    .conn
-                    .query_row("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", [m.id], |r| r.get(0))
-                    .optional()
-                    .map_err(self.e())?;
+                let by: Option<i64> =
+                    self.value("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", &[Sql::Integer(m.id)])?;
                 report.conflicts.push(format!(
                     "run {} of {} ({} #{}) was not added: {} already has {} for that planned run{}",
                     row.id,

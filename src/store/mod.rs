@@ -8,6 +8,7 @@
 //! nothing of it behind. One writer at a time (SQLite's lock, with a busy timeout); readers run
 //! alongside it. Schema and migrations: `schema.rs`; layout and queries: docs/store.md.
 
+mod backend;
 pub mod columns;
 mod export;
 mod extract;
@@ -16,12 +17,14 @@ pub mod schema;
 
 pub use merge::MergeReport;
 
+use backend::{Db, DbError, DbRow};
 use rusqlite::types::Value as Sql;
-use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
 
+pub use backend::is_postgres_url;
 pub use columns::{Metrics, RUN_METRICS};
 pub use export::{csv_columns, quote as csv_quote};
 pub use extract::DIRECTIONS;
@@ -32,12 +35,24 @@ pub const DEFAULT_PATH: &str = "iolab.db";
 /// How long a writer waits for another writer's lock before giving up.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Whether there is a database at `db` to read: a file that exists, or any PostgreSQL URL (the
+/// server answers when it is opened).
+pub fn exists(db: &Path) -> bool {
+    db.to_str().is_some_and(is_postgres_url) || db.exists()
+}
+
+/// A text parameter.
+fn text(s: &str) -> Sql {
+    Sql::Text(s.to_string())
+}
+
 pub(crate) fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 pub struct Store {
-    conn: Connection,
+    db: Db,
+    /// The file, or the server's URL with its password hidden.
     path: String,
 }
 
@@ -215,7 +230,7 @@ impl std::fmt::Display for RunColumns {
     }
 }
 
-fn run_row(r: &Row) -> rusqlite::Result<RunRow> {
+fn run_row(r: &DbRow) -> Result<RunRow, DbError> {
     let targets: String = r.get("targets")?;
     Ok(RunRow {
         id: r.get("id")?,
@@ -236,7 +251,7 @@ fn run_row(r: &Row) -> rusqlite::Result<RunRow> {
         complete: r.get("complete")?,
         rw: r.get("rw")?,
         write_mix: r.get("write_mix")?,
-        bs: r.get::<_, i64>("bs")? as u64,
+        bs: r.get::<i64>("bs")? as u64,
         qd: r.get("qd")?,
         threads: r.get("threads")?,
         batch_submit: r.get("batch_submit")?,
@@ -249,7 +264,7 @@ fn run_row(r: &Row) -> rusqlite::Result<RunRow> {
     })
 }
 
-fn planned_row(r: &Row) -> rusqlite::Result<PlannedRun> {
+fn planned_row(r: &DbRow) -> Result<PlannedRun, DbError> {
     let spec: String = r.get("spec")?;
     Ok(PlannedRun {
         id: r.get("id")?,
@@ -257,8 +272,7 @@ fn planned_row(r: &Row) -> rusqlite::Result<PlannedRun> {
         ordinal: r.get("ordinal")?,
         replicate: r.get("replicate")?,
         config_key: r.get("config_key")?,
-        spec: serde_json::from_str(&spec)
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))?,
+        spec: serde_json::from_str(&spec).map_err(|e| DbError::from(format!("planned run spec: {e}")))?,
         status: r.get("status")?,
         reason: r.get("reason")?,
     })
@@ -287,7 +301,7 @@ fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
     eq("threads = ?", f.threads.map(|x| Sql::Integer(x as i64)));
     eq("hostname = ?", t(&f.hostname));
     eq("kernel = ?", t(&f.kernel));
-    eq("(',' || devices || ',') LIKE ('%,' || ? || ',%')", t(&f.device));
+    eq("(',' || devices || ',') LIKE ('%,' || CAST(? AS TEXT) || ',%')", t(&f.device));
     eq("started_at >= ?", f.since.map(Sql::Real));
     eq("started_at < ?", f.until.map(Sql::Real));
     match f.in_sweep {
@@ -406,12 +420,16 @@ impl Store {
     /// Open the database at `path` for writing, creating it or migrating it to the current
     /// schema. The file is checked (`schema::check`) before anything is changed, so a database
     /// iolab refuses (not SQLite, not iolab's, from a newer iolab) is left as it was: not even
-    /// switched to write-ahead logging.
+    /// switched to write-ahead logging. A `postgresql://` URL opens that server's database
+    /// (`open_postgres`).
     pub fn open(path: &Path) -> Result<Store, String> {
+        if let Some(url) = path.to_str().filter(|s| is_postgres_url(s)) {
+            return Store::open_postgres(url, true);
+        }
         let name = path.display().to_string();
         check_path(path)?;
         let e = |x: rusqlite::Error| format!("results database {name}: {x}");
-        let mut conn = Connection::open(path).map_err(e)?;
+        let conn = Connection::open(path).map_err(e)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
         schema::check(&conn).map_err(|x| format!("results database {name}: {x}"))?;
         let mode = wal_mode(&conn).map_err(e)?;
@@ -419,8 +437,9 @@ impl Store {
             return Err(format!("results database {name}: cannot use write-ahead logging (journal mode {mode})"));
         }
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;").map_err(e)?;
-        schema::migrate(&mut conn).map_err(|x| format!("results database {name}: {x}"))?;
-        Ok(Store { conn, path: name })
+        let mut db = Db::Sqlite(conn);
+        schema::migrate(&mut db).map_err(|x| format!("results database {name}: {x}"))?;
+        Ok(Store { db, path: name })
     }
 
     /// Open an existing database for reading (`iolab results`, `report`, `compare`): an error
@@ -428,6 +447,9 @@ impl Store {
     /// for a user who may only read the file (see `open_reader`). A database of an older schema
     /// is migrated first, which needs write access.
     pub fn open_existing(path: &Path) -> Result<Store, String> {
+        if let Some(url) = path.to_str().filter(|s| is_postgres_url(s)) {
+            return Store::open_postgres(url, false);
+        }
         let name = path.display().to_string();
         if !check_path(path)? {
             return Err(format!("no results database at {name}"));
@@ -441,7 +463,22 @@ impl Store {
             return Store::open(path)
                 .map_err(|x| format!("{x} (schema version {v} is upgraded to {} on first use, which needs write access)", schema::LATEST));
         }
-        Ok(Store { conn, path: name })
+        Ok(Store { db: Db::Sqlite(conn), path: name })
+    }
+
+    /// A PostgreSQL server's database as the store: checked like a file (`schema::check_postgres`),
+    /// then created or migrated with the same steps, translated (`backend::postgres_step`). A
+    /// reader (`create` false) refuses a database with no iolab schema yet.
+    fn open_postgres(url: &str, create: bool) -> Result<Store, String> {
+        let name = backend::redacted(url);
+        let e = |x: String| format!("results database {name}: {x}");
+        let mut db = Db::connect(url).map_err(|x| e(format!("cannot connect: {x}")))?;
+        let v = schema::check_postgres(&db).map_err(e)?;
+        if v == 0 && !create {
+            return Err(e("it holds no iolab results (no iolab schema in it yet)".into()));
+        }
+        schema::migrate(&mut db).map_err(e)?;
+        Ok(Store { db, path: name })
     }
 
     pub fn path(&self) -> &str {
@@ -452,11 +489,12 @@ impl Store {
     /// beside `dest` (`VACUUM INTO`, a few ms for a sweep's database) and it is renamed over
     /// `dest`, so a reader of `dest` (a cluster's shared storage) never sees half a copy.
     pub fn copy_to(&self, dest: &Path) -> Result<(), String> {
+        let failed = |e: String| format!("cannot copy {} to {}: {e}", self.path, dest.display());
+        let conn = self.db.sqlite().ok_or_else(|| failed("a PostgreSQL store is not copied to a file (`iolab merge` from it)".into()))?;
         let name = dest.file_name().ok_or_else(|| format!("cannot copy the database to {}: not a file name", dest.display()))?;
         let tmp = dest.with_file_name(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
         let _ = std::fs::remove_file(&tmp);
-        let failed = |e: String| format!("cannot copy {} to {}: {e}", self.path, dest.display());
-        self.conn.execute("VACUUM INTO ?1", [tmp.to_string_lossy()]).map_err(|e| failed(e.to_string()))?;
+        conn.execute("VACUUM INTO ?1", [tmp.to_string_lossy()]).map_err(|e| failed(e.to_string()))?;
         let done = std::fs::File::open(&tmp).and_then(|f| f.sync_all()).and_then(|_| std::fs::rename(&tmp, dest));
         if let Err(e) = done {
             let _ = std::fs::remove_file(&tmp);
@@ -465,12 +503,30 @@ impl Store {
         Ok(())
     }
 
-    fn e(&self) -> impl Fn(rusqlite::Error) -> String + '_ {
+    fn e(&self) -> impl Fn(DbError) -> String + '_ {
         move |x| format!("results database {}: {x}", self.path)
     }
 
+    /// Rows of a query, each made into a `T`.
+    fn query<T>(&self, sql: &str, p: &[Sql], f: impl Fn(&DbRow) -> Result<T, DbError>) -> Result<Vec<T>, String> {
+        self.db.rows(sql, p).and_then(|rows| rows.iter().map(f).collect()).map_err(self.e())
+    }
+
+    /// The first column of the first row, if any.
+    fn value<T: rusqlite::types::FromSql>(&self, sql: &str, p: &[Sql]) -> Result<Option<T>, String> {
+        self.db.row(sql, p).and_then(|r| r.map(|r| r.get(0)).transpose()).map_err(self.e())
+    }
+
     pub fn schema_version(&self) -> Result<u32, String> {
-        schema::user_version(&self.conn).map_err(self.e())
+        match self.db.sqlite() {
+            Some(conn) => schema::user_version(conn).map_err(|x| format!("results database {}: {x}", self.path)),
+            None => schema::check_postgres(&self.db).map_err(|x| format!("results database {}: {x}", self.path)),
+        }
+    }
+
+    /// Whether the store is a PostgreSQL server's.
+    pub fn is_postgres(&self) -> bool {
+        self.db.is_postgres()
     }
 
     /// A sweep and its planned runs in one transaction; returns the sweep id.
@@ -483,43 +539,40 @@ impl Store {
         runs: &[(i64, u32, String, Value)],
     ) -> Result<i64, String> {
         let path = self.path.clone();
-        let e = |x: rusqlite::Error| format!("results database {path}: {x}");
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
-        tx.execute(
-            "INSERT INTO sweeps(name, plan_text, plan_hash, seed, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![name, plan_text, plan_hash, seed as i64, now()],
-        )
-        .map_err(e)?;
-        let sweep = tx.last_insert_rowid();
-        {
-            let mut st = tx
-                .prepare("INSERT INTO planned_runs(sweep_id, ordinal, replicate, config_key, spec) VALUES (?1, ?2, ?3, ?4, ?5)")
+        let e = |x: DbError| format!("results database {path}: {x}");
+        self.db.write(|tx| {
+            let sweep: i64 = tx
+                .row(
+                    "INSERT INTO sweeps(name, plan_text, plan_hash, seed, created_at) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                    &[text(name), text(plan_text), text(plan_hash), Sql::Integer(seed as i64), Sql::Real(now())],
+                )
+                .and_then(|r| r.ok_or_else(|| DbError::from("no sweep id returned".to_string()))?.get(0))
                 .map_err(e)?;
             for (ordinal, replicate, key, spec) in runs {
-                st.execute(params![sweep, ordinal, replicate, key, spec.to_string()]).map_err(|x| match x {
-                    rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                tx.exec(
+                    "INSERT INTO planned_runs(sweep_id, ordinal, replicate, config_key, spec) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    &[Sql::Integer(sweep), Sql::Integer(*ordinal), Sql::Integer((*replicate).into()), text(key), spec.to_string().into()],
+                )
+                .map_err(|x| {
+                    if x.constraint {
                         format!("results database {path}: sweep plan has ordinal {ordinal} twice")
+                    } else {
+                        e(x)
                     }
-                    x => e(x),
                 })?;
             }
-        }
-        tx.commit().map_err(e)?;
-        Ok(sweep)
+            Ok(sweep)
+        })
     }
 
     /// The most recent sweep with this plan hash that still has planned runs (for --resume).
     pub fn unfinished_sweep(&self, plan_hash: &str) -> Result<Option<i64>, String> {
-        self.conn
-            .query_row(
-                "SELECT s.id FROM sweeps s WHERE s.plan_hash = ?1 AND EXISTS \
-                 (SELECT 1 FROM planned_runs p WHERE p.sweep_id = s.id AND p.status = 'planned') \
-                 ORDER BY s.id DESC LIMIT 1",
-                [plan_hash],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(self.e())
+        self.value(
+            "SELECT s.id FROM sweeps s WHERE s.plan_hash = ?1 AND EXISTS \
+             (SELECT 1 FROM planned_runs p WHERE p.sweep_id = s.id AND p.status = 'planned') \
+             ORDER BY s.id DESC LIMIT 1",
+            &[text(plan_hash)],
+        )
     }
 
     fn planned_where(&self, sweep_id: i64, only_pending: bool) -> Result<Vec<PlannedRun>, String> {
@@ -528,9 +581,7 @@ impl Store {
              WHERE sweep_id = ?1{} ORDER BY ordinal",
             if only_pending { " AND status = 'planned'" } else { "" }
         );
-        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
-        let rows = st.query_map([sweep_id], planned_row).map_err(self.e())?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+        self.query(&sql, &[Sql::Integer(sweep_id)], planned_row)
     }
 
     /// All planned runs of a sweep, in ordinal (execution) order.
@@ -553,108 +604,111 @@ impl Store {
         use base64::Engine;
         let x = extract::extract(record).map_err(|m| format!("results database {}: {m}", self.path))?;
         let path = self.path.clone();
-        let e = |x: rusqlite::Error| format!("results database {path}: {x}");
+        let e = |x: DbError| format!("results database {path}: {x}");
         let fail = |m: String| format!("results database {path}: {m}");
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
-        let (sweep, replicate, key) = match planned_id {
-            None => (Sql::Null, Sql::Null, Sql::Null),
-            Some(pid) => {
-                let row: Option<(i64, i64, String, String)> = tx
-                    .query_row("SELECT sweep_id, replicate, config_key, status FROM planned_runs WHERE id = ?1", [pid], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                    })
-                    .optional()
-                    .map_err(e)?;
-                let (s, rep, key, status) = row.ok_or_else(|| fail(format!("no planned run {pid}")))?;
-                if status != "planned" {
-                    let run: Option<i64> = tx
-                        .query_row("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", [pid], |r| r.get(0))
-                        .optional()
-                        .map_err(e)?;
-                    let by = run.map(|r| format!(" (run {r})")).unwrap_or_default();
-                    return Err(fail(format!("planned run {pid} is already {status}{by}; not storing it twice")));
+        self.db.write(|tx| {
+            let (sweep, replicate, key) = match planned_id {
+                None => (Sql::Null, Sql::Null, Sql::Null),
+                Some(pid) => {
+                    let row = tx
+                        .row("SELECT sweep_id, replicate, config_key, status FROM planned_runs WHERE id = ?1", &[Sql::Integer(pid)])
+                        .map_err(e)?
+                        .ok_or_else(|| fail(format!("no planned run {pid}")))?;
+                    let (s, rep, key, status): (i64, i64, String, String) =
+                        (|| Ok::<_, DbError>((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))().map_err(e)?;
+                    if status != "planned" {
+                        let run: Option<i64> = tx
+                            .row("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", &[Sql::Integer(pid)])
+                            .and_then(|r| r.map(|r| r.get(0)).transpose())
+                            .map_err(e)?;
+                        let by = run.map(|r| format!(" (run {r})")).unwrap_or_default();
+                        return Err(fail(format!("planned run {pid} is already {status}{by}; not storing it twice")));
+                    }
+                    (Sql::Integer(s), Sql::Integer(rep), Sql::Text(key))
                 }
-                (Sql::Integer(s), Sql::Integer(rep), Sql::Text(key))
-            }
-        };
-        let mut cols: Vec<(&str, Sql)> = vec![
-            ("planned_id", planned_id.map_or(Sql::Null, Sql::Integer)),
-            ("sweep_id", sweep),
-            ("replicate", replicate),
-            ("config_key", key),
-            ("recorded_at", Sql::Real(now())),
-            ("record", Sql::Text(x.stripped.to_string())),
-        ];
-        let status = match &x.columns[0] {
-            (_, Sql::Text(s)) => s.clone(),
-            _ => unreachable!("status is the first column"),
-        };
-        cols.extend(x.columns);
-        let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
-        let marks = vec!["?"; cols.len()].join(", ");
-        tx.execute(
-            &format!("INSERT INTO runs({}) VALUES ({marks})", names.join(", ")),
-            rusqlite::params_from_iter(cols.into_iter().map(|c| c.1)),
-        )
-        .map_err(|x| match x {
-            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                fail(format!("planned run {} already has a stored run; not storing it twice", planned_id.unwrap_or(0)))
-            }
-            x => e(x),
-        })?;
-        let run = tx.last_insert_rowid();
-        {
-            let mut st =
-                tx.prepare("INSERT INTO histograms(run_id, direction, encoding, data) VALUES (?1, ?2, 'hdr-v2-deflate', ?3)").map_err(e)?;
+            };
+            let mut cols: Vec<(&str, Sql)> = vec![
+                ("planned_id", planned_id.map_or(Sql::Null, Sql::Integer)),
+                ("sweep_id", sweep),
+                ("replicate", replicate),
+                ("config_key", key),
+                ("recorded_at", Sql::Real(now())),
+                ("record", Sql::Text(x.stripped.to_string())),
+            ];
+            let status = match &x.columns[0] {
+                (_, Sql::Text(s)) => s.clone(),
+                _ => unreachable!("status is the first column"),
+            };
+            cols.extend(x.columns);
+            let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
+            let marks = vec!["?"; cols.len()].join(", ");
+            let values: Vec<Sql> = cols.into_iter().map(|c| c.1).collect();
+            let run: i64 = tx
+                .row(&format!("INSERT INTO runs({}) VALUES ({marks}) RETURNING id", names.join(", ")), &values)
+                .and_then(|r| r.ok_or_else(|| DbError::from("no run id returned".to_string()))?.get(0))
+                .map_err(|x| {
+                    if x.constraint {
+                        fail(format!("planned run {} already has a stored run; not storing it twice", planned_id.unwrap_or(0)))
+                    } else {
+                        e(x)
+                    }
+                })?;
             for (d, b64) in &x.histograms {
                 let data = base64::engine::general_purpose::STANDARD
                     .decode(b64)
                     .map_err(|m| fail(format!("run record results.{d}.lat_histogram is not base64: {m}")))?;
-                st.execute(params![run, d, data]).map_err(e)?;
-            }
-            let mut st = tx
-                .prepare("INSERT INTO series(run_id, t, read_iops, write_iops, mean_lat_ns, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
-                .map_err(e)?;
-            for p in &x.series {
-                let (t, r, w, m, extra) = extract::series_point(p).map_err(fail)?;
-                st.execute(params![run, t, r, w, m, extra]).map_err(|x| match x {
-                    rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                        fail(format!("run record series has second {t} twice"))
-                    }
-                    x => e(x),
-                })?;
-            }
-            let mut st = tx
-                .prepare(
-                    "INSERT OR IGNORE INTO profile_parts(run_id, kind, name, layer, share, ns_per_io, p50_ns, p99_ns, requests) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                tx.exec(
+                    "INSERT INTO histograms(run_id, direction, encoding, data) VALUES (?1, ?2, 'hdr-v2-deflate', ?3)",
+                    &[Sql::Integer(run), text(d), Sql::Blob(data)],
                 )
                 .map_err(e)?;
-            for p in &x.profile_parts {
-                st.execute(params![run, p.kind, p.name, p.layer, p.share, p.ns_per_io, p.p50_ns, p.p99_ns, p.requests.map(|n| n as i64)])
-                    .map_err(e)?;
             }
-        }
-        if let Some(pid) = planned_id {
-            let new = match status.as_str() {
-                "ok" => Some("done"),
-                "interrupted" => None,
-                _ => Some("failed"),
-            };
-            if let Some(new) = new {
-                let n = tx
-                    .execute(
-                        "UPDATE planned_runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status = 'planned'",
-                        params![new, now(), pid],
-                    )
-                    .map_err(e)?;
-                if n != 1 {
-                    return Err(fail(format!("planned run {pid} changed while storing its run")));
+            for p in &x.series {
+                let (t, r, w, m, extra) = extract::series_point(p).map_err(fail)?;
+                tx.exec(
+                    "INSERT INTO series(run_id, t, read_iops, write_iops, mean_lat_ns, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    &[Sql::Integer(run), Sql::Integer(t), r, w, m, extra],
+                )
+                .map_err(|x| if x.constraint { fail(format!("run record series has second {t} twice")) } else { e(x) })?;
+            }
+            for p in &x.profile_parts {
+                tx.exec(
+                    "INSERT INTO profile_parts(run_id, kind, name, layer, share, ns_per_io, p50_ns, p99_ns, requests) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+                    &[
+                        Sql::Integer(run),
+                        text(p.kind),
+                        text(&p.name),
+                        text(&p.layer),
+                        p.share.into(),
+                        p.ns_per_io.into(),
+                        p.p50_ns.into(),
+                        p.p99_ns.into(),
+                        p.requests.map(|n| n as i64).into(),
+                    ],
+                )
+                .map_err(e)?;
+            }
+            if let Some(pid) = planned_id {
+                let new = match status.as_str() {
+                    "ok" => Some("done"),
+                    "interrupted" => None,
+                    _ => Some("failed"),
+                };
+                if let Some(new) = new {
+                    let n = tx
+                        .exec(
+                            "UPDATE planned_runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status = 'planned'",
+                            &[text(new), Sql::Real(now()), Sql::Integer(pid)],
+                        )
+                        .map_err(e)?;
+                    if n != 1 {
+                        return Err(fail(format!("planned run {pid} changed while storing its run")));
+                    }
                 }
             }
-        }
-        tx.commit().map_err(e)?;
-        Ok(run)
+            Ok(run)
+        })
     }
 
     /// Mark a planned run skipped (e.g. not valid on this machine), with the reason.
@@ -671,21 +725,26 @@ impl Store {
     /// A planned run still to do becomes `status` (skipped or failed) with why, without a record.
     fn close_planned(&mut self, planned_id: i64, status: &str, reason: &str) -> Result<(), String> {
         let path = self.path.clone();
-        let e = |x: rusqlite::Error| format!("results database {path}: {x}");
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
-        let now_status: Option<String> =
-            tx.query_row("SELECT status FROM planned_runs WHERE id = ?1", [planned_id], |r| r.get(0)).optional().map_err(e)?;
-        match now_status.as_deref() {
-            None => return Err(format!("results database {path}: no planned run {planned_id}")),
-            Some("planned") => {}
-            Some(s) => return Err(format!("results database {path}: planned run {planned_id} is already {s}; not marking it {status}")),
-        }
-        tx.execute(
-            "UPDATE planned_runs SET status = ?1, reason = ?2, updated_at = ?3 WHERE id = ?4",
-            params![status, reason, now(), planned_id],
-        )
-        .map_err(e)?;
-        tx.commit().map_err(e)
+        let e = |x: DbError| format!("results database {path}: {x}");
+        self.db.write(|tx| {
+            let now_status: Option<String> = tx
+                .row("SELECT status FROM planned_runs WHERE id = ?1", &[Sql::Integer(planned_id)])
+                .and_then(|r| r.map(|r| r.get(0)).transpose())
+                .map_err(e)?;
+            match now_status.as_deref() {
+                None => return Err(format!("results database {path}: no planned run {planned_id}")),
+                Some("planned") => {}
+                Some(s) => {
+                    return Err(format!("results database {path}: planned run {planned_id} is already {s}; not marking it {status}"))
+                }
+            }
+            tx.exec(
+                "UPDATE planned_runs SET status = ?1, reason = ?2, updated_at = ?3 WHERE id = ?4",
+                &[text(status), text(reason), Sql::Real(now()), Sql::Integer(planned_id)],
+            )
+            .map_err(e)?;
+            Ok(())
+        })
     }
 
     /// Planned runs with this planned-run status (`skipped`, `planned`: still to run, or
@@ -725,15 +784,15 @@ impl Store {
         for (field, v) in [("bs", n(f.bs)), ("qd", n(f.qd.map(u64::from))), ("threads", n(f.threads.map(u64::from)))] {
             eq(&format!("json_extract(spec, '$.{field}')"), v);
         }
-        let sql = format!(
-            "SELECT * FROM (SELECT id, sweep_id, ordinal, replicate, config_key, spec, status, reason FROM planned_runs \
-             WHERE {} ORDER BY id DESC LIMIT {}) ORDER BY id",
-            w.join(" AND "),
-            f.limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64)
+        let select = format!(
+            "SELECT id, sweep_id, ordinal, replicate, config_key, spec, status, reason FROM planned_runs WHERE {}",
+            w.join(" AND ")
         );
-        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
-        let rows = st.query_map(rusqlite::params_from_iter(p), planned_row).map_err(self.e())?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+        let sql = match f.limit {
+            Some(l) => format!("SELECT * FROM ({select} ORDER BY id DESC LIMIT {}) AS newest ORDER BY id", l.min(i64::MAX as usize)),
+            None => format!("{select} ORDER BY id"),
+        };
+        self.query(&sql, &p, planned_row)
     }
 
     /// The runs matching a filter, oldest first.
@@ -741,39 +800,32 @@ impl Store {
         let (clause, p) = filter_sql(f);
         let sql = match f.limit {
             Some(n) => format!(
-                "SELECT * FROM (SELECT {RUN_COLUMNS} FROM runs{clause} ORDER BY id DESC LIMIT {}) ORDER BY id",
+                "SELECT * FROM (SELECT {RUN_COLUMNS} FROM runs{clause} ORDER BY id DESC LIMIT {}) AS newest ORDER BY id",
                 n.min(i64::MAX as usize)
             ),
             None => format!("SELECT {RUN_COLUMNS} FROM runs{clause} ORDER BY id"),
         };
-        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
-        let rows = st.query_map(rusqlite::params_from_iter(p), run_row).map_err(self.e())?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+        self.query(&sql, &p, run_row)
     }
 
     /// One run, as a row.
     pub fn run(&self, run_id: i64) -> Result<Option<RunRow>, String> {
-        self.conn.query_row(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), [run_id], run_row).optional().map_err(self.e())
+        Ok(self.query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), &[Sql::Integer(run_id)], run_row)?.pop())
     }
 
     /// The full run record as it was given to `record_run` (histograms and series put back).
     pub fn run_record(&self, run_id: i64) -> Result<Option<Value>, String> {
         use base64::Engine;
-        let text: Option<String> =
-            self.conn.query_row("SELECT record FROM runs WHERE id = ?1", [run_id], |r| r.get(0)).optional().map_err(self.e())?;
+        let text: Option<String> = self.value("SELECT record FROM runs WHERE id = ?1", &[Sql::Integer(run_id)])?;
         let Some(text) = text else { return Ok(None) };
         let mut record: Value =
             serde_json::from_str(&text).map_err(|m| format!("results database {}: run {run_id}: stored record: {m}", self.path))?;
         let hist = self.histograms(run_id)?.into_iter().map(|(d, b)| (d, base64::engine::general_purpose::STANDARD.encode(b))).collect();
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT t, read_iops, write_iops, mean_lat_ns, extra FROM series WHERE run_id = ?1 ORDER BY t")
-            .map_err(self.e())?;
-        let series = st
-            .query_map([run_id], |r| Ok(extract::point(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-            .map_err(self.e())?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(self.e())?;
+        let series = self.query(
+            "SELECT t, read_iops, write_iops, mean_lat_ns, extra FROM series WHERE run_id = ?1 ORDER BY t",
+            &[Sql::Integer(run_id)],
+            |r| Ok(extract::point(r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )?;
         extract::reassemble(&mut record, hist, series);
         Ok(Some(record))
     }
@@ -783,10 +835,7 @@ impl Store {
     pub fn replace_energy(&mut self, run_id: i64, energy: &Value) -> Result<(), String> {
         let path = self.path.clone();
         let text: String = self
-            .conn
-            .query_row("SELECT record FROM runs WHERE id = ?1", [run_id], |r| r.get(0))
-            .optional()
-            .map_err(self.e())?
+            .value("SELECT record FROM runs WHERE id = ?1", &[Sql::Integer(run_id)])?
             .ok_or_else(|| format!("results database {path}: no run {run_id}"))?;
         let mut record: Value =
             serde_json::from_str(&text).map_err(|m| format!("results database {path}: run {run_id}: stored record: {m}"))?;
@@ -797,42 +846,30 @@ impl Store {
         let set: Vec<String> = cols.iter().enumerate().map(|(i, (c, _))| format!("{c} = ?{}", i + 1)).collect();
         let mut values: Vec<Sql> = cols.into_iter().map(|c| c.1).collect();
         values.push(Sql::Integer(run_id));
-        self.conn
-            .execute(&format!("UPDATE runs SET {} WHERE id = ?{}", set.join(", "), values.len()), rusqlite::params_from_iter(values))
-            .map_err(self.e())?;
+        self.db.exec(&format!("UPDATE runs SET {} WHERE id = ?{}", set.join(", "), values.len()), &values).map_err(self.e())?;
         Ok(())
     }
 
     /// A run's latency histograms: (direction, HdrHistogram V2 deflate bytes), read/write/total.
     pub fn histograms(&self, run_id: i64) -> Result<Vec<(String, Vec<u8>)>, String> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT direction, data FROM histograms WHERE run_id = ?1 \
-                 ORDER BY CASE direction WHEN 'read' THEN 0 WHEN 'write' THEN 1 ELSE 2 END",
-            )
-            .map_err(self.e())?;
-        let rows = st.query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?))).map_err(self.e())?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+        self.query(
+            "SELECT direction, data FROM histograms WHERE run_id = ?1 \
+             ORDER BY CASE direction WHEN 'read' THEN 0 WHEN 'write' THEN 1 ELSE 2 END",
+            &[Sql::Integer(run_id)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
     }
 
     /// A run's per-second series.
     pub fn series(&self, run_id: i64) -> Result<Vec<SeriesPoint>, String> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT t, read_iops, write_iops, mean_lat_ns FROM series WHERE run_id = ?1 ORDER BY t")
-            .map_err(self.e())?;
-        let rows = st
-            .query_map([run_id], |r| {
-                Ok(SeriesPoint {
-                    t: r.get(0)?,
-                    read_iops: r.get::<_, Option<i64>>(1)?.map(|x| x as u64),
-                    write_iops: r.get::<_, Option<i64>>(2)?.map(|x| x as u64),
-                    mean_lat_ns: r.get(3)?,
-                })
+        self.query("SELECT t, read_iops, write_iops, mean_lat_ns FROM series WHERE run_id = ?1 ORDER BY t", &[Sql::Integer(run_id)], |r| {
+            Ok(SeriesPoint {
+                t: r.get(0)?,
+                read_iops: r.get::<Option<i64>>(1)?.map(|x| x as u64),
+                write_iops: r.get::<Option<i64>>(2)?.map(|x| x as u64),
+                mean_lat_ns: r.get(3)?,
             })
-            .map_err(self.e())?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+        })
     }
 
     /// One row per run (key metrics and spec columns) with a header row.
@@ -880,35 +917,32 @@ impl Store {
     }
 
     fn sweep_query(&self, id: Option<i64>) -> Result<Vec<SweepInfo>, String> {
+        let count = |status: &str| format!("count(CASE WHEN p.status = '{status}' THEN 1 END)");
         let sql = format!(
-            "SELECT s.id, s.name, s.plan_text, s.plan_hash, s.seed, s.created_at, count(p.id), \
-             coalesce(sum(p.status = 'planned'), 0), coalesce(sum(p.status = 'done'), 0), \
-             coalesce(sum(p.status = 'skipped'), 0), coalesce(sum(p.status = 'failed'), 0) \
+            "SELECT s.id, s.name, s.plan_text, s.plan_hash, s.seed, s.created_at, count(p.id), {}, {}, {}, {} \
              FROM sweeps s LEFT JOIN planned_runs p ON p.sweep_id = s.id {} GROUP BY s.id ORDER BY s.id",
+            count("planned"),
+            count("done"),
+            count("skipped"),
+            count("failed"),
             if id.is_some() { "WHERE s.id = ?1" } else { "" }
         );
-        let mut st = self.conn.prepare(&sql).map_err(self.e())?;
-        let map = |r: &Row| {
+        let p: Vec<Sql> = id.map(Sql::Integer).into_iter().collect();
+        self.query(&sql, &p, |r| {
             Ok(SweepInfo {
                 id: r.get(0)?,
                 name: r.get(1)?,
                 plan_text: r.get(2)?,
                 plan_hash: r.get(3)?,
-                seed: r.get::<_, i64>(4)? as u64,
+                seed: r.get::<i64>(4)? as u64,
                 created_at: r.get(5)?,
-                total: r.get::<_, i64>(6)? as usize,
-                pending: r.get::<_, i64>(7)? as usize,
-                done: r.get::<_, i64>(8)? as usize,
-                skipped: r.get::<_, i64>(9)? as usize,
-                failed: r.get::<_, i64>(10)? as usize,
+                total: r.get::<i64>(6)? as usize,
+                pending: r.get::<i64>(7)? as usize,
+                done: r.get::<i64>(8)? as usize,
+                skipped: r.get::<i64>(9)? as usize,
+                failed: r.get::<i64>(10)? as usize,
             })
-        };
-        let rows = match id {
-            Some(i) => st.query_map([i], map),
-            None => st.query_map([], map),
-        }
-        .map_err(self.e())?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.e())
+        })
     }
 
     /// Every sweep: (id, name, created_at, planned = all runs in its plan, done, skipped).

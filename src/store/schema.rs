@@ -7,8 +7,9 @@
 //! bump, so a database is always at exactly one version. Steps are never edited once released:
 //! a change to the schema is a new step at the end.
 
+use super::backend::{self, Db, DbError};
 use super::columns::RUN_METRICS;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension};
 
 /// The schema version this code writes and reads.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;
@@ -207,9 +208,25 @@ pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).map(|v| v as u32)
 }
 
+/// The schema version of a database from what it holds: its version (SQLite's `user_version`,
+/// PostgreSQL's `meta.schema_version`), how many tables it has, and `meta.schema_version` if any.
+/// Refuses a database written by a newer iolab and one with tables but no iolab schema.
+fn verdict(v: u32, tables: i64, meta: Option<String>) -> Result<u32, String> {
+    if v > LATEST {
+        return Err(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab"));
+    }
+    if v == 0 {
+        if tables > 0 {
+            return Err("not an iolab results database (it has tables but no iolab schema version)".into());
+        }
+    } else if meta.as_deref() != Some(v.to_string().as_str()) {
+        return Err(format!("inconsistent schema version: user_version {v}, meta {}", meta.as_deref().unwrap_or("missing")));
+    }
+    Ok(v)
+}
+
 /// The schema version of an iolab results database (0: an empty SQLite file), reading only, so
-/// that it can run on a read-only connection before anything is changed. Refuses a database
-/// written by a newer iolab and a non-empty SQLite file that is not an iolab results database.
+/// that it can run on a read-only connection before anything is changed (`verdict`).
 pub fn check(conn: &Connection) -> Result<u32, String> {
     let e = |x: rusqlite::Error| x.to_string();
     // One snapshot for every read below: another iolab creating the database at this moment
@@ -217,53 +234,91 @@ pub fn check(conn: &Connection) -> Result<u32, String> {
     let snapshot = conn.unchecked_transaction().map_err(e)?;
     let conn: &Connection = &snapshot;
     let v = user_version(conn).map_err(e)?;
-    if v > LATEST {
-        return Err(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab"));
-    }
+    let (mut tables, mut meta) = (0, None);
     if v == 0 {
-        let tables: i64 =
-            conn.query_row("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", [], |r| r.get(0)).map_err(e)?;
-        if tables > 0 {
-            return Err("not an iolab results database (it has tables but no iolab schema version)".into());
-        }
-    } else {
-        let meta: Option<String> =
-            conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(e)?;
-        if meta.as_deref() != Some(v.to_string().as_str()) {
-            return Err(format!("inconsistent schema version: user_version {v}, meta {}", meta.as_deref().unwrap_or("missing")));
-        }
+        tables = conn.query_row("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'", [], |r| r.get(0)).map_err(e)?;
+    } else if v <= LATEST {
+        meta = conn.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).optional().map_err(e)?;
     }
-    Ok(v)
+    verdict(v, tables, meta)
 }
 
-/// Bring the database to `LATEST`, creating it when empty, after `check`.
-pub fn migrate(conn: &mut Connection) -> Result<(), String> {
-    let e = |x: rusqlite::Error| x.to_string();
-    let v = check(conn)?;
+/// The schema version of a PostgreSQL database (0: no tables in its schema), which keeps it in
+/// `meta` alone (`verdict`).
+pub fn check_postgres(db: &Db) -> Result<u32, String> {
+    let e = |x: DbError| x.to_string();
+    let count = |sql: &str| db.row(sql, &[]).and_then(|r| r.map_or(Ok(0), |r| r.get::<i64>(0))).map_err(e);
+    let tables = count("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()")?;
+    let has_meta =
+        count("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'")? > 0;
+    let meta: Option<String> = match has_meta {
+        true => {
+            db.row("SELECT value FROM meta WHERE key = 'schema_version'", &[]).and_then(|r| r.map(|r| r.get(0)).transpose()).map_err(e)?
+        }
+        false => None,
+    };
+    let v = meta.as_deref().map_or(Ok(0), |m| m.parse::<u32>().map_err(|_| format!("meta.schema_version is {m:?}, not a version")))?;
+    verdict(v, tables, meta)
+}
+
+/// Bring the database to `LATEST`, creating it when empty, after `check` (`check_postgres`).
+/// On PostgreSQL each step is translated (`backend::postgres_step`).
+pub fn migrate(db: &mut Db) -> Result<(), String> {
+    let v = match db.sqlite() {
+        Some(conn) => check(conn)?,
+        None => check_postgres(db)?,
+    };
     if v == LATEST {
         return Ok(());
     }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
-    // Someone else may have migrated between the read above and taking the write lock.
-    let v = user_version(&tx).map_err(e)?;
-    if v >= LATEST {
-        return tx.commit().map_err(e);
-    }
-    for to in v + 1..=LATEST {
-        tx.execute_batch(&step(to)).map_err(|x| format!("migration to schema version {to}: {x}"))?;
-    }
-    let t = now().to_string();
-    let mut meta = vec![("schema_version".to_string(), LATEST.to_string()), (format!("migrated_to_{LATEST}_at"), t.clone())];
-    if v == 0 {
-        meta.push(("created_at".into(), t));
-        meta.push(("created_by".into(), format!("iolab {}", env!("CARGO_PKG_VERSION"))));
-    }
-    for (k, val) in meta {
-        tx.execute("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (k, val))
-            .map_err(e)?;
-    }
-    tx.pragma_update(None, "user_version", LATEST as i64).map_err(e)?;
-    tx.commit().map_err(e)
+    db.write(|tx| {
+        let e = |x: DbError| x.to_string();
+        // Someone else may have migrated between the read above and taking the write lock.
+        let v = match tx.sqlite() {
+            Some(conn) => user_version(conn).map_err(|x| x.to_string())?,
+            None => {
+                let meta = tx.rows("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'", &[])
+                    .and_then(|r| r[0].get::<i64>(0))
+                    .map_err(e)?;
+                let version: Option<String> = match meta {
+                    0 => None,
+                    _ => tx.row("SELECT value FROM meta WHERE key = 'schema_version'", &[]).and_then(|r| r.map(|r| r.get(0)).transpose()).map_err(e)?,
+                };
+                version.and_then(|v| v.parse().ok()).unwrap_or(0)
+            }
+        };
+        if v >= LATEST {
+            return Ok(());
+        }
+        for to in v + 1..=LATEST {
+            let sql = step(to);
+            let sql = if tx.is_postgres() {
+                let (kept, fills) = backend::postgres_step(&sql);
+                let runs = if v == 0 { 0 } else { tx.rows("SELECT count(*) FROM runs", &[]).and_then(|r| r[0].get::<i64>(0)).map_err(e)? };
+                if runs > 0 && !fills.is_empty() {
+                    return Err(format!("migration to schema version {to} fills its new columns from the {runs} stored runs with SQLite's JSON functions, which this iolab does not translate for PostgreSQL"));
+                }
+                kept
+            } else {
+                sql
+            };
+            tx.batch(&sql).map_err(|x| format!("migration to schema version {to}: {x}"))?;
+        }
+        let t = now().to_string();
+        let mut meta = vec![("schema_version".to_string(), LATEST.to_string()), (format!("migrated_to_{LATEST}_at"), t.clone())];
+        if v == 0 {
+            meta.push(("created_at".into(), t));
+            meta.push(("created_by".into(), format!("iolab {}", env!("CARGO_PKG_VERSION"))));
+        }
+        for (k, val) in meta {
+            tx.exec("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", &[k.into(), val.into()])
+                .map_err(e)?;
+        }
+        if let Some(conn) = tx.sqlite() {
+            conn.pragma_update(None, "user_version", LATEST as i64).map_err(|x| x.to_string())?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

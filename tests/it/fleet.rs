@@ -37,20 +37,7 @@ fn install() -> Result<(), String> {
     if !common::is_root() {
         return Err("Slurm (slurm-wlm, munge) is not installed and only root can install it".into());
     }
-    let apt = |args: &[&str]| {
-        Command::new("apt-get")
-            .args(["-o", "DPkg::Lock::Timeout=300"])
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
-    let get = ["install", "-y", "-qq", "slurm-wlm", "munge"];
-    if !(apt(&get) || (apt(&["update", "-qq"]) && apt(&get))) {
-        return Err("`apt-get install slurm-wlm munge` failed (no apt, or no package registry reachable)".into());
-    }
-    Ok(())
+    common::apt_install(&["slurm-wlm", "munge"])
 }
 
 fn start() -> Result<Slurm, String> {

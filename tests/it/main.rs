@@ -16,6 +16,7 @@ mod meters_live;
 mod meters_parsers;
 mod numa;
 mod output_safety;
+mod postgres;
 mod precondition;
 mod profile;
 mod report;

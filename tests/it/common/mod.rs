@@ -128,6 +128,25 @@ pub fn kernel_version() -> (u32, u32) {
 
 /// Print why a test (or part of one) does nothing here. Written to stderr directly, past the
 /// test harness's output capture, so skips show in every `cargo test` log.
+/// Install Debian packages a test needs (root; waits up to 5 min for another apt), updating the
+/// package lists once if the first try fails. The error says why, for the test's skip line.
+pub fn apt_install(packages: &[&str]) -> Result<(), String> {
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(["-o", "DPkg::Lock::Timeout=300"])
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let get = [&["install", "-y", "-qq"][..], packages].concat();
+    if apt(&get) || (apt(&["update", "-qq"]) && apt(&get)) {
+        Ok(())
+    } else {
+        Err(format!("`apt-get install {}` failed (no apt, or no package registry reachable)", packages.join(" ")))
+    }
+}
+
 pub fn skip(test: &str, why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
