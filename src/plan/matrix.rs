@@ -88,7 +88,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 14] = [
+pub const DIMENSIONS: [Dimension; 13] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),

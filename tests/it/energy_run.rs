@@ -235,7 +235,6 @@ fn sweep_with_a_meter_log_measures_every_run_and_the_idle_baseline_once() {
     let text = String::from_utf8_lossy(&dry.stdout);
     assert!(text.contains("idle baseline: 1 s measured once before the first run, used for every run's record"), "{text}");
     assert!(text.contains("energy: meter, meter log"), "{text}");
-    let t0 = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
         .args(["sweep", "-q", "--db"])
         .arg(&db)
@@ -244,9 +243,10 @@ fn sweep_with_a_meter_log_measures_every_run_and_the_idle_baseline_once() {
         .env("TMPDIR", dir.path())
         .output()
         .unwrap();
-    let took = t0.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}\n{}", String::from_utf8_lossy(&out.stdout));
+    // Once for the sweep: one idle measurement announced (a wall-clock bound here failed on a
+    // loaded machine, and the records below prove it without timing).
     assert_eq!(err.matches("measuring idle power").count(), 1, "{err}");
     let recs = sweep_records(&db);
     assert_eq!(recs.len(), 3);
@@ -262,8 +262,6 @@ fn sweep_with_a_meter_log_measures_every_run_and_the_idle_baseline_once() {
         // One measurement for the sweep: the same window, to the nanosecond, in every record.
         assert_eq!(e["idle_baseline"], recs[0]["energy"]["idle_baseline"]);
     }
-    // Three 1 s runs and one 1 s idle baseline; one per run would take at least 6 s.
-    assert!(took < 5.5, "the sweep took {took:.1} s");
     // Compared on the wall scope, and saying so.
     let rec = iolab::record::read::Record::of(&recs[0]);
     let (j, scope) = iolab::analysis::compare::joules_per_io_with_scope(&rec).unwrap();
