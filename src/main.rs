@@ -28,7 +28,7 @@ fn main() {
     let code = match &cli.cmd {
         Cmd::Run(args) => cli::run::main(args),
         Cmd::Interfaces => cli::interfaces_cmd::main(),
-        Cmd::Probe { target } => cli::probe::main(target.as_ref()),
+        Cmd::Probe { target, vfio_noiommu } => cli::probe::main(target.as_ref(), *vfio_noiommu),
         Cmd::Sweep(args) => cli::sweep::main(args),
         Cmd::Results(args) => cli::results::main(args),
         Cmd::Precondition(args) => cli::precondition::main(args),

@@ -185,10 +185,11 @@ fn vm_user_space_driver() {
 /// The same driver in VFIO's unsafe no-IOMMU mode (`--vfio-noiommu`, physical addresses from
 /// /proc/self/pagemap): no IOMMU in the guest, and vfio.ko rebuilt with CONFIG_VFIO_NOIOMMU on
 /// the host from Debian's linux-source and linux-headers of the guest kernel (rig.sh --noiommu,
-/// cached; skipped with the reason where it cannot be built). Refused without the flag; data
-/// written by the driver read back by the kernel and the reverse, --verify, three threads at
-/// 512 B, 12 KiB batched, 1 MiB through PRP lists, zero interrupts, given back after each run.
-/// About 27 s once the module is cached (about 20 s more to download and build it).
+/// cached; skipped with the reason where it cannot be built). Refused without the flag; `iolab
+/// probe --vfio-noiommu` runs it; data written by the driver read back by the kernel and the
+/// reverse, --verify, three threads at 512 B, 12 KiB batched, 1 MiB through PRP lists, slot
+/// buffers in hugepages, zero interrupts, given back after each run. 26-48 s once the module is
+/// cached, depending on the load (19-45 s more, once, to download and build it).
 #[test]
 fn vm_user_space_driver_noiommu() {
     boot("vfio-noiommu", &["--noiommu", "--backend", "file", "--poll-queues", "1"], &["vfio.sh"]);

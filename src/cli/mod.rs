@@ -38,6 +38,10 @@ pub enum Cmd {
     Probe {
         /// File or block device to probe; default: a small temporary file.
         target: Option<PathBuf>,
+        /// Probe -i vfio-nvme in VFIO's unsafe no-IOMMU mode too, where the machine has no
+        /// IOMMU (as `iolab run --vfio-noiommu` would run it).
+        #[arg(long)]
+        vfio_noiommu: bool,
     },
     /// Run a plan (TOML): a matrix of configurations with replicates, stored in a database.
     Sweep(sweep::SweepArgs),

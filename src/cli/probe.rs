@@ -3,7 +3,7 @@
 use crate::session::probe::{probe, ProbeRow};
 use std::path::PathBuf;
 
-pub fn main(target: Option<&PathBuf>) -> i32 {
+pub fn main(target: Option<&PathBuf>, vfio_noiommu: bool) -> i32 {
     let temp = match target {
         Some(_) => None,
         None => match crate::device::create_default_target(16 << 20, crate::engine::interrupt()) {
@@ -21,7 +21,7 @@ pub fn main(target: Option<&PathBuf>) -> i32 {
     }
     println!("probing {} (read-only, 256 random 4 KiB reads per mode)", path.display());
     println!("{:<13} {:<8} {:<7} {:<6} detail", "interface", "submit", "complete", "works");
-    probe(&path.display().to_string(), &mut |r: ProbeRow| {
+    probe(&path.display().to_string(), vfio_noiommu, &mut |r: ProbeRow| {
         let works = if r.works { "yes" } else { "no" };
         println!("{:<13} {:<8} {:<7} {:<6} {}", r.interface, r.submit.name(), r.complete.name(), works, r.detail);
     });

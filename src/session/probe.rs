@@ -33,11 +33,13 @@ pub struct ProbeRow {
 
 /// Try every interface that drives a target (a diskless one, null, has nothing to probe) in
 /// each of its submission and completion modes, handing each row to `row` as it is known.
-pub fn probe(target: &str, row: &mut dyn FnMut(ProbeRow)) {
+/// `vfio_noiommu`: the user-space driver may use VFIO's no-IOMMU mode (`--vfio-noiommu`).
+pub fn probe(target: &str, vfio_noiommu: bool, row: &mut dyn FnMut(ProbeRow)) {
     for (&kind, i) in InterfaceKind::ALL.iter().map(|k| (k, k.info())).filter(|(_, i)| !i.diskless) {
         for &s in i.submits {
             for &c in i.completes {
-                let job = probe_job(kind, s, c, i.behaviour == Behaviour::Sync, target);
+                let mut job = probe_job(kind, s, c, i.behaviour == Behaviour::Sync, target);
+                job.io.vfio_noiommu = vfio_noiommu && i.name == crate::interfaces::vfio_nvme::NAME;
                 let (works, mut detail) = outcome(&job);
                 if !works && job.io.complete != Complete::Irq {
                     // Show what the kernel does when asked to poll anyway.
