@@ -324,7 +324,7 @@ fn ended(f: &Fleet, accounting: &Result<Vec<crate::fleet::AccountedTask>, String
         return format!("{} exit {} after {} on {} (sacct, job {})", a.state, a.exit, a.elapsed, a.node, a.job);
     }
     let Some((job, text)) = f.jobs.iter().rev().find_map(|j| std::fs::read_to_string(f.output_file(j, task)).ok().map(|t| (j, t))) else {
-        return "never started".into();
+        return "never started (no output file)".into();
     };
     let log = parse_task_log(&text);
     let node = log.node.unwrap_or_else(|| "?".into());
