@@ -44,6 +44,18 @@ pub struct Fleet {
     /// The iolab binary the nodes run (the same path on every node).
     pub iolab: PathBuf,
     pub jobs: Vec<String>,
+    /// Every task runs the whole plan on its own node (`--every-node`): one sweep per machine,
+    /// to compare the machines, instead of one share of the plan per task.
+    #[serde(default)]
+    pub every_node: bool,
+    /// The node of each task where tasks are pinned to nodes (`--nodelist`, `--every-node`), in
+    /// task order; fixed at the first submission, so a task resumes on its own machine.
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// The shared store the tasks merge into when not `fleet.db` in the results directory: a
+    /// PostgreSQL server's URL (`--store`).
+    #[serde(default)]
+    pub store: Option<String>,
 }
 
 /// The merged database every task hands its runs to when it ends.
@@ -55,8 +67,24 @@ impl Fleet {
         self.results.join(format!("task-{task}.db"))
     }
 
+    /// Where the tasks merge their runs: `--store`, or `fleet.db` in the results directory.
     pub fn merged_db(&self) -> PathBuf {
-        self.results.join(MERGED_DB)
+        self.store.as_ref().map_or_else(|| self.results.join(MERGED_DB), PathBuf::from)
+    }
+
+    /// A task's part of the plan as (I, N) of `--share I/N`: the whole plan (0/1) on every node,
+    /// else share I of the N tasks.
+    pub fn share(&self, task: usize) -> (usize, usize) {
+        if self.every_node {
+            (0, 1)
+        } else {
+            (task, self.placement.tasks)
+        }
+    }
+
+    /// A task's Slurm output file for one of the fleet's jobs (`--output` of the script).
+    pub fn output_file(&self, job: &str, task: usize) -> PathBuf {
+        self.results.join(format!("slurm-{job}_{task}.out"))
     }
 
     pub fn state_file(results: &Path) -> PathBuf {
@@ -92,7 +120,8 @@ impl Fleet {
         for d in &self.destructive {
             args.extend(["--destructive".into(), q(d)]);
         }
-        args.extend(["--db".into(), "\"$local\"".into(), "--share".into(), format!("\"$task/{}\"", self.placement.tasks)]);
+        let share = if self.every_node { "0/1".to_string() } else { format!("\"$task/{}\"", self.placement.tasks) };
+        args.extend(["--db".into(), "\"$local\"".into(), "--share".into(), share]);
         args.extend(["--handover".into(), "\"$handover\"".into(), "--quiet".into()]);
         args.join(" ")
     }
@@ -119,8 +148,7 @@ impl Fleet {
             }
         }
         s.push_str(&format!(
-            r#"# Written by `iolab fleet submit` ({name}): task I of this array runs share I/{n} of the
-# plan's configurations on its node. Resubmitting (`iolab fleet submit` again with the same
+            r#"# Written by `iolab fleet submit` ({name}): task I of this array runs {part} on its node. Resubmitting (`iolab fleet submit` again with the same
 # results directory) continues every task from what it handed over; no run is done twice.
 set -uo pipefail
 task=${{SLURM_ARRAY_TASK_ID:?run this script with sbatch, as a job array}}
@@ -133,6 +161,7 @@ mkdir -p {local_q}
 if [ -s "$handover" ] && {{ [ ! -s "$local" ] || [ "$handover" -nt "$local" ]; }}; then
   cp "$handover" "$local"
 fi
+started=$(date +%s)
 echo "iolab fleet {name}: task $task of {n} on $(hostname), job ${{SLURM_ARRAY_JOB_ID:-?}}, $(date -Is)"
 {cmd} &
 pid=$!
@@ -144,18 +173,23 @@ while kill -0 $pid 2>/dev/null; do wait $pid || rc=$?; done
 # Every task brings its runs into the merged database; merging is exactly-once, so a task
 # merged twice adds nothing.
 if [ -s "$handover" ]; then
-  flock "$results/.merge.lock" {iolab} merge "$handover" --into "$results/{merged}" || {{ [ "$rc" -ne 0 ] || rc=1; }}
+  flock "$results/.merge.lock" {iolab} merge "$handover" --into {merged} || {{ [ "$rc" -ne 0 ] || rc=1; }}
 fi
-echo "iolab fleet {name}: task $task ended with exit $rc, $(date -Is)"
+# `iolab fleet status` reads this line where Slurm keeps no accounting (no slurmdbd).
+echo "iolab fleet {name}: task $task ended with exit $rc after $(( $(date +%s) - started )) s, $(date -Is)"
 exit $rc
 "#,
             name = self.name,
             n = p.tasks,
+            part = if self.every_node { "the whole plan" } else { "share I/N of the plan's configurations" },
             results_q = q(&results),
             local_q = q(&self.local_dir.display().to_string()),
             cmd = self.task_command(),
             iolab = q(&self.iolab.display().to_string()),
-            merged = MERGED_DB,
+            merged = match &self.store {
+                Some(url) => q(url),
+                None => format!("\"$results/{MERGED_DB}\""),
+            },
         ));
         s
     }
@@ -201,6 +235,101 @@ pub fn parse_squeue(out: &str) -> Vec<QueuedTask> {
         .collect()
 }
 
+/// One array task as Slurm's accounting has it (`sacct`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccountedTask {
+    pub job: String,
+    pub task: usize,
+    /// COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY, ...
+    pub state: String,
+    /// `code:signal`, as Slurm gives it.
+    pub exit: String,
+    pub elapsed: String,
+    pub node: String,
+}
+
+/// `sacct -n -P -X -j JOBS -o JobID,State,ExitCode,Elapsed,NodeList` lines: one per array task
+/// (`JOB_TASK`); a state with a reason (`CANCELLED by 0`) keeps its first word.
+pub fn parse_sacct(out: &str) -> Vec<AccountedTask> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.trim().split('|').collect();
+            let (job, task) = f.first()?.rsplit_once('_')?;
+            Some(AccountedTask {
+                job: job.to_string(),
+                task: task.parse().ok()?,
+                state: f.get(1)?.split_whitespace().next()?.to_string(),
+                exit: f.get(2).unwrap_or(&"").to_string(),
+                elapsed: f.get(3).unwrap_or(&"").to_string(),
+                node: f.get(4).unwrap_or(&"").to_string(),
+            })
+        })
+        .collect()
+}
+
+/// What a task's Slurm output file says (the lines the batch script writes): the node it ran
+/// on, and how it ended, if it reached its end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskLog {
+    pub node: Option<String>,
+    pub exit: Option<i32>,
+    pub elapsed_s: Option<u64>,
+}
+
+pub fn parse_task_log(text: &str) -> TaskLog {
+    let mut log = TaskLog::default();
+    for line in text.lines().filter(|l| l.starts_with("iolab fleet ")) {
+        if let Some((_, rest)) = line.split_once(" on ") {
+            log.node = rest.split(',').next().map(str::to_string);
+        }
+        if let Some((_, rest)) = line.split_once(" ended with exit ") {
+            let mut words = rest.split_whitespace();
+            log.exit = words.next().and_then(|w| w.parse().ok());
+            log.elapsed_s = words.nth(1).and_then(|w| w.parse().ok());
+        }
+    }
+    log
+}
+
+/// A node's line of `sinfo -h -N -o '%N|%t|%f'`: its name, state and features.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    pub name: String,
+    pub state: String,
+    pub features: Vec<String>,
+}
+
+pub fn parse_sinfo(out: &str) -> Vec<NodeInfo> {
+    let mut nodes: Vec<NodeInfo> = Vec::new();
+    for l in out.lines() {
+        let f: Vec<&str> = l.trim().split('|').collect();
+        let (Some(name), Some(state)) = (f.first().filter(|n| !n.is_empty()), f.get(1)) else { continue };
+        // A node in two partitions is listed twice.
+        if nodes.iter().any(|n| n.name == *name) {
+            continue;
+        }
+        let features =
+            f.get(2).map_or(Vec::new(), |x| x.split(',').filter(|w| !w.is_empty() && *w != "(null)").map(String::from).collect());
+        nodes.push(NodeInfo { name: name.to_string(), state: state.to_string(), features });
+    }
+    nodes
+}
+
+impl NodeInfo {
+    /// Whether Slurm can give this node a job now or soon: up and responding (no `*`), not
+    /// down, drained, failed or in maintenance.
+    pub fn usable(&self) -> bool {
+        let s = self.state.trim_end_matches(['~', '#', '!', '%', '$', '@', '^', '-']);
+        ["idle", "mix", "alloc", "comp", "resv", "plnd"].contains(&s)
+    }
+
+    /// Whether its features satisfy a `--constraint` of `&`-joined terms, each one feature or
+    /// `|`-joined alternatives (Slurm's brackets, counts and `*` are not read).
+    pub fn satisfies(&self, constraint: &str) -> bool {
+        constraint.split('&').all(|term| term.split('|').any(|f| self.features.iter().any(|x| x == f.trim())))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +345,9 @@ mod tests {
             local_dir: "/var/tmp".into(),
             iolab: "/opt/iolab/bin/iolab".into(),
             jobs: vec![],
+            every_node: false,
+            nodes: vec![],
+            store: None,
         }
     }
 
@@ -263,5 +395,43 @@ mod tests {
                 QueuedTask { task: 1, state: "PENDING".into(), node: "".into() }
             ]
         );
+    }
+
+    #[test]
+    fn on_every_node_a_task_runs_the_whole_plan_and_hands_over_to_the_named_store() {
+        let mut f = fleet();
+        f.every_node = true;
+        f.store = Some("postgresql://lab@db.lab/iolab".into());
+        let s = f.batch_script();
+        assert!(s.contains("--db \"$local\" --share 0/1 --handover"), "{s}");
+        assert!(s.contains("runs the whole plan on its node"), "{s}");
+        assert!(s.contains("merge \"$handover\" --into postgresql://lab@db.lab/iolab ||"), "{s}");
+        assert_eq!(f.share(3), (0, 1));
+        assert_eq!(f.merged_db(), PathBuf::from("postgresql://lab@db.lab/iolab"));
+    }
+
+    #[test]
+    fn accounting_lines_and_output_files_say_how_a_task_ended() {
+        let acct = parse_sacct(
+            "41_0|COMPLETED|0:0|00:01:02|node3\n41_1|CANCELLED by 0|0:15|00:00:09|node4\n41_[2-3]|PENDING|0:0|00:00:00|None assigned\n",
+        );
+        assert_eq!(acct.len(), 2);
+        assert_eq!((acct[1].task, acct[1].state.as_str(), acct[1].exit.as_str(), acct[1].node.as_str()), (1, "CANCELLED", "0:15", "node4"));
+        let log = parse_task_log(
+            "iolab fleet grid: task 1 of 2 on node7, job 41, 2026-11-26T10:00:00+00:00\nsome output\n\
+             iolab fleet grid: task 1 ended with exit 143 after 12 s, 2026-11-26T10:00:12+00:00\n",
+        );
+        assert_eq!(log, TaskLog { node: Some("node7".into()), exit: Some(143), elapsed_s: Some(12) });
+        assert_eq!(parse_task_log("iolab fleet grid: task 0 of 2 on node7, job 41, now\n").exit, None);
+    }
+
+    #[test]
+    fn every_usable_node_once_with_its_features() {
+        let nodes = parse_sinfo("n1|idle|ssd,gen5\nn2|down*|ssd\nn1|idle|ssd,gen5\nn3|mix|gen4\nn4|drain|ssd\n");
+        let names = |f: &dyn Fn(&NodeInfo) -> bool| nodes.iter().filter(|n| f(n)).map(|n| n.name.as_str()).collect::<Vec<_>>();
+        assert_eq!(names(&|n| n.usable()), ["n1", "n3"]);
+        assert_eq!(names(&|n| n.satisfies("ssd")), ["n1", "n2", "n4"]);
+        assert_eq!(names(&|n| n.satisfies("ssd&gen5")), ["n1"]);
+        assert_eq!(names(&|n| n.satisfies("gen4|gen5")), ["n1", "n3"]);
     }
 }

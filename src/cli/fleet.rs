@@ -1,7 +1,7 @@
 //! `iolab fleet submit` and `iolab fleet status`: a plan or suite across the nodes of a Slurm
 //! cluster (`crate::fleet` writes the batch script; Slurm schedules). Also `--share` and
 //! `--handover`, the two options of `sweep` and `suite run` a fleet task uses.
-use crate::fleet::{name_of, parse_squeue, Fleet, Placement, Work};
+use crate::fleet::{name_of, parse_sacct, parse_sinfo, parse_squeue, parse_task_log, Fleet, Placement, Work};
 use crate::session::sweep::{share_progress, Share};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,11 +43,21 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "DIR")]
     pub results: PathBuf,
     /// Tasks of the array, one node each.
-    #[arg(long, conflicts_with = "nodelist", required_unless_present = "nodelist")]
+    #[arg(long, conflicts_with_all = ["nodelist", "every_node"], required_unless_present_any = ["nodelist", "every_node"])]
     pub nodes: Option<usize>,
     /// These nodes, one task on each (a Slurm host list, e.g. node[1-4]).
     #[arg(long)]
     pub nodelist: Option<String>,
+    /// The whole plan on every node (of --nodelist, or every usable node of the partition with
+    /// the --constraint features), one task pinned to each: one sweep per machine, to compare
+    /// them (`iolab compare --by host`).
+    #[arg(long)]
+    pub every_node: bool,
+    /// The shared store the tasks merge into, a PostgreSQL server (postgresql://user@host/db),
+    /// instead of fleet.db in --results (which still holds the fleet's state, plan, hand-overs
+    /// and Slurm's output).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     #[arg(long)]
     pub partition: Option<String>,
     /// Slurm node features the nodes must have (e.g. the SSD model: keep a split plan on one kind of hardware).
@@ -92,9 +102,13 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
     } else {
         return Err(format!("{}: neither a plan file nor a suite (S1 to S5, see `iolab suite list`)", a.work));
     };
-    let nodes = match &a.nodelist {
-        Some(list) => hostnames(list)?,
-        None => Vec::new(),
+    if let Some(url) = a.store.as_deref().filter(|u| !crate::store::is_postgres_url(u)) {
+        return Err(format!("--store {url}: give a PostgreSQL URL (postgresql://user@host/dbname); without --store the tasks merge into fleet.db in --results"));
+    }
+    let nodes = match (&a.nodelist, a.every_node) {
+        (Some(list), _) => hostnames(list)?,
+        (None, true) => every_node(a.partition.as_deref(), a.constraint.as_deref())?,
+        (None, false) => Vec::new(),
     };
     let tasks = a.nodes.unwrap_or(nodes.len());
     if tasks == 0 {
@@ -124,21 +138,31 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
         local_dir: a.local_dir.clone(),
         iolab,
         jobs: Vec::new(),
+        every_node: a.every_node,
+        nodes,
+        store: a.store.clone(),
     };
-    let script = fleet.batch_script();
     if a.print {
-        print!("{script}");
+        print!("{}", fleet.batch_script());
         return Ok(0);
     }
     std::fs::create_dir_all(&results).map_err(|e| format!("cannot create {}: {e}", results.display()))?;
     // A submission again into the same directory continues that fleet: it must be the same one.
     if Fleet::state_file(&results).exists() {
         let before = Fleet::load(&results)?;
-        // What is measured must not change; where and for how long (partition, time) may.
-        let same = |f: &Fleet| (f.work.clone(), f.targets.clone(), f.destructive.clone(), f.placement.tasks, f.iolab.clone());
+        // A fleet on every node keeps the machines of its first submission, each task on its own.
+        if fleet.every_node && before.every_node {
+            fleet.nodes = before.nodes.clone();
+            fleet.placement.tasks = before.placement.tasks;
+        }
+        // What is measured and where the runs go must not change; where and for how long
+        // (partition, time) may.
+        let same = |f: &Fleet| {
+            (f.work.clone(), f.targets.clone(), f.destructive.clone(), f.placement.tasks, f.iolab.clone(), f.every_node, f.store.clone())
+        };
         if same(&fleet) != same(&before) {
             return Err(format!(
-                "{} holds another fleet ({}, {} tasks): give a new --results directory, or the same work, targets, destructive devices, number of tasks and iolab binary to continue it",
+                "{} holds another fleet ({}, {} tasks): give a new --results directory, or the same work, targets, destructive devices, number of tasks, --every-node, --store and iolab binary to continue it",
                 results.display(),
                 before.name,
                 before.placement.tasks
@@ -168,13 +192,13 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
         return Ok(0);
     }
     let script_path = results.join("fleet.sbatch");
-    crate::output::write_bytes(&script_path.display().to_string(), script.as_bytes())?;
+    crate::output::write_bytes(&script_path.display().to_string(), fleet.batch_script().as_bytes())?;
     let array = |ts: &[usize]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
-    let submissions: Vec<Vec<String>> = if nodes.is_empty() {
+    let submissions: Vec<Vec<String>> = if fleet.nodes.is_empty() {
         vec![vec![format!("--array={}", array(&todo))]]
     } else {
         // An array's tasks cannot each be given a node; one job per named node instead.
-        todo.iter().map(|&t| vec![format!("--array={t}"), format!("--nodelist={}", nodes[t])]).collect()
+        todo.iter().map(|&t| vec![format!("--array={t}"), format!("--nodelist={}", fleet.nodes[t])]).collect()
     };
     for extra in submissions {
         let out = Command::new("sbatch")
@@ -205,6 +229,35 @@ fn hostnames(list: &str) -> Result<Vec<String>, String> {
         return Err(format!("--nodelist {list}: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
     Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect())
+}
+
+/// Every node of the partition (Slurm's default one when none is given) that Slurm can give a
+/// job and that has the constraint's features, by `sinfo`; the nodes left out are said.
+fn every_node(partition: Option<&str>, constraint: Option<&str>) -> Result<Vec<String>, String> {
+    let mut cmd = Command::new("sinfo");
+    cmd.args(["-h", "-N", "-o", "%N|%t|%f"]);
+    if let Some(p) = partition {
+        cmd.args(["-p", p]);
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run sinfo to find every node: {e} (is Slurm's client installed and on PATH?)"))?;
+    if !out.status.success() {
+        return Err(format!("sinfo: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let all = parse_sinfo(&String::from_utf8_lossy(&out.stdout));
+    let fits: Vec<_> = all.iter().filter(|n| constraint.is_none_or(|c| n.satisfies(c))).collect();
+    for n in fits.iter().filter(|n| !n.usable()) {
+        eprintln!("iolab: node {} is left out: Slurm shows it {}", n.name, n.state);
+    }
+    let nodes: Vec<String> = fits.iter().filter(|n| n.usable()).map(|n| n.name.clone()).collect();
+    if nodes.is_empty() {
+        return Err(format!(
+            "--every-node: no usable node{}{} (sinfo lists {})",
+            partition.map(|p| format!(" in partition {p}")).unwrap_or_default(),
+            constraint.map(|c| format!(" with features {c}")).unwrap_or_default(),
+            all.len()
+        ));
+    }
+    Ok(nodes)
 }
 
 /// The job's tasks still in Slurm's queue (pending or running).
@@ -240,7 +293,8 @@ fn progress(f: &Fleet, plans: &[(String, Vec<String>)], task: usize) -> Result<O
     if !db.exists() {
         return Ok(None);
     }
-    let share = Share { index: task, count: f.placement.tasks };
+    let (index, count) = f.share(task);
+    let share = Share { index, count };
     let (mut done, mut total, mut seen) = (0, 0, false);
     for (text, targets) in plans {
         match share_progress(&db, text, targets, share)? {
@@ -252,17 +306,62 @@ fn progress(f: &Fleet, plans: &[(String, Vec<String>)], task: usize) -> Result<O
     Ok(seen.then_some((done, total)))
 }
 
+/// How the tasks no longer queued ended, by Slurm's accounting (`sacct`), newest job first; Err
+/// with the reason where the cluster keeps none (no slurmdbd).
+fn accounted(jobs: &[String]) -> Result<Vec<crate::fleet::AccountedTask>, String> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let out = Command::new("sacct")
+        .args(["-n", "-P", "-X", "-j", &jobs.join(","), "-o", "JobID,State,ExitCode,Elapsed,NodeList"])
+        .output()
+        .map_err(|e| format!("cannot run sacct: {e}"))?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || err.contains("disabled") {
+        return Err(format!("sacct: {}", err.lines().next().unwrap_or("failed").trim()));
+    }
+    let mut tasks = parse_sacct(&String::from_utf8_lossy(&out.stdout));
+    tasks.sort_by_key(|t| std::cmp::Reverse(jobs.iter().position(|j| *j == t.job)));
+    Ok(tasks)
+}
+
+/// How a task no longer queued ended: from accounting where there is some, else from its
+/// newest output file (the lines the batch script writes).
+fn ended(f: &Fleet, accounting: &Result<Vec<crate::fleet::AccountedTask>, String>, task: usize) -> String {
+    if let Some(a) = accounting.as_ref().ok().and_then(|acct| acct.iter().find(|a| a.task == task)) {
+        return format!("{} exit {} after {} on {} (sacct, job {})", a.state, a.exit, a.elapsed, a.node, a.job);
+    }
+    let Some((job, text)) = f.jobs.iter().rev().find_map(|j| std::fs::read_to_string(f.output_file(j, task)).ok().map(|t| (j, t))) else {
+        return "never started (no output file)".into();
+    };
+    let log = parse_task_log(&text);
+    let node = log.node.unwrap_or_else(|| "?".into());
+    match (log.exit, log.elapsed_s) {
+        (Some(0), Some(s)) => format!("COMPLETED exit 0 after {s} s on {node} (output file, job {job})"),
+        (Some(rc), Some(s)) => format!("FAILED exit {rc} after {s} s on {node} (output file, job {job})"),
+        _ => format!("stopped without its last line on {node}: killed, or its node failed (output file, job {job})"),
+    }
+}
+
 fn status(results: &Path) -> Result<i32, String> {
     let f = Fleet::load(results)?;
-    println!("fleet {} in {}: {} tasks, jobs {}", f.name, f.results.display(), f.placement.tasks, f.jobs.join(", "));
+    let what = if f.every_node { "the whole plan on each node" } else { "one share of the plan each" };
+    println!("fleet {} in {}: {} tasks, {what}, jobs {}", f.name, f.results.display(), f.placement.tasks, f.jobs.join(", "));
     let mut queue = Vec::new();
     for job in &f.jobs {
         queue.extend(queued(job)?);
     }
+    let accounting = accounted(&f.jobs);
+    if let Err(why) = &accounting {
+        println!("Slurm accounting is not available here ({why}): how a task ended is read from its output file");
+    }
     let plans = plans(&f)?;
     let (mut all_done, mut all_total) = (0, 0);
     for t in 0..f.placement.tasks {
-        let slurm = queue.iter().find(|q| q.task == t).map(|q| format!("{} {}", q.state, q.node)).unwrap_or_else(|| "not queued".into());
+        let slurm = match queue.iter().find(|q| q.task == t) {
+            Some(q) => format!("{} {}", q.state, q.node),
+            None => ended(&f, &accounting, t),
+        };
         let runs = match progress(&f, &plans, t)? {
             Some((done, total)) => {
                 all_done += done;
@@ -271,8 +370,10 @@ fn status(results: &Path) -> Result<i32, String> {
             }
             None => "no runs handed over yet".into(),
         };
-        println!("  task {t}: {slurm:<24} {runs}");
+        let node = f.nodes.get(t).map(|n| format!(" [{n}]")).unwrap_or_default();
+        println!("  task {t}{node}: {slurm}; {runs}");
     }
-    println!("{all_done} of {all_total} handed-over runs done; merged results: {}", f.merged_db().display());
+    let merged = crate::store::redacted(&f.merged_db().display().to_string());
+    println!("{all_done} of {all_total} handed-over runs done; merged results: {merged}");
     Ok(0)
 }

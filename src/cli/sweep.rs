@@ -248,7 +248,8 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         refused(&verdicts)?;
         return Ok(SweepEnd { code: 0, finished: true });
     }
-    let db = how.db.display().to_string();
+    // A server's URL is shown without its password.
+    let db = crate::store::redacted(&how.db.display().to_string());
     let mut ui = SweepDisplay {
         unsupported,
         show: !how.quiet && std::io::stderr().is_terminal(),

@@ -64,7 +64,11 @@ impl From<postgres::Error> for DbError {
         let constraint = e.code().is_some_and(|c| c.code().starts_with("23"));
         let msg = match e.as_db_error() {
             Some(d) => format!("{}: {}", d.severity(), d.message()),
-            None => e.to_string(),
+            // "error connecting to server" alone does not say why: the cause follows.
+            None => match std::error::Error::source(&e) {
+                Some(cause) => format!("{e}: {cause}"),
+                None => e.to_string(),
+            },
         };
         DbError { msg, constraint }
     }

@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
 
-pub use backend::is_postgres_url;
+pub use backend::{is_postgres_url, redacted};
 pub use columns::{Metrics, RUN_METRICS};
 pub use export::{csv_columns, quote as csv_quote};
 pub use extract::DIRECTIONS;

@@ -206,4 +206,35 @@ fn a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does() {
     assert_eq!((sweeps.len(), sweeps[1].done, sweeps[1].pending), (2, 4, 0), "{}", resumed.describe());
     let done_again = iolab_in(d, &["sweep", "--resume", "--db", &url, "plan.toml", "target"]);
     assert!(done_again.stderr.contains("no unfinished sweep"), "{}", done_again.describe());
+
+    // Two nodes' shares of one plan handed over at the same moment (two merges at once): one
+    // sweep on the server, every planned run once.
+    std::fs::write(
+        d.join("split.toml"),
+        "name = \"pg-split\"\nseed = 3\nios = 2000\n[matrix]\ninterface = [\"null\"]\nqd = [1, 2, 4, 8]\n",
+    )
+    .unwrap();
+    for share in ["0/2", "1/2"] {
+        let db = format!("share-{}.db", &share[..1]);
+        iolab_in(d, &["sweep", "-q", "--db", &db, "split.toml", "--share", share]).assert_ok();
+    }
+    let merges: Vec<_> = ["share-0.db", "share-1.db"]
+        .iter()
+        .map(|db| {
+            Command::new(common::BIN)
+                .args(["merge", db, "--into", &url])
+                .current_dir(d)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut m in merges {
+        assert!(m.wait().unwrap().success());
+    }
+    let store = Store::open_existing(Path::new(&url)).unwrap();
+    let split: Vec<_> = store.sweep_infos().unwrap().into_iter().filter(|s| s.name == "pg-split").collect();
+    assert_eq!(split.len(), 1, "one sweep, not one per share");
+    assert_eq!((split[0].total, split[0].done), (4, 4));
+    assert_eq!(store.list_runs(&RunFilter { sweep: Some(split[0].id), ..Default::default() }).unwrap().len(), 4);
 }
