@@ -122,6 +122,8 @@ lenient_structs! {
         read_iops: Option<f64>,
         write_iops: Option<f64>,
         mean_lat_ns: Option<f64>,
+        p50_lat_ns: Option<f64>,
+        p99_lat_ns: Option<f64>,
     }
 
     /// iolab's own process over the window.
@@ -319,7 +321,7 @@ pub(crate) mod tests {
                 read: record::direction(&recorded(2000, 50_000), 2.0),
                 write: record::direction(&recorded(0, 0), 2.0),
                 total: record::direction(&recorded(2000, 50_000), 2.0),
-                series: record::series(&[]),
+                series: vec![],
                 cpu: record::cpu(&meters::cpu::Rusage { user_s: 0.1, system_s: 0.3, ..Default::default() }, 2.0, 2000),
                 verify: None,
             }),
