@@ -63,6 +63,8 @@ lenient_structs! {
         targets: Option<serde_json::Value>,
         /// The I/O scheduler the run set; None when it left the device's as it was.
         scheduler: Option<String>,
+        /// `--numa`: local or a node's number; None when off (or before it existed).
+        numa: Option<String>,
     }
 
     /// `plan::Budget`: "seconds", "ios" or "bytes", and how many.
@@ -79,6 +81,14 @@ lenient_structs! {
         cpu_count: Option<u64>,
         started_at_unix_s: Option<f64>,
         targets: Vec<Target>,
+        placement: Placement,
+    }
+
+    /// `meters::placement::NumaPlacement`: what the threads were pinned to.
+    pub struct Placement {
+        /// NUMA nodes on the machine.
+        nodes: Option<u64>,
+        node: Option<u64>,
     }
 
     /// A target as the run found it (`device::sysinfo::TargetInfo`).

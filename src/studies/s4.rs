@@ -16,6 +16,7 @@ pub const STUDY: Study = Study {
     id: "S4",
     title: "IISWC'19: system challenges of ultra-low-latency SSDs",
     setup: super::NO_SCHEDULER_FULL_SPEED,
+    fills: None,
     parts: &[
         Part {
             name: "S4.1-latency",
