@@ -5,7 +5,7 @@ pub mod read;
 
 use crate::device::sysinfo::TargetInfo;
 use crate::engine::clock::ClockInfo;
-use crate::engine::recorder::{Direction, SecondSlot};
+use crate::engine::recorder::{second_percentiles, Direction, Recorder};
 use crate::meters::cpu::Rusage;
 use crate::plan::Job;
 use serde::Serialize;
@@ -106,6 +106,11 @@ pub struct SecondPoint {
     pub write_iops: u64,
     /// Null in a second with no completions.
     pub mean_lat_ns: Option<f64>,
+    /// The second's own latency percentiles (reads and writes together), from its own counts
+    /// (≤ 3.2 % bucket width, the bucket's highest value); null in a second with no completions
+    /// and past the seconds kept (`engine::recorder::percentile_seconds`).
+    pub p50_lat_ns: Option<u64>,
+    pub p99_lat_ns: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -198,17 +203,20 @@ pub fn direction(d: &Direction, window_s: f64) -> DirectionResult {
     }
 }
 
-pub fn series(slots: &[SecondSlot]) -> Vec<SecondPoint> {
-    slots
+pub fn series(rec: &Recorder) -> Vec<SecondPoint> {
+    rec.series
         .iter()
         .enumerate()
         .map(|(i, s)| {
             let n = s.read_ios + s.write_ios;
+            let p = rec.second_counts(i).and_then(|c| second_percentiles(c, &[0.5, 0.99]));
             SecondPoint {
                 t: i as u32,
                 read_iops: s.read_ios,
                 write_iops: s.write_ios,
                 mean_lat_ns: (n > 0).then(|| s.lat_sum_ns as f64 / n as f64),
+                p50_lat_ns: p.as_ref().map(|p| p[0]),
+                p99_lat_ns: p.as_ref().map(|p| p[1]),
             }
         })
         .collect()

@@ -51,8 +51,8 @@ pub fn main(a: &PreconditionArgs) -> i32 {
 }
 
 /// Lines on stdout, and a bar per step on a terminal.
-struct Lines {
-    show: bool,
+pub(super) struct Lines {
+    pub show: bool,
 }
 
 impl PreconditionUi for Lines {

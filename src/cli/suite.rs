@@ -102,6 +102,10 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     }
     let energy = a.energy.options()?;
     println!("{}: {}{}", suite.id, suite.title, if a.quick { " (quick)" } else { "" });
+    let preconditioned = match suite.fills {
+        Some((full, quick)) => Some(fill_targets(a, if a.quick { quick } else { full }, full, &targets)?),
+        None => None,
+    };
     let numa = a.numa.map(|n| format!(" --numa {n}")).unwrap_or_default();
     let again = format!("iolab suite run {}{}{numa}", suite.id, if a.quick { " --quick" } else { "" });
     let mut code = 0;
@@ -115,8 +119,18 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             }
             continue;
         };
-        let plan = match a.numa {
-            Some(n) => crate::plan::sweep::with_numa(&plan, n)?,
+        let plan = match a.numa.map(|n| (n, crate::plan::sweep::with_numa(&plan, n))) {
+            Some((_, Ok(Some(over)))) => over,
+            Some((n, Ok(None))) => {
+                println!("  --numa {n} not applied: this part varies numa itself");
+                plan
+            }
+            Some((_, Err(e))) => return Err(e),
+            None => plan,
+        };
+        // A top-level key, so first: kept with the stored plan.
+        let plan = match &preconditioned {
+            Some(p) => format!("preconditioned = {}\n{plan}", toml::Value::String(p.clone())),
             None => plan,
         };
         let how = PlanRun {
@@ -139,4 +153,50 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
         code = code.max(end.code);
     }
     Ok(code)
+}
+
+/// The study's preconditioning before its parts: `fills` sequential fills of every target
+/// through `iolab precondition`'s loop (no random-write rounds), where the user named the target
+/// with --destructive; otherwise (and in a dry run) what would be done or why it is not. The
+/// words returned go into every part's stored plan.
+fn fill_targets(a: &SuiteRunArgs, fills: u32, paper: u32, targets: &[String]) -> Result<String, String> {
+    use crate::session::precondition::{precondition, Preconditioning};
+    let scale = if fills == paper { String::new() } else { format!(" (--quick: {fills} of the paper's {paper})") };
+    let why_not = if targets.is_empty() {
+        Some("the suite runs on a temporary file; name the device and allow writing it with --destructive DEVICE".to_string())
+    } else {
+        targets.iter().find(|t| !a.destructive.contains(t)).map(|t| {
+            format!("{t} was not named with --destructive (writing it destroys its contents); the paper filled its devices {paper} times")
+        })
+    };
+    let said = match why_not {
+        Some(why) => format!("not done: {why}"),
+        None if a.dry_run => format!("to be done: {fills} sequential fills of {} before the parts{scale}", targets.join(", ")),
+        None => {
+            for t in targets {
+                println!("preconditioning {t}: {fills} sequential fills{scale}");
+                let p = Preconditioning {
+                    target: t.clone(),
+                    interface: crate::interfaces::InterfaceKind::IoUring,
+                    fills,
+                    fill_bs: 128 << 10,
+                    bs: 4096,
+                    qd: 32,
+                    round_s: 0.0,
+                    max_rounds: 0,
+                    size: a.size.as_deref().map(crate::plan::size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
+                    destructive: a.destructive.clone(),
+                };
+                let show = !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
+                let r = precondition(&p, &mut super::precondition::Lines { show })?;
+                let mean = r.fills.iter().sum::<f64>() / r.fills.len().max(1) as f64;
+                println!("preconditioned {t}: {}/s on average", crate::plan::size::format_bytes(mean));
+            }
+            // Nothing measured in the words: the stored plan must read the same when the suite is
+            // run again to continue it.
+            format!("done: {fills} sequential fills of {} (128 KiB writes, io_uring QD32) before the parts{scale}", targets.join(", "))
+        }
+    };
+    println!("preconditioning: {said}");
+    Ok(said)
 }

@@ -156,7 +156,8 @@ pub fn main(args: &SweepArgs) -> i32 {
 fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
     let text = std::fs::read_to_string(&args.plan).map_err(|e| format!("cannot read plan {}: {e}", args.plan.display()))?;
     let text = match args.numa {
-        Some(n) => crate::plan::sweep::with_numa(&text, n)?,
+        Some(n) => crate::plan::sweep::with_numa(&text, n)?
+            .ok_or_else(|| format!("--numa {n}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa"))?,
         None => text,
     };
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();

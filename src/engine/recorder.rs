@@ -38,7 +38,7 @@ impl LatCounts {
     /// hdrhistogram's `index_for` with unit magnitude 0 and 128 half-sub-buckets: the
     /// power-of-two bucket `b` (0 below 256) and the top 8 bits of the value within it.
     #[inline(always)]
-    fn index(v: u64) -> usize {
+    const fn index(v: u64) -> usize {
         let b = 56 - (v | 255).leading_zeros();
         (((b as usize) << 7) + (v >> b) as usize) & (LAT_SLOTS - 1)
     }
@@ -52,7 +52,7 @@ impl LatCounts {
         ((i - (b << 7)) as u64) << b
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     fn add(&mut self, v: u64) {
         self.0[Self::index(v)] += 1;
     }
@@ -70,6 +70,45 @@ impl LatCounts {
         }
         h
     }
+}
+
+/// Each second's own latency counts, for its percentiles: the slots of [`LatCounts`] four at a
+/// time (32 sub-buckets per power of two, a bucket ≤ 3.2 % wide), up to 2^36 ns (69 s; longer
+/// ones count there), as u32: 3.8 KiB a second per thread, where the run's layout would take 64.
+const SECOND_SHIFT: u32 = 2;
+const SECOND_TOP: usize = LatCounts::index(1 << 36);
+pub const SECOND_SLOTS: usize = (SECOND_TOP >> SECOND_SHIFT) + 1;
+
+/// The most seconds a thread keeps latency counts for: an hour (S4's garbage-collection run
+/// is 30 minutes), and no more than 64 MiB a thread; later seconds have no percentiles.
+pub fn percentile_seconds(seconds: usize) -> usize {
+    const MOST: usize = (64 << 20) / (SECOND_SLOTS * 4);
+    seconds.clamp(1, MOST.min(3600))
+}
+
+/// A second's latency percentiles from its counts (`SECOND_SLOTS` long): the highest value of the
+/// bucket holding the rank, as the run's histogram reports (never below the truth by more than
+/// the bucket). None for a second without completions.
+pub fn second_percentiles(counts: &[u32], quantiles: &[f64]) -> Option<Vec<u64>> {
+    let n: u64 = counts.iter().map(|&c| c as u64).sum();
+    if n == 0 {
+        return None;
+    }
+    let highest = |b: usize| LatCounts::value_of((b + 1) << SECOND_SHIFT) - 1;
+    Some(
+        quantiles
+            .iter()
+            .map(|q| {
+                let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+                let mut seen = 0u64;
+                let b = counts.iter().position(|&c| {
+                    seen += c as u64;
+                    seen >= rank
+                });
+                highest(b.expect("rank ≤ n"))
+            })
+            .collect(),
+    )
 }
 
 #[derive(Clone, Debug)]
@@ -109,6 +148,10 @@ pub struct Recorder {
     pub read: Direction,
     pub write: Direction,
     pub series: Vec<SecondSlot>,
+    /// Each second's latency counts (`SECOND_SLOTS` per second, reads and writes together), for
+    /// the seconds `percentile_seconds` allows and one more that takes every later second and is
+    /// never read.
+    pub second_lat: Vec<u32>,
     /// Completions per target, to compare with each device's own counters.
     pub per_target: Vec<u64>,
     /// Latency counts of reads and writes, until `finish`.
@@ -121,12 +164,16 @@ pub struct Recorder {
     /// written once, when the second changes, rather than on every completion.
     second: usize,
     second_began: SecondSlot,
+    /// Where the current second's latency counts start in `second_lat`.
+    second_at: usize,
 }
 
 impl Recorder {
-    /// What `new` allocates for `seconds` slots (latency counts of both directions included).
+    /// What `new` allocates for `seconds` slots (latency counts of both directions and of each
+    /// second included).
     pub fn bytes_for(seconds: usize) -> u64 {
-        (seconds.max(1) * std::mem::size_of::<SecondSlot>() + 2 * LAT_SLOTS * 8) as u64
+        (seconds.max(1) * std::mem::size_of::<SecondSlot>() + 2 * LAT_SLOTS * 8 + (percentile_seconds(seconds) + 1) * SECOND_SLOTS * 4)
+            as u64
     }
 
     /// `seconds` slots are allocated now so the hot loop never allocates.
@@ -135,13 +182,25 @@ impl Recorder {
             read: Direction::new(),
             write: Direction::new(),
             series: vec![SecondSlot::default(); seconds.max(1)],
+            second_lat: vec![0; (percentile_seconds(seconds) + 1) * SECOND_SLOTS],
             per_target: vec![0; targets.max(1)],
             counts: [LatCounts::new(), LatCounts::new()],
             bs,
             lat_sum_ns: 0,
             second: 0,
             second_began: SecondSlot::default(),
+            second_at: 0,
         }
+    }
+
+    /// Seconds with latency counts of their own.
+    pub fn percentile_seconds(&self) -> usize {
+        self.second_lat.len() / SECOND_SLOTS - 1
+    }
+
+    /// Second `i`'s latency counts; None past those kept.
+    pub fn second_counts(&self, i: usize) -> Option<&[u32]> {
+        (i < self.percentile_seconds()).then(|| &self.second_lat[i * SECOND_SLOTS..(i + 1) * SECOND_SLOTS])
     }
 
     /// Forget everything recorded during the ramp (errors stay counted: a failure is a failure).
@@ -152,8 +211,11 @@ impl Recorder {
         self.series.iter_mut().for_each(|s| *s = SecondSlot::default());
         self.per_target.iter_mut().for_each(|n| *n = 0);
         self.lat_sum_ns = 0;
+        // Only seconds up to the current one were written.
+        self.second_lat[..self.second_at + SECOND_SLOTS].fill(0);
         self.second = 0;
         self.second_began = SecondSlot::default();
+        self.second_at = 0;
     }
 
     /// The completions recorded next belong to `second` of the measured window.
@@ -176,6 +238,7 @@ impl Recorder {
         slot.lat_sum_ns += now.lat_sum_ns - self.second_began.lat_sum_ns;
         self.second = next;
         self.second_began = now;
+        self.second_at = next.min(self.percentile_seconds()) * SECOND_SLOTS;
     }
 
     /// One successful I/O of the measured window (of the second last given to `at_second`).
@@ -189,7 +252,10 @@ impl Recorder {
         d.ios += 1;
         d.min_ns = d.min_ns.min(lat_ns);
         d.max_ns = d.max_ns.max(lat_ns);
-        self.counts[write as usize].add(lat_ns);
+        // The second's own count beside the run's: -i null went from 19 to 20 ns per I/O.
+        let i = LatCounts::index(lat_ns);
+        self.counts[write as usize].0[i] += 1;
+        self.second_lat[self.second_at + (i.min(SECOND_TOP) >> SECOND_SHIFT)] += 1;
         self.lat_sum_ns += lat_ns;
     }
 
@@ -238,6 +304,12 @@ impl Recorder {
             a.read_ios += b.read_ios;
             a.write_ios += b.write_ios;
             a.lat_sum_ns += b.lat_sum_ns;
+        }
+        if self.second_lat.len() < other.second_lat.len() {
+            self.second_lat.resize(other.second_lat.len(), 0);
+        }
+        for (a, b) in self.second_lat.iter_mut().zip(&other.second_lat) {
+            *a += b;
         }
     }
 }
@@ -349,6 +421,40 @@ mod tests {
         assert_eq!(a.series[4].write_ios, 1);
         assert_eq!(a.read.lat.len(), 2);
         assert_eq!(a.per_target, vec![3]);
+    }
+
+    /// Each second keeps its own percentiles, merged across threads from their counts (not
+    /// from each thread's percentiles), within a bucket above the truth.
+    #[test]
+    fn each_second_has_its_own_percentiles_across_threads() {
+        let (mut a, mut b) = (Recorder::new(10, 1, 4096), Recorder::new(10, 1, 4096));
+        for v in 1..=1000u64 {
+            a.record(false, 0, v * 1000); // second 0: 1 µs .. 1 ms on one thread
+        }
+        for _ in 0..1000 {
+            b.record(true, 0, 2_000_000); // and 1000 of 2 ms on the other
+        }
+        a.at_second(1);
+        for _ in 0..100 {
+            a.record(false, 0, 5_000_000_000); // second 1: 5 s
+        }
+        a.at_second(3);
+        a.record(false, 0, 1u64 << 40); // beyond 2^36 ns: counted at the top
+        a.finish();
+        b.finish();
+        let mut m = Recorder::new(1, 1, 4096);
+        m.merge(&a);
+        m.merge(&b);
+        let p = |s: usize| m.second_counts(s).and_then(|c| second_percentiles(c, &[0.5, 0.99]));
+        let within = |got: u64, truth: u64| got >= truth && (got - truth) as f64 <= 0.032 * truth as f64;
+        let s0 = p(0).unwrap();
+        assert!(within(s0[0], 1_000_000) && within(s0[1], 2_000_000), "{s0:?}");
+        assert!(p(1).unwrap().iter().all(|&v| within(v, 5_000_000_000)), "{:?}", p(1));
+        assert_eq!(p(2), None, "a second without completions");
+        assert!(p(3).unwrap()[0] >= 1 << 36);
+        assert_eq!(m.second_counts(10), None, "past the seconds kept");
+        assert_eq!(percentile_seconds(1802), 1802, "S4's 30-minute run keeps every second");
+        assert_eq!(percentile_seconds(86_400), 3600);
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub struct Rule {
 pub struct PlanFile {
     pub name: Option<String>,
     pub description: Option<String>,
+    /// What preconditioning the targets had before the sweep, in words (a suite writes it: done,
+    /// or not done and why), kept with the stored plan.
+    pub preconditioned: Option<String>,
     #[serde(default = "one")]
     pub replicates: u32,
     #[serde(default = "one_u64")]
@@ -220,16 +223,16 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
 }
 
 /// The plan with every run's `options.numa` set to `numa` (`iolab sweep --numa`, `iolab suite run
-/// --numa`), for a plan that does not vary it in its matrix.
-pub fn with_numa(text: &str, numa: super::Numa) -> Result<String, String> {
+/// --numa`); None for a plan that varies it in its matrix.
+pub fn with_numa(text: &str, numa: super::Numa) -> Result<Option<String>, String> {
     let mut plan: toml::Table = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
     if plan.get("matrix").and_then(|m| m.get("numa")).is_some() {
-        return Err(format!("--numa {numa}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa"));
+        return Ok(None);
     }
     let options = plan.entry("options").or_insert_with(|| toml::Value::Table(Default::default()));
     let toml::Value::Table(options) = options else { return Err("plan: options is not a table".into()) };
     options.insert("numa".into(), toml::Value::String(numa.to_string()));
-    toml::to_string(&plan).map_err(|e| format!("plan: {e}"))
+    toml::to_string(&plan).map(Some).map_err(|e| format!("plan: {e}"))
 }
 
 /// Parse and expand a plan. `cli_targets`, the command line's, replace the plan's `targets`
@@ -715,11 +718,11 @@ reason = "small blocks on b"
         let e = expand("ios = 5\n[matrix]\nnuma = [\"local\", \"off\", 0]\n", &[]).unwrap();
         let keys: Vec<&str> = e.configs.iter().map(|c| c.key.rsplit(',').next().unwrap()).collect();
         assert_eq!(keys, ["numa=local", "numa=off", "numa=0"]);
-        let over = with_numa("ios = 5\n[options]\ncpus = [0]\n", Numa::Node(0)).unwrap();
+        let over = with_numa("ios = 5\n[options]\ncpus = [0]\n", Numa::Node(0)).unwrap().unwrap();
         assert_eq!(expand(&over, &[]).unwrap_err(), "plan: every configuration was dropped, nothing is left to run (1 by: --numa 0 chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both): change the matrix or the rules");
-        let over = with_numa("ios = 5\n", Numa::Local).unwrap();
+        let over = with_numa("ios = 5\n", Numa::Local).unwrap().unwrap();
         assert_eq!(expand(&over, &[]).unwrap().configs[0].job.workload.numa, Numa::Local);
-        assert!(with_numa("ios = 5\n[matrix]\nnuma = [\"off\"]\n", Numa::Local).unwrap_err().contains("varies numa"));
+        assert_eq!(with_numa("ios = 5\n[matrix]\nnuma = [\"off\"]\n", Numa::Local), Ok(None), "the matrix varies it");
         assert!(expand("ios = 5\n[options]\nnuma = \"near\"\n", &[]).unwrap_err().contains("is not a NUMA node"));
     }
 

@@ -63,6 +63,8 @@ lenient_structs! {
         targets: Option<serde_json::Value>,
         /// The I/O scheduler the run set; None when it left the device's as it was.
         scheduler: Option<String>,
+        /// `--numa`: local or a node's number; None when off (or before it existed).
+        numa: Option<String>,
     }
 
     /// `plan::Budget`: "seconds", "ios" or "bytes", and how many.
@@ -79,6 +81,14 @@ lenient_structs! {
         cpu_count: Option<u64>,
         started_at_unix_s: Option<f64>,
         targets: Vec<Target>,
+        placement: Placement,
+    }
+
+    /// `meters::placement::NumaPlacement`: what the threads were pinned to.
+    pub struct Placement {
+        /// NUMA nodes on the machine.
+        nodes: Option<u64>,
+        node: Option<u64>,
     }
 
     /// A target as the run found it (`device::sysinfo::TargetInfo`).
@@ -122,6 +132,8 @@ lenient_structs! {
         read_iops: Option<f64>,
         write_iops: Option<f64>,
         mean_lat_ns: Option<f64>,
+        p50_lat_ns: Option<f64>,
+        p99_lat_ns: Option<f64>,
     }
 
     /// iolab's own process over the window.
@@ -352,7 +364,7 @@ pub(crate) mod tests {
                 read: record::direction(&recorded(2000, 50_000), 2.0),
                 write: record::direction(&recorded(0, 0), 2.0),
                 total: record::direction(&recorded(2000, 50_000), 2.0),
-                series: record::series(&[]),
+                series: vec![],
                 cpu: record::cpu(&meters::cpu::Rusage { user_s: 0.1, system_s: 0.3, ..Default::default() }, 2.0, 2000),
                 verify: None,
             }),

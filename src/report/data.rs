@@ -158,6 +158,15 @@ impl Run {
         self.record.spec.scheduler.clone().unwrap_or("unchanged".into())
     }
 
+    /// Where the threads ran by NUMA node: "node-local" or "unrestricted".
+    pub fn numa(&self) -> &'static str {
+        if self.record.spec.numa.is_some() {
+            "node-local"
+        } else {
+            "unrestricted"
+        }
+    }
+
     pub fn fell_back(&self) -> bool {
         self.row.metrics.fell_back == Some(true)
     }

@@ -235,7 +235,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         read: record::direction(&out.rec.read, w),
         write: record::direction(&out.rec.write, w),
         total: record::direction(&total, w),
-        series: record::series(&out.rec.series),
+        series: record::series(&out.rec),
         cpu: record::cpu(&meters.process_rusage(), meters.window_s().unwrap_or(w), total.ios),
         verify: job.policy.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
     };

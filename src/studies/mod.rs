@@ -22,6 +22,9 @@ pub struct Study {
     /// The machine set-up the paper ran with ("name=value" settings), given to every run of its
     /// parts: applied where this machine offers it, recorded where it does not.
     pub setup: &'static [&'static str],
+    /// Sequential fills of each target before the parts (full scale, `--quick`), as the paper
+    /// preconditioned; done only on a device the user allows to be written (`--destructive`).
+    pub fills: Option<(u32, u32)>,
     pub parts: &'static [Part],
 }
 

@@ -19,6 +19,7 @@ pub const STUDY: Study = Study {
     id: "S1",
     title: "HotStorage'23: energy implications of I/O interface design choices",
     setup: super::NO_SCHEDULER_FULL_SPEED,
+    fills: None,
     parts: &[
         Part {
             name: "S1.1-latency",

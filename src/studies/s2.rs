@@ -17,6 +17,8 @@ use crate::report::tables::Table;
 pub const STUDY: Study = Study {
     id: "S2",
     title: "CHEOPS'23: performance characterization of storage stacks",
+    // "All devices ... are written completely 10 times" (CHEOPS'23 §3).
+    fills: Some((10, 1)),
     setup: &[],
     parts: &[
         Part {
@@ -61,7 +63,7 @@ pub const STUDY: Study = Study {
         Part {
             name: "S2.4-schedulers",
             feeds: "Table 2: IOPS per scheduler and ratio to none; thread scaling per scheduler",
-            unsupported: &[("NUMA pinning", "not varied by the suite; pin with a plan's options.cpus")],
+            unsupported: &[],
             runs: Some(Runs {
                 matrix: schedulers_matrix,
                 full: (3, "20s", Runtime("120s")),
@@ -106,18 +108,23 @@ action = "drop"
 reason = "CHEOPS'23's iou-s is SQPOLL with IOPOLL"
 "#;
 
+// Every part pinned to the device's node, as the paper pinned fio to node 1 (with iou-s's SQ
+// thread on a second core of it).
 fn qd1_matrix(_: bool) -> String {
-    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1]\n[options]\ncpus = [0]\n{CHEOPS_RULES}")
+    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1]\n[options]\nnuma = \"local\"\n{CHEOPS_RULES}")
 }
 
 fn jcurve_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\n[options]\ncpus = [0]\n{CHEOPS_RULES}",
+    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\n[options]\nnuma = \"local\"\n{CHEOPS_RULES}",
         pick(q, "[1, 2, 4, 8, 16, 32, 64, 128]", "[1, 4, 16, 64]"))
 }
 
+// One core at a time up to the machine's, so 5 cores to peak can be told from 13 (the paper's
+// SPDK and iou-c).
 fn cores_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\n{CHEOPS_RULES}",
-        pick(q, "[1, 2, 4, 8, 16, 20]", "[1, 2]"))
+    let steps: Vec<String> = (1..=crate::host::online_cpus()).map(|n| n.to_string()).collect();
+    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\n[options]\nnuma = \"local\"\n{CHEOPS_RULES}",
+        pick(q, &format!("[{}]", steps.join(", ")), "[1, 2]"))
 }
 
 /// Fig 4 (QD1) and Fig 5c (at the saturation point, which the J-curve of S2.2 finds; QD128 is
@@ -126,8 +133,11 @@ fn where_the_time_goes_matrix(_: bool) -> String {
     format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1, 128]\n[options]\ncpus = [0]\n{CHEOPS_RULES}")
 }
 
+// Fig 8: each scheduler node-local and unrestricted where the machine has nodes to tell apart;
+// on one node the two are the same CPUs, so only the node-local runs are made.
 fn schedulers_matrix(q: bool) -> String {
-    format!("[matrix]\ninterface = [\"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\nscheduler = [\"none\", \"mq-deadline\", \"kyber\", \"bfq\"]\n{CHEOPS_RULES}",
+    let numa = if crate::host::numa_nodes().len() > 1 { "[\"local\", \"off\"]" } else { "[\"local\"]" };
+    format!("[matrix]\ninterface = [\"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\nscheduler = [\"none\", \"mq-deadline\", \"kyber\", \"bfq\"]\nnuma = {numa}\n{CHEOPS_RULES}",
         pick(q, "[1, 2, 4, 8, 16, 20]", "[1]"))
 }
 
@@ -345,7 +355,7 @@ fn cores_panels(ctx: &mut Ctx) {
         "S2 cores to peak",
         &["configuration", "peak IOPS", "threads at the peak", "cores to peak", "IOPS there", "how decided"],
     );
-    let mut callouts = Vec::new();
+    let (mut callouts, mut found) = (Vec::new(), Vec::new());
     for m in &methods {
         let mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
         let by_threads: Vec<(String, Vec<f64>)> = mine.iter().map(|c| (c.first().threads.to_string(), c.values(&iops))).collect();
@@ -364,6 +374,7 @@ fn cores_panels(ctx: &mut Ctx) {
             (best, "untested (n < 2): the threads of the highest mean")
         };
         let threads: f64 = to_peak.config_key.parse().unwrap_or(0.0);
+        found.push(format!("{m}: {threads}"));
         callouts.push(Callout { x: threads, y: to_peak.summary.mean, text: format!("{m}: {threads} to peak") });
         t.rows.push(vec![
             m.clone(),
@@ -374,13 +385,16 @@ fn cores_panels(ctx: &mut Ctx) {
             how.to_string(),
         ]);
     }
+    if !found.is_empty() {
+        ctx.note(format!("Cores to peak found (one core at a time): {}.", found.join("; ")));
+    }
     let method = |c: &Config| c.method();
     plot_with(
         ctx,
         &cs,
         Plot {
             title: "IOPS against cores (threads at QD128)".into(),
-            x: axis("cores (threads)", Scale::Log2),
+            x: axis("cores (threads)", Scale::Linear),
             y: axis("IOPS", Scale::Linear),
             x_of: &|r| r.threads as f64,
             y_of: &iops,
@@ -407,13 +421,23 @@ fn schedulers_panels(ctx: &mut Ctx) {
         }
     }
     let mut t = Table { title: "S2 schedulers: IOPS and ratio to none".into(), columns, ..Default::default() };
-    let mut groups: Vec<(String, u32)> = cs.iter().map(|c| (c.method(), c.first().threads)).collect();
+    // Fig 8's dotted lines: the same runs restricted to the device's NUMA node.
+    let variants: Vec<&str> = {
+        let mut v: Vec<&str> = cs.iter().map(|c| c.runs[0].numa()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let mut groups: Vec<(String, u32, &str)> = cs.iter().map(|c| (c.method(), c.first().threads, c.runs[0].numa())).collect();
     groups.sort();
     groups.dedup();
-    for (m, th) in &groups {
-        let of = |s: &str| cs.iter().find(|c| &c.method() == m && c.first().threads == *th && sched(c) == s).copied();
+    for (m, th, numa) in &groups {
+        let of = |s: &str| {
+            cs.iter().find(|c| &c.method() == m && c.first().threads == *th && c.runs[0].numa() == *numa && sched(c) == s).copied()
+        };
         let none = of("none");
-        let mut row = vec![m.clone(), th.to_string()];
+        let label = if variants.len() > 1 { format!("{m} ({numa})") } else { m.clone() };
+        let mut row = vec![label, th.to_string()];
         for s in &schedulers {
             let c = of(s);
             row.push(c.map(|c| cell(c, &iops)).unwrap_or("not run".into()));
@@ -435,8 +459,21 @@ fn schedulers_panels(ctx: &mut Ctx) {
     }
     let runs = runs_of(&cs);
     ctx.table(t, &runs);
+    let nodes = cs.iter().flat_map(|c| &c.runs).filter_map(|r| r.record.environment.placement.nodes).max();
+    if variants.len() < 2 {
+        let why = match nodes {
+            Some(1) => "the machine has one NUMA node, so a node-local run and an unrestricted one use the same CPUs and only the node-local runs were made".to_string(),
+            Some(n) => format!("the runs here are {} only (the machine has {n} NUMA nodes)", variants.first().copied().unwrap_or("unrestricted")),
+            None => "the runs record no NUMA placement (made by an iolab before --numa)".to_string(),
+        };
+        ctx.note(format!("CHEOPS'23 Fig 8 draws each scheduler NUMA-restricted (dotted) beside unrestricted; not here: {why}."));
+    }
     if distinct(&cs, |r| r.threads).len() > 1 {
-        let series = |c: &Config| format!("{} {}", c.method(), c.runs[0].scheduler());
+        let numa = variants.len() > 1;
+        let series = move |c: &Config| {
+            let v = if numa { format!(" ({})", c.runs[0].numa()) } else { String::new() };
+            format!("{} {}{v}", c.method(), c.runs[0].scheduler())
+        };
         plot(
             ctx,
             &cs,

@@ -13,7 +13,7 @@ use crate::report::svg::{self, Scale, Tile, TileMap};
 use crate::report::tables::Table;
 use serde::Serialize;
 
-pub const STUDY: Study = Study { id: "S3", title: "HotStorage'22: when poll is more energy efficient than interrupt", setup: super::NO_SCHEDULER_FULL_SPEED, parts: &[
+pub const STUDY: Study = Study { id: "S3", title: "HotStorage'22: when poll is more energy efficient than interrupt", setup: super::NO_SCHEDULER_FULL_SPEED, fills: None, parts: &[
     Part { name: "S3-map", feeds: "Table: 4 KiB latency/IOPS per completion method at 1 and 8 threads; energy-efficiency map per (bs, threads); context switches per I/O",
         unsupported: &[], runs: Some(Runs { matrix: map_matrix, full: (10, "10s", Runtime("120s")), quick: (2, "0.5s", Runtime("1s")), report: Report::Panels(map_panels), profile: None, devices: Devices::Together }) },
 ]};

@@ -16,6 +16,7 @@ use crate::report::tables::Table;
 pub const STUDY: Study = Study {
     id: "S5",
     title: "FPL'18 FastPath: towards wire-speed NVMe", setup: &[],
+    fills: None,
     parts: &[
         Part {
             name: "S5.1-breakdown",

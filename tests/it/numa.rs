@@ -74,3 +74,17 @@ fn a_node_that_does_not_exist_is_refused_and_off_pins_nothing() {
     assert_eq!((&p["numa"], &p["node"], cpus(&p["worker_cpus"]).len()), (&Value::from("off"), &Value::Null, 0), "{p:#}");
     assert!(record(&json)["spec"].get("numa").is_none(), "off is left out of the spec");
 }
+
+/// S2's dry run says its preconditioning is not done on a temporary file and why; a part that
+/// varies numa itself (S2.4, Fig 8) keeps it against `--numa`, and says so.
+#[test]
+fn s2_dry_run_says_why_it_does_not_precondition_and_pins_to_the_node() {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    let run = iolab(&["suite", "run", "S2", "--quick", "--part", "S2.1", "--dry-run", "--db", db.to_str().unwrap()]);
+    run.assert_ok();
+    assert!(run.stdout.contains("preconditioning: not done: the suite runs on a temporary file"), "{}", run.stdout);
+    let off = iolab(&["suite", "run", "S2", "--quick", "--part", "S2.4", "--numa", "off", "--dry-run", "--db", db.to_str().unwrap()]);
+    off.assert_ok();
+    assert!(off.stdout.contains("--numa off not applied: this part varies numa itself"), "{}", off.stdout);
+}
