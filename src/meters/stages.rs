@@ -552,6 +552,42 @@ pub fn summarize(requests: &[Timeline]) -> (Option<StageStats>, Vec<StageStats>)
     (whole, stages)
 }
 
+impl StageProfile {
+    /// A user-space driver's requests never enter the kernel: no tracepoint sees them, and
+    /// their whole latency is one user-space stage, iolab's own submit-to-completion time
+    /// (p50, p99 and mean of the run's histogram).
+    pub fn user_space(requests: u64, p50_ns: f64, p99_ns: f64, mean_ns: f64) -> StageProfile {
+        let stage = |layer: &str| StageStats {
+            from: "submission (user space)".into(),
+            to: "completion reaped (user space)".into(),
+            layer: layer.into(),
+            requests,
+            p50_ns,
+            p99_ns,
+            mean_ns,
+            share: 1.0,
+        };
+        StageProfile {
+            tracepoints: Vec::new(),
+            missing_tracepoints: Vec::new(),
+            events: 0,
+            lost: 0,
+            capped_after_s: None,
+            requests_matched: requests,
+            requests_unmatched: 0,
+            requests_completion_untraced: 0,
+            end_to_end: Some(stage("end to end")),
+            stages: vec![stage(USER_SPACE_DRIVER)],
+            iolab_p50_ns: Some(p50_ns),
+            iolab_mean_ns: Some(mean_ns),
+            unprofiled: None,
+        }
+    }
+}
+
+/// The one stage of a user-space driver's request.
+pub const USER_SPACE_DRIVER: &str = "user-space driver (submit to completion, no kernel)";
+
 /// A profile's stages in the record, or why there are none.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]
@@ -573,6 +609,21 @@ pub struct Tracer {
     started: Option<std::time::Instant>,
     capped_after_s: Option<f64>,
     buf: Vec<u8>,
+    /// The threads whose system calls are traced, and every thread of ours known so far: a
+    /// thread started inside the window (glibc's POSIX AIO helpers, made at the first
+    /// aio_read) joins the filter at the next drain.
+    traced_tids: Vec<i32>,
+    known_tids: Vec<i32>,
+}
+
+fn is_syscall(k: Kind) -> bool {
+    matches!(k, Kind::SysEnter | Kind::SysExit)
+}
+
+/// The threads of this process now.
+fn own_threads() -> Vec<i32> {
+    let tasks = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
+    tasks.filter_map(|t| t.file_name().to_str()?.parse().ok()).collect()
 }
 
 impl Tracer {
@@ -629,6 +680,8 @@ impl Tracer {
             started: None,
             capped_after_s: None,
             buf: Vec::new(),
+            traced_tids: Vec::new(),
+            known_tids: Vec::new(),
         })
     }
 
@@ -641,28 +694,59 @@ impl Tracer {
         self.fds().for_each(|(fd, _)| enable(fd, on));
     }
 
-    /// Filter the system-call events to the workers' threads, then start.
+    /// Filter the system-call events to the workers' threads, and to every other thread of
+    /// ours but this coordinating one (POSIX AIO's helpers live on from the unprofiled run made
+    /// just before), then start.
     pub fn start(&mut self, workers: &[i32]) {
-        let filter = match workers {
-            [] => "common_pid == -1".to_string(),
-            _ => workers.iter().map(|t| format!("common_pid == {t}")).collect::<Vec<_>>().join(" || "),
-        };
-        let c = std::ffi::CString::new(filter).expect("no NUL");
-        let syscall = |k: Kind| matches!(k, Kind::SysEnter | Kind::SysExit);
-        let mut refused = None;
-        for (fd, _) in self.fds().filter(|x| syscall(x.1)) {
-            // SAFETY: fd is a tracepoint event; the filter is a NUL-terminated string.
-            if unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut libc::c_char) } < 0 {
-                refused = Some(std::io::Error::last_os_error());
-            }
-        }
-        // Unfiltered, every process's system calls would flood the rings: none are traced then.
-        if let Some(e) = refused {
+        self.known_tids = own_threads();
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        self.traced_tids = workers.to_vec();
+        self.traced_tids.extend(self.known_tids.iter().filter(|t| **t != me && !workers.contains(t)));
+        if let Err(e) = self.set_filter() {
+            // Unfiltered, every process's system calls would flood the rings: none are traced then.
             self.decoder.missing.push(format!("raw_syscalls:sys_enter|sys_exit (the kernel refused the workers' filter: {e})"));
         }
         self.started = Some(std::time::Instant::now());
-        let without_syscalls = self.decoder.missing.iter().any(|m| m.starts_with("raw_syscalls:"));
-        self.fds().filter(|x| !(without_syscalls && syscall(x.1))).for_each(|(fd, _)| enable(fd, true));
+        let without_syscalls = self.without_syscalls();
+        self.fds().filter(|x| !(without_syscalls && is_syscall(x.1))).for_each(|(fd, _)| enable(fd, true));
+    }
+
+    fn without_syscalls(&self) -> bool {
+        self.decoder.missing.iter().any(|m| m.starts_with("raw_syscalls:"))
+    }
+
+    /// The system-call events' kernel filter: the traced threads' ids.
+    fn set_filter(&self) -> Result<(), std::io::Error> {
+        let filter = match self.traced_tids.as_slice() {
+            [] => "common_pid == -1".to_string(),
+            tids => tids.iter().map(|t| format!("common_pid == {t}")).collect::<Vec<_>>().join(" || "),
+        };
+        let c = std::ffi::CString::new(filter).expect("no NUL");
+        let mut refused = Ok(());
+        for (fd, _) in self.fds().filter(|x| is_syscall(x.1)) {
+            // SAFETY: fd is a tracepoint event; the filter is a NUL-terminated string.
+            if unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut libc::c_char) } < 0 {
+                refused = Err(std::io::Error::last_os_error());
+            }
+        }
+        refused
+    }
+
+    /// Threads of ours started since the window began (POSIX AIO's helpers) join the filter.
+    fn follow_new_threads(&mut self) {
+        if self.without_syscalls() {
+            return;
+        }
+        let new: Vec<i32> = own_threads().into_iter().filter(|t| !self.known_tids.contains(t)).collect();
+        if new.is_empty() {
+            return;
+        }
+        self.known_tids.extend(&new);
+        self.traced_tids.extend(&new);
+        if let Err(e) = self.set_filter() {
+            self.decoder.missing.push(format!("raw_syscalls of threads started in the window (the kernel refused the filter: {e})"));
+        }
     }
 
     /// Called every ~20 ms inside the window, so the rings never fill.
@@ -670,6 +754,7 @@ impl Tracer {
         if self.capped_after_s.is_some() {
             return;
         }
+        self.follow_new_threads();
         for (cpu, (r, _)) in self.rings.iter().enumerate() {
             self.buf.clear();
             r.drain(&mut self.buf);
@@ -817,6 +902,19 @@ mod tests {
         assert!(completion_untraced(&m[0]));
         let (_, stages) = summarize(&m);
         assert!(stages.last().unwrap().layer.starts_with("device, interrupt and return (the completion left no record"), "{stages:?}");
+    }
+
+    /// The user-space driver: one stage, its own latency, the whole of it.
+    #[test]
+    fn a_user_space_driver_is_one_user_space_stage() {
+        let p = StageProfile::user_space(1000, 9_000.0, 20_000.0, 9_500.0);
+        assert_eq!(p.stages.len(), 1);
+        assert_eq!((p.stages[0].layer.as_str(), p.stages[0].share, p.stages[0].requests), (USER_SPACE_DRIVER, 1.0, 1000));
+        assert_eq!(p.end_to_end.as_ref().map(|e| e.p50_ns), Some(9_000.0));
+        assert!(p.tracepoints.is_empty() && p.requests_unmatched == 0);
+        let vfio = "vfio-nvme".parse::<crate::interfaces::InterfaceKind>().unwrap();
+        assert!(vfio.info().bypasses_kernel);
+        assert!(!"io_uring".parse::<crate::interfaces::InterfaceKind>().unwrap().info().bypasses_kernel);
     }
 
     #[test]

@@ -88,6 +88,9 @@ fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_inter
         assert!(stage(&s, "device, interrupt and return (the completion left no record").is_some(), "{found:?}");
     }
     agrees_with_iolab(&s);
+    // POSIX AIO: glibc's helper threads make the reads; their system calls are traced too.
+    let (s, _) = traced(dir.path(), &["-i", "posixaio", "--qd", "4", target.to_str().unwrap()]);
+    assert!(stage(&s, "system call, VFS and file system").is_some(), "{s}");
     // io_uring adds its own submission and completion stages.
     let (s, _) = traced(dir.path(), &["-i", "io_uring", "--qd", "4", target.to_str().unwrap()]);
     let found = layers(&s);
