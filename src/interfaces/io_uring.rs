@@ -728,6 +728,7 @@ impl Interface for Uring {
         diskless: false,
         targets: super::FILES_AND_BLOCKS,
         polls_device_queues: true,
+        bypasses_kernel: false,
     };
 
     fn machine_support() -> Result<(), String> {

@@ -150,6 +150,7 @@ impl Interface for Libaio {
         diskless: false,
         targets: super::FILES_AND_BLOCKS,
         polls_device_queues: false,
+        bypasses_kernel: false,
     };
 
     fn machine_support() -> Result<(), String> {

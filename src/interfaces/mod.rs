@@ -238,6 +238,9 @@ pub struct InterfaceInfo {
     /// Polled completion reaps the device's own poll queues (IOPOLL), so a queue without them
     /// changes what happens: refused unless `--allow-fallback`.
     pub polls_device_queues: bool,
+    /// Its I/O never enters the kernel (a user-space driver): no tracepoint sees a request, so
+    /// `--profile stages` shows its own submit-to-completion time as one user-space stage.
+    pub bypasses_kernel: bool,
 }
 
 /// What the rest of iolab asks of an interface besides moving I/O: its facts and its policy,

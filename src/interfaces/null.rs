@@ -258,6 +258,7 @@ impl Interface for Null {
         diskless: true,
         targets: &[],
         polls_device_queues: false,
+        bypasses_kernel: false,
     };
 
     fn expected_path(_io: &IoChoice, _targets: &[TargetInfo]) -> (Path, Option<String>) {

@@ -230,6 +230,7 @@ impl Interface for Passthru {
         diskless: false,
         targets: &[TargetKind::NvmeGeneric],
         polls_device_queues: true,
+        bypasses_kernel: false,
     };
 
     fn check_job(io: &IoChoice) -> Result<(), String> {

@@ -108,6 +108,7 @@ impl Interface for PosixAio {
         diskless: false,
         targets: super::FILES_AND_BLOCKS,
         polls_device_queues: false,
+        bypasses_kernel: false,
     };
 
     fn expected_path(io: &IoChoice, _targets: &[TargetInfo]) -> (Path, Option<String>) {

@@ -43,5 +43,6 @@ impl Interface for Psync {
         diskless: false,
         targets: super::FILES_AND_BLOCKS,
         polls_device_queues: false,
+        bypasses_kernel: false,
     };
 }

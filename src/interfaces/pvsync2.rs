@@ -53,6 +53,7 @@ impl Interface for Pvsync2 {
         diskless: false,
         targets: super::FILES_AND_BLOCKS,
         polls_device_queues: false,
+        bypasses_kernel: false,
     };
 
     fn check_kernel(io: &IoChoice) -> Result<Option<super::io_uring::RingSetup>, String> {

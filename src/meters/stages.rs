@@ -219,10 +219,29 @@ pub fn stage_layer(from: Point, to: Point) -> &'static str {
         (NvmeComplete, RqComplete) => "driver completion",
         (RqComplete, BioComplete) => "block completion",
         (BioQueue, BioComplete) => "bio-based driver (zram, loop ...)",
+        (RqIssue, Exit) => "device, interrupt and return (the completion left no record: an interrupt on an idle CPU)",
         (_, UringComplete) => "io_uring completion",
         (_, Exit) => "return to user space (and wake-up, if it slept)",
         _ => "other",
     }
+}
+
+/// The system calls of the synchronous interfaces (psync, pvsync2): each returns after its I/O.
+const SYNC_IO_SYSCALLS: [i64; 8] = [
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_pread64,
+    libc::SYS_pwrite64,
+    libc::SYS_preadv,
+    libc::SYS_pwritev,
+    libc::SYS_preadv2,
+    libc::SYS_pwritev2,
+];
+
+/// A request issued to the device whose completion left no record (see `match_requests`).
+pub fn completion_untraced(at: &Timeline) -> bool {
+    let seen = |p: Point| at[p as usize].is_some();
+    seen(Point::RqIssue) && !seen(Point::RqComplete) && !seen(Point::BioComplete) && !seen(Point::NvmeComplete)
 }
 
 /// One request's time at each point it passed (ns, the perf clock).
@@ -307,7 +326,22 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
                 in_call.insert(e.tid, e.time);
             }
             Kind::SysExit if ours => {
-                in_call.remove(&e.tid);
+                let entered = in_call.remove(&e.tid);
+                // A synchronous read or write returns only once its request completed: where the
+                // completion's records are missing (this VM's 6.18 kernel writes no
+                // interrupt-context tracepoint record while the CPU idles: 0 of ~85 000 interrupt
+                // records came from the idle task), the request still ends here, its device,
+                // interrupt and completion one stage.
+                if SYNC_IO_SYSCALLS.contains(&(e.a as i64)) {
+                    if let Some(&i) = submitting.get(&e.tid) {
+                        let r = &mut reqs[i];
+                        if !r.completed && r.at[Point::RqIssue as usize].is_some() && r.at[Point::Enter as usize] == entered {
+                            r.at[Point::Exit as usize] = Some(e.time);
+                            r.completed = true;
+                            r.done = true;
+                        }
+                    }
+                }
                 for i in to_user.remove(&e.tid).unwrap_or_default() {
                     reqs[i].at[Point::Exit as usize] = Some(e.time);
                     reqs[i].done = true;
@@ -417,7 +451,8 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
     // (a bio or an NVMe command), completed there, and handed back.
     let device_done = |r: &Req| {
         let at = |p: Point| r.at[p as usize].is_some();
-        (at(Point::BioQueue) || at(Point::NvmeSetup)) && (at(Point::RqComplete) || at(Point::BioComplete) || at(Point::NvmeComplete))
+        (at(Point::BioQueue) || at(Point::NvmeSetup))
+            && (at(Point::RqComplete) || at(Point::BioComplete) || at(Point::NvmeComplete) || completion_untraced(&r.at))
     };
     let started = |r: &Req| r.at[Point::Enter as usize].is_some() || r.at[Point::UringSubmit as usize].is_some();
     let (good, bad): (Vec<Req>, Vec<Req>) = reqs.into_iter().partition(|r| r.done && started(r) && device_done(r));
@@ -453,6 +488,10 @@ pub struct StageProfile {
     pub capped_after_s: Option<f64>,
     pub requests_matched: u64,
     pub requests_unmatched: u64,
+    /// Matched requests of a synchronous call whose completion left no record: their device,
+    /// interrupt and return are one stage (this VM's kernel writes no interrupt-context
+    /// tracepoint record while the CPU idles).
+    pub requests_completion_untraced: u64,
     /// Matched requests, from their first point to their last (the stages add up to it).
     pub end_to_end: Option<StageStats>,
     /// In the order a request passes them.
@@ -513,6 +552,42 @@ pub fn summarize(requests: &[Timeline]) -> (Option<StageStats>, Vec<StageStats>)
     (whole, stages)
 }
 
+impl StageProfile {
+    /// A user-space driver's requests never enter the kernel: no tracepoint sees them, and
+    /// their whole latency is one user-space stage, iolab's own submit-to-completion time
+    /// (p50, p99 and mean of the run's histogram).
+    pub fn user_space(requests: u64, p50_ns: f64, p99_ns: f64, mean_ns: f64) -> StageProfile {
+        let stage = |layer: &str| StageStats {
+            from: "submission (user space)".into(),
+            to: "completion reaped (user space)".into(),
+            layer: layer.into(),
+            requests,
+            p50_ns,
+            p99_ns,
+            mean_ns,
+            share: 1.0,
+        };
+        StageProfile {
+            tracepoints: Vec::new(),
+            missing_tracepoints: Vec::new(),
+            events: 0,
+            lost: 0,
+            capped_after_s: None,
+            requests_matched: requests,
+            requests_unmatched: 0,
+            requests_completion_untraced: 0,
+            end_to_end: Some(stage("end to end")),
+            stages: vec![stage(USER_SPACE_DRIVER)],
+            iolab_p50_ns: Some(p50_ns),
+            iolab_mean_ns: Some(mean_ns),
+            unprofiled: None,
+        }
+    }
+}
+
+/// The one stage of a user-space driver's request.
+pub const USER_SPACE_DRIVER: &str = "user-space driver (submit to completion, no kernel)";
+
 /// A profile's stages in the record, or why there are none.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]
@@ -534,6 +609,21 @@ pub struct Tracer {
     started: Option<std::time::Instant>,
     capped_after_s: Option<f64>,
     buf: Vec<u8>,
+    /// The threads whose system calls are traced, and every thread of ours known so far: a
+    /// thread started inside the window (glibc's POSIX AIO helpers, made at the first
+    /// aio_read) joins the filter at the next drain.
+    traced_tids: Vec<i32>,
+    known_tids: Vec<i32>,
+}
+
+fn is_syscall(k: Kind) -> bool {
+    matches!(k, Kind::SysEnter | Kind::SysExit)
+}
+
+/// The threads of this process now.
+fn own_threads() -> Vec<i32> {
+    let tasks = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
+    tasks.filter_map(|t| t.file_name().to_str()?.parse().ok()).collect()
 }
 
 impl Tracer {
@@ -590,6 +680,8 @@ impl Tracer {
             started: None,
             capped_after_s: None,
             buf: Vec::new(),
+            traced_tids: Vec::new(),
+            known_tids: Vec::new(),
         })
     }
 
@@ -602,28 +694,59 @@ impl Tracer {
         self.fds().for_each(|(fd, _)| enable(fd, on));
     }
 
-    /// Filter the system-call events to the workers' threads, then start.
+    /// Filter the system-call events to the workers' threads, and to every other thread of
+    /// ours but this coordinating one (POSIX AIO's helpers live on from the unprofiled run made
+    /// just before), then start.
     pub fn start(&mut self, workers: &[i32]) {
-        let filter = match workers {
-            [] => "common_pid == -1".to_string(),
-            _ => workers.iter().map(|t| format!("common_pid == {t}")).collect::<Vec<_>>().join(" || "),
-        };
-        let c = std::ffi::CString::new(filter).expect("no NUL");
-        let syscall = |k: Kind| matches!(k, Kind::SysEnter | Kind::SysExit);
-        let mut refused = None;
-        for (fd, _) in self.fds().filter(|x| syscall(x.1)) {
-            // SAFETY: fd is a tracepoint event; the filter is a NUL-terminated string.
-            if unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut libc::c_char) } < 0 {
-                refused = Some(std::io::Error::last_os_error());
-            }
-        }
-        // Unfiltered, every process's system calls would flood the rings: none are traced then.
-        if let Some(e) = refused {
+        self.known_tids = own_threads();
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        self.traced_tids = workers.to_vec();
+        self.traced_tids.extend(self.known_tids.iter().filter(|t| **t != me && !workers.contains(t)));
+        if let Err(e) = self.set_filter() {
+            // Unfiltered, every process's system calls would flood the rings: none are traced then.
             self.decoder.missing.push(format!("raw_syscalls:sys_enter|sys_exit (the kernel refused the workers' filter: {e})"));
         }
         self.started = Some(std::time::Instant::now());
-        let without_syscalls = self.decoder.missing.iter().any(|m| m.starts_with("raw_syscalls:"));
-        self.fds().filter(|x| !(without_syscalls && syscall(x.1))).for_each(|(fd, _)| enable(fd, true));
+        let without_syscalls = self.without_syscalls();
+        self.fds().filter(|x| !(without_syscalls && is_syscall(x.1))).for_each(|(fd, _)| enable(fd, true));
+    }
+
+    fn without_syscalls(&self) -> bool {
+        self.decoder.missing.iter().any(|m| m.starts_with("raw_syscalls:"))
+    }
+
+    /// The system-call events' kernel filter: the traced threads' ids.
+    fn set_filter(&self) -> Result<(), std::io::Error> {
+        let filter = match self.traced_tids.as_slice() {
+            [] => "common_pid == -1".to_string(),
+            tids => tids.iter().map(|t| format!("common_pid == {t}")).collect::<Vec<_>>().join(" || "),
+        };
+        let c = std::ffi::CString::new(filter).expect("no NUL");
+        let mut refused = Ok(());
+        for (fd, _) in self.fds().filter(|x| is_syscall(x.1)) {
+            // SAFETY: fd is a tracepoint event; the filter is a NUL-terminated string.
+            if unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), c.as_ptr() as *mut libc::c_char) } < 0 {
+                refused = Err(std::io::Error::last_os_error());
+            }
+        }
+        refused
+    }
+
+    /// Threads of ours started since the window began (POSIX AIO's helpers) join the filter.
+    fn follow_new_threads(&mut self) {
+        if self.without_syscalls() {
+            return;
+        }
+        let new: Vec<i32> = own_threads().into_iter().filter(|t| !self.known_tids.contains(t)).collect();
+        if new.is_empty() {
+            return;
+        }
+        self.known_tids.extend(&new);
+        self.traced_tids.extend(&new);
+        if let Err(e) = self.set_filter() {
+            self.decoder.missing.push(format!("raw_syscalls of threads started in the window (the kernel refused the filter: {e})"));
+        }
     }
 
     /// Called every ~20 ms inside the window, so the rings never fill.
@@ -631,6 +754,7 @@ impl Tracer {
         if self.capped_after_s.is_some() {
             return;
         }
+        self.follow_new_threads();
         for (cpu, (r, _)) in self.rings.iter().enumerate() {
             self.buf.clear();
             r.drain(&mut self.buf);
@@ -674,6 +798,7 @@ impl Tracer {
             capped_after_s: self.capped_after_s,
             requests_matched: matched.len() as u64,
             requests_unmatched: unmatched,
+            requests_completion_untraced: matched.iter().filter(|at| completion_untraced(at)).count() as u64,
             end_to_end,
             stages,
             iolab_p50_ns: None,
@@ -750,6 +875,46 @@ mod tests {
         let device = stages.iter().find(|s| s.to == "interrupt").unwrap();
         assert_eq!(device.layer, "device (issue to interrupt)");
         assert!(device.p50_ns > 10_000.0 && device.p50_ns < whole.p50_ns, "{device:?}");
+    }
+
+    /// A psync read whose interrupt landed on an idle CPU: no irq and no completion record, yet
+    /// the read returned, so the request ends at its system call's exit; an io_submit's exit
+    /// does not end its request.
+    #[test]
+    fn a_sync_read_whose_completion_left_no_record_ends_at_its_exit() {
+        let dev = 253 << 20;
+        let read = libc::SYS_pread64 as u64;
+        let events = [
+            ev(10, Kind::SysEnter, 7, 0, read, 0, 0),
+            ev(12, Kind::BioQueue, 7, 0, dev, 8, 0),
+            ev(13, Kind::RqInsert, 7, 0, dev, 8, 0),
+            ev(14, Kind::RqIssue, 7, 0, dev, 8, 0),
+            ev(60, Kind::SysExit, 7, 0, read, 0, 0),
+            ev(70, Kind::SysEnter, 7, 0, libc::SYS_io_submit as u64, 0, 0),
+            ev(72, Kind::BioQueue, 7, 0, dev, 16, 0),
+            ev(73, Kind::RqIssue, 7, 0, dev, 16, 0),
+            ev(75, Kind::SysExit, 7, 0, libc::SYS_io_submit as u64, 0, 0),
+        ];
+        let (m, unmatched) = match_requests(&events, 42);
+        assert_eq!((m.len(), unmatched), (1, 1));
+        use Point::*;
+        assert_eq!(names(&m[0]), vec![Enter, BioQueue, RqInsert, RqIssue, Exit]);
+        assert!(completion_untraced(&m[0]));
+        let (_, stages) = summarize(&m);
+        assert!(stages.last().unwrap().layer.starts_with("device, interrupt and return (the completion left no record"), "{stages:?}");
+    }
+
+    /// The user-space driver: one stage, its own latency, the whole of it.
+    #[test]
+    fn a_user_space_driver_is_one_user_space_stage() {
+        let p = StageProfile::user_space(1000, 9_000.0, 20_000.0, 9_500.0);
+        assert_eq!(p.stages.len(), 1);
+        assert_eq!((p.stages[0].layer.as_str(), p.stages[0].share, p.stages[0].requests), (USER_SPACE_DRIVER, 1.0, 1000));
+        assert_eq!(p.end_to_end.as_ref().map(|e| e.p50_ns), Some(9_000.0));
+        assert!(p.tracepoints.is_empty() && p.requests_unmatched == 0);
+        let vfio = "vfio-nvme".parse::<crate::interfaces::InterfaceKind>().unwrap();
+        assert!(vfio.info().bypasses_kernel);
+        assert!(!"io_uring".parse::<crate::interfaces::InterfaceKind>().unwrap().info().bypasses_kernel);
     }
 
     #[test]

@@ -206,6 +206,7 @@ lenient_structs! {
         unavailable: Option<String>,
         requests_matched: Option<u64>,
         requests_unmatched: Option<u64>,
+        requests_completion_untraced: Option<u64>,
         end_to_end: Option<Stage>,
         stages: Vec<Stage>,
         iolab_p50_ns: Option<f64>,

@@ -288,6 +288,13 @@ fn stages(out: &mut String, p: &crate::meters::stages::StageProfile) {
             s.to
         );
     }
+    if p.requests_completion_untraced > 0 {
+        let _ = writeln!(
+            out,
+            "         {} of them completed with no completion record (an interrupt on an idle CPU): device, interrupt and return are one stage",
+            format_count(p.requests_completion_untraced as f64)
+        );
+    }
     if p.lost > 0 || p.capped_after_s.is_some() {
         let cap = p.capped_after_s.map(|s| format!(", traced only the first {s:.1} s")).unwrap_or_default();
         let _ = writeln!(out, "         {} records lost{cap}", p.lost);

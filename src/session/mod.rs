@@ -66,7 +66,7 @@ fn iops_and_mean(r: &Results) -> (f64, Option<f64>) {
 /// `measure`: what is measured beyond what every run records (energy, profiling).
 pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRecord, RunError> {
     use crate::meters::profile::{ProfileResult, Unprofiled};
-    use crate::meters::stages::StagesResult;
+    use crate::meters::stages::{StageProfile, StagesResult};
     use crate::plan::profile::Profile;
     // Profiling perturbs what it measures: the same job unprofiled first, to show by how much.
     let unprofiled = if measure.profile.any() {
@@ -81,6 +81,12 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
         let compared = unprofiled.map(|base| Unprofiled::compare(iops_and_mean(r), base));
         if let Some(ProfileResult::Measured(p)) = c.profile.as_mut() {
             p.unprofiled = compared.clone();
+        }
+        // A user-space driver's requests pass no tracepoint: its stage is its own latency.
+        if let (true, Some(_), Some(l)) = (job.io.interface.info().bypasses_kernel, c.stages.as_ref(), r.total.lat_ns.as_ref()) {
+            let ios = r.total.ios;
+            let one = StageProfile::user_space(ios, l.p50 as f64, l.p99 as f64, l.mean);
+            c.stages = Some(StagesResult::Measured(Box::new(one)));
         }
         if let Some(StagesResult::Measured(s)) = c.stages.as_mut() {
             s.unprofiled = compared;

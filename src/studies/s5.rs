@@ -77,15 +77,11 @@ fn breakdown_panels(ctx: &mut Ctx) {
             continue;
         };
         // The device's time: issue to interrupt, or issue to completion where nothing interrupts
-        // (polled), or the user-space driver's one stage.
+        // (polled).
         let device: f64 = s
             .stages
             .iter()
-            .filter(|x| {
-                x.layer
-                    .as_deref()
-                    .is_some_and(|l| l.starts_with("device") || l.starts_with("driver and device") || l.starts_with("user-space driver"))
-            })
+            .filter(|x| x.layer.as_deref().is_some_and(|l| l.starts_with("device") || l.starts_with("driver and device")))
             .filter_map(|x| x.share)
             .sum();
         let largest = s.stages.iter().max_by(|a, b| a.share.unwrap_or(0.0).total_cmp(&b.share.unwrap_or(0.0)));
@@ -95,7 +91,12 @@ fn breakdown_panels(ctx: &mut Ctx) {
             format!("{} ({})", s.requests_matched.unwrap_or(0), s.requests_unmatched.unwrap_or(0)),
             s.end_to_end.as_ref().and_then(|e| e.p50_ns).map(|n| num(n / 1000.0)).unwrap_or_default(),
             s.iolab_p50_ns.map(|n| num(n / 1000.0)).unwrap_or_default(),
-            format!("{:.1} %", 100.0 * device),
+            // A user-space driver's request is one stage: its device time is not apart from it.
+            if s.stages.iter().any(|x| x.layer.as_deref() == Some(crate::meters::stages::USER_SPACE_DRIVER)) {
+                "in its one user-space stage".into()
+            } else {
+                format!("{:.1} %", 100.0 * device)
+            },
             largest.map(|x| format!("{} ({:.1} %)", x.layer.as_deref().unwrap_or("?"), 100.0 * x.share.unwrap_or(0.0))).unwrap_or_default(),
         ]);
     }

@@ -61,11 +61,7 @@ fn agrees_with_iolab(s: &Value) {
     assert!((traced - own).abs() <= 0.1 * own, "traced p50 {traced} ns vs iolab's {own} ns");
 }
 
-// Ignored: on this 2-vCPU VM most psync requests on virtio-blk go unmatched (158 of 19.8 k
-// matched on a quiet machine, 2026-11-26; zram and loop devices match) and the cause is not
-// found yet (docs/profiling.md, "Not done yet"). Run it with --ignored while working on it.
 #[test]
-#[ignore]
 fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_interrupt_stages() {
     let _one = one_at_a_time();
     if !common::is_root() {
@@ -75,14 +71,26 @@ fn a_file_on_ext4_over_virtio_shows_file_system_block_scheduler_device_and_inter
     let target = common::verify_file(dir.path(), "t", 64 << 20);
     let (s, _) = traced(dir.path(), &[target.to_str().unwrap()]);
     let found = layers(&s);
-    for want in
-        ["system call, VFS and file system", "device (issue to interrupt)", "interrupt (handler to completion)", "return to user space"]
-    {
-        assert!(found.iter().any(|l| l.starts_with(want)), "no {want} stage in {found:?}");
-    }
+    assert!(found.iter().any(|l| l.starts_with("system call, VFS and file system")), "{found:?}");
     assert!(found.iter().any(|l| l.starts_with("block layer")), "{found:?}");
-    assert!(stage(&s, "device (issue to interrupt)").unwrap()["p50_ns"].as_f64().unwrap() > 1000.0);
+    // This kernel writes no interrupt-context record while the CPU taking virtio's interrupts
+    // idles (docs/profiling.md): on a quiet machine many reads complete untraced and end at
+    // their system call's exit; the interrupt stages are asked of the reads that were traced.
+    let untraced = s["requests_completion_untraced"].as_u64().unwrap();
+    let traced_completions = s["requests_matched"].as_u64().unwrap() - untraced;
+    if traced_completions >= 100 {
+        for want in ["device (issue to interrupt)", "interrupt (handler to completion)", "return to user space"] {
+            assert!(found.iter().any(|l| l.starts_with(want)), "no {want} stage in {found:?}");
+        }
+        assert!(stage(&s, "device (issue to interrupt)").unwrap()["p50_ns"].as_f64().unwrap() > 1000.0);
+    }
+    if untraced > 0 {
+        assert!(stage(&s, "device, interrupt and return (the completion left no record").is_some(), "{found:?}");
+    }
     agrees_with_iolab(&s);
+    // POSIX AIO: glibc's helper threads make the reads; their system calls are traced too.
+    let (s, _) = traced(dir.path(), &["-i", "posixaio", "--qd", "4", target.to_str().unwrap()]);
+    assert!(stage(&s, "system call, VFS and file system").is_some(), "{s}");
     // io_uring adds its own submission and completion stages.
     let (s, _) = traced(dir.path(), &["-i", "io_uring", "--qd", "4", target.to_str().unwrap()]);
     let found = layers(&s);

@@ -397,6 +397,7 @@ impl Interface for UserDriver {
         diskless: false,
         targets: &[TargetKind::NvmePci],
         polls_device_queues: false,
+        bypasses_kernel: true,
     };
 
     fn check_job(io: &IoChoice) -> Result<(), String> {
