@@ -123,7 +123,7 @@ fn qd1_panels(ctx: &mut Ctx) {
     );
     for c in &cs {
         t.rows.push(vec![
-            c.method(),
+            c.labelled(),
             cell(c, &iops),
             cell(c, &|r| r.counter(|k| k.workload_per_io.instructions)),
             cell(c, &|r| r.counter(|k| k.system_per_io.instructions)),
@@ -258,6 +258,7 @@ fn jcurves(
     t: &mut Table,
     peak: &mut dyn FnMut(&str, f64, u32),
 ) -> (Vec<Series>, Vec<Callout>) {
+    // The figure is one target's: the machine alone tells its lines apart.
     let name = |c: &Config| c.machine.as_ref().map_or(c.method(), |m| format!("{} · {m}", c.method()));
     let mut methods: Vec<String> = configs.iter().map(|c| name(c)).collect();
     methods.sort();
@@ -312,7 +313,7 @@ fn counter_cell(c: &Config, counter: Figure<Counters>, gap: &Option<String>) -> 
 
 fn cores_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
-    let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
+    let mut methods: Vec<String> = cs.iter().map(|c| c.labelled()).collect();
     methods.sort();
     methods.dedup();
     let mut t = Table::new(
@@ -321,7 +322,7 @@ fn cores_panels(ctx: &mut Ctx) {
     );
     let mut callouts = Vec::new();
     for m in &methods {
-        let mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
+        let mine: Vec<&Config> = cs.iter().filter(|c| &c.labelled() == m).copied().collect();
         let by_threads: Vec<(String, Vec<f64>)> = mine.iter().map(|c| (c.first().threads.to_string(), c.values(&iops))).collect();
         let ranked = compare::rank(Metric::Iops, &by_threads, ALPHA);
         let Some(best) = ranked.first() else { continue };
@@ -381,11 +382,11 @@ fn schedulers_panels(ctx: &mut Ctx) {
         }
     }
     let mut t = Table { title: "S2 schedulers: IOPS and ratio to none".into(), columns, ..Default::default() };
-    let mut groups: Vec<(String, u32)> = cs.iter().map(|c| (c.method(), c.first().threads)).collect();
+    let mut groups: Vec<(String, u32)> = cs.iter().map(|c| (c.labelled(), c.first().threads)).collect();
     groups.sort();
     groups.dedup();
     for (m, th) in &groups {
-        let of = |s: &str| cs.iter().find(|c| &c.method() == m && c.first().threads == *th && sched(c) == s).copied();
+        let of = |s: &str| cs.iter().find(|c| &c.labelled() == m && c.first().threads == *th && sched(c) == s).copied();
         let none = of("none");
         let mut row = vec![m.clone(), th.to_string()];
         for s in &schedulers {

@@ -22,3 +22,4 @@ mod settings;
 mod stages;
 mod store;
 mod sweep;
+mod targets;
