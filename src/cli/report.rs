@@ -97,10 +97,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     }
     let mut machines: Vec<String> = Vec::new();
     for g in &mut groups {
-        let overlaid = data::overlay_machines(g, a.by);
-        if overlaid.len() > 1 {
-            machines.extend(overlaid);
-        }
+        machines.extend(data::overlay_machines(g, a.by));
     }
     machines.sort();
     machines.dedup();

@@ -141,16 +141,20 @@ pub fn join(mut sweeps: Vec<SweepRuns>) -> Option<SweepRuns> {
 }
 
 /// Split each configuration by the machine its runs were made on (`by`: host, kernel or
-/// device) when the sweep's runs were made on more than one, so that every figure draws one
-/// series per machine; the machines, sorted (one or none: nothing is split).
+/// device) when some configuration was measured on more than one, so that every figure draws
+/// one series per machine; the machines overlaid, sorted (none: nothing is split). Where each
+/// configuration was made on one machine only (a plan's shares on a cluster's nodes, runs made
+/// elsewhere stored into a sweep), nothing compares machines: the configurations stay whole and
+/// their provenance names the machines.
 pub fn overlay_machines(sweep: &mut SweepRuns, by: Machine) -> Vec<String> {
     let label = |r: &Run| by.of(&r.row).unwrap_or_else(|| "unknown".into());
+    let compared = sweep.configs.iter().any(|c| c.runs.iter().any(|r| label(r) != label(&c.runs[0])));
+    if !compared {
+        return Vec::new();
+    }
     let mut machines: Vec<String> = sweep.configs.iter().flat_map(|c| c.runs.iter().map(label)).collect();
     machines.sort();
     machines.dedup();
-    if machines.len() < 2 {
-        return machines;
-    }
     let mut split: Vec<Config> = Vec::new();
     for c in std::mem::take(&mut sweep.configs) {
         let mut parts: Vec<Config> = Vec::new();

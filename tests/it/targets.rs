@@ -100,6 +100,21 @@ fn two_devices_are_checked_first_then_each_is_a_line_in_s4_and_s2_draws_one_agai
     again.extend(consent);
     assert!(suite(d, &db, &again).assert_ok().stdout.contains("S4.1-latency: already done"));
 
+    // A plan of one's own: the command line's targets are the dimension's values, a set joined
+    // by '+', with this command's consent.
+    std::fs::write(d.join("plan.toml"), "ios = 300\n[matrix]\nrw = [\"randwrite\"]\n").unwrap();
+    let (both, plan) = (format!("{a}+{b}"), d.join("plan.toml"));
+    let mut args = vec!["sweep", "-q", "--db", db.to_str().unwrap(), plan.to_str().unwrap(), a.as_str(), both.as_str()];
+    args.extend(consent);
+    iolab(&args).assert_ok();
+    let store = Store::open_existing(&db).unwrap();
+    let sweep = store.sweep_infos().unwrap().iter().map(|s| s.id).max().unwrap();
+    let runs = store.list_runs(&iolab::store::RunFilter { sweep: Some(sweep), ..Default::default() }).unwrap();
+    let mut got: Vec<(String, String)> = runs.iter().map(|r| (r.config_key.clone().unwrap(), r.devices.clone().unwrap())).collect();
+    got.sort();
+    let key = |t: &str| format!("interface=psync,submit=syscall,complete=irq,rw=randwrite,bs=4096,qd=1,threads=1,target={t}");
+    assert_eq!(got, [(key(&a), names[0].to_string()), (key(&both), format!("{},{}", names[0], names[1]))]);
+
     // S4: every figure has one line per device.
     let out = d.join("s4");
     iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "S4", "--out", out.to_str().unwrap(), "-q"]).assert_ok();
