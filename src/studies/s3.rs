@@ -6,7 +6,8 @@ use crate::analysis::compare::{self, Metric, ALPHA};
 use crate::analysis::stats::{self, TTest};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{
-    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, lat_mean_us, mechanisms, num, paths_taken, plot, runs_of, Plot,
+    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, lat_mean_us, mechanisms, num, paths_taken, per_overlay, plot,
+    runs_of, Plot,
 };
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Scale, Tile, TileMap};
@@ -70,12 +71,7 @@ fn map_panels(ctx: &mut Ctx) {
     }
     // A tile ranks the methods of one machine on one device: a map per device or machine
     // overlaid (a map has no lines to overlay).
-    let mut overlays: Vec<Option<String>> = all.iter().map(|c| c.overlay()).collect();
-    overlays.sort();
-    overlays.dedup();
-    for overlay in overlays {
-        let all: Vec<&Config> = all.iter().filter(|c| c.overlay() == overlay).copied().collect();
-        let on = overlay.map(|o| format!(" on {o}")).unwrap_or_default();
+    for (on, all) in per_overlay(&all) {
         let runs = runs_of(&all);
         match energy_gap(&runs) {
             Some(reason) => {

@@ -7,7 +7,7 @@
 use super::{pick, Budget, Devices, Part, Report, Runs, Study};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{
-    axis, bs_name, distinct, geometric_cell, lat_mean_us, num, paths_taken, plot_geometric, runs_of, Figure, Plot,
+    axis, bs_name, distinct, geometric_cell, lat_mean_us, num, paths_taken, per_overlay, plot_geometric, runs_of, Figure, Plot,
 };
 use crate::report::sections::Ctx;
 use crate::report::svg::Scale;
@@ -143,12 +143,7 @@ fn latency_table(ctx: &mut Ctx) {
         return;
     }
     // Each device or machine overlaid against its own baseline: a table each.
-    let mut overlays: Vec<Option<String>> = four_k.iter().map(|c| c.overlay()).collect();
-    overlays.sort();
-    overlays.dedup();
-    for overlay in overlays {
-        let cs: Vec<&Config> = four_k.iter().filter(|c| c.overlay() == overlay).copied().collect();
-        let on = overlay.map(|o| format!(" on {o}")).unwrap_or_default();
+    for (on, cs) in per_overlay(&four_k) {
         latency_table_of(ctx, cs, &on);
     }
     let sizes: Vec<String> = distinct(&ctx.configs(|_| true), |r| r.bs).into_iter().map(bs_name).collect();
