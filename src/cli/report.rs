@@ -1,7 +1,7 @@
 //! `iolab report`: one self-contained HTML page over a results database (a suite, sweeps, or
 //! any filter of runs), with every figure as SVG and every table as CSV and Markdown.
 use crate::report::{data, html};
-use crate::store::{RunFilter, Store};
+use crate::store::{Machine, RunFilter, Store};
 use crate::studies;
 use std::path::PathBuf;
 
@@ -30,6 +30,11 @@ pub struct ReportArgs {
     /// Only runs made on this kernel release.
     #[arg(long)]
     pub kernel: Option<String>,
+    /// What tells the machines of a merged database apart: each figure draws one series per
+    /// host (the default), kernel or device its runs were made on, where there are several; with
+    /// --suite, each machine's newest sweep of every part.
+    #[arg(long, value_enum, default_value_t = Machine::Host)]
+    pub by: Machine,
     /// Directory for report.html, figures/ and tables/ (created).
     #[arg(long, default_value = "report")]
     pub out: PathBuf,
@@ -58,35 +63,21 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     };
     let mut sweeps = a.sweep.clone();
     let mut selection = Vec::new();
+    let mut groups = Vec::new();
     if let Some(name) = &a.suite {
         let suite = studies::find(name).ok_or_else(|| {
             format!("no suite '{name}': the suites are {}", studies::STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", "))
         })?;
-        let infos = store.sweep_infos()?;
-        // In a merged database each machine has its own sweep of a part: take that machine's.
-        let machine = a.host.is_some() || a.kernel.is_some();
-        let found: Vec<i64> = suite
-            .parts
-            .iter()
-            .filter_map(|p| {
-                infos
-                    .iter()
-                    .filter(|s| s.name == p.name && s.done + s.skipped > 0)
-                    .filter(|s| {
-                        !machine
-                            || store
-                                .list_runs(&RunFilter { sweep: Some(s.id), limit: Some(1), ..base.clone() })
-                                .is_ok_and(|r| !r.is_empty())
-                    })
-                    .max_by_key(|s| s.id)
-                    .map(|s| s.id)
-            })
-            .collect();
+        let mut found = Vec::new();
+        for p in suite.parts {
+            found.extend(data::newest_per_machine(&store, p.name, &base, a.by)?);
+        }
         if found.is_empty() {
             return Err(format!("{} holds no runs of suite {}: run `iolab suite run {}` first", a.db.display(), suite.id, suite.id));
         }
-        selection.push(format!("suite {} (sweeps {})", suite.id, found.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
-        sweeps.extend(found);
+        let ids: Vec<String> = found.iter().flat_map(|g| g.id.into_iter().chain(g.joined.iter().copied())).map(|i| i.to_string()).collect();
+        selection.push(format!("suite {} (sweeps {})", suite.id, ids.join(", ")));
+        groups = found;
     } else if !sweeps.is_empty() {
         selection.push(format!("sweeps {}", sweeps.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")));
     }
@@ -95,15 +86,23 @@ fn report(a: &ReportArgs) -> Result<(), String> {
             selection.push(format!("{what} = {v}"));
         }
     }
-    let mut groups = Vec::new();
-    if sweeps.is_empty() {
+    if a.suite.is_none() && sweeps.is_empty() {
         groups = data::load(&store, &base)?;
-    } else {
-        sweeps.sort();
-        sweeps.dedup();
-        for id in sweeps {
-            groups.push(data::load_sweep(&store, id, &base)?);
-        }
+    }
+    sweeps.sort();
+    sweeps.dedup();
+    sweeps.retain(|id| !groups.iter().any(|g| g.id == Some(*id) || g.joined.contains(id)));
+    for id in sweeps {
+        groups.push(data::load_sweep(&store, id, &base)?);
+    }
+    let mut machines: Vec<String> = Vec::new();
+    for g in &mut groups {
+        machines.extend(data::overlay_machines(g, a.by));
+    }
+    machines.sort();
+    machines.dedup();
+    if !machines.is_empty() {
+        selection.push(format!("one series per {}: {}", a.by.name(), machines.join(", ")));
     }
     if groups.iter().all(|g| g.configs.is_empty()) {
         return Err(format!("the selection holds no finished runs in {} (see iolab results)", a.db.display()));

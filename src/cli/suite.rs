@@ -142,6 +142,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             energy: energy.clone(),
             profile: a.profile.profile,
             share: a.share.clone(),
+            destructive: Vec::new(),
         };
         // The targets are in the part's plan, as it uses them.
         let end = run_plan(&plan, &[], &unsupported, &how)?;

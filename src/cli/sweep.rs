@@ -16,8 +16,13 @@ use std::path::PathBuf;
 pub struct SweepArgs {
     /// The plan (TOML).
     pub plan: PathBuf,
-    /// Targets for every run, replacing the plan's.
+    /// Targets replacing the plan's: one is every run's; several are the `target` dimension's
+    /// values, a configuration each; DEV1+DEV2 is a set driven together in one run.
     pub targets: Vec<PathBuf>,
+    /// Allow writing to this exact block device, destroying its contents (beside the plan's
+    /// `destructive`).
+    #[arg(long, value_name = "DEVICE")]
+    pub destructive: Vec<String>,
     /// List the runs and exit.
     #[arg(long)]
     pub dry_run: bool,
@@ -180,6 +185,7 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         energy: args.energy.options()?,
         profile: args.profile.profile,
         share: args.share.clone(),
+        destructive: args.destructive.clone(),
     };
     run_plan(&text, &targets, &[], &how)
 }
@@ -197,6 +203,8 @@ pub struct PlanRun {
     pub profile: crate::plan::profile::Profile,
     /// `--share`, `--handover`: this machine's part of a plan run on several.
     pub share: super::fleet::ShareArgs,
+    /// `--destructive` of `iolab sweep` (a suite writes its own into each part's plan).
+    pub destructive: Vec<String>,
 }
 
 /// The plan's targets, each with how its runs use it and, given their verdicts (a dry run), what
@@ -234,7 +242,8 @@ pub fn print_energy(energy: &EnergyOptions) {
 /// the study that cannot run here, stored as skipped runs with their reason.
 pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, String> {
     if how.dry_run {
-        let e = expand(text, targets)?;
+        let mut e = expand(text, targets)?;
+        e.allow_writing(&how.destructive);
         let verdicts: Vec<Result<(), String>> = target_uses(e.configs.iter().map(|c| &c.job)).iter().map(TargetUse::check).collect();
         print_plan(&e, e.order.len(), true);
         print_targets(&e, Some(&verdicts));
@@ -263,6 +272,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
     let plan = SweepPlan {
         text,
         targets,
+        destructive: &how.destructive,
         unsupported,
         db: &how.db,
         resume: how.resume,

@@ -138,6 +138,15 @@ pub struct Expansion {
 }
 
 impl Expansion {
+    /// Every configuration may also write to `devices` (the command line's `--destructive`, beside
+    /// the plan's `destructive`).
+    pub fn allow_writing(&mut self, devices: &[String]) {
+        for c in &mut self.configs {
+            let d = &mut c.job.targets.destructive;
+            d.extend(devices.iter().filter(|x| !d.contains(x)).cloned().collect::<Vec<_>>());
+        }
+    }
+
     /// Estimated wall time of the remaining `runs` runs (adds a second per run for set-up; a
     /// profiled run is made twice, unprofiled first).
     pub fn estimate_s(&self, runs: usize) -> Option<f64> {

@@ -88,6 +88,38 @@ pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<Sweep
     })
 }
 
+/// The newest sweep named `name` of each machine (`by`) with runs in it, as one section
+/// ([`join`]): in a merged database each machine made its own sweep of a study part. A machine's
+/// runs come from its newest sweep only. None when no sweep of that name has a finished or
+/// skipped run; when none has a selected run, the newest (its skipped runs say why).
+pub fn newest_per_machine(store: &Store, name: &str, filter: &RunFilter, by: Machine) -> Result<Option<SweepRuns>, String> {
+    let mut ids: Vec<i64> = store.sweep_infos()?.into_iter().filter(|s| s.name == name && s.done + s.skipped > 0).map(|s| s.id).collect();
+    ids.sort_by_key(|id| std::cmp::Reverse(*id));
+    let label = |r: &Run| by.of(&r.row).unwrap_or_else(|| "unknown".into());
+    let mut covered: Vec<String> = Vec::new();
+    let mut chosen: Vec<SweepRuns> = Vec::new();
+    let mut newest: Option<SweepRuns> = None;
+    for id in ids {
+        let mut sweep = load_sweep(store, id, filter)?;
+        let mut new: Vec<String> = sweep.configs.iter().flat_map(|c| c.runs.iter().map(label)).filter(|m| !covered.contains(m)).collect();
+        new.sort();
+        new.dedup();
+        if new.is_empty() {
+            if newest.is_none() && chosen.is_empty() {
+                newest = Some(sweep);
+            }
+            continue;
+        }
+        for c in &mut sweep.configs {
+            c.runs.retain(|r| new.contains(&label(r)));
+        }
+        sweep.configs.retain(|c| !c.runs.is_empty());
+        covered.extend(new);
+        chosen.push(sweep);
+    }
+    Ok(join(chosen).or(newest))
+}
+
 /// Sweeps of one study part made on several machines as one section: the first's id, the
 /// others joined, each configuration's runs together ([`overlay_machines`] tells them apart).
 pub fn join(mut sweeps: Vec<SweepRuns>) -> Option<SweepRuns> {
@@ -109,16 +141,20 @@ pub fn join(mut sweeps: Vec<SweepRuns>) -> Option<SweepRuns> {
 }
 
 /// Split each configuration by the machine its runs were made on (`by`: host, kernel or
-/// device) when the sweep's runs were made on more than one, so that every figure draws one
-/// series per machine; the machines, sorted (one or none: nothing is split).
+/// device) when some configuration was measured on more than one, so that every figure draws
+/// one series per machine; the machines overlaid, sorted (none: nothing is split). Where each
+/// configuration was made on one machine only (a plan's shares on a cluster's nodes, runs made
+/// elsewhere stored into a sweep), nothing compares machines: the configurations stay whole and
+/// their provenance names the machines.
 pub fn overlay_machines(sweep: &mut SweepRuns, by: Machine) -> Vec<String> {
     let label = |r: &Run| by.of(&r.row).unwrap_or_else(|| "unknown".into());
+    let compared = sweep.configs.iter().any(|c| c.runs.iter().any(|r| label(r) != label(&c.runs[0])));
+    if !compared {
+        return Vec::new();
+    }
     let mut machines: Vec<String> = sweep.configs.iter().flat_map(|c| c.runs.iter().map(label)).collect();
     machines.sort();
     machines.dedup();
-    if machines.len() < 2 {
-        return machines;
-    }
     let mut split: Vec<Config> = Vec::new();
     for c in std::mem::take(&mut sweep.configs) {
         let mut parts: Vec<Config> = Vec::new();
@@ -276,6 +312,11 @@ impl Config {
     pub fn overlay(&self) -> Option<String> {
         let parts: Vec<String> = self.target().map(devices_said).into_iter().chain(self.machine.clone()).collect();
         (!parts.is_empty()).then(|| parts.join(" · "))
+    }
+
+    /// The design point and, where devices or machines are overlaid, which: a table's row.
+    pub fn labelled(&self) -> String {
+        self.series(&self.method())
     }
 
     /// `name` followed by the overlay, as a series is named in a figure that overlays devices

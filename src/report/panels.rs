@@ -216,6 +216,22 @@ fn plot_points(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>
     ctx.figure(&p.title, svg, &used, notes);
 }
 
+/// The configurations apart by their device and machine, for what cannot overlay them (a map, a
+/// table against a baseline): (" on nvme0n1 · node-b", or "" where nothing is overlaid; its
+/// configurations), in the overlays' order.
+pub fn per_overlay<'a>(configs: &[&'a Config]) -> Vec<(String, Vec<&'a Config>)> {
+    let mut overlays: Vec<Option<String>> = configs.iter().map(|c| c.overlay()).collect();
+    overlays.sort();
+    overlays.dedup();
+    overlays
+        .into_iter()
+        .map(|o| {
+            let mine = configs.iter().filter(|c| c.overlay() == o).copied().collect();
+            (o.map(|o| format!(" on {o}")).unwrap_or_default(), mine)
+        })
+        .collect()
+}
+
 /// The note of a figure that overlays devices or machines: what each series' name ends with.
 pub fn overlaid(configs: &[&Config]) -> Option<String> {
     let targets = configs.iter().any(|c| c.target().is_some());

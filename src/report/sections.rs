@@ -236,7 +236,12 @@ fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
         configurations(&mut ctx);
     }
     let title = match sweep.id {
-        Some(id) => format!("{} (sweep {id})", sweep.name),
+        Some(id) if sweep.joined.is_empty() => format!("{} (sweep {id})", sweep.name),
+        Some(id) => format!(
+            "{} (sweeps {}, one per machine)",
+            sweep.name,
+            std::iter::once(id).chain(sweep.joined.iter().copied()).map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+        ),
         None => "Runs outside any sweep".into(),
     };
     Section {

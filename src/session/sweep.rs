@@ -31,6 +31,8 @@ pub struct SweepPlan<'a> {
     pub text: &'a str,
     /// Targets for every run, replacing the plan's.
     pub targets: &'a [String],
+    /// Devices named as safe to overwrite, beside the plan's `destructive`.
+    pub destructive: &'a [String],
     /// Parts of the study that cannot run here, stored as skipped runs with their reason.
     pub unsupported: &'a [(String, String)],
     /// The results database.
@@ -196,7 +198,8 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
 /// cannot be read, a temporary target that cannot be made).
 pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     let (text, targets) = (plan.text, plan.targets);
-    let e = expand(text, targets)?;
+    let mut e = expand(text, targets)?;
+    e.allow_writing(plan.destructive);
     // As `iolab run` refuses before any I/O: every run of the sweep would meet it.
     if plan.energy.require {
         let found = crate::energy::probe(&plan.energy.config);
@@ -277,6 +280,10 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         }
         let mut job: Job =
             serde_json::from_value(run.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", run.id))?;
+        // This command's consent, also for runs planned by an earlier one (a resume).
+        job.targets
+            .destructive
+            .extend(plan.destructive.iter().filter(|d| !job.targets.destructive.contains(d)).cloned().collect::<Vec<_>>());
         if needs_target(&job) {
             if let Some(t) = &temp {
                 job.targets.paths = vec![t.path.display().to_string()];
@@ -538,6 +545,7 @@ mod tests {
         let plan = |resume| SweepPlan {
             text,
             targets: &[],
+            destructive: &[],
             unsupported: &[],
             db: &db,
             resume,

@@ -120,11 +120,11 @@ fn latency_panels(ctx: &mut Ctx) {
     // A column's latency of a run, µs.
     let lat_us = |lat: Figure<Latency>| move |r: &Run| us(lat(&r.record.results.total.lat_ns));
     let configs = ctx.configs(|_| true);
-    let mut methods: Vec<String> = configs.iter().map(|c| c.method()).collect();
+    let mut methods: Vec<String> = configs.iter().map(|c| c.labelled()).collect();
     methods.dedup();
     methods.sort();
     methods.dedup();
-    let find = |m: &str, rw: &str| configs.iter().find(|c| c.method() == m && c.first().rw == rw).copied();
+    let find = |m: &str, rw: &str| configs.iter().find(|c| c.labelled() == m && c.first().rw == rw).copied();
     let rows: Vec<(String, Vec<Option<f64>>)> = methods
         .iter()
         .map(|m| {

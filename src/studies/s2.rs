@@ -159,7 +159,7 @@ fn qd1_panels(ctx: &mut Ctx) {
     );
     for c in &cs {
         t.rows.push(vec![
-            c.method(),
+            c.labelled(),
             cell(c, &iops),
             cell(c, &|r| r.counter(|k| k.workload_per_io.instructions)),
             cell(c, &|r| r.counter(|k| k.system_per_io.instructions)),
@@ -294,6 +294,7 @@ fn jcurves(
     t: &mut Table,
     peak: &mut dyn FnMut(&str, f64, u32),
 ) -> (Vec<Series>, Vec<Callout>) {
+    // The figure is one target's: the machine alone tells its lines apart.
     let name = |c: &Config| c.machine.as_ref().map_or(c.method(), |m| format!("{} · {m}", c.method()));
     let mut methods: Vec<String> = configs.iter().map(|c| name(c)).collect();
     methods.sort();
@@ -348,7 +349,7 @@ fn counter_cell(c: &Config, counter: Figure<Counters>, gap: &Option<String>) -> 
 
 fn cores_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
-    let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
+    let mut methods: Vec<String> = cs.iter().map(|c| c.labelled()).collect();
     methods.sort();
     methods.dedup();
     let mut t = Table::new(
@@ -357,7 +358,7 @@ fn cores_panels(ctx: &mut Ctx) {
     );
     let (mut callouts, mut found) = (Vec::new(), Vec::new());
     for m in &methods {
-        let mine: Vec<&Config> = cs.iter().filter(|c| &c.method() == m).copied().collect();
+        let mine: Vec<&Config> = cs.iter().filter(|c| &c.labelled() == m).copied().collect();
         let by_threads: Vec<(String, Vec<f64>)> = mine.iter().map(|c| (c.first().threads.to_string(), c.values(&iops))).collect();
         let ranked = compare::rank(Metric::Iops, &by_threads, ALPHA);
         let Some(best) = ranked.first() else { continue };
@@ -428,12 +429,12 @@ fn schedulers_panels(ctx: &mut Ctx) {
         v.dedup();
         v
     };
-    let mut groups: Vec<(String, u32, &str)> = cs.iter().map(|c| (c.method(), c.first().threads, c.runs[0].numa())).collect();
+    let mut groups: Vec<(String, u32, &str)> = cs.iter().map(|c| (c.labelled(), c.first().threads, c.runs[0].numa())).collect();
     groups.sort();
     groups.dedup();
     for (m, th, numa) in &groups {
         let of = |s: &str| {
-            cs.iter().find(|c| &c.method() == m && c.first().threads == *th && c.runs[0].numa() == *numa && sched(c) == s).copied()
+            cs.iter().find(|c| &c.labelled() == m && c.first().threads == *th && c.runs[0].numa() == *numa && sched(c) == s).copied()
         };
         let none = of("none");
         let label = if variants.len() > 1 { format!("{m} ({numa})") } else { m.clone() };

@@ -6,7 +6,8 @@ use crate::analysis::compare::{self, Metric, ALPHA};
 use crate::analysis::stats::{self, TTest};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{
-    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, lat_mean_us, mechanisms, num, paths_taken, plot, runs_of, Plot,
+    axis, bs_name, cell, cores, distinct, energy_gap, energy_scope, iops, lat_mean_us, mechanisms, num, paths_taken, per_overlay, plot,
+    runs_of, Plot,
 };
 use crate::report::sections::Ctx;
 use crate::report::svg::{self, Scale, Tile, TileMap};
@@ -51,11 +52,11 @@ fn map_panels(ctx: &mut Ctx) {
         ],
     );
     let mut sorted = four_k.clone();
-    sorted.sort_by_key(|c| (c.first().threads, c.method()));
+    sorted.sort_by_key(|c| (c.first().threads, c.labelled()));
     for c in &sorted {
         t.rows.push(vec![
             c.first().threads.to_string(),
-            c.method(),
+            c.labelled(),
             cell(c, &lat_mean_us),
             cell(c, &iops),
             cell(c, &|r| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
@@ -68,16 +69,22 @@ fn map_panels(ctx: &mut Ctx) {
     if !sorted.is_empty() {
         ctx.table(t, &runs_of(&four_k));
     }
-    let runs = runs_of(&all);
-    match energy_gap(&runs) {
-        Some(reason) => {
-            ctx.unavailable("Energy-efficiency map: best completion method per block size and threads", &reason, &runs);
-            ctx.note("The map below ranks the methods by CPU time per I/O instead: a measured cost, but not energy.");
-            efficiency_map(ctx, &all, Metric::CpuNsPerIo, "CPU-cost map: cheapest method per block size and threads (CPU time per I/O)");
-        }
-        None => {
-            let title = format!("Energy-efficiency map: best completion method per block size and threads ({})", energy_scope(&runs));
-            efficiency_map(ctx, &all, Metric::JoulesPerIo, &title)
+    // A tile ranks the methods of one machine on one device: a map per device or machine
+    // overlaid (a map has no lines to overlay).
+    for (on, all) in per_overlay(&all) {
+        let runs = runs_of(&all);
+        match energy_gap(&runs) {
+            Some(reason) => {
+                ctx.unavailable(&format!("Energy-efficiency map{on}: best completion method per block size and threads"), &reason, &runs);
+                ctx.note("The map below ranks the methods by CPU time per I/O instead: a measured cost, but not energy.");
+                let title = format!("CPU-cost map{on}: cheapest method per block size and threads (CPU time per I/O)");
+                efficiency_map(ctx, &all, Metric::CpuNsPerIo, &title);
+            }
+            None => {
+                let title =
+                    format!("Energy-efficiency map{on}: best completion method per block size and threads ({})", energy_scope(&runs));
+                efficiency_map(ctx, &all, Metric::JoulesPerIo, &title)
+            }
         }
     }
     let method = |c: &Config| c.method();

@@ -7,7 +7,7 @@
 use super::{pick, Budget, Devices, Part, Report, Runs, Study};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{
-    axis, bs_name, distinct, geometric_cell, lat_mean_us, num, paths_taken, plot_geometric, runs_of, Figure, Plot,
+    axis, bs_name, distinct, geometric_cell, lat_mean_us, num, paths_taken, per_overlay, plot_geometric, runs_of, Figure, Plot,
 };
 use crate::report::sections::Ctx;
 use crate::report::svg::Scale;
@@ -205,12 +205,24 @@ fn fastpath_panels(ctx: &mut Ctx) {
 /// Table III: 4 KiB latency per pattern, one row per design point, each cell with its reduction
 /// against the libaio baseline; then the fast-path rows that did not run here, with the reason.
 fn latency_table(ctx: &mut Ctx) {
-    let cs = ctx.configs(|r| r.bs == 4096);
-    let title = "Table III: 4 KiB latency (µs), block path against passthrough, with the reduction against the libaio baseline";
-    if cs.is_empty() {
+    let four_k = ctx.configs(|r| r.bs == 4096);
+    if four_k.is_empty() {
+        let title = "Table III: 4 KiB latency (µs), block path against passthrough, with the reduction against the libaio baseline";
         ctx.unavailable(title, "no 4 KiB run here", &runs_of(&ctx.configs(|_| true)));
         return;
     }
+    // Each device or machine overlaid against its own baseline: a table each.
+    for (on, cs) in per_overlay(&four_k) {
+        latency_table_of(ctx, cs, &on);
+    }
+    let sizes: Vec<String> = distinct(&ctx.configs(|_| true), |r| r.bs).into_iter().map(bs_name).collect();
+    ctx.note(format!("Block sizes run: {}.", sizes.join(", ")));
+}
+
+/// Table III of the configurations `cs` (4 KiB, one device and machine), titled with `on`.
+fn latency_table_of(ctx: &mut Ctx, cs: Vec<&Config>, on: &str) {
+    let title =
+        format!("Table III{on}: 4 KiB latency (µs), block path against passthrough, with the reduction against the libaio baseline");
     let find = |m: &str, rw: &str| cs.iter().find(|c| c.method() == m && c.first().rw == rw).copied();
     let geo = |c: &Config| crate::analysis::stats::geometric_mean(&c.values(&lat_mean_us));
     let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
@@ -219,7 +231,7 @@ fn latency_table(ctx: &mut Ctx) {
     let mut header = vec!["configuration", "path"];
     header.extend(PATTERNS.iter().map(|(_, n)| *n));
     header.extend(["mean reduction against libaio", "completion path taken"]);
-    let mut t = Table::new(title, &header);
+    let mut t = Table::new(&title, &header);
     for m in &methods {
         let mut row = vec![m.clone(), path_of(m).to_string()];
         let mut reductions = Vec::new();
@@ -271,8 +283,6 @@ fn latency_table(ctx: &mut Ctx) {
     }
     let runs = runs_of(&cs);
     ctx.table(t, &runs);
-    let sizes: Vec<String> = distinct(&ctx.configs(|_| true), |r| r.bs).into_iter().map(bs_name).collect();
-    ctx.note(format!("Block sizes run: {}.", sizes.join(", ")));
 }
 
 #[cfg(test)]

@@ -24,3 +24,4 @@ mod settings;
 mod stages;
 mod store;
 mod sweep;
+mod targets;

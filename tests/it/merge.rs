@@ -130,3 +130,53 @@ fn the_same_plan_on_two_machines_stays_two_sweeps_compared_by_host() {
     assert_eq!(one.code, 2);
     assert!(one.one_line_stderr().contains("needs runs from two or more"));
 }
+
+/// A study part made on two machines and merged: `report --suite` takes each machine's sweep and
+/// overlays them, one series per host in every figure, the legend naming each; `--by kernel`
+/// finds one kernel here and overlays nothing.
+#[test]
+fn a_merged_study_is_reported_with_one_series_per_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plan = PLAN
+        .replace("name = \"merge-test\"", "name = \"S4.1-latency\"")
+        .replace("qd = [1, 4]", "rw = [\"randread\", \"randwrite\"]\nqd = [1, 4]");
+    std::fs::write(d.join("plan.toml"), plan).unwrap();
+    for db in ["a.db", "b.db"] {
+        iolab_in(d, &["sweep", "-q", "--db", db, "plan.toml"]).assert_ok();
+    }
+    made_on(&d.join("b.db"), "node-b");
+    iolab_in(d, &["merge", "a.db", "b.db", "--into", "all.db"]).assert_ok();
+    let here = iolab::host::hostname().unwrap();
+
+    let legend = |svg: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(svg).unwrap();
+        text.split("<g class=\"legend\"><title>").skip(1).map(|s| s[..s.find('<').unwrap()].to_string()).collect()
+    };
+    iolab_in(d, &["report", "--db", "all.db", "--suite", "S4", "--out", "rep", "-q"]).assert_ok();
+    let html = std::fs::read_to_string(d.join("rep/report.html")).unwrap();
+    let mut hosts = vec![here.clone(), "node-b".to_string()];
+    hosts.sort();
+    assert!(html.contains(&format!("one series per host: {}", hosts.join(", "))), "the selection says what is overlaid");
+    assert!(html.contains("S4.1-latency (sweeps 1, 2, one per machine)"), "one section for the part of both machines");
+    let svgs = crate::report::files(&d.join("rep/figures"), "svg");
+    assert_eq!(svgs.len(), 2, "{svgs:?}");
+    for svg in &svgs {
+        let mut by_rw: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for name in legend(svg) {
+            let (rw, host) = name.rsplit_once(" · ").unwrap_or_else(|| panic!("{name:?} names no host"));
+            by_rw.entry(rw.to_string()).or_default().push(host.to_string());
+        }
+        assert_eq!(by_rw.len(), 2, "{by_rw:?}");
+        for (rw, mut h) in by_rw {
+            h.sort();
+            assert_eq!(h, hosts, "{}: {rw} is not drawn once per host", svg.display());
+        }
+    }
+    // One kernel: nothing to overlay (its newest sweep of the part), one series per rw.
+    iolab_in(d, &["report", "--db", "all.db", "--suite", "S4", "--by", "kernel", "--out", "rep-k", "-q"]).assert_ok();
+    for svg in crate::report::files(&d.join("rep-k/figures"), "svg") {
+        assert_eq!(legend(&svg).len(), 2, "{}", svg.display());
+        assert!(legend(&svg).iter().all(|n| !n.contains(" · ")));
+    }
+}

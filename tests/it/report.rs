@@ -187,7 +187,7 @@ fn console_errors(stderr: &str) -> Vec<&str> {
 
 /// Render the report in headless Chromium (skipped, saying why, where there is none): every one
 /// of its `figures` drawn, nothing wrong in the page or on the console.
-fn assert_renders(test: &str, out: &Path, figures: usize, scratch: &Path) {
+pub(crate) fn assert_renders(test: &str, out: &Path, figures: usize, scratch: &Path) {
     let browser = match chromium() {
         Err(why) => return crate::common::skip(&format!("{test} (rendering in Chromium)"), &why),
         Ok(b) => b,
@@ -200,7 +200,7 @@ fn assert_renders(test: &str, out: &Path, figures: usize, scratch: &Path) {
     assert!(console_errors(&stderr).is_empty(), "console errors: {:?}", console_errors(&stderr));
 }
 
-fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+pub(crate) fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == ext)).collect())
         .unwrap_or_default();

@@ -160,41 +160,48 @@ fn results_lists_filters_and_exports() {
     assert_eq!(missing.status.code(), Some(2));
 }
 
-/// A loop device over a file, detached when dropped; None (said) without root or losetup. It
-/// holds `common::LOOPS`: two runs changing system settings at once refuse each other ("another
+/// Loop devices over files, detached when dropped; None (said) without root or losetup. They
+/// hold `common::LOOPS`: two runs changing system settings at once refuse each other ("another
 /// iolab is changing system settings").
-struct LoopDevice {
-    dev: String,
+pub(crate) struct LoopDevices {
+    pub devs: Vec<String>,
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
-impl LoopDevice {
-    fn over(file: &str) -> Option<LoopDevice> {
+impl LoopDevices {
+    pub fn over(files: &[&str]) -> Option<LoopDevices> {
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipped: needs root for losetup");
             return None;
         }
         let serial = crate::common::LOOPS.lock().unwrap_or_else(|e| e.into_inner());
-        let out = Command::new("losetup").args(["-f", "--show", file]).output().unwrap();
-        if !out.status.success() {
-            eprintln!("skipped: losetup failed");
-            return None;
+        let mut made = LoopDevices { devs: Vec::new(), _serial: serial };
+        for file in files {
+            let out = Command::new("losetup").args(["-f", "--show", file]).output().unwrap();
+            if !out.status.success() {
+                eprintln!("skipped: losetup failed");
+                return None;
+            }
+            made.devs.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
         }
-        Some(LoopDevice { dev: String::from_utf8(out.stdout).unwrap().trim().to_string(), _serial: serial })
+        Some(made)
     }
 }
 
-impl Drop for LoopDevice {
+impl Drop for LoopDevices {
     fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        for dev in &self.devs {
+            let _ = Command::new("losetup").args(["-d", dev]).status();
+        }
     }
 }
 
 #[test]
 fn scheduler_dimension_is_applied_and_restored_on_a_loop_device() {
     let dir = work_dir();
-    let Some(lo) = LoopDevice::over(&data_file(dir.path())) else { return };
-    let (dev, sched_file) = (lo.dev.clone(), format!("/sys/block/{}/queue/scheduler", lo.dev.trim_start_matches("/dev/")));
+    let Some(lo) = LoopDevices::over(&[&data_file(dir.path())]) else { return };
+    let dev = lo.devs[0].clone();
+    let sched_file = format!("/sys/block/{}/queue/scheduler", dev.trim_start_matches("/dev/"));
     let original = std::fs::read_to_string(&sched_file).unwrap();
     let available: Vec<String> = original.split_whitespace().map(|s| s.trim_matches(|c| c == '[' || c == ']').to_string()).collect();
     let p = dir.path().join("plan.toml");
@@ -354,8 +361,9 @@ fn failed_settings_restore_stops_the_sweep_and_it_stays_resumable() {
 #[test]
 fn a_study_setup_is_applied_where_possible_and_recorded_where_not() {
     let dir = work_dir();
-    let Some(lo) = LoopDevice::over(&data_file(dir.path())) else { return };
-    let (dev, sched_file) = (lo.dev.clone(), format!("/sys/block/{}/queue/scheduler", lo.dev.trim_start_matches("/dev/")));
+    let Some(lo) = LoopDevices::over(&[&data_file(dir.path())]) else { return };
+    let dev = lo.devs[0].clone();
+    let sched_file = format!("/sys/block/{}/queue/scheduler", dev.trim_start_matches("/dev/"));
     // Start from another scheduler than the set-up's, so the change shows.
     let _ = std::fs::write(&sched_file, "mq-deadline");
     let original = std::fs::read_to_string(&sched_file).unwrap();
