@@ -35,7 +35,7 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
         return;
     }
     let rig = repo().join("tests/vm/rig.sh");
-    let timeout = std::env::var("IOLAB_VM_TIMEOUT").unwrap_or_else(|_| "900".into());
+    let timeout = std::env::var("IOLAB_VM_TIMEOUT").unwrap_or_else(|_| "480".into());
     let mut cmd = Command::new("bash");
     cmd.arg(&rig).args(["--iolab", env!("CARGO_BIN_EXE_iolab"), "--timeout", &timeout]).args(rig_args);
     for s in scripts {
@@ -50,11 +50,56 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
     );
     live(&format!("vm-rig {name}: {shown}"));
     let started = std::time::Instant::now();
+    let Some(mut run) = attempt(name, &mut cmd) else { return };
+    // A guest kernel that stalls under the emulator (seen once on 5.10 in the block layer's
+    // hybrid polling: "rcu_sched self-detected stall", no check failed, the next boot passed in
+    // 12 s) is the rig's, not iolab's: boot once more, and say so.
+    if run.code != 0 && run.code != 77 && run.console.contains("did not finish within") && !run.results.iter().any(|l| l.contains(" FAIL"))
+    {
+        live(&format!("vm-rig {name}: the guest hung with no check failed; booting once more"));
+        let Some(again) = attempt(name, &mut cmd) else { return };
+        run = again;
+    }
+    let Attempt { code, console, stderr, results } = run;
+    let secs = started.elapsed().as_secs_f64();
+    let log = save_log(name, &console, &stderr);
+    println!("----- console of boot {name} ({secs:.0} s, kept in {}) -----\n{console}{stderr}", log.display());
+    if code == 77 {
+        let why = console.lines().chain(stderr.lines()).find(|l| l.contains("SKIP")).unwrap_or("rig.sh exited 77");
+        live(&format!("vm-rig {name}: skipped after {secs:.0} s: {why}"));
+        return;
+    }
+    let count = |s: &str| results.iter().filter(|l| l.split_whitespace().nth(2) == Some(s)).count();
+    live(&format!(
+        "vm-rig {name}: exit {code} after {secs:.0} s: {} passed, {} failed, {} skipped",
+        count("PASS"),
+        count("FAIL"),
+        count("SKIP")
+    ));
+    let failed: Vec<&String> = results.iter().filter(|l| l.split_whitespace().nth(2) == Some("FAIL")).collect();
+    assert!(
+        code == 0,
+        "rig.sh (boot {name}) exited {code}; failed checks:\n{}\n(console above; log in {})\n{stderr}",
+        failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"),
+        log.display()
+    );
+    assert!(count("PASS") > 0, "boot {name}: no guest check passed");
+}
+
+/// One boot's exit code, console, stderr and RESULT lines; None when bash cannot be run (said).
+struct Attempt {
+    code: i32,
+    console: String,
+    stderr: String,
+    results: Vec<String>,
+}
+
+fn attempt(name: &str, cmd: &mut Command) -> Option<Attempt> {
     let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
         Ok(c) => c,
         Err(e) => {
             live(&format!("vm-rig {name}: SKIP: cannot run bash: {e}"));
-            return;
+            return None;
         }
     };
     // stderr (usage errors) is short: collect it on a thread while stdout streams.
@@ -79,30 +124,7 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
     }
     let status = child.wait().expect("wait for rig.sh");
     let stderr = err_reader.join().unwrap_or_default();
-    let secs = started.elapsed().as_secs_f64();
-    let log = save_log(name, &console, &stderr);
-    println!("----- console of boot {name} ({secs:.0} s, kept in {}) -----\n{console}{stderr}", log.display());
-    let code = status.code().unwrap_or(-1);
-    if code == 77 {
-        let why = console.lines().chain(stderr.lines()).find(|l| l.contains("SKIP")).unwrap_or("rig.sh exited 77");
-        live(&format!("vm-rig {name}: skipped after {secs:.0} s: {why}"));
-        return;
-    }
-    let count = |s: &str| results.iter().filter(|l| l.split_whitespace().nth(2) == Some(s)).count();
-    live(&format!(
-        "vm-rig {name}: exit {code} after {secs:.0} s: {} passed, {} failed, {} skipped",
-        count("PASS"),
-        count("FAIL"),
-        count("SKIP")
-    ));
-    let failed: Vec<&String> = results.iter().filter(|l| l.split_whitespace().nth(2) == Some("FAIL")).collect();
-    assert!(
-        code == 0,
-        "rig.sh (boot {name}) exited {code}; failed checks:\n{}\n(console above; log in {})\n{stderr}",
-        failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"),
-        log.display()
-    );
-    assert!(count("PASS") > 0, "boot {name}: no guest check passed");
+    Some(Attempt { code: status.code().unwrap_or(-1), console, stderr, results })
 }
 
 fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {

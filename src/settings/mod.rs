@@ -178,6 +178,15 @@ struct Target {
 
 static NEXT_GUARD: AtomicU64 = AtomicU64::new(1);
 
+/// This process's guards not yet restored: their journal entries are a run's own changes in
+/// force, not leftovers (a profiled run of the user-space driver holds the controller while its
+/// tracing mounts tracefs, and was refused as "still changed").
+static LIVE_GUARDS: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+fn live_guards() -> std::sync::MutexGuard<'static, Vec<u64>> {
+    LIVE_GUARDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Where settings live and where their originals are journaled.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -401,7 +410,10 @@ impl Settings {
     /// The returned guard restores when dropped (or by `restore()`).
     pub fn apply(&self, changes: &[Change]) -> Result<AppliedGuard, String> {
         let guard_id = NEXT_GUARD.fetch_add(1, Ordering::Relaxed);
-        let guard = |entries| AppliedGuard { journal: self.journal.clone(), guard: guard_id, entries, done: false };
+        let guard = |entries| {
+            live_guards().push(guard_id);
+            AppliedGuard { journal: self.journal.clone(), guard: guard_id, entries, done: false }
+        };
         if changes.is_empty() {
             return Ok(guard(Vec::new()));
         }
@@ -493,14 +505,17 @@ impl Settings {
     }
 
     /// Settings the journal still records as changed that no running iolab will put back: a
-    /// killed iolab's, or this process's after a restore or rollback failed. One line naming
-    /// them and `iolab restore`; None when nothing is left (or a live other iolab owns them).
+    /// killed iolab's, or this process's after a restore or rollback failed (not the changes of
+    /// this process's guards still in force). One line naming them and `iolab restore`; None when
+    /// nothing is left (or a live other iolab owns them).
     pub fn left_changed(&self) -> Result<Option<String>, String> {
         let Some(j) = journal::load(&self.journal)? else { return Ok(None) };
-        if j.entries.is_empty() || matches!(j.owner(), Owner::AliveOther(_)) {
+        let live = if j.owner() == Owner::Us { live_guards().clone() } else { Vec::new() };
+        let left: Vec<&JournalEntry> = j.entries.iter().filter(|e| !live.contains(&e.guard)).collect();
+        if left.is_empty() || matches!(j.owner(), Owner::AliveOther(_)) {
             return Ok(None);
         }
-        let what: Vec<String> = j.entries.iter().map(|e| format!("{}: {} -> {}", e.label(), e.original, e.new)).collect();
+        let what: Vec<String> = left.iter().map(|e| format!("{}: {} -> {}", e.label(), e.original, e.new)).collect();
         Ok(Some(format!(
             "system settings are still changed ({}; journal {}): run `iolab restore`",
             what.join("; "),
@@ -782,6 +797,8 @@ impl AppliedGuard {
     }
 
     fn restore_inner(&mut self) -> Result<Vec<String>, String> {
+        // From here on what is left in the journal is a leftover, restored or not.
+        live_guards().retain(|g| *g != self.guard);
         if self.entries.is_empty() {
             return Ok(Vec::new());
         }

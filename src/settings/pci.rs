@@ -199,6 +199,19 @@ pub(super) mod tests {
         assert_eq!(driver(&d), "nvme");
     }
 
+    /// A run's own binding, in force, is no leftover: a second change of the same run (a
+    /// profiled run mounts tracefs while it holds the controller) may go ahead.
+    #[test]
+    fn a_binding_in_force_is_not_a_leftover() {
+        let d = fake();
+        let s = settings(&d);
+        let g = s.apply(&[to_vfio()]).unwrap();
+        assert_eq!(s.left_changed().unwrap(), None, "this process's binding in force");
+        drop(g);
+        assert_eq!(driver(&d), "nvme");
+        assert_eq!(s.left_changed().unwrap(), None);
+    }
+
     #[test]
     fn iolab_restore_binds_back_what_a_killed_run_left() {
         let d = fake();

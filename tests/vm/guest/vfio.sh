@@ -153,6 +153,17 @@ if fcmp "${W:-0}" ge 0.7; then result vfio_polling_core_busy_cpu PASS "workload 
 else result vfio_polling_core_busy_cpu FAIL "workload threads used ${W:-no} cores, want a polling core near 1"; fi
 wait_ns
 
+section "profiled: the driver's requests are one user-space stage"
+# The unprofiled comparison run gives the controller back and the profiled run takes it again,
+# in one process; the profiled run's tracefs change comes while it holds the controller.
+verified vfio_profiled --rw randread --qd 4 --ios 400 --size 8m --profile stages "$DEV"
+if [ "$(j cost.stages.stages.0.from)" = "submission (user space)" ] && [ "$(j cost.stages.requests_matched)" -gt 0 ] 2>/dev/null; then
+  result vfio_profiled_one_stage PASS "requests_matched=$(j cost.stages.requests_matched) p50_ns=$(j cost.stages.stages.0.p50_ns) unprofiled_iops=$(j cost.stages.unprofiled.iops)"
+else
+  result vfio_profiled_one_stage FAIL "$(grep '^cost\.stages' "/tmp/$RUN_NAME.flat" | head -6 | tr '\n' ' ')"
+fi
+wait_ns
+
 section "given back after SIGINT and after kill -9"
 "$IOLAB" run -q -i vfio-nvme --complete poll --rw randread --runtime 60s --size 8m "$DEV" > /tmp/vfio_int.out 2> /tmp/vfio_int.err &
 P=$!
