@@ -35,7 +35,7 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
         return;
     }
     let rig = repo().join("tests/vm/rig.sh");
-    let timeout = std::env::var("IOLAB_VM_TIMEOUT").unwrap_or_else(|_| "480".into());
+    let timeout = std::env::var("IOLAB_VM_TIMEOUT").unwrap_or_else(|_| "300".into());
     let mut cmd = Command::new("bash");
     cmd.arg(&rig).args(["--iolab", env!("CARGO_BIN_EXE_iolab"), "--timeout", &timeout]).args(rig_args);
     for s in scripts {
