@@ -135,12 +135,7 @@ fn chromium() -> Result<PathBuf, String> {
     if !crate::common::is_root() {
         return Err("chromium is not on PATH and only root can install it (Debian package chromium)".into());
     }
-    let apt = |args: &[&str]| {
-        Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive").output().map(|o| o.status.success()).unwrap_or(false)
-    };
-    if !(apt(&["install", "-y", "-qq", "chromium"]) || (apt(&["update", "-qq"]) && apt(&["install", "-y", "-qq", "chromium"]))) {
-        return Err("chromium is not on PATH and `apt-get install chromium` failed (no apt, or no package registry reachable)".into());
-    }
+    crate::common::apt_install(&["chromium"]).map_err(|e| format!("chromium is not on PATH and {e}"))?;
     on_path().ok_or_else(|| "apt-get installed chromium but it is not on PATH".into())
 }
 

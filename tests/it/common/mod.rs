@@ -126,8 +126,6 @@ pub fn kernel_version() -> (u32, u32) {
     (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
-/// Print why a test (or part of one) does nothing here. Written to stderr directly, past the
-/// test harness's output capture, so skips show in every `cargo test` log.
 /// Install Debian packages a test needs (root; waits up to 5 min for another apt), updating the
 /// package lists once if the first try fails. The error says why, for the test's skip line.
 pub fn apt_install(packages: &[&str]) -> Result<(), String> {
@@ -147,6 +145,8 @@ pub fn apt_install(packages: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Print why a test (or part of one) does nothing here. Written to stderr directly, past the
+/// test harness's output capture, so skips show in every `cargo test` log.
 pub fn skip(test: &str, why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
