@@ -3,6 +3,7 @@
 //! switches, device interrupts, device counters and perf counters.
 pub mod cpu;
 pub mod diskstat;
+pub mod flame;
 pub mod interrupts;
 pub mod perf;
 pub mod placement;

@@ -74,6 +74,8 @@ pub const LAYERS: &[Layer] = &[
         rules: &[
             "[io_uring]",
             "io_uring",
+            // Every `__io_*` function is io_uring's (6.18's kallsyms: __io_read, __io_issue_sqe, ...).
+            "__io_",
             "__io_uring",
             "io_submit_sqe",
             "io_issue_sqe",
@@ -290,7 +292,7 @@ impl KernelSymbols {
 }
 
 /// Kernel addresses on x86_64 have the top bit set; user addresses never do.
-fn is_kernel(ip: u64) -> bool {
+pub(super) fn is_kernel(ip: u64) -> bool {
     ip >= 0xffff_8000_0000_0000
 }
 
@@ -398,7 +400,9 @@ impl Profiler {
         if self.samples.is_empty() {
             return Err("no samples were taken in the window".into());
         }
-        Ok(attribute(&self.samples, self.lost, &syms, &maps, own_pid, ios))
+        let mut profile = attribute(&self.samples, self.lost, &syms, &maps, own_pid, ios);
+        profile.flame = Some(Box::new(super::flame::fold(&self.samples, &syms, &maps, own_pid)));
+        Ok(profile)
     }
 }
 
@@ -576,6 +580,8 @@ pub struct LayerProfile {
     /// The same job run just before without profiling, so the profile's own cost shows: the
     /// profiled run's figures are never the ones to compare configurations by.
     pub unprofiled: Option<Unprofiled>,
+    /// The run's own samples as a flame graph's stacks (`iolab report` draws it).
+    pub flame: Option<Box<super::flame::Flame>>,
 }
 
 /// An unprofiled run of the same job, beside the profiled one.
@@ -668,7 +674,16 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
         })
         .collect();
     layers.sort_by(|a, b| b.self_share.total_cmp(&a.self_share).then(a.layer.cmp(&b.layer)));
-    LayerProfile { event: "cpu-clock", period_ns: PERIOD_NS, samples: total, lost, layers, run: run_cpu(&run, ios), unprofiled: None }
+    LayerProfile {
+        event: "cpu-clock",
+        period_ns: PERIOD_NS,
+        samples: total,
+        lost,
+        layers,
+        run: run_cpu(&run, ios),
+        unprofiled: None,
+        flame: None,
+    }
 }
 
 /// Where one of the run's own samples was: (space, module, layer, function).
@@ -736,6 +751,7 @@ mod tests {
         assert_eq!(kernel_layer("nvme_queue_rq", Some("nvme")), "device driver");
         assert_eq!(kernel_layer("anything", Some("zram")), "device driver");
         assert_eq!(kernel_layer("io_issue_sqe", None), "io_uring");
+        assert_eq!(kernel_layer("__io_read", None), "io_uring");
         assert_eq!(kernel_layer("dd_insert_requests", Some("mq_deadline")), "I/O scheduler");
         assert_eq!(kernel_layer("do_syscall_64", None), "system call entry and exit");
         assert_eq!(kernel_layer("default_idle", None), "idle");

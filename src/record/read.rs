@@ -164,6 +164,21 @@ lenient_structs! {
         /// Absent from records made before it was recorded.
         run: Option<RunCpu>,
         unprofiled: Option<Unprofiled>,
+        /// `meters::flame::Flame`; absent from records made before it was recorded.
+        flame: Option<Flame>,
+    }
+
+    /// `meters::flame::Flame`: the run's own samples as stacks, root first.
+    pub struct Flame {
+        samples: Option<u64>,
+        frames: Vec<FlameFrame>,
+        stacks: Vec<(Vec<u32>, u64)>,
+        other_samples: Option<u64>,
+    }
+
+    pub struct FlameFrame {
+        name: Option<String>,
+        layer: Option<String>,
     }
 
     /// `meters::profile::Unprofiled`: the same job run unprofiled just before.

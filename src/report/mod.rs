@@ -6,6 +6,7 @@
 //! `svg`/`tables`/`html` render). Never touches devices and knows no study.
 pub mod data;
 pub mod dimensions;
+pub mod flame;
 pub mod html;
 pub mod panels;
 pub mod profiles;

@@ -115,6 +115,22 @@ pub fn panels(ctx: &mut Ctx) {
     }
     modules_table(ctx, &configs);
     cost_table(ctx, &configs);
+    flame_graphs(ctx, &configs);
+}
+
+/// A flame graph of each profiled configuration's own CPU, from its first replicate that has one
+/// (replicates' stacks are not merged: each is one run's).
+fn flame_graphs(ctx: &mut Ctx, configs: &[&Config]) {
+    for c in configs {
+        let Some((run, flame)) = c.runs.iter().find_map(|r| Some((r, r.record.cost.profile.as_ref()?.flame.as_ref()?))) else {
+            continue;
+        };
+        let title = format!("Flame graph of the run's own CPU: {} QD{}", c.labelled(), c.first().qd);
+        if let Some(svg) = super::flame::flame_graph(&title, flame) {
+            let note = "cpu-clock samples of iolab's threads and of interrupt work on idle CPUs (--profile layers), each stack root at the bottom; a frame's width is its share of those samples, its colour its layer. Hover for counts.";
+            ctx.figure(&title, svg, &[run], vec![note.into()]);
+        }
+    }
 }
 
 /// A module's row is kept when it holds at least this share of the run's CPU; the rest are

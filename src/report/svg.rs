@@ -13,7 +13,8 @@ const LEFT: f64 = 72.0;
 const RIGHT: f64 = 190.0; // room for the legend
 const TOP: f64 = 46.0; // room for a two-line title
 const BOTTOM: f64 = 52.0;
-const PALETTE: [&str; 10] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
+pub(super) const PALETTE: [&str; 10] =
+    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
 
 pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")

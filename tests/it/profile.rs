@@ -68,5 +68,19 @@ fn a_profiled_sweep_profiles_every_run() {
         let rec = store.run_record(r.id).unwrap().unwrap();
         let p = &rec["cost"]["profile"];
         assert!(layer(p, "iolab").is_some() && p["unprofiled"]["iops"].as_f64().unwrap() > 0.0, "{p}");
+        // The flame's stacks are the run's own samples, iolab's hot loop among their frames.
+        let flame = &p["flame"];
+        let stacked: u64 = flame["stacks"].as_array().unwrap().iter().map(|s| s[1].as_u64().unwrap()).sum();
+        assert_eq!(stacked + flame["other_samples"].as_u64().unwrap(), p["run"]["samples"].as_u64().unwrap(), "{flame}");
+        assert!(
+            flame["frames"].as_array().unwrap().iter().any(|f| f["name"].as_str().unwrap().contains("iolab::engine::worker")),
+            "{flame}"
+        );
     }
+    // The report draws one flame graph per profiled configuration.
+    let out = dir.path().join("report");
+    iolab_in(dir.path(), &["report", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()]).assert_ok();
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(page.matches(r#"data-kind="flame""#).count(), 2, "two configurations, two flame graphs");
+    assert!(page.contains("iolab::engine::worker"), "the hot loop is a frame of the flame graph");
 }
