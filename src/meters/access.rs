@@ -225,6 +225,19 @@ mod tests {
     }
 
     #[test]
+    fn a_sysctl_that_cannot_be_put_back_is_an_error_naming_it() {
+        let (d, mut s) = fake("2\n", "0\n");
+        s.open_perf(PARANOID_CPU_WIDE, refused_once()).unwrap();
+        // No longer a file the value can be written to.
+        let path = d.path().join("kernel/perf_event_paranoid");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let e = s.restore().unwrap_err();
+        assert!(e.contains("kernel.perf_event_paranoid") && e.contains("iolab restore"), "{e}");
+        assert!(d.path().join("journal.json").exists(), "it stays journaled");
+    }
+
+    #[test]
     fn hidden_kallsyms_lowers_kptr_restrict_and_is_read_while_lowered() {
         // The fake "kallsyms" parse looks at the fake sysctl: addresses only below 2.
         let (d, mut s) = fake("2\n", "2\n");

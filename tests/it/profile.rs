@@ -211,3 +211,30 @@ fn without_cap_perfmon_perf_event_paranoid_is_lowered_for_the_run_where_the_kern
     }
     assert_eq!(s.sysctl.read(), "3", "put back after the run");
 }
+
+#[test]
+fn a_user_who_may_not_lower_perf_event_paranoid_is_told_so_in_one_line() {
+    let test = "a_user_who_may_not_lower_perf_event_paranoid_is_told_so_in_one_line";
+    let Some(s) = set_up(test, "perf_event_paranoid", "2") else { return };
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let json = s.dir.path().join("r.json");
+    let nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", common::BIN];
+    let out = Command::new(nobody[0])
+        .args(&nobody[1..])
+        .args(["run", "-q", "-i", "null", "--profile", "layers", "--runtime", "200ms", "--json", json.to_str().unwrap()])
+        .env("IOLAB_JOURNAL", &s.journal)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => return common::skip(test, &format!("iolab does not run as nobody here: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => return common::skip(test, &format!("no setpriv (util-linux): {e}")),
+    }
+    let why = common::record(&json)["cost"]["profile"]["unavailable"].as_str().unwrap_or_default().to_string();
+    assert!(
+        why.contains("kernel.perf_event_paranoid <= 0") && why.contains("could not be lowered") && why.contains("run iolab as root"),
+        "{why}"
+    );
+    assert_eq!(s.sysctl.read(), "2");
+    assert!(!s.journal.exists());
+}
