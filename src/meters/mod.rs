@@ -1,6 +1,7 @@
 //! Meters: what a run cost and where that cost landed, sampled at the start and end of the
 //! measured window (never inside the hot loop). CPU by thread class and system-wide, context
 //! switches, device interrupts, device counters and perf counters.
+pub mod access;
 pub mod cpu;
 pub mod diskstat;
 pub mod flame;
@@ -127,6 +128,8 @@ pub struct Meters {
     profiler: Option<Result<profile::Profiler, String>>,
     /// `--profile stages`: the tracepoints, or why they could not be opened.
     tracer: Option<Result<stages::Tracer, String>>,
+    /// The sysctls lowered for them (journaled; put back by `restore_settings` or on drop).
+    sysctls: Option<access::Sysctls>,
     /// Where the workers and SQPOLL threads ran.
     placement: placement::PlacementSampler,
 }
@@ -153,21 +156,35 @@ impl Meters {
             last_tick: None,
             profiler: None,
             tracer: None,
+            sysctls: None,
             placement: Default::default(),
         }
     }
 
     /// Sample every CPU's call chains over the window (`--profile layers`) and trace every
-    /// request through the stack (`--profile stages`, tracefs mounted at `tracefs`); opened now,
-    /// before the window, so a refusal is known and the window only enables the events.
-    pub fn with_profile(mut self, asked: crate::plan::profile::Profile, tracefs: &Path) -> Meters {
+    /// request through the stack (`--profile stages`, tracefs mounted where `system` says); opened
+    /// now, before the window, so a refusal is known and the window only enables the events. The
+    /// sysctls the kernel wanted lower for them stay lowered until `restore_settings`.
+    pub fn with_profile(mut self, asked: crate::plan::profile::Profile, system: &crate::settings::Settings) -> Meters {
+        let mut sysctls = access::Sysctls::new(system.clone());
         if asked.layers {
-            self.profiler = Some(profile::Profiler::open(self.ncpu));
+            self.profiler = Some(profile::Profiler::open(self.ncpu, &mut sysctls));
         }
         if asked.stages {
-            self.tracer = Some(stages::Tracer::open(tracefs, self.ncpu));
+            self.tracer = Some(stages::Tracer::open(&system.tracefs(), self.ncpu, &mut sysctls));
         }
+        self.sysctls = Some(sysctls);
         self
+    }
+
+    /// The sysctls profiling lowered, as the record's `settings_changed` lines.
+    pub fn settings_changed(&self) -> Vec<String> {
+        self.sysctls.as_ref().map(access::Sysctls::changes).unwrap_or_default()
+    }
+
+    /// Put back the sysctls profiling lowered. Err: what stays changed.
+    pub fn restore_settings(&mut self) -> Result<Vec<String>, String> {
+        self.sysctls.as_mut().map_or(Ok(Vec::new()), access::Sysctls::restore)
     }
 
     fn snapshot(&self) -> Snapshot {

@@ -7,6 +7,7 @@
 //! mappings (user space), and put in a layer by [`LAYERS`], a table kept as data. A layer's
 //! *self* share counts samples whose innermost frame is in it; its *inclusive* share, samples
 //! with it anywhere in the chain. Per I/O: samples x period / I/Os, system-wide.
+use super::access::{Sysctls, PARANOID_CPU_WIDE};
 use super::ring::{enable, open_event, Ring};
 use perf_event_open_sys as sys;
 use serde::Serialize;
@@ -350,17 +351,20 @@ pub struct Profiler {
     rings: Vec<Ring>,
     samples: Vec<Sample>,
     lost: u64,
+    /// Read as the events are opened: kptr_restrict may be lowered for it only while the run lasts.
+    kernel_symbols: Result<KernelSymbols, String>,
 }
 
 impl Profiler {
     /// One sampling event per online CPU, not yet counting. Err: why profiling cannot be done.
-    pub fn open(ncpu: usize) -> Result<Profiler, String> {
-        let rings = (0..ncpu as i32).map(open_ring).collect::<Result<Vec<_>, _>>().map_err(|e| {
-            format!(
-                "perf_event_open of a cpu-clock sampling event failed: {e} (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 0)"
-            )
-        })?;
-        Ok(Profiler { rings, samples: Vec::new(), lost: 0 })
+    /// Where the kernel wants `perf_event_paranoid` or `kptr_restrict` lower, `sysctls` lowers them.
+    pub fn open(ncpu: usize, sysctls: &mut Sysctls) -> Result<Profiler, String> {
+        let rings = (0..ncpu as i32)
+            .map(|cpu| sysctls.open_perf(PARANOID_CPU_WIDE, || open_ring(cpu)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("perf_event_open of a cpu-clock sampling event failed: {e}"))?;
+        let kernel_symbols = sysctls.kallsyms(KernelSymbols::parse);
+        Ok(Profiler { rings, samples: Vec::new(), lost: 0, kernel_symbols })
     }
 
     pub fn start(&self) {
@@ -393,15 +397,13 @@ impl Profiler {
     }
 
     fn layers(&self, own_pid: u32, ios: u64) -> Result<LayerProfile, String> {
-        let text = std::fs::read_to_string("/proc/kallsyms").map_err(|e| format!("cannot read /proc/kallsyms: {e}"))?;
-        let syms = KernelSymbols::parse(&text)
-            .ok_or("/proc/kallsyms shows no addresses (kernel.kptr_restrict = 2, or not root): kernel frames cannot be named")?;
+        let syms = self.kernel_symbols.as_ref().map_err(Clone::clone)?;
         let maps = UserMaps::of_process(own_pid);
         if self.samples.is_empty() {
             return Err("no samples were taken in the window".into());
         }
-        let mut profile = attribute(&self.samples, self.lost, &syms, &maps, own_pid, ios);
-        profile.flame = Some(Box::new(super::flame::fold(&self.samples, &syms, &maps, own_pid)));
+        let mut profile = attribute(&self.samples, self.lost, syms, &maps, own_pid, ios);
+        profile.flame = Some(Box::new(super::flame::fold(&self.samples, syms, &maps, own_pid)));
         Ok(profile)
     }
 }

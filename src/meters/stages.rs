@@ -8,6 +8,7 @@
 //! system-call events are filtered in the kernel to iolab's worker threads. After the window the
 //! events are put in time order and matched request by request ([`match_requests`]); a request's
 //! stages are the times between its consecutive points, so they add up to its end-to-end time.
+use super::access::{Sysctls, PARANOID_RAW_TRACEPOINTS};
 use super::ring::{enable, open_event, records, Ring};
 use super::tracefs::{self, Format};
 use perf_event_open_sys as sys;
@@ -628,7 +629,8 @@ fn own_threads() -> Vec<i32> {
 
 impl Tracer {
     /// Every tracepoint found, on every online CPU, into one ring per CPU; not yet enabled.
-    pub fn open(root: &Path, ncpu: usize) -> Result<Tracer, String> {
+    /// Where the kernel wants `perf_event_paranoid` lower, `sysctls` lowers it.
+    pub fn open(root: &Path, ncpu: usize, sysctls: &mut Sysctls) -> Result<Tracer, String> {
         if !crate::settings::tracefs_mounted(root) {
             return Err(format!("tracefs is not mounted at {} (mounting it needs root)", root.display()));
         }
@@ -638,9 +640,7 @@ impl Tracer {
         }
         let mut ids: Vec<(u64, Kind)> = decoder.by_id.iter().map(|(&id, (k, _))| (id, *k)).collect();
         ids.sort_by_key(|x| x.0);
-        let refused = |e: std::io::Error| {
-            format!("perf_event_open of a tracepoint failed: {e} (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= -1)")
-        };
+        let refused = |e: String| format!("perf_event_open of a tracepoint failed: {e}");
         let (mut rings, mut followers) = (Vec::new(), Vec::new());
         for cpu in 0..ncpu as i32 {
             let mut leader: Option<(Ring, Kind)> = None;
@@ -656,7 +656,7 @@ impl Tracer {
                 // system-call exit it caused on another (10 984 of 11 382 requests unmatched).
                 attr.set_use_clockid(1);
                 attr.clockid = libc::CLOCK_MONOTONIC;
-                let fd = open_event(&mut attr, -1, cpu).map_err(refused)?;
+                let fd = sysctls.open_perf(PARANOID_RAW_TRACEPOINTS, || open_event(&mut attr, -1, cpu)).map_err(refused)?;
                 match &leader {
                     None => {
                         let ring = Ring::map(fd, ring_pages(ncpu)).map_err(|e| format!("mapping a tracepoint ring failed: {e}"))?;

@@ -198,7 +198,8 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     }
     // No device to meter for null: no device cost, no observed completion path.
     let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config))
-        .with_profile(measure.profile, &system.tracefs());
+        .with_profile(measure.profile, &system);
+    env.settings_changed.extend(meters.settings_changed());
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
     let out = engine::run(job, &placement, &open, cancel, &mut progress, &mut meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
@@ -206,10 +207,13 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         Failure::new(kind, m)
     });
     ui.finish();
-    let mut not_restored = match guard.map(|g| g.restore()) {
-        Some(Err(e)) => Some(format!("restoring system settings failed: {e}")),
-        _ => None,
-    };
+    // What profiling lowered first: it was changed last.
+    let restored = [meters.restore_settings(), guard.map_or(Ok(Vec::new()), |g| g.restore())];
+    let mut not_restored = restored
+        .into_iter()
+        .filter_map(Result::err)
+        .reduce(|a, b| format!("{a}; {b}"))
+        .map(|e| format!("restoring system settings failed: {e}"));
     let mut driver_irqs = None;
     if let Some((t, _, _)) = taken {
         driver_irqs = Some(t.interrupts());

@@ -52,6 +52,9 @@ pub struct JournalEntry {
 
 impl JournalEntry {
     pub fn label(&self) -> String {
+        if self.setting.is_sysctl() {
+            return format!("{}.{}", self.target, self.setting.name());
+        }
         format!("{} {}", self.target, self.setting.name())
     }
 }

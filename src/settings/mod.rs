@@ -1,6 +1,8 @@
 //! System settings per run: I/O scheduler, nomerges, io_poll_delay, read-ahead, wbt and the CPU
 //! frequency governor; for the user-space NVMe driver, a PCI device's driver binding (`pci.rs`)
-//! and the 2 MiB hugepages reserved for its DMA memory. iolab records the original values durably in a journal before changing
+//! and the 2 MiB hugepages reserved for its DMA memory; for `--profile`, the sysctls
+//! `kernel.perf_event_paranoid` and `kernel.kptr_restrict` (lowered where profiling needs it,
+//! `meters/access.rs`). iolab records the original values durably in a journal before changing
 //! anything, restores them when the run ends (the `AppliedGuard`'s drop, or `restore()`), rolls
 //! back on a failure midway, and `Settings::restore_journal` (behind `iolab restore`) undoes what
 //! a killed process left changed. See docs/settings.md.
@@ -56,6 +58,12 @@ pub enum Setting {
     /// The number of 2 MiB hugepages the kernel keeps (`nr_hugepages`); reserved on demand for
     /// the user-space NVMe driver's DMA memory, not by `--set`.
     Hugepages,
+    /// `kernel.perf_event_paranoid`: lowered by `--profile` where `perf_event_open` is refused
+    /// (`meters/access.rs`), not by `--set`.
+    PerfEventParanoid,
+    /// `kernel.kptr_restrict`: lowered by `--profile layers` where /proc/kallsyms hides the
+    /// kernel's addresses from this process, not by `--set`.
+    KptrRestrict,
 }
 
 /// The pool of 2 MiB hugepages, under the sysfs root.
@@ -74,6 +82,8 @@ impl Setting {
     ];
     /// The settings iolab changes on its own, for the user-space NVMe driver.
     pub const DRIVER: [Setting; 2] = [Setting::PciDriver, Setting::Hugepages];
+    /// The sysctls under `<proc_sys>/kernel/` iolab lowers on its own, for profiling.
+    pub const SYSCTLS: [Setting; 2] = [Setting::PerfEventParanoid, Setting::KptrRestrict];
 
     /// The name users write ("read_ahead_kb").
     pub fn name(self) -> &'static str {
@@ -87,6 +97,8 @@ impl Setting {
             Setting::Tracefs => "tracefs",
             Setting::PciDriver => "pci_driver",
             Setting::Hugepages => "hugepages_2m",
+            Setting::PerfEventParanoid => "perf_event_paranoid",
+            Setting::KptrRestrict => "kptr_restrict",
         }
     }
 
@@ -103,7 +115,12 @@ impl Setting {
 
     /// Whether the setting belongs to a block device.
     pub fn is_device_setting(self) -> bool {
-        !matches!(self, Setting::Governor | Setting::Tracefs | Setting::PciDriver | Setting::Hugepages)
+        !matches!(self, Setting::Governor | Setting::Tracefs | Setting::PciDriver | Setting::Hugepages) && !self.is_sysctl()
+    }
+
+    /// Whether the setting is a sysctl, `kernel.NAME`.
+    pub fn is_sysctl(self) -> bool {
+        Setting::SYSCTLS.contains(&self)
     }
 
     /// The setting a user's name stands for; also accepts the sysfs file names and a few
@@ -123,7 +140,7 @@ impl Setting {
 
     /// Whether `file_name` is the file of some setting (the journal only ever names these).
     fn known_file(file_name: &str) -> Option<Setting> {
-        Setting::ALL.into_iter().chain(Setting::DRIVER).find(|s| s.file_name() == file_name)
+        Setting::ALL.into_iter().chain(Setting::DRIVER).chain(Setting::SYSCTLS).find(|s| s.file_name() == file_name)
     }
 }
 
@@ -191,12 +208,24 @@ fn live_guards() -> std::sync::MutexGuard<'static, Vec<u64>> {
 #[derive(Clone, Debug)]
 pub struct Settings {
     sysfs: PathBuf,
+    /// Where sysctls live: /proc/sys, or a test's directory.
+    proc_sys: PathBuf,
     journal: PathBuf,
 }
 
 impl Settings {
     pub fn new(sysfs_root: PathBuf, journal: PathBuf) -> Settings {
-        Settings { sysfs: sysfs_root, journal }
+        Settings { sysfs: sysfs_root, proc_sys: "/proc/sys".into(), journal }
+    }
+
+    /// The same, with the sysctls under `root` instead of /proc/sys (for tests).
+    pub fn with_proc_sys(self, root: PathBuf) -> Settings {
+        Settings { proc_sys: root, ..self }
+    }
+
+    /// A sysctl's file (`Setting::SYSCTLS`), `<proc_sys>/kernel/NAME`.
+    pub fn sysctl_path(&self, setting: Setting) -> PathBuf {
+        self.proc_sys.join("kernel").join(setting.file_name())
     }
 
     /// The real system: `/sys` (or `$IOLAB_SYSFS`, for tests) and `default_journal_path()`.
@@ -303,6 +332,12 @@ impl Settings {
         } else if c.setting == Setting::PciDriver {
             let path = pci::override_path(&self.sysfs, c.device.as_deref())?;
             vec![Target { label: path.parent().and_then(Path::file_name).unwrap_or_default().to_string_lossy().into_owned(), path }]
+        } else if c.setting.is_sysctl() {
+            let path = self.sysctl_path(c.setting);
+            if !path.exists() {
+                return Err(format!("this kernel has no kernel.{} ({} is missing)", c.setting.name(), path.display()));
+            }
+            vec![Target { path, label: "kernel".into() }]
         } else if c.setting == Setting::Hugepages {
             let path = self.sysfs.join(HUGEPAGES_2M).join("nr_hugepages");
             if !path.exists() {
@@ -387,6 +422,11 @@ impl Settings {
             Setting::Hugepages => {
                 if v.parse::<u64>().is_err() {
                     return Err(format!("hugepages_2m must be a number of pages, not \"{v}\""));
+                }
+            }
+            Setting::PerfEventParanoid | Setting::KptrRestrict => {
+                if v.parse::<i32>().is_err() {
+                    return Err(format!("kernel.{name} must be a number, not \"{v}\""));
                 }
             }
             Setting::Governor => {
@@ -622,6 +662,8 @@ fn example(s: Setting) -> &'static str {
         Setting::Tracefs => "mounted",
         Setting::PciDriver => "vfio-pci",
         Setting::Hugepages => "16",
+        Setting::PerfEventParanoid => "0",
+        Setting::KptrRestrict => "1",
     }
 }
 

@@ -1,6 +1,9 @@
-//! `--profile layers` on a real kernel: a file on this machine's disk shows its layers.
+//! `--profile layers` on a real kernel: a file on this machine's disk shows its layers; the
+//! sysctls the kernel wants lower for it are lowered for the run and put back.
 use crate::common::{self, iolab_in};
 use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn layer<'a>(p: &'a Value, name: &str) -> Option<&'a Value> {
     p["layers"].as_array()?.iter().find(|l| l["layer"] == name)
@@ -8,6 +11,7 @@ fn layer<'a>(p: &'a Value, name: &str) -> Option<&'a Value> {
 
 #[test]
 fn a_profiled_run_on_a_disk_file_shows_the_file_system_block_and_driver_layers() {
+    let _sysctls = common::profiling_sysctls();
     if !common::is_root() {
         return common::skip("a_profiled_run_on_a_disk_file_shows...", "sampling every CPU needs root");
     }
@@ -50,6 +54,7 @@ fn an_unprofiled_record_has_no_profile() {
 
 #[test]
 fn a_profiled_sweep_profiles_every_run() {
+    let _sysctls = common::profiling_sysctls();
     if !common::is_root() {
         return common::skip("a_profiled_sweep_profiles_every_run", "sampling every CPU needs root");
     }
@@ -83,4 +88,167 @@ fn a_profiled_sweep_profiles_every_run() {
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert_eq!(page.matches(r#"data-kind="flame""#).count(), 2, "two configurations, two flame graphs");
     assert!(page.contains("iolab::engine::worker"), "the hot loop is a frame of the flame graph");
+}
+
+/// A sysctl under /proc/sys/kernel a test sets, put back as it was when the test ends, passed or not.
+struct Sysctl {
+    path: PathBuf,
+    original: String,
+}
+
+impl Sysctl {
+    /// Set `kernel.NAME` to `value`; None (after saying why `test` is skipped) where this process may not.
+    fn set(name: &str, value: &str, test: &str) -> Option<Sysctl> {
+        let path = Path::new("/proc/sys/kernel").join(name);
+        let original = std::fs::read_to_string(&path).ok()?.trim().to_string();
+        let saved = Sysctl { path, original };
+        if let Err(e) = std::fs::write(&saved.path, value) {
+            common::skip(test, &format!("cannot set kernel.{name}={value}: {e}"));
+            return None;
+        }
+        Some(saved)
+    }
+
+    fn read(&self) -> String {
+        std::fs::read_to_string(&self.path).unwrap().trim().to_string()
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.path, &self.original);
+    }
+}
+
+/// A test that sets `kernel.NAME`: the sysctl (put back when dropped), a 16 MiB file on the root
+/// file system (a disk, never tmpfs) and a private settings journal.
+struct SetUp {
+    sysctl: Sysctl,
+    dir: tempfile::TempDir,
+    target: String,
+    journal: PathBuf,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+/// `kernel.NAME` set to `value` for `test`; None after saying why the test is skipped.
+fn set_up(test: &str, name: &str, value: &str) -> Option<SetUp> {
+    let lock = common::profiling_sysctls();
+    if !common::is_root() {
+        common::skip(test, &format!("setting kernel.{name} needs root"));
+        return None;
+    }
+    let sysctl = Sysctl::set(name, value, test)?;
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = common::verify_file(dir.path(), "t", 16 << 20).to_str().unwrap().to_string();
+    let journal = dir.path().join("journal.json");
+    Some(SetUp { sysctl, dir, target, journal, _lock: lock })
+}
+
+impl SetUp {
+    /// `iolab run --profile layers` for 300 ms on the file, started through `wrapper` (a
+    /// program and its arguments; empty: none), and its record.
+    fn profiled_run(&self, wrapper: &[&str]) -> Value {
+        let json = self.dir.path().join("r.json");
+        let iolab = [common::BIN, "run", "-q", "--profile", "layers", "--runtime", "300ms", &self.target, "--json", json.to_str().unwrap()];
+        let all = [wrapper, &iolab[..]].concat();
+        let out = Command::new(all[0]).args(&all[1..]).env("IOLAB_JOURNAL", &self.journal).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!self.journal.exists(), "nothing left in the journal");
+        common::record(&json)
+    }
+}
+
+/// A record's `settings_changed` as one string.
+fn changed(rec: &Value) -> String {
+    rec["environment"]["settings_changed"].to_string()
+}
+
+#[test]
+fn hidden_kernel_addresses_are_shown_for_the_run_and_hidden_again_after() {
+    let Some(s) = set_up("hidden_kernel_addresses_are_shown_for_the_run_and_hidden_again_after", "kptr_restrict", "2") else { return };
+    let rec = s.profiled_run(&[]);
+    // Kernel frames were named: the system calls of psync show as their layer.
+    assert!(layer(&rec["cost"]["profile"], "system call entry and exit").is_some(), "{}", rec["cost"]["profile"]);
+    // Root has CAP_SYSLOG: 1 is enough.
+    assert!(changed(&rec).contains("kernel.kptr_restrict: 2 -> 1"), "{}", changed(&rec));
+    assert_eq!(s.sysctl.read(), "2", "put back after the run");
+}
+
+#[test]
+fn a_run_killed_with_kernel_addresses_shown_leaves_them_to_iolab_restore() {
+    let Some(s) = set_up("a_run_killed_with_kernel_addresses_shown_leaves_them_to_iolab_restore", "kptr_restrict", "2") else { return };
+    use std::process::Stdio;
+    // The unprofiled run of the same job comes first (3 s), then the profiled one lowers it.
+    let mut child = Command::new(common::BIN)
+        .args(["run", "-q", "--profile", "layers", "--runtime", "3s", &s.target])
+        .env("IOLAB_JOURNAL", &s.journal)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while s.sysctl.read() == "2" {
+        assert!(std::time::Instant::now() < deadline, "kernel.kptr_restrict was never lowered");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(s.sysctl.read(), "1", "a killed run puts nothing back");
+    let restore = Command::new(common::BIN).arg("restore").env("IOLAB_JOURNAL", &s.journal).output().unwrap();
+    let said = String::from_utf8_lossy(&restore.stdout);
+    assert!(restore.status.success() && said.contains("kernel.kptr_restrict: 1 -> 2 (restored)"), "{said}");
+    assert_eq!(s.sysctl.read(), "2");
+    assert!(!s.journal.exists());
+}
+
+#[test]
+fn without_cap_perfmon_perf_event_paranoid_is_lowered_for_the_run_where_the_kernel_lets_it() {
+    let test = "without_cap_perfmon_perf_event_paranoid_is_lowered_for_the_run_where_the_kernel_lets_it";
+    let Some(s) = set_up(test, "perf_event_paranoid", "3") else { return };
+    // Root's user id with CAP_PERFMON and CAP_SYS_ADMIN dropped (util-linux's setpriv).
+    let dropped = ["setpriv", "--inh-caps=-perfmon,-sys_admin", "--bounding-set=-perfmon,-sys_admin"];
+    let probe = format!("echo 3 > {}", s.sysctl.path.display());
+    let Ok(may) = Command::new(dropped[0]).args(&dropped[1..]).args(["sh", "-c", &probe]).output() else {
+        return common::skip(test, "no setpriv (util-linux) to drop capabilities with");
+    };
+    // Linux 6.18: perf_event_paranoid is proc_dointvec, a root-owned 0644 file, so the user id
+    // is enough (kptr_restrict, proc_dointvec_minmax_sysadmin, wants CAP_SYS_ADMIN).
+    let rec = s.profiled_run(&dropped);
+    let p = &rec["cost"]["profile"];
+    if may.status.success() {
+        assert!(changed(&rec).contains("kernel.perf_event_paranoid: 3 -> 0"), "{}", changed(&rec));
+        assert!(p["samples"].as_u64().unwrap() > 100 && layer(p, "system call entry and exit").is_some(), "{p}");
+    } else {
+        let why = p["unavailable"].as_str().unwrap_or_default();
+        assert!(why.contains("kernel.perf_event_paranoid <= 0") && why.contains("could not be lowered"), "{p}");
+        assert!(!why.contains('\n'));
+    }
+    assert_eq!(s.sysctl.read(), "3", "put back after the run");
+}
+
+#[test]
+fn a_user_who_may_not_lower_perf_event_paranoid_is_told_so_in_one_line() {
+    let test = "a_user_who_may_not_lower_perf_event_paranoid_is_told_so_in_one_line";
+    let Some(s) = set_up(test, "perf_event_paranoid", "2") else { return };
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let json = s.dir.path().join("r.json");
+    let nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", common::BIN];
+    let out = Command::new(nobody[0])
+        .args(&nobody[1..])
+        .args(["run", "-q", "-i", "null", "--profile", "layers", "--runtime", "200ms", "--json", json.to_str().unwrap()])
+        .env("IOLAB_JOURNAL", &s.journal)
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => return common::skip(test, &format!("iolab does not run as nobody here: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => return common::skip(test, &format!("no setpriv (util-linux): {e}")),
+    }
+    let why = common::record(&json)["cost"]["profile"]["unavailable"].as_str().unwrap_or_default().to_string();
+    assert!(
+        why.contains("kernel.perf_event_paranoid <= 0") && why.contains("could not be lowered") && why.contains("run iolab as root"),
+        "{why}"
+    );
+    assert_eq!(s.sysctl.read(), "2");
+    assert!(!s.journal.exists());
 }

@@ -169,6 +169,7 @@ fn profile_names_are_checked() {
 #[test]
 fn a_profiled_sweep_stores_its_stages_and_layers_and_the_report_draws_them() {
     let _one = one_at_a_time();
+    let _sysctls = common::profiling_sysctls();
     if !common::is_root() {
         return common::skip("a_profiled_sweep_stores...", "profiling needs root");
     }

@@ -152,6 +152,15 @@ pub fn skip(test: &str, why: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
 }
 
+/// Held by tests that sample with `--profile layers` (they read /proc/kallsyms) or change the
+/// sysctls profiling depends on (`kernel.kptr_restrict`, `kernel.perf_event_paranoid`), so a
+/// run never sees another test's sysctl, nor lowers it itself.
+static PROFILING_SYSCTLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn profiling_sysctls() -> std::sync::MutexGuard<'static, ()> {
+    PROFILING_SYSCTLS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Held by tests that make loop devices and look at every block device (partition tables,
 /// holders, mounts), so one test's devices never show up in another's scan.
 pub static LOOPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
