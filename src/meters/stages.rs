@@ -73,8 +73,8 @@ pub const TRACEPOINTS: &[(Kind, &str, &[&str])] = &[
 const INTERRUPT_CONTEXT: u8 = 0x08 | 0x10;
 
 /// One decoded tracepoint record, the fields matching needs in `a` and `b`: system calls
-/// (id), io_uring (ctx, user_data), block (dev, sector), a split (dev | sectors split off << 32,
-/// sector), nvme (ctrl_id << 32 | qid, cid), irq (irq).
+/// (id), io_uring (ctx, user_data), block (dev, sector; a split's `a` is dev | sectors split off
+/// << 32, a bio completion's dev | error << 32), nvme (ctrl_id << 32 | qid, cid), irq (irq).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Event {
     pub time: u64,
@@ -137,6 +137,7 @@ impl Decoder {
                 // The part split off keeps `sector`; the rest goes on at `new_sector`. A bio holds
                 // under 2^32 sectors (its size is a u32 of bytes), so the difference fits beside dev_t.
                 Kind::BlockSplit => (field("dev") | field("new_sector").wrapping_sub(field("sector")) << 32, field("sector")),
+                Kind::BioComplete => (field("dev") | field("error") << 32, field("sector")),
                 _ => (field("dev"), field("sector")),
             };
             out.push(Event {
@@ -264,6 +265,8 @@ struct Req {
     /// its last part (`splits + 1` parts).
     splits: u32,
     parts_done: u32,
+    /// Its bio was refused with EAGAIN and will be queued again (by io-wq).
+    retried: bool,
 }
 
 /// The requests matched from time-ordered events of process `own_pid`, and how many were
@@ -399,6 +402,12 @@ pub fn match_split_requests(events: &[Event], own_pid: u32) -> Matching {
                     // running a request io_uring punted (zram's driver cannot take it without
                     // blocking). Matched in submission order, which io-wq keeps per ring.
                     None => {
+                        // Its nowait attempt was refused (below): the retry has the same sector.
+                        if let Some(&i) = by_sector.get(&block_key(e)).filter(|&&i| reqs[i].retried) {
+                            reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+                            reqs[i].retried = false;
+                            continue;
+                        }
                         while let Some(&i) = punted.front() {
                             if fresh_request(&reqs[i]) && !reqs[i].completed {
                                 break;
@@ -472,6 +481,13 @@ pub fn match_split_requests(events: &[Event], own_pid: u32) -> Matching {
                 let key = block_key(e);
                 let Some(&i) = by_sector.get(&key) else { continue };
                 let r = &mut reqs[i];
+                if e.kind == Kind::BioComplete && (e.a >> 32) as u32 as i32 == -libc::EAGAIN && !r.completed {
+                    // Refused at once rather than blocked (io_uring's nowait attempt at a bio
+                    // that must be split: 6.18 does not split a REQ_NOWAIT bio): io_uring retries
+                    // it from an io-wq worker, whose bio queued is the request's.
+                    r.retried = true;
+                    continue;
+                }
                 if e.kind == Kind::BioComplete {
                     by_sector.remove(&key);
                 }
@@ -1086,6 +1102,40 @@ mod tests {
         assert_eq!(names(at), vec![Enter, UringSubmit, BioQueue, NvmeSetup, RqIssue, Irq, NvmeComplete, RqComplete, UringComplete, Exit]);
         assert_eq!((at[NvmeSetup as usize], at[RqIssue as usize]), (Some(130), Some(131)));
         assert_eq!((at[Irq as usize], at[NvmeComplete as usize], at[RqComplete as usize]), (Some(250), Some(251), Some(252)));
+    }
+
+    /// 6.18 does not split a REQ_NOWAIT bio: io_uring's nowait attempt completes at once with
+    /// EAGAIN and an io-wq worker queues the bio again, where it is split.
+    #[test]
+    fn an_io_uring_read_refused_for_a_split_is_matched_through_its_io_wq_retry() {
+        let dev = 7 << 20;
+        let eagain = (-libc::EAGAIN) as u32 as u64;
+        let mut events = vec![
+            ev(100, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(110, Kind::UringSubmit, 7, 0, 0xc0, 1, 0),
+            ev(111, Kind::BioQueue, 7, 0, dev, 0, 0),
+            ev(112, Kind::BioComplete, 7, 0, dev | eagain << 32, 0, 0),
+            ev(115, Kind::SysExit, 7, 0, 426, 0, 0),
+            // The io-wq worker (thread 8, making no system call) queues it again.
+            ev(120, Kind::BioQueue, 8, 1, dev, 0, 0),
+            split(121, 8, dev, 0, 64),
+            ev(122, Kind::RqIssue, 8, 1, dev, 0, 0),
+            ev(123, Kind::RqIssue, 8, 1, dev, 64, 0),
+            ev(200, Kind::RqComplete, 7, 0, dev, 64, 0),
+            ev(201, Kind::RqComplete, 7, 0, dev, 0, 0),
+            ev(210, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(220, Kind::UringComplete, 7, 0, 0xc0, 1, 0),
+            ev(230, Kind::SysExit, 7, 0, 426, 0, 0),
+        ];
+        let m = match_split_requests(&events, 42);
+        assert_eq!((m.requests.len(), m.split, m.unmatched), (1, 1, 0));
+        use Point::*;
+        let at = &m.requests[0];
+        assert_eq!(names(at), vec![Enter, UringSubmit, BioQueue, RqIssue, RqComplete, UringComplete, Exit]);
+        assert_eq!((at[BioQueue as usize], at[RqComplete as usize]), (Some(120), Some(201)));
+        // Any other error ends the bio: the request completes there.
+        events[3].a = dev | ((-libc::EIO) as u32 as u64) << 32;
+        assert_eq!(names(&match_requests(&events, 42).0[0]), vec![Enter, UringSubmit, BioQueue, BioComplete, UringComplete, Exit]);
     }
 
     /// The user-space driver: one stage, its own latency, the whole of it.

@@ -205,6 +205,11 @@ fn split_reads_on_a_loop_device_end_with_their_last_part() {
     assert!(s["events"].as_u64().unwrap() > 16 * matched, "{s}");
     assert!(stage(&s, "block layer").is_some(), "{s}");
     agrees_with_iolab(&s);
+    // io_uring: 6.18 refuses to split its nowait attempt (EAGAIN at once); io-wq's retry is split.
+    let (s, _) = traced(dir.path(), &["-i", "io_uring", "--qd", "4", "--bs", "64k", &dev.0]);
+    assert_eq!(s["requests_split"], s["requests_matched"], "{s}");
+    assert!(stage(&s, "io_uring issue (inline or by io-wq)").is_some(), "{s}");
+    agrees_with_iolab(&s);
 }
 
 #[test]
