@@ -38,6 +38,7 @@ pub enum Kind {
     UringSubmit,
     UringComplete,
     BioQueue,
+    BlockSplit,
     RqInsert,
     RqIssue,
     RqComplete,
@@ -55,6 +56,7 @@ pub const TRACEPOINTS: &[(Kind, &str, &[&str])] = &[
     (Kind::UringSubmit, "io_uring", &["io_uring_submit_req", "io_uring_submit_sqe"]),
     (Kind::UringComplete, "io_uring", &["io_uring_complete"]),
     (Kind::BioQueue, "block", &["block_bio_queue"]),
+    (Kind::BlockSplit, "block", &["block_split"]),
     (Kind::RqInsert, "block", &["block_rq_insert"]),
     (Kind::RqIssue, "block", &["block_rq_issue"]),
     (Kind::RqComplete, "block", &["block_rq_complete"]),
@@ -72,7 +74,8 @@ pub const TRACEPOINTS: &[(Kind, &str, &[&str])] = &[
 const INTERRUPT_CONTEXT: u8 = 0x08 | 0x10;
 
 /// One decoded tracepoint record, the fields matching needs in `a` and `b`: system calls
-/// (id), io_uring (ctx, user_data), block (dev, sector), nvme (ctrl_id << 32 | qid, cid), irq (irq).
+/// (id), io_uring (ctx, user_data), block (dev, sector; a split's `a` is dev | sectors split off
+/// << 32, a bio completion's dev | error << 32), nvme (ctrl_id << 32 | qid, cid), irq (irq).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Event {
     pub time: u64,
@@ -132,6 +135,10 @@ impl Decoder {
                 Kind::UringSubmit | Kind::UringComplete => (field("ctx"), field("user_data")),
                 Kind::NvmeSetup | Kind::NvmeComplete => (field("ctrl_id") << 32 | field("qid"), field("cid")),
                 Kind::IrqEntry => (field("irq"), 0),
+                // The part split off keeps `sector`; the rest goes on at `new_sector`. A bio holds
+                // under 2^32 sectors (its size is a u32 of bytes), so the difference fits beside dev_t.
+                Kind::BlockSplit => (field("dev") | field("new_sector").wrapping_sub(field("sector")) << 32, field("sector")),
+                Kind::BioComplete => (field("dev") | field("error") << 32, field("sector")),
                 _ => (field("dev"), field("sector")),
             };
             out.push(Event {
@@ -255,12 +262,36 @@ struct Req {
     /// Its device-level completion was seen; what remains is handing it to user space.
     completed: bool,
     done: bool,
+    /// Times the block layer split its bio, and parts of it completed so far: it completes with
+    /// its last part (`splits + 1` parts).
+    splits: u32,
+    parts_done: u32,
+    /// Its bio was refused with EAGAIN and will be queued again (by io-wq).
+    retried: bool,
 }
 
 /// The requests matched from time-ordered events of process `own_pid`, and how many were
 /// started and never finished (in flight at the window's edges, punted to a worker thread,
 /// merged into another request, or events lost).
 pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
+    let m = match_split_requests(events, own_pid);
+    (m.requests, m.unmatched)
+}
+
+/// What matching found: the matched requests, how many of them the block layer split into
+/// parts, and how many were started and never finished.
+pub struct Matching {
+    pub requests: Vec<Timeline>,
+    pub split: u64,
+    pub unmatched: u64,
+}
+
+/// [`match_requests`], also counting the matched requests that were split. A split request
+/// (`block:block_split`: its bio was larger than the queue's max_sectors_kb or max_segments, or
+/// crossed a chunk) has one request per part, each inserted, issued and completed on its own;
+/// its points are its first part's up to the issue and its last completed part's from there,
+/// so its device stage runs from the first part issued to the last part completed.
+pub fn match_split_requests(events: &[Event], own_pid: u32) -> Matching {
     let mut reqs: Vec<Req> = Vec::new();
     // Per thread: the system call it is in (entry time), the request it is submitting, and
     // requests completed that wait for its next system-call exit.
@@ -278,8 +309,9 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
     let mut last_irq: HashMap<u16, u64> = HashMap::new();
     // The block layer's dev_t is major << 20 | minor; a bio on a partition is remapped to the
     // whole disk's sectors before it is traced, and its requests carry the disk's dev: the
-    // major and the sector name a request on both.
-    let block_key = |e: &Event| (e.a >> 20, e.b);
+    // major and the sector name a request on both (dev_t is the low 32 bits: a split's `a`
+    // holds more above it).
+    let block_key = |e: &Event| ((e.a & 0xffff_ffff) >> 20, e.b);
 
     /// The request a thread is submitting that has not reached the device level yet.
     fn fresh(submitting: &HashMap<u32, usize>, reqs: &[Req], tid: u32) -> Option<usize> {
@@ -337,6 +369,11 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
                     if let Some(&i) = submitting.get(&e.tid) {
                         let r = &mut reqs[i];
                         if !r.completed && r.at[Point::RqIssue as usize].is_some() && r.at[Point::Enter as usize] == entered {
+                            if r.splits > 0 {
+                                // An earlier part's interrupt and NVMe completion: not this one's end.
+                                r.at[Point::Irq as usize] = None;
+                                r.at[Point::NvmeComplete as usize] = None;
+                            }
                             r.at[Point::Exit as usize] = Some(e.time);
                             r.completed = true;
                             r.done = true;
@@ -366,6 +403,12 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
                     // running a request io_uring punted (zram's driver cannot take it without
                     // blocking). Matched in submission order, which io-wq keeps per ring.
                     None => {
+                        // Its nowait attempt was refused (below): the retry has the same sector.
+                        if let Some(&i) = by_sector.get(&block_key(e)).filter(|&&i| reqs[i].retried) {
+                            reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+                            reqs[i].retried = false;
+                            continue;
+                        }
                         while let Some(&i) = punted.front() {
                             if fresh_request(&reqs[i]) && !reqs[i].completed {
                                 break;
@@ -381,6 +424,16 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
                 reqs[i].at[Point::BioQueue as usize] = Some(e.time);
                 by_sector.insert(block_key(e), i);
                 submitting.insert(e.tid, i);
+            }
+            Kind::BlockSplit if ours => {
+                let Some(&i) = by_sector.get(&block_key(e)) else { continue };
+                if reqs[i].completed {
+                    continue;
+                }
+                // Fired as the part is split off, before it is issued: the request counts the rest
+                // as a part before any part can complete.
+                reqs[i].splits += 1;
+                by_sector.insert((block_key(e).0, e.b + (e.a >> 32)), i);
             }
             Kind::RqInsert | Kind::RqIssue => {
                 let Some(&i) = by_sector.get(&block_key(e)) else { continue };
@@ -429,12 +482,25 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
                 let key = block_key(e);
                 let Some(&i) = by_sector.get(&key) else { continue };
                 let r = &mut reqs[i];
-                interrupt(r, e, &last_irq);
-                let p = if e.kind == Kind::RqComplete { Point::RqComplete } else { Point::BioComplete };
-                r.at[p as usize].get_or_insert(e.time);
+                if e.kind == Kind::BioComplete && (e.a >> 32) as u32 as i32 == -libc::EAGAIN && !r.completed {
+                    // Refused at once rather than blocked (io_uring's nowait attempt at a bio
+                    // that must be split: 6.18 does not split a REQ_NOWAIT bio): io_uring retries
+                    // it from an io-wq worker, whose bio queued is the request's.
+                    r.retried = true;
+                    continue;
+                }
                 if e.kind == Kind::BioComplete {
                     by_sector.remove(&key);
                 }
+                if !r.completed && r.parts_done < r.splits {
+                    // A part before the last: the request's interrupt is its last part's.
+                    r.parts_done += 1;
+                    r.at[Point::Irq as usize] = None;
+                    continue;
+                }
+                interrupt(r, e, &last_irq);
+                let p = if e.kind == Kind::RqComplete { Point::RqComplete } else { Point::BioComplete };
+                r.at[p as usize].get_or_insert(e.time);
                 complete(r, i, &mut to_user, false);
             }
             Kind::UringComplete => {
@@ -457,7 +523,11 @@ pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
     };
     let started = |r: &Req| r.at[Point::Enter as usize].is_some() || r.at[Point::UringSubmit as usize].is_some();
     let (good, bad): (Vec<Req>, Vec<Req>) = reqs.into_iter().partition(|r| r.done && started(r) && device_done(r));
-    (good.into_iter().map(|r| r.at).collect(), bad.len() as u64)
+    Matching {
+        split: good.iter().filter(|r| r.splits > 0).count() as u64,
+        requests: good.into_iter().map(|r| r.at).collect(),
+        unmatched: bad.len() as u64,
+    }
 }
 
 /// Latency statistics of one stage, or of the whole request.
@@ -489,6 +559,9 @@ pub struct StageProfile {
     pub capped_after_s: Option<f64>,
     pub requests_matched: u64,
     pub requests_unmatched: u64,
+    /// Matched requests the block layer split into parts (`block:block_split`), each ended by
+    /// its last part's completion.
+    pub requests_split: u64,
     /// Matched requests of a synchronous call whose completion left no record: their device,
     /// interrupt and return are one stage (this VM's kernel writes no interrupt-context
     /// tracepoint record while the CPU idles).
@@ -576,6 +649,7 @@ impl StageProfile {
             capped_after_s: None,
             requests_matched: requests,
             requests_unmatched: 0,
+            requests_split: 0,
             requests_completion_untraced: 0,
             end_to_end: Some(stage("end to end")),
             stages: vec![stage(USER_SPACE_DRIVER)],
@@ -783,7 +857,7 @@ impl Tracer {
 
     /// Match the events of our process into requests and split their latency into stages.
     pub fn report(&self, own_pid: u32) -> StagesResult {
-        let (matched, unmatched) = match_requests(&self.events, own_pid);
+        let Matching { requests: matched, split, unmatched } = match_split_requests(&self.events, own_pid);
         if matched.is_empty() && unmatched == 0 {
             return StagesResult::Unavailable {
                 unavailable: "no request of this run reached a traced point of the kernel's I/O stack".into(),
@@ -798,6 +872,7 @@ impl Tracer {
             capped_after_s: self.capped_after_s,
             requests_matched: matched.len() as u64,
             requests_unmatched: unmatched,
+            requests_split: split,
             requests_completion_untraced: matched.iter().filter(|at| completion_untraced(at)).count() as u64,
             end_to_end,
             stages,
@@ -902,6 +977,165 @@ mod tests {
         assert!(completion_untraced(&m[0]));
         let (_, stages) = summarize(&m);
         assert!(stages.last().unwrap().layer.starts_with("device, interrupt and return (the completion left no record"), "{stages:?}");
+    }
+
+    /// `block:block_split`: the part split off keeps `sector`, the rest goes on at `new_sector`.
+    fn split(time: u64, tid: u32, dev: u64, sector: u64, new_sector: u64) -> Event {
+        ev(time, Kind::BlockSplit, tid, 0, dev | (new_sector - sector) << 32, sector, 0)
+    }
+
+    /// A psync read of 64 KiB on a queue taking 16 KiB (max_sectors_kb 16): the bio split three
+    /// times, four requests, each inserted and issued as the next part is split off.
+    fn a_split_read(dev: u64, first_sector: u64, start: u64) -> Vec<Event> {
+        let read = libc::SYS_pread64 as u64;
+        let mut events = vec![ev(start, Kind::SysEnter, 7, 0, read, 0, 0), ev(start + 2, Kind::BioQueue, 7, 0, dev, first_sector, 0)];
+        for part in 0..4u64 {
+            let (t, sector) = (start + 3 + part * 10, first_sector + part * 32);
+            if part < 3 {
+                events.push(split(t, 7, dev, sector, sector + 32));
+            }
+            events.push(ev(t + 1, Kind::RqInsert, 7, 0, dev, sector, 0));
+            events.push(ev(t + 2, Kind::RqIssue, 7, 0, dev, sector, 0));
+        }
+        events
+    }
+
+    #[test]
+    fn a_read_split_into_four_parts_completes_at_its_last_part() {
+        let dev = 7 << 20;
+        let read = libc::SYS_pread64 as u64;
+        let mut events = a_split_read(dev, 0, 10);
+        // Each part completes by interrupt on CPU 1, in the order issued.
+        for part in 0..4u64 {
+            let t = 100 + part * 20;
+            events.push(ev(t, Kind::IrqEntry, 0, 1, 30, 0, 0x09));
+            events.push(ev(t + 1, Kind::RqComplete, 0, 1, dev, part * 32, 0x10));
+        }
+        events.push(ev(180, Kind::SysExit, 7, 0, read, 0, 0));
+        // Then a 4 KiB read the queue takes whole.
+        events.extend([
+            ev(200, Kind::SysEnter, 7, 0, read, 0, 0),
+            ev(202, Kind::BioQueue, 7, 0, dev, 512, 0),
+            ev(203, Kind::RqInsert, 7, 0, dev, 512, 0),
+            ev(204, Kind::RqIssue, 7, 0, dev, 512, 0),
+            ev(250, Kind::IrqEntry, 0, 1, 30, 0, 0x09),
+            ev(251, Kind::RqComplete, 0, 1, dev, 512, 0x10),
+            ev(260, Kind::SysExit, 7, 0, read, 0, 0),
+        ]);
+        let m = match_split_requests(&events, 42);
+        assert_eq!((m.requests.len(), m.split, m.unmatched), (2, 1, 0));
+        use Point::*;
+        let at = &m.requests[0];
+        assert_eq!(names(at), vec![Enter, BioQueue, RqInsert, RqIssue, Irq, RqComplete, Exit]);
+        // Inserted and issued: the first part; the interrupt and completion: the last part's.
+        assert_eq!((at[RqInsert as usize], at[RqIssue as usize]), (Some(14), Some(15)));
+        assert_eq!((at[Irq as usize], at[RqComplete as usize], at[Exit as usize]), (Some(160), Some(161), Some(180)));
+        let (_, stages) = summarize(&m.requests[..1]);
+        let device = stages.iter().find(|s| s.layer == "device (issue to interrupt)").unwrap();
+        assert_eq!(device.p50_ns, 145.0, "from the first part issued to the last part's interrupt");
+        assert_eq!(match_requests(&events, 42), (m.requests, 0));
+    }
+
+    #[test]
+    fn parts_completing_out_of_order_end_the_request_at_the_last_one() {
+        let dev = 7 << 20;
+        let read = libc::SYS_pread64 as u64;
+        let mut events = a_split_read(dev, 0, 10);
+        // The third part first, on CPU 0; then the first; the last two on CPU 1.
+        events.extend([
+            ev(100, Kind::IrqEntry, 0, 0, 30, 0, 0x09),
+            ev(101, Kind::RqComplete, 0, 0, dev, 64, 0x10),
+            ev(110, Kind::RqComplete, 0, 0, dev, 0, 0x10),
+            ev(120, Kind::IrqEntry, 0, 1, 31, 0, 0x09),
+            ev(121, Kind::RqComplete, 0, 1, dev, 96, 0x10),
+            ev(122, Kind::RqComplete, 0, 1, dev, 32, 0x10),
+            ev(130, Kind::SysExit, 7, 0, read, 0, 0),
+        ]);
+        // A second split read whose last part's completion left no record (an interrupt on an
+        // idle CPU): it still returned, so it ends at its exit, with no earlier part's interrupt.
+        events.extend(a_split_read(dev, 1024, 200));
+        events.extend([
+            ev(300, Kind::IrqEntry, 0, 1, 31, 0, 0x09),
+            ev(301, Kind::RqComplete, 0, 1, dev, 1024, 0x10),
+            ev(302, Kind::RqComplete, 0, 1, dev, 1056, 0x10),
+            ev(303, Kind::RqComplete, 0, 1, dev, 1088, 0x10),
+            ev(400, Kind::SysExit, 7, 0, read, 0, 0),
+        ]);
+        let m = match_split_requests(&events, 42);
+        assert_eq!((m.requests.len(), m.split, m.unmatched), (2, 2, 0));
+        use Point::*;
+        let at = &m.requests[0];
+        assert_eq!((at[RqIssue as usize], at[Irq as usize], at[RqComplete as usize]), (Some(15), Some(120), Some(122)));
+        assert_eq!(names(&m.requests[1]), vec![Enter, BioQueue, RqInsert, RqIssue, Exit]);
+        assert!(completion_untraced(&m.requests[1]));
+    }
+
+    #[test]
+    fn a_split_on_nvme_sets_up_a_command_per_part_and_ends_with_the_last() {
+        let (dev, q) = (259 << 20, 1 << 32 | 1);
+        let events = [
+            ev(100, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(110, Kind::UringSubmit, 7, 0, 0xc0, 1, 0),
+            ev(120, Kind::BioQueue, 7, 0, dev, 800, 0),
+            // Split in two; both parts dispatched at the plug's flush, a command each.
+            split(121, 7, dev, 800, 864),
+            ev(130, Kind::NvmeSetup, 7, 0, q, 17, 0),
+            ev(131, Kind::RqIssue, 7, 0, dev, 800, 0),
+            ev(132, Kind::NvmeSetup, 7, 0, q, 18, 0),
+            ev(133, Kind::RqIssue, 7, 0, dev, 864, 0),
+            ev(140, Kind::SysExit, 7, 0, 426, 0, 0),
+            // The first part by interrupt on CPU 1, the second on CPU 0 a little later.
+            ev(200, Kind::IrqEntry, 0, 1, 30, 0, 0x09),
+            ev(201, Kind::NvmeComplete, 0, 1, q, 17, 0x09),
+            ev(202, Kind::RqComplete, 0, 1, dev, 800, 0x09),
+            ev(210, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(250, Kind::IrqEntry, 0, 0, 31, 0, 0x09),
+            ev(251, Kind::NvmeComplete, 0, 0, q, 18, 0x09),
+            ev(252, Kind::RqComplete, 0, 0, dev, 864, 0x09),
+            ev(260, Kind::UringComplete, 7, 0, 0xc0, 1, 0),
+            ev(270, Kind::SysExit, 7, 0, 426, 0, 0),
+        ];
+        let m = match_split_requests(&events, 42);
+        assert_eq!((m.requests.len(), m.split, m.unmatched), (1, 1, 0));
+        use Point::*;
+        let at = &m.requests[0];
+        assert_eq!(names(at), vec![Enter, UringSubmit, BioQueue, NvmeSetup, RqIssue, Irq, NvmeComplete, RqComplete, UringComplete, Exit]);
+        assert_eq!((at[NvmeSetup as usize], at[RqIssue as usize]), (Some(130), Some(131)));
+        assert_eq!((at[Irq as usize], at[NvmeComplete as usize], at[RqComplete as usize]), (Some(250), Some(251), Some(252)));
+    }
+
+    /// 6.18 does not split a REQ_NOWAIT bio: io_uring's nowait attempt completes at once with
+    /// EAGAIN and an io-wq worker queues the bio again, where it is split.
+    #[test]
+    fn an_io_uring_read_refused_for_a_split_is_matched_through_its_io_wq_retry() {
+        let dev = 7 << 20;
+        let eagain = (-libc::EAGAIN) as u32 as u64;
+        let mut events = vec![
+            ev(100, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(110, Kind::UringSubmit, 7, 0, 0xc0, 1, 0),
+            ev(111, Kind::BioQueue, 7, 0, dev, 0, 0),
+            ev(112, Kind::BioComplete, 7, 0, dev | eagain << 32, 0, 0),
+            ev(115, Kind::SysExit, 7, 0, 426, 0, 0),
+            // The io-wq worker (thread 8, making no system call) queues it again.
+            ev(120, Kind::BioQueue, 8, 1, dev, 0, 0),
+            split(121, 8, dev, 0, 64),
+            ev(122, Kind::RqIssue, 8, 1, dev, 0, 0),
+            ev(123, Kind::RqIssue, 8, 1, dev, 64, 0),
+            ev(200, Kind::RqComplete, 7, 0, dev, 64, 0),
+            ev(201, Kind::RqComplete, 7, 0, dev, 0, 0),
+            ev(210, Kind::SysEnter, 7, 0, 426, 0, 0),
+            ev(220, Kind::UringComplete, 7, 0, 0xc0, 1, 0),
+            ev(230, Kind::SysExit, 7, 0, 426, 0, 0),
+        ];
+        let m = match_split_requests(&events, 42);
+        assert_eq!((m.requests.len(), m.split, m.unmatched), (1, 1, 0));
+        use Point::*;
+        let at = &m.requests[0];
+        assert_eq!(names(at), vec![Enter, UringSubmit, BioQueue, RqIssue, RqComplete, UringComplete, Exit]);
+        assert_eq!((at[BioQueue as usize], at[RqComplete as usize]), (Some(120), Some(201)));
+        // Any other error ends the bio: the request completes there.
+        events[3].a = dev | ((-libc::EIO) as u32 as u64) << 32;
+        assert_eq!(names(&match_requests(&events, 42).0[0]), vec![Enter, UringSubmit, BioQueue, BioComplete, UringComplete, Exit]);
     }
 
     /// The user-space driver: one stage, its own latency, the whole of it.

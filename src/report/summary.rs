@@ -288,6 +288,13 @@ fn stages(out: &mut String, p: &crate::meters::stages::StageProfile) {
             s.to
         );
     }
+    if p.requests_split > 0 {
+        let _ = writeln!(
+            out,
+            "         {} of them split by the block layer into parts, each ended by its last part",
+            format_count(p.requests_split as f64)
+        );
+    }
     if p.requests_completion_untraced > 0 {
         let _ = writeln!(
             out,

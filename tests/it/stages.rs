@@ -1,5 +1,6 @@
 //! `--profile stages` on real kernels: a file on ext4 over virtio-blk, a zram device and a loop
-//! device, each request traced through the stack and its latency split into stages.
+//! device (also with its reads split by a lowered max_sectors_kb), each request traced through
+//! the stack and its latency split into stages.
 use crate::common::{self, iolab_in};
 use serde_json::Value;
 use std::path::Path;
@@ -127,6 +128,24 @@ fn zram_shows_its_driver_stage_and_no_scheduler_stage() {
     assert!(stage(&s, "bio-based driver").is_some(), "{s}");
 }
 
+/// A loop device of our own over a file in `dir` (direct I/O on it), detached when dropped.
+struct Loop(String);
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+fn own_loop(dir: &Path) -> Result<Loop, String> {
+    let backing = common::zero_file(dir, "loop.img", 64 << 20);
+    let out = Command::new("losetup").args(["-f", "--show", "--direct-io=on"]).arg(&backing).output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(Loop(String::from_utf8_lossy(&out.stdout).trim().to_string()))
+}
+
 #[test]
 fn a_loop_device_shows_block_and_driver_stages() {
     let _one = one_at_a_time();
@@ -135,26 +154,61 @@ fn a_loop_device_shows_block_and_driver_stages() {
     }
     let _lock = common::LOOPS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let backing = common::zero_file(dir.path(), "loop.img", 64 << 20);
-    let out = Command::new("losetup").args(["-f", "--show", "--direct-io=on"]).arg(&backing).output().unwrap();
-    if !out.status.success() {
-        return common::skip("a_loop_device_shows...", &String::from_utf8_lossy(&out.stderr));
-    }
-    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    struct Detach(String);
-    impl Drop for Detach {
-        fn drop(&mut self) {
-            let _ = Command::new("losetup").args(["-d", &self.0]).status();
-        }
-    }
-    let _detach = Detach(dev.clone());
-    let (s, _) = traced(dir.path(), &[&dev]);
+    let dev = match own_loop(dir.path()) {
+        Ok(l) => l,
+        Err(e) => return common::skip("a_loop_device_shows...", &e),
+    };
+    let (s, _) = traced(dir.path(), &[&dev.0]);
     let found = layers(&s);
     assert!(found.iter().any(|l| l.starts_with("block layer")), "{found:?}");
     // The loop worker completes a request itself, or (direct I/O on its backing file) the
     // backing disk's interrupt does.
     assert!(found.iter().any(|l| l.starts_with("driver and device") || l.starts_with("device (issue to interrupt)")), "{found:?}");
     assert!(!found.iter().any(|l| l.contains("bio-based")), "loop is request-based: {found:?}");
+    assert_eq!(s["requests_split"], 0, "4 KiB reads are taken whole: {s}");
+    agrees_with_iolab(&s);
+}
+
+/// A queue limit of our loop device, put back when dropped (before the device is detached: a
+/// loop device keeps its limits for its next user).
+struct QueueLimit(std::path::PathBuf, String);
+
+impl Drop for QueueLimit {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, &self.1);
+    }
+}
+
+#[test]
+fn split_reads_on_a_loop_device_end_with_their_last_part() {
+    let _one = one_at_a_time();
+    if !common::is_root() {
+        return common::skip("split_reads_on_a_loop_device...", "needs root");
+    }
+    let _lock = common::LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dev = match own_loop(dir.path()) {
+        Ok(l) => l,
+        Err(e) => return common::skip("split_reads_on_a_loop_device...", &e),
+    };
+    let name = Path::new(&dev.0).file_name().unwrap().to_str().unwrap().to_string();
+    let limit = Path::new("/sys/block").join(name).join("queue/max_sectors_kb");
+    let _restore = QueueLimit(limit.clone(), std::fs::read_to_string(&limit).unwrap().trim().to_string());
+    // 8 KiB a request: the block layer splits each 64 KiB read into 8 parts.
+    std::fs::write(&limit, "8").unwrap();
+    assert_eq!(std::fs::read_to_string(&limit).unwrap().trim(), "8", "the kernel took the limit");
+    let (s, _) = traced(dir.path(), &["--bs", "64k", &dev.0]);
+    let matched = s["requests_matched"].as_u64().unwrap();
+    assert!(s["requests_unmatched"].as_u64().unwrap() <= 1, "all but the one in flight at the window's end: {s}");
+    assert_eq!(s["requests_split"].as_u64().unwrap(), matched, "every read was split: {s}");
+    // Each part inserted, issued and completed on its own: more than 16 records a read.
+    assert!(s["events"].as_u64().unwrap() > 16 * matched, "{s}");
+    assert!(stage(&s, "block layer").is_some(), "{s}");
+    agrees_with_iolab(&s);
+    // io_uring: 6.18 refuses to split its nowait attempt (EAGAIN at once); io-wq's retry is split.
+    let (s, _) = traced(dir.path(), &["-i", "io_uring", "--qd", "4", "--bs", "64k", &dev.0]);
+    assert_eq!(s["requests_split"], s["requests_matched"], "{s}");
+    assert!(stage(&s, "io_uring issue (inline or by io-wq)").is_some(), "{s}");
     agrees_with_iolab(&s);
 }
 
