@@ -409,25 +409,40 @@ impl HardwareSampler {
     }
 }
 
+/// A perf event by its type and config, named as perf names it.
+type EventId = (&'static str, u32, u64);
+const CYCLES: EventId = ("cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64);
+const INSTRUCTIONS: EventId = ("instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_INSTRUCTIONS as u64);
+
 /// One CPU's hardware group (cycles leading, instructions following): its ring and the member.
 fn open_hardware_group(cpu: i32) -> Result<(Ring, std::os::fd::OwnedFd), String> {
+    let (ring, member) = open_sampling_group(-1, cpu, CYCLES, INSTRUCTIONS).map_err(|(event, e)| no_hardware(event, cpu, &e))?;
+    Ok((ring.map_err(|e| format!("mapping the ring of the cycles group on CPU {cpu} failed: {e}"))?, member))
+}
+
+/// A group whose `leader` samples [`HW_SAMPLE_HZ`] times a second (freq mode), each sample with
+/// ip, tid, the group's counts and the call chain, and whose `member` counts along; a CPU's
+/// (`pid` -1) or a thread's. Err: the event the kernel refused, and why.
+#[allow(clippy::type_complexity)]
+fn open_sampling_group(
+    pid: i32,
+    cpu: i32,
+    leader: EventId,
+    member: EventId,
+) -> Result<(std::io::Result<Ring>, std::os::fd::OwnedFd), (&'static str, std::io::Error)> {
     // SAFETY: zero is a valid perf_event_attr; the fields the kernel needs are set below.
     let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
-    attr.type_ = b::PERF_TYPE_HARDWARE;
-    attr.config = b::PERF_COUNT_HW_CPU_CYCLES as u64;
+    (attr.type_, attr.config) = (leader.1, leader.2);
     attr.set_freq(1);
     attr.__bindgen_anon_1.sample_freq = HW_SAMPLE_HZ;
     attr.sample_type = (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_READ | b::PERF_SAMPLE_CALLCHAIN) as u64;
     attr.read_format = b::PERF_FORMAT_GROUP as u64;
-    let leader = open_in_group(&mut attr, -1, cpu, None).map_err(|e| no_hardware("cycles", cpu, &e))?;
+    let leader_fd = open_in_group(&mut attr, pid, cpu, None).map_err(|e| (leader.0, e))?;
     // SAFETY: as above.
-    let mut member: b::perf_event_attr = unsafe { std::mem::zeroed() };
-    member.type_ = b::PERF_TYPE_HARDWARE;
-    member.config = b::PERF_COUNT_HW_INSTRUCTIONS as u64;
-    let member =
-        open_in_group(&mut member, -1, cpu, Some(&leader)).map_err(|e| no_hardware("instructions, in the cycles group", cpu, &e))?;
-    let ring = Ring::map(leader, RING_PAGES).map_err(|e| format!("mapping the ring of the cycles group on CPU {cpu} failed: {e}"))?;
-    Ok((ring, member))
+    let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
+    (attr.type_, attr.config) = (member.1, member.2);
+    let member_fd = open_in_group(&mut attr, pid, cpu, Some(&leader_fd)).map_err(|e| (member.0, e))?;
+    Ok((Ring::map(leader_fd, RING_PAGES), member_fd))
 }
 
 /// Why a hardware event cannot be opened, saying so plainly where the machine has no CPU PMU
@@ -1117,6 +1132,49 @@ mod tests {
         assert_eq!(module("iolab", "iolab"), Some(("user", 1.0 / 3.0)));
         assert_eq!(p.run.functions[0].function, "nvme_queue_rq", "ties in (space, module) order");
         assert_eq!(p.run.ns_per_io, Some(3.0 * PERIOD_NS as f64 / 1000.0));
+    }
+
+    #[test]
+    fn the_kernel_writes_group_samples_as_the_decoder_reads_them() {
+        // No PMU here, but software events form groups too: cpu-clock leading and task-clock
+        // following on this thread, their samples laid out by the kernel exactly as the cycles
+        // group's (IP | TID | READ | CALLCHAIN, read_format GROUP).
+        let cpu_clock = ("cpu-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_CLOCK as u64);
+        let task_clock = ("task-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64);
+        let (ring, _member) = match open_sampling_group(0, -1, cpu_clock, task_clock) {
+            Ok((ring, member)) => (ring.unwrap(), member),
+            Err((event, e)) => return eprintln!("skipped: perf_event_open({event}) on this thread: {e}"),
+        };
+        enable(ring.fd(), true);
+        // Spin until this thread has run 50 ms: 200 samples at 4 kHz of its CPU time.
+        let cpu_ns = || {
+            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: t is a valid timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+        };
+        let start = cpu_ns();
+        while cpu_ns() - start < 50_000_000 {
+            std::hint::black_box(0);
+        }
+        enable(ring.fd(), false);
+        let (mut data, mut out, mut lost, mut last) = (Vec::new(), Vec::new(), 0, Counts::default());
+        ring.drain(&mut data);
+        decode_group(&data, &mut last, &mut out, &mut lost);
+        assert!(out.len() >= 100, "{} samples in 50 ms of CPU at 4 kHz", out.len());
+        // SAFETY: plain system calls.
+        let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+        assert!(out.iter().all(|(s, _)| s.pid == pid && s.tid == tid && !s.chain.is_empty()));
+        assert!(out.iter().any(|(s, _)| s.chain.iter().any(|&ip| !is_kernel(ip))), "user frames in the chains");
+        // The leader's counts between samples are its period (250 µs of CPU); the member's, the
+        // same time counted by the other clock.
+        let mut periods: Vec<u64> = out.iter().skip(1).map(|(_, c)| c.cycles).collect();
+        periods.sort();
+        let median = periods[periods.len() / 2];
+        assert!((200_000..=300_000).contains(&median), "median cpu-clock between samples {median} ns, want ~250 µs");
+        let (leader, member): (u64, u64) = out.iter().fold((0, 0), |(a, b), (_, c)| (a + c.cycles, b + c.instructions));
+        assert!(leader.abs_diff(member) * 20 < leader, "cpu-clock {leader} ns and task-clock {member} ns agree within 5 %");
+        assert_eq!((last.cycles, last.instructions), (leader, member), "the totals read are the sums of the deltas");
     }
 
     #[test]
