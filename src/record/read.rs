@@ -199,6 +199,9 @@ lenient_structs! {
         layer: Option<String>,
         self_share: Option<f64>,
         self_ns_per_io: Option<f64>,
+        /// Where the CPUs counted them (a PMU).
+        self_cycles_per_io: Option<f64>,
+        self_instructions_per_io: Option<f64>,
     }
 
     /// `meters::stages::StageProfile`, or why there is none.
