@@ -160,10 +160,17 @@ lenient_structs! {
     pub struct LayerProfile {
         unavailable: Option<String>,
         samples: Option<u64>,
+        /// Absent from records made before it was recorded.
+        hardware: Option<Hardware>,
         layers: Vec<LayerShare>,
         /// Absent from records made before it was recorded.
         run: Option<RunCpu>,
         unprofiled: Option<Unprofiled>,
+    }
+
+    /// `meters::profile::Hardware`: the cycles group, or why the CPUs count none.
+    pub struct Hardware {
+        unavailable: Option<String>,
     }
 
     /// `meters::profile::Unprofiled`: the same job run unprofiled just before.
