@@ -234,15 +234,11 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
             }
             match &p.hardware {
                 Hardware::Counted(h) => {
-                    let _ = writeln!(
-                        out,
-                        "         {} {} samples, {} lost: {:.0} instructions, {:.0} cycles per I/O over every CPU",
-                        h.event,
-                        h.samples,
-                        h.lost,
-                        h.instructions_per_io.unwrap_or(0.0),
-                        h.cycles_per_io.unwrap_or(0.0)
-                    );
+                    let per_io = match (h.instructions_per_io, h.cycles_per_io) {
+                        (Some(i), Some(c)) => format!(": {i:.0} instructions, {c:.0} cycles per I/O over every CPU"),
+                        _ => format!(": {} instructions, {} cycles over every CPU", h.instructions, h.cycles),
+                    };
+                    let _ = writeln!(out, "         {} {} samples, {} lost{per_io}", h.event, h.samples, h.lost);
                 }
                 Hardware::Unavailable { unavailable } => {
                     let _ = writeln!(out, "         no cycles or instructions per layer: {unavailable}");
