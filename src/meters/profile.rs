@@ -8,7 +8,7 @@
 //! *self* share counts samples whose innermost frame is in it; its *inclusive* share, samples
 //! with it anywhere in the chain. Per I/O: samples x period / I/Os, system-wide.
 use super::access::{Sysctls, PARANOID_CPU_WIDE};
-use super::ring::{enable, open_event, Ring};
+use super::ring::{enable, open_event, open_in_group, Ring};
 use perf_event_open_sys as sys;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -308,22 +308,62 @@ pub struct Sample {
 /// Decode the records of a ring buffer's data (already unwrapped): samples and the lost count.
 /// Layout for sample_type IP | TID | CALLCHAIN: header, ip, pid, tid, nr, ips[nr].
 pub fn decode(data: &[u8], out: &mut Vec<Sample>, lost: &mut u64) {
+    walk(data, false, lost, |s, _| out.push(s));
+}
+
+/// Decode the records of a hardware group's ring (sample_type IP | TID | READ | CALLCHAIN,
+/// read_format GROUP: header, ip, pid, tid, nr, values[nr], nr, ips[nr]): each sample with the
+/// group's counts since the ring's previous sample. `last` holds the counts read so far (the
+/// kernel reports totals since the group was enabled) and carries over between drains; a lost
+/// sample's counts fall to the next one, so the totals stay whole.
+pub fn decode_group(data: &[u8], last: &mut Counts, out: &mut Vec<(Sample, Counts)>, lost: &mut u64) {
+    walk(data, true, lost, |s, total| {
+        let total = total.unwrap_or(*last);
+        out.push((
+            s,
+            Counts { cycles: total.cycles.saturating_sub(last.cycles), instructions: total.instructions.saturating_sub(last.instructions) },
+        ));
+        *last = total;
+    });
+}
+
+/// Every sample of drained ring data, in the order the kernel writes a sample's fields (ip, tid,
+/// read, callchain), with the group's totals where `read` (leader's value first, then the members'
+/// in the order they joined: cycles, instructions); lost records counted.
+fn walk(data: &[u8], read: bool, lost: &mut u64, mut sample: impl FnMut(Sample, Option<Counts>)) {
     let u32_at = |d: &[u8], o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap());
-    let u64_at = |d: &[u8], o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap());
+    let u64_at = |d: &[u8], o: usize| d.get(o..o + 8).map(|w| u64::from_ne_bytes(w.try_into().unwrap()));
     for (kind, rec) in super::ring::records(data) {
-        let size = rec.len();
-        if kind == b::PERF_RECORD_SAMPLE && size >= 32 {
+        if kind == b::PERF_RECORD_SAMPLE && rec.len() >= 32 {
             let (pid, tid) = (u32_at(rec, 16), u32_at(rec, 20));
-            let nr = u64_at(rec, 24) as usize;
-            let chain = (0..nr)
-                .filter_map(|i| rec.get(32 + 8 * i..40 + 8 * i).map(|w| u64::from_ne_bytes(w.try_into().unwrap())))
-                .filter(|&ip| ip < b::PERF_CONTEXT_MAX)
-                .collect::<Vec<_>>();
-            let chain = if chain.is_empty() { vec![u64_at(rec, 8)] } else { chain };
-            out.push(Sample { pid, tid, chain });
-        } else if kind == b::PERF_RECORD_LOST && size >= 24 {
-            *lost += u64_at(rec, 16);
+            let mut at = 24;
+            let mut totals = None;
+            if read {
+                let nr = u64_at(rec, at).unwrap_or(0) as usize;
+                totals = u64_at(rec, at + 8).zip(u64_at(rec, at + 16)).map(|(cycles, instructions)| Counts { cycles, instructions });
+                at += 8 + 8 * nr;
+            }
+            let nr = u64_at(rec, at).unwrap_or(0) as usize;
+            let chain = (0..nr).filter_map(|i| u64_at(rec, at + 8 + 8 * i)).filter(|&ip| ip < b::PERF_CONTEXT_MAX).collect::<Vec<_>>();
+            let chain = if chain.is_empty() { vec![u64_at(rec, 8).unwrap_or(0)] } else { chain };
+            sample(Sample { pid, tid, chain }, totals);
+        } else if kind == b::PERF_RECORD_LOST {
+            *lost += u64_at(rec, 16).unwrap_or(0);
         }
+    }
+}
+
+/// Cycles and instructions: a hardware sample's since the previous sample on its CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub cycles: u64,
+    pub instructions: u64,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.cycles += o.cycles;
+        self.instructions += o.instructions;
     }
 }
 
@@ -338,11 +378,89 @@ fn open_ring(cpu: i32) -> std::io::Result<Ring> {
     Ring::map(open_event(&mut attr, -1, cpu)?, RING_PAGES)
 }
 
+/// Hardware samples per CPU and second, in `freq` mode (the kernel sets the cycle period):
+/// about the cpu-clock's rate, with no clock rate to guess.
+const HW_SAMPLE_HZ: u64 = 4000;
+
+/// The hardware group on every CPU (`{cycles,instructions}:S`): cycles sample, each sample
+/// reading both counters, so its cycles and instructions since the previous one are charged to
+/// where it landed. Beside the cpu-clock samples, not instead of them: cycles stop while a CPU
+/// halts, so time (and idle) still comes from the timer.
+struct HardwareSampler {
+    rings: Vec<Ring>,
+    /// The instructions counters: open as long as their groups are.
+    members: Vec<std::os::fd::OwnedFd>,
+    /// Per ring: the counts read so far.
+    last: Vec<Counts>,
+    samples: Vec<(Sample, Counts)>,
+    lost: u64,
+}
+
+impl HardwareSampler {
+    /// Open the group on every CPU. Err: why not, the first refusal.
+    fn open(ncpu: usize) -> Result<HardwareSampler, String> {
+        let (rings, members) = (0..ncpu as i32).map(open_hardware_group).collect::<Result<(Vec<_>, Vec<_>), _>>()?;
+        Ok(HardwareSampler { last: vec![Counts::default(); rings.len()], rings, members, samples: Vec::new(), lost: 0 })
+    }
+
+    fn drain(&mut self, data: &mut Vec<u8>) {
+        for (r, last) in self.rings.iter().zip(&mut self.last) {
+            data.clear();
+            r.drain(data);
+            decode_group(data, last, &mut self.samples, &mut self.lost);
+        }
+    }
+}
+
+/// A perf event by its type and config, named as perf names it.
+type EventId = (&'static str, u32, u64);
+const CYCLES: EventId = ("cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64);
+const INSTRUCTIONS: EventId = ("instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_INSTRUCTIONS as u64);
+
+/// One CPU's hardware group (cycles leading, instructions following): its ring and the member.
+fn open_hardware_group(cpu: i32) -> Result<(Ring, std::os::fd::OwnedFd), String> {
+    let (ring, member) = open_sampling_group(-1, cpu, CYCLES, INSTRUCTIONS).map_err(|(event, e)| no_hardware(event, cpu, &e))?;
+    Ok((ring.map_err(|e| format!("mapping the ring of the cycles group on CPU {cpu} failed: {e}"))?, member))
+}
+
+/// A group whose `leader` samples [`HW_SAMPLE_HZ`] times a second (freq mode), each sample with
+/// ip, tid, the group's counts and the call chain, and whose `member` counts along; a CPU's
+/// (`pid` -1) or a thread's. Err: the event the kernel refused, and why.
+#[allow(clippy::type_complexity)]
+fn open_sampling_group(
+    pid: i32,
+    cpu: i32,
+    leader: EventId,
+    member: EventId,
+) -> Result<(std::io::Result<Ring>, std::os::fd::OwnedFd), (&'static str, std::io::Error)> {
+    // SAFETY: zero is a valid perf_event_attr; the fields the kernel needs are set below.
+    let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
+    (attr.type_, attr.config) = (leader.1, leader.2);
+    attr.set_freq(1);
+    attr.__bindgen_anon_1.sample_freq = HW_SAMPLE_HZ;
+    attr.sample_type = (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_READ | b::PERF_SAMPLE_CALLCHAIN) as u64;
+    attr.read_format = b::PERF_FORMAT_GROUP as u64;
+    let leader_fd = open_in_group(&mut attr, pid, cpu, None).map_err(|e| (leader.0, e))?;
+    // SAFETY: as above.
+    let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
+    (attr.type_, attr.config) = (member.1, member.2);
+    let member_fd = open_in_group(&mut attr, pid, cpu, Some(&leader_fd)).map_err(|e| (member.0, e))?;
+    Ok((Ring::map(leader_fd, RING_PAGES), member_fd))
+}
+
+/// Why a hardware event cannot be opened, saying so plainly where the machine has no CPU PMU
+/// (a VM without a virtual PMU: the kernel answers ENOENT).
+fn no_hardware(event: &str, cpu: i32, e: &std::io::Error) -> String {
+    let pmu = ["cpu", "cpu_core", "cpu_atom"].iter().any(|p| std::path::Path::new("/sys/bus/event_source/devices").join(p).exists());
+    let why = if pmu { "" } else { "no PMU (no cpu in /sys/bus/event_source/devices): " };
+    format!("{why}perf_event_open({event}) on CPU {cpu} failed: {e}")
+}
+
 /// A profile in the record: the layers, or why there are none.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(untagged)]
 pub enum ProfileResult {
-    Measured(LayerProfile),
+    Measured(Box<LayerProfile>),
     Unavailable { unavailable: String },
 }
 
@@ -353,6 +471,8 @@ pub struct Profiler {
     lost: u64,
     /// Read as the events are opened: kptr_restrict may be lowered for it only while the run lasts.
     kernel_symbols: Result<KernelSymbols, String>,
+    /// Cycles and instructions where the CPUs count them, else why not.
+    hardware: Result<HardwareSampler, String>,
 }
 
 impl Profiler {
@@ -364,11 +484,13 @@ impl Profiler {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("perf_event_open of a cpu-clock sampling event failed: {e}"))?;
         let kernel_symbols = sysctls.kallsyms(KernelSymbols::parse);
-        Ok(Profiler { rings, samples: Vec::new(), lost: 0, kernel_symbols })
+        // After the cpu-clock rings: they lowered perf_event_paranoid where it had to be.
+        let hardware = HardwareSampler::open(ncpu);
+        Ok(Profiler { rings, samples: Vec::new(), lost: 0, kernel_symbols, hardware })
     }
 
     pub fn start(&self) {
-        self.rings.iter().for_each(|r| enable(r.fd(), true));
+        self.rings.iter().chain(self.hardware.iter().flat_map(|h| &h.rings)).for_each(|r| enable(r.fd(), true));
     }
 
     /// Called every ~20 ms inside the window, so the rings never fill.
@@ -379,19 +501,26 @@ impl Profiler {
             r.drain(&mut data);
             decode(&data, &mut self.samples, &mut self.lost);
         }
+        if let Ok(h) = &mut self.hardware {
+            h.drain(&mut data);
+        }
     }
 
     /// Stop sampling and take the rest: the window has ended.
     pub fn stop(&mut self) {
-        self.rings.iter().for_each(|r| enable(r.fd(), false));
+        self.rings.iter().chain(self.hardware.iter().flat_map(|h| &h.rings)).for_each(|r| enable(r.fd(), false));
         self.drain();
         self.rings.clear();
+        if let Ok(h) = &mut self.hardware {
+            h.rings.clear();
+            h.members.clear();
+        }
     }
 
     /// Attribute every sample to its layers, for `ios` I/Os in the window.
     pub fn report(&self, own_pid: u32, ios: u64) -> ProfileResult {
         match self.layers(own_pid, ios) {
-            Ok(p) => ProfileResult::Measured(p),
+            Ok(p) => ProfileResult::Measured(Box::new(p)),
             Err(unavailable) => ProfileResult::Unavailable { unavailable },
         }
     }
@@ -402,9 +531,13 @@ impl Profiler {
         if self.samples.is_empty() {
             return Err("no samples were taken in the window".into());
         }
-        let mut profile = attribute(&self.samples, self.lost, syms, &maps, own_pid, ios);
-        profile.flame = Some(Box::new(super::flame::fold(&self.samples, syms, &maps, own_pid)));
-        Ok(profile)
+        let mut p = attribute(&self.samples, self.lost, syms, &maps, own_pid, ios);
+        p.flame = Some(super::flame::fold(&self.samples, syms, &maps, own_pid));
+        p.hardware = match &self.hardware {
+            Ok(h) => Hardware::Counted(Box::new(attribute_counts(&mut p.layers, &h.samples, h.lost, syms, &maps, own_pid, ios))),
+            Err(unavailable) => Hardware::Unavailable { unavailable: unavailable.clone() },
+        };
+        Ok(p)
     }
 }
 
@@ -517,6 +650,27 @@ pub struct LayerShare {
     pub inclusive_ns_per_io: Option<f64>,
     /// The functions with the most self samples in this layer, with their share of all samples.
     pub top_functions: Vec<(String, f64)>,
+    /// Cycles and instructions per I/O, self and inclusive, where the CPUs count them (the
+    /// hardware samples' counts, system-wide, / I/Os); absent where they do not (`hardware`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_cycles_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_cycles_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_instructions_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_instructions_per_io: Option<f64>,
+}
+
+impl LayerShare {
+    /// Its cycles and instructions per I/O from the counts charged to it, self and inclusive.
+    fn set_counts(&mut self, [own, inclusive]: &[Counts; 2], ios: u64) {
+        let per_io = |n: u64| (ios > 0).then(|| n as f64 / ios as f64);
+        self.self_cycles_per_io = per_io(own.cycles);
+        self.inclusive_cycles_per_io = per_io(inclusive.cycles);
+        self.self_instructions_per_io = per_io(own.instructions);
+        self.inclusive_instructions_per_io = per_io(inclusive.instructions);
+    }
 }
 
 /// The run's own CPU time by user and kernel space, module and function, as IISWC'19 Fig 14
@@ -575,6 +729,8 @@ pub struct LayerProfile {
     /// Samples taken on every CPU over the window, and samples the kernel dropped.
     pub samples: u64,
     pub lost: u64,
+    /// The cycles and instructions samples beside the timer's, or why there are none.
+    pub hardware: Hardware,
     /// Largest self share first; idle included, so the shares sum to 1.
     pub layers: Vec<LayerShare>,
     /// The run's own CPU by space, module and function.
@@ -583,7 +739,30 @@ pub struct LayerProfile {
     /// profiled run's figures are never the ones to compare configurations by.
     pub unprofiled: Option<Unprofiled>,
     /// The run's own samples as a flame graph's stacks (`iolab report` draws it).
-    pub flame: Option<Box<super::flame::Flame>>,
+    pub flame: Option<super::flame::Flame>,
+}
+
+/// Hardware counts in the record: the cycles group's samples, or why the CPUs count none.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Hardware {
+    Counted(Box<HardwareCounts>),
+    Unavailable { unavailable: String },
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct HardwareCounts {
+    /// `{cycles,instructions}:S` in perf's words: cycles sample, each sample reads both.
+    pub event: &'static str,
+    /// Samples asked per CPU and second (the kernel sets the cycle period to meet it).
+    pub sample_hz: u64,
+    pub samples: u64,
+    pub lost: u64,
+    /// Every CPU's cycles and instructions over the window, and per I/O.
+    pub cycles: u64,
+    pub instructions: u64,
+    pub cycles_per_io: Option<f64>,
+    pub instructions_per_io: Option<f64>,
 }
 
 /// An unprofiled run of the same job, beside the profiled one.
@@ -629,18 +808,7 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
     for s in samples {
         let mut seen: Vec<&'static str> = Vec::new();
         for (depth, &ip) in s.chain.iter().enumerate() {
-            let (layer, module, function) = if is_kernel(ip) {
-                match syms.lookup(ip) {
-                    Some((f, m)) => (kernel_layer(f, m), m.unwrap_or("vmlinux").to_string(), f.to_string()),
-                    None => ("rest of kernel", "vmlinux".into(), format!("{ip:#x}")),
-                }
-            } else if s.pid == own_pid {
-                maps.frame(ip)
-            } else if s.pid == 0 {
-                ("idle", String::new(), "swapper".into())
-            } else {
-                ("other processes (user)", String::new(), names.entry(s.pid).or_insert_with(|| process_name(s.pid)).clone())
-            };
+            let (layer, module, function) = frame(ip, s.pid, syms, maps, own_pid, &mut names);
             if depth == 0 {
                 *selfs.entry(layer).or_default() += 1;
                 let ours = s.pid == own_pid || (s.pid == 0 && layer != "idle");
@@ -672,19 +840,115 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
                 self_ns_per_io: per_io(own),
                 inclusive_ns_per_io: per_io(inc),
                 top_functions: top.into_iter().take(3).map(|(f, n)| (f, share(n))).collect(),
+                self_cycles_per_io: None,
+                inclusive_cycles_per_io: None,
+                self_instructions_per_io: None,
+                inclusive_instructions_per_io: None,
             }
         })
         .collect();
     layers.sort_by(|a, b| b.self_share.total_cmp(&a.self_share).then(a.layer.cmp(&b.layer)));
+    let hardware = Hardware::Unavailable { unavailable: "not sampled".into() };
     LayerProfile {
         event: "cpu-clock",
         period_ns: PERIOD_NS,
         samples: total,
         lost,
+        hardware,
         layers,
         run: run_cpu(&run, ios),
         unprofiled: None,
         flame: None,
+    }
+}
+
+/// Where one frame of a sample ran: its layer, module (or mapped file) and function. `names`
+/// keeps other processes' names, each read from /proc once, not once per frame.
+fn frame(
+    ip: u64,
+    pid: u32,
+    syms: &KernelSymbols,
+    maps: &UserMaps,
+    own_pid: u32,
+    names: &mut HashMap<u32, String>,
+) -> (&'static str, String, String) {
+    if is_kernel(ip) {
+        match syms.lookup(ip) {
+            Some((f, m)) => (kernel_layer(f, m), m.unwrap_or("vmlinux").to_string(), f.to_string()),
+            None => ("rest of kernel", "vmlinux".into(), format!("{ip:#x}")),
+        }
+    } else if pid == own_pid {
+        maps.frame(ip)
+    } else if pid == 0 {
+        ("idle", String::new(), "swapper".into())
+    } else {
+        ("other processes (user)", String::new(), names.entry(pid).or_insert_with(|| process_name(pid)).clone())
+    }
+}
+
+/// Charge every hardware sample's cycles and instructions to its layers, self (the innermost
+/// frame's) and inclusive (each layer of its chain once), as the time is charged, and fill the
+/// layers' per-I/O counts; a layer only the hardware samples saw joins with no time share.
+pub fn attribute_counts(
+    layers: &mut Vec<LayerShare>,
+    samples: &[(Sample, Counts)],
+    lost: u64,
+    syms: &KernelSymbols,
+    maps: &UserMaps,
+    own_pid: u32,
+    ios: u64,
+) -> HardwareCounts {
+    let mut by_layer: HashMap<&'static str, [Counts; 2]> = HashMap::new();
+    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut total = Counts::default();
+    for (s, counts) in samples {
+        total += *counts;
+        let mut seen: Vec<&'static str> = Vec::new();
+        for (depth, &ip) in s.chain.iter().enumerate() {
+            let layer = frame(ip, s.pid, syms, maps, own_pid, &mut names).0;
+            let entry = by_layer.entry(layer).or_default();
+            if depth == 0 {
+                entry[0] += *counts;
+            }
+            if !seen.contains(&layer) {
+                seen.push(layer);
+                entry[1] += *counts;
+            }
+        }
+    }
+    let per_io = |n: u64| (ios > 0).then(|| n as f64 / ios as f64);
+    // Counted: a layer no hardware sample landed in has none, not unknown.
+    layers.iter_mut().for_each(|l| l.set_counts(&[Counts::default(); 2], ios));
+    for (&layer, counts) in &by_layer {
+        let at = match layers.iter().position(|l| l.layer == layer) {
+            Some(at) => at,
+            None => {
+                layers.push(LayerShare {
+                    layer: layer.to_string(),
+                    self_share: 0.0,
+                    inclusive_share: 0.0,
+                    self_ns_per_io: per_io(0),
+                    inclusive_ns_per_io: per_io(0),
+                    top_functions: Vec::new(),
+                    self_cycles_per_io: None,
+                    inclusive_cycles_per_io: None,
+                    self_instructions_per_io: None,
+                    inclusive_instructions_per_io: None,
+                });
+                layers.len() - 1
+            }
+        };
+        layers[at].set_counts(counts, ios);
+    }
+    HardwareCounts {
+        event: "{cycles,instructions}:S",
+        sample_hz: HW_SAMPLE_HZ,
+        samples: samples.len() as u64,
+        lost,
+        cycles: total.cycles,
+        instructions: total.instructions,
+        cycles_per_io: per_io(total.cycles),
+        instructions_per_io: per_io(total.instructions),
     }
 }
 
@@ -798,6 +1062,50 @@ mod tests {
         assert_eq!(out[1], Sample { pid: 9, tid: 9, chain: vec![0x1000] }, "no chain: the sampled ip alone");
     }
 
+    /// A PERF_RECORD_SAMPLE of the cycles group, byte for byte as perf_event_open(2) lays it out
+    /// for IP | TID | READ | CALLCHAIN with read_format GROUP: struct perf_event_header { u32 type;
+    /// u16 misc; u16 size; }, u64 ip, u32 pid, u32 tid, { u64 nr; u64 values[nr]; } (the leader's
+    /// first), { u64 nr; u64 ips[nr]; }.
+    fn group_sample(ip: u64, pid: u32, tid: u32, totals: [u64; 2], chain: &[u64]) -> Vec<u8> {
+        let size = 8 + 8 + 8 + 8 * (1 + totals.len()) + 8 * (1 + chain.len());
+        let mut v = Vec::new();
+        v.extend_from_slice(&b::PERF_RECORD_SAMPLE.to_ne_bytes());
+        v.extend_from_slice(&(b::PERF_RECORD_MISC_KERNEL as u16).to_ne_bytes());
+        v.extend_from_slice(&(size as u16).to_ne_bytes());
+        v.extend_from_slice(&ip.to_ne_bytes());
+        v.extend_from_slice(&pid.to_ne_bytes());
+        v.extend_from_slice(&tid.to_ne_bytes());
+        v.extend_from_slice(&(totals.len() as u64).to_ne_bytes());
+        totals.iter().for_each(|t| v.extend_from_slice(&t.to_ne_bytes()));
+        v.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
+        chain.iter().for_each(|ip| v.extend_from_slice(&ip.to_ne_bytes()));
+        assert_eq!(v.len(), size);
+        v
+    }
+
+    #[test]
+    fn group_samples_decode_into_counts_since_the_previous_sample() {
+        let marker = b::PERF_CONTEXT_MAX + 1;
+        let mut data = group_sample(0xffffffff81200010, 7, 8, [1_000_000, 400_000], &[marker, 0xffffffff81200010, 0xffffffff81100000]);
+        data.extend(record(b::PERF_RECORD_LOST, &[1, 2]));
+        data.extend(group_sample(0x400100, 7, 9, [1_900_000, 1_300_000], &[0x400100]));
+        let (mut out, mut lost, mut last) = (Vec::new(), 0, Counts::default());
+        decode_group(&data[..data.len() - 1], &mut last, &mut out, &mut lost);
+        assert_eq!(out.len(), 1, "a record cut short is not decoded");
+        (out, lost, last) = (Vec::new(), 0, Counts::default());
+        decode_group(&data, &mut last, &mut out, &mut lost);
+        assert_eq!(lost, 2);
+        assert_eq!(out[0].0, Sample { pid: 7, tid: 8, chain: vec![0xffffffff81200010, 0xffffffff81100000] });
+        assert_eq!(out[0].1, Counts { cycles: 1_000_000, instructions: 400_000 }, "the first sample: counts since the group was enabled");
+        assert_eq!(out[1].0, Sample { pid: 7, tid: 9, chain: vec![0x400100] });
+        assert_eq!(out[1].1, Counts { cycles: 900_000, instructions: 900_000 }, "counts since the previous sample");
+        // The next drain goes on from the totals read so far.
+        let mut next = Vec::new();
+        decode_group(&group_sample(0x400100, 7, 9, [2_000_000, 1_350_000], &[]), &mut last, &mut next, &mut lost);
+        assert_eq!(next[0].1, Counts { cycles: 100_000, instructions: 50_000 });
+        assert_eq!(next[0].0.chain, vec![0x400100], "no chain: the sampled ip alone");
+    }
+
     #[test]
     fn samples_are_attributed_self_and_inclusive() {
         let k = KernelSymbols::parse(KALLSYMS).unwrap();
@@ -835,6 +1143,85 @@ mod tests {
         assert_eq!(module("iolab", "iolab"), Some(("user", 1.0 / 3.0)));
         assert_eq!(p.run.functions[0].function, "nvme_queue_rq", "ties in (space, module) order");
         assert_eq!(p.run.ns_per_io, Some(3.0 * PERIOD_NS as f64 / 1000.0));
+    }
+
+    #[test]
+    fn the_kernel_writes_group_samples_as_the_decoder_reads_them() {
+        // No PMU here, but software events form groups too: cpu-clock leading and task-clock
+        // following on this thread, their samples laid out by the kernel exactly as the cycles
+        // group's (IP | TID | READ | CALLCHAIN, read_format GROUP).
+        let cpu_clock = ("cpu-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_CLOCK as u64);
+        let task_clock = ("task-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64);
+        let (ring, _member) = match open_sampling_group(0, -1, cpu_clock, task_clock) {
+            Ok((ring, member)) => (ring.unwrap(), member),
+            Err((event, e)) => return eprintln!("skipped: perf_event_open({event}) on this thread: {e}"),
+        };
+        enable(ring.fd(), true);
+        // Spin until this thread has run 50 ms: 200 samples at 4 kHz of its CPU time.
+        let cpu_ns = || {
+            let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: t is a valid timespec.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+            t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+        };
+        let start = cpu_ns();
+        while cpu_ns() - start < 50_000_000 {
+            std::hint::black_box(0);
+        }
+        enable(ring.fd(), false);
+        let (mut data, mut out, mut lost, mut last) = (Vec::new(), Vec::new(), 0, Counts::default());
+        ring.drain(&mut data);
+        decode_group(&data, &mut last, &mut out, &mut lost);
+        assert!(out.len() >= 100, "{} samples in 50 ms of CPU at 4 kHz", out.len());
+        // SAFETY: plain system calls.
+        let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+        assert!(out.iter().all(|(s, _)| s.pid == pid && s.tid == tid && !s.chain.is_empty()));
+        assert!(out.iter().any(|(s, _)| s.chain.iter().any(|&ip| !is_kernel(ip))), "user frames in the chains");
+        // The leader's counts between samples are its period (250 µs of CPU); the member's, the
+        // same time counted by the other clock.
+        let mut periods: Vec<u64> = out.iter().skip(1).map(|(_, c)| c.cycles).collect();
+        periods.sort();
+        let median = periods[periods.len() / 2];
+        assert!((200_000..=300_000).contains(&median), "median cpu-clock between samples {median} ns, want ~250 µs");
+        let (leader, member): (u64, u64) = out.iter().fold((0, 0), |(a, b), (_, c)| (a + c.cycles, b + c.instructions));
+        assert!(leader.abs_diff(member) * 20 < leader, "cpu-clock {leader} ns and task-clock {member} ns agree within 5 %");
+        assert_eq!((last.cycles, last.instructions), (leader, member), "the totals read are the sums of the deltas");
+    }
+
+    #[test]
+    fn cycles_and_instructions_are_charged_to_the_layers_self_and_inclusive() {
+        let k = KernelSymbols::parse(KALLSYMS).unwrap();
+        let maps = UserMaps::parse("00400000-00500000 r-xp 00000000 08:01 1 /usr/bin/iolab\n", Some("/usr/bin/iolab".into()));
+        let s = |pid: u32, chain: &[u64]| Sample { pid, tid: pid, chain: chain.to_vec() };
+        let c = |cycles: u64, instructions: u64| Counts { cycles, instructions };
+        let time = vec![s(42, &[0xffffffff81200010, 0xffffffff81100010]), s(0, &[0xffffffff81500010])];
+        let hw = vec![
+            // nvme under the block layer under a system call: all three inclusive, nvme self
+            (s(42, &[0xffffffffc0001010, 0xffffffff81200010, 0xffffffff81200020, 0xffffffff81100010]), c(3000, 1000)),
+            (s(42, &[0xffffffff81200010, 0xffffffff81100010]), c(2000, 1500)),
+            (s(42, &[0x400200]), c(1000, 2500)),
+        ];
+        let mut p = attribute(&time, 0, &k, &maps, 42, 10);
+        assert!(p.layers.iter().all(|l| l.self_cycles_per_io.is_none()), "no hardware samples: no counts");
+        let h = attribute_counts(&mut p.layers, &hw, 1, &k, &maps, 42, 10);
+        assert_eq!((h.samples, h.lost, h.cycles, h.instructions), (3, 1, 6000, 5000));
+        assert_eq!((h.cycles_per_io, h.instructions_per_io), (Some(600.0), Some(500.0)));
+        let get = |n: &str| p.layers.iter().find(|l| l.layer == n).unwrap().clone();
+        let counts = |n: &str| {
+            let l = get(n);
+            (l.self_cycles_per_io, l.inclusive_cycles_per_io, l.self_instructions_per_io, l.inclusive_instructions_per_io)
+        };
+        assert_eq!(counts("device driver"), (Some(300.0), Some(300.0), Some(100.0), Some(100.0)));
+        // Two frames of the block layer in one chain count once.
+        assert_eq!(counts("block layer"), (Some(200.0), Some(500.0), Some(150.0), Some(250.0)));
+        assert_eq!(counts("system call entry and exit"), (Some(0.0), Some(500.0), Some(0.0), Some(250.0)));
+        assert_eq!(counts("iolab"), (Some(100.0), Some(100.0), Some(250.0), Some(250.0)));
+        assert_eq!(counts("idle"), (Some(0.0), Some(0.0), Some(0.0), Some(0.0)), "cycles stop while halted: counted, none");
+        // Layers only the cycles saw join with no time share; the time shares are the timer's.
+        assert_eq!((get("iolab").self_share, get("device driver").self_share), (0.0, 0.0));
+        assert_eq!(get("block layer").self_share, 0.5);
+        let sum: f64 = p.layers.iter().filter_map(|l| l.self_cycles_per_io).sum();
+        assert_eq!(sum, 600.0, "self cycles add up to every CPU's cycles per I/O");
     }
 
     #[test]

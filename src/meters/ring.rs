@@ -7,10 +7,17 @@ use sys::bindings as b;
 
 /// Open one event (`pid` -1 with a CPU: everything on that CPU). Disabled until enabled.
 pub fn open_event(attr: &mut b::perf_event_attr, pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
+    open_in_group(attr, pid, cpu, None)
+}
+
+/// Open an event as a member of `leader`'s group (None: a leader of its own). A member is left
+/// enabled, so it counts exactly while its leader does (enabling the leader alone starts both).
+pub fn open_in_group(attr: &mut b::perf_event_attr, pid: i32, cpu: i32, leader: Option<&OwnedFd>) -> std::io::Result<OwnedFd> {
     attr.size = std::mem::size_of::<b::perf_event_attr>() as u32;
-    attr.set_disabled(1);
+    attr.set_disabled(leader.is_none() as u64);
+    let group = leader.map_or(-1, |l| l.as_raw_fd());
     // SAFETY: attr is filled by the caller; the kernel validates the rest.
-    let fd = unsafe { sys::perf_event_open(attr, pid, cpu, -1, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
+    let fd = unsafe { sys::perf_event_open(attr, pid, cpu, group, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -160,6 +160,8 @@ lenient_structs! {
     pub struct LayerProfile {
         unavailable: Option<String>,
         samples: Option<u64>,
+        /// Absent from records made before it was recorded.
+        hardware: Option<Hardware>,
         layers: Vec<LayerShare>,
         /// Absent from records made before it was recorded.
         run: Option<RunCpu>,
@@ -179,6 +181,11 @@ lenient_structs! {
     pub struct FlameFrame {
         name: Option<String>,
         layer: Option<String>,
+    }
+
+    /// `meters::profile::Hardware`: the cycles group, or why the CPUs count none.
+    pub struct Hardware {
+        unavailable: Option<String>,
     }
 
     /// `meters::profile::Unprofiled`: the same job run unprofiled just before.
@@ -214,6 +221,9 @@ lenient_structs! {
         layer: Option<String>,
         self_share: Option<f64>,
         self_ns_per_io: Option<f64>,
+        /// Where the CPUs counted them (a PMU).
+        self_cycles_per_io: Option<f64>,
+        self_instructions_per_io: Option<f64>,
     }
 
     /// `meters::stages::StageProfile`, or why there is none.

@@ -13,7 +13,7 @@ use super::tables::Table;
 use crate::record::read::{CpuPart, RunCpu};
 use crate::report::data::{Config, Run};
 
-/// (part, µs) of one bar.
+/// (part, value: µs or instructions) of one bar.
 type Parts = Vec<(String, f64)>;
 
 /// The mean of `f` over a configuration's runs that have it.
@@ -54,6 +54,18 @@ fn layer_parts(r: &Run) -> Option<Parts> {
     )
 }
 
+/// Each layer's self instructions per I/O where the CPUs counted them, left out as the time is.
+fn instruction_parts(r: &Run) -> Option<Parts> {
+    let p = r.record.cost.profile.as_ref()?;
+    let parts: Parts = p
+        .layers
+        .iter()
+        .filter(|l| !matches!(l.layer.as_deref(), Some("idle") | Some("other processes (user)")))
+        .filter_map(|l| Some((l.layer.clone()?, l.self_instructions_per_io?)))
+        .collect();
+    (!parts.is_empty()).then_some(parts)
+}
+
 /// Why none of these runs has the profile: the first reason a run recorded.
 fn why_not(runs: &[&Run], reason: fn(&Run) -> Option<String>) -> Option<String> {
     runs.iter().find_map(|r| reason(r))
@@ -69,7 +81,7 @@ struct Panel {
     note: &'static str,
 }
 
-const PANELS: [Panel; 2] = [
+const PANELS: [Panel; 3] = [
     Panel {
         title: "One request's latency by stage of the stack (FPL'18 Fig 2)",
         y_label: "µs per request (mean)",
@@ -84,7 +96,18 @@ const PANELS: [Panel; 2] = [
         parts: layer_parts,
         asked: |r| r.record.cost.profile.is_some(),
         reason: |r| r.record.cost.profile.as_ref().and_then(|p| p.unavailable.clone()),
-        note: "cpu-clock samples on every CPU (--profile layers), each put in the layer of its innermost frame; idle and other processes' user time left out. CHEOPS'23 counted instructions, which need a PMU; this is CPU time.",
+        note: "cpu-clock samples on every CPU (--profile layers), each put in the layer of its innermost frame; idle and other processes' user time left out. CHEOPS'23 counted instructions, which need a PMU: the next panel, where the machine has one.",
+    },
+    Panel {
+        title: "Instructions per I/O by layer of the stack (CHEOPS'23 Fig 4)",
+        y_label: "instructions per I/O (self, system-wide)",
+        parts: instruction_parts,
+        asked: |r| r.record.cost.profile.is_some(),
+        reason: |r| {
+            let p = r.record.cost.profile.as_ref()?;
+            p.unavailable.clone().or_else(|| p.hardware.as_ref().and_then(|h| h.unavailable.clone()))
+        },
+        note: "Cycles sampled on every CPU with instructions read at each sample ({cycles,instructions}:S, --profile layers), each sample's instructions since the previous one put in the layer of its innermost frame; idle and other processes' user time left out.",
     },
 ];
 

@@ -1,6 +1,6 @@
 //! The human summary of one run, in the spirit of hyperfine: the few numbers that matter, with
 //! units people read at a glance. The JSON holds everything else.
-use crate::meters::profile::ProfileResult;
+use crate::meters::profile::{Hardware, ProfileResult};
 use crate::meters::stages::StagesResult;
 use crate::plan::size::format_bytes;
 use crate::record::{DirectionResult, RunRecord};
@@ -225,8 +225,24 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
             );
             for l in p.layers.iter().filter(|l| l.self_share >= 0.005) {
                 let per_io = l.self_ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
+                let counted = match (l.self_instructions_per_io, l.self_cycles_per_io) {
+                    (Some(i), Some(c)) => format!(" {i:.0} instructions, {c:.0} cycles/IO"),
+                    _ => String::new(),
+                };
                 let top = l.top_functions.first().map(|(f, _)| format!(" (top: {f})")).unwrap_or_default();
-                let _ = writeln!(out, "         {:>5.1} %{per_io}  {}{top}", l.self_share * 100.0, l.layer);
+                let _ = writeln!(out, "         {:>5.1} %{per_io}{counted}  {}{top}", l.self_share * 100.0, l.layer);
+            }
+            match &p.hardware {
+                Hardware::Counted(h) => {
+                    let per_io = match (h.instructions_per_io, h.cycles_per_io) {
+                        (Some(i), Some(c)) => format!(": {i:.0} instructions, {c:.0} cycles per I/O over every CPU"),
+                        _ => format!(": {} instructions, {} cycles over every CPU", h.instructions, h.cycles),
+                    };
+                    let _ = writeln!(out, "         {} {} samples, {} lost{per_io}", h.event, h.samples, h.lost);
+                }
+                Hardware::Unavailable { unavailable } => {
+                    let _ = writeln!(out, "         no cycles or instructions per layer: {unavailable}");
+                }
             }
             let r = &p.run;
             if r.samples > 0 {

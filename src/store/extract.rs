@@ -43,6 +43,9 @@ pub struct ProfilePart {
     pub p50_ns: Option<f64>,
     pub p99_ns: Option<f64>,
     pub requests: Option<u64>,
+    /// Layers only, where the CPUs counted them: self cycles and instructions per I/O.
+    pub cycles_per_io: Option<f64>,
+    pub instructions_per_io: Option<f64>,
 }
 
 fn profile_parts(r: &Record) -> Vec<ProfilePart> {
@@ -57,6 +60,8 @@ fn profile_parts(r: &Record) -> Vec<ProfilePart> {
             p50_ns: None,
             p99_ns: None,
             requests: None,
+            cycles_per_io: l.self_cycles_per_io,
+            instructions_per_io: l.self_instructions_per_io,
         })
     });
     let stages = r.cost.stages.iter().flat_map(|p| &p.stages).filter_map(|s| {
@@ -69,6 +74,8 @@ fn profile_parts(r: &Record) -> Vec<ProfilePart> {
             p50_ns: s.p50_ns,
             p99_ns: s.p99_ns,
             requests: s.requests,
+            cycles_per_io: None,
+            instructions_per_io: None,
         })
     });
     let run = r.cost.profile.iter().filter_map(|p| p.run.as_ref());
@@ -84,6 +91,8 @@ fn profile_parts(r: &Record) -> Vec<ProfilePart> {
                 p50_ns: None,
                 p99_ns: None,
                 requests: None,
+                cycles_per_io: None,
+                instructions_per_io: None,
             })
         })
     };

@@ -673,8 +673,8 @@ impl Store {
             }
             for p in &x.profile_parts {
                 tx.exec(
-                    "INSERT INTO profile_parts(run_id, kind, name, layer, share, ns_per_io, p50_ns, p99_ns, requests) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+                    "INSERT INTO profile_parts(run_id, kind, name, layer, share, ns_per_io, p50_ns, p99_ns, requests, \
+                     cycles_per_io, instructions_per_io) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT DO NOTHING",
                     &[
                         Sql::Integer(run),
                         text(p.kind),
@@ -685,6 +685,8 @@ impl Store {
                         p.p50_ns.into(),
                         p.p99_ns.into(),
                         p.requests.map(|n| n as i64).into(),
+                        p.cycles_per_io.into(),
+                        p.instructions_per_io.into(),
                     ],
                 )
                 .map_err(e)?;

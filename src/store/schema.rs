@@ -16,7 +16,7 @@ pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
 /// Ordered migration steps; index i migrates version i to version i + 1 (with the metric
 /// columns of version i + 1: `step`).
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The SQL taking a database from version `v - 1` to `v`: `MIGRATIONS[v - 1]` with its
 /// `{metrics}` line replaced by the metric columns (`columns::RUN_METRICS`) that version added:
@@ -198,6 +198,15 @@ INSERT OR IGNORE INTO profile_parts(run_id, kind, name, layer, share, ns_per_io)
            json_extract(f.value, '$.layer'), json_extract(f.value, '$.share'), json_extract(f.value, '$.ns_per_io')
     FROM runs, json_each(runs.record, '$.cost.profile.run.functions') AS f
     WHERE json_extract(f.value, '$.layer') IS NOT NULL;
+"#;
+
+/// Version 5: a layer's self cycles and instructions per I/O in `profile_parts`, where the CPUs
+/// counted them (`--profile layers` on a machine with a PMU); nothing to fill, as no record made
+/// before carried them.
+const V5: &str = r#"
+{metrics}
+ALTER TABLE profile_parts ADD COLUMN cycles_per_io REAL;
+ALTER TABLE profile_parts ADD COLUMN instructions_per_io REAL;
 "#;
 
 fn now() -> f64 {

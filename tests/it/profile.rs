@@ -29,6 +29,7 @@ fn a_profiled_run_on_a_disk_file_shows_the_file_system_block_and_driver_layers()
     let shares: f64 = p["layers"].as_array().unwrap().iter().map(|l| l["self_share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-6, "self shares sum to 1: {shares}");
     assert!(layer(p, "system call entry and exit").is_some(), "{p}");
+    cycles_and_instructions_where_the_cpus_count_them(p, &run.stdout);
     // The same job ran unprofiled first; the record compares the two.
     let u = &p["unprofiled"];
     assert!(u["iops"].as_f64().unwrap() > 0.0 && u["iops_change"].is_f64(), "{u}");
@@ -42,6 +43,28 @@ fn a_profiled_run_on_a_disk_file_shows_the_file_system_block_and_driver_layers()
         assert!(l["inclusive_ns_per_io"].as_f64().unwrap() > 0.0);
     }
     assert!(run.stdout.contains("layers ") && run.stdout.contains("block layer"), "{}", run.stdout);
+}
+
+/// Where the machine has a CPU PMU every layer carries cycles and instructions per I/O; where it
+/// has none (this VM) the record says why and carries none, never an estimate.
+fn cycles_and_instructions_where_the_cpus_count_them(p: &Value, stdout: &str) {
+    let pmu = ["cpu", "cpu_core", "cpu_atom"].iter().any(|d| std::path::Path::new("/sys/bus/event_source/devices").join(d).exists());
+    let (hw, layers) = (&p["hardware"], p["layers"].as_array().unwrap());
+    if pmu {
+        assert_eq!(hw["event"], "{cycles,instructions}:S", "{hw}");
+        assert!(hw["samples"].as_u64().unwrap() > 0 && hw["instructions_per_io"].as_f64().unwrap() > 0.0, "{hw}");
+        let counted = |key: &str| layers.iter().all(|l| l[key].is_f64());
+        assert!(counted("self_cycles_per_io") && counted("inclusive_instructions_per_io"), "{p}");
+        let iolab = layer(p, "iolab").unwrap();
+        assert!(iolab["inclusive_instructions_per_io"].as_f64().unwrap() > 0.0, "{iolab}");
+    } else {
+        let why = hw["unavailable"].as_str().unwrap_or_else(|| panic!("no PMU here, yet {hw}"));
+        assert!(why.contains("no PMU") && why.contains("perf_event_open(cycles)"), "{why}");
+        for key in ["self_cycles_per_io", "inclusive_cycles_per_io", "self_instructions_per_io", "inclusive_instructions_per_io"] {
+            assert!(layers.iter().all(|l| l.get(key).is_none()), "{key} without a PMU: {p}");
+        }
+        assert!(stdout.contains("no cycles or instructions per layer: no PMU"), "{stdout}");
+    }
 }
 
 #[test]

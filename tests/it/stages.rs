@@ -252,6 +252,10 @@ fn a_profiled_sweep_stores_its_stages_and_layers_and_the_report_draws_them() {
         "no stages panel"
     );
     assert!(html.contains("CPU time per I/O by layer of the stack"), "no layers panel");
+    // Instructions per layer where a PMU counted them; here (none) the panel says why.
+    assert!(html.contains("Instructions per I/O by layer of the stack"), "no instructions panel");
+    let pmu = ["cpu", "cpu_core", "cpu_atom"].iter().any(|d| std::path::Path::new("/sys/bus/event_source/devices").join(d).exists());
+    assert!(pmu || html.contains("no PMU"), "the instructions panel says why it is empty");
     assert!(html.contains("data-kind=\"stacked-bars\""));
     assert!(html.contains("CPU by kernel module and function, user against kernel (IISWC"), "no module table");
     assert!(html.contains("What profiling cost: each configuration unprofiled and profiled"), "no cost table");

@@ -108,16 +108,16 @@ fn open_creates_a_versioned_wal_database() {
     assert!(Store::open_existing(&db).unwrap_err().contains("no results database"));
     let s = Store::open(&db).unwrap();
     assert_eq!(s.schema_version().unwrap(), schema::LATEST);
-    assert_eq!(schema::LATEST, 4);
+    assert_eq!(schema::LATEST, 5);
     drop(s);
     let c = Connection::open(&db).unwrap();
     let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "4");
+    assert_eq!(meta, "5");
     // Reopening an up-to-date database changes nothing.
     let s = Store::open_existing(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 4);
+    assert_eq!(s.schema_version().unwrap(), 5);
 }
 
 #[test]
@@ -514,6 +514,8 @@ fn the_schema_made_from_the_column_table_is_the_released_one() {
     released.execute_batch(RELEASED_V1).unwrap();
     released.execute_batch(RELEASED_V2).unwrap();
     released.execute_batch(RELEASED_V3).unwrap();
+    // Steps not yet frozen as fixtures.
+    (4..=schema::LATEST).for_each(|v| released.execute_batch(&schema::step(v)).unwrap());
     let old = Connection::open(d.path().join("v1.db")).unwrap();
     old.execute_batch(&format!("{RELEASED_V1}INSERT INTO meta VALUES ('schema_version', '1'); PRAGMA user_version = 1;")).unwrap();
     drop(old);
@@ -560,7 +562,7 @@ fn a_version_1_database_is_migrated() {
         assert!(c.prepare("SELECT completion_observed FROM runs").is_err());
     }
     let mut s = Store::open(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 4);
+    assert_eq!(s.schema_version().unwrap(), 5);
     // Version 3 filled the profile parts from the stored record, version 4 the run's modules
     // and functions.
     let parts: Vec<(String, String, f64)> = Connection::open(&db)
@@ -592,12 +594,12 @@ fn a_version_1_database_is_migrated() {
     drop(s);
     let c = Connection::open(&db).unwrap();
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "4");
+    assert_eq!(meta, "5");
     let idx: i64 =
         c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_config_key'", [], |r| r.get(0)).unwrap();
     assert_eq!(idx, 1);
     let uv: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(uv, 4);
+    assert_eq!(uv, 5);
 }
 
 #[test]
@@ -717,4 +719,31 @@ fn runs_survive_kill_9_and_resume_loses_or_duplicates_none() {
     assert_eq!(count(&db, "SELECT count(*) FROM histograms"), 2 * runs.len() as i64);
     assert_eq!(count(&db, "SELECT count(*) FROM series"), n_series * runs.len() as i64);
     assert_same(&s.run_record(runs.last().unwrap().id).unwrap().unwrap(), &real_record());
+}
+
+#[test]
+fn a_layers_cycles_and_instructions_are_stored_where_counted() {
+    let d = tmp();
+    let db = d.path().join("iolab.db");
+    let mut s = Store::open(&db).unwrap();
+    let mut counted = real_record();
+    counted["cost"]["profile"] = json!({"event": "cpu-clock", "hardware": {"event": "{cycles,instructions}:S"},
+        "layers": [{"layer": "block layer", "self_share": 0.05, "self_ns_per_io": 900.0,
+            "self_cycles_per_io": 2700.0, "self_instructions_per_io": 1500.0}]});
+    let mut timed = record_with("psync", "randread", 4096);
+    timed["cost"]["profile"] = json!({"event": "cpu-clock", "hardware": {"unavailable": "no PMU"},
+        "layers": [{"layer": "block layer", "self_share": 0.05, "self_ns_per_io": 900.0}]});
+    let (a, b) = (s.record_run(None, &counted).unwrap(), s.record_run(None, &timed).unwrap());
+    let row = |id: i64| -> (Option<f64>, Option<f64>, f64) {
+        Connection::open(&db)
+            .unwrap()
+            .query_row(
+                "SELECT cycles_per_io, instructions_per_io, ns_per_io FROM profile_parts WHERE run_id = ?1 AND kind = 'layer'",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    };
+    assert_eq!(row(a), (Some(2700.0), Some(1500.0), 900.0));
+    assert_eq!(row(b), (None, None, 900.0), "no PMU: no counts, never an estimate");
 }
