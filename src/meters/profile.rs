@@ -7,7 +7,7 @@
 //! mappings (user space), and put in a layer by [`LAYERS`], a table kept as data. A layer's
 //! *self* share counts samples whose innermost frame is in it; its *inclusive* share, samples
 //! with it anywhere in the chain. Per I/O: samples x period / I/Os, system-wide.
-use super::ring::{dump_dir, dump_raw, enable, open_event, Ring};
+use super::ring::{enable, open_event, Ring};
 use perf_event_open_sys as sys;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -300,7 +300,8 @@ impl KernelSymbols {
     /// profile names its kernel frames as the whole file did (`IOLAB_PROFILE_DUMP`).
     pub fn excerpt(text: &str, ips: impl Iterator<Item = u64>) -> String {
         let lines: Vec<&str> = text.lines().collect();
-        let mut by_addr: Vec<(u64, usize)> = lines.iter().enumerate().filter_map(|(i, l)| Some((text_symbol(l)?.0, i))).collect();
+        let mut by_addr: Vec<(u64, usize)> =
+            lines.iter().enumerate().filter_map(|(i, l)| Some((text_symbol(l)?.0, i))).filter(|s| s.0 != 0).collect();
         by_addr.sort();
         let mut keep = vec![false; lines.len()];
         for ip in ips.filter(|&ip| is_kernel(ip)) {
@@ -387,8 +388,6 @@ pub struct Profiler {
     rings: Vec<Ring>,
     samples: Vec<Sample>,
     lost: u64,
-    /// `IOLAB_PROFILE_DUMP=DIR`: where the rings' bytes and what names their frames are copied.
-    dump: Option<std::path::PathBuf>,
 }
 
 impl Profiler {
@@ -399,7 +398,7 @@ impl Profiler {
                 "perf_event_open of a cpu-clock sampling event failed: {e} (needs root or CAP_PERFMON, or kernel.perf_event_paranoid <= 0)"
             )
         })?;
-        Ok(Profiler { rings, samples: Vec::new(), lost: 0, dump: dump_dir("IOLAB_PROFILE_DUMP") })
+        Ok(Profiler { rings, samples: Vec::new(), lost: 0 })
     }
 
     pub fn start(&self) {
@@ -409,11 +408,12 @@ impl Profiler {
     /// Called every ~20 ms inside the window, so the rings never fill.
     pub fn drain(&mut self) {
         let mut data = Vec::new();
+        let dump = super::ring::dump_dir(DUMP);
         for (cpu, r) in self.rings.iter().enumerate() {
             data.clear();
             r.drain(&mut data);
-            if let Some(dir) = &self.dump {
-                dump_raw(dir, cpu, &data);
+            if let Some(dir) = &dump {
+                super::ring::dump_raw(dir, cpu, &data);
             }
             decode(&data, &mut self.samples, &mut self.lost);
         }
@@ -428,6 +428,9 @@ impl Profiler {
 
     /// Attribute every sample to its layers, for `ios` I/Os in the window.
     pub fn report(&self, own_pid: u32, ios: u64) -> ProfileResult {
+        if let Some(dir) = super::ring::dump_dir(DUMP) {
+            self.dump_naming(&dir, own_pid);
+        }
         match self.layers(own_pid, ios) {
             Ok(p) => ProfileResult::Measured(p),
             Err(unavailable) => ProfileResult::Unavailable { unavailable },
@@ -439,9 +442,6 @@ impl Profiler {
         let syms = KernelSymbols::parse(&text)
             .ok_or("/proc/kallsyms shows no addresses (kernel.kptr_restrict = 2, or not root): kernel frames cannot be named")?;
         let maps = UserMaps::of_process(own_pid);
-        if let Some(dir) = &self.dump {
-            self.dump_naming(dir, own_pid, &text);
-        }
         if self.samples.is_empty() {
             return Err("no samples were taken in the window".into());
         }
@@ -449,17 +449,23 @@ impl Profiler {
     }
 }
 
+/// `IOLAB_PROFILE_DUMP=DIR`: the rings' raw bytes (`cpuN.raw`) and what names their frames
+/// (`Profiler::dump_naming`), so a kernel's samples can become a test fixture.
+const DUMP: &str = "IOLAB_PROFILE_DUMP";
+
 impl Profiler {
     /// Beside the rings' bytes: the run's pid, its mappings and executable, and the kallsyms
-    /// lines that name the sampled kernel addresses (a few hundred of the file's ~200 000).
-    fn dump_naming(&self, dir: &std::path::Path, own_pid: u32, kallsyms: &str) {
+    /// lines that name the sampled kernel addresses (a few hundred of the file's ~200 000; none
+    /// where kallsyms shows no addresses).
+    fn dump_naming(&self, dir: &std::path::Path, own_pid: u32) {
+        let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
         let ips = self.samples.iter().flat_map(|s| s.chain.iter().copied());
         let exe = std::fs::read_link(format!("/proc/{own_pid}/exe")).map(|p| p.display().to_string()).unwrap_or_default();
         let _ = std::fs::create_dir_all(dir);
         let _ = std::fs::write(dir.join("pid"), format!("{own_pid}\n"));
         let _ = std::fs::write(dir.join("exe"), format!("{exe}\n"));
         let _ = std::fs::read(format!("/proc/{own_pid}/maps")).and_then(|m| std::fs::write(dir.join("maps"), m));
-        let _ = std::fs::write(dir.join("kallsyms"), KernelSymbols::excerpt(kallsyms, ips));
+        let _ = std::fs::write(dir.join("kallsyms"), KernelSymbols::excerpt(&kallsyms, ips));
     }
 }
 

@@ -8,7 +8,7 @@
 //! system-call events are filtered in the kernel to iolab's worker threads. After the window the
 //! events are put in time order and matched request by request ([`match_requests`]); a request's
 //! stages are the times between its consecutive points, so they add up to its end-to-end time.
-use super::ring::{dump_dir, dump_raw, enable, open_event, records, Ring};
+use super::ring::{enable, open_event, records, Ring};
 use super::tracefs::{self, Format};
 use perf_event_open_sys as sys;
 use serde::Serialize;
@@ -758,8 +758,8 @@ impl Tracer {
         for (cpu, (r, _)) in self.rings.iter().enumerate() {
             self.buf.clear();
             r.drain(&mut self.buf);
-            if let Some(dir) = dump_dir(DUMP) {
-                dump_raw(&dir, cpu, &self.buf);
+            if let Some(dir) = super::ring::dump_dir(DUMP) {
+                super::ring::dump_raw(&dir, cpu, &self.buf);
             }
             self.decoder.decode(&self.buf, &mut self.events, &mut self.lost);
         }
@@ -776,7 +776,7 @@ impl Tracer {
         self.rings.clear();
         self.followers.clear();
         self.events.sort_by_key(|e| e.time);
-        if let Some(dir) = dump_dir(DUMP) {
+        if let Some(dir) = super::ring::dump_dir(DUMP) {
             copy_formats(&self.root, &dir, &self.decoder);
         }
     }
