@@ -141,11 +141,14 @@ fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {
 /// Poll queues: every interface and mode on NVMe and null_blk, the completion path against the
 /// queue interrupts, hybrid polling, the schedulers, --verify writes read back, and nvme-passthru
 /// on the generic character devices (irq and poll, registered buffers on and off, QD 1 and 8,
-/// data written through passthrough read back through the block device and the reverse), and
-/// the io_uring ring setup the record reports.
+/// data written through passthrough read back through the block device and the reverse), the
+/// io_uring ring setup the record reports, and the profilers on NVMe: `--profile layers` (the
+/// nvme module in the driver layer, polling only under IOPOLL) and `--profile stages` (the nvme
+/// points, an interrupt only when not polled, no bio for passthrough); those two add 10 to 14 s.
 #[test]
 fn vm_nvme_with_poll_queues() {
-    boot("poll-queues-1", &["--poll-queues", "1"], &["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh"]);
+    let scripts = ["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh", "profile.sh", "stages.sh"];
+    boot("poll-queues-1", &["--poll-queues", "1"], &scripts);
 }
 
 /// Debian 11's 5.10 (fetched through a private apt configuration, see docs/vm-rig.md): io_uring

@@ -120,3 +120,20 @@ pub fn records(mut data: &[u8]) -> impl Iterator<Item = (u32, &[u8])> {
         Some((kind, rec))
     })
 }
+
+/// `IOLAB_STAGES_DUMP=DIR` / `IOLAB_PROFILE_DUMP=DIR`: where a profiler copies what it read
+/// (each ring's raw bytes, and what naming them needs), so a kernel's records can become a test
+/// fixture. None when the variable is unset or empty.
+pub fn dump_dir(var: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(var).filter(|v| !v.is_empty()).map(Into::into)
+}
+
+/// Append one drain of CPU `cpu`'s ring to `DIR/cpuN.raw`, byte for byte.
+pub fn dump_raw(dir: &std::path::Path, cpu: usize, data: &[u8]) {
+    use std::io::Write;
+    let _ = std::fs::create_dir_all(dir);
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("cpu{cpu}.raw")));
+    if let Ok(mut f) = file {
+        let _ = f.write_all(data);
+    }
+}

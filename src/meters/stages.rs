@@ -832,8 +832,8 @@ impl Tracer {
         for (cpu, (r, _)) in self.rings.iter().enumerate() {
             self.buf.clear();
             r.drain(&mut self.buf);
-            if let Some(dir) = dump_dir() {
-                dump(&dir, cpu, &self.buf);
+            if let Some(dir) = super::ring::dump_dir(DUMP) {
+                super::ring::dump_raw(&dir, cpu, &self.buf);
             }
             self.decoder.decode(&self.buf, &mut self.events, &mut self.lost);
         }
@@ -850,7 +850,7 @@ impl Tracer {
         self.rings.clear();
         self.followers.clear();
         self.events.sort_by_key(|e| e.time);
-        if let Some(dir) = dump_dir() {
+        if let Some(dir) = super::ring::dump_dir(DUMP) {
             copy_formats(&self.root, &dir, &self.decoder);
         }
     }
@@ -885,18 +885,7 @@ impl Tracer {
 
 /// `IOLAB_STAGES_DUMP=DIR`: the rings' raw bytes (`cpuN.raw`, by ring) and the format files
 /// used, laid out as under tracefs, so a kernel's records can become a test fixture.
-fn dump_dir() -> Option<std::path::PathBuf> {
-    std::env::var_os("IOLAB_STAGES_DUMP").filter(|v| !v.is_empty()).map(Into::into)
-}
-
-fn dump(dir: &Path, cpu: usize, data: &[u8]) {
-    use std::io::Write;
-    let _ = std::fs::create_dir_all(dir);
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("cpu{cpu}.raw")));
-    if let Ok(mut f) = file {
-        let _ = f.write_all(data);
-    }
-}
+const DUMP: &str = "IOLAB_STAGES_DUMP";
 
 fn copy_formats(root: &Path, dir: &Path, decoder: &Decoder) {
     for name in &decoder.found {
@@ -919,23 +908,30 @@ mod tests {
         ALL_POINTS.iter().copied().filter(|&p| at[p as usize].is_some()).collect()
     }
 
-    /// A recorded fixture: a psync run of 100 reads on a file on ext4 over virtio-blk (6.18),
-    /// its format files and ring records copied byte for byte (`IOLAB_STAGES_DUMP`).
-    #[test]
-    fn recorded_records_of_a_virtio_run_match_every_request_into_stages() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs/6.18-ext4-virtio");
+    /// A recorded fixture (`IOLAB_STAGES_DUMP`, tests/fixtures/tracefs/NAME: format files and
+    /// ring records copied byte for byte from a 2-CPU kernel): its tracepoints, and its requests
+    /// matched as `report` matches them.
+    fn recorded(name: &str) -> (Decoder, Vec<Timeline>, u64) {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracefs").join(name);
         let d = Decoder::load(&dir);
-        assert!(d.found.contains(&"block:block_rq_issue".to_string()) && d.found.contains(&"raw_syscalls:sys_enter".to_string()));
-        assert!(d.missing.iter().any(|m| m.starts_with("nvme:")), "no nvme driver on this VM: {:?}", d.missing);
         let (mut events, mut lost) = (Vec::new(), 0);
         for cpu in 0..2 {
             d.decode(&std::fs::read(dir.join(format!("cpu{cpu}.raw"))).unwrap(), &mut events, &mut lost);
         }
         events.sort_by_key(|e| e.time);
-        assert_eq!(lost, 0);
+        assert_eq!(lost, 0, "{name}");
         // The system-call events were filtered to the worker: their pid is iolab's.
         let pid = events.iter().find(|e| e.kind == Kind::SysEnter).unwrap().pid;
         let (matched, unmatched) = match_requests(&events, pid);
+        (d, matched, unmatched)
+    }
+
+    /// A psync run of 100 reads on a file on ext4 over virtio-blk (6.18).
+    #[test]
+    fn recorded_records_of_a_virtio_run_match_every_request_into_stages() {
+        let (d, matched, unmatched) = recorded("6.18-ext4-virtio");
+        assert!(d.found.contains(&"block:block_rq_issue".to_string()) && d.found.contains(&"raw_syscalls:sys_enter".to_string()));
+        assert!(d.missing.iter().any(|m| m.starts_with("nvme:")), "no nvme driver on this VM: {:?}", d.missing);
         assert_eq!((matched.len(), unmatched), (100, 0));
         use Point::*;
         for at in &matched {
@@ -1230,5 +1226,30 @@ mod tests {
             Event { pid: 9, ..ev(3, Kind::BioQueue, 9, 0, 8 << 20, 16, 0) },
         ];
         assert_eq!(match_requests(&other, 42), (vec![], 1));
+    }
+
+    /// Recorded in the rig's Debian 6.1 guest on the emulated NVMe namespace (io_uring at QD4,
+    /// 100 reads each; tests/vm/guest/profile.sh): by interrupt, polled (IOPOLL), and passthrough
+    /// on its generic device. Every request passes the nvme driver's points; only the interrupt
+    /// run's have an interrupt; passthrough has no bio and no block request.
+    #[test]
+    fn recorded_nvme_runs_of_a_6_1_guest_match_every_request_with_the_nvme_points() {
+        use Point::*;
+        let nvme = [Enter, UringSubmit, BioQueue, NvmeSetup, RqIssue];
+        let irq = [&nvme[..], &[Irq, NvmeComplete, RqComplete, UringComplete, Exit]].concat();
+        let polled = [&nvme[..], &[NvmeComplete, RqComplete, UringComplete, Exit]].concat();
+        let passthru = vec![Enter, UringSubmit, NvmeSetup, Irq, NvmeComplete, UringComplete, Exit];
+        for (name, points) in [("6.1-nvme-uring-irq", irq), ("6.1-nvme-uring-poll", polled), ("6.1-nvme-passthru", passthru)] {
+            let (d, matched, unmatched) = recorded(name);
+            let found = |t: &str| d.found.iter().any(|f| f == t);
+            assert!(found("nvme:nvme_setup_cmd") && found("io_uring:io_uring_submit_sqe"), "6.1's names: {:?}", d.found);
+            assert_eq!((matched.len(), unmatched), (100, 0), "{name}");
+            for at in &matched {
+                assert_eq!(names(at), points, "{name}");
+            }
+            let (whole, stages) = summarize(&matched);
+            let mean_sum: f64 = stages.iter().map(|s| s.mean_ns).sum();
+            assert!((mean_sum - whole.unwrap().mean_ns).abs() < 1.0, "{name}: the stages add up to the end to end");
+        }
     }
 }
