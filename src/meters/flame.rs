@@ -2,7 +2,7 @@
 //! `perf script | stackcollapse` would give, with each frame's layer of the stack kept so the
 //! report can colour it. The samples are the run's own, as in [`super::profile::RunCpu`]:
 //! iolab's threads, and interrupt work that landed on an idle CPU.
-use super::profile::{is_kernel, kernel_layer, KernelSymbols, Sample, UserMaps};
+use super::profile::{frame, is_the_runs, self_frame, KernelSymbols, Sample, UserMaps};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -44,29 +44,20 @@ pub fn fold(samples: &[Sample], syms: &KernelSymbols, maps: &UserMaps, own_pid: 
         })
     };
     let mut stacks: HashMap<Vec<u32>, u64> = HashMap::new();
+    // Other processes' names, read once each (`frame` names their user frames).
+    let mut names = HashMap::new();
     for s in samples {
-        let innermost_idle =
-            s.chain.first().is_some_and(|&ip| is_kernel(ip) && syms.lookup(ip).is_some_and(|(f, m)| kernel_layer(f, m) == "idle"));
-        let root = match s.pid {
-            p if p == own_pid => ROOT_OWN,
-            0 if !innermost_idle => ROOT_IRQ_ON_IDLE,
-            _ => continue,
-        };
+        let Some(&innermost) = s.chain.get(self_frame(&s.chain, syms)) else { continue };
+        if !is_the_runs(s.pid, own_pid, frame(innermost, s.pid, syms, maps, own_pid, &mut names).0) {
+            continue;
+        }
+        let root = if s.pid == own_pid { ROOT_OWN } else { ROOT_IRQ_ON_IDLE };
         let mut stack = vec![intern(FlameFrame { name: root.into(), layer: "iolab".into() })];
         for &ip in s.chain.iter().rev() {
-            let (layer, module, function) = if is_kernel(ip) {
-                match syms.lookup(ip) {
-                    Some((f, m)) => (kernel_layer(f, m), m.map(str::to_string), f.to_string()),
-                    None => ("rest of kernel", None, format!("{ip:#x}")),
-                }
-            } else {
-                let (layer, file, function) = maps.frame(ip);
-                (layer, (file != function).then_some(file), function)
-            };
-            let name = match module {
-                Some(m) => format!("{function} [{m}]"),
-                None => function,
-            };
+            let (layer, module, function) = frame(ip, s.pid, syms, maps, own_pid, &mut names);
+            // Built-in kernel code and a user file without symbols need no bracket.
+            let name =
+                if module.is_empty() || module == "vmlinux" || module == function { function } else { format!("{function} [{module}]") };
             stack.push(intern(FlameFrame { name, layer: layer.into() }));
         }
         *stacks.entry(stack).or_default() += 1;

@@ -256,7 +256,7 @@ pub const LOCKS: &[&str] = &[
 
 /// Where a sample's self time belongs in its chain: the innermost frame, or, in a lock, the
 /// lock's caller.
-fn self_frame(chain: &[u64], syms: &KernelSymbols) -> usize {
+pub(super) fn self_frame(chain: &[u64], syms: &KernelSymbols) -> usize {
     let in_lock = |ip: u64| is_kernel(ip) && syms.lookup(ip).is_some_and(|(f, _)| LOCKS.iter().any(|l| f.starts_with(l)));
     chain.iter().position(|&ip| !in_lock(ip)).unwrap_or(0)
 }
@@ -878,7 +878,7 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
             let (layer, module, function) = frame(ip, s.pid, syms, maps, own_pid, &mut names);
             if depth == 0 {
                 *selfs.entry(layer).or_default() += 1;
-                let ours = s.pid == own_pid || (s.pid == 0 && layer != "idle");
+                let ours = is_the_runs(s.pid, own_pid, layer);
                 if ours {
                     let space = if is_kernel(ip) { "kernel" } else { "user" };
                     *run.entry((space, module, layer, function.clone())).or_default() += 1;
@@ -929,9 +929,15 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
     }
 }
 
+/// Whether a sample is the run's own (`run`, the flame graph): one of iolab's threads, or
+/// interrupt work on an idle CPU (the idle task whose self layer is not the idle loop).
+pub(super) fn is_the_runs(pid: u32, own_pid: u32, self_layer: &str) -> bool {
+    pid == own_pid || (pid == 0 && self_layer != "idle")
+}
+
 /// Where one frame of a sample ran: its layer, module (or mapped file) and function. `names`
 /// keeps other processes' names, each read from /proc once, not once per frame.
-fn frame(
+pub(super) fn frame(
     ip: u64,
     pid: u32,
     syms: &KernelSymbols,
