@@ -513,6 +513,8 @@ pub struct Profiler {
     kernel_symbols: Result<KernelSymbols, String>,
     /// Cycles and instructions where the CPUs count them, else why not.
     hardware: Result<HardwareSampler, String>,
+    /// `IOLAB_PROFILE_DUMP`, looked up once rather than at every drain.
+    dump: Option<std::path::PathBuf>,
 }
 
 impl Profiler {
@@ -526,7 +528,7 @@ impl Profiler {
         let kernel_symbols = sysctls.kallsyms(KernelSymbols::parse);
         // After the cpu-clock rings: they lowered perf_event_paranoid where it had to be.
         let hardware = HardwareSampler::open(ncpu);
-        Ok(Profiler { rings, samples: Vec::new(), lost: 0, kernel_symbols, hardware })
+        Ok(Profiler { rings, samples: Vec::new(), lost: 0, kernel_symbols, hardware, dump: super::ring::dump_dir(DUMP) })
     }
 
     pub fn start(&self) {
@@ -536,11 +538,10 @@ impl Profiler {
     /// Called every ~20 ms inside the window, so the rings never fill.
     pub fn drain(&mut self) {
         let mut data = Vec::new();
-        let dump = super::ring::dump_dir(DUMP);
         for (cpu, r) in self.rings.iter().enumerate() {
             data.clear();
             r.drain(&mut data);
-            if let Some(dir) = &dump {
+            if let Some(dir) = &self.dump {
                 super::ring::dump_raw(dir, cpu, &data);
             }
             decode(&data, &mut self.samples, &mut self.lost);
@@ -563,8 +564,8 @@ impl Profiler {
 
     /// Attribute every sample to its layers, for `ios` I/Os in the window.
     pub fn report(&self, own_pid: u32, ios: u64) -> ProfileResult {
-        if let Some(dir) = super::ring::dump_dir(DUMP) {
-            self.dump_naming(&dir, own_pid);
+        if let Some(dir) = &self.dump {
+            self.dump_naming(dir, own_pid);
         }
         match self.layers(own_pid, ios) {
             Ok(p) => ProfileResult::Measured(Box::new(p)),

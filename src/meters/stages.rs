@@ -689,6 +689,8 @@ pub struct Tracer {
     /// aio_read) joins the filter at the next drain.
     traced_tids: Vec<i32>,
     known_tids: Vec<i32>,
+    /// `IOLAB_STAGES_DUMP`, looked up once rather than at every drain.
+    dump: Option<std::path::PathBuf>,
 }
 
 fn is_syscall(k: Kind) -> bool {
@@ -756,6 +758,7 @@ impl Tracer {
             buf: Vec::new(),
             traced_tids: Vec::new(),
             known_tids: Vec::new(),
+            dump: super::ring::dump_dir(DUMP),
         })
     }
 
@@ -832,8 +835,8 @@ impl Tracer {
         for (cpu, (r, _)) in self.rings.iter().enumerate() {
             self.buf.clear();
             r.drain(&mut self.buf);
-            if let Some(dir) = super::ring::dump_dir(DUMP) {
-                super::ring::dump_raw(&dir, cpu, &self.buf);
+            if let Some(dir) = &self.dump {
+                super::ring::dump_raw(dir, cpu, &self.buf);
             }
             self.decoder.decode(&self.buf, &mut self.events, &mut self.lost);
         }
@@ -850,8 +853,8 @@ impl Tracer {
         self.rings.clear();
         self.followers.clear();
         self.events.sort_by_key(|e| e.time);
-        if let Some(dir) = super::ring::dump_dir(DUMP) {
-            copy_formats(&self.root, &dir, &self.decoder);
+        if let Some(dir) = &self.dump {
+            copy_formats(&self.root, dir, &self.decoder);
         }
     }
 
