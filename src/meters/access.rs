@@ -4,7 +4,7 @@
 //! and lowering the sysctl would help, it is lowered as far as needed and no further, through the
 //! settings journal, for the rest of the run: put back with the run's other settings (or by the
 //! guard's drop on an error, or by `iolab restore` after a kill).
-use crate::settings::{AppliedGuard, Change, Setting, Settings};
+use crate::settings::{read_raw, AppliedGuard, Change, Setting, Settings};
 
 /// The `perf_event_paranoid` an event needs without CAP_PERFMON (kernel/events/core.c):
 /// sampling every CPU (`perf_allow_cpu`) with kernel call chains (`perf_allow_kernel`).
@@ -59,8 +59,8 @@ impl Sysctls {
 
     fn current(&self, setting: Setting) -> Result<i32, String> {
         let path = self.settings.sysctl_path(setting);
-        let raw = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        raw.trim().parse().map_err(|_| format!("{} reads \"{}\", not a number", path.display(), raw.trim()))
+        let raw = read_raw(&path)?;
+        raw.parse().map_err(|_| format!("{} reads \"{raw}\", not a number", path.display()))
     }
 
     /// Lower `setting` to `want` for the run where it is higher. Err: why it could not be.

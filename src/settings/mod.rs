@@ -12,7 +12,7 @@ pub mod pci;
 mod sysfs;
 
 pub use journal::{pid_alive, Journal, JournalEntry, Owner};
-pub use sysfs::parse_scheduler;
+pub use sysfs::{parse_scheduler, read_raw};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
