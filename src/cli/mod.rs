@@ -174,6 +174,10 @@ pub struct RunArgs {
     /// Allow writing to this exact block device, destroying its contents (repeatable).
     #[arg(long, value_name = "DEVICE")]
     pub destructive: Vec<String>,
+    /// Wait up to DURATION (e.g. 30s, 10m) for a setting another live iolab holds, instead of
+    /// failing at once.
+    #[arg(long, value_name = "DURATION")]
+    pub wait_settings: Option<String>,
     /// Write the full record as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
@@ -327,8 +331,26 @@ impl RunArgs {
                 allow_fallback: self.allow_fallback,
                 strict: self.strict,
             },
-            system: Requested { scheduler: self.scheduler.clone(), set: self.set.clone(), setup: Vec::new() },
+            system: Requested {
+                scheduler: self.scheduler.clone(),
+                set: self.set.clone(),
+                setup: Vec::new(),
+                wait_settings_s: self.wait_settings.as_deref().map(wait_settings).transpose()?,
+            },
         })
+    }
+}
+
+/// `--wait-settings` of sweeps and suites when not given: longer than a study's run, so a sweep
+/// waits out another iolab's run on the same setting (`iolab run` waits only when asked).
+pub const WAIT_SETTINGS: &str = "10m";
+
+/// `--wait-settings DURATION`, whole seconds (0: fail at once).
+pub fn wait_settings(text: &str) -> Result<u64, String> {
+    match size::parse_seconds(text) {
+        Ok(s) if s.is_finite() && (0.0..=86_400.0 * 7.0).contains(&s) => Ok(s.ceil() as u64),
+        Ok(_) => Err(format!("--wait-settings: '{text}' is out of range (0 to 7 days)")),
+        Err(e) => Err(format!("--wait-settings: {e}")),
     }
 }
 

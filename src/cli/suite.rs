@@ -38,6 +38,9 @@ pub struct SuiteRunArgs {
     /// List the runs and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// How long a run waits for a setting another live iolab holds (e.g. 30s, 10m; 0: fail at once).
+    #[arg(long, value_name = "DURATION", default_value = super::WAIT_SETTINGS)]
+    pub wait_settings: String,
     #[arg(short, long)]
     pub quiet: bool,
     /// Pin every run's threads to a NUMA node's CPUs (local, a node's number, or off), in place
@@ -143,6 +146,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             profile: a.profile.profile,
             share: a.share.clone(),
             destructive: Vec::new(),
+            wait_settings_s: super::wait_settings(&a.wait_settings)?,
         };
         // The targets are in the part's plan, as it uses them.
         let end = run_plan(&plan, &[], &unsupported, &how)?;

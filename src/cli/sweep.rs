@@ -26,6 +26,9 @@ pub struct SweepArgs {
     /// List the runs and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// How long a run waits for a setting another live iolab holds (e.g. 30s, 10m; 0: fail at once).
+    #[arg(long, value_name = "DURATION", default_value = super::WAIT_SETTINGS)]
+    pub wait_settings: String,
     /// Continue the unfinished sweep of this plan.
     #[arg(long)]
     pub resume: bool,
@@ -186,6 +189,7 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         profile: args.profile.profile,
         share: args.share.clone(),
         destructive: args.destructive.clone(),
+        wait_settings_s: super::wait_settings(&args.wait_settings)?,
     };
     run_plan(&text, &targets, &[], &how)
 }
@@ -205,6 +209,8 @@ pub struct PlanRun {
     pub share: super::fleet::ShareArgs,
     /// `--destructive` of `iolab sweep` (a suite writes its own into each part's plan).
     pub destructive: Vec<String>,
+    /// `--wait-settings`, seconds.
+    pub wait_settings_s: u64,
 }
 
 /// The plan's targets, each with how its runs use it and, given their verdicts (a dry run), what
@@ -280,6 +286,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         profile: how.profile,
         share: how.share.share,
         handover: how.share.handover.as_deref(),
+        wait_settings_s: how.wait_settings_s,
     };
     let outcome = crate::session::sweep::run(&plan, &mut ui)?;
     let r = match &outcome {

@@ -79,6 +79,20 @@ impl Sysctls {
         Ok(Lowered::From(now))
     }
 
+    /// Where another live iolab lowered `setting` and this process relies on what it found
+    /// (its event opened, its kallsyms read), share it: the other's end then leaves it lowered
+    /// until this run ends too (the last owner puts the original back). Best effort: an error
+    /// leaves the run as it was before sharing existed.
+    fn share_if_held(&mut self, setting: Setting, need: i32) {
+        let ours = self.guards.iter().any(|g| g.entries().iter().any(|e| e.setting == setting));
+        if ours || !self.settings.held_by_others(setting).unwrap_or(false) {
+            return;
+        }
+        if let Ok(g) = self.settings.apply(&[Change::new(setting, None, need.to_string())]) {
+            self.guards.push(g);
+        }
+    }
+
     /// Put back the last lowering at once: it did not help.
     fn undo_last(&mut self) {
         if let Some(Err(e)) = self.guards.pop().map(AppliedGuard::restore) {
@@ -91,7 +105,10 @@ impl Sysctls {
     /// answer, what the event needs and what was tried, in one line.
     pub fn open_perf<T>(&mut self, need: i32, mut open: impl FnMut() -> std::io::Result<T>) -> Result<T, String> {
         let refused = match open() {
-            Ok(t) => return Ok(t),
+            Ok(t) => {
+                self.share_if_held(Setting::PerfEventParanoid, need);
+                return Ok(t);
+            }
             Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => e,
             Err(e) => return Err(e.to_string()),
         };
@@ -116,10 +133,11 @@ impl Sysctls {
     pub fn kallsyms<T>(&mut self, parse: impl Fn(&str) -> Option<T>) -> Result<T, String> {
         const PATH: &str = "/proc/kallsyms";
         let read = || std::fs::read_to_string(PATH).map_err(|e| format!("cannot read {PATH}: {e}"));
+        let want = if has_capability(CAP_SYSLOG) { 1 } else { 0 };
         if let Some(t) = parse(&read()?) {
+            self.share_if_held(Setting::KptrRestrict, want);
             return Ok(t);
         }
-        let want = if has_capability(CAP_SYSLOG) { 1 } else { 0 };
         let hidden = |why: String| format!("{PATH} shows no addresses ({why}): kernel frames cannot be named");
         match self.lower(Setting::KptrRestrict, want) {
             Ok(Lowered::From(was)) => match parse(&read()?) {

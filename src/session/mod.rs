@@ -157,7 +157,8 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         changes.push(crate::settings::Change::new(crate::settings::Setting::Tracefs, None, "mounted"));
     }
     let setup_not_applied = setup_changes(job, &infos, &system, &mut changes);
-    let guard = apply_settings(&system, &changes)?;
+    let wait = std::time::Duration::from_secs(job.system.wait_settings_s.unwrap_or(0));
+    let guard = apply_settings(&system, &changes, wait, &mut |line| ui.note(line))?;
     // Describe the targets after the change, so the record shows what the run ran with.
     let infos: Vec<TargetInfo> = if guard.is_some() {
         targets
@@ -419,10 +420,13 @@ fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings:
 
 /// Apply the job's setting changes. What the device or kernel does not offer is unsupported;
 /// settings left changed (by an earlier iolab, or by a change whose rollback failed) are
-/// settings not restored, and no run may start on them.
+/// settings not restored, and no run may start on them. A setting another live iolab holds is
+/// waited for, at most `wait` (`--wait-settings`), `say` telling who holds it.
 fn apply_settings(
     system: &crate::settings::Settings,
     changes: &[crate::settings::Change],
+    wait: std::time::Duration,
+    say: &mut dyn FnMut(&str),
 ) -> Result<Option<crate::settings::AppliedGuard>, Failure> {
     if changes.is_empty() {
         return Ok(None);
@@ -440,7 +444,8 @@ fn apply_settings(
     for c in changes {
         system.check(c).map_err(Failure::unsupported)?;
     }
-    system.apply(changes).map(Some).map_err(|e| match system.left_changed() {
+    let stop = || engine::interrupt().is_cancelled();
+    system.apply_waiting(changes, wait, &stop, say).map(Some).map_err(|e| match system.left_changed() {
         Ok(None) => Failure::failed(e),
         _ => Failure::new(FailureKind::SettingsNotRestored, e),
     })

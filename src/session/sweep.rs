@@ -47,6 +47,8 @@ pub struct SweepPlan<'a> {
     pub share: Option<Share>,
     /// `--handover FILE`: a copy of the database made after every stored run.
     pub handover: Option<&'a Path>,
+    /// `--wait-settings`: how long a run waits for a setting another live iolab holds, seconds.
+    pub wait_settings_s: u64,
 }
 
 /// One of `count` disjoint parts of a plan, for running it on several machines at once: the
@@ -284,6 +286,8 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         job.targets
             .destructive
             .extend(plan.destructive.iter().filter(|d| !job.targets.destructive.contains(d)).cloned().collect::<Vec<_>>());
+        // A setting another iolab holds is waited for, as this command allows, not failed at once.
+        job.system.wait_settings_s = Some(plan.wait_settings_s);
         if needs_target(&job) {
             if let Some(t) = &temp {
                 job.targets.paths = vec![t.path.display().to_string()];
@@ -553,6 +557,7 @@ mod tests {
             profile: Default::default(),
             share: None,
             handover: None,
+            wait_settings_s: 0,
         };
         let mut seen = Seen::default();
         let Outcome::Ran(r) = run(&plan(Resume::New), &mut seen).unwrap() else { panic!("did not run") };

@@ -1,7 +1,9 @@
 //! The settings journal: the original value of every setting iolab changed, written durably
 //! (temp file, fsync, rename, fsync of the directory) before the first change, so that
-//! `iolab restore` can undo what a killed process left behind. One JSON file, guarded by an
-//! advisory lock on `<journal>.lock` for every read-modify-write.
+//! `iolab restore` can undo what a killed process left behind. One JSON file for every iolab
+//! of the machine, guarded by an advisory lock on `<journal>.lock` held only for each
+//! read-modify-write; each entry names the process that owns it, so two iolabs changing
+//! different settings never wait for each other.
 use super::Setting;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
@@ -10,30 +12,47 @@ use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-pub const JOURNAL_VERSION: u32 = 1;
+/// 2: each entry carries its owner (settings are owned per setting, not per machine); 1 had one
+/// owner for the whole journal, and is still read (its owner given to each entry).
+pub const JOURNAL_VERSION: u32 = 2;
 
 /// The journal file as stored.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Journal {
     pub version: u32,
-    /// The process that changed the settings.
+    pub entries: Vec<JournalEntry>,
+}
+
+/// A version-1 journal: one owner for every entry.
+#[derive(Deserialize)]
+struct JournalV1 {
+    #[serde(flatten)]
+    owner: Holder,
+    entries: Vec<JournalEntry>,
+}
+
+/// The process that changed a setting.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Holder {
     pub pid: u32,
     /// Its start time in clock ticks since boot (/proc/<pid>/stat field 22), to tell a live
     /// owner from a reused pid.
     #[serde(default)]
     pub pid_start_ticks: Option<u64>,
-    /// When the first change was recorded, seconds since the Unix epoch.
+    /// When it recorded its first change, seconds since the Unix epoch.
     #[serde(default)]
     pub started_at: u64,
-    /// The owner's command line, for the user.
+    /// Its command line, for the user.
     #[serde(default)]
     pub command: String,
-    pub entries: Vec<JournalEntry>,
 }
 
 /// One changed file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct JournalEntry {
+    /// Who changed it (a version-1 journal's one owner, when read from one).
+    #[serde(default)]
+    pub owner: Holder,
     /// Which `AppliedGuard` of the owner made the change.
     pub guard: u64,
     pub setting: Setting,
@@ -44,9 +63,10 @@ pub struct JournalEntry {
     pub target: String,
     /// The sysfs file written.
     pub path: PathBuf,
-    /// The value before iolab changed it (for the scheduler: the selected one's name).
+    /// The value before iolab changed it (for the scheduler: the selected one's name); for a
+    /// setting shared by several owners (a sysctl), the value before the first of them.
     pub original: String,
-    /// The value iolab wrote.
+    /// The value iolab wrote (or found, where a sharing owner's value was low enough).
     pub new: String,
 }
 
@@ -57,9 +77,19 @@ impl JournalEntry {
         }
         format!("{} {}", self.target, self.setting.name())
     }
+
+    /// Who holds this entry, as seen from this process.
+    pub fn owner(&self) -> Owner {
+        self.owner.state()
+    }
+
+    /// Whether `other` is the same change: the same owner's same guard, on the same file.
+    pub fn same(&self, other: &JournalEntry) -> bool {
+        self.owner.pid == other.owner.pid && self.guard == other.guard && self.path == other.path
+    }
 }
 
-/// Who holds the journal's entries, as seen from this process.
+/// Who holds a journal's entry, as seen from this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Owner {
     Us,
@@ -67,21 +97,23 @@ pub enum Owner {
     Dead(u32),
 }
 
-impl Journal {
-    /// A new, empty journal owned by this process.
-    pub fn for_us() -> Journal {
-        let pid = std::process::id();
-        Journal {
-            version: JOURNAL_VERSION,
-            pid,
-            pid_start_ticks: proc_start_ticks(pid),
-            started_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            entries: Vec::new(),
-        }
+impl Holder {
+    /// This process.
+    pub fn us() -> Holder {
+        static US: std::sync::OnceLock<Holder> = std::sync::OnceLock::new();
+        US.get_or_init(|| {
+            let pid = std::process::id();
+            Holder {
+                pid,
+                pid_start_ticks: proc_start_ticks(pid),
+                started_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+            }
+        })
+        .clone()
     }
 
-    pub fn owner(&self) -> Owner {
+    pub fn state(&self) -> Owner {
         let alive = pid_alive(self.pid, self.pid_start_ticks);
         if alive && self.pid == std::process::id() {
             Owner::Us
@@ -90,6 +122,21 @@ impl Journal {
         } else {
             Owner::Dead(self.pid)
         }
+    }
+
+    /// "iolab pid 4242 (iolab suite run S1)", for messages.
+    pub fn describe(&self) -> String {
+        match self.command.trim() {
+            "" => format!("iolab pid {}", self.pid),
+            c => format!("iolab pid {} ({c})", self.pid),
+        }
+    }
+}
+
+impl Journal {
+    /// A new, empty journal.
+    pub fn new() -> Journal {
+        Journal { version: JOURNAL_VERSION, entries: Vec::new() }
     }
 }
 
@@ -202,9 +249,16 @@ pub fn load(journal: &Path) -> Result<Option<Journal>, String> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let j: Journal = serde_json::from_str(&text).map_err(|e| {
+    let damaged = |e: serde_json::Error| {
         format!("the settings journal {} is damaged ({e}): put back the values it lists by hand, then delete it", journal.display())
-    })?;
+    };
+    let mut j: Journal = serde_json::from_str(&text).map_err(damaged)?;
+    if j.version <= 1 {
+        // Version 1: the owner is the journal's, given here to each entry.
+        let v1: JournalV1 = serde_json::from_str(&text).map_err(damaged)?;
+        j.entries = v1.entries.into_iter().map(|e| JournalEntry { owner: v1.owner.clone(), ..e }).collect();
+        j.version = JOURNAL_VERSION;
+    }
     if j.version > JOURNAL_VERSION {
         return Err(format!(
             "the settings journal {} has version {} (this iolab knows {JOURNAL_VERSION}): restore with a newer iolab",
@@ -218,6 +272,7 @@ pub fn load(journal: &Path) -> Result<Option<Journal>, String> {
 /// Write the journal atomically and durably: temp file + fsync + rename + fsync of the directory.
 /// An empty journal removes the file (durably too).
 pub fn store(journal: &Path, j: &Journal) -> Result<(), String> {
+    let j = &Journal { version: JOURNAL_VERSION, entries: j.entries.clone() };
     let dir = parent_dir(journal);
     if j.entries.is_empty() {
         match std::fs::remove_file(journal) {

@@ -11,7 +11,7 @@ mod journal;
 pub mod pci;
 mod sysfs;
 
-pub use journal::{pid_alive, Journal, JournalEntry, Owner};
+pub use journal::{pid_alive, Holder, Journal, JournalEntry, Owner};
 pub use sysfs::{parse_scheduler, read_raw};
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +36,11 @@ pub struct Requested {
     /// Left out of a spec when empty, so the stored specs of plans without one stay as they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub setup: Vec<String>,
+    /// How long a run waits for a setting another live iolab holds, seconds (`--wait-settings`);
+    /// None or 0: refused at once. This command's choice, not the plan's: never stored in a
+    /// spec or record.
+    #[serde(skip)]
+    pub wait_settings_s: Option<u64>,
 }
 
 /// One setting iolab can change. Device settings live under `<sysfs>/block/<dev>/queue/`; the
@@ -449,6 +454,43 @@ impl Settings {
     /// reading it back. On a failure midway, restore what was applied and return the error.
     /// The returned guard restores when dropped (or by `restore()`).
     pub fn apply(&self, changes: &[Change]) -> Result<AppliedGuard, String> {
+        self.try_apply(changes).map_err(Refusal::into_message)
+    }
+
+    /// `apply`, waiting up to `bound` while a setting is held by another live iolab (polled every
+    /// 100 ms; `say` is told who holds it, once per holder). When the bound passes, the error
+    /// says who held it and for how long this waited. `stop` ends the wait early (Ctrl-C).
+    pub fn apply_waiting(
+        &self,
+        changes: &[Change],
+        bound: std::time::Duration,
+        stop: &dyn Fn() -> bool,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<AppliedGuard, String> {
+        let began = std::time::Instant::now();
+        let mut told: Vec<String> = Vec::new();
+        loop {
+            match self.try_apply(changes) {
+                Err(Refusal::Busy(msg)) if began.elapsed() < bound && !stop() => {
+                    if !told.contains(&msg) {
+                        say(&format!("waiting (at most {} s, --wait-settings) for {msg}", bound.as_secs_f64()));
+                        told.push(msg);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(Refusal::Busy(msg)) if !bound.is_zero() => {
+                    return Err(format!(
+                        "{msg}; waited {:.1} s for it (--wait-settings {}s)",
+                        began.elapsed().as_secs_f64(),
+                        bound.as_secs_f64()
+                    ))
+                }
+                r => return r.map_err(Refusal::into_message),
+            }
+        }
+    }
+
+    fn try_apply(&self, changes: &[Change]) -> Result<AppliedGuard, Refusal> {
         let guard_id = NEXT_GUARD.fetch_add(1, Ordering::Relaxed);
         let guard = |entries| {
             live_guards().push(guard_id);
@@ -464,16 +506,18 @@ impl Settings {
             let c = Change { value: c.value.trim().to_string(), ..c.clone() };
             planned.push((c.clone(), self.targets(&c)?));
         }
-        // Held until the end of apply: originals are read and written under it.
-        let _lock = journal::lock(&self.journal)?;
+        // Held until the journal is stored: originals are read, and owners compared, under it.
+        let lock = journal::lock(&self.journal)?;
+        let us = Holder::us();
         let mut entries: Vec<JournalEntry> = Vec::new();
         for (c, targets) in &planned {
             for t in targets {
                 if let Some(prev) = entries.iter().find(|e| e.path == t.path) {
-                    return Err(format!("{} is changed twice in one run: give each setting once", prev.label()));
+                    return Err(Refusal::Other(format!("{} is changed twice in one run: give each setting once", prev.label())));
                 }
                 let original = sysfs::read_current(c.setting, &t.path)?;
                 entries.push(JournalEntry {
+                    owner: us.clone(),
                     guard: guard_id,
                     setting: c.setting,
                     device: c.device.as_ref().map(|_| t.label.clone()),
@@ -485,40 +529,63 @@ impl Settings {
             }
         }
 
-        let mut j = match journal::load(&self.journal)? {
-            Some(j) if !j.entries.is_empty() => {
-                match j.owner() {
-                    Owner::Us => {}
-                    Owner::AliveOther(pid) => {
-                        return Err(format!("another iolab (pid {pid}) is changing system settings: wait for it to end, then run again"))
-                    }
-                    Owner::Dead(pid) => {
-                        return Err(format!(
-                            "a previous iolab run (pid {pid}) left settings changed: run `iolab restore` (journal {})",
-                            self.journal.display()
-                        ))
-                    }
-                }
-                if let Some(e) = entries.iter().find(|e| j.entries.iter().any(|o| o.path == e.path)) {
-                    return Err(format!("{} is already changed by this iolab: restore that change first", e.label()));
-                }
-                j
+        // Each setting has its owners: one, or several sharing a sysctl. Another live owner's
+        // setting is busy (wait, or refuse naming it); a dead one's is left changed.
+        let mut j = journal::load(&self.journal)?.unwrap_or_default();
+        // The value each entry found, where it shares a sysctl another iolab lowered (a rollback
+        // puts that back, not the original), and whether it must write at all.
+        let mut found: Vec<Option<String>> = vec![None; entries.len()];
+        let mut write = vec![true; entries.len()];
+        for (i, e) in entries.iter_mut().enumerate() {
+            let held: Vec<&JournalEntry> = j.entries.iter().filter(|o| o.path == e.path).collect();
+            let Some(o) = held.first() else { continue };
+            if let Some(dead) = held.iter().find(|o| matches!(o.owner(), Owner::Dead(_))) {
+                return Err(Refusal::Other(format!(
+                    "a previous iolab run (pid {}) left {} changed: run `iolab restore` (journal {})",
+                    dead.owner.pid,
+                    dead.label(),
+                    self.journal.display()
+                )));
             }
-            _ => Journal::for_us(),
-        };
+            if held.iter().any(|o| o.owner() == Owner::Us) {
+                return Err(Refusal::Other(format!("{} is already changed by this iolab: restore that change first", e.label())));
+            }
+            if !e.setting.is_sysctl() {
+                return Err(Refusal::Busy(format!("{} is held by {}, which puts it back when it ends", e.label(), o.owner.describe())));
+            }
+            // A sysctl profiling lowers is shared: lower is more permitting, so what another
+            // iolab lowered it to serves this one where it is no higher than asked; the
+            // original is the first owner's, and the last owner to leave puts it back.
+            let low_enough = matches!((e.original.parse::<i64>(), e.new.parse::<i64>()), (Ok(now), Ok(want)) if now <= want);
+            found[i] = Some(std::mem::replace(&mut e.original, o.original.clone()));
+            if low_enough {
+                e.new = found[i].clone().unwrap_or_default();
+                write[i] = false;
+            }
+        }
         j.entries.extend(entries.iter().cloned());
         journal::store(&self.journal, &j)?;
         crash::arm(&self.journal);
 
         for (i, e) in entries.iter().enumerate() {
+            if !write[i] {
+                continue;
+            }
             if let Err(err) = sysfs::write_verified(e.setting, &e.path, &e.new, &e.target) {
-                // Roll back the applied ones and the failed one (it may have half taken).
-                let outcomes = restore_entries(&entries[..=i]);
+                // Roll back the applied ones and the failed one (it may have half taken); a
+                // shared sysctl to the value its other owner set.
+                let back: Vec<JournalEntry> = entries[..=i]
+                    .iter()
+                    .zip(&found)
+                    .map(|(e, f)| JournalEntry { original: f.clone().unwrap_or_else(|| e.original.clone()), ..e.clone() })
+                    .collect();
+                let outcomes = restore_entries(&back);
                 let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.failure()).collect();
                 let settled: Vec<&JournalEntry> =
                     entries[..=i].iter().zip(&outcomes).filter(|(_, o)| o.failure().is_none()).map(|(e, _)| e).collect();
                 j.entries.retain(|x| {
                     !(x.guard == guard_id
+                        && x.owner.pid == us.pid
                         && (settled.iter().any(|s| s.path == x.path) || entries[i + 1..].iter().any(|n| n.path == x.path)))
                 });
                 let stored = journal::store(&self.journal, &j);
@@ -538,10 +605,19 @@ impl Settings {
                 if let Err(se) = stored {
                     msg.push_str(&format!("; {se}"));
                 }
-                return Err(msg);
+                return Err(Refusal::Other(msg));
             }
         }
+        drop(lock);
         Ok(guard(entries))
+    }
+
+    /// Whether another live iolab holds `setting` (a sysctl, `Setting::SYSCTLS`) in the journal:
+    /// a value it lowered, which this process then relies on too and must share.
+    pub fn held_by_others(&self, setting: Setting) -> Result<bool, String> {
+        let path = self.sysctl_path(setting);
+        let Some(j) = journal::load(&self.journal)? else { return Ok(false) };
+        Ok(j.entries.iter().any(|e| e.path == path && matches!(e.owner(), Owner::AliveOther(_))))
     }
 
     /// Settings the journal still records as changed that no running iolab will put back: a
@@ -550,9 +626,17 @@ impl Settings {
     /// nothing is left (or a live other iolab owns them).
     pub fn left_changed(&self) -> Result<Option<String>, String> {
         let Some(j) = journal::load(&self.journal)? else { return Ok(None) };
-        let live = if j.owner() == Owner::Us { live_guards().clone() } else { Vec::new() };
-        let left: Vec<&JournalEntry> = j.entries.iter().filter(|e| !live.contains(&e.guard)).collect();
-        if left.is_empty() || matches!(j.owner(), Owner::AliveOther(_)) {
+        let live = live_guards().clone();
+        let left: Vec<&JournalEntry> = j
+            .entries
+            .iter()
+            .filter(|e| match e.owner() {
+                Owner::Us => !live.contains(&e.guard),
+                Owner::Dead(_) => true,
+                Owner::AliveOther(_) => false,
+            })
+            .collect();
+        if left.is_empty() {
             return Ok(None);
         }
         let what: Vec<String> = left.iter().map(|e| format!("{}: {} -> {}", e.label(), e.original, e.new)).collect();
@@ -563,9 +647,10 @@ impl Settings {
         )))
     }
 
-    /// Undo everything recorded in the journal (what a killed process left changed). Returns
-    /// what was done, as lines for the user; empty when there was nothing to restore.
-    /// Idempotent; clears the journal when done. Refuses while another live iolab owns it.
+    /// Undo what the journal records for processes no longer running (what a killed iolab left
+    /// changed) and this process's own; the settings of other live iolabs are theirs and left
+    /// alone (said in a line each). Returns what was done, as lines for the user; empty when
+    /// there was nothing to restore. Idempotent; removes the journal when it is empty.
     pub fn restore_journal(&self) -> Result<Vec<String>, String> {
         let _lock = journal::lock(&self.journal)?;
         let Some(mut j) = journal::load(&self.journal)? else { return Ok(Vec::new()) };
@@ -573,19 +658,27 @@ impl Settings {
             journal::store(&self.journal, &j)?;
             return Ok(Vec::new());
         }
-        if let Owner::AliveOther(pid) = j.owner() {
-            return Err(format!(
-                "iolab pid {pid} is running and owns the changed settings; it restores them when it ends (stop it first to restore now)"
-            ));
+        let held = |e: &JournalEntry| matches!(e.owner(), Owner::AliveOther(_));
+        let mut theirs: Vec<String> = Vec::new();
+        for e in j.entries.iter().filter(|e| held(e)) {
+            let line = format!("{}: left to {}, still running (it puts it back when it ends)", e.label(), e.owner.describe());
+            if !theirs.contains(&line) {
+                theirs.push(line);
+            }
         }
-        restore_loaded(&self.journal, &mut j, |_| false).map_err(|failed| {
-            format!(
-                "could not restore {} setting(s): {} (they stay in {}; fix and rerun `iolab restore`)",
-                failed.len(),
-                failed.join("; "),
-                self.journal.display()
-            )
-        })
+        settle(&self.journal, &mut j, |e| !held(e))
+            .map(|mut lines| {
+                lines.extend(theirs);
+                lines
+            })
+            .map_err(|failed| {
+                format!(
+                    "could not restore {} setting(s): {} (they stay in {}; fix and rerun `iolab restore`)",
+                    failed.len(),
+                    failed.join("; "),
+                    self.journal.display()
+                )
+            })
     }
 
     /// The change that makes `pages` free 2 MiB hugepages available (the pool grown by what is
@@ -714,17 +807,49 @@ impl Outcome {
     }
 }
 
-/// Put back the originals of `entries`, last change first, verifying each; then check them all
-/// again and rewrite any a later restore disturbed (switching the scheduler can reset wbt).
-/// One outcome per entry, in the order given.
-/// Restore every entry of `j` (loaded from `path` under its lock) and store what is left: the
-/// lines done, or the failures (whose entries stay journaled).
-/// Entries `later` picks are left journaled, untouched.
-fn restore_loaded(path: &Path, j: &mut Journal, later: impl Fn(&JournalEntry) -> bool) -> Result<Vec<String>, Vec<String>> {
-    let (mut keep, now): (Vec<JournalEntry>, Vec<JournalEntry>) = j.entries.drain(..).partition(|e| later(e));
-    let outcomes = restore_entries(&now);
+/// Why `try_apply` refused: a setting another live iolab holds (worth waiting for), or else.
+enum Refusal {
+    Busy(String),
+    Other(String),
+}
+
+impl Refusal {
+    fn into_message(self) -> String {
+        match self {
+            Refusal::Busy(m) => format!("{m} (wait for it with --wait-settings, or run again when it has ended)"),
+            Refusal::Other(m) => m,
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(m: String) -> Refusal {
+        Refusal::Other(m)
+    }
+}
+
+/// Whether another live owner's entry of `others` (not `e` itself) is on `e`'s file: a shared
+/// sysctl it still needs. Its holder, for the line that says so.
+fn shared_with<'a>(e: &JournalEntry, others: &'a [JournalEntry]) -> Option<&'a JournalEntry> {
+    others.iter().find(|o| o.path == e.path && !o.same(e) && !matches!(o.owner(), Owner::Dead(_)))
+}
+
+/// Restore the entries of `j` (loaded from `path` under its lock) that `pick` chooses, and store
+/// what is left: the lines done, or the failures (whose entries stay journaled). An entry whose
+/// file another live owner shares (a sysctl) is dropped unwritten: the last owner puts the
+/// original back. Entries not picked are left journaled, untouched.
+fn settle(path: &Path, j: &mut Journal, pick: impl Fn(&JournalEntry) -> bool) -> Result<Vec<String>, Vec<String>> {
+    let (now, mut keep): (Vec<JournalEntry>, Vec<JournalEntry>) = j.entries.drain(..).partition(|e| pick(e));
     let (mut lines, mut failed) = (Vec::new(), Vec::new());
-    for (e, o) in now.iter().zip(outcomes) {
+    let mut write = Vec::new();
+    for e in now {
+        match shared_with(&e, &keep) {
+            Some(o) => lines.push(format!("{}: left at {} for {}, which shares it", e.label(), e.new, o.owner.describe())),
+            None => write.push(e),
+        }
+    }
+    let outcomes = restore_entries(&write);
+    for (e, o) in write.iter().zip(outcomes) {
         match o {
             Outcome::Done(line) => lines.push(line),
             Outcome::Failed(msg) => {
@@ -752,12 +877,13 @@ fn restore_loaded(path: &Path, j: &mut Journal, later: impl Fn(&JournalEntry) ->
 fn restore_own_after_crash(path: &Path) -> Result<(Vec<String>, bool), String> {
     let _lock = journal::try_lock(path)?.ok_or("the settings journal is locked")?;
     let Some(mut j) = journal::load(path)? else { return Ok((Vec::new(), false)) };
-    if j.owner() != Owner::Us || j.entries.is_empty() {
+    let ours = |e: &JournalEntry| e.owner() == Owner::Us;
+    if !j.entries.iter().any(ours) {
         return Ok((Vec::new(), false));
     }
     let held = |e: &JournalEntry| e.setting == Setting::PciDriver;
-    let left = j.entries.iter().any(held);
-    restore_loaded(path, &mut j, held).map(|lines| (lines, left)).map_err(|failed| failed.join("; "))
+    let left = j.entries.iter().any(|e| ours(e) && held(e));
+    settle(path, &mut j, |e| ours(e) && !held(e)).map(|lines| (lines, left)).map_err(|failed| failed.join("; "))
 }
 
 fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {
@@ -845,11 +971,23 @@ impl AppliedGuard {
             return Ok(Vec::new());
         }
         let _lock = journal::lock(&self.journal);
-        let outcomes = restore_entries(&self.entries);
+        let loaded = journal::load(&self.journal);
+        // A sysctl another live iolab shares stays as it is: the last owner puts it back.
         let mut lines = Vec::new();
         let mut failed = Vec::new();
         let mut settled = Vec::new();
-        for (e, o) in self.entries.iter().zip(outcomes) {
+        let mut write = Vec::new();
+        for e in &self.entries {
+            match loaded.as_ref().ok().and_then(Option::as_ref).and_then(|j| shared_with(e, &j.entries)) {
+                Some(o) => {
+                    lines.push(format!("{}: left at {} for {}, which shares it", e.label(), e.new, o.owner.describe()));
+                    settled.push(e.path.clone());
+                }
+                None => write.push(e.clone()),
+            }
+        }
+        let outcomes = restore_entries(&write);
+        for (e, o) in write.iter().zip(outcomes) {
             match o {
                 Outcome::Done(l) => {
                     lines.push(l);
@@ -858,17 +996,17 @@ impl AppliedGuard {
                 Outcome::Failed(m) => failed.push(m),
             }
         }
-        // Drop our settled entries from the journal (if it is still ours).
+        // Drop our settled entries from the journal.
         let mut store_err = None;
-        match journal::load(&self.journal) {
-            Ok(Some(mut j)) if j.owner() == Owner::Us => {
+        match loaded {
+            Ok(Some(mut j)) => {
                 let before = j.entries.len();
-                j.entries.retain(|x| !(x.guard == self.guard && settled.contains(&x.path)));
+                j.entries.retain(|x| !(x.owner() == Owner::Us && x.guard == self.guard && settled.contains(&x.path)));
                 if j.entries.len() != before || j.entries.is_empty() {
                     store_err = journal::store(&self.journal, &j).err();
                 }
             }
-            Ok(_) => {}
+            Ok(None) => {}
             Err(e) => store_err = Some(e),
         }
         self.entries.retain(|e| !settled.contains(&e.path));

@@ -112,8 +112,9 @@ fn fake_apply_then_drop_restores_originals() {
 
     // The journal holds every original while the guard lives.
     let j: serde_json::Value = serde_json::from_str(&fs::read_to_string(f.journal()).unwrap()).unwrap();
-    assert_eq!(j["pid"], std::process::id());
-    assert!(j["pid_start_ticks"].is_u64());
+    assert_eq!(j["version"], 2);
+    assert_eq!(j["entries"][0]["owner"]["pid"], std::process::id(), "each entry names its owner");
+    assert!(j["entries"][0]["owner"]["pid_start_ticks"].is_u64());
     let entries = j["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 7);
     assert_eq!(entries[0]["setting"], "scheduler");
@@ -204,21 +205,58 @@ fn fake_killed_process_is_undone_by_restore_journal() {
     f.assert_originals();
 }
 
-#[test]
-fn fake_journal_of_dead_process_blocks_apply_until_restored() {
-    let f = Fake::new();
-    let g = f.settings().apply(&[dev(Setting::ReadAheadKb, "1024")]).unwrap();
-    std::mem::forget(g);
-    // Pretend the owner was another process that has died: a pid that cannot exist.
-    let text = fs::read_to_string(f.journal()).unwrap();
-    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
-    j["pid"] = serde_json::json!(i32::MAX as u32 - 1);
-    fs::write(f.journal(), serde_json::to_string(&j).unwrap()).unwrap();
+/// A pid no process can have.
+const DEAD: u32 = i32::MAX as u32 - 1;
 
+/// Put an entry of another process (`pid`, `command`) into the journal (version 2), with the
+/// file it names set to `new`, as that process would have left them.
+fn plant(journal: &Path, file: &Path, setting: &str, target: &str, pid: u32, command: &str, original: &str, new: &str) {
+    let mut j: serde_json::Value = match fs::read_to_string(journal) {
+        Ok(t) => serde_json::from_str(&t).unwrap(),
+        Err(_) => serde_json::json!({ "version": 2, "entries": [] }),
+    };
+    j["entries"].as_array_mut().unwrap().push(serde_json::json!({
+        "owner": { "pid": pid, "pid_start_ticks": null, "started_at": 0, "command": command },
+        "guard": 1, "setting": setting, "device": target, "target": target,
+        "path": file, "original": original, "new": new,
+    }));
+    fs::create_dir_all(journal.parent().unwrap()).unwrap();
+    fs::write(journal, serde_json::to_string(&j).unwrap()).unwrap();
+    fs::write(file, format!("{new}\n")).unwrap();
+}
+
+/// A live process that is not this one, to own journal entries; killed (-9) when dropped.
+struct Other(std::process::Child);
+
+impl Other {
+    fn start() -> Other {
+        Other(Command::new("sleep").arg("600").spawn().unwrap())
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    fn kill9(mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Other {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn fake_journal_of_dead_process_blocks_its_setting_until_restored() {
+    let f = Fake::new();
+    plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", DEAD, "iolab run", "128", "1024");
     let s = f.settings();
-    let err = s.apply(&[dev(Setting::Nomerges, "1")]).unwrap_err();
+    let err = s.apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err();
     assert!(err.contains("a previous iolab run") && err.contains("iolab restore"), "{err}");
-    assert_eq!(f.read("loop9", "nomerges"), "0", "nothing changed");
+    assert_eq!(f.read("loop9", "read_ahead_kb"), "1024", "nothing changed");
+    assert!(s.left_changed().unwrap().unwrap().contains("loop9 read_ahead_kb: 128 -> 1024"), "runs are told");
 
     let lines = s.restore_journal().unwrap();
     assert_eq!(lines, vec!["loop9 read_ahead_kb: 1024 -> 128 (restored)".to_string()]);
@@ -230,23 +268,169 @@ fn fake_journal_of_dead_process_blocks_apply_until_restored() {
 }
 
 #[test]
-fn fake_live_other_owner_is_refused() {
+fn fake_live_other_owner_holds_its_setting_and_no_other() {
     let f = Fake::new();
-    let g = f.settings().apply(&[dev(Setting::ReadAheadKb, "1024")]).unwrap();
-    // Another live process (our parent, pid 1 would do too) owns the journal.
-    let text = fs::read_to_string(f.journal()).unwrap();
-    let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
-    j["pid"] = serde_json::json!(1);
-    j["pid_start_ticks"] = serde_json::Value::Null;
-    fs::write(f.journal(), serde_json::to_string(&j).unwrap()).unwrap();
+    let other = Other::start();
+    plant(&f.journal(), &f.q("loop9", "scheduler"), "scheduler", "loop9", other.pid(), "iolab suite run S1", "none", "kyber");
+    fs::write(f.q("loop9", "scheduler"), "none [kyber] mq-deadline\n").unwrap();
     let s = f.settings();
-    let err = s.apply(&[dev(Setting::Nomerges, "1")]).unwrap_err();
-    assert!(err.contains("another iolab (pid 1)"), "{err}");
-    let err = s.restore_journal().unwrap_err();
-    assert!(err.contains("pid 1 is running"), "{err}");
-    // Our guard still restores its own change.
-    drop(g);
+    // The same setting: refused, naming who holds it.
+    let err = s.apply(&[dev(Setting::Scheduler, "mq-deadline")]).unwrap_err();
+    assert!(err.contains(&format!("loop9 scheduler is held by iolab pid {} (iolab suite run S1)", other.pid())), "{err}");
+    assert!(err.contains("--wait-settings"), "{err}");
+    // Another device's, and another setting of the same device: not blocked.
+    let a = s.apply(&[Change::new(Setting::Scheduler, Some("loop8"), "kyber"), dev(Setting::Nomerges, "2")]).unwrap();
+    assert_eq!((f.sched("loop8"), f.read("loop9", "nomerges")), ("kyber".to_string(), "2".to_string()));
+    assert_eq!(s.left_changed().unwrap(), None, "a live owner's setting is not left changed");
+    // A bounded wait ends with the holder named and how long it waited.
+    let began = std::time::Instant::now();
+    let mut said = Vec::new();
+    let err = s
+        .apply_waiting(&[dev(Setting::Scheduler, "mq-deadline")], std::time::Duration::from_millis(300), &|| false, &mut |l| {
+            said.push(l.to_string())
+        })
+        .unwrap_err();
+    assert!(began.elapsed() >= std::time::Duration::from_millis(300));
+    assert!(err.contains(&format!("held by iolab pid {}", other.pid())) && err.contains("waited"), "{err}");
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].starts_with("waiting (at most 0.3 s, --wait-settings) for loop9 scheduler is held by"), "{said:?}");
+    drop(a);
+    assert_eq!((f.sched("loop8"), f.read("loop9", "nomerges")), ("none".to_string(), "0".to_string()));
+    assert_eq!(f.sched("loop9"), "kyber", "the other's change is untouched");
+    // Once its owner is gone, a wait ends in the change.
+    let journal = f.journal();
+    let waiter = std::thread::spawn(move || {
+        let s = Settings::new(journal.parent().unwrap().parent().unwrap().parent().unwrap().join("sys"), journal);
+        let g = s.apply_waiting(&[dev(Setting::Scheduler, "mq-deadline")], std::time::Duration::from_secs(60), &|| false, &mut |_| {});
+        g.map(|g| g.changes())
+    });
+    // The other ends: puts its original back and leaves the journal (atomically, as it does).
+    fs::write(f.q("loop9", "scheduler"), "[none] mq-deadline kyber\n").unwrap();
+    let tmp = f.journal().with_extension("tmp");
+    fs::write(&tmp, r#"{"version": 2, "entries": []}"#).unwrap();
+    fs::rename(&tmp, f.journal()).unwrap();
+    let changes = waiter.join().unwrap().unwrap();
+    drop(other);
+    assert_eq!(changes, ["loop9 scheduler: none -> mq-deadline"]);
     f.assert_originals();
+}
+
+#[test]
+fn fake_restore_puts_back_dead_owners_and_leaves_live_ones() {
+    let f = Fake::new();
+    let live = Other::start();
+    plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", live.pid(), "iolab sweep a.toml", "128", "4096");
+    plant(&f.journal(), &f.q("loop8", "read_ahead_kb"), "read_ahead_kb", "loop8", DEAD, "iolab run", "128", "1024");
+    let lines = f.settings().restore_journal().unwrap();
+    assert_eq!(
+        lines,
+        [
+            "loop8 read_ahead_kb: 1024 -> 128 (restored)".to_string(),
+            format!(
+                "loop9 read_ahead_kb: left to iolab pid {} (iolab sweep a.toml), still running (it puts it back when it ends)",
+                live.pid()
+            )
+        ]
+    );
+    assert_eq!((f.read("loop8", "read_ahead_kb"), f.read("loop9", "read_ahead_kb")), ("128".to_string(), "4096".to_string()));
+    let j: serde_json::Value = serde_json::from_str(&fs::read_to_string(f.journal()).unwrap()).unwrap();
+    assert_eq!(j["entries"].as_array().unwrap().len(), 1, "the live owner's entry stays: {j}");
+    assert_eq!(j["entries"][0]["owner"]["pid"], live.pid());
+    live.kill9();
+    f.settings().restore_journal().unwrap();
+    f.assert_originals();
+    assert!(!f.journal().exists());
+}
+
+#[test]
+fn fake_version_1_journal_is_read_with_its_one_owner() {
+    let f = Fake::new();
+    let v1 = |pid: u32| {
+        let path = f.q("loop9", "read_ahead_kb");
+        fs::create_dir_all(f.journal().parent().unwrap()).unwrap();
+        let j = serde_json::json!({
+            "version": 1, "pid": pid, "pid_start_ticks": null, "started_at": 0, "command": "iolab run --set read_ahead_kb=1024",
+            "entries": [{ "guard": 1, "setting": "read_ahead_kb", "device": "loop9", "target": "loop9",
+                          "path": path, "original": "128", "new": "1024" }],
+        });
+        fs::write(f.journal(), serde_json::to_string(&j).unwrap()).unwrap();
+        fs::write(&path, "1024\n").unwrap();
+    };
+    // A live owner's (version 1): its setting is held, named with its command.
+    let other = Other::start();
+    v1(other.pid());
+    let err = f.settings().apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err();
+    assert!(err.contains(&format!("held by iolab pid {} (iolab run --set read_ahead_kb=1024)", other.pid())), "{err}");
+    other.kill9();
+    // A dead owner's: restored, and the journal is gone.
+    v1(DEAD);
+    assert_eq!(f.settings().restore_journal().unwrap(), ["loop9 read_ahead_kb: 1024 -> 128 (restored)"]);
+    f.assert_originals();
+    assert!(!f.journal().exists());
+    // What is written now is version 2, each entry with its owner.
+    let g = f.settings().apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&fs::read_to_string(f.journal()).unwrap()).unwrap();
+    assert_eq!(j["version"], 2);
+    assert_eq!(j["entries"][0]["owner"]["pid"], std::process::id());
+    assert!(j.get("pid").is_none(), "{j}");
+    drop(g);
+}
+
+/// A fake /proc/sys with kernel.perf_event_paranoid at 2.
+fn fake_sysctl(f: &Fake) -> (Settings, PathBuf) {
+    let k = f.dir.path().join("proc_sys/kernel");
+    fs::create_dir_all(&k).unwrap();
+    fs::write(k.join("perf_event_paranoid"), "2\n").unwrap();
+    (f.settings().with_proc_sys(f.dir.path().join("proc_sys")), k.join("perf_event_paranoid"))
+}
+
+#[test]
+fn fake_shared_sysctl_goes_back_only_when_its_last_owner_ends() {
+    let f = Fake::new();
+    let (s, file) = fake_sysctl(&f);
+    let paranoid = || fs::read_to_string(&file).unwrap().trim().to_string();
+    let lower = || Change::new(Setting::PerfEventParanoid, None, "0");
+
+    // Another profiler lowered it to -1 first; this one needs 0: shared, nothing written.
+    let other = Other::start();
+    plant(&f.journal(), &file, "perf_event_paranoid", "kernel", other.pid(), "iolab run --profile stages", "2", "-1");
+    let g = s.apply(&[lower()]).unwrap();
+    assert_eq!(g.changes(), ["kernel.perf_event_paranoid: 2 -> -1"], "the original is the first owner's");
+    // This one ends first: the other still needs it.
+    assert_eq!(
+        g.restore().unwrap(),
+        [format!("kernel.perf_event_paranoid: left at -1 for iolab pid {} (iolab run --profile stages), which shares it", other.pid())]
+    );
+    assert_eq!(paranoid(), "-1");
+    // The other is killed: `iolab restore` puts the original back, no owner being left.
+    other.kill9();
+    assert_eq!(s.restore_journal().unwrap(), ["kernel.perf_event_paranoid: -1 -> 2 (restored)"]);
+    assert_eq!(paranoid(), "2");
+
+    // Overlapping the other way: the other is killed -9 while this one still runs.
+    let other = Other::start();
+    plant(&f.journal(), &file, "perf_event_paranoid", "kernel", other.pid(), "iolab run --profile layers", "2", "0");
+    let g = s.apply(&[Change::new(Setting::PerfEventParanoid, None, "-1")]).unwrap();
+    assert_eq!(paranoid(), "-1", "lowered further for this one's need");
+    // `iolab restore` runs apart from both: hand this one's entry to a second live process.
+    let second = Other::start();
+    let mut j: serde_json::Value = serde_json::from_str(&fs::read_to_string(f.journal()).unwrap()).unwrap();
+    for e in j["entries"].as_array_mut().unwrap() {
+        if e["owner"]["pid"] == std::process::id() {
+            e["owner"]["pid"] = second.pid().into();
+            e["owner"]["pid_start_ticks"] = serde_json::Value::Null;
+        }
+    }
+    fs::write(f.journal(), serde_json::to_string(&j).unwrap()).unwrap();
+    std::mem::forget(g);
+    other.kill9();
+    let lines = s.restore_journal().unwrap();
+    assert!(lines[0].starts_with(&format!("kernel.perf_event_paranoid: left at 0 for iolab pid {} ", second.pid())), "{lines:?}");
+    assert_eq!(paranoid(), "-1", "restore leaves the live one's need alone");
+    second.kill9();
+    assert_eq!(s.restore_journal().unwrap(), ["kernel.perf_event_paranoid: -1 -> 2 (restored)"]);
+    assert_eq!(paranoid(), "2");
+    assert!(!f.journal().exists());
 }
 
 #[test]
@@ -578,4 +762,62 @@ fn fake_allocation_failure_under_ulimit_restores_from_the_journal() {
     assert_aborted_and_restored(&out);
     f.assert_originals();
     assert_eq!(f.settings().left_changed().unwrap(), None, "nothing left in the journal");
+}
+
+/// A scheduler of `dev` other than the one selected, or None.
+fn other_sched(dev: &str) -> Option<String> {
+    let (cur, all) = real_sched(dev);
+    ["mq-deadline", "kyber", "none", "bfq"].into_iter().find(|s| *s != cur && all.iter().any(|a| a == s)).map(str::to_string)
+}
+
+#[test]
+fn real_two_iolabs_on_two_loop_devices_share_one_journal_without_blocking() {
+    let test = "real_two_iolabs_on_two_loop_devices_share_one_journal_without_blocking";
+    let (Some(a), Some(b)) = (Loop::for_test(test), Loop::for_test(test)) else { return };
+    let (Some(sa), Some(sb)) = (other_sched(a.name()), other_sched(b.name())) else {
+        eprintln!("SKIP {test}: the loop devices offer no second scheduler");
+        return;
+    };
+    let (oa, ob) = (real_sched(a.name()).0, real_sched(b.name()).0);
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal.json");
+    let iolab = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_iolab"));
+        c.env("IOLAB_JOURNAL", &journal);
+        c
+    };
+    // The first holds loop A's scheduler for as long as its run lasts (stopped below).
+    let first = iolab()
+        .args(["run", "-q", "--runtime", "120s", "--scheduler", &sa, &a.dev])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while real_sched(a.name()).0 != sa {
+        assert!(std::time::Instant::now() < deadline, "the first never changed {}", a.dev);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The second, on loop B, at the same time and with the same journal: not blocked.
+    let second = iolab().args(["run", "-q", "--ios", "200", "--scheduler", &sb, &b.dev]).output().unwrap();
+    assert!(second.status.success(), "{}", String::from_utf8_lossy(&second.stderr));
+    assert_eq!(real_sched(b.name()).0, ob, "the second put its original back");
+    assert_eq!(real_sched(a.name()).0, sa, "the first's change is untouched");
+    // A third on loop A: told who holds it, at once, or after the wait it allows.
+    let third = iolab().args(["run", "-q", "--ios", "200", "--scheduler", &oa, &a.dev]).output().unwrap();
+    let err = String::from_utf8_lossy(&third.stderr);
+    assert_eq!(third.status.code(), Some(1), "{err}");
+    let held = format!("{} scheduler is held by iolab pid {} (", a.name(), first.id());
+    assert!(err.contains(&held) && err.contains("--scheduler"), "{err}");
+    let waited = iolab().args(["run", "-q", "--ios", "200", "--wait-settings", "1s", "--scheduler", &oa, &a.dev]).output().unwrap();
+    let err = String::from_utf8_lossy(&waited.stderr);
+    assert_eq!(waited.status.code(), Some(1), "{err}");
+    assert!(err.contains(&held) && err.contains("waited") && err.contains("--wait-settings 1s"), "{err}");
+    // Ctrl-C ends the first; it puts its original back.
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    let out = first.wait_with_output().unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 130)), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_eq!(real_sched(a.name()).0, oa, "the first put its original back");
+    assert!(!journal.exists(), "nothing left in the journal");
 }
