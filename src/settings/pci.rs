@@ -221,7 +221,7 @@ pub(super) mod tests {
                              // A dead owner: rewrite the journal's pid to one that cannot be alive.
         let p = s.journal_path();
         let mut j: serde_json::Value = serde_json::from_str(&fs::read_to_string(p).unwrap()).unwrap();
-        j["pid"] = serde_json::json!(i32::MAX as u32);
+        j["entries"][0]["owner"]["pid"] = serde_json::json!(i32::MAX as u32);
         fs::write(p, j.to_string()).unwrap();
         assert!(s.left_changed().unwrap().unwrap().contains("pci_driver: nvme -> vfio-pci"));
         let lines = s.restore_journal().unwrap();

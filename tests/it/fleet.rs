@@ -15,9 +15,14 @@ struct Slurm {
 
 impl Drop for Slurm {
     fn drop(&mut self) {
-        for pid in ["slurmd.pid", "slurmctld.pid", "munge/pid"] {
+        for (pid, name) in [("slurmd.pid", "slurmd"), ("slurmctld.pid", "slurmctld"), ("munge/pid", "munged")] {
             if let Ok(p) = std::fs::read_to_string(self.dir.path().join(pid)) {
-                if let Ok(p) = p.trim().parse::<i32>() {
+                // Only while the pid is still that daemon: a pid file outlives a daemon that
+                // ended, and its pid may be another process's by now (pid_max is 32768 here):
+                // a SIGTERM to a stale one once stopped another test's `iolab sweep --resume`
+                // (sweep::ctrl_c_stops_cleanly_keeping_finished_runs, exit 130).
+                let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                if let Some(p) = p.trim().parse::<i32>().ok().filter(|p| *p > 0 && comm(*p).trim() == name) {
                     // SAFETY: kill has no memory preconditions; the pid is a daemon this test started.
                     unsafe { libc::kill(p, libc::SIGTERM) };
                 }

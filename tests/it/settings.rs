@@ -210,7 +210,9 @@ const DEAD: u32 = i32::MAX as u32 - 1;
 
 /// Put an entry of another process (`pid`, `command`) into the journal (version 2), with the
 /// file it names set to `new`, as that process would have left them.
-fn plant(journal: &Path, file: &Path, setting: &str, target: &str, pid: u32, command: &str, original: &str, new: &str) {
+/// `values`: the original and the new value.
+fn plant(journal: &Path, file: &Path, setting: &str, target: &str, pid: u32, command: &str, values: (&str, &str)) {
+    let (original, new) = values;
     let mut j: serde_json::Value = match fs::read_to_string(journal) {
         Ok(t) => serde_json::from_str(&t).unwrap(),
         Err(_) => serde_json::json!({ "version": 2, "entries": [] }),
@@ -251,7 +253,7 @@ impl Drop for Other {
 #[test]
 fn fake_journal_of_dead_process_blocks_its_setting_until_restored() {
     let f = Fake::new();
-    plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", DEAD, "iolab run", "128", "1024");
+    plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", DEAD, "iolab run", ("128", "1024"));
     let s = f.settings();
     let err = s.apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err();
     assert!(err.contains("a previous iolab run") && err.contains("iolab restore"), "{err}");
@@ -271,7 +273,7 @@ fn fake_journal_of_dead_process_blocks_its_setting_until_restored() {
 fn fake_live_other_owner_holds_its_setting_and_no_other() {
     let f = Fake::new();
     let other = Other::start();
-    plant(&f.journal(), &f.q("loop9", "scheduler"), "scheduler", "loop9", other.pid(), "iolab suite run S1", "none", "kyber");
+    plant(&f.journal(), &f.q("loop9", "scheduler"), "scheduler", "loop9", other.pid(), "iolab suite run S1", ("none", "kyber"));
     fs::write(f.q("loop9", "scheduler"), "none [kyber] mq-deadline\n").unwrap();
     let s = f.settings();
     // The same setting: refused, naming who holds it.
@@ -319,8 +321,8 @@ fn fake_live_other_owner_holds_its_setting_and_no_other() {
 fn fake_restore_puts_back_dead_owners_and_leaves_live_ones() {
     let f = Fake::new();
     let live = Other::start();
-    plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", live.pid(), "iolab sweep a.toml", "128", "4096");
-    plant(&f.journal(), &f.q("loop8", "read_ahead_kb"), "read_ahead_kb", "loop8", DEAD, "iolab run", "128", "1024");
+    plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", live.pid(), "iolab sweep a.toml", ("128", "4096"));
+    plant(&f.journal(), &f.q("loop8", "read_ahead_kb"), "read_ahead_kb", "loop8", DEAD, "iolab run", ("128", "1024"));
     let lines = f.settings().restore_journal().unwrap();
     assert_eq!(
         lines,
@@ -393,7 +395,7 @@ fn fake_shared_sysctl_goes_back_only_when_its_last_owner_ends() {
 
     // Another profiler lowered it to -1 first; this one needs 0: shared, nothing written.
     let other = Other::start();
-    plant(&f.journal(), &file, "perf_event_paranoid", "kernel", other.pid(), "iolab run --profile stages", "2", "-1");
+    plant(&f.journal(), &file, "perf_event_paranoid", "kernel", other.pid(), "iolab run --profile stages", ("2", "-1"));
     let g = s.apply(&[lower()]).unwrap();
     assert_eq!(g.changes(), ["kernel.perf_event_paranoid: 2 -> -1"], "the original is the first owner's");
     // This one ends first: the other still needs it.
@@ -409,7 +411,7 @@ fn fake_shared_sysctl_goes_back_only_when_its_last_owner_ends() {
 
     // Overlapping the other way: the other is killed -9 while this one still runs.
     let other = Other::start();
-    plant(&f.journal(), &file, "perf_event_paranoid", "kernel", other.pid(), "iolab run --profile layers", "2", "0");
+    plant(&f.journal(), &file, "perf_event_paranoid", "kernel", other.pid(), "iolab run --profile layers", ("2", "0"));
     let g = s.apply(&[Change::new(Setting::PerfEventParanoid, None, "-1")]).unwrap();
     assert_eq!(paranoid(), "-1", "lowered further for this one's need");
     // `iolab restore` runs apart from both: hand this one's entry to a second live process.
