@@ -76,6 +76,10 @@ impl RunUi for SweepDisplay<'_> {
             b.set_message(format!("{} | {msg}", self.label));
         }
     }
+    /// A line of its own, as the sweep's other lines: the user sees whom the sweep waits for.
+    fn waiting(&mut self, msg: &str) {
+        SweepUi::line(self, msg)
+    }
     fn progress(&mut self, elapsed: f64, _total: Option<f64>, done: u64, ramp: bool) {
         let iops = self.iops.update(elapsed, done);
         if let Some(b) = &self.bar {

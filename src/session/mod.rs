@@ -23,6 +23,10 @@ use crate::record::{self, Environment, Path, Results, RunRecord, RunStatus, Veri
 /// What a run shows while it works: notes and about one progress call a second.
 pub trait RunUi {
     fn note(&mut self, _msg: &str) {}
+    /// Waiting for a setting another iolab holds, and who it is: a note unless shown otherwise.
+    fn waiting(&mut self, msg: &str) {
+        self.note(msg)
+    }
     /// (elapsed s, total s for time budgets, completions so far including the ramp, in ramp)
     fn progress(&mut self, _elapsed: f64, _total: Option<f64>, _done: u64, _ramp: bool) {}
     fn finish(&mut self) {}
@@ -158,7 +162,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     }
     let setup_not_applied = setup_changes(job, &infos, &system, &mut changes);
     let wait = std::time::Duration::from_secs(job.system.wait_settings_s.unwrap_or(0));
-    let guard = apply_settings(&system, &changes, wait, &mut |line| ui.note(line))?;
+    let guard = apply_settings(&system, &changes, wait, &mut |line| ui.waiting(line))?;
     // Describe the targets after the change, so the record shows what the run ran with.
     let infos: Vec<TargetInfo> = if guard.is_some() {
         targets

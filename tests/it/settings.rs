@@ -307,7 +307,9 @@ fn fake_live_other_owner_holds_its_setting_and_no_other() {
         g.map(|g| g.changes())
     });
     // The other ends: puts its original back and leaves the journal (atomically, as it does).
-    fs::write(f.q("loop9", "scheduler"), "[none] mq-deadline kyber\n").unwrap();
+    let sched = f.q("loop9", "scheduler");
+    fs::write(sched.with_extension("tmp"), "[none] mq-deadline kyber\n").unwrap();
+    fs::rename(sched.with_extension("tmp"), &sched).unwrap();
     let tmp = f.journal().with_extension("tmp");
     fs::write(&tmp, r#"{"version": 2, "entries": []}"#).unwrap();
     fs::rename(&tmp, f.journal()).unwrap();

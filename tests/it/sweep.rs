@@ -408,3 +408,53 @@ fn a_study_setup_is_applied_where_possible_and_recorded_where_not() {
         assert_eq!(rec["status"], "ok", "the run went on without the governor");
     }
 }
+
+#[test]
+fn a_setting_another_iolab_holds_is_waited_for_then_its_runs_fail_saying_who() {
+    let dir = work_dir();
+    let f = data_file(dir.path());
+    let governor = fake_cpufreq(dir.path());
+    let (sysfs, journal) = (dir.path().join("sys"), dir.path().join("journal.json"));
+    let cmd = || {
+        let mut c = iolab();
+        c.env("IOLAB_SYSFS", &sysfs).env("IOLAB_JOURNAL", &journal);
+        c
+    };
+    let rec = dir.path().join("probe.json");
+    assert!(iolab().args(["run", "-q", "--ios", "10", &f, "--json"]).arg(&rec).stdout(Stdio::null()).status().unwrap().success());
+    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&rec).unwrap()).unwrap();
+    if rec["environment"]["targets"][0]["device"].is_null() {
+        eprintln!("skipped: {} has no block device behind it, so no setting applies to it", dir.path().display());
+        return;
+    }
+    // Another live iolab (a stand-in process) holds the governor, as its journal entry says.
+    let mut other = Command::new("sleep").arg("600").spawn().unwrap();
+    let entry = serde_json::json!({ "version": 2, "entries": [{
+        "owner": { "pid": other.id(), "pid_start_ticks": null, "started_at": 0, "command": "iolab suite run S1" },
+        "guard": 1, "setting": "governor", "device": null, "target": "cpu0", "path": governor,
+        "original": "schedutil", "new": "powersave" }] });
+    std::fs::write(&journal, entry.to_string()).unwrap();
+    std::fs::write(&governor, "powersave\n").unwrap();
+    let p = dir.path().join("plan.toml");
+    std::fs::write(&p, format!("name = \"busy\"\nios = 100\ntargets = [\"{f}\"]\n[options]\nset = [\"governor=performance\"]\n[matrix]\nbs = [\"4k\", \"8k\"]\n")).unwrap();
+    let db = dir.path().join("r.db");
+    let out = cmd().args(["sweep", "--wait-settings", "1s", "--db"]).arg(&db).arg(&p).output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let _ = other.kill();
+    let _ = other.wait();
+    assert_eq!(out.status.code(), Some(1), "its runs failed, the sweep went on:\n{all}");
+    let st = planned_statuses(&db);
+    assert_eq!(st.iter().filter(|(s, _)| s == "failed").count(), 2, "{st:?}\n{all}");
+    let why = st[0].1.clone().unwrap_or_default();
+    let held = format!("cpu0 governor is held by iolab pid {} (iolab suite run S1)", other.id());
+    assert!(why.contains(&held) && why.contains("waited") && why.contains("--wait-settings 1s"), "{why}");
+    assert!(all.contains(&format!("waiting (at most 1 s, --wait-settings) for {held}")), "says whom it waits for:\n{all}");
+    assert_eq!(std::fs::read_to_string(&governor).unwrap().trim(), "powersave", "the holder's value untouched");
+    // Its holder gone (killed), `iolab restore` puts its original back and the setting is free.
+    let restore = cmd().arg("restore").output().unwrap();
+    assert!(restore.status.success(), "{}", String::from_utf8_lossy(&restore.stderr));
+    assert_eq!(std::fs::read_to_string(&governor).unwrap().trim(), "schedutil");
+    let again = cmd().args(["sweep", "-q", "--new", "--db"]).arg(&db).arg(&p).output().unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(std::fs::read_to_string(&governor).unwrap().trim(), "schedutil");
+}
