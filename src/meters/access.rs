@@ -181,6 +181,33 @@ mod tests {
         std::fs::read_to_string(d.path().join("kernel").join(name)).unwrap().trim().to_string()
     }
 
+    #[test]
+    fn an_event_that_opens_thanks_to_another_iolab_shares_its_lowered_sysctl() {
+        let (d, mut s) = fake("-1", "2");
+        // Another live iolab (a stand-in process) lowered it from 2 and holds it.
+        let mut other = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+        let path = d.path().join("kernel/perf_event_paranoid");
+        let j = serde_json::json!({ "version": 2, "entries": [{
+            "owner": { "pid": other.id(), "pid_start_ticks": null, "started_at": 0, "command": "iolab run --profile stages" },
+            "guard": 1, "setting": "perf_event_paranoid", "device": null, "target": "kernel", "path": path,
+            "original": "2", "new": "-1" }] });
+        std::fs::write(d.path().join("journal.json"), j.to_string()).unwrap();
+        assert_eq!(s.open_perf(PARANOID_CPU_WIDE, || Ok(())), Ok(()));
+        assert_eq!(s.changes(), ["kernel.perf_event_paranoid: 2 -> -1"], "joined as an owner, nothing written");
+        // The other ends first (killed): this run still needs the value.
+        other.kill().unwrap();
+        other.wait().unwrap();
+        // This run ends: the last owner puts the original back.
+        assert_eq!(s.restore().unwrap(), ["kernel.perf_event_paranoid: -1 -> 2 (restored)"]);
+        assert_eq!(read(&d, "perf_event_paranoid"), "2");
+        assert!(!d.path().join("journal.json").exists(), "the dead owner's entry went with it");
+        // Without another holder, an event that opens lowers and joins nothing.
+        let (d, mut s) = fake("-1", "2");
+        assert_eq!(s.open_perf(PARANOID_CPU_WIDE, || Ok(())), Ok(()));
+        assert!(s.changes().is_empty());
+        assert_eq!(read(&d, "perf_event_paranoid"), "-1");
+    }
+
     fn refused<T>() -> std::io::Result<T> {
         Err(std::io::Error::from_raw_os_error(libc::EACCES))
     }

@@ -1001,7 +1001,11 @@ impl AppliedGuard {
         match loaded {
             Ok(Some(mut j)) => {
                 let before = j.entries.len();
-                j.entries.retain(|x| !(x.owner() == Owner::Us && x.guard == self.guard && settled.contains(&x.path)));
+                // A dead sharer's entry on a file put back goes too: its original was the same.
+                j.entries.retain(|x| {
+                    let ours = x.owner() == Owner::Us && x.guard == self.guard;
+                    !(settled.contains(&x.path) && (ours || (x.setting.is_sysctl() && matches!(x.owner(), Owner::Dead(_)))))
+                });
                 if j.entries.len() != before || j.entries.is_empty() {
                     store_err = journal::store(&self.journal, &j).err();
                 }
