@@ -797,9 +797,14 @@ fn real_two_iolabs_on_two_loop_devices_share_one_journal_without_blocking() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let mut first = first;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while real_sched(a.name()).0 != sa {
-        assert!(std::time::Instant::now() < deadline, "the first never changed {}", a.dev);
+        if std::time::Instant::now() > deadline || first.try_wait().unwrap().is_some() {
+            let _ = first.kill();
+            let out = first.wait_with_output().unwrap();
+            panic!("the first never changed {}: {:?}\n{}", a.dev, out.status, String::from_utf8_lossy(&out.stderr));
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // The second, on loop B, at the same time and with the same journal: not blocked.
