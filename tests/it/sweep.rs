@@ -438,6 +438,13 @@ fn a_setting_another_iolab_holds_is_waited_for_then_its_runs_fail_saying_who() {
     let p = dir.path().join("plan.toml");
     std::fs::write(&p, format!("name = \"busy\"\nios = 100\ntargets = [\"{f}\"]\n[options]\nset = [\"governor=performance\"]\n[matrix]\nbs = [\"4k\", \"8k\"]\n")).unwrap();
     let db = dir.path().join("r.db");
+    for bad in ["nan", "8h1", "1e9s"] {
+        let out = cmd().args(["sweep", "--wait-settings", bad, "--db"]).arg(&db).arg(&p).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.starts_with("iolab: --wait-settings: ") && err.lines().count() == 1, "{err}");
+        assert!(!db.exists(), "refused before anything is made");
+    }
     let out = cmd().args(["sweep", "--wait-settings", "1s", "--db"]).arg(&db).arg(&p).output().unwrap();
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let _ = other.kill();
