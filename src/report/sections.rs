@@ -95,6 +95,11 @@ impl<'a> Ctx<'a> {
         self.items.push(Item::Note(s.into()));
     }
 
+    /// The sweep's stored name (a study part's name): what a part's own titles are made from.
+    pub fn name(&self) -> &'a str {
+        &self.sweep.name
+    }
+
     pub fn all_runs(&self) -> Vec<&'a Run> {
         self.sweep.configs.iter().flat_map(|c| c.runs.iter()).collect()
     }
@@ -198,6 +203,14 @@ pub struct Part<'p> {
 /// Build the sections for the selected sweeps; `part` says which sweep names are study parts.
 pub fn sections<'p>(sweeps: &[SweepRuns], part: impl Fn(&str) -> Option<Part<'p>>) -> Vec<Section> {
     sweeps.iter().filter(|s| !s.configs.is_empty() || !s.skipped.is_empty()).map(|s| section(s, part(&s.name))).collect()
+}
+
+/// The section of a study part none of whose runs is in the report: what it feeds, what iolab
+/// cannot run of it, and `why` it has no runs here, so that no part silently disappears.
+pub fn absent(name: &str, part: Part, why: &str) -> Section {
+    let mut items: Vec<Item> = part.unsupported.iter().map(|(what, reason)| Item::Note(format!("Not run by iolab: {what}: {reason}."))).collect();
+    items.push(Item::Note(format!("No runs in this report: {why}")));
+    Section { id: slug(&format!("{name}-absent")), title: format!("{name} (no runs)"), about: part.feeds.to_string(), items }
 }
 
 fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {

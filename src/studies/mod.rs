@@ -123,11 +123,26 @@ pub fn part(sweep_name: &str) -> Option<&'static Part> {
     STUDIES.iter().flat_map(|s| s.parts.iter()).find(|p| p.name == sweep_name)
 }
 
-/// The report's sections for the selected sweeps: a sweep named after a part gets its panels.
+/// The report's sections for the selected sweeps: a sweep named after a part gets its panels,
+/// and every other part of a study the selection touches gets a section saying why it has no
+/// runs here (one that iolab cannot run, or one not run into this database).
 pub fn sections(sweeps: &[SweepRuns]) -> Vec<Section> {
-    sections::sections(sweeps, |name| {
-        part(name).map(|p| sections::Part { feeds: p.feeds, unsupported: p.unsupported, panels: p.runs.as_ref().and_then(Runs::panels) })
-    })
+    let of = |p: &Part| sections::Part { feeds: p.feeds, unsupported: p.unsupported, panels: p.runs.as_ref().and_then(Runs::panels) };
+    let mut out = sections::sections(sweeps, |name| part(name).map(of));
+    let present = |p: &Part| sweeps.iter().any(|s| s.name == p.name);
+    for study in STUDIES.iter().filter(|s| s.parts.iter().any(present)) {
+        for p in study.parts.iter().filter(|p| !present(p)) {
+            let why = match p.runs {
+                None => "iolab cannot run this part (the reasons above).".to_string(),
+                Some(_) => format!(
+                    "its sweep is not in the selected runs (not run into this database, or filtered out): `iolab suite run {} --part {}` makes it.",
+                    study.id, p.name
+                ),
+            };
+            out.push(sections::absent(p.name, of(p), &why));
+        }
+    }
+    out
 }
 
 impl Runs {

@@ -76,10 +76,7 @@ pub const STUDY: Study = Study {
         Part {
             name: "S2.5-where-the-time-goes",
             feeds: "Fig 4 and Fig 5c: CPU per I/O split by layer of the stack (iolab, user libraries, io_uring/libaio, block layer, driver, rest of kernel) and each request's latency by stage, every interface at QD1 and at saturation (QD128), one core",
-            unsupported: &[(
-                "instructions per layer",
-                "layers are split by CPU time from cpu-clock samples; CHEOPS'23 counted instructions, which needs PMU sampling per layer (not done by iolab yet)",
-            )],
+            unsupported: &[],
             runs: Some(Runs {
                 matrix: where_the_time_goes_matrix,
                 full: (2, "10s", Runtime("30s")),

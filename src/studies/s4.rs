@@ -358,7 +358,7 @@ fn completion_panels(ctx: &mut Ctx) {
     let mut sorted = cs.clone();
     sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, c.method(), c.overlay()));
     let mut t = Table::new(
-        "S4 completion methods: latency and CPU per I/O",
+        format!("{}: latency and CPU per I/O by completion method", ctx.name()),
         &[
             "rw",
             "bs",
@@ -395,7 +395,7 @@ fn completion_panels(ctx: &mut Ctx) {
             &mine,
             Plot {
                 title: format!("Mean latency against block size ({rw})"),
-                x: axis("block size (bytes)", Scale::Log2),
+                x: axis("block size", Scale::Bytes),
                 y: axis("mean latency (µs)", Scale::Linear),
                 x_of: &|r| r.bs as f64,
                 y_of: &lat_mean_us,

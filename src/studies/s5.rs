@@ -187,7 +187,7 @@ fn fastpath_panels(ctx: &mut Ctx) {
                 &cs,
                 Plot {
                     title: format!("{title} against block size ({name})"),
-                    x: axis("block size (bytes)", Scale::Log2),
+                    x: axis("block size", Scale::Bytes),
                     y: axis(y, Scale::Linear),
                     x_of: &|r| r.bs as f64,
                     y_of: &y_of,
