@@ -38,6 +38,9 @@ pub struct SuiteRunArgs {
     /// List the runs and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: list every combination the parts' rules drop (otherwise a count per reason).
+    #[arg(long)]
+    pub verbose: bool,
     #[arg(short, long)]
     pub quiet: bool,
     /// Pin every run's threads to a NUMA node's CPUs (local, a node's number, or off), in place
@@ -137,6 +140,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             db: a.db.clone(),
             quiet: a.quiet,
             dry_run: a.dry_run,
+            verbose: a.verbose,
             resume: Resume::Auto,
             again: again.clone(),
             energy: energy.clone(),

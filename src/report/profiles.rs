@@ -83,7 +83,7 @@ struct Panel {
 
 const PANELS: [Panel; 3] = [
     Panel {
-        title: "One request's latency by stage of the stack",
+        title: STAGES,
         y_label: "µs per request (mean)",
         parts: stage_parts,
         asked: |r| r.record.cost.stages.is_some(),
@@ -91,7 +91,7 @@ const PANELS: [Panel; 3] = [
         note: "Traced with kernel tracepoints (--profile stages), request by request; each part is the stage's share of the traced end-to-end time times its mean, so a bar is the mean traced request. Tracing slows the run; the record compares it with the same job untraced.",
     },
     Panel {
-        title: "CPU time per I/O by layer of the stack",
+        title: LAYERS,
         y_label: "CPU µs per I/O (self, system-wide)",
         parts: layer_parts,
         asked: |r| r.record.cost.profile.is_some(),
@@ -99,7 +99,7 @@ const PANELS: [Panel; 3] = [
         note: "cpu-clock samples on every CPU (--profile layers), each put in the layer of its innermost frame; idle and other processes' user time left out. Instructions need a PMU: the next panel, where the machine has one.",
     },
     Panel {
-        title: "Instructions per I/O by layer of the stack",
+        title: INSTRUCTIONS,
         y_label: "instructions per I/O (self, system-wide)",
         parts: instruction_parts,
         asked: |r| r.record.cost.profile.is_some(),
@@ -112,6 +112,13 @@ const PANELS: [Panel; 3] = [
 ];
 
 /// The panels of a sweep with profiled runs, one bar per configuration.
+/// The titles of the panels drawn for any profiled sweep, for a study part to cite its paper's
+/// figure by (`Ctx::cite`).
+pub const STAGES: &str = "One request's latency by stage of the stack";
+pub const LAYERS: &str = "CPU time per I/O by layer of the stack";
+pub const INSTRUCTIONS: &str = "Instructions per I/O by layer of the stack";
+pub const MODULES: &str = "The run's CPU by kernel module and function, user against kernel";
+
 pub fn panels(ctx: &mut Ctx) {
     let configs: Vec<&Config> = ctx.configs(|_| true);
     let runs = runs_of(&configs);
@@ -128,13 +135,14 @@ pub fn panels(ctx: &mut Ctx) {
                 Some((label, mean_over(&rs, p.parts)?))
             })
             .collect();
+        let title = ctx.cited(p.title);
         if bars.is_empty() {
             let why = why_not(&profiled, p.reason).unwrap_or_else(|| "no run recorded this profile".into());
-            ctx.unavailable(p.title, &why, &profiled);
+            ctx.unavailable(&title, &why, &profiled);
             continue;
         }
-        let svg = stacked_bars(&StackedBars { title: p.title.into(), y_label: p.y_label.into(), bars });
-        ctx.figure(p.title, svg, &profiled, vec![p.note.into()]);
+        let svg = stacked_bars(&StackedBars { title: title.clone(), y_label: p.y_label.into(), bars });
+        ctx.figure(&title, svg, &profiled, vec![p.note.into()]);
     }
     modules_table(ctx, &configs);
     cost_table(ctx, &configs);
@@ -169,7 +177,7 @@ fn modules_table(ctx: &mut Ctx, configs: &[&Config]) {
         return;
     }
     let mut t = Table::new(
-        "The run's CPU by kernel module and function, user against kernel",
+        ctx.cited(MODULES),
         &["configuration", "space", "module", "layer", "share of the run's CPU", "CPU µs per I/O", "busiest functions (share)"],
     );
     let pct = |x: f64| format!("{:.1} %", 100.0 * x);

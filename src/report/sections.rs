@@ -43,6 +43,8 @@ pub struct Ctx<'a> {
     sweep: &'a SweepRuns,
     prefix: String,
     items: Vec<Item>,
+    /// (a drawn-for-any-sweep panel's title, the paper's figure it stands for in this part).
+    cites: Vec<(&'static str, &'static str)>,
 }
 
 pub fn slug(s: &str) -> String {
@@ -93,6 +95,21 @@ impl<'a> Ctx<'a> {
 
     pub fn note(&mut self, s: impl Into<String>) {
         self.items.push(Item::Note(s.into()));
+    }
+
+    /// Say which of its paper's figures a panel drawn for any sweep (`profiles`) stands for in
+    /// this part, e.g. ("CPU time per I/O by layer of the stack", "CHEOPS'23 Fig 4"): the title
+    /// then names it. Only the part that carries a panel cites its paper.
+    pub fn cite(&mut self, panel: &'static str, figure: &'static str) {
+        self.cites.push((panel, figure));
+    }
+
+    /// A panel's title with the figure the part said it stands for, if any.
+    pub fn cited(&self, panel: &str) -> String {
+        match self.cites.iter().find(|(p, _)| *p == panel) {
+            Some((_, f)) => format!("{panel} ({f})"),
+            None => panel.to_string(),
+        }
     }
 
     /// The sweep's stored name (a study part's name): what a part's own titles are made from.
@@ -218,7 +235,7 @@ fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
         Some(id) => format!("{}-{id}", sweep.name),
         None => "lone".into(),
     });
-    let mut ctx = Ctx { sweep, prefix: prefix.clone(), items: Vec::new() };
+    let mut ctx = Ctx { sweep, prefix: prefix.clone(), items: Vec::new(), cites: Vec::new() };
     for (what, why) in part.as_ref().map(|p| p.unsupported).unwrap_or_default() {
         ctx.note(format!("Not run by iolab: {what}: {why}."));
     }

@@ -332,7 +332,7 @@ pub fn chart(c: &Chart) -> String {
         let x = mx.t(t);
         let _ = write!(
             out,
-            r##"<line x1="{x:.1}" y1="{py0}" x2="{x:.1}" y2="{}" stroke="#666"/><text class="tick" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            r##"<line x1="{x:.1}" y1="{py0}" x2="{x:.1}" y2="{}" stroke="#666"/><text class="tick x" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
             py0 + 4.0,
             py0 + 17.0,
             c.x.scale.tick(t)
@@ -342,7 +342,7 @@ pub fn chart(c: &Chart) -> String {
         let y = my.t(t);
         let _ = write!(
             out,
-            r##"<line x1="{px0}" y1="{y:.1}" x2="{px1}" y2="{y:.1}" stroke="#eee"/><text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{px0}" y1="{y:.1}" x2="{px1}" y2="{y:.1}" stroke="#eee"/><text class="tick y" x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
             px0 - 5.0,
             y + 4.0,
             c.y.scale.tick(t)
@@ -475,7 +475,7 @@ pub fn tile_map(m: &TileMap) -> String {
     let mut out = String::new();
     header(&mut out, &m.title, "map", H);
     for (i, c) in m.cols.iter().enumerate() {
-        let _ = write!(out, r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, px0 + (i as f64 + 0.5) * cw, py1 + 16.0, esc(c));
+        let _ = write!(out, r#"<text class="tick x" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, px0 + (i as f64 + 0.5) * cw, py1 + 16.0, esc(c));
     }
     for (i, r) in m.rows.iter().enumerate() {
         let _ = write!(out, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, px0 - 6.0, py0 + (i as f64 + 0.5) * rh + 4.0, esc(r));
@@ -564,7 +564,7 @@ pub fn stacked_bars(c: &StackedBars) -> String {
     for t in y.ticks() {
         let _ = write!(
             out,
-            r##"<line x1="{LEFT}" x2="{}" y1="{y0:.1}" y2="{y0:.1}" stroke="#eee"/><text class="tick" x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y0:.1}" y2="{y0:.1}" stroke="#eee"/><text class="tick y" x="{}" y="{:.1}" text-anchor="end" font-size="10">{}</text>"##,
             W - right,
             LEFT - 4.0,
             y.t(t) + 3.0,

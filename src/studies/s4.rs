@@ -107,7 +107,7 @@ pub const STUDY: Study = Study {
                 matrix: by_module_matrix,
                 full: (3, "10s", Runtime("30s")),
                 quick: (1, "0.5s", Runtime("1s")),
-                report: Report::Panels(super::profiled_part),
+                report: Report::Panels(by_module_panels),
                 profile: Some("layers"),
                 devices: Devices::Each,
             }),
@@ -351,6 +351,12 @@ fn gc_panels(ctx: &mut Ctx) {
             ctx.figure(&format!("{title}; {scope}"), svg, &runs, notes);
         }
     }
+}
+
+/// S4.8's panels are the profiled sweep's (report/profiles.rs): its module table is Figs 14-15.
+fn by_module_panels(ctx: &mut Ctx) {
+    ctx.cite(crate::report::profiles::MODULES, "IISWC'19 Figs 14-15");
+    super::profiled_part(ctx);
 }
 
 fn completion_panels(ctx: &mut Ctx) {
