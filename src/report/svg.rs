@@ -242,6 +242,8 @@ struct Legend {
     columns: usize,
     column_width: f64,
     rows: usize,
+    /// Characters of a name shown (the longest name's, up to what a full-width column holds).
+    room: usize,
 }
 
 /// Legend rows' pitch and a name's glyph width (px) at the legend's 11 px.
@@ -255,11 +257,12 @@ impl Legend {
         let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
         let beside_rows = (plot_height / LEGEND_ROW) as usize;
         if names.len() <= beside_rows && longest as f64 * LEGEND_GLYPH + 28.0 <= RIGHT {
-            return Legend { beside: true, columns: 1, column_width: RIGHT, rows: names.len() };
+            return Legend { beside: true, columns: 1, column_width: RIGHT, rows: names.len(), room: longest };
         }
-        let column_width = (longest.min(LEGEND_MAX) as f64 * LEGEND_GLYPH + 30.0).min(W - 24.0);
+        let room = longest.min(LEGEND_MAX).min(((W - 54.0) / LEGEND_GLYPH) as usize);
+        let column_width = room as f64 * LEGEND_GLYPH + 30.0;
         let columns = (((W - 24.0) / column_width) as usize).clamp(1, names.len().max(1));
-        Legend { beside: false, columns, column_width, rows: names.len().div_ceil(columns) }
+        Legend { beside: false, columns, column_width, rows: names.len().div_ceil(columns), room }
     }
 
     /// Room the legend takes under the plot.
@@ -282,12 +285,7 @@ impl Legend {
     }
 
     fn name(&self, name: &str) -> String {
-        if self.beside {
-            name.to_string()
-        } else {
-            let room = ((self.column_width - 30.0) / LEGEND_GLYPH) as usize;
-            truncate(name, room.max(8))
-        }
+        truncate(name, self.room.max(8))
     }
 }
 
@@ -549,12 +547,12 @@ pub fn stacked_bars(c: &StackedBars) -> String {
     let legend = Legend::of(&parts, H - BOTTOM - TOP);
     let right = if legend.beside { RIGHT } else { 24.0 };
     let slot = (W - right - LEFT) / c.bars.len().max(1) as f64;
-    // Labels that do not fit under their bar are written slanted, whole; the figure grows to
-    // hold them.
+    // Labels that do not fit under their bar are written upright (rotated a quarter turn, so
+    // that none runs off the figure's side), whole; the figure grows to hold them.
     const GLYPH: f64 = 5.6;
     let longest = c.bars.iter().map(|(l, _)| l.chars().count()).max().unwrap_or(0) as f64;
     let slanted = longest * GLYPH > slot - 4.0;
-    let labels = if slanted { longest * GLYPH * 0.71 + 10.0 } else { 0.0 };
+    let labels = if slanted { longest * GLYPH + 6.0 - (BOTTOM - 14.0) } else { 0.0 }.max(0.0);
     let base_h = H + labels;
     let height = base_h + legend.below();
     let mut out = String::new();
@@ -601,8 +599,9 @@ pub fn stacked_bars(c: &StackedBars) -> String {
         if slanted {
             let _ = write!(
                 out,
-                r#"<text class="bar-label" transform="translate({cx:.1} {:.1}) rotate(-45)" text-anchor="end" font-size="10">{}</text>"#,
-                ly - 4.0,
+                r#"<text class="bar-label" transform="translate({:.1} {:.1}) rotate(-90)" text-anchor="end" font-size="10">{}</text>"#,
+                cx + 3.5,
+                ly - 8.0,
                 esc(label)
             );
         } else {
@@ -698,6 +697,32 @@ mod tests {
         assert_eq!(svg.matches("class=\"mark\"").count(), 2);
         assert!(svg.contains("1 point(s) not drawable on a log axis"));
         assert!(svg.contains("<title>1,10</title>"));
+    }
+
+    /// Forty series: no two drawn alike (colour and dash), every name whole in a legend under the
+    /// plot, the figure taller to hold it.
+    #[test]
+    fn many_series_stay_apart_and_the_legend_grows() {
+        let series: Vec<Series> = (0..40)
+            .map(|i| Series { name: format!("io_uring sqpoll poll QD{i} · nvme0n1+nvme1n1 · node-b"), points: vec![pt(1.0, i as f64), pt(2.0, 1.0)] })
+            .collect();
+        let styles: Vec<_> = (0..40).map(style).collect();
+        assert!(styles.iter().enumerate().all(|(i, s)| !styles[..i].iter().any(|o| (o.0, o.1) == (s.0, s.1))));
+        let c = Chart {
+            title: "t".into(),
+            x: Axis { label: "block size".into(), scale: Scale::Bytes },
+            y: Axis { label: "IOPS".into(), scale: Scale::Linear },
+            series,
+            callouts: vec![],
+            lines: true,
+        };
+        let svg = chart(&c);
+        assert_eq!(svg.matches("class=\"legend\"").count(), 40);
+        assert!(svg.contains(">io_uring sqpoll poll QD39 · nvme0n1+nvme1n1 · node-b</text>") && !svg.contains('…'));
+        assert!(!svg.contains(&format!("height=\"{H}\"")), "the figure grew for its legend");
+        let bars = StackedBars { title: "t".into(), y_label: "µs".into(), bars: vec![("io_uring sqpoll poll QD128 · nvme0n1".into(), vec![("a".into(), 1.0)]), ("b".into(), vec![("a".into(), 2.0)])] };
+        assert!(stacked_bars(&bars).contains(">io_uring sqpoll poll QD128 · nvme0n1</text>"), "a bar's label is whole");
+        assert_ne!(bar_fill(0), bar_fill(16));
     }
 
     #[test]

@@ -60,6 +60,8 @@ fn record(base: &Value, job: &Value, key: &str, replicate: u32, profiled: (bool,
         t["lat_ns"]["p99_999"] = json!(lat * 9.0);
     }
     r["results"]["cpu"]["cores"] = json!(0.2 + spread(key));
+    let per_io = json!({"instructions": 4000.0 + 3000.0 * spread(key), "ipc": 1.1, "cache_miss_rate": 0.02});
+    r["cost"]["counters"] = json!({"workload_per_io": per_io, "system_per_io": per_io});
     let complete = job["complete"].as_str().unwrap_or("irq");
     let observed = if complete == "irq" { "interrupt" } else { "polled" };
     r["completion_path"] = json!({"requested": complete, "mechanism": observed, "observed": observed, "fell_back": false});
@@ -203,10 +205,20 @@ fn check_study(study: &iolab::studies::Study, out: &Path) -> (usize, usize) {
             })
             .collect();
         assert!(legend.len() >= looks.len(), "{name}: a legend entry without its name");
+        // What each entry shows: its last text, whole.
+        let shown: Vec<&str> = svg
+            .match_indices("<g class=\"legend\"")
+            .filter_map(|(at, _)| {
+                let g = &svg[at..at + svg[at..].find("</g>")?];
+                let text = &g[g.rfind("<text")?..];
+                Some(&text[text.find('>')? + 1..text.find("</text>")?])
+            })
+            .collect();
+        assert_eq!(shown, legend, "{name}: a legend entry not shown whole");
         assert!(duplicates(&legend).is_empty(), "{name}: legend names twice: {:?}", duplicates(&legend));
         let bars = texts(&svg, "<text class=\"bar-label\"");
         assert!(duplicates(&bars).is_empty(), "{name}: bars labelled alike: {:?}", duplicates(&bars));
-        assert!(!bars.iter().chain(&legend).any(|l| l.ends_with('…')), "{name}: a label cut short: {bars:?} {legend:?}");
+        assert!(!bars.iter().any(|l| l.ends_with('…')), "{name}: a bar label cut short: {bars:?}");
         // Titles cite their own paper only.
         for p in &foreign {
             assert!(!svg.contains(p), "{name}: {} cites {p}", study.id);
@@ -239,6 +251,12 @@ fn every_study_quick_report_draws_its_parts_legibly() {
         eprintln!("{}: {figures} figures checked, {blocks} against block size", study.id);
         if ["S4", "S5"].contains(&study.id) {
             assert!(blocks > 0, "{}: no figure against block size", study.id);
+        }
+        if study.id == "S2" {
+            // One x (QD1, one thread) for every series: bars, not a line chart of single points.
+            let qd1 = crate::report::files(&out.join("figures"), "svg").into_iter().find(|f| f.to_string_lossy().contains("instructions-per-i-o-at-qd1"));
+            let qd1 = std::fs::read_to_string(qd1.expect("S2.1 draws instructions per I/O")).unwrap();
+            assert!(qd1.contains("data-kind=\"stacked-bars\""), "S2.1 is not drawn as bars");
         }
     }
 }
