@@ -75,7 +75,8 @@ pub fn bs_name(bs: u64) -> String {
 /// configurations; one alone is named by its design point and queue depth.
 pub fn labels(configs: &[&Config]) -> Vec<String> {
     type Part = fn(&Config) -> String;
-    let interface: Part = |c| if c.first().interface == crate::interfaces::vfio_nvme::NAME { c.method() } else { c.first().interface.clone() };
+    let interface: Part =
+        |c| if c.first().interface == crate::interfaces::vfio_nvme::NAME { c.method() } else { c.first().interface.clone() };
     let fields: [Part; 8] = [
         interface,
         |c| if c.first().submit == "syscall" { String::new() } else { c.first().submit.clone() },
@@ -94,10 +95,8 @@ pub fn labels(configs: &[&Config]) -> Vec<String> {
         // "sqpoll poll" alone does not say which interface.
         shown.insert(0, 0);
     }
-    let mut out: Vec<String> = configs
-        .iter()
-        .map(|c| shown.iter().map(|&i| fields[i](c)).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" "))
-        .collect();
+    let mut out: Vec<String> =
+        configs.iter().map(|c| shown.iter().map(|&i| fields[i](c)).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")).collect();
     // Key parts none of the fields above show (batching, NUMA, scheduler …).
     let keys: Vec<Vec<&str>> = configs.iter().map(|c| c.key.split(',').collect()).collect();
     for i in 0..out.len() {

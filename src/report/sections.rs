@@ -225,7 +225,8 @@ pub fn sections<'p>(sweeps: &[SweepRuns], part: impl Fn(&str) -> Option<Part<'p>
 /// The section of a study part none of whose runs is in the report: what it feeds, what iolab
 /// cannot run of it, and `why` it has no runs here, so that no part silently disappears.
 pub fn absent(name: &str, part: Part, why: &str) -> Section {
-    let mut items: Vec<Item> = part.unsupported.iter().map(|(what, reason)| Item::Note(format!("Not run by iolab: {what}: {reason}."))).collect();
+    let mut items: Vec<Item> =
+        part.unsupported.iter().map(|(what, reason)| Item::Note(format!("Not run by iolab: {what}: {reason}."))).collect();
     items.push(Item::Note(format!("No runs in this report: {why}")));
     Section { id: slug(&format!("{name}-absent")), title: format!("{name} (no runs)"), about: part.feeds.to_string(), items }
 }

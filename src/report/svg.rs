@@ -45,9 +45,22 @@ fn marker(m: Marker, x: f64, y: f64, r: f64, fill: &str, stroke: &str, title: &s
         Marker::Circle => format!(r#"<circle class="mark" cx="{x:.1}" cy="{y:.1}" r="{r}""#),
         Marker::Square => format!(r#"<rect class="mark" x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}""#, x - r, y - r, 2.0 * r, 2.0 * r),
         Marker::Triangle => {
-            format!(r#"<path class="mark" d="M{x:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}Z""#, y - r * 1.2, x + r * 1.1, y + r * 0.8, x - r * 1.1, y + r * 0.8)
+            format!(
+                r#"<path class="mark" d="M{x:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}Z""#,
+                y - r * 1.2,
+                x + r * 1.1,
+                y + r * 0.8,
+                x - r * 1.1,
+                y + r * 0.8
+            )
         }
-        Marker::Diamond => format!(r#"<path class="mark" d="M{x:.1},{:.1}L{:.1},{y:.1}L{x:.1},{:.1}L{:.1},{y:.1}Z""#, y - r * 1.3, x + r * 1.1, y + r * 1.3, x - r * 1.1),
+        Marker::Diamond => format!(
+            r#"<path class="mark" d="M{x:.1},{:.1}L{:.1},{y:.1}L{x:.1},{:.1}L{:.1},{y:.1}Z""#,
+            y - r * 1.3,
+            x + r * 1.1,
+            y + r * 1.3,
+            x - r * 1.1
+        ),
     };
     let inner = if title.is_empty() { String::new() } else { format!("<title>{}</title>", esc(title)) };
     let close = match m {
@@ -473,7 +486,13 @@ pub fn tile_map(m: &TileMap) -> String {
     let mut out = String::new();
     header(&mut out, &m.title, "map", H);
     for (i, c) in m.cols.iter().enumerate() {
-        let _ = write!(out, r#"<text class="tick x" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#, px0 + (i as f64 + 0.5) * cw, py1 + 16.0, esc(c));
+        let _ = write!(
+            out,
+            r#"<text class="tick x" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            px0 + (i as f64 + 0.5) * cw,
+            py1 + 16.0,
+            esc(c)
+        );
     }
     for (i, r) in m.rows.iter().enumerate() {
         let _ = write!(out, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, px0 - 6.0, py0 + (i as f64 + 0.5) * rh + 4.0, esc(r));
@@ -544,12 +563,14 @@ pub fn stacked_bars(c: &StackedBars) -> String {
             }
         }
     }
-    let legend = Legend::of(&parts, H - BOTTOM - TOP);
-    let right = if legend.beside { RIGHT } else { 24.0 };
+    // One part in every bar (a quantity per configuration): the y axis names it, no legend.
+    let keyed = parts.len() > 1;
+    let legend = Legend::of(if keyed { &parts } else { &[] }, H - BOTTOM - TOP);
+    let right = if legend.beside && keyed { RIGHT } else { 24.0 };
     let slot = (W - right - LEFT) / c.bars.len().max(1) as f64;
     // Labels that do not fit under their bar are written upright (rotated a quarter turn, so
     // that none runs off the figure's side), whole; the figure grows to hold them.
-    const GLYPH: f64 = 5.6;
+    const GLYPH: f64 = 5.3;
     let longest = c.bars.iter().map(|(l, _)| l.chars().count()).max().unwrap_or(0) as f64;
     let slanted = longest * GLYPH > slot - 4.0;
     let labels = if slanted { longest * GLYPH + 6.0 - (BOTTOM - 14.0) } else { 0.0 }.max(0.0);
@@ -605,10 +626,11 @@ pub fn stacked_bars(c: &StackedBars) -> String {
                 esc(label)
             );
         } else {
-            let _ = write!(out, r#"<text class="bar-label" x="{cx:.1}" y="{ly:.1}" text-anchor="middle" font-size="10">{}</text>"#, esc(label));
+            let _ =
+                write!(out, r#"<text class="bar-label" x="{cx:.1}" y="{ly:.1}" text-anchor="middle" font-size="10">{}</text>"#, esc(label));
         }
     }
-    for (i, name) in parts.iter().enumerate() {
+    for (i, name) in parts.iter().enumerate().filter(|_| keyed) {
         let (lx, ly) = legend.at(i, W - right, base_h);
         let _ = write!(
             out,
@@ -704,7 +726,10 @@ mod tests {
     #[test]
     fn many_series_stay_apart_and_the_legend_grows() {
         let series: Vec<Series> = (0..40)
-            .map(|i| Series { name: format!("io_uring sqpoll poll QD{i} · nvme0n1+nvme1n1 · node-b"), points: vec![pt(1.0, i as f64), pt(2.0, 1.0)] })
+            .map(|i| Series {
+                name: format!("io_uring sqpoll poll QD{i} · nvme0n1+nvme1n1 · node-b"),
+                points: vec![pt(1.0, i as f64), pt(2.0, 1.0)],
+            })
             .collect();
         let styles: Vec<_> = (0..40).map(style).collect();
         assert!(styles.iter().enumerate().all(|(i, s)| !styles[..i].iter().any(|o| (o.0, o.1) == (s.0, s.1))));
@@ -720,7 +745,11 @@ mod tests {
         assert_eq!(svg.matches("class=\"legend\"").count(), 40);
         assert!(svg.contains(">io_uring sqpoll poll QD39 · nvme0n1+nvme1n1 · node-b</text>") && !svg.contains('…'));
         assert!(!svg.contains(&format!("height=\"{H}\"")), "the figure grew for its legend");
-        let bars = StackedBars { title: "t".into(), y_label: "µs".into(), bars: vec![("io_uring sqpoll poll QD128 · nvme0n1".into(), vec![("a".into(), 1.0)]), ("b".into(), vec![("a".into(), 2.0)])] };
+        let bars = StackedBars {
+            title: "t".into(),
+            y_label: "µs".into(),
+            bars: vec![("io_uring sqpoll poll QD128 · nvme0n1".into(), vec![("a".into(), 1.0)]), ("b".into(), vec![("a".into(), 2.0)])],
+        };
         assert!(stacked_bars(&bars).contains(">io_uring sqpoll poll QD128 · nvme0n1</text>"), "a bar's label is whole");
         assert_ne!(bar_fill(0), bar_fill(16));
     }

@@ -48,8 +48,10 @@ fn record(base: &Value, job: &Value, key: &str, replicate: u32, profiled: (bool,
     for (k, v) in job.as_object().unwrap() {
         r["spec"][k] = v.clone();
     }
-    let (qd, bs, threads) = (job["qd"].as_f64().unwrap_or(1.0), job["bs"].as_f64().unwrap_or(4096.0), job["threads"].as_f64().unwrap_or(1.0));
-    let iops = 2e4 * (1.0 + spread(key)) * qd.min(32.0).sqrt() * threads.min(8.0) / (bs / 4096.0).powf(0.6) * (1.0 + 0.01 * replicate as f64);
+    let (qd, bs, threads) =
+        (job["qd"].as_f64().unwrap_or(1.0), job["bs"].as_f64().unwrap_or(4096.0), job["threads"].as_f64().unwrap_or(1.0));
+    let iops =
+        2e4 * (1.0 + spread(key)) * qd.min(32.0).sqrt() * threads.min(8.0) / (bs / 4096.0).powf(0.6) * (1.0 + 0.01 * replicate as f64);
     let lat = qd * threads / iops * 1e9;
     for d in ["total", "read"] {
         let t = &mut r["results"][d];
@@ -254,7 +256,9 @@ fn every_study_quick_report_draws_its_parts_legibly() {
         }
         if study.id == "S2" {
             // One x (QD1, one thread) for every series: bars, not a line chart of single points.
-            let qd1 = crate::report::files(&out.join("figures"), "svg").into_iter().find(|f| f.to_string_lossy().contains("instructions-per-i-o-at-qd1"));
+            let qd1 = crate::report::files(&out.join("figures"), "svg")
+                .into_iter()
+                .find(|f| f.to_string_lossy().contains("instructions-per-i-o-at-qd1"));
             let qd1 = std::fs::read_to_string(qd1.expect("S2.1 draws instructions per I/O")).unwrap();
             assert!(qd1.contains("data-kind=\"stacked-bars\""), "S2.1 is not drawn as bars");
         }
