@@ -400,7 +400,7 @@ pub fn chart(c: &Chart) -> String {
         let (lx, ly) = legend.at(i, px1, H);
         let _ = write!(
             out,
-            r#"<g class="legend" data-colour="{colour}" data-dash="{dash}"><title>{}</title><line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{colour}" stroke-width="2"{dasharray}/>{}<text x="{:.1}" y="{:.1}" font-size="11">{}</text></g>"#,
+            r#"<g class="legend"><title>{}</title><line class="swatch" data-colour="{colour}" data-dash="{dash}" x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{colour}" stroke-width="2"{dasharray}/>{}<text x="{:.1}" y="{:.1}" font-size="11">{}</text></g>"#,
             esc(&s.name),
             ly + 6.0,
             lx + 20.0,
@@ -480,11 +480,13 @@ pub fn tile_map(m: &TileMap) -> String {
     let mut keys: Vec<&str> = m.tiles.iter().map(|t| t.key.as_str()).filter(|k| !k.is_empty()).collect();
     keys.sort();
     keys.dedup();
-    let (px0, px1, py0, py1) = (LEFT, W - RIGHT, TOP + 6.0, H - BOTTOM);
+    let legend = Legend::of(&keys, H - BOTTOM - TOP);
+    let right = if legend.beside { RIGHT } else { 24.0 };
+    let (px0, px1, py0, py1) = (LEFT, W - right, TOP + 6.0, H - BOTTOM);
     let cw = (px1 - px0) / m.cols.len().max(1) as f64;
     let rh = (py1 - py0) / m.rows.len().max(1) as f64;
     let mut out = String::new();
-    header(&mut out, &m.title, "map", H);
+    header(&mut out, &m.title, "map", H + legend.below());
     for (i, c) in m.cols.iter().enumerate() {
         let _ = write!(
             out,
@@ -531,16 +533,17 @@ pub fn tile_map(m: &TileMap) -> String {
         out += "</g>";
     }
     for (i, k) in keys.iter().enumerate() {
-        let ly = TOP + 16.0 + i as f64 * 17.0;
+        let (lx, ly) = legend.at(i, px1, H);
         let _ = write!(
             out,
-            r#"<rect x="{}" y="{:.1}" width="12" height="12" fill="{}" fill-opacity="0.55"/><text x="{}" y="{:.1}">{}</text>"#,
-            px1 + 12.0,
-            ly - 10.0,
+            r#"<g class="legend"><title>{}</title><rect class="swatch" data-colour="{}" x="{lx:.1}" y="{:.1}" width="12" height="12" fill="{}" fill-opacity="0.55"/><text x="{:.1}" y="{:.1}" font-size="11">{}</text></g>"#,
+            esc(k),
             key_colour(&keys, k),
-            px1 + 28.0,
-            ly,
-            esc(&truncate(k, 26))
+            ly + 1.0,
+            key_colour(&keys, k),
+            lx + 16.0,
+            ly + 11.0,
+            esc(&legend.name(k))
         );
     }
     out + "</svg>"
@@ -634,9 +637,9 @@ pub fn stacked_bars(c: &StackedBars) -> String {
         let (lx, ly) = legend.at(i, W - right, base_h);
         let _ = write!(
             out,
-            r#"<g class="legend" data-colour="{}"><title>{}</title><rect x="{lx:.1}" y="{:.1}" width="11" height="11" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="11">{}</text></g>"#,
-            bar_fill(i),
+            r#"<g class="legend"><title>{}</title><rect class="swatch" data-colour="{}" x="{lx:.1}" y="{:.1}" width="11" height="11" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="11">{}</text></g>"#,
             esc(name),
+            bar_fill(i),
             ly + 1.0,
             bar_fill(i),
             lx + 16.0,

@@ -142,6 +142,17 @@ pub fn sections(sweeps: &[SweepRuns]) -> Vec<Section> {
             out.push(sections::absent(p.name, of(p), &why));
         }
     }
+    // Study parts in their study's order, in the places the parts' sections hold (other sweeps stay put).
+    let rank = |sec: &Section| STUDIES.iter().flat_map(|s| s.parts.iter()).position(|p| sec.title.starts_with(&format!("{} (", p.name)));
+    let places: Vec<usize> = (0..out.len()).filter(|&i| rank(&out[i]).is_some()).collect();
+    let mut parts: Vec<Section> = Vec::new();
+    for &i in places.iter().rev() {
+        parts.push(out.remove(i));
+    }
+    parts.sort_by_key(|s| rank(s));
+    for (i, sec) in places.into_iter().zip(parts) {
+        out.insert(i, sec);
+    }
     out
 }
 
@@ -278,7 +289,10 @@ mod tests {
                 not_ok: 0,
             })
             .collect();
-        for (sec, sweep) in sections(&sweeps).iter().zip(&sweeps) {
+        let secs = sections(&sweeps);
+        assert_eq!(secs.len(), sweeps.len(), "every part has its sweep here: none is added as absent");
+        for sweep in &sweeps {
+            let sec = secs.iter().find(|s| s.title.starts_with(&format!("{} (", sweep.name))).unwrap();
             let p = part(&sweep.name).unwrap();
             assert_eq!(sec.about, p.feeds, "{}", p.name);
             let notes = sec.items.iter().filter(|i| matches!(i, sections::Item::Note(n) if n.starts_with("Not run by iolab"))).count();

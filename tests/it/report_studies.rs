@@ -177,6 +177,9 @@ fn check_study(study: &iolab::studies::Study, out: &Path) -> (usize, usize) {
             assert!(page.contains(&format!("{} (no runs)", p.name)) && page.contains("iolab cannot run this part"), "{}", p.name);
         }
     }
+    // … in the study's order.
+    let at: Vec<usize> = study.parts.iter().map(|p| page.find(&format!("<h2>{} (", p.name)).unwrap_or(usize::MAX)).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{}: sections not in the study's order: {at:?}", study.id);
     let svgs = crate::report::files(&out.join("figures"), "svg");
     assert!(!svgs.is_empty(), "{}: no figures", study.id);
     for f in &svgs {
@@ -190,11 +193,9 @@ fn check_study(study: &iolab::studies::Study, out: &Path) -> (usize, usize) {
             blocks += 1;
         }
         // Colours: no two series (or bar parts) drawn alike.
-        let looks: Vec<String> = attrs(&svg, "<g class=\"legend\"", "data-colour")
-            .iter()
-            .zip(attrs(&svg, "<g class=\"legend\"", "data-dash").into_iter().chain(std::iter::repeat("")))
-            .map(|(c, d)| format!("{c}/{d}"))
-            .collect();
+        let swatches = |attr| attrs(&svg, " class=\"swatch\"", attr);
+        let dashes = if svg.contains("data-dash=") { swatches("data-dash") } else { vec![""; swatches("data-colour").len()] };
+        let looks: Vec<String> = swatches("data-colour").iter().zip(dashes).map(|(c, d)| format!("{c}/{d}")).collect();
         let looks: Vec<&str> = looks.iter().map(String::as_str).collect();
         assert!(duplicates(&looks).is_empty(), "{name}: series drawn alike: {:?}", duplicates(&looks));
         // Labels: every legend entry and every bar named, and never two alike.
