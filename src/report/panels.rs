@@ -257,6 +257,8 @@ fn plot_points(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>
     for s in &mut series {
         s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
+    // By name: sibling figures of the same series (randread, randwrite …) colour each alike.
+    series.sort_by(|a, b| a.name.cmp(&b.name));
     let mut notes = notes;
     if let Some(o) = overlaid(configs) {
         notes.push(o);

@@ -38,7 +38,9 @@ const LAYERS: [&str; 14] = [
 
 /// A number in [0, 1) from a text, the same every time.
 fn spread(s: &str) -> f64 {
-    (s.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64)) % 1000) as f64 / 1000.0
+    // FNV-1a, its high bits: keys that differ in their last character land far apart.
+    let h = s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    ((h >> 40) % 1000) as f64 / 1000.0
 }
 
 /// The record of one planned run: a real record, its spec the planned job, its numbers made up
