@@ -38,9 +38,11 @@ const LAYERS: [&str; 14] = [
 
 /// A number in [0, 1) from a text, the same every time.
 fn spread(s: &str) -> f64 {
-    // FNV-1a, its high bits: keys that differ in their last character land far apart.
-    let h = s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
-    ((h >> 40) % 1000) as f64 / 1000.0
+    // FNV-1a, then splitmix64's finaliser: keys that differ in their last character land far apart.
+    let mut h = s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d049bb133111eb);
+    ((h ^ (h >> 31)) % 1000) as f64 / 1000.0
 }
 
 /// The record of one planned run: a real record, its spec the planned job, its numbers made up
