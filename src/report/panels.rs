@@ -85,7 +85,7 @@ pub fn labels(configs: &[&Config]) -> Vec<String> {
         |c| bs_name(c.first().bs),
         |c| c.first().rw.clone(),
         |c| format!("{} threads", c.first().threads),
-        |c| c.overlay().unwrap_or_default(),
+        |c| c.overlay().map(|o| format!("· {o}")).unwrap_or_default(),
     ];
     let varies = |f: &Part| configs.iter().any(|c| f(c) != f(configs[0]));
     let mut shown: Vec<usize> = (0..fields.len()).filter(|&i| varies(&fields[i])).collect();
