@@ -41,6 +41,9 @@ pub struct SuiteRunArgs {
     /// How long a run waits for a setting another live iolab holds (e.g. 30s, 10m; 0: fail at once).
     #[arg(long, value_name = "DURATION", default_value = super::WAIT_SETTINGS)]
     pub wait_settings: String,
+    /// With --dry-run: list every combination the parts' rules drop (otherwise a count per reason).
+    #[arg(long)]
+    pub verbose: bool,
     #[arg(short, long)]
     pub quiet: bool,
     /// Pin every run's threads to a NUMA node's CPUs (local, a node's number, or off), in place
@@ -140,6 +143,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
             db: a.db.clone(),
             quiet: a.quiet,
             dry_run: a.dry_run,
+            verbose: a.verbose,
             resume: Resume::Auto,
             again: again.clone(),
             energy: energy.clone(),

@@ -29,6 +29,9 @@ pub struct SweepArgs {
     /// How long a run waits for a setting another live iolab holds (e.g. 30s, 10m; 0: fail at once).
     #[arg(long, value_name = "DURATION", default_value = super::WAIT_SETTINGS)]
     pub wait_settings: String,
+    /// With --dry-run: list every combination the plan's rules drop (otherwise a count per reason).
+    #[arg(long)]
+    pub verbose: bool,
     /// Continue the unfinished sweep of this plan.
     #[arg(long)]
     pub resume: bool,
@@ -90,7 +93,7 @@ impl RunUi for SweepDisplay<'_> {
 
 impl SweepUi for SweepDisplay<'_> {
     fn planned(&mut self, e: &Expansion, sweep_id: i64, to_do: usize, of: usize) {
-        print_plan(e, to_do, false);
+        print_plan(e, to_do, false, false);
         println!("sweep #{sweep_id} in {}: {to_do} of {of} runs to do", self.db);
         for (what, why) in self.unsupported {
             println!("  cannot run {what}: {why}");
@@ -132,7 +135,31 @@ impl SweepUi for SweepDisplay<'_> {
     }
 }
 
-pub fn print_plan(e: &Expansion, runs: usize, list: bool) {
+/// The combinations a plan's rules dropped: a line per reason with its count and one example
+/// (`--verbose`: every one).
+fn print_dropped(dropped: &[(String, String)], verbose: bool) {
+    if verbose {
+        for (key, why) in dropped {
+            println!("  dropped {key}: {why}");
+        }
+        return;
+    }
+    let mut by: Vec<(&str, usize, &str)> = Vec::new();
+    for (key, why) in dropped {
+        match by.iter_mut().find(|(w, _, _)| *w == why.as_str()) {
+            Some((_, n, _)) => *n += 1,
+            None => by.push((why, 1, key)),
+        }
+    }
+    for (why, n, key) in &by {
+        println!("  dropped {n} × {why} (e.g. {key})");
+    }
+    if by.len() < dropped.len() {
+        println!("  (--verbose lists every dropped combination)");
+    }
+}
+
+pub fn print_plan(e: &Expansion, runs: usize, list: bool, verbose: bool) {
     let est = e.estimate_s(runs).map(format_duration).unwrap_or_else(|| "unknown (count budgets)".into());
     println!(
         "plan {}: {} configurations x {} replicates = {} runs; {} dropped; estimated {est}",
@@ -142,9 +169,7 @@ pub fn print_plan(e: &Expansion, runs: usize, list: bool) {
         e.order.len(),
         e.dropped.len()
     );
-    for (key, why) in &e.dropped {
-        println!("  dropped {key}: {why}");
-    }
+    print_dropped(&e.dropped, verbose);
     if let Some(setup) = e.configs.first().map(|c| &c.job.system.setup).filter(|s| !s.is_empty()) {
         println!(
             "set-up: {} for every run, through the settings journal and restored after it; where this machine does not take one the run goes on and its record says why (environment.setup_not_applied)",
@@ -187,6 +212,7 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         db: args.db.clone(),
         quiet: args.quiet,
         dry_run: args.dry_run,
+        verbose: args.verbose,
         resume,
         again: format!("iolab sweep --resume {}{}", args.plan.display(), args.numa.map(|n| format!(" --numa {n}")).unwrap_or_default()),
         energy: args.energy.options()?,
@@ -202,6 +228,8 @@ pub struct PlanRun {
     pub db: PathBuf,
     pub quiet: bool,
     pub dry_run: bool,
+    /// A dry run lists every dropped combination.
+    pub verbose: bool,
     pub resume: Resume,
     /// The command that continues this sweep, for the closing message.
     pub again: String,
@@ -255,7 +283,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         let mut e = expand(text, targets)?;
         e.allow_writing(&how.destructive);
         let verdicts: Vec<Result<(), String>> = target_uses(e.configs.iter().map(|c| &c.job)).iter().map(TargetUse::check).collect();
-        print_plan(&e, e.order.len(), true);
+        print_plan(&e, e.order.len(), true, how.verbose);
         print_targets(&e, Some(&verdicts));
         print_energy(&how.energy);
         let profile = how.profile.union(e.profile);

@@ -36,7 +36,7 @@ const ALWAYS: usize = 4;
 /// A numeric dimension on an axis: its label and how a key's value maps to it.
 fn x_axis(dim: usize) -> (&'static str, f64) {
     match DIMENSIONS[dim].name {
-        "bs" => ("block size (KiB)", 1.0 / 1024.0),
+        "bs" => ("block size", 1.0),
         "qd" => ("queue depth", 1.0),
         "threads" => ("threads", 1.0),
         "batch" => ("requests per submission", 1.0),
@@ -45,7 +45,7 @@ fn x_axis(dim: usize) -> (&'static str, f64) {
     }
 }
 
-/// A dimension's value as a reader says it: `qd 8`, `bs 4KiB`, `io_uring`.
+/// A dimension's value as a reader says it: `qd 8`, `bs 4 KiB`, `io_uring`.
 fn said(dim: usize, v: &KeyValue) -> String {
     let name = DIMENSIONS[dim].name;
     match (name, v) {
@@ -146,7 +146,13 @@ pub fn figures(ctx: &mut Ctx) -> bool {
         });
         let xs: Vec<f64> = configs.iter().filter_map(|c| number(c, x)).map(|v| v * scale_by).collect();
         let (lo, hi) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
-        let scale = if DIMENSIONS[x].name != "write_mix" && lo > 0.0 && hi / lo >= 4.0 { Scale::Log2 } else { Scale::Linear };
+        // A size gets binary ticks on a log-2 axis, whatever its span.
+        let scale = match DIMENSIONS[x].name {
+            "bs" if lo > 0.0 => Scale::Bytes,
+            "write_mix" => Scale::Linear,
+            _ if lo > 0.0 && hi / lo >= 4.0 => Scale::Log2,
+            _ => Scale::Linear,
+        };
         for (at, members) in &groups {
             let held_said: Vec<String> = held.iter().zip(at).filter_map(|(&d, v)| v.map(|n| said(d, &KeyValue::Number(n)))).collect();
             let suffix = if held_said.is_empty() { String::new() } else { format!(" at {}", held_said.join(", ")) };
@@ -204,7 +210,7 @@ mod tests {
         // threads and scheduler do not vary, write_mix has one value, qd has a value that is no number.
         assert_eq!(numeric, vec![d("bs")]);
         assert_eq!(categorical, vec![d("interface"), d("qd")]);
-        assert_eq!(said(d("bs"), &KeyValue::Number(65536.0)), "bs 64KiB");
+        assert_eq!(said(d("bs"), &KeyValue::Number(65536.0)), "bs 64 KiB");
         assert_eq!(said(d("qd"), &KeyValue::Number(8.0)), "qd 8");
         assert_eq!(said(d("scheduler"), &KeyValue::Text("none".into())), "scheduler none");
         assert_eq!(said(d("interface"), &KeyValue::Text("io_uring".into())), "io_uring");

@@ -19,10 +19,14 @@ pub fn distinct<T: Ord + Clone>(configs: &[&Config], f: impl Fn(&RunRow) -> T) -
     v
 }
 
-/// Three significant digits, no exponent for everyday magnitudes.
+/// Three significant digits, no exponent for everyday magnitudes; a whole number as an integer
+/// (a queue depth of 16 is "16", never "16.0").
 pub fn num(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
+    }
+    if x == x.trunc() && x.abs() < 1e15 {
+        return format!("{x:.0}");
     }
     let digits = (2 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
     format!("{x:.digits$}")
@@ -59,8 +63,53 @@ pub fn cores(r: &Run) -> Option<f64> {
     r.row.metrics.cpu_cores
 }
 
+/// A block size as a reader says it: 4 KiB, 1 MiB.
 pub fn bs_name(bs: u64) -> String {
-    format_bytes(bs as f64).replace(".0 ", " ").replace(" ", "")
+    format_bytes(bs as f64).replace(".0 ", " ")
+}
+
+/// Each configuration's name in a panel that shows several (a bar, a row): the parts of its
+/// whole configuration (interface, submission, completion, queue depth, block size, pattern,
+/// threads, device and machine) that differ between them, and where two would still read the
+/// same, the other parts of their keys that tell them apart. Never two the same for two
+/// configurations; one alone is named by its design point and queue depth.
+pub fn labels(configs: &[&Config]) -> Vec<String> {
+    type Part = fn(&Config) -> String;
+    let interface: Part =
+        |c| if c.first().interface == crate::interfaces::vfio_nvme::NAME { c.method() } else { c.first().interface.clone() };
+    let fields: [Part; 8] = [
+        interface,
+        |c| if c.first().submit == "syscall" { String::new() } else { c.first().submit.clone() },
+        |c| c.first().complete.clone(),
+        |c| format!("QD{}", c.first().qd),
+        |c| bs_name(c.first().bs),
+        |c| c.first().rw.clone(),
+        |c| format!("{} threads", c.first().threads),
+        |c| c.overlay().map(|o| format!("· {o}")).unwrap_or_default(),
+    ];
+    let varies = |f: &Part| configs.iter().any(|c| f(c) != f(configs[0]));
+    let mut shown: Vec<usize> = (0..fields.len()).filter(|&i| varies(&fields[i])).collect();
+    if shown.is_empty() {
+        shown = vec![0, 1, 2, 3];
+    } else if shown.iter().any(|&i| i == 1 || i == 2) && !shown.contains(&0) {
+        // "sqpoll poll" alone does not say which interface.
+        shown.insert(0, 0);
+    }
+    let mut out: Vec<String> =
+        configs.iter().map(|c| shown.iter().map(|&i| fields[i](c)).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")).collect();
+    // Key parts none of the fields above show (batching, NUMA, scheduler …).
+    let keys: Vec<Vec<&str>> = configs.iter().map(|c| c.key.split(',').collect()).collect();
+    for i in 0..out.len() {
+        let same: Vec<usize> = (0..out.len()).filter(|&j| j != i && out[j] == out[i]).collect();
+        if same.is_empty() {
+            continue;
+        }
+        let own: Vec<&str> = keys[i].iter().filter(|kv| same.iter().any(|&j| !keys[j].contains(kv))).copied().collect();
+        if !own.is_empty() {
+            out[i] = format!("{} ({})", out[i], own.join(", "));
+        }
+    }
+    out
 }
 
 /// The completion paths a configuration's runs took, with any fallback.
@@ -208,9 +257,20 @@ fn plot_points(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>
     for s in &mut series {
         s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
     }
+    // By name: sibling figures of the same series (randread, randwrite …) colour each alike.
+    series.sort_by(|a, b| a.name.cmp(&b.name));
     let mut notes = notes;
     if let Some(o) = overlaid(configs) {
         notes.push(o);
+    }
+    // One x for every series: a line has nothing to join, so each series is a bar.
+    let xs: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect();
+    if xs.iter().all(|x| *x == xs[0]) && series.iter().all(|s| s.points.len() == 1) {
+        let bars = series.iter().map(|s| (s.name.clone(), vec![(p.y.label.clone(), s.points[0].y)])).collect();
+        notes.push(format!("Every bar is at {} {}: one value per series, so bars rather than lines.", p.x.label, num(xs[0])));
+        let svg = svg::stacked_bars(&svg::StackedBars { title: p.title.clone(), y_label: p.y.label.clone(), bars });
+        ctx.figure(&p.title, svg, &used, notes);
+        return;
     }
     let svg = svg::chart(&Chart { title: p.title.clone(), x: p.x, y: p.y, series, callouts, lines: true });
     ctx.figure(&p.title, svg, &used, notes);

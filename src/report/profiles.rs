@@ -5,8 +5,8 @@
 //! split it, interrupt against polled). Drawn for any sweep with profiled runs; where the
 //! machine could not profile, the panel says why. Profiled runs' IOPS are not the ones to compare configurations by (the same job ran
 //! unprofiled first; its numbers are in the record).
-use super::panels::num;
 use super::panels::runs_of;
+use super::panels::{labels, num};
 use super::sections::Ctx;
 use super::svg::{stacked_bars, StackedBars};
 use super::tables::Table;
@@ -83,7 +83,7 @@ struct Panel {
 
 const PANELS: [Panel; 3] = [
     Panel {
-        title: "One request's latency by stage of the stack (FPL'18 Fig 2)",
+        title: STAGES,
         y_label: "µs per request (mean)",
         parts: stage_parts,
         asked: |r| r.record.cost.stages.is_some(),
@@ -91,15 +91,15 @@ const PANELS: [Panel; 3] = [
         note: "Traced with kernel tracepoints (--profile stages), request by request; each part is the stage's share of the traced end-to-end time times its mean, so a bar is the mean traced request. Tracing slows the run; the record compares it with the same job untraced.",
     },
     Panel {
-        title: "CPU time per I/O by layer of the stack (CHEOPS'23 Fig 4)",
+        title: LAYERS,
         y_label: "CPU µs per I/O (self, system-wide)",
         parts: layer_parts,
         asked: |r| r.record.cost.profile.is_some(),
         reason: |r| r.record.cost.profile.as_ref().and_then(|p| p.unavailable.clone()),
-        note: "cpu-clock samples on every CPU (--profile layers), each put in the layer of its innermost frame; idle and other processes' user time left out. CHEOPS'23 counted instructions, which need a PMU: the next panel, where the machine has one.",
+        note: "cpu-clock samples on every CPU (--profile layers), each put in the layer of its innermost frame; idle and other processes' user time left out. Instructions need a PMU: the next panel, where the machine has one.",
     },
     Panel {
-        title: "Instructions per I/O by layer of the stack (CHEOPS'23 Fig 4)",
+        title: INSTRUCTIONS,
         y_label: "instructions per I/O (self, system-wide)",
         parts: instruction_parts,
         asked: |r| r.record.cost.profile.is_some(),
@@ -112,6 +112,13 @@ const PANELS: [Panel; 3] = [
 ];
 
 /// The panels of a sweep with profiled runs, one bar per configuration.
+/// The titles of the panels drawn for any profiled sweep, for a study part to cite its paper's
+/// figure by (`Ctx::cite`).
+pub const STAGES: &str = "One request's latency by stage of the stack";
+pub const LAYERS: &str = "CPU time per I/O by layer of the stack";
+pub const INSTRUCTIONS: &str = "Instructions per I/O by layer of the stack";
+pub const MODULES: &str = "The run's CPU by kernel module and function, user against kernel";
+
 pub fn panels(ctx: &mut Ctx) {
     let configs: Vec<&Config> = ctx.configs(|_| true);
     let runs = runs_of(&configs);
@@ -122,19 +129,20 @@ pub fn panels(ctx: &mut Ctx) {
         }
         let bars: Vec<(String, Parts)> = configs
             .iter()
-            .filter_map(|c| {
+            .zip(labels(&configs))
+            .filter_map(|(c, label)| {
                 let rs: Vec<&Run> = c.runs.iter().collect();
-                let r = c.first();
-                Some((format!("{} QD{}", r.interface, r.qd), mean_over(&rs, p.parts)?))
+                Some((label, mean_over(&rs, p.parts)?))
             })
             .collect();
+        let title = ctx.cited(p.title);
         if bars.is_empty() {
             let why = why_not(&profiled, p.reason).unwrap_or_else(|| "no run recorded this profile".into());
-            ctx.unavailable(p.title, &why, &profiled);
+            ctx.unavailable(&title, &why, &profiled);
             continue;
         }
-        let svg = stacked_bars(&StackedBars { title: p.title.into(), y_label: p.y_label.into(), bars });
-        ctx.figure(p.title, svg, &profiled, vec![p.note.into()]);
+        let svg = stacked_bars(&StackedBars { title: title.clone(), y_label: p.y_label.into(), bars });
+        ctx.figure(&title, svg, &profiled, vec![p.note.into()]);
     }
     modules_table(ctx, &configs);
     cost_table(ctx, &configs);
@@ -144,11 +152,11 @@ pub fn panels(ctx: &mut Ctx) {
 /// A flame graph of each profiled configuration's own CPU, from its first replicate that has one
 /// (replicates' stacks are not merged: each is one run's).
 fn flame_graphs(ctx: &mut Ctx, configs: &[&Config]) {
-    for c in configs {
+    for (c, label) in configs.iter().zip(labels(configs)) {
         let Some((run, flame)) = c.runs.iter().find_map(|r| Some((r, r.record.cost.profile.as_ref()?.flame.as_ref()?))) else {
             continue;
         };
-        let title = format!("Flame graph of the run's own CPU: {} QD{}", c.labelled(), c.first().qd);
+        let title = format!("Flame graph of the run's own CPU: {label}");
         if let Some(svg) = super::flame::flame_graph(&title, flame) {
             let note = "cpu-clock samples of iolab's threads and of interrupt work on idle CPUs (--profile layers), each stack root at the bottom; a frame's width is its share of those samples, its colour its layer. Hover for counts.";
             ctx.figure(&title, svg, &[run], vec![note.into()]);
@@ -169,16 +177,15 @@ fn modules_table(ctx: &mut Ctx, configs: &[&Config]) {
         return;
     }
     let mut t = Table::new(
-        "The run's CPU by kernel module and function, user against kernel (IISWC'19 Figs 14-15)",
+        ctx.cited(MODULES),
         &["configuration", "space", "module", "layer", "share of the run's CPU", "CPU µs per I/O", "busiest functions (share)"],
     );
     let pct = |x: f64| format!("{:.1} %", 100.0 * x);
     let us = |ns: Option<f64>| ns.map(|n| num(n / 1000.0)).unwrap_or_else(|| "–".into());
-    for c in &rows {
+    for (c, name) in rows.iter().zip(labels(&rows)) {
         // The first replicate with the profile: modules do not average across runs cleanly (a
         // module below the floor in one run is absent from another's list).
         let Some(cpu) = c.runs.iter().find_map(run_cpu) else { continue };
-        let name = format!("{} QD{}", c.method(), c.first().qd);
         t.rows.push(vec![
             name.clone(),
             format!("user {} / kernel {}", pct(cpu.user_share.unwrap_or(0.0)), pct(cpu.kernel_share.unwrap_or(0.0))),
@@ -215,7 +222,7 @@ fn modules_table(ctx: &mut Ctx, configs: &[&Config]) {
         }
     }
     t.notes.push(format!(
-        "cpu-clock samples (--profile layers) of iolab's threads and of interrupt work on idle CPUs, by the innermost frame: its module from /proc/kallsyms (vmlinux: built in, split by layer, so blk-mq and the I/O scheduler show apart) or its mapped file in user space. Modules under {} % of the run's CPU are summed. IISWC'19 counted cycles with VTune; this is CPU time. Its Fig 15 (loads and stores of the polled path against the interrupt path) needs hardware memory-instruction counters per function, which iolab does not sample.",
+        "cpu-clock samples (--profile layers) of iolab's threads and of interrupt work on idle CPUs, by the innermost frame: its module from /proc/kallsyms (vmlinux: built in, split by layer, so blk-mq and the I/O scheduler show apart) or its mapped file in user space. Modules under {} % of the run's CPU are summed. Counted as CPU time, not cycles; loads and stores per function need hardware memory-instruction counters, which iolab does not sample.",
         100.0 * MODULE_FLOOR
     ));
     let runs = runs_of(&rows);
@@ -248,11 +255,11 @@ fn cost_table(ctx: &mut Ctx, configs: &[&Config]) {
     let change = |x: Option<f64>| x.map(|v| format!("{:+.1} %", 100.0 * v)).unwrap_or_else(|| "–".into());
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let show = |x: Option<f64>| x.map(num).unwrap_or_else(|| "–".into());
-    for c in &rows {
+    for (c, name) in rows.iter().zip(labels(&rows)) {
         let pairs: Vec<(&Run, crate::record::read::Unprofiled)> = c.runs.iter().filter_map(|r| Some((r, unprofiled(r)?))).collect();
         let of = |f: &dyn Fn(&(&Run, crate::record::read::Unprofiled)) -> Option<f64>| mean(pairs.iter().filter_map(f).collect());
         t.rows.push(vec![
-            format!("{} QD{}", c.method(), c.first().qd),
+            name,
             show(of(&|p| p.1.iops)),
             show(of(&|p| super::panels::iops(p.0))),
             change(of(&|p| p.1.iops_change)),

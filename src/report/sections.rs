@@ -43,6 +43,8 @@ pub struct Ctx<'a> {
     sweep: &'a SweepRuns,
     prefix: String,
     items: Vec<Item>,
+    /// (a drawn-for-any-sweep panel's title, the paper's figure it stands for in this part).
+    cites: Vec<(&'static str, &'static str)>,
 }
 
 pub fn slug(s: &str) -> String {
@@ -93,6 +95,26 @@ impl<'a> Ctx<'a> {
 
     pub fn note(&mut self, s: impl Into<String>) {
         self.items.push(Item::Note(s.into()));
+    }
+
+    /// Say which of its paper's figures a panel drawn for any sweep (`profiles`) stands for in
+    /// this part, e.g. ("CPU time per I/O by layer of the stack", "CHEOPS'23 Fig 4"): the title
+    /// then names it. Only the part that carries a panel cites its paper.
+    pub fn cite(&mut self, panel: &'static str, figure: &'static str) {
+        self.cites.push((panel, figure));
+    }
+
+    /// A panel's title with the figure the part said it stands for, if any.
+    pub fn cited(&self, panel: &str) -> String {
+        match self.cites.iter().find(|(p, _)| *p == panel) {
+            Some((_, f)) => format!("{panel} ({f})"),
+            None => panel.to_string(),
+        }
+    }
+
+    /// The sweep's stored name (a study part's name): what a part's own titles are made from.
+    pub fn name(&self) -> &'a str {
+        &self.sweep.name
     }
 
     pub fn all_runs(&self) -> Vec<&'a Run> {
@@ -200,12 +222,21 @@ pub fn sections<'p>(sweeps: &[SweepRuns], part: impl Fn(&str) -> Option<Part<'p>
     sweeps.iter().filter(|s| !s.configs.is_empty() || !s.skipped.is_empty()).map(|s| section(s, part(&s.name))).collect()
 }
 
+/// The section of a study part none of whose runs is in the report: what it feeds, what iolab
+/// cannot run of it, and `why` it has no runs here, so that no part silently disappears.
+pub fn absent(name: &str, part: Part, why: &str) -> Section {
+    let mut items: Vec<Item> =
+        part.unsupported.iter().map(|(what, reason)| Item::Note(format!("Not run by iolab: {what}: {reason}."))).collect();
+    items.push(Item::Note(format!("No runs in this report: {why}")));
+    Section { id: slug(&format!("{name}-absent")), title: format!("{name} (no runs)"), about: part.feeds.to_string(), items }
+}
+
 fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
     let prefix = slug(&match sweep.id {
         Some(id) => format!("{}-{id}", sweep.name),
         None => "lone".into(),
     });
-    let mut ctx = Ctx { sweep, prefix: prefix.clone(), items: Vec::new() };
+    let mut ctx = Ctx { sweep, prefix: prefix.clone(), items: Vec::new(), cites: Vec::new() };
     for (what, why) in part.as_ref().map(|p| p.unsupported).unwrap_or_default() {
         ctx.note(format!("Not run by iolab: {what}: {why}."));
     }

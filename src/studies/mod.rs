@@ -123,11 +123,37 @@ pub fn part(sweep_name: &str) -> Option<&'static Part> {
     STUDIES.iter().flat_map(|s| s.parts.iter()).find(|p| p.name == sweep_name)
 }
 
-/// The report's sections for the selected sweeps: a sweep named after a part gets its panels.
+/// The report's sections for the selected sweeps: a sweep named after a part gets its panels,
+/// and every other part of a study the selection touches gets a section saying why it has no
+/// runs here (one that iolab cannot run, or one not run into this database).
 pub fn sections(sweeps: &[SweepRuns]) -> Vec<Section> {
-    sections::sections(sweeps, |name| {
-        part(name).map(|p| sections::Part { feeds: p.feeds, unsupported: p.unsupported, panels: p.runs.as_ref().and_then(Runs::panels) })
-    })
+    let of = |p: &Part| sections::Part { feeds: p.feeds, unsupported: p.unsupported, panels: p.runs.as_ref().and_then(Runs::panels) };
+    let mut out = sections::sections(sweeps, |name| part(name).map(of));
+    let present = |p: &Part| sweeps.iter().any(|s| s.name == p.name);
+    for study in STUDIES.iter().filter(|s| s.parts.iter().any(present)) {
+        for p in study.parts.iter().filter(|p| !present(p)) {
+            let why = match p.runs {
+                None => "iolab cannot run this part (the reasons above).".to_string(),
+                Some(_) => format!(
+                    "its sweep is not in the selected runs (not run into this database, or filtered out): `iolab suite run {} --part {}` makes it.",
+                    study.id, p.name
+                ),
+            };
+            out.push(sections::absent(p.name, of(p), &why));
+        }
+    }
+    // Study parts in their study's order, in the places the parts' sections hold (other sweeps stay put).
+    let rank = |sec: &Section| STUDIES.iter().flat_map(|s| s.parts.iter()).position(|p| sec.title.starts_with(&format!("{} (", p.name)));
+    let places: Vec<usize> = (0..out.len()).filter(|&i| rank(&out[i]).is_some()).collect();
+    let mut parts: Vec<Section> = Vec::new();
+    for &i in places.iter().rev() {
+        parts.push(out.remove(i));
+    }
+    parts.sort_by_key(|s| rank(s));
+    for (i, sec) in places.into_iter().zip(parts) {
+        out.insert(i, sec);
+    }
+    out
 }
 
 impl Runs {
@@ -263,7 +289,10 @@ mod tests {
                 not_ok: 0,
             })
             .collect();
-        for (sec, sweep) in sections(&sweeps).iter().zip(&sweeps) {
+        let secs = sections(&sweeps);
+        assert_eq!(secs.len(), sweeps.len(), "every part has its sweep here: none is added as absent");
+        for sweep in &sweeps {
+            let sec = secs.iter().find(|s| s.title.starts_with(&format!("{} (", sweep.name))).unwrap();
             let p = part(&sweep.name).unwrap();
             assert_eq!(sec.about, p.feeds, "{}", p.name);
             let notes = sec.items.iter().filter(|i| matches!(i, sections::Item::Note(n) if n.starts_with("Not run by iolab"))).count();

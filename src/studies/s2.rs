@@ -76,21 +76,26 @@ pub const STUDY: Study = Study {
         Part {
             name: "S2.5-where-the-time-goes",
             feeds: "Fig 4 and Fig 5c: CPU per I/O split by layer of the stack (iolab, user libraries, io_uring/libaio, block layer, driver, rest of kernel) and each request's latency by stage, every interface at QD1 and at saturation (QD128), one core",
-            unsupported: &[(
-                "instructions per layer",
-                "layers are split by CPU time from cpu-clock samples; CHEOPS'23 counted instructions, which needs PMU sampling per layer (not done by iolab yet)",
-            )],
+            unsupported: &[],
             runs: Some(Runs {
                 matrix: where_the_time_goes_matrix,
                 full: (2, "10s", Runtime("30s")),
                 quick: (1, "0.5s", Runtime("1s")),
-                report: Report::Panels(super::profiled_part),
+                report: Report::Panels(where_the_time_goes_panels),
                 profile: Some("layers,stages"),
                 devices: Devices::First,
             }),
         },
     ],
 };
+
+/// S2.5's panels are the profiled sweep's (report/profiles.rs); its layer split stands for Fig 4.
+fn where_the_time_goes_panels(ctx: &mut Ctx) {
+    use crate::report::profiles::{INSTRUCTIONS, LAYERS};
+    ctx.cite(LAYERS, "CHEOPS'23 Fig 4, in CPU time");
+    ctx.cite(INSTRUCTIONS, "CHEOPS'23 Fig 4");
+    super::profiled_part(ctx);
+}
 
 // CHEOPS'23 names: psync, libaio, iou (irq), iou-c (IOPOLL), iou-s (SQPOLL + IOPOLL).
 const CHEOPS_RULES: &str = r#"

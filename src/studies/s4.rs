@@ -107,7 +107,7 @@ pub const STUDY: Study = Study {
                 matrix: by_module_matrix,
                 full: (3, "10s", Runtime("30s")),
                 quick: (1, "0.5s", Runtime("1s")),
-                report: Report::Panels(super::profiled_part),
+                report: Report::Panels(by_module_panels),
                 profile: Some("layers"),
                 devices: Devices::Each,
             }),
@@ -353,12 +353,18 @@ fn gc_panels(ctx: &mut Ctx) {
     }
 }
 
+/// S4.8's panels are the profiled sweep's (report/profiles.rs): its module table is Figs 14-15.
+fn by_module_panels(ctx: &mut Ctx) {
+    ctx.cite(crate::report::profiles::MODULES, "IISWC'19 Figs 14-15");
+    super::profiled_part(ctx);
+}
+
 fn completion_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let mut sorted = cs.clone();
     sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, c.method(), c.overlay()));
     let mut t = Table::new(
-        "S4 completion methods: latency and CPU per I/O",
+        format!("{}: latency and CPU per I/O by completion method", ctx.name()),
         &[
             "rw",
             "bs",
@@ -395,7 +401,7 @@ fn completion_panels(ctx: &mut Ctx) {
             &mine,
             Plot {
                 title: format!("Mean latency against block size ({rw})"),
-                x: axis("block size (bytes)", Scale::Log2),
+                x: axis("block size", Scale::Bytes),
                 y: axis("mean latency (µs)", Scale::Linear),
                 x_of: &|r| r.bs as f64,
                 y_of: &lat_mean_us,

@@ -66,6 +66,7 @@ fn breakdown_matrix(q: bool) -> String {
 /// Fig 2's point: the device's share of one request (9-10 % there), per configuration, from the
 /// traced stages; the stacked bars of every stage follow (`report::profiles`).
 fn breakdown_panels(ctx: &mut Ctx) {
+    ctx.cite(crate::report::profiles::STAGES, "FPL'18 Fig 2");
     super::profiled_part(ctx);
     let cs = ctx.configs(|_| true);
     let mut t = Table::new(
@@ -187,7 +188,7 @@ fn fastpath_panels(ctx: &mut Ctx) {
                 &cs,
                 Plot {
                     title: format!("{title} against block size ({name})"),
-                    x: axis("block size (bytes)", Scale::Log2),
+                    x: axis("block size", Scale::Bytes),
                     y: axis(y, Scale::Linear),
                     x_of: &|r| r.bs as f64,
                     y_of: &y_of,

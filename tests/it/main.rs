@@ -20,6 +20,7 @@ mod postgres;
 mod precondition;
 mod profile;
 mod report;
+mod report_studies;
 mod settings;
 mod stages;
 mod store;

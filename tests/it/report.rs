@@ -401,11 +401,11 @@ fn own_sweep_gets_figures_against_each_swept_dimension() {
     for want in [
         "iops-against-bs-at-qd-1",
         "iops-against-bs-at-qd-4",
-        "iops-against-qd-at-bs-4kib",
-        "iops-against-qd-at-bs-16kib",
+        "iops-against-qd-at-bs-4-kib",
+        "iops-against-qd-at-bs-16-kib",
         "bandwidth-against-bs-at-qd-1",
-        "mean-latency-against-qd-at-bs-4kib",
-        "p99-latency-against-qd-at-bs-16kib",
+        "mean-latency-against-qd-at-bs-4-kib",
+        "p99-latency-against-qd-at-bs-16-kib",
     ] {
         let file = svgs.iter().find(|p| p.file_stem().unwrap().to_string_lossy().ends_with(want));
         let file = file.unwrap_or_else(|| panic!("no figure {want} in {names:?}"));
@@ -416,6 +416,10 @@ fn own_sweep_gets_figures_against_each_swept_dimension() {
         assert_eq!(svg.matches("class=\"mark\"").count(), 4, "{want}");
         assert!(svg.contains("n = 2"), "{want}: replicate statistics in the tooltips");
         assert!(svg.contains("<!-- machine "), "{want}: provenance");
+        if want.contains("-against-bs-") {
+            // A block size on a log-2 axis with binary ticks.
+            assert!(svg.contains(" KiB</text>") && !svg.contains("(KiB)"), "{want}: block size not in binary units: {svg}");
+        }
     }
     assert!(figures >= 4 * 4, "{names:?}");
     assert!(html.contains("One series per interface; held at qd 4"), "figure notes say what is held");

@@ -32,7 +32,7 @@ fn record_file() -> &'static Path {
         .1
 }
 
-fn real_record() -> Value {
+pub(crate) fn real_record() -> Value {
     serde_json::from_slice(&std::fs::read(record_file()).unwrap()).unwrap()
 }
 
