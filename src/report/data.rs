@@ -279,6 +279,9 @@ pub fn devices_said(target: &str) -> String {
         .join(&TARGET_SET.to_string())
 }
 
+/// How a configuration of the user-space driver is named (`Config::method`).
+pub const USER_SPACE_METHOD: &str = "iolab user-space driver (SPDK class)";
+
 impl Config {
     pub fn first(&self) -> &RunRow {
         &self.runs[0].row
@@ -337,7 +340,7 @@ impl Config {
         let r = self.first();
         if r.interface == crate::interfaces::vfio_nvme::NAME {
             // Where the papers had SPDK.
-            return "iolab user-space driver (SPDK class)".into();
+            return USER_SPACE_METHOD.into();
         }
         let mut s = r.interface.clone();
         if r.submit != "syscall" {

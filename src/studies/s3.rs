@@ -15,8 +15,11 @@ use crate::report::tables::Table;
 use serde::Serialize;
 
 pub const STUDY: Study = Study { id: "S3", title: "HotStorage'22: when poll is more energy efficient than interrupt", setup: super::NO_SCHEDULER_FULL_SPEED, fills: None, parts: &[
-    Part { name: "S3-map", feeds: "Table: 4 KiB latency/IOPS per completion method at 1 and 8 threads; energy-efficiency map per (bs, threads); context switches per I/O",
-        unsupported: &[], runs: Some(Runs { matrix: map_matrix, full: (10, "10s", Runtime("120s")), quick: (2, "0.5s", Runtime("1s")), report: Report::Panels(map_panels), profile: None, devices: Devices::Together }) },
+    Part { name: "S3-map", feeds: "Table: 4 KiB latency/IOPS per completion method at 1 and 8 threads; energy-efficiency map of the three completion methods per (bs, threads), margin in bytes per joule; Figs 1a-d (MB/s, CPU, power, CPU against power) and Fig 2a (context switches per second) against threads",
+        unsupported: &[
+            ("Table 2 (loads and stores per kernel part)", "needs the PMU's precise memory events (Intel PEBS mem-loads/mem-stores or AMD IBS) attributed to kernel directories; iolab samples cycles and instructions per layer where a PMU exists, and no memory events (docs/profiling.md)"),
+            ("an ext4 file as the target", "HotStorage'22 read a file on ext4; the suite reads the device given (or a temporary file when none is): give a file on ext4 as the target to match the paper"),
+        ], runs: Some(Runs { matrix: map_matrix, full: (10, "10s", Runtime("120s")), quick: (2, "0.5s", Runtime("1s")), report: Report::Panels(map_panels), profile: None, devices: Devices::Together }) },
 ]};
 
 fn map_matrix(q: bool) -> String {
@@ -87,23 +90,7 @@ fn map_panels(ctx: &mut Ctx) {
             }
         }
     }
-    let method = |c: &Config| c.method();
-    for bs in distinct(&all, |r| r.bs) {
-        let cs = ctx.configs(|r| r.bs == bs);
-        plot(
-            ctx,
-            &cs,
-            Plot {
-                title: format!("Context switches per I/O against threads ({})", bs_name(bs)),
-                x: axis("threads", Scale::Log2),
-                y: axis("context switches per I/O (worker threads)", Scale::Linear),
-                x_of: &|r| r.threads as f64,
-                y_of: &Run::ctx_switches_per_io,
-                series_of: &method,
-            },
-            vec![],
-        );
-    }
+    figures_one_two(ctx, &all);
 }
 
 fn metric_value(m: Metric) -> impl Fn(&Run) -> Option<f64> {
@@ -121,19 +108,22 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
     let best_mean = format!("best's mean {}", metric.name());
     let mut t = Table::new(
         format!("{title} (table)"),
-        &["bs", "threads", "best", &best_mean, "second", "margin", "Welch p", "call (Welch)", "Student p", "call (Student)"],
+        &["bs", "threads", "best", &best_mean, "second", "margin", "not realised here", "Welch p", "call (Welch)", "Student p", "call (Student)"],
     );
     let mut disagreements = 0;
     for (col, bs) in bss.iter().enumerate() {
         for (row, th) in threads.iter().enumerate() {
-            let methods: Vec<(String, Vec<f64>)> = all
-                .iter()
-                .filter(|c| c.first().bs == *bs && c.first().threads == *th)
-                .map(|c| (c.method(), c.values(&value)))
-                .filter(|(_, v)| !v.is_empty())
-                .collect();
+            let here: Vec<&Config> = all.iter().filter(|c| c.first().bs == *bs && c.first().threads == *th).copied().collect();
+            let (chosen, not_realised) = realised_methods(&here);
+            let methods: Vec<(String, Vec<f64>)> =
+                chosen.iter().map(|(name, c)| (name.clone(), c.values(&value))).filter(|(_, v)| !v.is_empty()).collect();
             let Some(w) = tile_winner(metric, &methods, ALPHA) else { continue };
-            let margin = w.margin.map(|m| format!("+{:.1} %", m * 100.0)).unwrap_or("-".into());
+            // The paper's margin is in bytes per joule: best's minus second's.
+            let bytes_per_joule = |mean: f64| (mean > 0.0).then(|| *bs as f64 / mean);
+            let margin = match (metric, w.second_mean.and_then(bytes_per_joule), bytes_per_joule(w.best_mean)) {
+                (Metric::JoulesPerIo, Some(s), Some(b)) => format!("+{} B/J", num(b - s)),
+                _ => w.margin.map(|m| format!("+{:.1} %", m * 100.0)).unwrap_or("-".into()),
+            };
             let call = |p: Option<f64>| match (w.call, p) {
                 (TileCall::Alone, _) => "only method".to_string(),
                 (_, None) => "untested (n < 2)".to_string(),
@@ -147,12 +137,16 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
             }
             let p = w.welch.map(|x| format!("p = {}", num(x.p))).unwrap_or_default();
             let second = w.second.clone().unwrap_or_default();
-            let sub = match w.call {
+            let mut sub = match w.call {
                 TileCall::Tie => vec![format!("tie with {second}"), format!("{margin}, {p}")],
                 TileCall::Untested => vec![format!("{margin} over {second}"), "untested, n < 2".into()],
                 TileCall::Alone => vec!["only method".into()],
                 TileCall::Clear => vec![format!("{margin} over {second}"), p.clone()],
             };
+            // A method whose runs fell back stands in no tile as itself: the tile says so.
+            if !not_realised.is_empty() {
+                sub.push(format!("not realised here: {}", not_realised.join(", ")));
+            }
             let (text, key) = if w.call == TileCall::Tie {
                 (format!("tie: {}", w.best), svg::TIE_KEY.to_string())
             } else {
@@ -181,6 +175,7 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
                 num(w.best_mean),
                 w.second.clone().unwrap_or("-".into()),
                 margin,
+                if not_realised.is_empty() { "-".into() } else { not_realised.join(", ") },
                 w.welch.map(|x| num(x.p)).unwrap_or("-".into()),
                 welch_call,
                 w.student.map(|x| num(x.p)).unwrap_or("-".into()),
@@ -201,10 +196,143 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
         rows: threads.iter().map(|t| t.to_string()).collect(),
         tiles,
     };
-    let notes = vec![format!("Each tile: the method with the best mean {} and its margin over the second; \"tie\" where Welch's two-sample test of best against second gives p > 0.05.", metric.name())];
+    let margin_unit = if metric == Metric::JoulesPerIo {
+        "in bytes per joule (best's minus second's), as HotStorage'22 gave it"
+    } else {
+        "in % (no energy was measured, so not the paper's bytes per joule)"
+    };
+    let notes = vec![
+        format!("Each tile: the completion method (interrupt, classic polling, hybrid polling, as HotStorage'22 compared them) with the best mean {} and its margin over the second {margin_unit}; \"tie\" where Welch's two-sample test of best against second gives p > 0.05.", metric.name()),
+        "Each method is realised by the interface that really carried it out on this kernel: pvsync2 (the paper's) where its runs completed as asked, else io_uring; a run that fell back (e.g. pvsync2's RWF_HIPRI, completed by interrupt since Linux 5.18) never stands for the method it asked for, and its tile lists it under \"not realised here\".".into(),
+    ];
     ctx.figure(title, svg::tile_map(&map), &runs, notes);
     t.notes.push(format!("HotStorage'22 called a tie with a two-sample t-test; iolab decides with Welch's test (unequal variances) and lists Student's pooled test beside it. The two calls differ in {disagreements} tile(s)."));
     ctx.table(t, &runs);
+}
+
+/// HotStorage'22's three completion methods, by the `complete` value that asks for each.
+pub const METHODS: [(&str, &str); 3] = [("irq", "interrupt"), ("poll", "classic polling"), ("hybrid", "hybrid polling")];
+
+/// Whether a run asking for completion `complete` was carried out that way: an interrupt run
+/// observed no polling; a polled run (classic or hybrid) was observed polled, or, where nothing
+/// could be observed, was expected to poll; and it did not fall back.
+pub fn realises(complete: &str, observed: Option<&str>, expected: Option<&str>, fell_back: bool) -> bool {
+    if fell_back {
+        return false;
+    }
+    match complete {
+        "irq" => observed != Some("polled"),
+        _ => match observed {
+            Some("polled") => true,
+            Some("interrupt") => false,
+            _ => expected == Some("polled"),
+        },
+    }
+}
+
+fn config_realises(c: &Config) -> bool {
+    c.runs.iter().all(|r| {
+        let expected = r.record.completion_path.expected.map(|p| p.name());
+        realises(&c.first().complete, r.row.metrics.completion_observed.as_deref(), expected, r.fell_back())
+    })
+}
+
+/// The tile's configurations as the three methods: for each method the first interface (pvsync2,
+/// the paper's, before io_uring) whose runs realised it, named "method (interface)"; and the
+/// requests that did not realise their method, named "method (interface: what ran)".
+fn realised_methods<'c>(here: &[&'c Config]) -> (Vec<(String, &'c Config)>, Vec<String>) {
+    let mut chosen = Vec::new();
+    let mut not_realised = Vec::new();
+    for (complete, name) in METHODS {
+        let mut asked: Vec<&Config> = here.iter().filter(|c| c.first().complete == complete).copied().collect();
+        asked.sort_by_key(|c| (c.first().interface != "pvsync2", c.first().interface.clone()));
+        match asked.iter().find(|c| config_realises(c)) {
+            Some(c) => chosen.push((c.series(&format!("{name} ({})", c.first().interface)), *c)),
+            None => not_realised.extend(asked.iter().map(|c| {
+                let ran = c.runs.iter().find_map(|r| r.row.metrics.completion_observed.clone()).unwrap_or("not observed".into());
+                format!("{name} ({}: {ran})", c.first().interface)
+            })),
+        }
+    }
+    (chosen, not_realised)
+}
+
+/// The label of a configuration in Figs 1-2: its method as realised, marked when it was not.
+fn realised_label(c: &Config) -> String {
+    let name = METHODS.iter().find(|(k, _)| *k == c.first().complete).map(|(_, n)| *n).unwrap_or("?");
+    let mark = if config_realises(c) { "" } else { ", not realised" };
+    format!("{name} ({}{mark})", c.first().interface)
+}
+
+/// HotStorage'22 Figs 1a-d and 2a against threads, per block size: MB/s, CPU, power, CPU
+/// against power, and context switches per second.
+fn figures_one_two(ctx: &mut Ctx, all: &[&Config]) {
+    let label = |c: &Config| realised_label(c);
+    for bs in distinct(all, |r| r.bs) {
+        let cs = ctx.configs(|r| r.bs == bs);
+        let tag = bs_name(bs);
+        let per_thread: [(&str, &str, &dyn Fn(&Run) -> Option<f64>); 3] = [
+            ("Fig 1a: throughput", "MB/s", &|r: &Run| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
+            ("Fig 1b: CPU", "CPU cores (iolab's threads)", &cores),
+            ("Fig 2a: context switches per second", "context switches per second (worker threads)", &|r: &Run| {
+                Some(r.ctx_switches_per_io()? * r.row.metrics.iops?)
+            }),
+        ];
+        for (title, y, y_of) in per_thread {
+            plot(
+                ctx,
+                &cs,
+                Plot {
+                    title: format!("{title} against threads ({tag})"),
+                    x: axis("threads", Scale::Log2),
+                    y: axis(y, Scale::Linear),
+                    x_of: &|r| r.threads as f64,
+                    y_of,
+                    series_of: &label,
+                },
+                vec![],
+            );
+        }
+        let runs = runs_of(&cs);
+        match energy_gap(&runs) {
+            Some(reason) => {
+                ctx.unavailable(&format!("Fig 1c: power against threads ({tag})"), &reason, &runs);
+                ctx.unavailable(&format!("Fig 1d: CPU against power ({tag})"), &reason, &runs);
+            }
+            None => {
+                let scope = energy_scope(&runs);
+                plot(
+                    ctx,
+                    &cs,
+                    Plot {
+                        title: format!("Fig 1c: power against threads ({tag}; {scope})"),
+                        x: axis("threads", Scale::Log2),
+                        y: axis("W", Scale::Linear),
+                        x_of: &|r| r.threads as f64,
+                        y_of: &|r| r.watts(),
+                        series_of: &label,
+                    },
+                    vec![],
+                );
+                scatter_cpu_power(ctx, &cs, &tag, &scope);
+            }
+        }
+    }
+}
+
+/// Fig 1d: each configuration's CPU cores against its power, one point per configuration.
+fn scatter_cpu_power(ctx: &mut Ctx, cs: &[&Config], tag: &str, scope: &str) {
+    let label = |c: &Config| realised_label(c);
+    let watts = |c: &Config| c.summary(&|r: &Run| r.watts()).map(|s| s.mean);
+    let by = crate::report::panels::PlotBy {
+        title: format!("Fig 1d: CPU against power ({tag}; {scope})"),
+        x: axis("W", Scale::Linear),
+        y: axis("CPU cores (iolab's threads)", Scale::Linear),
+        x_of: &watts,
+        y_of: &cores,
+        series_of: &label,
+    };
+    crate::report::panels::plot_by(ctx, cs, by, vec!["One point per configuration: its mean power and mean CPU cores.".into()], Vec::new());
 }
 
 // The map's reduction, a pure function on replicate values (rules in docs/report.md).

@@ -1,6 +1,9 @@
 //! S5, FPL'18 FastPath: towards wire-speed NVMe. The kernel's block path (libaio, the paper's
-//! fio baseline, plus psync and io_uring) against a path that bypasses the block layer and polls
-//! (nvme-passthru on the namespace's generic device: polled, and SQPOLL with polling): latency at
+//! fio baseline, plus psync and io_uring) against the fast path: iolab's own user-space NVMe
+//! driver (`vfio-nvme`), which builds NVMe commands itself and polls them, bypassing the block
+//! layer and the kernel's NVMe driver as FastPath does; the kernel's partial bypass
+//! (nvme-passthru on the namespace's generic device: polled, and SQPOLL with polling) beside it:
+//! latency at
 //! 4 KiB for the four patterns (Table III, with the reduction against the baseline), bandwidth
 //! and IOPS from 4 KiB to 128 KiB (Figs 4 and 5). Each run moves a fixed 1 MB and each
 //! configuration is the geometric mean of its iterations, as the paper measured (15 at its scale).
@@ -39,7 +42,7 @@ pub const STUDY: Study = Study {
             feeds: "Table III (4 KiB latency of seq/rand read/write, the block path's libaio baseline against the passthrough fast path, with the reduction) and Figs 4-5 (bandwidth and IOPS from 4 KiB to 128 KiB); 1 MB per run, geometric mean over the iterations",
             unsupported: &[(
                 "FastPath itself",
-                "the paper's fast path is an FPGA that builds and polls NVMe commands in hardware on a Zynq SoC; iolab's fast path is the kernel's NVMe passthrough (io_uring URING_CMD on /dev/ngXnY), which bypasses the block layer but not the NVMe driver, and iolab's own user-space driver is not an interface yet",
+                "the paper's fast path is an FPGA that builds and polls NVMe commands in hardware on a Zynq SoC; iolab's fast path is its own user-space NVMe driver (vfio-nvme), which builds the commands and polls them in software on the host CPU, bypassing the block layer and the kernel's NVMe driver as FastPath does; the kernel's NVMe passthrough (io_uring URING_CMD on /dev/ngXnY) stands beside it as a partial bypass (block layer bypassed, NVMe driver kept)",
             )],
             runs: Some(Runs {
                 matrix: fastpath_matrix,
@@ -120,7 +123,7 @@ const PATTERNS: [(&str, &str); 4] = [("read", "seq-read"), ("randread", "rand-re
 fn fastpath_matrix(q: bool) -> String {
     format!(
         r#"[matrix]
-interface = ["libaio", "psync", "io_uring", "nvme-passthru"]
+interface = ["libaio", "psync", "io_uring", "nvme-passthru", "vfio-nvme"]
 submit = ["syscall", "sqpoll"]
 complete = ["irq", "poll"]
 rw = ["read", "randread", "write", "randwrite"]
@@ -141,17 +144,42 @@ reason = "the block path runs as the paper's baseline did: completion by interru
 when = {{ interface = "nvme-passthru", submit = "sqpoll", complete = "irq" }}
 action = "drop"
 reason = "the fast path's SQPOLL variant polls for completions, as FastPath does"
+
+[[rule]]
+when = {{ interface = "vfio-nvme", submit = "sqpoll" }}
+action = "drop"
+reason = "the user-space driver submits by a doorbell write from the worker: no kernel thread to submit for it"
+
+[[rule]]
+when = {{ interface = "vfio-nvme", complete = "irq" }}
+action = "drop"
+reason = "the user-space driver polls its completion queue, as FastPath does: it has no interrupt"
 "#,
         pick(q, r#"["4k", "8k", "16k", "32k", "64k", "128k"]"#, r#"["4k", "16k", "128k"]"#)
     )
 }
 
-/// Which path a design point takes: the block layer, or around it.
+/// The fast path's name in the table: how `Config::method` names the user-space driver.
+const USER_SPACE: &str = "iolab user-space driver";
+
+/// Which path a design point takes: the block layer, around it through the kernel's NVMe driver,
+/// or around both (the user-space driver: FPL'18's fast path).
 fn path_of(method: &str) -> &'static str {
-    if BLOCK_PATH.iter().any(|i| method.split(' ').next() == Some(*i)) {
+    if method.starts_with(USER_SPACE) || method.split(' ').next() == Some(crate::interfaces::vfio_nvme::NAME) {
+        "user-space driver (block layer and NVMe driver bypassed)"
+    } else if BLOCK_PATH.iter().any(|i| method.split(' ').next() == Some(*i)) {
         "block layer"
     } else {
         "passthrough (block layer bypassed)"
+    }
+}
+
+/// Short name of a path for series labels.
+fn path_short(method: &str) -> &'static str {
+    match path_of(method) {
+        "block layer" => "block",
+        p if p.starts_with("user-space") => "user space",
+        _ => "passthrough",
     }
 }
 
@@ -163,15 +191,49 @@ fn key_value<'k>(key: &'k str, dim: &str) -> Option<&'k str> {
 /// The design point a configuration key names, as `Config::method` says it.
 fn method_of_key(key: &str) -> Option<String> {
     let (i, s, c) = (key_value(key, "interface")?, key_value(key, "submit").unwrap_or("syscall"), key_value(key, "complete")?);
+    if i == crate::interfaces::vfio_nvme::NAME {
+        return Some(crate::report::data::USER_SPACE_METHOD.to_string());
+    }
     Some(if s == "syscall" { format!("{i} {c}") } else { format!("{i} {s} {c}") })
 }
 
-const DIFFERS: &str = "Where iolab's method differs from the paper's: FastPath is an FPGA on a Zynq-7000 (two Cortex-A9 cores at 667 MHz, Samsung PM953, Linux 4.4, fio 2.99) that takes the block layer and the NVMe driver out of the path; iolab's fast path is the Linux NVMe passthrough, which leaves the NVMe driver (and, without SQPOLL, a system call) in place, on this machine's CPU and device. The paper does not give fio's queue depth (its default is 1): iolab runs QD 1. Latency is from submission to completion of each I/O, as the paper's Table III (the request's preparation is outside it); bandwidth and IOPS count the whole run, preparation included, as fio does. Each configuration is the geometric mean of its runs of 1 MB each (the paper: 15 iterations; --quick: 3).";
+const DIFFERS: &str = "Where iolab's method differs from the paper's: FastPath is an FPGA on a Zynq-7000 (two Cortex-A9 cores at 667 MHz, Samsung PM953, Linux 4.4, fio 2.99) that builds NVMe commands and polls their completions in hardware, taking the block layer and the NVMe driver out of the path; iolab's fast path is its own user-space NVMe driver doing the same in software on this machine's CPU and device (vfio-pci, a queue pair per thread, doorbell writes, a polled completion queue), with the kernel's NVMe passthrough beside it as the partial bypass (block layer out, NVMe driver and, without SQPOLL, a system call in). The paper does not give fio's queue depth (its default is 1): iolab runs QD 1. Latency is from submission to completion of each I/O, as the paper's Table III (the request's preparation is outside it); bandwidth and IOPS count the whole run, preparation included, as fio does. Each configuration is the geometric mean of its runs of 1 MB each (the paper: 15 iterations; --quick: 3).";
+
+/// FPL'18 Table I: FastPath's minimal API, and what realises each operation in iolab's fast
+/// path (the user-space driver's run).
+const TABLE_ONE: [(&str, &str, &str); 5] = [
+    ("alloc", "allocate DMA buffers and reserve the LBA range", "each thread's slot buffers, allocated and registered with the IOMMU (or in 2 MiB hugepages without one) before the first I/O, and the run's LBA range (--offset, --size) on the namespace"),
+    ("read", "build an NVMe Read command and ring the doorbell", "an NVMe Read built by the driver into its submission queue, one doorbell write per submitted batch"),
+    ("write", "build an NVMe Write command and ring the doorbell", "an NVMe Write, likewise (writes need --destructive naming the namespace)"),
+    ("poll", "poll the completion queue", "reap all: every completion queue entry whose phase bit flipped, then one completion doorbell write"),
+    ("free", "release the buffers", "the queue pair deleted, buffers unmapped and the controller given back to the kernel's nvme driver at the run's end (journaled)"),
+];
+
+/// Table I as the workload's vocabulary: the paper's operations and their counterparts here.
+fn table_one(ctx: &mut Ctx) {
+    let mut t = Table::new("Table I: FastPath's minimal API and iolab's user-space driver", &["operation", "FastPath (FPL'18)", "iolab's fast path (vfio-nvme)"]);
+    t.rows = TABLE_ONE.iter().map(|(op, theirs, ours)| vec![op.to_string(), theirs.to_string(), ours.to_string()]).collect();
+    let cs = ctx.configs(|r| r.interface == crate::interfaces::vfio_nvme::NAME);
+    if cs.is_empty() {
+        let why = ctx
+            .skipped()
+            .iter()
+            .find(|(key, _)| key_value(key, "interface") == Some(crate::interfaces::vfio_nvme::NAME))
+            .map(|(_, why)| why.clone());
+        t.notes.push(format!(
+            "The user-space driver did not run in this sweep: {}.",
+            why.as_deref().unwrap_or("no run of it is stored (the suite's target is not an NVMe namespace whose controller iolab may take)")
+        ));
+    }
+    let runs = runs_of(&cs);
+    ctx.table(t, &runs);
+}
 
 fn fastpath_panels(ctx: &mut Ctx) {
     ctx.note(DIFFERS);
     latency_table(ctx);
-    let method = |c: &Config| format!("{} ({})", c.method(), if path_of(&c.method()) == "block layer" { "block" } else { "passthrough" });
+    table_one(ctx);
+    let method = |c: &Config| format!("{} ({})", c.method(), path_short(&c.method()));
     let all = ctx.configs(|_| true);
     let figures: [(&str, &str, Figure<Run>); 2] = [
         ("Fig 4: bandwidth", "bandwidth (MB/s)", |r| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
@@ -227,7 +289,8 @@ fn latency_table_of(ctx: &mut Ctx, cs: Vec<&Config>, on: &str) {
     let find = |m: &str, rw: &str| cs.iter().find(|c| c.method() == m && c.first().rw == rw).copied();
     let geo = |c: &Config| crate::analysis::stats::geometric_mean(&c.values(&lat_mean_us));
     let mut methods: Vec<String> = cs.iter().map(|c| c.method()).collect();
-    methods.sort_by_key(|m| (path_of(m) != "block layer", m != BASELINE, m.clone()));
+    // Block path (baseline first), then the kernel's passthrough, then the user-space driver.
+    methods.sort_by_key(|m| (path_of(m) != "block layer", path_of(m).starts_with("user-space"), m != BASELINE, m.clone()));
     methods.dedup();
     let mut header = vec!["configuration", "path"];
     header.extend(PATTERNS.iter().map(|(_, n)| *n));
@@ -280,7 +343,7 @@ fn latency_table_of(ctx: &mut Ctx, cs: Vec<&Config>, on: &str) {
     t.notes.push("Each cell: the geometric mean of the configuration's runs' mean latencies (its geometric standard deviation), then its reduction against libaio's in the same column, (baseline − it) / baseline; the mean reduction averages the columns it has.".into());
     t.notes.push("The paper (FPL'18 Table III, Zynq-7000 and Samsung PM953): baseline 328.9, 321.8, 350.6, 352.3 µs; FastPath 105.4, 105.7, 100, 100.67 µs (seq-read, rand-read, seq-write, rand-write), 67 to 71 % less.".into());
     if !methods.iter().any(|m| path_of(m) != "block layer") {
-        t.notes.push("No passthrough run here: the fast path needs an NVMe namespace as the suite's target (its generic device /dev/ngXnY is found from the block device).".into());
+        t.notes.push("No passthrough or user-space run here: both need an NVMe namespace as the suite's target (the passthrough its generic device /dev/ngXnY, found from the block device; the user-space driver its controller, taken from the kernel).".into());
     }
     let runs = runs_of(&cs);
     ctx.table(t, &runs);
@@ -302,16 +365,19 @@ mod tests {
         methods.dedup();
         assert_eq!(
             methods,
-            ["io_uring irq", "libaio irq", "nvme-passthru irq", "nvme-passthru poll", "nvme-passthru sqpoll poll", "psync irq"],
+            ["io_uring irq", crate::report::data::USER_SPACE_METHOD, "libaio irq", "nvme-passthru irq", "nvme-passthru poll", "nvme-passthru sqpoll poll", "psync irq"],
             "{:?}",
-            e.dropped
+            e.dropped.len()
         );
-        // 6 design points x 4 patterns x 6 block sizes, 15 iterations of 1 MB each.
-        assert_eq!(e.configs.len(), 6 * 4 * 6);
+        // 7 design points x 4 patterns x 6 block sizes, 15 iterations of 1 MB each.
+        assert_eq!(e.configs.len(), 7 * 4 * 6);
         assert_eq!(e.replicates, 15);
         assert!(e.configs.iter().all(|c| c.job.timing.budget == crate::plan::Budget::Bytes(1 << 20) && c.job.workload.qd == 1));
         assert_eq!(path_of("nvme-passthru sqpoll poll"), "passthrough (block layer bypassed)");
         assert_eq!(path_of(BASELINE), "block layer");
+        // The user-space driver is FPL'18's fast path, not the kernel's passthrough.
+        assert!(path_of(crate::report::data::USER_SPACE_METHOD).starts_with("user-space driver"));
+        assert_eq!(method_of_key("interface=vfio-nvme,submit=syscall,complete=poll").as_deref(), Some(crate::report::data::USER_SPACE_METHOD));
         assert_eq!(key_value("interface=psync,rw=read,bs=4096", "bs"), Some("4096"));
     }
 }

@@ -417,6 +417,32 @@ fn slowdown_table_against_the_fastest_per_column() {
 }
 
 #[test]
+fn percent_slower_than_the_user_space_baseline_per_column() {
+    use iolab::studies::s1::percent_slower;
+    let spdk = [Some(10.0), Some(20.0), Some(10.0), Some(40.0)];
+    // (20 % + 50 % + 0 % + (−25 %)) / 4 = 11.25 %.
+    assert_close!(percent_slower(&[Some(12.0), Some(30.0), Some(10.0), Some(30.0)], &spdk).unwrap(), 11.25, 1e-12);
+    // Only the columns both have count; none in common is no value.
+    assert_close!(percent_slower(&[Some(15.0), None, None, None], &spdk).unwrap(), 50.0, 1e-12);
+    assert_eq!(percent_slower(&[None, None, None, None], &spdk), None);
+    assert_eq!(percent_slower(&[Some(1.0)], &[Some(0.0)]), None);
+}
+
+#[test]
+fn a_fallen_back_run_never_stands_for_the_method_it_asked_for() {
+    use iolab::studies::s3::realises;
+    // pvsync2's RWF_HIPRI on Linux >= 5.18: asked to poll, completed by interrupt.
+    assert!(!realises("poll", Some("interrupt"), Some("interrupt"), false));
+    assert!(!realises("hybrid", Some("polled"), Some("polled"), true));
+    assert!(realises("poll", Some("polled"), Some("polled"), false));
+    // Nothing observable (a device without queue interrupts): what the kernel was expected to do.
+    assert!(realises("poll", Some("unknown"), Some("polled"), false));
+    assert!(!realises("poll", None, Some("interrupt"), false));
+    assert!(realises("irq", Some("interrupt"), Some("interrupt"), false));
+    assert!(!realises("irq", Some("polled"), Some("interrupt"), false));
+}
+
+#[test]
 fn tile_winner_margin_and_tie() {
     use iolab::studies::s3::{tile_winner, TileCall};
     // Joules per I/O, lower is better. "poll" is clearly cheaper than "irq": both sds are
