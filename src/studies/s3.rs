@@ -108,7 +108,19 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
     let best_mean = format!("best's mean {}", metric.name());
     let mut t = Table::new(
         format!("{title} (table)"),
-        &["bs", "threads", "best", &best_mean, "second", "margin", "not realised here", "Welch p", "call (Welch)", "Student p", "call (Student)"],
+        &[
+            "bs",
+            "threads",
+            "best",
+            &best_mean,
+            "second",
+            "margin",
+            "not realised here",
+            "Welch p",
+            "call (Welch)",
+            "Student p",
+            "call (Student)",
+        ],
     );
     let mut disagreements = 0;
     for (col, bs) in bss.iter().enumerate() {
@@ -264,6 +276,9 @@ fn realised_label(c: &Config) -> String {
     format!("{name} ({}{mark})", c.first().interface)
 }
 
+/// A measured value of one run.
+type RunValue = dyn Fn(&Run) -> Option<f64>;
+
 /// HotStorage'22 Figs 1a-d and 2a against threads, per block size: MB/s, CPU, power, CPU
 /// against power, and context switches per second.
 fn figures_one_two(ctx: &mut Ctx, all: &[&Config]) {
@@ -271,7 +286,7 @@ fn figures_one_two(ctx: &mut Ctx, all: &[&Config]) {
     for bs in distinct(all, |r| r.bs) {
         let cs = ctx.configs(|r| r.bs == bs);
         let tag = bs_name(bs);
-        let per_thread: [(&str, &str, &dyn Fn(&Run) -> Option<f64>); 3] = [
+        let per_thread: [(&str, &str, &RunValue); 3] = [
             ("Fig 1a: throughput", "MB/s", &|r: &Run| r.row.metrics.bw_bytes_per_s.map(|b| b / 1e6)),
             ("Fig 1b: CPU", "CPU cores (iolab's threads)", &cores),
             ("Fig 2a: context switches per second", "context switches per second (worker threads)", &|r: &Run| {

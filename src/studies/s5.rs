@@ -211,7 +211,10 @@ const TABLE_ONE: [(&str, &str, &str); 5] = [
 
 /// Table I as the workload's vocabulary: the paper's operations and their counterparts here.
 fn table_one(ctx: &mut Ctx) {
-    let mut t = Table::new("Table I: FastPath's minimal API and iolab's user-space driver", &["operation", "FastPath (FPL'18)", "iolab's fast path (vfio-nvme)"]);
+    let mut t = Table::new(
+        "Table I: FastPath's minimal API and iolab's user-space driver",
+        &["operation", "FastPath (FPL'18)", "iolab's fast path (vfio-nvme)"],
+    );
     t.rows = TABLE_ONE.iter().map(|(op, theirs, ours)| vec![op.to_string(), theirs.to_string(), ours.to_string()]).collect();
     let cs = ctx.configs(|r| r.interface == crate::interfaces::vfio_nvme::NAME);
     if cs.is_empty() {
@@ -222,7 +225,8 @@ fn table_one(ctx: &mut Ctx) {
             .map(|(_, why)| why.clone());
         t.notes.push(format!(
             "The user-space driver did not run in this sweep: {}.",
-            why.as_deref().unwrap_or("no run of it is stored (the suite's target is not an NVMe namespace whose controller iolab may take)")
+            why.as_deref()
+                .unwrap_or("no run of it is stored (the suite's target is not an NVMe namespace whose controller iolab may take)")
         ));
     }
     let runs = runs_of(&cs);
@@ -365,7 +369,15 @@ mod tests {
         methods.dedup();
         assert_eq!(
             methods,
-            ["io_uring irq", crate::report::data::USER_SPACE_METHOD, "libaio irq", "nvme-passthru irq", "nvme-passthru poll", "nvme-passthru sqpoll poll", "psync irq"],
+            [
+                "io_uring irq",
+                crate::report::data::USER_SPACE_METHOD,
+                "libaio irq",
+                "nvme-passthru irq",
+                "nvme-passthru poll",
+                "nvme-passthru sqpoll poll",
+                "psync irq"
+            ],
             "{:?}",
             e.dropped.len()
         );
@@ -377,7 +389,10 @@ mod tests {
         assert_eq!(path_of(BASELINE), "block layer");
         // The user-space driver is FPL'18's fast path, not the kernel's passthrough.
         assert!(path_of(crate::report::data::USER_SPACE_METHOD).starts_with("user-space driver"));
-        assert_eq!(method_of_key("interface=vfio-nvme,submit=syscall,complete=poll").as_deref(), Some(crate::report::data::USER_SPACE_METHOD));
+        assert_eq!(
+            method_of_key("interface=vfio-nvme,submit=syscall,complete=poll").as_deref(),
+            Some(crate::report::data::USER_SPACE_METHOD)
+        );
         assert_eq!(key_value("interface=psync,rw=read,bs=4096", "bs"), Some("4096"));
     }
 }
