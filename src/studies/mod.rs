@@ -217,7 +217,9 @@ impl Part {
         if let Some(p) = runs.profile {
             top += &format!("profile = \"{p}\"\n");
         }
-        let study = STUDIES.iter().find(|s| s.parts.iter().any(|p| std::ptr::eq(p, self)));
+        // By name, not by address: a `const` study's parts may be copied per codegen unit, so
+        // `ptr::eq` found no study (and so no set-up) in a build with 16 codegen units.
+        let study = STUDIES.iter().find(|s| s.parts.iter().any(|p| p.name == self.name));
         let setup = study.map(|s| s.setup).unwrap_or_default();
         if setup.is_empty() {
             return Ok(Some(top + &matrix));
