@@ -69,6 +69,9 @@ fn boot(name: &str, rig_args: &[&str], scripts: &[&str]) {
     if code == 77 {
         let why = console.lines().chain(stderr.lines()).find(|l| l.contains("SKIP")).unwrap_or("rig.sh exited 77");
         live(&format!("vm-rig {name}: skipped after {secs:.0} s: {why}"));
+        // Under CI every boot must boot: a rig that could not get QEMU, busybox or a kernel
+        // is a failure there, never a green run with the NVMe checks unrun.
+        assert!(!common::ci(), "boot {name} could not run under CI=true: {why} (log in {})", log.display());
         return;
     }
     let count = |s: &str| results.iter().filter(|l| l.split_whitespace().nth(2) == Some(s)).count();
@@ -101,6 +104,7 @@ fn attempt(name: &str, cmd: &mut Command) -> Option<Attempt> {
         Ok(c) => c,
         Err(e) => {
             live(&format!("vm-rig {name}: SKIP: cannot run bash: {e}"));
+            assert!(!common::ci(), "boot {name} could not run under CI=true: cannot run bash: {e}");
             return None;
         }
     };

@@ -56,7 +56,7 @@ fn no_source_no_number() {
         return;
     }
     let (out, rec) = run(dir.path(), &["--energy", "rapl", "--energy", "perf", "--energy", "ipmi"], &env);
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let e = &rec["energy"];
     assert_eq!(e["status"], "unavailable");
     assert!(e["sources"].as_array().unwrap().is_empty());
@@ -64,7 +64,7 @@ fn no_source_no_number() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.matches("energy unavailable").count(), 1, "said once: {text}");
     let (refused, _) = run(dir.path(), &["--energy", "rapl", "--require-energy"], &env);
-    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("--require-energy") && err.lines().count() == 1, "{err}");
 }
@@ -386,6 +386,6 @@ fn energy_import_matches_windows_with_clock_offset_and_gaps() {
     }
     // Bad input: one line, exit 2.
     let out = Command::new(env!("CARGO_BIN_EXE_iolab")).args(["energy", "import", "/nonexistent.csv", "--db"]).arg(&db).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1, "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -160,7 +160,7 @@ bs = ["4k", "8k"]
 fn a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes() {
     let slurm = match start() {
         Ok(s) => s,
-        Err(why) => return common::skip("fleet::a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes", &why),
+        Err(why) => return common::skip_or_fail("fleet::a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes", &why),
     };
     let dir = common::tempdir();
     let d = dir.path();
@@ -223,7 +223,7 @@ fn a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes() {
     // handed over to a PostgreSQL server where the test can start one, else to fleet.db.
     let pg = crate::postgres::Server::start("fleet");
     if let Err(why) = &pg {
-        common::skip("fleet (every node into PostgreSQL; into fleet.db instead)", why);
+        common::skip_or_fail("fleet (every node into PostgreSQL; into fleet.db instead)", why);
     }
     let every = d.join("every");
     let every_res = every.to_str().unwrap();

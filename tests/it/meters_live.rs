@@ -80,7 +80,7 @@ fn polled_request_that_fell_back_is_reported_and_strict_fails() {
     let dir = work_dir();
     let f = data_file(dir.path(), 16);
     let (out, rec) = run_json(&["-i", "pvsync2", "--complete", "poll", "--runtime", "1s", &f]);
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let path = &rec["completion_path"];
     let dev = &rec["cost"]["devices"][0];
     if dev["queue_interrupts"].is_null() {
@@ -91,7 +91,7 @@ fn polled_request_that_fell_back_is_reported_and_strict_fails() {
     assert_eq!(path["fell_back"], true);
     assert!(String::from_utf8_lossy(&out.stdout).contains("WARNING: asked for poll completion but completions came by interrupt"));
     let (strict, rec) = run_json(&["-i", "pvsync2", "--complete", "poll", "--runtime", "1s", "--strict", &f]);
-    assert_eq!(strict.status.code(), Some(1));
+    assert_eq!(strict.status.code(), Some(1), "{}", String::from_utf8_lossy(&strict.stderr));
     assert_eq!(rec["status"], "failed");
     assert!(String::from_utf8_lossy(&strict.stderr).contains("--strict"));
 }

@@ -117,7 +117,7 @@ fn tables(dir: &Path) -> Vec<(String, String)> {
 fn a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does() {
     let pg = match Server::start("iolab_test") {
         Ok(s) => s,
-        Err(why) => return common::skip("postgres::a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does", &why),
+        Err(why) => return common::skip_or_fail("postgres::a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does", &why),
     };
     let url = pg.url("iolab_test");
     let dir = tempfile::tempdir().unwrap();

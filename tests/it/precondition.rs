@@ -50,7 +50,7 @@ fn refuses_a_block_device_without_consent() {
         .output()
         .unwrap();
     let _ = Command::new("losetup").args(["-d", &dev]).status();
-    assert_eq!(r.status.code(), Some(2));
+    assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(String::from_utf8_lossy(&r.stderr).contains("--destructive"));
     assert!(std::fs::read(&f).unwrap().iter().all(|b| *b == 7), "the device was not touched");
 }

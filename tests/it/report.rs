@@ -184,7 +184,7 @@ fn console_errors(stderr: &str) -> Vec<&str> {
 /// of its `figures` drawn, nothing wrong in the page or on the console.
 pub(crate) fn assert_renders(test: &str, out: &Path, figures: usize, scratch: &Path) {
     let browser = match chromium() {
-        Err(why) => return crate::common::skip(&format!("{test} (rendering in Chromium)"), &why),
+        Err(why) => return crate::common::skip_or_fail(&format!("{test} (rendering in Chromium)"), &why),
         Ok(b) => b,
     };
     let (dom, stderr) = render(&browser, &out.join("report.html"), scratch);
@@ -300,7 +300,7 @@ fn report_renders_every_figure_offline_without_errors() {
     let broken_page = out.join("broken.html");
     std::fs::write(&broken_page, broken).unwrap();
     match chromium() {
-        Err(why) => crate::common::skip("report_renders_every_figure_offline_without_errors (rendering in Chromium)", &why),
+        Err(why) => crate::common::skip_or_fail("report_renders_every_figure_offline_without_errors (rendering in Chromium)", &why),
         Ok(browser) => {
             let (dom, stderr) = render(&browser, &page, dir.path());
             assert_eq!(body_attr(&dom, "data-checked"), "yes", "the page's check did not run");

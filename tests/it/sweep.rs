@@ -78,7 +78,7 @@ fn dry_run_lists_runs_and_drops_with_reasons() {
     let f = data_file(dir.path());
     let p = plan(dir.path(), &f, 2, 100);
     let out = iolab().args(["sweep", "--dry-run"]).arg(&p).output().unwrap();
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     // psync: 2 bs (qd 1 only); libaio and io_uring: 2 qd x 2 bs.
     assert!(text.contains("10 configurations x 2 replicates = 20 runs; 2 dropped"), "{text}");
@@ -164,7 +164,7 @@ fn results_lists_filters_and_exports() {
     assert_eq!(v.as_array().unwrap().len(), 10);
     assert_eq!(v[0]["results"]["total"]["ios"], 200);
     let missing = iolab().args(["results", "--db"]).arg(dir.path().join("none.db")).output().unwrap();
-    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(missing.status.code(), Some(2), "{}", String::from_utf8_lossy(&missing.stderr));
 }
 
 /// Loop devices over files, detached when dropped; None (said) without root or losetup. They

@@ -125,9 +125,17 @@ apt_install() {   # apt_install PKG...: install Debian packages, or say why not
   [ "$(id -u)" = 0 ] || return 1
   command -v apt-get >/dev/null || return 1
   export DEBIAN_FRONTEND=noninteractive
-  if [ $APT_UPDATED = 0 ]; then apt-get update -qq >/dev/null 2>&1; APT_UPDATED=1; fi
-  echo "vm-rig: installing $*"
-  apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1
+  # One install at a time with the integration tests' own installs (tests/it/common's
+  # APT_LOCK), and apt's lock waited for: rig boots started together install QEMU once instead
+  # of colliding on dpkg's lock and each concluding it cannot be installed.
+  (
+    flock 8
+    [ "$(dpkg-query -W -f='${Status}\n' "$@" 2>/dev/null | grep -c '^install ok installed$')" = $# ] && exit 0
+    echo "vm-rig: installing $*"
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 && exit 0
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null 2>&1
+  ) 8>>/var/lock/iolab-tests-apt.lock
 }
 static_busybox() {   # print a statically linked busybox, if there is one
   local b
@@ -193,7 +201,9 @@ apt_update() {   # fetch SUITE's package lists (the private ones; the host's onl
     echo "vm-rig: fetching Debian $SUITE's package lists into $PA"
     apt-get "${APT_OPTS[@]}" update -qq >/dev/null 2>&1
   else
-    [ "$(id -u)" = 0 ] && [ $APT_UPDATED = 0 ] && apt-get update -qq >/dev/null 2>&1 && APT_UPDATED=1
+    [ "$(id -u)" = 0 ] && [ $APT_UPDATED = 0 ] \
+      && (flock 8; apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1) 8>>/var/lock/iolab-tests-apt.lock \
+      && APT_UPDATED=1
   fi
 }
 acache() { apt-cache ${APT_OPTS[@]+"${APT_OPTS[@]}"} "$@" 2>/dev/null; }

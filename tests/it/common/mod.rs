@@ -126,23 +126,74 @@ pub fn kernel_version() -> (u32, u32) {
     (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
-/// Install Debian packages a test needs (root; waits up to 5 min for another apt), updating the
-/// package lists once if the first try fails. The error says why, for the test's skip line.
+/// The lock every package install of the tests takes (these tests and tests/vm/rig.sh): one
+/// install at a time, and a test that waited finds the packages another one installed.
+pub const APT_LOCK: &str = "/var/lock/iolab-tests-apt.lock";
+
+/// Whether every one of `packages` is installed (dpkg says "install ok installed").
+fn installed(packages: &[&str]) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}\n"])
+        .args(packages)
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).lines().all(|l| l == "install ok installed"))
+}
+
+/// Install Debian packages a test needs (root), once: under [`APT_LOCK`], held across the whole
+/// install (and apt's own lock waited for up to 10 min), so tests that need the same packages at
+/// the same moment install them once instead of colliding on dpkg's lock; the package lists are
+/// updated if the first try fails. The error says why, for the test's skip line.
 pub fn apt_install(packages: &[&str]) -> Result<(), String> {
+    use std::os::unix::io::AsRawFd;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(APT_LOCK)
+        .map_err(|e| format!("cannot open the install lock {APT_LOCK}: {e}"))?;
+    // SAFETY: flock on a descriptor we own; released when `lock` is closed.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(format!("cannot take the install lock {APT_LOCK}: {}", std::io::Error::last_os_error()));
+    }
+    if installed(packages) {
+        return Ok(());
+    }
     let apt = |args: &[&str]| {
         Command::new("apt-get")
-            .args(["-o", "DPkg::Lock::Timeout=300"])
+            .args(["-o", "DPkg::Lock::Timeout=600"])
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .output()
-            .is_ok_and(|o| o.status.success())
+            .map_err(|e| format!("cannot run apt-get: {e}"))
+            .and_then(|o| if o.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&o.stderr).trim().to_string()) })
     };
     let get = [&["install", "-y", "-qq"][..], packages].concat();
-    if apt(&get) || (apt(&["update", "-qq"]) && apt(&get)) {
-        Ok(())
-    } else {
-        Err(format!("`apt-get install {}` failed (no apt, or no package registry reachable)", packages.join(" ")))
-    }
+    apt(&get).or_else(|_| apt(&["update", "-qq"]).and_then(|_| apt(&get))).map_err(|why| {
+        format!(
+            "`apt-get install {}` failed: {}",
+            packages.join(" "),
+            why.lines().last().unwrap_or("no apt, or no package registry reachable")
+        )
+    })
+}
+
+/// Whether this is a CI run (`CI=true`, as `.ci/run` sets): there, a check that could not run
+/// because something it needs could not be installed is a failure, not a skip.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A check that could not run because a tool it needs is missing and could not be installed:
+/// a skip with the reason on a developer's machine, a failure under CI (see [`ci`]). Skips for
+/// what the hardware lacks (no NVMe, no PMU) use [`skip`], a skip everywhere.
+pub fn skip_or_fail(test: &str, why: &str) {
+    assert!(!ci(), "{test} could not run under CI=true: {why}");
+    skip(test, why);
+}
+
+/// An assertion on a child process: it succeeded, or the failure shows its exit and stderr.
+#[allow(dead_code)]
+pub fn said(out: &Output) -> String {
+    format!("exit {:?}; stderr:\n{}", out.status.code(), String::from_utf8_lossy(&out.stderr))
 }
 
 /// Print why a test (or part of one) does nothing here. Written to stderr directly, past the
