@@ -141,12 +141,46 @@ pub fn panels(ctx: &mut Ctx) {
             ctx.unavailable(&title, &why, &profiled);
             continue;
         }
+        let shares = (p.title != STAGES).then(|| shares_table(&title, p.y_label, &bars));
         let svg = stacked_bars(&StackedBars { title: title.clone(), y_label: p.y_label.into(), bars });
         ctx.figure(&title, svg, &profiled, vec![p.note.into()]);
+        if let Some(t) = shares {
+            ctx.table(t, &profiled);
+        }
     }
     modules_table(ctx, &configs);
     cost_table(ctx, &configs);
     flame_graphs(ctx, &configs);
+}
+
+/// Each bar of a layer split as shares of its whole, in %: CHEOPS'23 Fig 4 draws the split in
+/// % of instructions, so the µs or instructions per I/O of the figure are also given that way.
+fn shares_table(title: &str, of: &str, bars: &[(String, Parts)]) -> Table {
+    let mut layers: Vec<&str> = Vec::new();
+    for (_, parts) in bars {
+        for (layer, _) in parts {
+            if !layers.contains(&layer.as_str()) {
+                layers.push(layer);
+            }
+        }
+    }
+    let mut columns = vec!["configuration".to_string()];
+    columns.extend(layers.iter().map(|l| format!("{l} (%)")));
+    let mut t = Table { title: format!("{title}: each layer's share in %"), columns, ..Default::default() };
+    for (label, parts) in bars {
+        let whole: f64 = parts.iter().map(|(_, v)| v).sum();
+        let mut row = vec![label.clone()];
+        for l in &layers {
+            row.push(match parts.iter().find(|(p, _)| p == l) {
+                Some((_, v)) if whole > 0.0 => format!("{:.1}", 100.0 * v / whole),
+                Some(_) => "–".into(),
+                None => "0.0".into(),
+            });
+        }
+        t.rows.push(row);
+    }
+    t.notes.push(format!("Each layer's part of the bar's whole ({of}), so the columns of a row add up to 100 %."));
+    t
 }
 
 /// A flame graph of each profiled configuration's own CPU, from its first replicate that has one

@@ -315,11 +315,11 @@ mod tests {
                 e.profile.any().then_some((p.name, e.profile))
             })
             .collect();
-        let both = Profile { layers: true, stages: true };
         assert_eq!(
             profiled,
             vec![
-                ("S2.5-where-the-time-goes", both),
+                ("S2.5-where-the-time-goes", Profile { layers: true, stages: false }),
+                ("S2.6-request-stages", Profile { layers: false, stages: true }),
                 ("S4.8-cpu-by-module", Profile { layers: true, stages: false }),
                 ("S5.1-breakdown", Profile { layers: false, stages: true })
             ]
@@ -390,7 +390,7 @@ mod tests {
                 let e = crate::plan::sweep::expand(&plan, &[]).unwrap();
                 let want: Vec<String> = study.setup.iter().map(|s| s.to_string()).collect();
                 assert!(e.configs.iter().all(|c| c.job.system.setup == want), "{}", p.name);
-                assert_eq!(!want.is_empty(), ["S1", "S3", "S4"].contains(&study.id), "{}", p.name);
+                assert_eq!(!want.is_empty(), ["S1", "S2", "S3", "S4"].contains(&study.id), "{}", p.name);
             }
         }
     }

@@ -19,7 +19,9 @@ pub const STUDY: Study = Study {
     title: "CHEOPS'23: performance characterization of storage stacks",
     // "All devices ... are written completely 10 times" (CHEOPS'23 §3).
     fills: Some((10, 1)),
-    setup: &[],
+    // Scheduler none in every part, the paper's baseline ("comparing their IOPS performance with
+    // a none scheduler", §3.3): S2.4's scheduler axis sets its own per run.
+    setup: &["scheduler=none"],
     parts: &[
         Part {
             name: "S2.1-qd1",
@@ -36,7 +38,7 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S2.2-jcurve",
-            feeds: "J-curve (IOPS against mean latency) with the saturation point, one core",
+            feeds: "Fig 5: J-curves (mean latency against IOPS) with the saturation point, one core",
             unsupported: &[],
             runs: Some(Runs {
                 matrix: jcurve_matrix,
@@ -49,7 +51,7 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S2.3-cores",
-            feeds: "IOPS against cores at QD128; cores to peak",
+            feeds: "Fig 6: IOPS against cores at QD128 (iou-s charged a core for each SQ-poll thread), spread over the NUMA nodes and restricted to the device's; cores to peak",
             unsupported: &[],
             runs: Some(Runs {
                 matrix: cores_matrix,
@@ -75,14 +77,27 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S2.5-where-the-time-goes",
-            feeds: "Fig 4 and Fig 5c: CPU per I/O split by layer of the stack (iolab, user libraries, io_uring/libaio, block layer, driver, rest of kernel) and each request's latency by stage, every interface at QD1 and at saturation (QD128), one core",
+            feeds: "Fig 4: CPU per I/O split by layer of the stack (iolab, user libraries, io_uring/libaio, block layer, driver, rest of kernel), in % as the paper draws it, every interface at QD1 and at saturation (QD128), one core; layers profiled alone (stages in S2.6, so neither tracer is charged to the other)",
             unsupported: &[],
             runs: Some(Runs {
                 matrix: where_the_time_goes_matrix,
                 full: (2, "10s", Runtime("30s")),
                 quick: (1, "0.5s", Runtime("1s")),
                 report: Report::Panels(where_the_time_goes_panels),
-                profile: Some("layers,stages"),
+                profile: Some("layers"),
+                devices: Devices::First,
+            }),
+        },
+        Part {
+            name: "S2.6-request-stages",
+            feeds: "Each request's latency by stage of the stack (Fig 5c's breakdown), every interface at QD1 and QD128, one core, traced in runs of their own",
+            unsupported: &[],
+            runs: Some(Runs {
+                matrix: where_the_time_goes_matrix,
+                full: (2, "10s", Runtime("30s")),
+                quick: (1, "0.5s", Runtime("1s")),
+                report: Report::Panels(request_stages_panels),
+                profile: Some("stages"),
                 devices: Devices::First,
             }),
         },
@@ -94,6 +109,15 @@ fn where_the_time_goes_panels(ctx: &mut Ctx) {
     use crate::report::profiles::{INSTRUCTIONS, LAYERS};
     ctx.cite(LAYERS, "CHEOPS'23 Fig 4, in CPU time");
     ctx.cite(INSTRUCTIONS, "CHEOPS'23 Fig 4");
+    super::profiled_part(ctx);
+    ctx.note("QD128 stands for each stack's saturation point: it is at or past every interface's J-curve heel in S2.2 (see its saturation table), where CHEOPS'23 measured at the heel itself.");
+}
+
+/// S2.6: the request stages, traced in runs of their own so that the tracer's own CPU never
+/// lands in S2.5's layer split.
+fn request_stages_panels(ctx: &mut Ctx) {
+    use crate::report::profiles::STAGES;
+    ctx.cite(STAGES, "CHEOPS'23 Fig 5c's breakdown by stage");
     super::profiled_part(ctx);
 }
 
@@ -125,10 +149,13 @@ fn jcurve_matrix(q: bool) -> String {
 }
 
 // One core at a time up to the machine's, so 5 cores to peak can be told from 13 (the paper's
-// SPDK and iou-c).
+// SPDK and iou-c). Unrestricted, so threads past one node's CPUs spread to the next node as the
+// paper's did on its 2 x 10 cores, and restricted to the device's node beside it where the
+// machine has nodes to tell apart (Fig 8's dotted lines); on one node both are the same CPUs.
 fn cores_matrix(q: bool) -> String {
     let steps: Vec<String> = (1..=crate::host::online_cpus()).map(|n| n.to_string()).collect();
-    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\n[options]\nnuma = \"local\"\n{CHEOPS_RULES}",
+    let numa = if crate::host::numa_nodes().len() > 1 { "[\"off\", \"local\"]" } else { "[\"local\"]" };
+    format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\nnuma = {numa}\n{CHEOPS_RULES}",
         pick(q, &format!("[{}]", steps.join(", ")), "[1, 2]"))
 }
 
@@ -237,13 +264,13 @@ fn jcurve_panels(ctx: &mut Ctx) {
             _ => "Fig 5b, ",
         };
         let title = match target {
-            None => format!("J-curves, {fig}IOPS against mean latency"),
-            Some(_) => format!("J-curves, {fig}{devices}: IOPS against mean latency"),
+            None => format!("J-curves, {fig}mean latency against IOPS"),
+            Some(_) => format!("J-curves, {fig}{devices}: mean latency against IOPS"),
         };
         let svg = svg::chart(&Chart {
             title: format!("{title} (circled: saturation point)"),
-            x: axis("mean latency (µs)", Scale::Linear),
-            y: axis("IOPS", Scale::Linear),
+            x: axis("IOPS", Scale::Linear),
+            y: axis("mean latency (µs)", Scale::Linear),
             series,
             callouts,
             lines: true,
@@ -314,7 +341,7 @@ fn jcurves(
         for c in &mine {
             let (Some(i), Some(l)) = (c.summary(&iops), c.summary(&lat_mean_us)) else { continue };
             let qd = c.first().qd as f64;
-            let mut p = point(c, l.mean, m, "mean latency µs", "IOPS", &iops).expect("summary exists");
+            let mut p = point(c, i.mean, m, "IOPS", "mean latency µs", &lat_mean_us).expect("summary exists");
             p.tip = format!("{m} · {devices} · QD {qd} · IOPS {} · mean latency {} µs", mean_ci(&i), mean_ci(&l));
             pts.push(p);
             peak(m, i.mean, c.first().qd);
@@ -326,7 +353,7 @@ fn jcurves(
             Err(e) => ("-".into(), None, e),
         };
         if let Some((c, p)) = there {
-            callouts.push(Callout { x: p.mean_lat, y: p.iops, text: format!("QD {}", p.qd) });
+            callouts.push(Callout { x: p.iops, y: p.mean_lat, text: format!("QD {}", p.qd) });
             t.rows.push(vec![
                 m.clone(),
                 devices.to_string(),
@@ -357,14 +384,13 @@ fn cores_panels(ctx: &mut Ctx) {
     let mut methods: Vec<String> = cs.iter().map(|c| c.labelled()).collect();
     methods.sort();
     methods.dedup();
-    let mut t = Table::new(
-        "S2 cores to peak",
-        &["configuration", "peak IOPS", "threads at the peak", "cores to peak", "IOPS there", "how decided"],
-    );
+    let mut t =
+        Table::new("S2 cores to peak", &["configuration", "peak IOPS", "cores at the peak", "cores to peak", "IOPS there", "how decided"]);
     let (mut callouts, mut found) = (Vec::new(), Vec::new());
     for m in &methods {
         let mine: Vec<&Config> = cs.iter().filter(|c| &c.labelled() == m).copied().collect();
-        let by_threads: Vec<(String, Vec<f64>)> = mine.iter().map(|c| (c.first().threads.to_string(), c.values(&iops))).collect();
+        let by_threads: Vec<(String, Vec<f64>)> =
+            mine.iter().map(|c| (cores_charged(c.first().threads, &c.first().submit).to_string(), c.values(&iops))).collect();
         let ranked = compare::rank(Metric::Iops, &by_threads, ALPHA);
         let Some(best) = ranked.first() else { continue };
         let testable = ranked.iter().skip(1).all(|r| r.verdict != Verdict::Untested);
@@ -375,13 +401,13 @@ fn cores_panels(ctx: &mut Ctx) {
                 .filter(|r| r.verdict == Verdict::Tie)
                 .min_by_key(|r| r.config_key.parse::<u32>().unwrap_or(u32::MAX))
                 .unwrap_or(best);
-            (fewest, "fewest threads not significantly below the peak (Welch against the peak, Holm-corrected, α = 0.05)")
+            (fewest, "fewest cores not significantly below the peak (Welch against the peak, Holm-corrected, α = 0.05)")
         } else {
-            (best, "untested (n < 2): the threads of the highest mean")
+            (best, "untested (n < 2): the cores of the highest mean")
         };
-        let threads: f64 = to_peak.config_key.parse().unwrap_or(0.0);
-        found.push(format!("{m}: {threads}"));
-        callouts.push(Callout { x: threads, y: to_peak.summary.mean, text: format!("{m}: {threads} to peak") });
+        let cores: f64 = to_peak.config_key.parse().unwrap_or(0.0);
+        found.push(format!("{m}: {cores}"));
+        callouts.push(Callout { x: cores, y: to_peak.summary.mean, text: format!("{m}: {cores} to peak") });
         t.rows.push(vec![
             m.clone(),
             mean_ci(&best.summary),
@@ -392,7 +418,7 @@ fn cores_panels(ctx: &mut Ctx) {
         ]);
     }
     if !found.is_empty() {
-        ctx.note(format!("Cores to peak found (one core at a time): {}.", found.join("; ")));
+        ctx.note(format!("Cores to peak found (one worker thread at a time; iou-s is charged two cores per thread, its own and its SQ-poll thread's, as CHEOPS'23 counted it): {}.", found.join("; ")));
     }
     let method = |c: &Config| c.method();
     plot_with(
@@ -400,9 +426,9 @@ fn cores_panels(ctx: &mut Ctx) {
         &cs,
         Plot {
             title: "IOPS against cores (threads at QD128)".into(),
-            x: axis("cores (threads)", Scale::Linear),
+            x: axis("cores (worker threads, and iou-s's SQ-poll threads)", Scale::Linear),
             y: axis("IOPS", Scale::Linear),
-            x_of: &|r| r.threads as f64,
+            x_of: &|r| cores_charged(r.threads, &r.submit) as f64,
             y_of: &iops,
             series_of: &method,
         },
@@ -411,6 +437,16 @@ fn cores_panels(ctx: &mut Ctx) {
     );
     let runs = runs_of(&cs);
     ctx.table(t, &runs);
+}
+
+/// The cores a configuration takes: a worker thread each, and with SQPOLL each worker's
+/// submission-polling kernel thread on a core of its own (`host::cpus_on_node`).
+fn cores_charged(threads: u32, submit: &str) -> u32 {
+    if submit == "sqpoll" {
+        2 * threads
+    } else {
+        threads
+    }
 }
 
 fn schedulers_panels(ctx: &mut Ctx) {
@@ -427,6 +463,7 @@ fn schedulers_panels(ctx: &mut Ctx) {
         }
     }
     let mut t = Table { title: "S2 schedulers: IOPS and ratio to none".into(), columns, ..Default::default() };
+    t.notes.push("Measured at QD128, at or past every io_uring configuration's saturation point in S2.2's J-curves; CHEOPS'23 Table 2 is at each stack's saturation point itself (one core, 7 devices).".into());
     // Fig 8's dotted lines: the same runs restricted to the device's NUMA node.
     let variants: Vec<&str> = {
         let mut v: Vec<&str> = cs.iter().map(|c| c.runs[0].numa()).collect();

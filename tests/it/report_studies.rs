@@ -266,6 +266,20 @@ fn every_study_quick_report_draws_its_parts_legibly() {
                 .find(|f| f.to_string_lossy().contains("instructions-per-i-o-at-qd1"));
             let qd1 = std::fs::read_to_string(qd1.expect("S2.1 draws instructions per I/O")).unwrap();
             assert!(qd1.contains("data-kind=\"stacked-bars\""), "S2.1 is not drawn as bars");
+            // Fig 5's axes as the paper drew them: x IOPS, y mean latency.
+            let jcurve = crate::report::files(&out.join("figures"), "svg")
+                .into_iter()
+                .find(|f| f.to_string_lossy().contains("j-curves"))
+                .expect("S2.2 draws J-curves");
+            let jcurve = std::fs::read_to_string(jcurve).unwrap();
+            assert!(jcurve.contains("mean latency against IOPS"), "J-curve title");
+            let x = jcurve.find("text-anchor=\"middle\">IOPS</text>").expect("x axis: IOPS");
+            let y = jcurve.find(">mean latency (µs)</text>").expect("y axis: mean latency");
+            assert!(x < y, "the x axis label comes first");
+            // Fig 4 in %: the layer split's shares, a row adding up to 100.
+            let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+            assert!(html.contains("each layer&#39;s share in %") || html.contains("each layer's share in %"), "no layer shares table");
+            assert!(html.contains("S2.6-request-stages"), "the stages are a part of their own");
         }
     }
 }

@@ -141,8 +141,8 @@ fn two_devices_are_checked_first_then_each_is_a_line_in_s4_and_s2_draws_one_agai
     assert_eq!(
         titles,
         [
-            format!("s2-2-jcurve-3-j-curves-fig-5a-1-device-{}-iops-against-mean-latency.svg", names[0]),
-            format!("s2-2-jcurve-3-j-curves-fig-5b-2-devices-together-{}-{}-iops-against-mean-latency.svg", names[0], names[1]),
+            format!("s2-2-jcurve-3-j-curves-fig-5a-1-device-{}-mean-latency-against-iops.svg", names[0]),
+            format!("s2-2-jcurve-3-j-curves-fig-5b-2-devices-together-{}-{}-mean-latency-against-iops.svg", names[0], names[1]),
         ]
     );
     assert!(svgs.iter().all(|s| !series(s).is_empty()), "both J-curve figures have lines");
