@@ -250,7 +250,7 @@ fn report_renders_every_figure_offline_without_errors() {
         "Student",
         "IOPS against cores",
         "S2 cores to peak",
-        "Garbage collection: per-second p99 write latency (Fig 7b)",
+        "Garbage collection: per-second mean write latency (Fig 7b)",
         "replicates 3 per configuration",
     ] {
         assert!(html.contains(want), "the page lacks {want:?}");

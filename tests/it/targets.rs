@@ -130,7 +130,7 @@ fn two_devices_are_checked_first_then_each_is_a_line_in_s4_and_s2_draws_one_agai
             assert_eq!(groups.len(), 4, "{}: one line per rw and device: {groups:?}", svg.display());
         }
     }
-    assert_eq!(drawn, 4, "S4.1's two latency figures and S4.4's two GC figures: {svgs:?}");
+    assert_eq!(drawn, 5, "S4.1's two latency figures and S4.4's three GC figures (mean, p99, IOPS): {svgs:?}");
     assert_renders("two_devices...(S4)", &out, svgs.len(), d);
 
     // S2 Fig 5: one device, then both together, from the one suite run; then 1 against 2.
