@@ -64,8 +64,11 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S2.4-schedulers",
-            feeds: "Table 2: IOPS per scheduler and ratio to none; thread scaling per scheduler",
-            unsupported: &[],
+            feeds: "Table 2: IOPS per scheduler and ratio to none; Fig 8: thread scaling per scheduler",
+            unsupported: &[(
+                "Fig 8's lock profile (mq-deadline's share of CPU cycles spinning on the hardware context's lock)",
+                "the part's runs are not profiled, so that its IOPS stay unperturbed; profile the mq-deadline configurations at 12-16 threads with --profile layers for the functions' shares",
+            )],
             runs: Some(Runs {
                 matrix: schedulers_matrix,
                 full: (3, "20s", Runtime("120s")),
@@ -178,14 +181,16 @@ fn qd1_panels(ctx: &mut Ctx) {
     let runs = runs_of(&cs);
     let gap = counters_gap(&runs);
     let mut t = Table::new(
-        "S2 QD1 on one core: IOPS and CPU counters per I/O",
+        "S2 QD1 on one core: IOPS (Fig 2) and CPU counters per I/O, process and system-wide (Fig 3)",
         &[
             "configuration",
             "IOPS",
             "instructions per I/O (iolab)",
             "instructions per I/O (system)",
             "IPC (iolab)",
+            "IPC (system)",
             "cache-miss rate (iolab)",
+            "cache-miss rate (system)",
             "CPU cores",
         ],
     );
@@ -196,7 +201,9 @@ fn qd1_panels(ctx: &mut Ctx) {
             cell(c, &|r| r.counter(|k| k.workload_per_io.instructions)),
             cell(c, &|r| r.counter(|k| k.system_per_io.instructions)),
             cell(c, &|r| r.counter(|k| k.workload_per_io.ipc)),
+            cell(c, &|r| r.counter(|k| k.system_per_io.ipc)),
             cell(c, &|r| r.counter(|k| k.workload_per_io.cache_miss_rate)),
+            cell(c, &|r| r.counter(|k| k.system_per_io.cache_miss_rate)),
             cell(c, &cores),
         ]);
     }
@@ -235,7 +242,7 @@ fn jcurve_panels(ctx: &mut Ctx) {
     targets.sort_by_key(|t| (t.map_or(1, |t| t.split(TARGET_SET).count()), *t));
     targets.dedup();
     let mut t = Table::new(
-        "S2 saturation points (J-curve heel)",
+        "S2 saturation points (J-curve heel) and the CPU's efficiency there (Fig 7)",
         &[
             "configuration",
             "devices",
@@ -244,6 +251,7 @@ fn jcurve_panels(ctx: &mut Ctx) {
             "mean latency µs there",
             "instructions per I/O there",
             "IPC there",
+            "cache-miss rate there",
             "rule",
         ],
     );
@@ -362,10 +370,11 @@ fn jcurves(
                 num(p.mean_lat),
                 counter_cell(c, |k| k.workload_per_io.instructions, gap),
                 counter_cell(c, |k| k.workload_per_io.ipc, gap),
+                counter_cell(c, |k| k.workload_per_io.cache_miss_rate, gap),
                 reason,
             ]);
         } else {
-            t.rows.push(vec![m.clone(), devices.to_string(), sat_qd, "-".into(), "-".into(), "-".into(), "-".into(), reason]);
+            t.rows.push(vec![m.clone(), devices.to_string(), sat_qd, "-".into(), "-".into(), "-".into(), "-".into(), "-".into(), reason]);
         }
         series.push(Series { name: m.clone(), points: pts });
     }
