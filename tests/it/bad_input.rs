@@ -272,3 +272,16 @@ fn null_refuses_a_target_verify_and_bad_scripts() {
     assert_mentions(&refused(&["-i", "null", "--null-script", "error=EIO", "--ios", "10"]), &["--null-script", "@N"]);
     assert_mentions(&refused(&["--null-script", "accept=1", "--ios", "10", "TARGET"]), &["only to -i null"]);
 }
+
+/// A suite's `--size 0` is refused, also in a dry run (which exited 0).
+#[test]
+fn suite_size_zero_is_refused() {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    for size in ["0", "100"] {
+        let r = iolab_in(dir.path(), &["suite", "run", "S2", "--size", size, "--dry-run", "--db", db.to_str().unwrap()]);
+        assert_mentions(&r.assert_usage_error(), &["--size"]);
+        assert!(r.stdout.is_empty(), "{}", r.describe());
+        assert!(entries(dir.path()).is_empty(), "{}", r.describe());
+    }
+}
