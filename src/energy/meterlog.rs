@@ -266,7 +266,7 @@ pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, Str
             super::MAX_SAMPLE_WATTS
         ));
     }
-    if let Some(p) = log.points.iter().find(|p| !(p.0.abs() <= MAX_TIMESTAMP_S)) {
+    if let Some(p) = log.points.iter().find(|p| !p.0.is_finite() || p.0.abs() > MAX_TIMESTAMP_S) {
         return Err(format!("meter log has a timestamp {:e} that is not a time (UNIX seconds before the year 5000)", p.0));
     }
     Ok(log)
