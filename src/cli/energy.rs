@@ -20,10 +20,10 @@ pub struct ImportArgs {
     pub sweep: Option<i64>,
     /// Seconds to add to the meter's timestamps to give this machine's clock (e.g. -3600 for a
     /// meter an hour ahead).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_name = "S")]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_name = "S", value_parser = crate::energy::parse_clock_offset_s)]
     pub clock_offset: f64,
-    /// The meter clock's rate error in ppm (positive: it runs fast).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    /// The meter clock's rate error in ppm (positive: it runs fast; within ±1000).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = crate::energy::parse_drift_ppm)]
     pub drift_ppm: f64,
     /// hobo, hobo-dmy or csv (default: detect).
     #[arg(long, value_name = "FORMAT")]

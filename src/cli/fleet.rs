@@ -90,6 +90,9 @@ pub fn main(cmd: &FleetCmd) -> i32 {
 }
 
 fn submit(a: &SubmitArgs) -> Result<i32, String> {
+    // Each goes into the batch script as an `#SBATCH` line: anything sbatch would not take (a
+    // newline there began a shell command of the script) is refused before anything is written.
+    check_placement(a)?;
     // A plan is read once: checked here, copied into the results directory below.
     let mut plan_text = None;
     let given = if Path::new(&a.work).is_file() {
@@ -376,4 +379,130 @@ fn status(results: &Path) -> Result<i32, String> {
     let merged = crate::store::redacted(&f.merged_db().display().to_string());
     println!("{all_done} of {all_total} handed-over runs done; merged results: {merged}");
     Ok(0)
+}
+
+/// Slurm names (partitions, accounts): letters, digits, `_`, `.` and `-`.
+fn slurm_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+/// A Slurm time limit: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (each a number),
+/// or `INFINITE`/`UNLIMITED`.
+fn slurm_time(s: &str) -> bool {
+    if s.eq_ignore_ascii_case("infinite") || s.eq_ignore_ascii_case("unlimited") {
+        return true;
+    }
+    let number = |x: &str| !x.is_empty() && x.len() <= 9 && x.chars().all(|c| c.is_ascii_digit());
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (Some(d), r),
+        None => (None, s),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    days.is_none_or(number) && parts.iter().all(|p| number(p)) && (1..=3).contains(&parts.len())
+}
+
+/// A Slurm host list (`node[1-4,7],gpu01`), read by its grammar, and how many hosts it names:
+/// Err says what is wrong (a reversed range `node[5-1]` was expanded by scontrol into nonsense).
+pub fn check_hostlist(list: &str) -> Result<u128, String> {
+    let bad = |why: &str| format!("--nodelist {list:?} is not a Slurm host list ({why}): use e.g. node[1-4],gpu7");
+    let mut total: u128 = 0;
+    let mut host: u128 = 1;
+    let mut named = false;
+    let mut chars = list.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            ',' => {
+                if !named {
+                    return Err(bad("an empty name"));
+                }
+                total = total.saturating_add(host);
+                (host, named) = (1, false);
+            }
+            '[' => {
+                let mut inside = String::new();
+                loop {
+                    match chars.next() {
+                        Some(']') => break,
+                        Some(c) => inside.push(c),
+                        None => return Err(bad("a '[' without its ']'")),
+                    }
+                }
+                let mut n: u128 = 0;
+                for r in inside.split(',') {
+                    let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+                    let digits = |x: &str| !x.is_empty() && x.len() <= 18 && x.chars().all(|c| c.is_ascii_digit());
+                    if !digits(lo) || !digits(hi) {
+                        return Err(bad(&format!("'{r}' in [...] is not a number or a range N-M")));
+                    }
+                    let (lo, hi): (u64, u64) = (lo.parse().unwrap_or(0), hi.parse().unwrap_or(0));
+                    if lo > hi {
+                        return Err(bad(&format!("the range {lo}-{hi} runs backwards")));
+                    }
+                    n = n.saturating_add(u128::from(hi - lo) + 1);
+                }
+                host = host.saturating_mul(n);
+                named = true;
+            }
+            c if c.is_ascii_alphanumeric() || "_.-".contains(c) => named = true,
+            c => return Err(bad(&format!("{c:?} is not part of a host name"))),
+        }
+    }
+    if !named {
+        return Err(bad("an empty name"));
+    }
+    Ok(total.saturating_add(host))
+}
+
+/// The most hosts `--nodelist` may name: one task (one job) each.
+pub const MAX_NODES: u128 = 10_000;
+
+/// The options that go into the batch script's `#SBATCH` lines and Slurm's commands, checked
+/// against what sbatch accepts; Err is one line naming the option.
+fn check_placement(a: &SubmitArgs) -> Result<(), String> {
+    if let Some(p) = a.partition.as_deref().filter(|p| !p.split(',').all(slurm_name)) {
+        return Err(format!(
+            "--partition {p:?} is not a Slurm partition name: use letters, digits, '_', '.' and '-' (several joined by ',')"
+        ));
+    }
+    if let Some(x) = a.account.as_deref().filter(|x| !slurm_name(x)) {
+        return Err(format!("--account {x:?} is not a Slurm account name: use letters, digits, '_', '.' and '-'"));
+    }
+    if let Some(c) =
+        a.constraint.as_deref().filter(|c| c.is_empty() || !c.chars().all(|c| c.is_ascii_alphanumeric() || "_.&|,:*[]()!-".contains(c)))
+    {
+        return Err(format!(
+            "--constraint {c:?} is not a Slurm feature expression: use features (letters, digits, '_', '.', '-') joined by & | , with [ ] ( ) ! * :"
+        ));
+    }
+    if let Some(t) = a.time.as_deref().filter(|t| !slurm_time(t)) {
+        return Err(format!("--time {t:?} is not a Slurm time limit: use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 2:00:00)"));
+    }
+    if let Some(list) = &a.nodelist {
+        let n = check_hostlist(list)?;
+        if n > MAX_NODES {
+            return Err(format!("--nodelist {list:?} names {n} hosts, more than the {MAX_NODES} a fleet may have (one job each)"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_values() {
+        for t in ["30", "30:00", "2:00:00", "1-12", "1-12:30", "1-12:30:15", "UNLIMITED"] {
+            assert!(slurm_time(t), "{t}");
+        }
+        for t in ["", "1:2:3:4", "1-", "-5", "a", "5:00\ntouch /x", "1-2-3", "1 -2"] {
+            assert!(!slurm_time(t), "{t:?}");
+        }
+        assert_eq!(check_hostlist("node[1-4,7],gpu01"), Ok(6));
+        assert_eq!(check_hostlist("rack[1-2]-n[01-03]"), Ok(6));
+        assert_eq!(check_hostlist("n1"), Ok(1));
+        for bad in ["node[5-1]", "node[1-", "node[a-b]", "node[]", ",n1", "n1,", "n 1", "n1;id", "node[1--3]"] {
+            assert!(check_hostlist(bad).is_err(), "{bad:?}");
+        }
+    }
 }

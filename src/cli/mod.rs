@@ -209,11 +209,11 @@ pub struct EnergyArgs {
     /// hobo, hobo-dmy or csv (default: detect).
     #[arg(long, value_name = "FORMAT")]
     pub meter_format: Option<String>,
-    /// Seconds to add to the meter's timestamps.
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    /// Seconds to add to the meter's timestamps (within a year).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = crate::energy::parse_clock_offset_s)]
     pub meter_offset: f64,
-    /// The meter clock's rate error in ppm (positive: it runs fast).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    /// The meter clock's rate error in ppm (positive: it runs fast; within ±1000).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true, value_parser = crate::energy::parse_drift_ppm)]
     pub meter_drift_ppm: f64,
     /// Redfish BMC base URL, e.g. https://bmc.example.org.
     #[arg(long, value_name = "URL")]

@@ -82,6 +82,13 @@ impl PreconditionUi for Lines {
 }
 
 fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
+    // No round can reach steady state: it would end with exit 1 having done nothing to judge.
+    if a.max_rounds == 0 {
+        return Err(format!(
+            "--max-rounds 0 leaves no random-write round to reach steady state in: give at least 1 (steady state is judged over the last {}, SNIA's limit is 25)",
+            steady::WINDOW
+        ));
+    }
     if let Some(dest) = &a.json {
         super::run::check_output(dest)?;
     }

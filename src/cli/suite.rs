@@ -106,6 +106,17 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     if parts.is_empty() {
         return Err(format!("suite {} has no part starting with '{}'", suite.id, a.part.as_deref().unwrap_or("")));
     }
+    // The size every part's runs and the temporary target use: checked here, once, as a dry run
+    // reads it nowhere else (`--size 0 --dry-run` planned every part and exited 0).
+    if let Some(text) = a.size.as_deref() {
+        let bytes = crate::plan::size::parse_size(text).map_err(|e| format!("--size: {e}"))?;
+        if bytes < crate::plan::validate::MIN_BS {
+            return Err(format!(
+                "--size {text} is smaller than one {}-byte block: give the bytes of each target to use, e.g. 1g",
+                crate::plan::validate::MIN_BS
+            ));
+        }
+    }
     let energy = a.energy.options()?;
     println!("{}: {}{}", suite.id, suite.title, if a.quick { " (quick)" } else { "" });
     let preconditioned = match suite.fills {

@@ -12,7 +12,7 @@
 //! Clock correction (meter time → host UNIX time): `host = m0 + offset_s + (m − m0) / (1 + drift_ppm·1e-6)`,
 //! with m0 the anchor (the first sample, or the first sync mark). drift_ppm > 0 means the
 //! meter's clock runs fast. Two sync marks (meter time, host time) determine both.
-use super::integrate::{integrate_counter, integrate_power, per_second_watts, Integrated};
+use super::integrate::{per_second_watts, CounterSeries, Integrated, PowerSeries};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SeriesKind {
@@ -93,7 +93,8 @@ fn hms(s: &str) -> Option<f64> {
 pub fn parse_timestamp(s: &str) -> Option<f64> {
     let s = s.trim().trim_matches('"');
     if let Ok(v) = s.parse::<f64>() {
-        return Some(v);
+        // "nan" and "inf" parse as numbers but are no time: a line that has one is a bad line.
+        return v.is_finite().then_some(v);
     }
     if s.len() < 19 {
         return None;
@@ -257,27 +258,71 @@ pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, Str
     if let Some(p) = log.points.iter().find(|p| p.1 < 0.0) {
         return Err(format!("meter log has a negative value {} at {}", p.1, p.0));
     }
+    if let Some(p) = log.points.iter().find(|p| log.kind == SeriesKind::Watts && p.1 > super::MAX_SAMPLE_WATTS) {
+        return Err(format!(
+            "meter log has a sample of {:e} W at {}, more than the {:e} W a meter reads: check the log's unit and series",
+            p.1,
+            p.0,
+            super::MAX_SAMPLE_WATTS
+        ));
+    }
+    if let Some(p) = log.points.iter().find(|p| !p.0.is_finite() || p.0.abs() > MAX_TIMESTAMP_S) {
+        return Err(format!("meter log has a timestamp {:e} that is not a time (UNIX seconds before the year 5000)", p.0));
+    }
     Ok(log)
+}
+
+/// The largest meter timestamp taken, UNIX seconds (about the year 5000).
+pub const MAX_TIMESTAMP_S: f64 = 1e11;
+
+/// A log in host time, sorted, with its typical sample interval: made once for a log matched
+/// against many windows (`iolab energy import` over every stored run).
+pub struct CorrectedLog {
+    kind: SeriesKind,
+    /// (host UNIX time s, value), sorted by time.
+    points: Vec<(f64, f64)>,
+    /// The median interval between samples, seconds.
+    median_s: f64,
+}
+
+impl CorrectedLog {
+    pub fn new(log: &MeterLog, corr: &ClockCorrection) -> CorrectedLog {
+        let first = log.points.first().map(|p| p.0).unwrap_or(0.0);
+        let mut points: Vec<(f64, f64)> = log.points.iter().map(|&(t, v)| (corr.apply(t, first), v)).collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut dts: Vec<f64> = points.windows(2).map(|w| w[1].0 - w[0].0).filter(|d| *d > 0.0).collect();
+        dts.sort_by(f64::total_cmp);
+        let median_s = dts.get(dts.len() / 2).copied().unwrap_or(1.0);
+        CorrectedLog { kind: log.kind, points, median_s }
+    }
+
+    /// The log over a host UNIX-time window, and its power in each second of the window. Costs
+    /// the window's own samples (found by binary search) and its seconds, not the whole log.
+    pub fn integrate(&self, window_unix: (f64, f64)) -> (Integrated, Vec<Option<f64>>) {
+        // Relative to the window start, for precision; only the samples the window needs.
+        let a = window_unix.0;
+        let from = self.points.partition_point(|p| p.0 <= a).saturating_sub(1);
+        let to = (self.points.partition_point(|p| p.0 < window_unix.1) + 1).min(self.points.len());
+        let samples: Vec<(f64, Option<f64>)> = self.points.get(from..to).unwrap_or(&[]).iter().map(|&(t, v)| (t - a, Some(v))).collect();
+        let end = window_unix.1 - a;
+        match self.kind {
+            SeriesKind::Watts => {
+                let series = PowerSeries::new(&samples);
+                let (gap, hold) = ((2.5 * self.median_s).max(1.0), self.median_s / 2.0);
+                (series.over(gap, hold, (0.0, end)), per_second_watts(end, |w| series.over(gap, hold, w)))
+            }
+            SeriesKind::CumulativeJoules => {
+                let series = CounterSeries::new(&samples);
+                (series.over(1.0, None, 100_000.0, (0.0, end)), per_second_watts(end, |w| series.over(1.0, None, 100_000.0, w)))
+            }
+        }
+    }
 }
 
 /// Integrate a corrected log over a host UNIX-time window.
 /// The log over the window, and its power in each second of the window.
 pub fn integrate_log(log: &MeterLog, corr: &ClockCorrection, window_unix: (f64, f64)) -> (Integrated, Vec<Option<f64>>) {
-    let first = log.points.first().map(|p| p.0).unwrap_or(0.0);
-    let mut pts: Vec<(f64, f64)> = log.points.iter().map(|&(t, v)| (corr.apply(t, first), v)).collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut dts: Vec<f64> = pts.windows(2).map(|w| w[1].0 - w[0].0).filter(|d| *d > 0.0).collect();
-    dts.sort_by(f64::total_cmp);
-    let median = dts.get(dts.len() / 2).copied().unwrap_or(1.0);
-    // Relative to the window start, for precision.
-    let a = window_unix.0;
-    let samples: Vec<(f64, Option<f64>)> = pts.iter().map(|&(t, v)| (t - a, Some(v))).collect();
-    let end = window_unix.1 - a;
-    let over = |w| match log.kind {
-        SeriesKind::Watts => integrate_power(&samples, (2.5 * median).max(1.0), median / 2.0, w),
-        SeriesKind::CumulativeJoules => integrate_counter(&samples, 1.0, None, 100_000.0, w),
-    };
-    (over((0.0, end)), per_second_watts(end, over))
+    CorrectedLog::new(log, corr).integrate(window_unix)
 }
 
 #[cfg(test)]

@@ -147,6 +147,16 @@ impl EnergyConfig {
             Some((m1, m2)) => ClockCorrection::from_sync_marks(m1, m2),
             None => Ok(ClockCorrection { offset_s: self.meter_offset_s, drift_ppm: self.meter_drift_ppm, anchor_meter_s: None }),
         }
+        .and_then(|c| {
+            // Also for a config not made from the command line's checked options.
+            if !(c.offset_s.is_finite() && c.offset_s.abs() <= MAX_CLOCK_OFFSET_S) {
+                return Err(format!("meter clock offset {} s is not a finite number within a year", c.offset_s));
+            }
+            if !(c.drift_ppm.is_finite() && c.drift_ppm.abs() <= MAX_DRIFT_PPM) {
+                return Err(format!("meter clock drift {} ppm is not a finite number within ±{MAX_DRIFT_PPM} ppm", c.drift_ppm));
+            }
+            Ok(c)
+        })
     }
 }
 
@@ -348,11 +358,50 @@ impl EnergyReport {
         if self.status != "measured" {
             return Err(format!("no energy was measured ({})", self.reasons.join("; ")));
         }
+        // Never a number that is none (the integration refuses them; this holds whatever the source).
+        if let Some(s) = self.sources.iter().find(|s| !(s.joules.is_finite() && s.mean_watts.is_finite() && s.coverage.is_finite())) {
+            return Err(format!("{} {} measured {} J, not a finite number", s.source, s.scope, s.joules));
+        }
         match self.reasons.iter().find(|r| r.starts_with("meter: ")) {
             Some(r) => Err(format!("the meter log gave no energy for the run ({r})")),
             None => Ok(()),
         }
     }
+}
+
+/// The largest meter clock rate error iolab takes, ppm: a quartz clock is off by tens of ppm; a
+/// thousand is already a second every quarter of an hour. (-10^6 divided time by zero.)
+pub const MAX_DRIFT_PPM: f64 = 1000.0;
+/// The largest meter clock offset iolab takes, seconds: a year (a meter's clock never set).
+pub const MAX_CLOCK_OFFSET_S: f64 = 366.0 * 86_400.0;
+/// The largest power one meter sample may read, watts: a rack's worth. Larger is a parse error or
+/// a glitch (one sample of 10^308 W made the mean infinite).
+pub const MAX_SAMPLE_WATTS: f64 = 1e6;
+/// The longest window energy is integrated over, seconds: the longest ramp and the longest
+/// runtime (`plan::validate::MAX_SECONDS` each). A record's window beyond it, or one that is not
+/// finite, is not a run's (a window of 10^13 s tried to allocate 160 TB).
+pub const MAX_WINDOW_S: f64 = 2.0 * crate::plan::validate::MAX_SECONDS;
+
+/// A finite number within ±`max`, for an option (clap's value parser); Err is one phrase.
+fn finite_within(text: &str, max: f64, unit: &str, what: &str) -> Result<f64, String> {
+    let v: f64 = text.trim().parse().map_err(|_| format!("'{text}' is not a number"))?;
+    if !v.is_finite() {
+        return Err(format!("'{text}' is not a finite number"));
+    }
+    if v.abs() > max {
+        return Err(format!("{text} is beyond ±{max} {unit}, {what}"));
+    }
+    Ok(v)
+}
+
+/// `--meter-drift-ppm`, `energy import --drift-ppm`: finite, within ±[`MAX_DRIFT_PPM`].
+pub fn parse_drift_ppm(text: &str) -> Result<f64, String> {
+    finite_within(text, MAX_DRIFT_PPM, "ppm", "more than any meter's clock drifts")
+}
+
+/// `--meter-offset`, `energy import --clock-offset`: finite seconds within a year.
+pub fn parse_clock_offset_s(text: &str) -> Result<f64, String> {
+    finite_within(text, MAX_CLOCK_OFFSET_S, "s", "more than a year")
 }
 
 fn unix_now() -> f64 {
@@ -434,13 +483,17 @@ pub struct MeterLogFile {
     path: PathBuf,
     log: meterlog::MeterLog,
     corr: ClockCorrection,
+    /// The log in host time, sorted once for every window.
+    corrected: meterlog::CorrectedLog,
 }
 
 impl MeterLogFile {
     pub fn load(path: &Path, cfg: &EnergyConfig) -> Result<MeterLogFile, String> {
         let text = read_meter_log(path)?;
         let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
-        Ok(MeterLogFile { path: path.to_path_buf(), log, corr: cfg.clock_correction()? })
+        let corr = cfg.clock_correction()?;
+        let corrected = meterlog::CorrectedLog::new(&log, &corr);
+        Ok(MeterLogFile { path: path.to_path_buf(), log, corr, corrected })
     }
 
     /// The log's samples in host UNIX time after the correction: (first, last).
@@ -452,8 +505,17 @@ impl MeterLogFile {
     /// The wall energy of a host UNIX-time window; Err says why the log gives none for it.
     pub fn over(&self, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
         let (log, corr) = (&self.log, &self.corr);
-        let (r, per_second_watts) = meterlog::integrate_log(log, corr, window_unix);
         let (lo, hi) = self.span_unix();
+        // A record's window is read from its JSON: one that is no run's (not finite, backwards,
+        // longer than any run may be) gives no energy, at once (+10^9 s hung the import).
+        let len = window_unix.1 - window_unix.0;
+        if !(window_unix.0.is_finite() && window_unix.1.is_finite() && len > 0.0 && len <= MAX_WINDOW_S) {
+            return Err(format!(
+                "the window UNIX {}..{} is not a run's window (it must be finite, forwards and at most {} s long)",
+                window_unix.0, window_unix.1, MAX_WINDOW_S
+            ));
+        }
+        let (r, per_second_watts) = self.corrected.integrate(window_unix);
         if let Some(why) = r.invalid {
             return Err(format!(
                 "{} ({} samples spanning UNIX {lo:.1}..{hi:.1} after correction; window {:.1}..{:.1}): {why}",
@@ -651,11 +713,11 @@ pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEn
                     (*t, x)
                 })
                 .collect();
+            // Read once; each window (the whole, then every second) costs only its own samples.
+            let (counter, power) = (integrate::CounterSeries::new(&series), integrate::PowerSeries::new(&series));
             let over = |window| match ch.kind {
-                ChannelKind::Counter { scale_j, range, max_plausible_w } => {
-                    integrate::integrate_counter(&series, scale_j, range, max_plausible_w, window)
-                }
-                ChannelKind::Power { max_gap_s, edge_hold_s } => integrate::integrate_power(&series, max_gap_s, edge_hold_s, window),
+                ChannelKind::Counter { scale_j, range, max_plausible_w } => counter.over(scale_j, range, max_plausible_w, window),
+                ChannelKind::Power { max_gap_s, edge_hold_s } => power.over(max_gap_s, edge_hold_s, window),
             };
             let r = over((0.0, end));
             integrate::add_per_second(&mut per_second, integrate::per_second_watts(end, over));

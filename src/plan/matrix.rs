@@ -422,7 +422,13 @@ struct DimensionValues(usize);
 impl<'de> DeserializeSeed<'de> for DimensionValues {
     type Value = Vec<Level>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Level>, D::Error> {
-        DIMENSIONS[self.0].set.parse(d)
+        let values = DIMENSIONS[self.0].set.parse(d)?;
+        // An empty list is not "not listed": it took the default silently (`qd = []` ran QD 1).
+        if values.is_empty() {
+            let name = DIMENSIONS[self.0].name;
+            return Err(de::Error::custom(format!("{name} = [] lists no value: give at least one, or leave {name} out for the default")));
+        }
+        Ok(values)
     }
 }
 

@@ -301,7 +301,10 @@ fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
     eq("threads = ?", f.threads.map(|x| Sql::Integer(x as i64)));
     eq("hostname = ?", t(&f.hostname));
     eq("kernel = ?", t(&f.kernel));
-    eq("(',' || devices || ',') LIKE ('%,' || CAST(? AS TEXT) || ',%')", t(&f.device));
+    // One of the run's devices, exactly: the name's `%`, `_` and `\` are escaped, so they stand
+    // for themselves and not for any device (`--device %` matched every run).
+    let like = |s: &String| s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    eq("(',' || devices || ',') LIKE ('%,' || CAST(? AS TEXT) || ',%') ESCAPE '\\'", f.device.as_ref().map(|d| Sql::Text(like(d))));
     eq("started_at >= ?", f.since.map(Sql::Real));
     eq("started_at < ?", f.until.map(Sql::Real));
     match f.in_sweep {

@@ -272,3 +272,43 @@ fn null_refuses_a_target_verify_and_bad_scripts() {
     assert_mentions(&refused(&["-i", "null", "--null-script", "error=EIO", "--ios", "10"]), &["--null-script", "@N"]);
     assert_mentions(&refused(&["--null-script", "accept=1", "--ios", "10", "TARGET"]), &["only to -i null"]);
 }
+
+/// Energy options are finite numbers in a sane range, refused in one line before the run:
+/// NaN and infinity reached the integration ("NaN W, 100 % covered", stored as measured).
+#[test]
+fn meter_clock_options_must_be_finite_and_bounded() {
+    for (opt, v, word) in [
+        ("--meter-drift-ppm", "nan", "--meter-drift-ppm"),
+        ("--meter-drift-ppm", "inf", "--meter-drift-ppm"),
+        ("--meter-drift-ppm", "-1000000", "1000"),
+        ("--meter-offset", "nan", "--meter-offset"),
+        ("--meter-offset", "-inf", "--meter-offset"),
+        ("--meter-offset", "1e12", "year"),
+    ] {
+        let l = refused(&["-i", "null", "--ios", "10", "--size", "1m", opt, v]);
+        assert_mentions(&l, &[word]);
+    }
+    // `energy import`'s own names for them, before the database is opened.
+    let dir = tempdir();
+    let log = dir.path().join("m.csv");
+    std::fs::write(&log, "1,100\n2,100\n").unwrap();
+    let db = dir.path().join("none.db");
+    for (opt, v) in [("--drift-ppm", "-1000000"), ("--drift-ppm", "NaN"), ("--clock-offset", "nan"), ("--clock-offset", "inf")] {
+        let r = iolab_in(dir.path(), &["energy", "import", log.to_str().unwrap(), "--db", db.to_str().unwrap(), opt, v]);
+        assert_mentions(&r.assert_usage_error(), &[opt]);
+        assert_eq!(entries(dir.path()), vec!["m.csv".to_string()], "{}", r.describe());
+    }
+}
+
+/// A suite's `--size 0` is refused, also in a dry run (which exited 0).
+#[test]
+fn suite_size_zero_is_refused() {
+    let dir = tempdir();
+    let db = dir.path().join("s.db");
+    for size in ["0", "100"] {
+        let r = iolab_in(dir.path(), &["suite", "run", "S2", "--size", size, "--dry-run", "--db", db.to_str().unwrap()]);
+        assert_mentions(&r.assert_usage_error(), &["--size"]);
+        assert!(r.stdout.is_empty(), "{}", r.describe());
+        assert!(entries(dir.path()).is_empty(), "{}", r.describe());
+    }
+}

@@ -539,6 +539,131 @@ fn low_coverage_gives_no_ratios() {
     assert!(r.sources[0].notes[0].contains("coverage"));
 }
 
+/// A meter log line whose time or power is not a finite, plausible number is a bad line, refused
+/// as any malformed line is ("nan" and "inf" parse as numbers; 1e308 W made the mean infinite).
+#[test]
+fn meter_log_values_must_be_finite_and_plausible() {
+    for (text, word) in [
+        ("1000,100\nnan,100\n1002,100\n", "line 2"),
+        ("1000,100\ninf,100\n1002,100\n", "line 2"),
+        ("1000,100\n1001,nan\n1002,100\n", "line 2"),
+        ("1000,100\n1001,inf\n1002,100\n", "line 2"),
+        ("1000,100\n1001,1e308\n1002,100\n", "W"),
+        ("1000,100\n1001,2e6\n1002,100\n", "W"),
+        ("1000,100\n1001,-5\n1002,100\n", "negative"),
+        ("1000,100\n1e300,100\n", "timestamp"),
+    ] {
+        let e = parse_meter_log(text, Some("csv")).unwrap_err();
+        assert!(e.contains(word) && !e.contains('\n'), "{text:?}: {e}");
+    }
+    assert!(parse_meter_log("1000,100\n1001,999999\n", Some("csv")).is_ok(), "a large but possible reading passes");
+}
+
+/// A clock correction that is no number (from a config not made by the command line's checked
+/// options) gives no energy, never "NaN W, 100 % covered"; and a report holding a non-finite
+/// source fails `--require-energy`.
+#[test]
+fn a_non_finite_result_is_never_measured() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("m.csv");
+    let text: String = (0..100).map(|i| format!("{},100\n", T0 - 10.0 + i as f64)).collect();
+    std::fs::write(&p, text).unwrap();
+    for (offset, drift) in [(0.0, f64::NAN), (0.0, -1e6), (0.0, 1e5), (f64::NAN, 0.0), (f64::INFINITY, 0.0), (1e12, 0.0)] {
+        let cfg = EnergyConfig { meter_log: Some(p.clone()), meter_offset_s: offset, meter_drift_ppm: drift, ..Default::default() };
+        let e = energy::import_meter_log(&p, &cfg, (T0, T0 + 60.0)).unwrap_err();
+        assert!(e.contains("meter clock"), "{offset} s {drift} ppm: {e}");
+        let mut r = energy::EnergyReport::unavailable(vec![]);
+        r.window_start_unix_s = T0;
+        r.window_end_unix_s = T0 + 60.0;
+        r.import_meter_log(&cfg);
+        assert_eq!(r.status, "unavailable", "{r:?}");
+        assert!(r.require_measured().is_err());
+    }
+    let mut r = energy::EnergyReport::unavailable(vec![]);
+    r.status = "measured".into();
+    r.sources.push(energy::SourceEnergy {
+        source: "meter".into(),
+        scope: "wall_ac".into(),
+        method: "x".into(),
+        joules: f64::NAN,
+        mean_watts: f64::NAN,
+        window_s: 1.0,
+        coverage: 1.0,
+        largest_gap_s: 0.0,
+        samples: 2,
+        read_errors: 0,
+        wraps: 0,
+        iops_per_joule: None,
+        bytes_per_joule: None,
+        notes: vec![],
+        per_second_watts: vec![],
+    });
+    let e = r.require_measured().unwrap_err();
+    assert!(e.contains("not a finite number"), "{e}");
+    // The integration itself never returns a non-finite number as valid.
+    let huge = [(0.0, Some(f64::MAX)), (1.0, Some(f64::MAX)), (2.0, Some(f64::MAX))];
+    let i = iolab::energy::integrate::integrate_power(&huge, 3.0, 1.0, (0.0, 2.0));
+    assert!(i.invalid.is_some() && i.joules == 0.0, "{i:?}");
+}
+
+/// A window that is no run's (from a record's JSON) gives a reason at once: +10^9 s hung the
+/// import, +10^13 s aborted allocating 160 TB, +10^19 s panicked.
+#[test]
+fn absurd_windows_are_refused_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("m.csv");
+    let text: String = (0..1000).map(|i| format!("{},100\n", T0 - 10.0 + i as f64 * 0.5)).collect();
+    std::fs::write(&p, text).unwrap();
+    let cfg = EnergyConfig { meter_log: Some(p.clone()), ..Default::default() };
+    let file = energy::MeterLogFile::load(&p, &cfg).unwrap();
+    let t = std::time::Instant::now();
+    for w in [(T0, T0 + 1e9), (T0, T0 + 1e13), (T0, T0 + 1e19), (T0, f64::INFINITY), (f64::NAN, T0), (T0, T0 - 5.0), (-1e300, 1e300)] {
+        let e = file.over(w).unwrap_err();
+        assert!(e.contains("not a run's window") && !e.contains('\n'), "{w:?}: {e}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // A week-long window of a short log: a second-by-second series the window's length, quickly.
+    let s = file.over((T0, T0 + 7.0 * 86400.0)).unwrap();
+    assert_eq!(s.per_second_watts.len(), 7 * 86400);
+    assert_eq!(s.per_second_watts.iter().filter(|w| w.is_some()).count(), 490, "the log's 489.5 s, the last second half covered");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // The per-second series of a live source is bounded the same way.
+    assert!(iolab::energy::integrate::per_second_watts(1e13, |_| unreachable!()).is_empty());
+    assert!(iolab::energy::integrate::per_second_watts(f64::INFINITY, |_| unreachable!()).is_empty());
+}
+
+/// A meter log of 2.6 million samples (three days at 10 Hz) matched against six runs of 120 s:
+/// each window costs its own samples (it rescanned the whole log for every second: 24 s).
+#[test]
+fn a_long_log_over_many_runs_is_integrated_by_its_own_samples() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("long.csv");
+    let n = 2_600_000usize;
+    let start = T0 - 1000.0;
+    let mut text = String::with_capacity(n * 24);
+    for i in 0..n {
+        // 10 Hz; a ramp of 1 W per 100 s on top of 150 W, so the trapezoid rule's answer is exact.
+        let t = start + i as f64 * 0.1;
+        text.push_str(&format!("{t:.1},{:.3}\n", 150.0 + (t - start) / 100.0));
+    }
+    std::fs::write(&p, text).unwrap();
+    let cfg = EnergyConfig { meter_log: Some(p.clone()), ..Default::default() };
+    let file = energy::MeterLogFile::load(&p, &cfg).unwrap();
+    for k in 0..6 {
+        let a = T0 + k as f64 * 40_000.0;
+        let s = file.over((a, a + 120.0)).unwrap();
+        let mean = 150.0 + (a + 60.0 - start) / 100.0;
+        assert!((s.joules - mean * 120.0).abs() < 0.05, "run {k}: {} J, want {}", s.joules, mean * 120.0);
+        assert!((s.coverage - 1.0).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.samples, 1201, "run {k}");
+        assert_eq!(s.per_second_watts.len(), 120);
+        for (i, w) in s.per_second_watts.iter().enumerate() {
+            let want = 150.0 + (a + i as f64 + 0.5 - start) / 100.0;
+            assert!((w.unwrap() - want).abs() < 1e-3, "run {k} second {i}: {w:?} vs {want}");
+        }
+    }
+}
+
 // ---- NVML ----
 
 const FAKE_NVML: &str = r#"

@@ -268,3 +268,67 @@ fn a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes() {
     );
     assert!(status.stdout.contains("12 of 12 handed-over runs done"), "{}", status.stdout);
 }
+
+/// The options that become `#SBATCH` lines are checked against what sbatch takes: a newline (a
+/// shell command in the batch script) or a reversed node range is one line, exit 2, and nothing
+/// written; Slurm is not needed for that.
+#[test]
+fn placement_options_are_checked_before_anything_is_written() {
+    let dir = common::tempdir();
+    let d = dir.path();
+    std::fs::write(d.join("grid.toml"), PLAN).unwrap();
+    let results = d.join("shared");
+    let res = results.to_str().unwrap();
+    let submit = |extra: &[&str]| {
+        let mut a = vec!["fleet", "submit", "grid.toml", "--results", res];
+        a.extend_from_slice(extra);
+        let out = Command::new(BIN).args(&a).current_dir(d).output().unwrap();
+        common::Run::from(out, a.iter().map(|s| s.to_string()).collect())
+    };
+    for (opt, value) in [
+        ("--partition", "lab\ntouch /tmp/iolab-fleet-injected"),
+        ("--partition", "lab;id"),
+        ("--account", "acct\nid"),
+        ("--account", "a b"),
+        ("--constraint", "ssd\nrm -rf ~"),
+        ("--constraint", "ssd$(id)"),
+        ("--time", "5:00\ntouch /x"),
+        ("--time", "soon"),
+        ("--time", "1:2:3:4"),
+    ] {
+        let r = submit(&["--nodes", "2", opt, value, "--print"]);
+        let line = r.assert_usage_error();
+        assert!(line.contains(opt), "the line names {opt}: {line}");
+        assert!(r.stdout.is_empty(), "a batch script was printed:\n{}", r.describe());
+        assert!(!results.exists(), "{}", r.describe());
+    }
+    for list in ["node[5-1]", "node[1-", "node[x]", "n1,,n2", "n1\nid"] {
+        let r = submit(&["--nodelist", list, "--print"]);
+        let line = r.assert_usage_error();
+        assert!(line.contains("--nodelist"), "{line}");
+        assert!(r.stdout.is_empty() && !results.exists(), "{}", r.describe());
+    }
+    // What sbatch takes passes and stands in the script as given.
+    let r = submit(&[
+        "--nodes",
+        "2",
+        "--partition",
+        "lab,gpu-x",
+        "--account",
+        "proj_1.a",
+        "--constraint",
+        "[ssd&nvme]|(hdd*2)",
+        "--time",
+        "1-02:30:00",
+        "--print",
+    ]);
+    r.assert_ok();
+    for line in [
+        "#SBATCH --partition=lab,gpu-x\n",
+        "#SBATCH --account=proj_1.a\n",
+        "#SBATCH --constraint=[ssd&nvme]|(hdd*2)\n",
+        "#SBATCH --time=1-02:30:00\n",
+    ] {
+        assert!(r.stdout.contains(line), "{line:?} missing:\n{}", r.stdout);
+    }
+}

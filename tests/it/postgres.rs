@@ -166,6 +166,12 @@ fn a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does() {
         assert_eq!(sqlite.run_record(a.id).unwrap(), postgres.run_record(b.id).unwrap(), "run {} differs", a.id);
         assert_eq!(sqlite.histograms(a.id).unwrap(), postgres.histograms(b.id).unwrap());
     }
+    // The device filter is exact on both engines: `%` is a name, not LIKE's wildcard.
+    let by = |s: &Store, d: &str| s.list_runs(&RunFilter { device: Some(d.into()), ..Default::default() }).unwrap().len();
+    assert_eq!((by(&sqlite, "%"), by(&postgres, "%"), by(&sqlite, "_%"), by(&postgres, "_%")), (0, 0, 0, 0));
+    if let Some(dev) = rows[0].devices.as_deref().and_then(|d| d.split(',').next()) {
+        assert_eq!((by(&sqlite, dev), by(&postgres, dev)), (4, 4), "--device {dev}");
+    }
     assert_eq!(
         sqlite.list_planned(&RunFilter { bs: Some(4096), ..Default::default() }, "done").unwrap().len(),
         postgres.list_planned(&RunFilter { bs: Some(4096), ..Default::default() }, "done").unwrap().len()

@@ -54,3 +54,25 @@ fn refuses_a_block_device_without_consent() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("--destructive"));
     assert!(std::fs::read(&f).unwrap().iter().all(|b| *b == 7), "the device was not touched");
 }
+
+/// `--max-rounds 0` leaves nothing to judge: one line, exit 2, the target untouched (it exited 1
+/// saying nothing, or after the fills).
+#[test]
+fn no_rounds_is_refused_before_writing() {
+    let dir = tempfile::Builder::new().prefix("iolab-pc-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let f = dir.path().join("dev.img");
+    std::fs::write(&f, vec![7u8; 1 << 20]).unwrap();
+    for fills in ["0", "2"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
+            .args(["precondition", "--fills", fills, "--max-rounds", "0", "-q"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("iolab: ") && err.contains("--max-rounds 0"), "{err}");
+        assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(std::fs::read(&f).unwrap().iter().all(|b| *b == 7), "the target was not touched");
+    }
+}

@@ -747,3 +747,22 @@ fn a_layers_cycles_and_instructions_are_stored_where_counted() {
     assert_eq!(row(a), (Some(2700.0), Some(1500.0), 900.0));
     assert_eq!(row(b), (None, None, 900.0), "no PMU: no counts, never an estimate");
 }
+
+/// `--device` names one device exactly: `%`, `_` and `\` in it are not LIKE's wildcards (`--device %`
+/// matched every run).
+#[test]
+fn device_filter_is_exact_not_a_pattern() {
+    let d = tmp();
+    let mut s = Store::open(&d.path().join("iolab.db")).unwrap();
+    let mut r = real_record();
+    r["environment"]["targets"][0]["device"] = json!("nvme0n1");
+    s.record_run(None, &r).unwrap();
+    r["environment"]["targets"][0]["device"] = json!("sd_a");
+    s.record_run(None, &r).unwrap();
+    let n = |dev: &str| s.list_runs(&RunFilter { device: Some(dev.to_string()), ..Default::default() }).unwrap().len();
+    assert_eq!(n("nvme0n1"), 1);
+    assert_eq!(n("sd_a"), 1, "an underscore that is part of the name still matches it");
+    for pattern in ["%", "%%", "nvme%", "nvme0n_", "_", "sd\\_a", "\\"] {
+        assert_eq!(n(pattern), 0, "--device {pattern:?} is a name, not a pattern");
+    }
+}
