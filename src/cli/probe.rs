@@ -19,6 +19,12 @@ pub fn main(target: Option<&PathBuf>, vfio_noiommu: bool) -> i32 {
         eprintln!("iolab: target {} does not exist: give an existing file or block device", path.display());
         return 2;
     }
+    // Probing only reads, but a kernel interface (/proc/self/mem, a sysfs attribute) is no
+    // storage to read from either: the target rules `run` applies.
+    if let Err(e) = crate::device::check_safe(&path, false, &[]) {
+        eprintln!("iolab: {e}");
+        return 2;
+    }
     println!("probing {} (read-only, 256 random 4 KiB reads per mode)", path.display());
     println!("{:<13} {:<8} {:<7} {:<6} detail", "interface", "submit", "complete", "works");
     probe(&path.display().to_string(), vfio_noiommu, &mut |r: ProbeRow| {

@@ -205,17 +205,20 @@ fn in_use(node: Option<&Path>, major: u32, minor: u32, facts: &SysfsFacts) -> Ve
     found
 }
 
-/// An attached loop device and the file behind it, as sysfs shows them.
+/// An attached loop device and what is behind it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoopBacking {
     /// "loop3"
     pub name: String,
     /// (major, minor)
     pub dev: (u32, u32),
-    /// The backing file's path, as the kernel shows it now (it follows renames).
-    pub backing: String,
-    /// What that path is now (see [`file_id`]); None when it cannot be examined (deleted, or
-    /// not visible from here).
+    /// The backing file's path as the kernel shows it now (`loop/backing_file`), byte for byte:
+    /// it follows renames, and ends in " (deleted)" once the name it had is gone.
+    pub backing: PathBuf,
+    /// What is behind the loop device (see [`file_id`]): the kernel's own answer
+    /// (`LOOP_GET_STATUS64` on its node, which knows the file when every name of it is gone)
+    /// where the node can be opened, else what `backing` names now; None when neither works (a
+    /// deleted name, not visible from here).
     pub id: Option<(u64, u64)>,
 }
 
@@ -229,17 +232,101 @@ pub fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     }
 }
 
+/// The identity ([`file_id`]) of block device `major:minor`.
+fn block_id(major: u32, minor: u32) -> (u64, u64) {
+    (u64::MAX, libc::makedev(major, minor))
+}
+
+/// A sysfs attribute's bytes, less the one '\n' the kernel ends it with: a name read byte for
+/// byte (a trailing space, a newline inside, bytes that are not UTF-8 stay as they are).
+fn read_bytes(p: &Path) -> Option<Vec<u8>> {
+    let mut b = std::fs::read(p).ok()?;
+    if b.last() == Some(&b'\n') {
+        b.pop();
+    }
+    (!b.is_empty()).then_some(b)
+}
+
+/// A path for a one-line message: control characters (a newline in a file name) and bytes that
+/// are not UTF-8 escaped, everything else as it is.
+pub fn shown(p: &Path) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    for chunk in std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()).utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                s.extend(c.escape_default());
+            } else {
+                s.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            let _ = write!(s, "\\x{b:02x}");
+        }
+    }
+    s
+}
+
+/// The node in /dev of block device `name` (`major:minor`), when it is that device and `sys` is
+/// the real sysfs (a fake sysfs's device numbers are not this machine's).
+fn dev_node(sys: &Path, name: &str, dev: (u32, u32)) -> Option<PathBuf> {
+    if sys != Path::new(SYSFS) {
+        return None;
+    }
+    let node = Path::new("/dev").join(name);
+    std::fs::metadata(&node).is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == libc::makedev(dev.0, dev.1)).then_some(node)
+}
+
+/// What is behind the loop device at `node`, as the kernel knows it (`LOOP_GET_STATUS64`): the
+/// backing file's (st_dev, st_ino), or (u64::MAX, rdev) for a backing block device. It holds
+/// the file open, so this works when no name of it is left.
+fn loop_status_id(node: &Path) -> Option<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    /// struct loop_info64 (linux/loop.h).
+    #[repr(C)]
+    struct LoopInfo64 {
+        lo_device: u64,
+        lo_inode: u64,
+        lo_rdevice: u64,
+        lo_offset: u64,
+        lo_sizelimit: u64,
+        lo_number: u32,
+        lo_encrypt_type: u32,
+        lo_encrypt_key_size: u32,
+        lo_flags: u32,
+        lo_file_name: [u8; 64],
+        lo_crypt_name: [u8; 64],
+        lo_encrypt_key: [u8; 32],
+        lo_init: [u64; 2],
+    }
+    const LOOP_GET_STATUS64: u32 = 0x4C05;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(node).ok()?;
+    // SAFETY: all-zero bytes are a valid LoopInfo64 (integers and byte arrays).
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: LOOP_GET_STATUS64 writes one struct loop_info64 through the pointer, alive here.
+    if unsafe { libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info as *mut LoopInfo64) } != 0 {
+        return None;
+    }
+    // The kernel encodes both numbers as stat(2) does (new_encode_dev), so they compare with
+    // st_dev and st_rdev as they are. A regular file has no rdev.
+    Some(if info.lo_rdevice != 0 { (u64::MAX, info.lo_rdevice) } else { (info.lo_device, info.lo_inode) })
+}
+
 /// Every attached loop device under the sysfs root `sys` (`block/loop*/loop/backing_file`).
 pub fn loop_backings(sys: &Path) -> Vec<LoopBacking> {
+    use std::os::unix::ffi::OsStringExt;
     names_in(&sys.join("block"))
         .into_iter()
         .filter(|n| n.starts_with("loop"))
         .filter_map(|name| {
             let dir = sys.join("block").join(&name);
-            let backing = read_trim(&dir.join("loop/backing_file"))?;
+            let backing = PathBuf::from(std::ffi::OsString::from_vec(read_bytes(&dir.join("loop/backing_file"))?));
             let (ma, mi) = read_trim(&dir.join("dev"))?.split_once(':').map(|(a, b)| (a.parse().ok(), b.parse().ok()))?;
-            let id = std::fs::metadata(&backing).ok().map(|m| file_id(&m));
-            Some(LoopBacking { name, dev: (ma?, mi?), backing, id })
+            let dev = (ma?, mi?);
+            let id = dev_node(sys, &name, dev)
+                .and_then(|n| loop_status_id(&n))
+                .or_else(|| std::fs::metadata(&backing).ok().map(|m| file_id(&m)));
+            Some(LoopBacking { name, dev, backing, id })
         })
         .collect()
 }
@@ -247,33 +334,176 @@ pub fn loop_backings(sys: &Path) -> Vec<LoopBacking> {
 /// Why the loop device `l` is in use, each as "is ..." / "has ...".
 fn loop_in_use(l: &LoopBacking, sys: &Path) -> Vec<String> {
     let facts = sysfs_facts(sys, l.dev.0, l.dev.1);
-    // Its node in /dev, if that is the same device (never under a fake sysfs).
-    let node = Path::new("/dev").join(&l.name);
-    let node = std::fs::metadata(&node)
-        .is_ok_and(|m| m.file_type().is_block_device() && m.rdev() == libc::makedev(l.dev.0, l.dev.1))
-        .then_some(node);
+    let node = dev_node(sys, &l.name, l.dev);
     in_use(node.as_deref(), l.dev.0, l.dev.1, &facts).into_iter().map(|r| r.strip_prefix("it ").map(str::to_string).unwrap_or(r)).collect()
 }
 
-/// For a loop device `major:minor`: why what is behind it is in use. Another loop device over
-/// the same backing file writes the same blocks, so if it is in use, so is this one (a mount
-/// claims only the loop device it is on); a backing block device's own mounts count too.
-pub fn backing_in_use(major: u32, minor: u32, sys: &Path) -> Vec<String> {
-    let all = loop_backings(sys);
-    let Some(me) = all.iter().find(|l| l.dev == (major, minor)).filter(|l| l.id.is_some()) else { return vec![] };
+/// Why block device `major:minor` itself is in use, leaving out its partitions (writing one
+/// partition does not write the others): each as "is ..." / "has ...".
+fn in_use_alone(major: u32, minor: u32, sys: &Path) -> Vec<String> {
+    let mut facts = sysfs_facts(sys, major, minor);
+    facts.partitions.clear();
+    facts.holders.retain(|h| !h.contains(" (on "));
+    in_use(None, major, minor, &facts).into_iter().map(|r| r.strip_prefix("it ").map(str::to_string).unwrap_or(r)).collect()
+}
+
+/// The loop devices of this machine as a graph: what each sits on, by identity.
+struct Stacks<'a> {
+    sys: &'a Path,
+    loops: Vec<LoopBacking>,
+}
+
+/// One level below a node: what it sits on, its name, and whether the hop is from a partition
+/// to its whole disk.
+struct Below {
+    id: (u64, u64),
+    name: String,
+    file: bool,
+    from_partition: bool,
+}
+
+impl Stacks<'_> {
+    fn loop_of(&self, id: (u64, u64)) -> Option<&LoopBacking> {
+        (id.0 == u64::MAX).then(|| self.loops.iter().find(|l| block_id(l.dev.0, l.dev.1) == id)).flatten()
+    }
+
+    /// What `id` sits on: a loop device's backing file or device; a partition's whole disk.
+    fn below(&self, id: (u64, u64)) -> Option<Below> {
+        if id.0 != u64::MAX {
+            return None;
+        }
+        if let Some(l) = self.loop_of(id) {
+            let b = l.id?;
+            let name = match self.loop_of(b) {
+                Some(under) => under.name.clone(),
+                None => shown(&l.backing),
+            };
+            return Some(Below { id: b, name, file: b.0 != u64::MAX, from_partition: false });
+        }
+        let node = sysfs_node(self.sys, libc::major(id.1), libc::minor(id.1))?;
+        if !node.join("partition").is_file() {
+            return None;
+        }
+        let disk = node.parent()?;
+        let (ma, mi) = read_trim(&disk.join("dev"))?.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))?;
+        let name = disk.file_name()?.to_string_lossy().into_owned();
+        Some(Below { id: block_id(ma, mi), name, file: false, from_partition: true })
+    }
+
+    /// The loop devices directly over `id`, and, when `parts`, over `id`'s partitions: each
+    /// with how to name it ("loop5", "loop5 (over partition loop3p1)").
+    fn above(&self, id: (u64, u64), parts: bool) -> Vec<(&LoopBacking, String)> {
+        let mut v: Vec<(&LoopBacking, String)> = self.loops.iter().filter(|l| l.id == Some(id)).map(|l| (l, l.name.clone())).collect();
+        if parts && id.0 == u64::MAX {
+            if let Some(node) = sysfs_node(self.sys, libc::major(id.1), libc::minor(id.1)) {
+                for (p, dev) in partitions_of(&node) {
+                    let Some((ma, mi)) =
+                        dev.as_deref().and_then(|d| d.split_once(':')).and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                    else {
+                        continue;
+                    };
+                    let pid = block_id(ma, mi);
+                    v.extend(self.loops.iter().filter(|l| l.id == Some(pid)).map(|l| (l, format!("{} (over partition {p})", l.name))));
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Why writing `target` (a [`file_id`]) would write under something in use, through loop
+/// devices: every loop device whose chain reaches down to it, or to what it sits on, is
+/// followed up to its top, and any of them mounted, swap, held or claimed counts. Each reason
+/// names the chain and the device in use ("it backs loop3, which is under loop4, which is
+/// mounted on /mnt"). The target's own mounts and holders are not among them.
+fn stack_in_use(target: (u64, u64), sys: &Path) -> Vec<String> {
+    let g = Stacks { sys, loops: loop_backings(sys) };
     let mut out = Vec::new();
-    for other in all.iter().filter(|l| l.id == me.id && l.dev != me.dev) {
-        for r in loop_in_use(other, sys) {
-            push_unique(&mut out, format!("{} over the same backing file {} {r}", other.name, me.backing));
+    let mut seen = vec![target];
+    // Down: what the target sits on, to the bottom; writing the target writes each of them.
+    let mut downs: Vec<Below> = Vec::new();
+    let mut cur = target;
+    while let Some(b) = g.below(cur) {
+        if seen.contains(&b.id) {
+            break;
+        }
+        seen.push(b.id);
+        cur = b.id;
+        downs.push(b);
+    }
+    let mut prefix = String::new();
+    for (k, d) in downs.iter().enumerate() {
+        prefix = match k {
+            0 if d.from_partition => format!("its whole disk {}", d.name),
+            0 => format!("its backing device {}", d.name),
+            1 => format!("{prefix} is over {}", d.name),
+            _ => format!("{prefix}, which is over {}", d.name),
+        };
+        if d.file {
+            continue;
+        }
+        let (ma, mi) = (libc::major(d.id.1), libc::minor(d.id.1));
+        let why = match g.loop_of(d.id) {
+            _ if d.from_partition => in_use_alone(ma, mi, sys),
+            Some(l) => loop_in_use(l, sys),
+            None => in_use(None, ma, mi, &sysfs_facts(sys, ma, mi))
+                .into_iter()
+                .map(|r| r.strip_prefix("it ").map(str::to_string).unwrap_or(r))
+                .collect(),
+        };
+        for r in why {
+            push_unique(&mut out, if k == 0 { format!("{prefix} {r}") } else { format!("{prefix}, which {r}") });
         }
     }
-    if let Some((u64::MAX, rdev)) = me.id {
-        let (ma, mi) = (libc::major(rdev), libc::minor(rdev));
-        for r in in_use(None, ma, mi, &sysfs_facts(sys, ma, mi)) {
-            push_unique(&mut out, format!("its backing device {} {}", me.backing, r.strip_prefix("it ").unwrap_or(&r)));
+    // Up: every loop device over the target or over anything below it, to its top.
+    // (loop device, the words that reach it, whether what follows needs ", which")
+    let mut queue: Vec<((u64, u64), String, bool)> = Vec::new();
+    let starts = std::iter::once((target, None)).chain(downs.iter().enumerate().map(|(k, d)| (d.id, Some((k, d)))));
+    for (id, down) in starts {
+        // A partition's disk: only what is over the disk as a whole (not its other partitions).
+        let parts = down.is_none_or(|(k, _)| !downs[..=k].iter().any(|d| d.from_partition));
+        for (l, name) in g.above(id, parts) {
+            let lid = block_id(l.dev.0, l.dev.1);
+            if seen.contains(&lid) {
+                continue;
+            }
+            seen.push(lid);
+            let (text, which) = match down {
+                None if target.0 == u64::MAX => (format!("it is under {name}"), true),
+                None => (format!("it backs {name}"), true),
+                Some((_, d)) => (format!("{name} over the same backing {} {}", if d.file { "file" } else { "device" }, d.name), false),
+            };
+            queue.push((lid, text, which));
+        }
+    }
+    let mut i = 0;
+    while i < queue.len() {
+        let (id, text, which) = queue[i].clone();
+        i += 1;
+        let l = g.loop_of(id).expect("queued nodes are loop devices");
+        for r in loop_in_use(l, sys) {
+            push_unique(&mut out, if which { format!("{text}, which {r}") } else { format!("{text} {r}") });
+        }
+        for (up, name) in g.above(id, true) {
+            let uid = block_id(up.dev.0, up.dev.1);
+            if seen.contains(&uid) {
+                continue;
+            }
+            seen.push(uid);
+            let next = if which { format!("{text}, which is under {name}") } else { format!("{text} is under {name}") };
+            queue.push((uid, next, true));
         }
     }
     out
+}
+
+/// For a loop device `major:minor`: why what is behind it is in use. Writing it writes what it
+/// sits on, down to the bottom of its stack, so any loop device over any of those (another loop
+/// device over the same backing file, a loop device over this one) that is in use, up to the
+/// top of its own stack, makes it in use (a mount claims only the device it is on); so do
+/// mounts of a backing block device.
+pub fn backing_in_use(major: u32, minor: u32, sys: &Path) -> Vec<String> {
+    stack_in_use(block_id(major, minor), sys)
 }
 
 /// Examine the block device at `path`, reading sysfs under `sys`.
@@ -282,7 +512,7 @@ pub fn examine(path: &Path, sys: &Path) -> Findings {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) => {
-            found.in_use.push(format!("{} cannot be examined ({e})", path.display()));
+            found.in_use.push(format!("{} cannot be examined ({e})", shown(path)));
             return found;
         }
     };
@@ -341,24 +571,20 @@ pub fn pseudo_fs(path: &Path) -> Option<&'static str> {
     PSEUDO_FS.iter().find(|(m, _)| *m == st.f_type as i64).map(|(_, n)| *n)
 }
 
-/// Examine the regular file at `path` as a write target: the loop devices it backs that are in
-/// use (writing the file writes their blocks under whatever is mounted on them).
+/// Examine the regular file at `path` as a write target: the loop devices it backs, directly or
+/// under other loop devices, that are in use (writing the file writes their blocks under
+/// whatever is mounted on them or on a loop device over them).
 pub fn examine_file(path: &Path, sys: &Path) -> Findings {
     let mut found = Findings::default();
     let Ok(meta) = std::fs::metadata(path) else { return found };
-    let id = file_id(&meta);
-    for l in loop_backings(sys).iter().filter(|l| l.id == Some(id)) {
-        for r in loop_in_use(l, sys) {
-            push_unique(&mut found.in_use, format!("it backs {}, which {r}", l.name));
-        }
-    }
+    found.in_use = stack_in_use(file_id(&meta), sys);
     found
 }
 
 /// The one-line refusal for a regular file target, or Ok: never on a pseudo-file system
 /// (`pseudo`), never written while it backs a loop device in use (`findings`, when writing).
 pub fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, writes: bool) -> Result<(), String> {
-    let shown = path.display();
+    let shown = shown(path);
     if let Some(fs) = pseudo {
         return Err(format!(
             "target {shown} is on {fs}, a kernel pseudo-file system, not storage: give a file on a real file system or a block device"
@@ -409,7 +635,7 @@ pub fn signatures_in(path: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) => return vec![format!("{} cannot be read to look for signatures ({e})", path.display())],
+        Err(e) => return vec![format!("{} cannot be read to look for signatures ({e})", shown(path))],
     };
     let size = f.seek(SeekFrom::End(0)).unwrap_or(0);
     let head = read_head(&mut f, HEAD_BYTES);
@@ -478,8 +704,8 @@ pub fn named_destructive(path: &Path, destructive: &[String]) -> bool {
 
 /// The one-line refusal for `findings` on `path`, or Ok when writing is allowed.
 pub fn decide(path: &Path, findings: &Findings, consent: bool) -> Result<(), String> {
-    let shown = path.display().to_string();
-    decide_as(&format!("block device {shown}"), &shown, &shown, findings, consent)
+    let p = shown(path);
+    decide_as(&format!("block device {p}"), &p, &p, findings, consent)
 }
 
 /// [`decide`] with the words: `what` names the device in the no-consent line ("block device
@@ -537,6 +763,7 @@ pub fn check_block_write_in(path: &Path, destructive: &[String], sys: &Path) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::symlink;
 
     /// A fake sysfs: loop0 (7:0) with partitions loop0p1 (259:0, held by dm-0) and loop0p2
@@ -578,7 +805,8 @@ mod tests {
             std::fs::create_dir_all(dir.join("loop")).unwrap();
             std::fs::create_dir_all(dir.join("holders")).unwrap();
             std::fs::write(dir.join("dev"), format!("{dev}\n")).unwrap();
-            std::fs::write(dir.join("loop/backing_file"), format!("{}\n", backing.display())).unwrap();
+            // As the kernel writes it: the name's bytes and one '\n'.
+            std::fs::write(dir.join("loop/backing_file"), [backing.as_os_str().as_bytes(), b"\n"].concat()).unwrap();
             for h in *holders {
                 std::fs::create_dir_all(dir.join("holders").join(h)).unwrap();
             }
@@ -630,6 +858,98 @@ mod tests {
         assert!(backing_in_use(7, 60, sys.path()).is_empty());
         assert!(backing_in_use(7, 62, sys.path()).is_empty());
         assert!(backing_in_use(7, 99, sys.path()).is_empty());
+    }
+
+    #[test]
+    fn backing_names_are_read_byte_for_byte() {
+        use std::ffi::OsStr;
+        let sys = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        // Each odd name next to the plain name it would become if trimmed or read lossily.
+        let plain = d.path().join("a.img");
+        std::fs::write(&plain, b"x").unwrap();
+        let names: [&OsStr; 4] = ["a.img ".as_ref(), "a.img\t".as_ref(), " a.img".as_ref(), OsStr::from_bytes(b"a\xff.img")];
+        let paths: Vec<PathBuf> = names.iter().map(|n| d.path().join(n)).collect();
+        let loops: Vec<(String, String)> = (0..paths.len()).map(|i| (format!("loop8{i}"), format!("7:8{i}"))).collect();
+        let holders: Vec<String> = (0..paths.len()).map(|i| format!("dm-{i}")).collect();
+        let mut spec = Vec::new();
+        for (i, p) in paths.iter().enumerate() {
+            std::fs::write(p, b"x").unwrap();
+            spec.push((loops[i].0.as_str(), loops[i].1.as_str(), p.as_path(), vec![holders[i].as_str()]));
+        }
+        let spec: Vec<(&str, &str, &Path, &[&str])> = spec.iter().map(|(n, dv, p, h)| (*n, *dv, *p, h.as_slice())).collect();
+        fake_loops(sys.path(), &spec);
+        let all = loop_backings(sys.path());
+        assert_eq!(all.iter().map(|l| l.backing.clone()).collect::<Vec<_>>(), paths);
+        for (i, p) in paths.iter().enumerate() {
+            let f = examine_file(p, sys.path());
+            assert_eq!(f.in_use, vec![format!("it backs loop8{i}, which has holders (dm-{i}): another device is built on it")], "{p:?}");
+        }
+        assert!(examine_file(&plain, sys.path()).is_empty());
+        // A name the kernel marks deleted is not looked up as another file.
+        let gone = d.path().join("b.img (deleted)");
+        fake_loops(sys.path(), &[("loop89", "7:89", &gone, &["dm-9"])]);
+        std::fs::write(d.path().join("b.img"), b"x").unwrap();
+        assert!(examine_file(&d.path().join("b.img"), sys.path()).is_empty());
+        assert_eq!(loop_backings(sys.path()).last().map(|l| l.id), Some(None));
+        // Messages stay one line whatever the name holds.
+        let e = decide_file(&d.path().join("new\nline \u{1b}"), None, &Findings { in_use: vec!["x".into()], contents: vec![] }, true)
+            .unwrap_err();
+        assert!(!e.contains('\n') && e.contains("new\\nline \\u{1b}"), "{e}");
+        assert_eq!(shown(Path::new(OsStr::from_bytes(b"/a\xff b"))), "/a\\xff b");
+    }
+
+    /// A fake block device node with number `major:minor` in `dir`, or None where mknod is not
+    /// allowed (not root).
+    fn fake_node(dir: &Path, name: &str, major: u32, minor: u32) -> Option<PathBuf> {
+        let p = dir.join(name);
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: c is a valid C string.
+        (unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, libc::makedev(major, minor)) } == 0).then_some(p)
+    }
+
+    #[test]
+    fn stacks_of_loop_devices() {
+        let sys = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let img = d.path().join("fs.img");
+        std::fs::write(&img, b"x").unwrap();
+        let (Some(n70), Some(n71)) = (fake_node(d.path(), "loop70", 7, 70), fake_node(d.path(), "loop71", 7, 71)) else {
+            eprintln!("SKIPPED stacks_of_loop_devices: mknod is not allowed here");
+            return;
+        };
+        // img -> loop70 -> loop71 -> loop73 (held by dm-7); loop72 over img too; loop74 over
+        // loop71 is free.
+        fake_loops(
+            sys.path(),
+            &[
+                ("loop70", "7:70", &img, &[]),
+                ("loop71", "7:71", &n70, &[]),
+                ("loop72", "7:72", &img, &[]),
+                ("loop73", "7:73", &n71, &["dm-7"]),
+                ("loop74", "7:74", &n71, &[]),
+            ],
+        );
+        let held = "has holders (dm-7): another device is built on it";
+        assert_eq!(
+            examine_file(&img, sys.path()).in_use,
+            vec![format!("it backs loop70, which is under loop71, which is under loop73, which {held}")]
+        );
+        assert_eq!(backing_in_use(7, 70, sys.path()), vec![format!("it is under loop71, which is under loop73, which {held}")]);
+        assert_eq!(backing_in_use(7, 71, sys.path()), vec![format!("it is under loop73, which {held}")]);
+        assert_eq!(
+            backing_in_use(7, 72, sys.path()),
+            vec![format!("loop70 over the same backing file {} is under loop71, which is under loop73, which {held}", img.display())]
+        );
+        // Writing the top or its sibling writes loop71, which loop73 is over.
+        assert_eq!(backing_in_use(7, 74, sys.path()), vec![format!("loop73 over the same backing device loop71 {held}")]);
+        assert!(backing_in_use(7, 73, sys.path()).is_empty());
+        // The middle device held itself: whatever is over it, down to the file, is refused.
+        let sys2 = tempfile::tempdir().unwrap();
+        fake_loops(sys2.path(), &[("loop70", "7:70", &img, &[]), ("loop71", "7:71", &n70, &["dm-8"])]);
+        let e = "has holders (dm-8): another device is built on it";
+        assert_eq!(examine_file(&img, sys2.path()).in_use, vec![format!("it backs loop70, which is under loop71, which {e}")]);
+        assert_eq!(backing_in_use(7, 70, sys2.path()), vec![format!("it is under loop71, which {e}")]);
     }
 
     #[test]

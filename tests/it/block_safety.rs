@@ -619,3 +619,133 @@ fn file_backing_a_mounted_loop_device_is_refused() {
     // Unmounted, the file is an ordinary file again.
     assert_runs(dir.path(), file, &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
 }
+
+/// Mount `dev` read-only on a new directory `dir/name`; None (the test skipped) where it cannot.
+fn mount_ro(test: &str, dev: &str, dir: &Path, name: &str) -> Option<(Mount, PathBuf)> {
+    let mnt = dir.join(name);
+    std::fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mount").args(["-o", "ro", dev]).arg(&mnt).output().unwrap();
+    if !st.status.success() {
+        skip(test, &format!("cannot mount ext4 here: {}", String::from_utf8_lossy(&st.stderr).trim()));
+        return None;
+    }
+    Some((Mount(mnt.clone()), mnt))
+}
+
+/// A file under a loop device under another loop device, ext4 mounted on the top one: the file
+/// and the middle loop device are the mounted file system's storage, refused even with consent.
+#[test]
+fn loop_stack_under_a_mount_is_refused_at_every_level() {
+    let test = "loop_stack_under_a_mount_is_refused_at_every_level";
+    needs_loops!(test);
+    if !have("mkfs.ext4") {
+        skip(test, "mkfs.ext4 is not installed");
+        return;
+    }
+    let _g = lock();
+    let dir = tempdir();
+    let img = backing_file(dir.path(), "stack.img", 16 << 20);
+    let a = Loop::attach(&img, &[]).unwrap();
+    let b = match Loop::attach(Path::new(&a.dev), &[]) {
+        Ok(b) => b,
+        Err(e) => {
+            skip(test, &e);
+            return;
+        }
+    };
+    mkfs_ext4(Path::new(&b.dev));
+    let Some((mount, mnt)) = mount_ro(test, &b.dev, dir.path(), "mnt") else { return };
+    let top = format!("which is under {}, which is mounted on {}", b.name(), mnt.display());
+    let file = img.to_str().unwrap();
+    let l = assert_refused(dir.path(), &a, file, &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
+    assert!(l.contains(&format!("it backs {}, {top}", a.name())) && l.contains("does not override"), "{l}");
+    // The middle loop device, named with --destructive: in use like a mounted device.
+    let l = assert_refused(dir.path(), &a, &a.dev, &[WRITE, &["--destructive", &a.dev]].concat());
+    assert!(
+        l.contains(&format!("it is under {}, which is mounted on {}", b.name(), mnt.display())) && l.contains("does not override"),
+        "{l}"
+    );
+    // A second loop device over the same file reaches the mount through the first.
+    let c = Loop::attach(&img, &[]).unwrap();
+    let l = assert_refused(dir.path(), &a, &c.dev, &[WRITE, &["--destructive", &c.dev]].concat());
+    assert!(l.contains(&format!("{} over the same backing file {file} is under {}", a.name(), b.name())), "{l}");
+    drop(c);
+    drop(mount);
+    // Unmounted, nothing above the file is in use.
+    assert_runs(dir.path(), file, &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
+}
+
+/// The loop device's file lost the name it was attached by (sysfs shows "NAME (deleted)"); its
+/// other name is still the mounted file system's storage.
+#[test]
+fn file_whose_first_name_was_deleted_is_still_refused() {
+    let test = "file_whose_first_name_was_deleted_is_still_refused";
+    needs_loops!(test);
+    if !have("mkfs.ext4") {
+        skip(test, "mkfs.ext4 is not installed");
+        return;
+    }
+    let _g = lock();
+    let dir = tempdir();
+    let first = backing_file(dir.path(), "first.img", 16 << 20);
+    mkfs_ext4(&first);
+    let second = dir.path().join("second.img");
+    std::fs::hard_link(&first, &second).unwrap();
+    let mut lp = Loop::attach(&first, &[]).unwrap();
+    std::fs::remove_file(&first).unwrap();
+    lp.backing = second.clone();
+    let shown = std::fs::read_to_string(format!("/sys/block/{}/loop/backing_file", lp.name())).unwrap();
+    assert!(shown.trim_end().ends_with("(deleted)"), "{shown}");
+    let Some((_mount, mnt)) = mount_ro(test, &lp.dev, dir.path(), "mnt") else { return };
+    let l = assert_refused(dir.path(), &lp, second.to_str().unwrap(), &["--rw", "randwrite", "--size", "8M", "--ios", "64"]);
+    assert!(l.contains(&format!("it backs {}, which is mounted on {}", lp.name(), mnt.display())), "{l}");
+}
+
+/// Backing file names are read byte for byte: a name ending in a space, a newline inside a name.
+#[test]
+fn files_with_odd_names_backing_a_mount_are_refused() {
+    let test = "files_with_odd_names_backing_a_mount_are_refused";
+    needs_loops!(test);
+    if !have("mkfs.ext4") {
+        skip(test, "mkfs.ext4 is not installed");
+        return;
+    }
+    let _g = lock();
+    let dir = tempdir();
+    // The same name without the odd byte exists too, and is not what is mounted.
+    let plain = backing_file(dir.path(), "odd.img", 16 << 20);
+    for (k, name) in ["odd.img ", "odd\n.img", "odd.img\t"].into_iter().enumerate() {
+        let img = backing_file(dir.path(), name, 16 << 20);
+        mkfs_ext4(&img);
+        let lp = match Loop::attach(&img, &[]) {
+            Ok(l) => l,
+            Err(e) => {
+                skip(test, &format!("{name:?}: {e}"));
+                continue;
+            }
+        };
+        let Some((_mount, mnt)) = mount_ro(test, &lp.dev, dir.path(), &format!("mnt{k}")) else { return };
+        let before = lp.contents();
+        let json = dir.path().join("refused.json");
+        let r = iolab_in(
+            dir.path(),
+            &["run", "-q", "--json", json.to_str().unwrap(), "--rw", "randwrite", "--size", "8M", "--ios", "64", img.to_str().unwrap()],
+        );
+        let l = r.assert_usage_error();
+        assert!(l.contains(&format!("it backs {}, which is mounted on {}", lp.name(), mnt.display())), "{name:?}: {l}");
+        assert!(l.contains(&name.escape_default().to_string()), "{name:?} should be shown escaped: {l}");
+        assert!(!json.exists() && lp.contents() == before, "{name:?}: written:\n{}", r.describe());
+        // The plain name is another file: written.
+        assert_runs(dir.path(), plain.to_str().unwrap(), &["--rw", "randwrite", "--ios", "16"]);
+    }
+}
+
+/// `probe` only reads, but a kernel interface is no target for it either.
+#[test]
+fn probe_refuses_pseudo_files() {
+    for p in ["/proc/self/mem", "/proc/self/status"] {
+        let r = iolab(&["probe", p]);
+        let l = r.assert_usage_error();
+        assert!(l.contains(&format!("{p} is on proc, a kernel pseudo-file system")), "{l}");
+    }
+}
