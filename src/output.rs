@@ -287,28 +287,39 @@ impl Dir {
         // readable like any new file.
         let mode = old.map(|s| s.st_mode & 0o777).unwrap_or(0o644);
         let (tmp, file) = self.temporary().map_err(|e| format!("cannot write {shown}: {e}"))?;
-        let written = (|| {
-            let err = |e: std::io::Error| format!("cannot write {shown}: {e}");
-            // SAFETY: file's descriptor is open.
-            check(unsafe { libc::fchmod(file.as_raw_fd(), mode as libc::mode_t) }).map_err(err)?;
-            let mut w = std::io::BufWriter::new(&file);
-            f(&mut w)?;
-            w.flush().map_err(err)?;
-            drop(w);
-            file.sync_all().map_err(err)?;
-            let to = cstr(name).map_err(err)?;
-            // SAFETY: both names are NUL-terminated and alive for the call; self.fd is open.
-            check(unsafe { libc::renameat(self.fd.as_raw_fd(), tmp.as_ptr(), self.fd.as_raw_fd(), to.as_ptr()) }).map_err(err)
-        })();
+        let written = self.fill(file, &tmp, name, shown, mode, f);
         if written.is_err() {
             self.unlink(&tmp);
-            return written.map(drop);
+            return written;
         }
         // The rename itself made durable; a directory that cannot be synced (some file systems)
         // still has the file.
         // SAFETY: self.fd is open.
         unsafe { libc::fsync(self.fd.as_raw_fd()) };
         Ok(())
+    }
+
+    /// Give the temporary file `tmp` its mode, `f`'s bytes and rename it over `name`.
+    fn fill(
+        &self,
+        file: std::fs::File,
+        tmp: &CString,
+        name: &OsStr,
+        shown: &str,
+        mode: libc::mode_t,
+        f: impl FnOnce(&mut dyn Write) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let err = |e: std::io::Error| format!("cannot write {shown}: {e}");
+        // SAFETY: file's descriptor is open.
+        check(unsafe { libc::fchmod(file.as_raw_fd(), mode) }).map_err(err)?;
+        let mut w = std::io::BufWriter::new(&file);
+        f(&mut w)?;
+        w.flush().map_err(err)?;
+        drop(w);
+        file.sync_all().map_err(err)?;
+        let to = cstr(name).map_err(err)?;
+        // SAFETY: both names are NUL-terminated and alive for the call; self.fd is open.
+        check(unsafe { libc::renameat(self.fd.as_raw_fd(), tmp.as_ptr(), self.fd.as_raw_fd(), to.as_ptr()) }).map(drop).map_err(err)
     }
 
     /// The text of `name` if it is a regular file (not a link) owned by this process's user;
