@@ -1,12 +1,23 @@
-//! Files iolab writes for people (JSON records, exports, reports): whole or not at all, and
-//! never into a device. docs/safety.md states the rule.
+//! Files iolab writes for people (JSON records, exports, reports): whole or not at all, never
+//! into a device, and never through a link another user planted in a shared directory.
+//! docs/safety.md states the rule.
+//!
+//! A file is replaced, never written in place: its directory is opened without following a
+//! link (`O_DIRECTORY|O_NOFOLLOW`), a temporary file is created in it with `openat`
+//! (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), given the mode of the file it replaces (0644 for a
+//! new one, never wider), written, fsynced and renamed over the name with `renameat` on the same
+//! directory. A name that is a symbolic link is refused. Only sinks (/dev/null, terminals,
+//! FIFOs) are written in place, and a FIFO nobody reads is refused after a short wait.
+use std::ffi::{CString, OsStr};
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-/// Where the bytes for `dest` really go. A symlink is followed so the link survives and its
-/// target is replaced; a sink (see `sink`) is written in place, because renaming over it would
-/// replace a device node.
+/// Where the bytes for `dest` really go: a sink (see `sink`) is written in place, because
+/// renaming over it would replace a device node; anything else is replaced in its directory.
 enum Destination {
     Stdout,
     InPlace(PathBuf),
@@ -47,6 +58,8 @@ pub fn kind(m: &std::fs::Metadata) -> String {
         "a directory".into()
     } else if t.is_file() {
         "a regular file".into()
+    } else if t.is_symlink() {
+        "a symbolic link".into()
     } else {
         "of an unknown kind".into()
     }
@@ -60,6 +73,14 @@ fn refusal(flag: &str, dest: &str, m: &std::fs::Metadata, via: &str) -> String {
     )
 }
 
+/// Why iolab will not write through the link at `path` (`shown` names it).
+fn link_refusal(shown: &str, path: &Path) -> String {
+    let to = std::fs::read_link(path).map(|t| format!(" (to {})", t.display())).unwrap_or_default();
+    format!(
+        "{shown} is a symbolic link{to}: iolab does not write through links (another user may have planted it); give the file's own path"
+    )
+}
+
 /// Where `dest` goes, or why iolab will not write there (`flag` names the option in messages).
 fn destination(flag: &str, dest: &str) -> Result<Destination, String> {
     if dest == "-" {
@@ -69,23 +90,269 @@ fn destination(flag: &str, dest: &str) -> Result<Destination, String> {
         return Err(format!("{flag} is empty: give a file name, or - for standard output"));
     }
     let path = Path::new(dest);
-    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     // metadata follows symlinks: a link to a device is judged as the device.
     match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => Ok(Destination::Replace(real)),
         Ok(m) if m.is_dir() => Err(format!("{flag} {dest} is a directory: give a file name")),
+        // A link to a sink (/dev/stdout, ...) is written in place: nothing is replaced through it,
+        // and what is opened is checked to be a sink again.
         Ok(m) if sink(&m) => Ok(Destination::InPlace(path.to_path_buf())),
-        Ok(m) => {
-            let via = if real != path { format!(" (a link to {})", real.display()) } else { String::new() };
-            Err(refusal(flag, dest, &m, &via))
+        Ok(m) if link && !m.is_file() => {
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            Err(refusal(flag, dest, &m, &format!(" (a link to {})", real.display())))
         }
-        Err(_) => Ok(Destination::Replace(real)),
+        _ if link => Err(link_refusal(&format!("{flag} {dest}"), path)),
+        Ok(m) if m.is_file() => Ok(Destination::Replace(path.to_path_buf())),
+        Ok(m) => Err(refusal(flag, dest, &m, "")),
+        Err(_) => Ok(Destination::Replace(path.to_path_buf())),
     }
 }
 
 /// The directory a file is created in (`.` for a bare name).
 pub fn parent(path: &Path) -> &Path {
     path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+fn cstr(s: &OsStr) -> std::io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the name holds a NUL byte"))
+}
+
+/// -1 as an error with errno.
+fn check(r: libc::c_int) -> std::io::Result<libc::c_int> {
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A directory opened without following a link at its last component: names in it are
+/// created, replaced, read and removed relative to this descriptor (`openat`, `renameat`,
+/// `unlinkat`), so a link planted on the way after it was opened leads nowhere.
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Dir {
+    /// Open `path`, a directory that is not a symbolic link; the error is one line naming it.
+    pub fn open(path: &Path) -> Result<Dir, String> {
+        let c = cstr(path.as_os_str()).map_err(|e| format!("cannot open directory {}: {e}", path.display()))?;
+        // SAFETY: c is a NUL-terminated path alive for the call.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        match check(fd) {
+            // SAFETY: fd was just opened and is owned by nothing else.
+            Ok(fd) => Ok(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path: path.to_path_buf() }),
+            Err(e) => Err(Dir::why(path, e)),
+        }
+    }
+
+    /// `open`, creating the directory (and its parents) first when it does not exist.
+    pub fn create(path: &Path) -> Result<Dir, String> {
+        if std::fs::symlink_metadata(path).is_err() {
+            std::fs::create_dir_all(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        }
+        Dir::open(path)
+    }
+
+    fn why(path: &Path, e: std::io::Error) -> String {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => format!(
+                "directory {} is a symbolic link: iolab does not write through links in a directory others may write; give its own path",
+                path.display()
+            ),
+            Ok(m) if !m.is_dir() => format!("{} is {}, not a directory", path.display(), kind(&m)),
+            Err(_) => format!("directory {} does not exist", path.display()),
+            _ => format!("cannot open directory {}: {e}", path.display()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sub-directory `name`, opened without following a link; created (0755) when missing
+    /// if `create`, else None when missing.
+    pub fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>, String> {
+        let path = self.path.join(name);
+        let c = cstr(OsStr::new(name)).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        if create {
+            // SAFETY: c is a NUL-terminated name alive for the call; self.fd is open.
+            let r = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), 0o755) };
+            if let Err(e) = check(r) {
+                if e.kind() != std::io::ErrorKind::AlreadyExists {
+                    return Err(format!("cannot create {}: {e}", path.display()));
+                }
+            }
+        }
+        // SAFETY: as above.
+        let fd = unsafe {
+            libc::openat(self.fd.as_raw_fd(), c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        };
+        match check(fd) {
+            // SAFETY: fd was just opened and is owned by nothing else.
+            Ok(fd) => Ok(Some(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(None),
+            Err(e) => Err(match self.stat(OsStr::new(name)) {
+                Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => format!(
+                    "{} is a symbolic link: iolab does not write through links in a directory others may write; remove it",
+                    path.display()
+                ),
+                Ok(Some(st)) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => format!("{} is not a directory: remove it", path.display()),
+                _ => format!("cannot open {}: {e}", path.display()),
+            }),
+        }
+    }
+
+    /// lstat of `name` in this directory (a link is not followed); None when there is none.
+    pub fn stat(&self, name: &OsStr) -> std::io::Result<Option<libc::stat>> {
+        let c = cstr(name)?;
+        // SAFETY: st is plain data filled by the call; c is NUL-terminated; self.fd is open.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        match check(unsafe { libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) }) {
+            Ok(_) => Ok(Some(st)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The owner of the directory itself.
+    pub fn owner(&self) -> std::io::Result<libc::uid_t> {
+        // SAFETY: st is plain data filled by the call; self.fd is open.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        check(unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) })?;
+        Ok(st.st_uid)
+    }
+
+    /// Whether `name` may be replaced here: missing, or a regular file (never a link, a
+    /// directory or a device); the error is one line naming `shown`.
+    fn replaceable(&self, name: &OsStr, shown: &str) -> Result<Option<libc::stat>, String> {
+        let st = self.stat(name).map_err(|e| format!("cannot write {shown}: {e}"))?;
+        match st {
+            Some(s) if s.st_mode & libc::S_IFMT == libc::S_IFLNK => Err(link_refusal(shown, &self.path.join(name))),
+            Some(s) if s.st_mode & libc::S_IFMT == libc::S_IFDIR => Err(format!("{shown} is a directory: give a file name")),
+            Some(s) if s.st_mode & libc::S_IFMT != libc::S_IFREG => {
+                let m = std::fs::symlink_metadata(self.path.join(name)).map_err(|e| format!("cannot write {shown}: {e}"))?;
+                Err(format!("{shown} is {}: iolab writes results only to regular files; give a file name", kind(&m)))
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Check that `name` may be replaced here (see `replaceable`), writing nothing.
+    pub fn check_name(&self, name: &OsStr, shown: &str) -> Result<(), String> {
+        self.replaceable(name, shown).map(drop)
+    }
+
+    /// Make a new temporary file here (0600, O_EXCL, never through a link): its name and file.
+    fn temporary(&self) -> std::io::Result<(CString, std::fs::File)> {
+        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut tries = 0;
+        loop {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+            let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = cstr(OsStr::new(&format!(".iolab-tmp-{}-{n}-{nanos:08x}", std::process::id())))?;
+            let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+            // SAFETY: name is NUL-terminated and alive for the call; self.fd is open.
+            match check(unsafe { libc::openat(self.fd.as_raw_fd(), name.as_ptr(), flags, 0o600 as libc::c_uint) }) {
+                // SAFETY: fd was just opened and is owned by nothing else.
+                Ok(fd) => return Ok((name, unsafe { std::fs::File::from_raw_fd(fd) })),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn unlink(&self, name: &CString) {
+        // SAFETY: name is NUL-terminated and alive for the call; self.fd is open.
+        unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
+    }
+
+    /// Check that `name` could be written here now (it may be replaced, and a file can be
+    /// created in the directory), leaving nothing behind.
+    pub fn check_writable(&self, name: &OsStr, shown: &str) -> Result<(), String> {
+        self.replaceable(name, shown)?;
+        let (tmp, file) = self.temporary().map_err(|e| format!("cannot write {shown}: {} is not writable ({e})", self.path.display()))?;
+        drop(file);
+        self.unlink(&tmp);
+        Ok(())
+    }
+
+    /// Replace `name` here whole and durably with what `f` writes (`shown` names it in
+    /// messages): a temporary file with the mode of the file it replaces (0644 for a new one),
+    /// fsync, `renameat` over the name, fsync of the directory.
+    pub fn write_with(&self, name: &OsStr, shown: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
+        let old = self.replaceable(name, shown)?;
+        // The mode of the file replaced, less set-id bits, never wider; results for sharing are
+        // readable like any new file.
+        let mode = old.map(|s| s.st_mode & 0o777).unwrap_or(0o644);
+        let (tmp, file) = self.temporary().map_err(|e| format!("cannot write {shown}: {e}"))?;
+        let written = self.fill(file, &tmp, name, shown, mode, f);
+        if written.is_err() {
+            self.unlink(&tmp);
+            return written;
+        }
+        // The rename itself made durable; a directory that cannot be synced (some file systems)
+        // still has the file.
+        // SAFETY: self.fd is open.
+        unsafe { libc::fsync(self.fd.as_raw_fd()) };
+        Ok(())
+    }
+
+    /// Give the temporary file `tmp` its mode, `f`'s bytes and rename it over `name`.
+    fn fill(
+        &self,
+        file: std::fs::File,
+        tmp: &CString,
+        name: &OsStr,
+        shown: &str,
+        mode: libc::mode_t,
+        f: impl FnOnce(&mut dyn Write) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let err = |e: std::io::Error| format!("cannot write {shown}: {e}");
+        // SAFETY: file's descriptor is open.
+        check(unsafe { libc::fchmod(file.as_raw_fd(), mode) }).map_err(err)?;
+        let mut w = std::io::BufWriter::new(&file);
+        f(&mut w)?;
+        w.flush().map_err(err)?;
+        drop(w);
+        file.sync_all().map_err(err)?;
+        let to = cstr(name).map_err(err)?;
+        // SAFETY: both names are NUL-terminated and alive for the call; self.fd is open.
+        check(unsafe { libc::renameat(self.fd.as_raw_fd(), tmp.as_ptr(), self.fd.as_raw_fd(), to.as_ptr()) }).map(drop).map_err(err)
+    }
+
+    /// The text of `name` if it is a regular file (not a link) owned by this process's user;
+    /// None otherwise, or when it cannot be read.
+    pub fn read_own(&self, name: &str) -> Option<String> {
+        let c = cstr(OsStr::new(name)).ok()?;
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+        // SAFETY: c is NUL-terminated and alive for the call; self.fd is open.
+        let fd = check(unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags) }).ok()?;
+        // SAFETY: fd was just opened and is owned by nothing else.
+        let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+        let m = file.metadata().ok()?;
+        // SAFETY: geteuid cannot fail.
+        if !m.is_file() || m.uid() != unsafe { libc::geteuid() } {
+            return None;
+        }
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut file, &mut s).ok()?;
+        Some(s)
+    }
+
+    /// Remove the entry `name` from this directory (a link is removed, never followed).
+    pub fn remove(&self, name: &str) -> std::io::Result<()> {
+        let c = cstr(OsStr::new(name))?;
+        // SAFETY: c is NUL-terminated and alive for the call; self.fd is open.
+        check(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }).map(drop)
+    }
+}
+
+/// The directory of `p` and the name in it.
+fn split(p: &Path) -> Result<(&Path, &OsStr), String> {
+    let name = p.file_name().ok_or_else(|| format!("{} names no file: give a file name", p.display()))?;
+    Ok((parent(p), name))
 }
 
 /// Check before any work that `dest` can be written (its directory exists and takes a new file,
@@ -96,8 +363,7 @@ pub fn check_writable(flag: &str, dest: &str) -> Result<(), String> {
         Destination::Stdout => Ok(()),
         // access(2), not open: opening a FIFO for writing waits for its reader.
         Destination::InPlace(p) => {
-            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
-                .map_err(|_| format!("{flag} {dest}: the name holds a NUL byte"))?;
+            let c = cstr(p.as_os_str()).map_err(|_| format!("{flag} {dest}: the name holds a NUL byte"))?;
             // SAFETY: c is a NUL-terminated path alive for the call.
             if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
                 return Err(format!("cannot write {flag} {dest}: {}", std::io::Error::last_os_error()));
@@ -105,18 +371,47 @@ pub fn check_writable(flag: &str, dest: &str) -> Result<(), String> {
             Ok(())
         }
         Destination::Replace(p) => {
-            let dir = parent(&p);
-            if !dir.is_dir() {
-                return Err(format!("cannot write {flag} {dest}: directory {} does not exist", dir.display()));
-            }
-            tempfile::NamedTempFile::new_in(dir)
-                .map(drop)
-                .map_err(|e| format!("cannot write {flag} {dest}: {} is not writable ({})", dir.display(), std::io::Error::from(e.kind())))
+            let (dir, name) = split(&p).map_err(|e| format!("{flag} {e}"))?;
+            let dir = Dir::open(dir).map_err(|e| format!("cannot write {flag} {dest}: {e}"))?;
+            dir.check_writable(name, &format!("{flag} {dest}"))
         }
     }
 }
 
-/// Write `dest` atomically and durably: a temporary file beside it, fsync, rename. `-` is stdout.
+/// How long a FIFO may go without a reader before the write is given up.
+const FIFO_WAIT: Duration = Duration::from_secs(3);
+
+/// Open the sink `p` for writing without blocking: a FIFO with no reader is retried for
+/// `FIFO_WAIT` (an interrupt ends the wait) and then refused.
+fn open_sink(p: &Path, dest: &str) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let start = Instant::now();
+    loop {
+        match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK).open(p) {
+            Ok(file) => {
+                // Writes may block again, now that someone reads.
+                // SAFETY: file's descriptor is open.
+                unsafe {
+                    let fl = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+                    libc::fcntl(file.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                }
+                return Ok(file);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if start.elapsed() >= FIFO_WAIT || crate::cancel::interrupt().is_cancelled() {
+                    return Err(format!(
+                        "cannot write {dest}: it is a FIFO and no process opened it for reading within {} s; start the reader first",
+                        FIFO_WAIT.as_secs()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("cannot write {dest}: {e}")),
+        }
+    }
+}
+
+/// Write `dest` atomically and durably (see the module's comment). `-` is stdout.
 pub fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
     match destination("output", dest)? {
         Destination::Stdout => {
@@ -126,12 +421,7 @@ pub fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), Strin
             lock.flush().map_err(|e| format!("cannot write to stdout: {e}"))
         }
         Destination::InPlace(p) => {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NOCTTY)
-                .open(&p)
-                .map_err(|e| format!("cannot write {dest}: {e}"))?;
+            let mut file = open_sink(&p, dest)?;
             // What was opened, not what the path named a moment ago (a link may have changed).
             let m = file.metadata().map_err(|e| format!("cannot write {dest}: {e}"))?;
             if !sink(&m) {
@@ -141,14 +431,9 @@ pub fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), Strin
             file.flush().map_err(|e| format!("cannot write {dest}: {e}"))
         }
         Destination::Replace(p) => {
-            let mut tmp = tempfile::NamedTempFile::new_in(parent(&p)).map_err(|e| format!("cannot write {dest}: {e}"))?;
-            // Temporary files start 0600; results are for sharing, readable like any new file.
-            use std::os::unix::fs::PermissionsExt;
-            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(|e| format!("cannot write {dest}: {e}"))?;
-            f(&mut tmp)?;
-            tmp.as_file().sync_all().map_err(|e| format!("cannot write {dest}: {e}"))?;
-            tmp.persist(&p).map_err(|e| format!("cannot write {dest}: {}", e.error))?;
-            Ok(())
+            let (dir, name) = split(&p)?;
+            let dir = Dir::open(dir).map_err(|e| format!("cannot write {dest}: {e}"))?;
+            dir.write_with(name, dest, f)
         }
     }
 }
@@ -190,15 +475,70 @@ mod tests {
     }
 
     #[test]
-    fn a_symlink_survives_and_its_target_is_replaced() {
+    fn a_symlink_is_refused_and_its_target_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("real.json");
         std::fs::write(&target, "old").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
         let link = dir.path().join("link.json");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        write_bytes(link.to_str().unwrap(), b"new").unwrap();
+        let dangling = dir.path().join("dangling.json");
+        std::os::unix::fs::symlink(dir.path().join("none"), &dangling).unwrap();
+        for l in [&link, &dangling] {
+            let e = check_writable("--csv", l.to_str().unwrap()).unwrap_err();
+            assert!(e.contains("is a symbolic link") && !e.contains('\n'), "{e}");
+            let e = write_bytes(l.to_str().unwrap(), b"new").unwrap_err();
+            assert!(e.contains("is a symbolic link") && e.contains(l.to_str().unwrap()), "{e}");
+        }
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(!dir.path().join("none").exists());
+        // A directory that is a link is refused too (its last component at least).
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("via")).unwrap();
+        let e = write_bytes(dir.path().join("via/x.json").to_str().unwrap(), b"x").unwrap_err();
+        assert!(e.contains("is a symbolic link"), "{e}");
+        assert!(std::fs::read_dir(&real).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_and_a_new_one_is_0644() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.csv");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o4640)).unwrap();
+        write_bytes(p.to_str().unwrap(), b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777, 0o640);
+        let q = dir.path().join("new.csv");
+        write_bytes(q.to_str().unwrap(), b"x").unwrap();
+        assert_eq!(std::fs::metadata(&q).unwrap().permissions().mode() & 0o7777, 0o644);
+        // A failed write leaves the old file and no temporary file.
+        let e = write_with(p.to_str().unwrap(), |_| Err("boom".into())).unwrap_err();
+        assert_eq!(e, "boom");
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    #[test]
+    fn a_fifo_nobody_reads_is_refused_after_a_short_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: c is a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let start = std::time::Instant::now();
+        let e = write_bytes(fifo.to_str().unwrap(), b"{}").unwrap_err();
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "waited {:?}", start.elapsed());
+        assert!(e.contains("FIFO") && e.contains("no process"), "{e}");
+        // With a reader, the bytes go through.
+        let reader = std::thread::spawn(move || std::fs::read(&fifo).unwrap());
+        write_bytes(dir.path().join("fifo").to_str().unwrap(), b"{}").unwrap();
+        assert_eq!(reader.join().unwrap(), b"{}");
     }
 
     #[test]

@@ -65,13 +65,38 @@ pub struct Header {
     pub provenance: String,
 }
 
+/// The longest name of a file the report writes, in bytes (a file system takes 255; a name
+/// stays short enough to read, copy and put beside a suffix).
+pub const MAX_NAME: usize = 100;
+
+/// The stem of the files an item with this id is written to: the id itself when it is at most
+/// 90 bytes of letters, digits, '-' and '_'; otherwise its first safe characters and a hash of
+/// the whole id, so that two ids never share a file (`MAX_NAME` with any suffix).
+pub fn file_stem(id: &str) -> String {
+    const MAX_STEM: usize = 90;
+    let safe = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if !id.is_empty() && id.len() <= MAX_STEM && id.chars().all(safe) {
+        return id.to_string();
+    }
+    // FNV-1a, 64 bits: stable across builds and platforms.
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    let head: String = id.chars().map(|c| if safe(c) { c } else { '-' }).take(MAX_STEM - 17).collect();
+    let head = head.trim_matches('-');
+    if head.is_empty() {
+        format!("{hash:016x}")
+    } else {
+        format!("{head}-{hash:016x}")
+    }
+}
+
 /// The file names a figure and a table are also written to, relative to the report.
 pub fn figure_file(id: &str) -> String {
-    format!("figures/{id}.svg")
+    format!("figures/{}.svg", file_stem(id))
 }
 
 pub fn table_files(id: &str) -> (String, String) {
-    (format!("tables/{id}.csv"), format!("tables/{id}.md"))
+    let stem = file_stem(id);
+    (format!("tables/{stem}.csv"), format!("tables/{stem}.md"))
 }
 
 pub fn page(h: &Header, sections: &[Section], method_notes: &str) -> String {

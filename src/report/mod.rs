@@ -23,64 +23,113 @@ pub const METHOD_NOTES: &str = "<p>Every number is measured by iolab on the mach
 <p><b>Comparisons.</b> Two configurations are compared with Welch's unequal-variance t-test; a ranking of more than two tests every configuration against the best and corrects the p-values with Holm's step-down procedure (α = 0.05). In the S3 map, best and second of a tile are one comparison (Welch, no correction) and a tile is a tie when p &gt; 0.05. HotStorage'22 used a two-sample t-test; its map table lists Student's pooled-variance p beside Welch's and counts where the two calls differ.</p>\
 <p><b>Saturation.</b> A J-curve saturates at the first queue depth whose next step gains less than 5 % IOPS per doubling of the queue while mean latency grows by more than 20 % per doubling, applied to replicate means.</p>";
 
-/// Write `bytes` to `path` whole or not at all (see `crate::output`), creating its directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = crate::output::parent(path);
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    crate::output::write_bytes(&path.to_string_lossy(), bytes)
-}
-
 /// The list of files the last report wrote into its directory, one relative path per line, so
 /// that a report written over it can remove what it no longer has and nothing else.
 pub const MANIFEST: &str = ".iolab-report-files";
 
+/// The sub-directories a report writes its files into.
+const SUBDIRS: [&str; 2] = ["figures", "tables"];
+
+/// One file of a report: its directory under `out` ("" for `out` itself), name and text.
+struct File {
+    sub: &'static str,
+    name: String,
+    text: String,
+}
+
 /// Write the page, each figure as SVG and each table as CSV and Markdown under `out`; returns the
-/// paths written, the page first. Figures and tables an earlier report wrote there and this one
-/// does not are removed (they are known from its manifest); no other file is touched.
+/// paths written, the page first. Every name is checked before anything is written. `out`,
+/// `figures/` and `tables/` are opened without following a link (a link is refused) and each
+/// file replaced in them by `crate::output::Dir`. Figures and tables an earlier report wrote
+/// there and this one does not are removed: they are known from its manifest, which is trusted
+/// only as a regular file owned by this user in a directory owned by this user, and only plain
+/// names `figures/*.svg` and `tables/*.csv|md` in directories of this user are removed from it;
+/// no other file is touched.
 pub fn write(out: &Path, header: &html::Header, sections: &[sections::Section]) -> Result<Vec<PathBuf>, String> {
-    let written = write_files(out, header, sections)?;
-    let now: Vec<String> = written.iter().filter_map(|p| p.strip_prefix(out).ok()).map(|p| p.to_string_lossy().into_owned()).collect();
-    let manifest = out.join(MANIFEST);
-    if let Ok(before) = std::fs::read_to_string(&manifest) {
-        for stale in before.lines().filter(|l| !now.iter().any(|n| n == l)) {
-            // Only what a report writes: figures/*.svg and tables/*.csv|md, no way out of `out`.
-            let rel = Path::new(stale);
-            let ours = rel.components().count() == 2
-                && matches!(rel.components().next().and_then(|c| c.as_os_str().to_str()), Some("figures") | Some("tables"))
-                && rel.extension().is_some_and(|e| e == "svg" || e == "csv" || e == "md");
-            if ours {
-                let _ = std::fs::remove_file(out.join(rel));
+    let files = files(header, sections)?;
+    let dir = crate::output::Dir::create(out).map_err(|e| format!("--out: {e}"))?;
+    let mut subs = Vec::new();
+    for sub in SUBDIRS {
+        let needed = files.iter().any(|f| f.sub == sub);
+        subs.push((sub, dir.sub(sub, needed).map_err(|e| format!("--out: {e}"))?));
+    }
+    let at = |sub: &str| if sub.is_empty() { Some(&dir) } else { subs.iter().find(|(s, _)| *s == sub).and_then(|(_, d)| d.as_ref()) };
+    let shown = |f: &File| out.join(f.sub).join(&f.name);
+    // Nothing is written while any name cannot be replaced (a link, a directory, a device).
+    for f in &files {
+        let d = at(f.sub).ok_or_else(|| format!("cannot write {}", shown(f).display()))?;
+        d.check_name(std::ffi::OsStr::new(&f.name), &shown(f).display().to_string())?;
+    }
+    let mut written = Vec::new();
+    for f in &files {
+        let d = at(f.sub).ok_or_else(|| format!("cannot write {}", shown(f).display()))?;
+        let p = shown(f);
+        d.write_with(std::ffi::OsStr::new(&f.name), &p.display().to_string(), |w| {
+            w.write_all(f.text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", p.display()))
+        })?;
+        written.push(p);
+    }
+    let now: Vec<String> = files.iter().map(|f| if f.sub.is_empty() { f.name.clone() } else { format!("{}/{}", f.sub, f.name) }).collect();
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if dir.owner().is_ok_and(|u| u == me) {
+        for stale in dir.read_own(MANIFEST).unwrap_or_default().lines().filter(|l| !now.iter().any(|n| n == l)) {
+            // Only what a report writes: a plain name under figures/ or tables/, no way out.
+            let Some((sub, name)) = stale.split_once('/') else { continue };
+            let ext = name.rsplit_once('.').map(|(_, e)| e);
+            let ours = match sub {
+                "figures" => ext == Some("svg"),
+                "tables" => ext == Some("csv") || ext == Some("md"),
+                _ => false,
+            };
+            if !ours || name.contains('/') || name.starts_with('.') || name.contains('\0') {
+                continue;
+            }
+            if let Some(d) = at(sub).filter(|d| d.owner().is_ok_and(|u| u == me)) {
+                let _ = d.remove(name);
             }
         }
     }
-    write_atomic(&manifest, (now.join("\n") + "\n").as_bytes())?;
+    // A manifest that is a link (planted, not ours) is replaced, not written through.
+    if dir.stat(std::ffi::OsStr::new(MANIFEST)).ok().flatten().is_some_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFLNK) {
+        dir.remove(MANIFEST).map_err(|e| format!("cannot replace {}: {e}", out.join(MANIFEST).display()))?;
+    }
+    dir.write_with(std::ffi::OsStr::new(MANIFEST), &out.join(MANIFEST).display().to_string(), |w| {
+        w.write_all((now.join("\n") + "\n").as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.join(MANIFEST).display()))
+    })?;
     Ok(written)
 }
 
-fn write_files(out: &Path, header: &html::Header, sections: &[sections::Section]) -> Result<Vec<PathBuf>, String> {
-    let mut written = Vec::new();
-    let page = out.join("report.html");
-    write_atomic(&page, html::page(header, sections, METHOD_NOTES).as_bytes())?;
-    written.push(page);
+/// Every file of the report, the page first, with names checked: each at most
+/// `html::MAX_NAME` bytes of safe characters and no two alike.
+fn files(header: &html::Header, sections: &[sections::Section]) -> Result<Vec<File>, String> {
+    let mut files = vec![File { sub: "", name: "report.html".into(), text: html::page(header, sections, METHOD_NOTES) }];
+    let mut add = |rel: String, text: String| {
+        let (sub, name) = rel.split_once('/').unwrap_or(("", &rel));
+        let sub = SUBDIRS.into_iter().find(|s| *s == sub).unwrap_or("");
+        files.push(File { sub, name: name.to_string(), text });
+    };
     for item in sections.iter().flat_map(|s| s.items.iter()) {
         match item {
             sections::Item::Figure(f) => {
-                let p = out.join(html::figure_file(&f.id));
                 let standalone =
-                    format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- {} -->\n{}\n", f.provenance.replace("--", "-"), f.svg);
-                write_atomic(&p, standalone.as_bytes())?;
-                written.push(p);
+                    format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- {} -->\n{}\n", svg::comment(&f.provenance), f.svg);
+                add(html::figure_file(&f.id), standalone);
             }
             sections::Item::Table(t) => {
                 let (csv, md) = html::table_files(&t.id);
-                for (name, text) in [(csv, t.table.csv()), (md, t.table.markdown() + &format!("\n{}\n", t.provenance))] {
-                    let p = out.join(name);
-                    write_atomic(&p, text.as_bytes())?;
-                    written.push(p);
-                }
+                add(csv, t.table.csv());
+                add(md, t.table.markdown() + &format!("\n{}\n", t.provenance));
             }
             sections::Item::Note(_) => {}
         }
     }
-    Ok(written)
+    let mut seen = std::collections::HashSet::new();
+    for f in &files {
+        let safe = f.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) && !f.name.starts_with('.');
+        if f.name.len() > html::MAX_NAME || !safe || !seen.insert((f.sub, f.name.as_str())) {
+            return Err(format!("report file name {}/{} is too long, unsafe or not unique (nothing was written)", f.sub, f.name));
+        }
+    }
+    Ok(files)
 }

@@ -218,8 +218,26 @@ pub struct Part<'p> {
 }
 
 /// Build the sections for the selected sweeps; `part` says which sweep names are study parts.
+/// Every figure's and table's id is unique in the report (an anchor of the page and the stem of
+/// its files, see `html::file_stem`): two sweeps' names can slug to the same prefix.
 pub fn sections<'p>(sweeps: &[SweepRuns], part: impl Fn(&str) -> Option<Part<'p>>) -> Vec<Section> {
-    sweeps.iter().filter(|s| !s.configs.is_empty() || !s.skipped.is_empty()).map(|s| section(s, part(&s.name))).collect()
+    let mut out: Vec<Section> =
+        sweeps.iter().filter(|s| !s.configs.is_empty() || !s.skipped.is_empty()).map(|s| section(s, part(&s.name))).collect();
+    let mut seen = std::collections::HashSet::new();
+    for item in out.iter_mut().flat_map(|s| s.items.iter_mut()) {
+        let id = match item {
+            Item::Figure(f) => &mut f.id,
+            Item::Table(t) => &mut t.id,
+            Item::Note(_) => continue,
+        };
+        let mut n = 2;
+        let base = id.clone();
+        while !seen.insert(id.clone()) {
+            *id = format!("{base}-{n}");
+            n += 1;
+        }
+    }
+    out
 }
 
 /// The section of a study part none of whose runs is in the report: what it feeds, what iolab

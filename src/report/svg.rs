@@ -76,8 +76,45 @@ pub fn binary_size(v: f64) -> String {
     crate::plan::size::format_bytes(v).replace(".0 ", " ")
 }
 
+/// Text from the database as XML/HTML text or an attribute value in double quotes: markup characters
+/// escaped, and characters XML 1.0 forbids (C0 controls but tab, newline and carriage return;
+/// U+FFFE, U+FFFF) or discourages (DEL, C1 controls) replaced by U+FFFD, so that no host name,
+/// device model or plan name can end an element, an attribute or make a file ill-formed.
 pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(xml_char(c)),
+        }
+    }
+    out
+}
+
+/// `c`, or U+FFFD where XML 1.0 forbids or discourages it (see `esc`).
+fn xml_char(c: char) -> char {
+    match c {
+        '\t' | '\n' | '\r' => c,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}' => '\u{fffd}',
+        c => c,
+    }
+}
+
+/// Text for the body of an XML comment (`<!-- text -->`): characters XML forbids replaced as
+/// in `esc`, and no two hyphens in a row (XML forbids "--" inside a comment, and "-->" would end
+/// it): a space goes between them.
+pub fn comment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars().map(xml_char) {
+        if c == '-' && out.ends_with('-') {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Numbers for axis ticks and labels: three significant digits with k/M/G.
@@ -690,6 +727,16 @@ mod tests {
 
     fn pt(x: f64, y: f64) -> Point {
         Point { x, y, ci: Some(1.0), tip: format!("{x},{y}"), flagged: false }
+    }
+
+    #[test]
+    fn text_from_the_database_cannot_end_markup_or_make_xml_ill_formed() {
+        let hostile = "a--->\u{1}<script>x</script>'\"&\u{7}\u{ffff}-";
+        let c = comment(hostile);
+        assert!(!c.contains("--") && !c.chars().any(|c| c.is_control() && c != '\t'), "{c:?}");
+        let e = esc(hostile);
+        assert!(!e.contains(['<', '>', '"', '\u{1}', '\u{7}', '\u{ffff}']), "{e:?}");
+        assert_eq!(esc("R&D <x>"), "R&amp;D &lt;x&gt;");
     }
 
     #[test]

@@ -70,12 +70,25 @@ fn cells(r: &RunRow) -> Vec<String> {
     .collect()
 }
 
-/// RFC 4180 quoting of one cell.
+/// RFC 4180 quoting of one cell. A text cell a spreadsheet would take for a formula (starting
+/// with `=`, `+`, `-`, `@`, a tab or a carriage return; a host name or an error message from a
+/// merged database can) gets a leading `'`, which spreadsheets show as text; a signed number
+/// (-1.5, +3, -inf), one with a unit (+12.5 %, -3 µs) and a lone "-" stay as they are.
 pub fn quote(s: &str) -> std::borrow::Cow<'_, str> {
+    let number = |s: &str| {
+        let (n, unit) = s.split_once(' ').unwrap_or((s, ""));
+        n.parse::<f64>().is_ok() && unit.chars().all(|c| c.is_alphabetic() || c == '%' || c == '/' || c == ' ')
+    };
+    let formula = match s.chars().next() {
+        Some('=' | '@' | '\t' | '\r') => true,
+        Some('+' | '-') => s.len() > 1 && !number(s),
+        _ => false,
+    };
+    let s: std::borrow::Cow<'_, str> = if formula { format!("'{s}").into() } else { s.into() };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {
-        s.into()
+        s
     }
 }
 
@@ -90,4 +103,23 @@ pub fn csv(rows: &[RunRow], out: &mut dyn std::io::Write) -> std::io::Result<()>
         writeln!(w, "{}", line.join(","))?;
     }
     w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn formulas_are_neutralised_and_numbers_kept() {
+        assert_eq!(quote("=cmd()"), "'=cmd()");
+        assert_eq!(quote("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(quote("+1+cmd"), "'+1+cmd");
+        assert_eq!(quote("-2+3,x"), "\"'-2+3,x\"");
+        assert_eq!(quote("\tx"), "'\tx");
+        assert_eq!(quote("\r=x"), "\"'\r=x\"");
+        assert_eq!(quote("-1 +cmd|' /C calc'!A0"), "'-1 +cmd|' /C calc'!A0");
+        for n in ["-1.5", "+3", "-1e-9", "-inf", "0", "psync", "a=b", "-", "+12.5 %", "-3 µs"] {
+            assert_eq!(quote(n), n);
+        }
+    }
 }

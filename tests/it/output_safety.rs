@@ -382,3 +382,204 @@ fn results_lists_skipped_planned_runs_with_their_reason() {
     let r = iolab(&["results", "--db", db, "--status", "skipped", "--csv", "-"]);
     assert!(r.assert_usage_error().contains("never made"), "{}", r.describe());
 }
+
+/// A shared results folder (sticky, world-writable, like /tmp) and a file only root may read,
+/// outside it, for another user to aim a link at.
+fn shared_and_secret(d: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = d.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let private = d.join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let secret = private.join("secret");
+    std::fs::write(&secret, "root only\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (shared, secret)
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_link_planted_in_a_shared_directory_is_refused_and_its_target_left_alone() {
+    let d = tempdir();
+    make_db(d.path(), &d.path().join("iolab.db"));
+    let (shared, secret) = shared_and_secret(d.path());
+    let link = shared.join("out.csv");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    // A report directory that is a link to another directory.
+    let victim = d.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("keep.svg"), "mine").unwrap();
+    let report = shared.join("report");
+    std::os::unix::fs::symlink(&victim, &report).unwrap();
+    let scratch = tempdir();
+    for args in output_commands(link.to_str().unwrap(), d.path(), report.to_str().unwrap()) {
+        let r = iolab_in(scratch.path(), &args);
+        let line = r.assert_usage_error();
+        assert!(line.contains("symbolic link"), "{}", r.describe());
+        assert!(r.stdout.is_empty(), "work was done before the refusal:\n{}", r.describe());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only\n", "{}", r.describe());
+        assert_eq!(mode(&secret), 0o600, "{}", r.describe());
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(entries(&victim), vec!["keep.svg".to_string()], "{}", r.describe());
+        assert_eq!(entries(&shared).len(), 2, "{:?}", entries(&shared));
+    }
+}
+
+#[test]
+fn report_out_refuses_a_planted_figures_link_and_a_manifest_it_did_not_write() {
+    let d = tempdir();
+    let db = d.path().join("iolab.db");
+    sweep_named(d.path(), &db, "shared");
+    let db = db.to_str().unwrap();
+    let victim = d.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("x.svg"), "mine").unwrap();
+    let out = d.path().join("report");
+    std::fs::create_dir(&out).unwrap();
+    let manifest = out.join(".iolab-report-files");
+    std::fs::write(&manifest, "../victim/x.svg\nfigures/x.svg\nfigures/../../victim/x.svg\ntables/x.csv\n").unwrap();
+    for sub in ["figures", "tables"] {
+        std::os::unix::fs::symlink(&victim, out.join(sub)).unwrap();
+        let r = iolab(&["report", "--db", db, "--out", out.to_str().unwrap()]);
+        let line = r.assert_usage_error();
+        assert!(line.contains(sub) && line.contains("symbolic link"), "{}", r.describe());
+        assert_eq!(entries(&victim), vec!["x.svg".to_string()], "written through the link:\n{}", r.describe());
+        assert_eq!(std::fs::read_to_string(victim.join("x.svg")).unwrap(), "mine");
+        assert!(!out.join("report.html").exists(), "written before the refusal:\n{}", r.describe());
+        std::fs::remove_file(out.join(sub)).unwrap();
+    }
+    // Written by this user, the manifest's names that lead out of figures/ and tables/ are ignored.
+    iolab(&["report", "--db", db, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    assert_eq!(std::fs::read_to_string(victim.join("x.svg")).unwrap(), "mine");
+    if !is_root() || !Command::new("setpriv").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return skip(
+            "report_out_refuses_a_planted_figures_link_and_a_manifest_it_did_not_write",
+            "needs root to plant another user's manifest",
+        );
+    }
+    // Another user's manifest, or one that is a link, removes nothing.
+    let keep = out.join("figures/keep.svg");
+    std::fs::write(&keep, "kept").unwrap();
+    let planted = d.path().join("planted");
+    std::fs::write(&planted, "figures/keep.svg\n").unwrap();
+    std::fs::rename(&planted, &manifest).unwrap();
+    let chown = |p: &Path| assert!(Command::new("chown").args(["nobody:nogroup"]).arg(p).status().unwrap().success());
+    chown(&manifest);
+    iolab(&["report", "--db", db, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    assert!(keep.exists(), "a manifest of another user's removed a file");
+    std::fs::write(&planted, "figures/keep.svg\n").unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    std::os::unix::fs::symlink(&planted, &manifest).unwrap();
+    iolab(&["report", "--db", db, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    assert!(keep.exists(), "a manifest that is a link removed a file");
+    // In a directory of another user's, not even iolab's own manifest is trusted.
+    std::fs::write(out.join(".iolab-report-files"), "figures/keep.svg\n").unwrap();
+    chown(&out);
+    iolab(&["report", "--db", db, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    assert!(keep.exists(), "a manifest in another user's directory removed a file");
+}
+
+/// The host name of every run in `db` set to `host` (as a database merged from elsewhere has it).
+fn set_host(db: &Path, host: &str) {
+    rusqlite::Connection::open(db).unwrap().execute("UPDATE runs SET hostname = ?1", [host]).unwrap();
+}
+
+#[test]
+fn hostile_text_in_the_database_cannot_break_an_svg_or_a_csv() {
+    let d = tempdir();
+    let db = d.path().join("iolab.db");
+    sweep_named(d.path(), &db, "merged");
+    let host = "=HYPERLINK(\"http://x\")--->\u{1}\u{1b}<script>alert(1)</script>-";
+    set_host(&db, host);
+    let out = d.path().join("report");
+    iolab(&["report", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let svgs: Vec<PathBuf> = std::fs::read_dir(out.join("figures")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(!svgs.is_empty());
+    for p in svgs {
+        let svg = std::fs::read_to_string(&p).unwrap();
+        let body = svg.split_once("<!--").map(|(_, rest)| rest).unwrap_or_else(|| panic!("no provenance in {}", p.display()));
+        let (comment, after) = body.split_once("-->").unwrap();
+        assert!(comment.contains("HYPERLINK") && !comment.contains("--"), "{}: {comment:?}", p.display());
+        assert!(after.starts_with("\n<svg") && !after.contains("<!--"), "{}: the comment ended early: {svg}", p.display());
+        assert!(!after.contains("<script"), "{}: {svg}", p.display());
+        let bad: Vec<char> = svg.chars().filter(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')).collect();
+        assert!(bad.is_empty(), "{}: characters XML forbids: {bad:?}", p.display());
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains("<script>alert") && !html.contains('\u{1}'));
+    let r = iolab(&["results", "--db", db.to_str().unwrap(), "--csv", "-"]).assert_ok().stdout.clone();
+    let header: Vec<&str> = r.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "hostname").unwrap();
+    let row = r.lines().nth(1).unwrap();
+    assert!(row.contains("\"'=HYPERLINK(\"\"http://x\"\")"), "the host name is not neutralised in column {col}: {row}");
+    assert!(!row.contains(",=") && !row.contains(",\"="), "{row}");
+}
+
+/// A sweep named `name` into `db`: libaio at queue depths 1 and 2 (a figure against qd).
+fn sweep_named(dir: &Path, db: &Path, name: &str) {
+    let data = dir.join("data.img");
+    if !data.exists() {
+        std::fs::write(&data, vec![0x5au8; 1 << 20]).unwrap();
+    }
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"{name}\"\nseed = 5\nios = 50\ntargets = [\"{}\"]\nreplicates = 2\n[matrix]\ninterface = [\"libaio\"]\nqd = [1, 2]\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    iolab(&["sweep", plan.to_str().unwrap(), "--db", db.to_str().unwrap(), "--quiet"]).assert_ok();
+}
+
+#[test]
+fn long_plan_names_give_short_distinct_report_files() {
+    let d = tempdir();
+    let db = d.path().join("iolab.db");
+    let long = "x".repeat(107);
+    let longer = format!("{}a", "y".repeat(299));
+    // Two names alike in their first 299 characters.
+    let twin = format!("{}b", "y".repeat(299));
+    for name in [&long, &longer, &twin] {
+        sweep_named(d.path(), &db, name);
+    }
+    let out = d.path().join("report");
+    let r = iolab(&["report", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    r.assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let mut names = Vec::new();
+    for sub in ["figures", "tables"] {
+        for e in std::fs::read_dir(out.join(sub)).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            assert!(name.len() <= 100, "{sub}/{name} is {} bytes", name.len());
+            assert!(name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)), "{sub}/{name}");
+            assert!(r.stdout.contains(&format!("{sub}/{name}")) && html.contains(&format!("{sub}/{name}")), "{sub}/{name} not listed");
+            names.push(format!("{sub}/{name}"));
+        }
+    }
+    // Figures and tables of each sweep, none overwriting another's file.
+    let listed = r.stdout.lines().filter(|l| l.contains("/figures/") || l.contains("/tables/")).count();
+    assert_eq!(names.len(), listed, "{names:?}\n{}", r.describe());
+    assert!(names.iter().filter(|n| n.ends_with(".csv")).count() >= 3, "{names:?}");
+    assert!(names.iter().filter(|n| n.ends_with(".svg")).count() >= 3, "{names:?}");
+}
+
+#[test]
+fn json_into_a_fifo_nobody_reads_returns_with_one_line() {
+    let d = tempdir();
+    let db = d.path().join("iolab.db");
+    make_db(d.path(), &db);
+    let fifo = d.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let start = Instant::now();
+    let r = iolab_bounded(&["results", "--db", db.to_str().unwrap(), "--json", fifo.to_str().unwrap()]);
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}:\n{}", start.elapsed(), r.describe());
+    assert!(r.assert_usage_error().contains("FIFO"), "{}", r.describe());
+}
