@@ -544,9 +544,9 @@ fn long_plan_names_give_short_distinct_report_files() {
     let d = tempdir();
     let db = d.path().join("iolab.db");
     let long = "x".repeat(107);
-    let longer = format!("{}a", "y".repeat(299));
-    // Two names alike in their first 299 characters.
-    let twin = format!("{}b", "y".repeat(299));
+    // The longest a plan name may be (200 characters), twice, alike in their first 199.
+    let longer = format!("{}a", "y".repeat(199));
+    let twin = format!("{}b", "y".repeat(199));
     for name in [&long, &longer, &twin] {
         sweep_named(d.path(), &db, name);
     }
