@@ -343,3 +343,18 @@ fn a_merged_study_is_reported_with_one_series_per_machine() {
         assert!(legend(&svg).iter().all(|n| !n.contains(" · ")));
     }
 }
+
+/// The merge's lock file is never opened through a symbolic link: refused in one line, the
+/// link's target not made.
+#[test]
+fn a_symbolic_link_as_the_lock_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sweep_into(d, "a.db");
+    std::os::unix::fs::symlink(d.join("elsewhere"), d.join("all.db.lock")).unwrap();
+    let linked = iolab_in(d, &["merge", "a.db", "--into", "all.db"]);
+    let line = linked.assert_usage_error();
+    assert!(line.contains("all.db.lock") && line.contains("symbolic link"), "{line}");
+    assert!(!d.join("elsewhere").exists());
+    assert_eq!(counts(&d.join("all.db")).0, 0, "nothing merged");
+}
