@@ -56,6 +56,11 @@ pub struct Fleet {
     /// PostgreSQL server's URL (`--store`).
     #[serde(default)]
     pub store: Option<String>,
+    /// The split's id (random, made at the first submission), given to every task dividing the
+    /// work (`--split`): merged, their shares join one sweep, and nothing else joins it. None on
+    /// every node (each machine's sweep is its own) and for a fleet submitted before iolab had it.
+    #[serde(default)]
+    pub split: Option<String>,
 }
 
 /// The merged database every task hands its runs to when it ends.
@@ -122,6 +127,9 @@ impl Fleet {
         }
         let share = if self.every_node { "0/1".to_string() } else { format!("\"$task/{}\"", self.placement.tasks) };
         args.extend(["--db".into(), "\"$local\"".into(), "--share".into(), share]);
+        if let Some(split) = self.split.as_ref().filter(|_| !self.every_node) {
+            args.extend(["--split".into(), q(split)]);
+        }
         args.extend(["--handover".into(), "\"$handover\"".into(), "--quiet".into()]);
         args.join(" ")
     }
@@ -348,6 +356,7 @@ mod tests {
             every_node: false,
             nodes: vec![],
             store: None,
+            split: Some("5p1it".into()),
         }
     }
 
@@ -362,7 +371,7 @@ mod tests {
             "#SBATCH --time=1:00:00\n",
             "#SBATCH --job-name=iolab-grid\n",
             "#SBATCH --output=/shared/my results/slurm-%A_%a.out\n",
-            "/opt/iolab/bin/iolab sweep /shared/r/plan.toml /dev/nvme0n1 --db \"$local\" --share \"$task/4\" --handover \"$handover\" --quiet &",
+            "/opt/iolab/bin/iolab sweep /shared/r/plan.toml /dev/nvme0n1 --db \"$local\" --share \"$task/4\" --split 5p1it --handover \"$handover\" --quiet &",
             "results='/shared/my results'\n",
             "merge \"$handover\" --into \"$results/fleet.db\"",
         ] {

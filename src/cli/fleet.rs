@@ -17,6 +17,20 @@ pub struct ShareArgs {
     /// finished run survives the machine.
     #[arg(long, value_name = "FILE")]
     pub handover: Option<PathBuf>,
+    /// The split this share belongs to (`iolab fleet submit` gives every task of one submission
+    /// the same): `iolab merge` joins shares of one split into one sweep, and keeps any other
+    /// sweep of the same plan apart.
+    #[arg(long, value_name = "ID", requires = "share", value_parser = split_id)]
+    pub split: Option<String>,
+}
+
+/// A split's id: 1 to 64 letters, digits, `-` or `_`.
+fn split_id(s: &str) -> Result<String, String> {
+    if (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?}: give 1 to 64 letters, digits, '-' or '_'"))
+    }
 }
 
 // Parsed once per process (as `Cmd`): boxing `SubmitArgs` would buy nothing.
@@ -144,6 +158,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
         every_node: a.every_node,
         nodes,
         store: a.store.clone(),
+        split: (!a.every_node).then(crate::store::schema::new_uid),
     };
     if a.print {
         print!("{}", fleet.batch_script());
@@ -179,6 +194,8 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
             ));
         }
         fleet.jobs = before.jobs;
+        // Every task of the fleet, whenever submitted, is a share of the same split.
+        fleet.split = before.split;
     }
     if let (Work::Plan { file }, Some(text)) = (&fleet.work, &plan_text) {
         if file.exists() && std::fs::read_to_string(file).ok().as_ref() != Some(text) {

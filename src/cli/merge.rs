@@ -23,7 +23,7 @@ fn merge(a: &MergeArgs) -> Result<usize, String> {
         return Err(format!("{} is both a source and --into: merge into another file", p.display()));
     }
     // Every source readable before anything is written.
-    let sources = a.from.iter().map(|p| Store::open_existing(p)).collect::<Result<Vec<_>, _>>()?;
+    let sources = a.from.iter().map(|p| Store::open_source(p)).collect::<Result<Vec<_>, _>>()?;
     let mut into = Store::open(&a.into)?;
     let mut conflicts = 0;
     for (p, src) in a.from.iter().zip(&sources) {

@@ -318,6 +318,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         profile: how.profile,
         share: how.share.share,
         handover: how.share.handover.as_deref(),
+        split: how.share.split.as_deref(),
         wait_settings_s: how.wait_settings_s,
     };
     let outcome = crate::session::sweep::run(&plan, &mut ui)?;

@@ -47,6 +47,9 @@ pub struct SweepPlan<'a> {
     pub share: Option<Share>,
     /// `--handover FILE`: a copy of the database made after every stored run.
     pub handover: Option<&'a Path>,
+    /// `--split ID`: the fleet submission this share is part of, recorded with the sweep it
+    /// makes (merged, shares of one split join one sweep).
+    pub split: Option<&'a str>,
     /// `--wait-settings`: how long a run waits for a setting another live iolab holds, seconds.
     pub wait_settings_s: u64,
 }
@@ -478,7 +481,8 @@ fn create(store: &mut Store, e: &Expansion, plan: &SweepPlan, hash: &str) -> Res
     for (n, (what, _)) in plan.unsupported.iter().enumerate() {
         runs.push((first_unsupported + n as i64, 0, what.clone(), serde_json::json!({ "unsupported": what })));
     }
-    let id = store.create_sweep(&e.name, plan.text, hash, e.configs.first().map_or(1, |c| c.job.workload.seed), &runs)?;
+    let identity = crate::store::SweepIdentity::new(plan.split);
+    let id = store.create_sweep_as(&identity, &e.name, plan.text, hash, e.configs.first().map_or(1, |c| c.job.workload.seed), &runs)?;
     // What cannot run here is kept, as skipped with the reason, not left out.
     for p in store.planned_runs(id)?.iter().filter(|p| p.spec.get("unsupported").is_some()) {
         let why = plan.unsupported.iter().find(|(w, _)| *w == p.config_key).map_or("", |x| x.1.as_str());
@@ -557,6 +561,7 @@ mod tests {
             profile: Default::default(),
             share: None,
             handover: None,
+            split: None,
             wait_settings_s: 0,
         };
         let mut seen = Seen::default();

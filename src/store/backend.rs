@@ -166,7 +166,8 @@ impl Db {
 
     /// Take (`hold`) or give back the lock of a merge on a PostgreSQL server: a merge is many
     /// transactions (a sweep found or made, then its runs), so two at once could both make the
-    /// same sweep. Nothing on SQLite, whose merges the caller serialises on the file.
+    /// same sweep. Nothing on SQLite, whose merges `Store::merge_from` serialises with a `flock`
+    /// on `<db>.lock` beside the file (`merge::MergeLock`).
     pub fn merge_lock(&self, hold: bool) -> Result<(), DbError> {
         match self {
             Db::Sqlite(_) => Ok(()),

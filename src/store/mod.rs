@@ -80,6 +80,22 @@ pub struct PlannedRun {
     pub reason: Option<String>,
 }
 
+/// Who a sweep is, across databases (schema version 6): its own id, and the fleet submission
+/// (split of one plan over several machines) it is a share of, if any. `iolab merge` joins two
+/// sweeps only when they are the same sweep or shares of one split.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepIdentity {
+    pub uid: String,
+    pub split: Option<String>,
+}
+
+impl SweepIdentity {
+    /// A new sweep's: a new random id, and the split it is a share of.
+    pub fn new(split: Option<&str>) -> SweepIdentity {
+        SweepIdentity { uid: schema::new_uid(), split: split.map(String::from) }
+    }
+}
+
 /// A sweep with its progress.
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepInfo {
@@ -541,13 +557,35 @@ impl Store {
         seed: u64,
         runs: &[(i64, u32, String, Value)],
     ) -> Result<i64, String> {
+        self.create_sweep_as(&SweepIdentity::new(None), name, plan_text, plan_hash, seed, runs)
+    }
+
+    /// `create_sweep` with the sweep's identity given: a new one with the fleet submission it is
+    /// a share of, or a merged sweep's own.
+    pub fn create_sweep_as(
+        &mut self,
+        id: &SweepIdentity,
+        name: &str,
+        plan_text: &str,
+        plan_hash: &str,
+        seed: u64,
+        runs: &[(i64, u32, String, Value)],
+    ) -> Result<i64, String> {
         let path = self.path.clone();
         let e = |x: DbError| format!("results database {path}: {x}");
         self.db.write(|tx| {
             let sweep: i64 = tx
                 .row(
-                    "INSERT INTO sweeps(name, plan_text, plan_hash, seed, created_at) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-                    &[text(name), text(plan_text), text(plan_hash), Sql::Integer(seed as i64), Sql::Real(now())],
+                    "INSERT INTO sweeps(name, plan_text, plan_hash, seed, created_at, uid, split) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                    &[
+                        text(name),
+                        text(plan_text),
+                        text(plan_hash),
+                        Sql::Integer(seed as i64),
+                        Sql::Real(now()),
+                        text(&id.uid),
+                        id.split.clone().map_or(Sql::Null, Sql::Text),
+                    ],
                 )
                 .and_then(|r| r.ok_or_else(|| DbError::from("no sweep id returned".to_string()))?.get(0))
                 .map_err(e)?;
@@ -604,6 +642,11 @@ impl Store {
     /// A planned run that is not `planned` any more is an error, never a second result.
     /// `planned_id` None stores a lone `iolab run`.
     pub fn record_run(&mut self, planned_id: Option<i64>, record: &Value) -> Result<i64, String> {
+        self.record_run_as(planned_id, record, &schema::new_uid())
+    }
+
+    /// `record_run` of a run whose id (`run_uid`) it already has: a merged run keeps its own.
+    pub fn record_run_as(&mut self, planned_id: Option<i64>, record: &Value, run_uid: &str) -> Result<i64, String> {
         use base64::Engine;
         let x = extract::extract(record).map_err(|m| format!("results database {}: {m}", self.path))?;
         let path = self.path.clone();
@@ -636,6 +679,7 @@ impl Store {
                 ("replicate", replicate),
                 ("config_key", key),
                 ("recorded_at", Sql::Real(now())),
+                ("run_uid", text(run_uid)),
                 ("record", Sql::Text(x.stripped.to_string())),
             ];
             let status = match &x.columns[0] {

@@ -16,7 +16,7 @@ pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
 /// Ordered migration steps; index i migrates version i to version i + 1 (with the metric
 /// columns of version i + 1: `step`).
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The SQL taking a database from version `v - 1` to `v`: `MIGRATIONS[v - 1]` with its
 /// `{metrics}` line replaced by the metric columns (`columns::RUN_METRICS`) that version added:
@@ -209,6 +209,88 @@ ALTER TABLE profile_parts ADD COLUMN cycles_per_io REAL;
 ALTER TABLE profile_parts ADD COLUMN instructions_per_io REAL;
 "#;
 
+/// Version 6: identities that survive a merge. A run's `run_uid` (128 bits, hex) is made at
+/// random when the run is recorded and travels with it into every database it is merged into:
+/// `iolab merge` recognises a run by it, never by its record's text. A sweep's `uid` likewise;
+/// its `split` names the fleet submission it is a share of (`iolab fleet submit`, `--split`),
+/// NULL for a plan run whole: only shares of one split join one sweep in a merge. Runs and sweeps
+/// stored before are given ids derived from what they hold (`fill_uids`), the same each time
+/// the same database is migrated.
+const V6: &str = r#"
+{metrics}
+ALTER TABLE runs ADD COLUMN run_uid TEXT;
+ALTER TABLE sweeps ADD COLUMN uid TEXT;
+ALTER TABLE sweeps ADD COLUMN split TEXT;
+CREATE INDEX runs_run_uid ON runs(run_uid);
+CREATE INDEX sweeps_uid ON sweeps(uid);
+CREATE INDEX sweeps_split ON sweeps(split);
+"#;
+
+/// The identity of a run stored before version 6: a 128-bit FNV-1a hash of its stored record
+/// with its JSON written the one way serde_json writes it (so the same record re-indented gets
+/// the same id); the record holds the host, start time and every measurement.
+pub fn derived_run_uid(record: &str) -> String {
+    let canonical = serde_json::from_str::<serde_json::Value>(record).map(|v| v.to_string());
+    fnv128(&[b"iolab run\0", canonical.as_deref().unwrap_or(record).as_bytes()])
+}
+
+/// The identity of a sweep stored before version 6: its name, plan, seed and creation time.
+pub fn derived_sweep_uid(name: &str, plan_hash: &str, seed: i64, created_at: f64) -> String {
+    fnv128(&[
+        b"iolab sweep\0",
+        name.as_bytes(),
+        b"\0",
+        plan_hash.as_bytes(),
+        b"\0",
+        &seed.to_le_bytes(),
+        &created_at.to_bits().to_le_bytes(),
+    ])
+}
+
+/// A new run or sweep id: 128 random bits from the kernel (getrandom(2)), as hex.
+pub fn new_uid() -> String {
+    let mut b = [0u8; 16];
+    let mut got = 0;
+    while got < b.len() {
+        // SAFETY: the pointer and length are those of the unfilled part of `b`.
+        let n = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), b.len() - got, 0) };
+        if n > 0 {
+            got += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            // No getrandom (a very old kernel): the time and process make an id no other run has.
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            return fnv128(&[&t.to_le_bytes(), &std::process::id().to_le_bytes(), &b]);
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn fnv128(parts: &[&[u8]]) -> String {
+    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for b in parts.iter().flat_map(|p| p.iter()) {
+        h ^= u128::from(*b);
+        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    format!("{h:032x}")
+}
+
+/// Give every run and sweep stored before version 6 its derived id, one row at a time (a
+/// database of large records is never read whole).
+fn fill_uids(tx: &mut backend::Tx) -> Result<(), DbError> {
+    let mut last = i64::MIN;
+    while let Some(r) = tx.row("SELECT id, record FROM runs WHERE run_uid IS NULL AND id > ?1 ORDER BY id LIMIT 1", &[last.into()])? {
+        last = r.get(0)?;
+        let uid = derived_run_uid(&r.get::<String>(1)?);
+        tx.exec("UPDATE runs SET run_uid = ?1 WHERE id = ?2", &[uid.into(), last.into()])?;
+    }
+    let sweeps = tx.rows("SELECT id, name, plan_hash, seed, created_at FROM sweeps WHERE uid IS NULL", &[])?;
+    for r in sweeps {
+        let uid = derived_sweep_uid(&r.get::<String>(1)?, &r.get::<String>(2)?, r.get(3)?, r.get(4)?);
+        tx.exec("UPDATE sweeps SET uid = ?1 WHERE id = ?2", &[uid.into(), r.get::<i64>(0)?.into()])?;
+    }
+    Ok(())
+}
+
 fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -312,6 +394,9 @@ pub fn migrate(db: &mut Db) -> Result<(), String> {
                 sql
             };
             tx.batch(&sql).map_err(|x| format!("migration to schema version {to}: {x}"))?;
+            if to == 6 {
+                fill_uids(tx).map_err(|x| format!("migration to schema version {to}: {x}"))?;
+            }
         }
         let t = now().to_string();
         let mut meta = vec![("schema_version".to_string(), LATEST.to_string()), (format!("migrated_to_{LATEST}_at"), t.clone())];

@@ -213,7 +213,7 @@ fn a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does() {
     let done_again = iolab_in(d, &["sweep", "--resume", "--db", &url, "plan.toml", "target"]);
     assert!(done_again.stderr.contains("no unfinished sweep"), "{}", done_again.describe());
 
-    // Two nodes' shares of one plan handed over at the same moment (two merges at once): one
+    // Two nodes' shares of one plan (one split, as a fleet's tasks) handed over at the same moment (two merges at once): one
     // sweep on the server, every planned run once.
     std::fs::write(
         d.join("split.toml"),
@@ -222,7 +222,7 @@ fn a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does() {
     .unwrap();
     for share in ["0/2", "1/2"] {
         let db = format!("share-{}.db", &share[..1]);
-        iolab_in(d, &["sweep", "-q", "--db", &db, "split.toml", "--share", share]).assert_ok();
+        iolab_in(d, &["sweep", "-q", "--db", &db, "split.toml", "--share", share, "--split", "pg-1"]).assert_ok();
     }
     let merges: Vec<_> = ["share-0.db", "share-1.db"]
         .iter()

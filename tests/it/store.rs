@@ -108,16 +108,16 @@ fn open_creates_a_versioned_wal_database() {
     assert!(Store::open_existing(&db).unwrap_err().contains("no results database"));
     let s = Store::open(&db).unwrap();
     assert_eq!(s.schema_version().unwrap(), schema::LATEST);
-    assert_eq!(schema::LATEST, 5);
+    assert_eq!(schema::LATEST, 6);
     drop(s);
     let c = Connection::open(&db).unwrap();
     let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "5");
+    assert_eq!(meta, "6");
     // Reopening an up-to-date database changes nothing.
     let s = Store::open_existing(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 5);
+    assert_eq!(s.schema_version().unwrap(), 6);
 }
 
 #[test]
@@ -524,7 +524,7 @@ fn the_schema_made_from_the_column_table_is_the_released_one() {
     assert_eq!(new, layout(&released));
     assert_eq!(new, layout(&Connection::open(d.path().join("v1.db")).unwrap()));
     let runs = &new.0.iter().find(|t| t.0 == "runs").unwrap().1;
-    assert_eq!(runs.len(), 47);
+    assert_eq!(runs.len(), 48);
 }
 
 #[test]
@@ -562,7 +562,7 @@ fn a_version_1_database_is_migrated() {
         assert!(c.prepare("SELECT completion_observed FROM runs").is_err());
     }
     let mut s = Store::open(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 5);
+    assert_eq!(s.schema_version().unwrap(), 6);
     // Version 3 filled the profile parts from the stored record, version 4 the run's modules
     // and functions.
     let parts: Vec<(String, String, f64)> = Connection::open(&db)
@@ -594,12 +594,21 @@ fn a_version_1_database_is_migrated() {
     drop(s);
     let c = Connection::open(&db).unwrap();
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "5");
+    assert_eq!(meta, "6");
     let idx: i64 =
         c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_config_key'", [], |r| r.get(0)).unwrap();
     assert_eq!(idx, 1);
     let uv: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(uv, 5);
+    assert_eq!(uv, 6);
+    // Version 6 gave the old run and sweep ids derived from what they hold (the same on every
+    // migration of this database); the new run has a random one.
+    let (uid, rec): (String, String) =
+        c.query_row("SELECT run_uid, record FROM runs WHERE id = 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    assert_eq!(uid, schema::derived_run_uid(&rec));
+    let sweep: String = c.query_row("SELECT uid FROM sweeps WHERE id = 1", [], |r| r.get(0)).unwrap();
+    assert_eq!(sweep, schema::derived_sweep_uid("s", "h", 5, 1.0));
+    let fresh: String = c.query_row("SELECT run_uid FROM runs WHERE id = 2", [], |r| r.get(0)).unwrap();
+    assert!(fresh.len() == 32 && fresh != uid, "{fresh}");
 }
 
 #[test]
