@@ -41,7 +41,7 @@ impl Env {
 
 /// This user's home directory and name, from the password database.
 fn passwd_entry() -> (Option<PathBuf>, Option<String>) {
-    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut buf = vec![libc::c_char::default(); 16384];
     // SAFETY: `pwd` is plain data; getpwuid_r writes into it and into `buf` (of the length
     // given) and sets `result` to it or to null.
     unsafe {
