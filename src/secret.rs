@@ -64,14 +64,15 @@ pub fn command_line() -> Vec<String> {
     redact_args(std::env::args_os().map(|a| a.to_string_lossy().into_owned()))
 }
 
-/// Hide the password of every `scheme://` URL in `text` (the URL ends at a blank or a quote).
+/// Hide the password of every `scheme://` URL in `text` (the URL ends at a blank: a quote may be
+/// part of its password).
 fn urls_redacted(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
         let start = at + 3;
         out.push_str(&rest[..start]);
-        let end = rest[start..].find(|c: char| c.is_whitespace() || c == '"' || c == '\'').map_or(rest.len(), |e| start + e);
+        let end = rest[start..].find(char::is_whitespace).map_or(rest.len(), |e| start + e);
         out.push_str(&url_redacted(&rest[start..end]));
         rest = &rest[end..];
     }
@@ -193,6 +194,7 @@ mod tests {
             "results database https://root:***@bmc/redfish: cannot connect"
         );
         assert_eq!(redact("\"postgresql://me:pw@h/db\""), "\"postgresql://me:***@h/db\"");
+        assert_eq!(redact("postgresql://me:it's\"@h/db"), "postgresql://me:***@h/db");
         // A raw / before the @ too; and a later @ hides the host rather than show the password.
         assert_eq!(redact("postgresql://me:a/b@h/db"), "postgresql://me:***@h/db");
         assert_eq!(redact("postgresql://me:pw@h/db?application_name=x@y"), "postgresql://me:***@y");
