@@ -20,6 +20,7 @@ pub mod plan;
 pub mod record;
 pub mod report;
 pub mod rng;
+pub mod secret;
 pub mod session;
 pub mod settings;
 pub mod store;

@@ -51,12 +51,12 @@ fn run(args: &CompareArgs) -> Result<(), String> {
     let ra = config_replicates(&sa, &args.a)?;
     let rb = config_replicates(&sb, &key_b)?;
     if ra.values.iter().all(|(_, v)| v.is_empty()) {
-        return Err(format!("no finished runs of '{}' in {}", args.a, args.db.display()));
+        return Err(format!("no finished runs of '{}' in {}", args.a, crate::secret::redact_path(&args.db)));
     }
     if rb.values.iter().all(|(_, v)| v.is_empty()) {
-        return Err(format!("no finished runs of '{key_b}' in {}", db_b.display()));
+        return Err(format!("no finished runs of '{key_b}' in {}", crate::secret::redact_path(&db_b)));
     }
-    println!("A: {} ({})\nB: {} ({})", args.a, args.db.display(), key_b, db_b.display());
+    println!("A: {} ({})\nB: {} ({})", args.a, crate::secret::redact_path(&args.db), key_b, crate::secret::redact_path(&db_b));
     table(&ra, &rb);
     println!("Welch's t-test (unequal variances), two-sided, alpha {ALPHA}; the papers' Student's test assumes equal variances.");
     Ok(())
@@ -93,14 +93,14 @@ fn across(args: &CompareArgs, by: Machine) -> Result<(), String> {
         return Err(format!(
             "'{}' in {} was measured on {} {what}{}: --by {what} needs runs from two or more (merge databases with `iolab merge`)",
             args.a,
-            args.db.display(),
+            crate::secret::redact_path(&args.db),
             machines.len(),
             machines.first().map(|m| format!(" ({m})")).unwrap_or_default()
         ));
     }
     let select = |m: &str| by.only(&RunFilter { config_key: Some(args.a.clone()), status: Some("ok".into()), ..Default::default() }, m);
     let ra = replicates_where(&store, &select(&machines[0]))?;
-    println!("{} in {}: by {what}, each against A = {}", args.a, args.db.display(), machines[0]);
+    println!("{} in {}: by {what}, each against A = {}", args.a, crate::secret::redact_path(&args.db), machines[0]);
     for m in &machines[1..] {
         let rb = replicates_where(&store, &select(m))?;
         println!("\nB = {m}");

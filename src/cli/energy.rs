@@ -58,7 +58,7 @@ fn run(a: &ImportArgs) -> Result<i32, String> {
             Attached::Uncovered(why) => println!("run {id}: no energy: {why}"),
         }
     }
-    println!("{} attached to {measured} of {} runs in {}", a.log.display(), done.len(), a.db.display());
+    println!("{} attached to {measured} of {} runs in {}", a.log.display(), done.len(), crate::secret::redact_path(&a.db));
     if measured == 0 {
         eprintln!("iolab: the log covers none of the runs: check that it spans them, and the meter's clock (--clock-offset S)");
         return Ok(1);

@@ -393,7 +393,7 @@ fn status(results: &Path) -> Result<i32, String> {
         let node = f.nodes.get(t).map(|n| format!(" [{n}]")).unwrap_or_default();
         println!("  task {t}{node}: {slurm}; {runs}");
     }
-    let merged = crate::store::redacted(&f.merged_db().display().to_string());
+    let merged = crate::secret::redact_path(&f.merged_db());
     println!("{all_done} of {all_total} handed-over runs done; merged results: {merged}");
     Ok(0)
 }

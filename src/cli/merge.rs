@@ -20,7 +20,7 @@ pub fn main(a: &MergeArgs) -> i32 {
 fn merge(a: &MergeArgs) -> Result<usize, String> {
     let same = |p: &PathBuf| std::fs::canonicalize(p).ok().zip(std::fs::canonicalize(&a.into).ok()).is_some_and(|(x, y)| x == y);
     if let Some(p) = a.from.iter().find(|p| same(p)) {
-        return Err(format!("{} is both a source and --into: merge into another file", p.display()));
+        return Err(format!("{} is both a source and --into: merge into another file", crate::secret::redact_path(p)));
     }
     // Every source readable before anything is written.
     let sources = a.from.iter().map(|p| Store::open_source(p)).collect::<Result<Vec<_>, _>>()?;
@@ -30,7 +30,7 @@ fn merge(a: &MergeArgs) -> Result<usize, String> {
         let r = into.merge_from(src)?;
         println!(
             "{}: {} runs added, {} already there; {} sweeps created, {} joined; {} planned runs closed",
-            p.display(),
+            crate::secret::redact_path(p),
             r.runs_added,
             r.runs_present,
             r.sweeps_created,

@@ -370,7 +370,8 @@ pub fn exit_code(r: Result<i32, String>) -> i32 {
     match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("iolab: {e}");
+            // A message that quotes a database's URL or conninfo never shows its password.
+            eprintln!("iolab: {}", crate::secret::redact(&e));
             2
         }
     }
@@ -385,7 +386,8 @@ pub fn one_line_error(e: &clap::Error) -> String {
         .filter(|l| !l.is_empty())
         .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
         .collect();
-    format!("{} (see iolab --help)", lines.join(" "))
+    // clap quotes the arguments it refuses: a misplaced URL keeps its password hidden.
+    crate::secret::redact(&format!("{} (see iolab --help)", lines.join(" ")))
 }
 
 #[cfg(test)]

@@ -49,7 +49,10 @@ pub fn main(a: &ReportArgs) -> i32 {
 
 fn report(a: &ReportArgs) -> Result<(), String> {
     if !crate::store::exists(&a.db) {
-        return Err(format!("no results database at {}: run `iolab suite run` or `iolab sweep PLAN` first, or pass --db", a.db.display()));
+        return Err(format!(
+            "no results database at {}: run `iolab suite run` or `iolab sweep PLAN` first, or pass --db",
+            crate::secret::redact_path(&a.db)
+        ));
     }
     check_out(&a.out)?;
     let store = Store::open_existing(&a.db)?;
@@ -73,7 +76,12 @@ fn report(a: &ReportArgs) -> Result<(), String> {
             found.extend(data::newest_per_machine(&store, p.name, &base, a.by)?);
         }
         if found.is_empty() {
-            return Err(format!("{} holds no runs of suite {}: run `iolab suite run {}` first", a.db.display(), suite.id, suite.id));
+            return Err(format!(
+                "{} holds no runs of suite {}: run `iolab suite run {}` first",
+                crate::secret::redact_path(&a.db),
+                suite.id,
+                suite.id
+            ));
         }
         let ids: Vec<String> = found.iter().flat_map(|g| g.id.into_iter().chain(g.joined.iter().copied())).map(|i| i.to_string()).collect();
         selection.push(format!("suite {} (sweeps {})", suite.id, ids.join(", ")));
@@ -105,7 +113,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
         selection.push(format!("one series per {}: {}", a.by.name(), machines.join(", ")));
     }
     if groups.iter().all(|g| g.configs.is_empty()) {
-        return Err(format!("the selection holds no finished runs in {} (see iolab results)", a.db.display()));
+        return Err(format!("the selection holds no finished runs in {} (see iolab results)", crate::secret::redact_path(&a.db)));
     }
     let sections = studies::sections(&groups);
     let all: Vec<&data::Run> = groups.iter().flat_map(|g| g.configs.iter().flat_map(|c| c.runs.iter())).collect();
@@ -114,7 +122,7 @@ fn report(a: &ReportArgs) -> Result<(), String> {
             Some(s) => format!("iolab report: {}", studies::find(s).map(|s| format!("{} — {}", s.id, s.title)).unwrap_or_default()),
             None => "iolab report".into(),
         },
-        database: a.db.display().to_string(),
+        database: crate::secret::redact_path(&a.db),
         selection: if selection.is_empty() { "all runs".into() } else { selection.join(", ") },
         generated: format!("by iolab {} at {} UTC", env!("CARGO_PKG_VERSION"), utc_now()),
         provenance: crate::report::sections::provenance(&all),

@@ -56,7 +56,7 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         return Err(format!("{st} runs were never made, so there is no record to export: list them with `iolab results --status {st}`"));
     }
     if !crate::store::exists(&a.db) {
-        return Err(format!("no results database at {}: run `iolab sweep PLAN` first, or pass --db", a.db.display()));
+        return Err(format!("no results database at {}: run `iolab sweep PLAN` first, or pass --db", crate::secret::redact_path(&a.db)));
     }
     // Before the database is opened: an output iolab will refuse costs nothing.
     for (flag, dest) in [("--csv", &a.csv), ("--json", &a.json)] {

@@ -297,7 +297,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         return Ok(SweepEnd { code: 0, finished: true });
     }
     // A server's URL is shown without its password.
-    let db = crate::store::redacted(&how.db.display().to_string());
+    let db = crate::secret::redact_path(&how.db);
     let mut ui = SweepDisplay {
         unsupported,
         show: !how.quiet && std::io::stderr().is_terminal(),

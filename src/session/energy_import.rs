@@ -22,18 +22,18 @@ const REASON: &str = "meter (imported): ";
 /// Attach the log at `log` to every stored run (of `sweep`, when given): (run id, outcome).
 pub fn import(db: &Path, log: &Path, sweep: Option<i64>, cfg: &EnergyConfig) -> Result<Vec<(i64, Attached)>, String> {
     if !crate::store::exists(db) {
-        return Err(format!("no results database at {}", db.display()));
+        return Err(format!("no results database at {}", crate::secret::redact_path(db)));
     }
     let file = MeterLogFile::load(log, cfg).map_err(|e| format!("meter log {e}"))?;
     let mut store = Store::open(db)?;
     if let Some(id) = sweep {
-        store.sweep(id)?.ok_or_else(|| format!("{} has no sweep {id} (see iolab results --sweeps)", db.display()))?;
+        store.sweep(id)?.ok_or_else(|| format!("{} has no sweep {id} (see iolab results --sweeps)", crate::secret::redact_path(db)))?;
     }
     let runs = store.list_runs(&RunFilter { sweep, ..Default::default() })?;
     if runs.is_empty() {
         return Err(format!(
             "{} has no stored runs{} to attach the log to",
-            db.display(),
+            crate::secret::redact_path(db),
             sweep.map(|s| format!(" in sweep {s}")).unwrap_or_default()
         ));
     }

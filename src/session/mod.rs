@@ -458,7 +458,7 @@ fn apply_settings(
 fn environment(targets: Vec<TargetInfo>) -> Environment {
     Environment {
         iolab_version: env!("CARGO_PKG_VERSION").to_string(),
-        command_line: std::env::args().collect(),
+        command_line: crate::secret::command_line(),
         hostname: host::hostname(),
         kernel: host::kernel_release(),
         cpu_model: host::cpu_model(),

@@ -215,7 +215,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     }
     let hash = plan_hash(text, targets);
     let mut store = Store::open(plan.db)?;
-    let db = plan.db.display();
+    let db = crate::secret::redact_path(plan.db);
     let unfinished = store.unfinished_sweep(&hash)?;
     if plan.resume == Resume::Auto && unfinished.is_none() && store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) {
         return Ok(Outcome::AlreadyDone { name: e.name });

@@ -107,7 +107,7 @@ impl Holder {
                 pid,
                 pid_start_ticks: proc_start_ticks(pid),
                 started_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-                command: std::env::args().collect::<Vec<_>>().join(" "),
+                command: command(std::env::args_os().map(|a| a.to_string_lossy().into_owned())),
             }
         })
         .clone()
@@ -141,6 +141,12 @@ impl Journal {
 }
 
 /// Start time of a process in clock ticks since boot, from /proc/<pid>/stat.
+/// A command line as the journal keeps it (a file others may read): one line, every password a
+/// database's URL or conninfo carries hidden (`crate::secret`).
+fn command(args: impl IntoIterator<Item = String>) -> String {
+    crate::secret::redact_args(args).join(" ")
+}
+
 pub fn proc_start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
@@ -296,4 +302,14 @@ pub fn store(journal: &Path, j: &Journal) -> Result<(), String> {
         return Err(format!("cannot write the settings journal {}: {e} (set IOLAB_JOURNAL to a writable path)", journal.display()));
     }
     fsync_dir(&dir)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_journal_keeps_no_password_of_the_command_line() {
+        let argv = ["iolab", "sweep", "--scheduler", "none", "--db", "postgresql://me:hunter2@db.lab/iolab?password=hunter3", "plan.toml"];
+        let line = super::command(argv.map(String::from));
+        assert_eq!(line, "iolab sweep --scheduler none --db postgresql://me:***@db.lab/iolab?password=*** plan.toml");
+    }
 }

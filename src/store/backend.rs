@@ -25,19 +25,6 @@ pub fn is_postgres_url(s: &str) -> bool {
     s.starts_with("postgresql://") || s.starts_with("postgres://")
 }
 
-/// A URL with its password (if any) hidden, for messages.
-pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some(x) => x,
-        None => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
-}
-
 /// A failed statement: its message, and whether a constraint (unique, check) refused it.
 #[derive(Debug)]
 pub struct DbError {
@@ -126,9 +113,19 @@ pub enum Tx<'a> {
 
 impl Db {
     /// Connect to a PostgreSQL server (no TLS: a team's server on its own network; libpq's
-    /// `sslmode` is not read).
+    /// `sslmode` is not read), configured as libpq would be (`pg_config`: a service, the
+    /// environment, the password file). No message carries the password.
     pub fn connect(url: &str) -> Result<Db, DbError> {
-        let client = postgres::Client::connect(url, postgres::NoTls)?;
+        let r = super::pg_config::resolve(url, &super::pg_config::Env::process(), &mut |w| eprintln!("iolab: warning: {w}"))?;
+        let client = r.config.connect(postgres::NoTls).map_err(|e| {
+            let refused = e.code() == Some(&postgres::error::SqlState::INVALID_PASSWORD);
+            let mut e = DbError::from(e);
+            e.msg = crate::secret::redact(&e.msg);
+            if let (true, Some(f)) = (refused, &r.password_file) {
+                e.msg.push_str(&format!(" (the password was read from {})", f.display()));
+            }
+            e
+        })?;
         Ok(Db::Postgres(Mutex::new(client)))
     }
 
@@ -457,11 +454,5 @@ mod tests {
         );
         assert_eq!(kept, "ALTER TABLE runs ADD COLUMN a TEXT;\nCREATE INDEX i ON runs(a);\n");
         assert_eq!(fills, vec!["UPDATE runs SET\n    a = json_extract(record, '$.a');"]);
-    }
-
-    #[test]
-    fn a_password_is_not_shown() {
-        assert_eq!(redacted("postgresql://me:secret@db.lab/iolab"), "postgresql://me:***@db.lab/iolab");
-        assert_eq!(redacted("postgresql://me@db.lab/iolab"), "postgresql://me@db.lab/iolab");
     }
 }

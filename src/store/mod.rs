@@ -13,6 +13,7 @@ pub mod columns;
 mod export;
 mod extract;
 mod merge;
+mod pg_config;
 pub mod schema;
 
 pub use merge::MergeReport;
@@ -24,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::Path;
 
-pub use backend::{is_postgres_url, redacted};
+pub use backend::is_postgres_url;
 pub use columns::{Metrics, RUN_METRICS};
 pub use export::{csv_columns, quote as csv_quote};
 pub use extract::DIRECTIONS;
@@ -489,7 +490,7 @@ impl Store {
     /// then created or migrated with the same steps, translated (`backend::postgres_step`). A
     /// reader (`create` false) refuses a database with no iolab schema yet.
     fn open_postgres(url: &str, create: bool) -> Result<Store, String> {
-        let name = backend::redacted(url);
+        let name = crate::secret::redact(url);
         let e = |x: String| format!("results database {name}: {x}");
         let mut db = Db::connect(url).map_err(|x| e(format!("cannot connect: {x}")))?;
         let v = schema::check_postgres(&db).map_err(e)?;

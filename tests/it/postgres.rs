@@ -42,6 +42,12 @@ impl Server {
     /// initdb (trust authentication, this machine only), start on a free port, and make an
     /// empty database `name`.
     pub fn start(name: &str) -> Result<Server, String> {
+        Server::start_with(name, "trust")
+    }
+
+    /// As `start`, with `host_auth` (pg_hba's method) for TCP connections; the test's own
+    /// connections as the postgres user go through the server's socket, which trusts it.
+    pub fn start_with(name: &str, host_auth: &str) -> Result<Server, String> {
         if !common::is_root() {
             return Err("starting a private PostgreSQL server needs root (initdb runs as the postgres user)".into());
         }
@@ -56,18 +62,40 @@ impl Server {
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
         let mut server = Server { bin, data, port, _dir: dir };
         let data = server.data.display().to_string();
-        server.as_postgres(&server.bin.join("initdb"), &["-D", &data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"])?;
+        server.as_postgres(
+            &server.bin.join("initdb"),
+            &["-D", &data, "--auth-local", "trust", "--auth-host", host_auth, "-U", "postgres", "-E", "UTF8", "--no-sync"],
+        )?;
         let opts = format!("-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", server._dir.path().display());
         let log = server._dir.path().join("log").display().to_string();
         server
             .as_postgres(&server.bin.join("pg_ctl"), &["-D", &data, "-o", &opts, "-l", &log, "-w", "start"])
             .map_err(|e| format!("{e}; server log: {}", std::fs::read_to_string(&log).unwrap_or_default()))?;
-        server.as_postgres(&server.bin.join("createdb"), &["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", name])?;
+        let socket = server.socket_dir();
+        server.as_postgres(&server.bin.join("createdb"), &["-h", &socket, "-p", &port.to_string(), "-U", "postgres", name])?;
         server.port = port;
         Ok(server)
     }
 
-    fn as_postgres(&self, cmd: &Path, args: &[&str]) -> Result<(), String> {
+    /// The directory of the server's socket.
+    fn socket_dir(&self) -> String {
+        self._dir.path().display().to_string()
+    }
+
+    /// `psql -c SQL` on database `db`, as the postgres user through the socket.
+    pub fn sql(&self, db: &str, sql: &str) -> Result<String, String> {
+        let port = self.port.to_string();
+        self.as_postgres(&self.bin.join("psql"), &["-h", &self.socket_dir(), "-p", &port, "-U", "postgres", "-d", db, "-At", "-c", sql])
+    }
+
+    /// Everything of database `db` (`pg_dump`), as the postgres user through the socket.
+    pub fn dump(&self, db: &str) -> Result<String, String> {
+        let port = self.port.to_string();
+        self.as_postgres(&self.bin.join("pg_dump"), &["-h", &self.socket_dir(), "-p", &port, "-U", "postgres", db])
+    }
+
+    /// Its stdout.
+    fn as_postgres(&self, cmd: &Path, args: &[&str]) -> Result<String, String> {
         let out = Command::new("runuser")
             .args(["-u", "postgres", "--"])
             .arg(cmd)
@@ -78,7 +106,7 @@ impl Server {
         if !out.status.success() {
             return Err(format!("{} {}: {}", cmd.display(), args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
         }
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     pub fn url(&self, db: &str) -> String {
@@ -243,4 +271,200 @@ fn a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does() {
     assert_eq!(split.len(), 1, "one sweep, not one per share");
     assert_eq!((split[0].total, split[0].done), (4, 4));
     assert_eq!(store.list_runs(&RunFilter { sweep: Some(split[0].id), ..Default::default() }).unwrap().len(), 4);
+}
+
+/// The password of the test's server: an `@` and a `/`, so its URL form differs (`%40`, `%2F`).
+const PASSWORD: &str = "Pw@7f3k/Qz9";
+const PASSWORD_IN_URL: &str = "Pw%407f3k%2FQz9";
+
+/// `iolab ARGS` in `dir` with only the PostgreSQL variables of `env` (none of the caller's) and
+/// `dir` as its home (no ~/.pgpass or ~/.pg_service.conf of the machine's).
+fn iolab_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut c = Command::new(common::BIN);
+    c.args(args).current_dir(dir).env("TMPDIR", dir).env("HOME", dir);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("PG") {
+            c.env_remove(k);
+        }
+    }
+    c.envs(env.iter().copied());
+    Run::from(c.output().unwrap(), args.iter().map(|a| a.to_string()).collect())
+}
+
+/// Fails, showing where, if `bytes` (what `what` shows or stores) hold the password in either
+/// form (or `other`, a second secret).
+fn assert_hidden(what: &str, bytes: &[u8], other: &[&str]) {
+    for secret in [PASSWORD, PASSWORD_IN_URL].iter().chain(other) {
+        if let Some(at) = bytes.windows(secret.len()).position(|w| w == secret.as_bytes()) {
+            let around = &bytes[at.saturating_sub(300)..(at + secret.len() + 100).min(bytes.len())];
+            panic!("{what} holds the password {secret:?}: …{}…", String::from_utf8_lossy(around));
+        }
+    }
+}
+
+/// A run's output, both streams.
+fn assert_run_hidden(what: &str, r: &Run) {
+    assert_hidden(&format!("{what} (stdout)"), r.stdout.as_bytes(), &[]);
+    assert_hidden(&format!("{what} (stderr)"), r.stderr.as_bytes(), &[]);
+}
+
+/// Every file under `dir` whose name starts with `prefix`.
+fn files_under(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p, ""));
+        } else if e.file_name().to_string_lossy().starts_with(prefix) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_password_never_leaves_the_url_and_libpq_s_conventions_give_one() {
+    let test = "postgres::a_password_never_leaves_the_url_and_libpq_s_conventions_give_one";
+    let pg = match Server::start_with("iolab_secret", "scram-sha-256") {
+        Ok(s) => s,
+        Err(why) => return common::skip(test, &why),
+    };
+    pg.sql("iolab_secret", &format!("ALTER ROLE postgres PASSWORD '{PASSWORD}'")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let port = pg.port.to_string();
+    let url = format!("postgresql://postgres:{PASSWORD_IN_URL}@127.0.0.1:{port}/iolab_secret");
+    let bare = format!("postgresql://postgres@127.0.0.1:{port}/iolab_secret");
+    let iolab = |args: &[&str]| iolab_env(d, args, &[]);
+
+    // The server asks for the password: none given, none found, refused (and said so).
+    let refused = iolab(&["results", "--db", &bare]);
+    assert_eq!(refused.code, 2, "{}", refused.describe());
+    assert!(refused.stderr.contains("password"), "{}", refused.describe());
+    // A wrong one in the URL is refused without being shown.
+    let wrong = iolab(&["results", "--db", &format!("postgresql://postgres:Wr0ngPw@127.0.0.1:{port}/iolab_secret")]);
+    assert_eq!(wrong.code, 2, "{}", wrong.describe());
+    assert!(wrong.stderr.contains("password authentication failed"), "{}", wrong.describe());
+    assert_hidden("a refused login's message", wrong.stderr.as_bytes(), &["Wr0ngPw"]);
+    // A URL where clap takes none is refused without being shown.
+    let misplaced = iolab(&["results", &url]);
+    assert_eq!(misplaced.code, 2, "{}", misplaced.describe());
+    assert_run_hidden("clap's refusal", &misplaced);
+
+    // A sweep stored straight into the server, with the password in the URL.
+    std::fs::write(d.join("plan.toml"), PLAN).unwrap();
+    std::fs::write(d.join("target"), vec![0u8; 8 << 20]).unwrap();
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let sweep = iolab(&["sweep", "--db", &url, "plan.toml", "target"]);
+    sweep.assert_ok();
+    assert_run_hidden("sweep", &sweep);
+    let ended = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+
+    // Every record's command line keeps the URL, its password hidden.
+    let json = iolab(&["results", "--db", &url, "--json", "-"]);
+    json.assert_ok();
+    assert_run_hidden("results --json", &json);
+    assert!(json.stdout.contains(&format!("postgresql://postgres:***@127.0.0.1:{port}/iolab_secret")), "{}", json.describe());
+    for args in [vec!["results"], vec!["results", "--sweeps"], vec!["results", "--csv", "-"]] {
+        let r = iolab(&[&args[..], &["--db", &url]].concat());
+        r.assert_ok();
+        assert_run_hidden(&format!("{args:?}"), &r);
+    }
+    // The ?password= form: connects, and hidden as well.
+    let query = iolab(&["results", "--db", &format!("{bare}?password={PASSWORD_IN_URL}"), "--json", "-"]);
+    query.assert_ok();
+    assert_run_hidden("results with ?password=", &query);
+
+    // The report: its output and every file it writes (the header names the database).
+    let report = iolab(&["report", "--db", &url, "--out", "report"]);
+    report.assert_ok();
+    assert_run_hidden("report", &report);
+    let written = files_under(&d.join("report"), "");
+    assert!(!written.is_empty());
+    for f in &written {
+        assert_hidden(&f.display().to_string(), &std::fs::read(f).unwrap(), &[]);
+    }
+    let html = files_under(&d.join("report"), "").into_iter().find(|f| f.extension().is_some_and(|x| x == "html")).unwrap();
+    assert!(std::fs::read_to_string(&html).unwrap().contains("postgres:***@127.0.0.1"), "the report's header names the database");
+
+    // compare (A and B each named with their database).
+    let store = Store::open_existing(Path::new(&url)).unwrap();
+    let rows = store.list_runs(&RunFilter::default()).unwrap();
+    drop(store);
+    let key = rows.iter().find(|r| r.interface == "psync").unwrap().config_key.clone().unwrap();
+    let other = rows.iter().find(|r| r.interface == "pvsync2").unwrap().config_key.clone().unwrap();
+    let compare = iolab(&["compare", "--db", &url, &key, &other]);
+    compare.assert_ok();
+    assert_run_hidden("compare", &compare);
+    assert!(compare.stdout.contains("postgres:***@"), "{}", compare.describe());
+    let compare_b = iolab(&["compare", "--db", &url, "--db-b", &url, &key]);
+    compare_b.assert_ok();
+    assert_run_hidden("compare --db-b", &compare_b);
+
+    // energy import: a wall meter's log over the sweep (whatever it covers, its lines).
+    let mut log = String::from("timestamp,watts\n");
+    let mut t = started - 1.0;
+    while t < ended + 1.0 {
+        log += &format!("{t:.3},120\n");
+        t += 0.01;
+    }
+    std::fs::write(d.join("wall.csv"), log).unwrap();
+    let import = iolab(&["energy", "import", "wall.csv", "--db", &url]);
+    assert!(import.code == 0 || import.code == 1, "{}", import.describe());
+    assert!(import.stdout.contains("postgres:***@"), "{}", import.describe());
+    assert_run_hidden("energy import", &import);
+
+    // merge from the server into a file: its output, and the file's bytes (records and all).
+    let merge = iolab(&["merge", &url, "--into", "merged.db"]);
+    merge.assert_ok();
+    assert_run_hidden("merge", &merge);
+    assert!(merge.stdout.contains("postgres:***@") && merge.stdout.contains("4 runs added"), "{}", merge.describe());
+    let merged = files_under(d, "merged.db");
+    assert!(!merged.is_empty());
+    for f in merged {
+        assert_hidden(&f.display().to_string(), &std::fs::read(&f).unwrap(), &[]);
+    }
+
+    // Nothing in the server's database either.
+    let dump = pg.dump("iolab_secret").unwrap();
+    assert!(dump.contains("command_line"), "the dump holds the records");
+    assert_hidden("pg_dump of the database", dump.as_bytes(), &[]);
+
+    // No password in the URL: libpq's conventions give it.
+    let ok = |what: &str, r: Run| {
+        r.assert_ok();
+        assert_run_hidden(what, &r);
+        assert!(r.stdout.lines().count() > 1, "{what}: {}", r.describe());
+    };
+    // PGPASSWORD.
+    ok("PGPASSWORD", iolab_env(d, &["results", "--db", &bare], &[("PGPASSWORD", PASSWORD)]));
+    // A password file (0600), matched by host, port, database and user.
+    let pgpass = d.join("pgpass");
+    std::fs::write(&pgpass, format!("# test\nother:*:*:*:nope\n127.0.0.1:{port}:iolab_secret:postgres:{PASSWORD}\n")).unwrap();
+    std::fs::set_permissions(&pgpass, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let passfile = pgpass.display().to_string();
+    ok("PGPASSFILE", iolab_env(d, &["results", "--db", &bare], &[("PGPASSFILE", &passfile)]));
+    // ~/.pgpass, and PGHOST, PGPORT, PGDATABASE and PGUSER where the URL names none.
+    std::fs::copy(&pgpass, d.join(".pgpass")).unwrap();
+    let env = [("PGHOST", "127.0.0.1"), ("PGPORT", port.as_str()), ("PGDATABASE", "iolab_secret"), ("PGUSER", "postgres")];
+    ok("~/.pgpass", iolab_env(d, &["results", "--db", "postgresql://"], &env));
+    std::fs::remove_file(d.join(".pgpass")).unwrap();
+    // One that others may read is not read, and said so in one line.
+    std::fs::set_permissions(&pgpass, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let open = iolab_env(d, &["results", "--db", &bare], &[("PGPASSFILE", &passfile)]);
+    assert_eq!(open.code, 2, "{}", open.describe());
+    assert!(open.stderr.contains("group or world access"), "{}", open.describe());
+    assert_run_hidden("a password file others may read", &open);
+    // A service (?service= or PGSERVICE), from PGSERVICEFILE.
+    let services = d.join("services.conf");
+    std::fs::write(
+        &services,
+        format!("[other]\nhost=nowhere.invalid\n\n[lab]\nhost=127.0.0.1\nport={port}\ndbname=iolab_secret\nuser=postgres\npassword={PASSWORD}\n"),
+    )
+    .unwrap();
+    let service_file = services.display().to_string();
+    ok("?service=", iolab_env(d, &["results", "--db", "postgresql://?service=lab"], &[("PGSERVICEFILE", &service_file)]));
+    ok("PGSERVICE", iolab_env(d, &["results", "--db", "postgresql://"], &[("PGSERVICEFILE", &service_file), ("PGSERVICE", "lab")]));
+    let unknown = iolab_env(d, &["results", "--db", "postgresql://?service=nope"], &[("PGSERVICEFILE", &service_file)]);
+    assert!(unknown.assert_usage_error().contains("service \"nope\" not found"), "{}", unknown.describe());
 }
