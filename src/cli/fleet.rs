@@ -119,6 +119,14 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
     } else {
         return Err(format!("{}: neither a plan file nor a suite (S1 to S5, see `iolab suite list`)", a.work));
     };
+    // The URL goes into the batch script and the fleet's state, files the cluster reads: a
+    // password in it would be stored in the clear, so it is refused (libpq's ways give one).
+    if let Some(url) = a.store.as_deref().filter(|u| crate::secret::redact(u) != *u) {
+        return Err(format!(
+            "--store {}: a password in the URL would be written into the batch script; leave it out and give it the nodes by ~/.pgpass (mode 0600), PGPASSFILE or a service file (docs/store.md)",
+            crate::secret::redact(url)
+        ));
+    }
     if let Some(url) = a.store.as_deref().filter(|u| !crate::store::is_postgres_url(u)) {
         return Err(format!("--store {url}: give a PostgreSQL URL (postgresql://user@host/dbname); without --store the tasks merge into fleet.db in --results"));
     }

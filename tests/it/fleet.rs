@@ -308,6 +308,13 @@ fn placement_options_are_checked_before_anything_is_written() {
         assert!(line.contains("--nodelist"), "{line}");
         assert!(r.stdout.is_empty() && !results.exists(), "{}", r.describe());
     }
+    // A password in --store would be written into the batch script: refused, and not shown.
+    for url in ["postgresql://lab:S3cretPw@db.example/iolab", "postgresql://lab@db.example/iolab?password=S3cretPw"] {
+        let r = submit(&["--store", url, "--print"]);
+        let line = r.assert_usage_error();
+        assert!(line.contains("--store") && !r.stderr.contains("S3cretPw"), "{line}");
+        assert!(r.stdout.is_empty() && !results.exists(), "{}", r.describe());
+    }
     // What sbatch takes passes and stands in the script as given.
     let r = submit(&[
         "--nodes",
