@@ -327,7 +327,7 @@ fn a_password_never_leaves_the_url_and_libpq_s_conventions_give_one() {
     let test = "postgres::a_password_never_leaves_the_url_and_libpq_s_conventions_give_one";
     let pg = match Server::start_with("iolab_secret", "scram-sha-256") {
         Ok(s) => s,
-        Err(why) => return common::skip(test, &why),
+        Err(why) => return common::skip_or_fail(test, &why),
     };
     pg.sql("iolab_secret", &format!("ALTER ROLE postgres PASSWORD '{PASSWORD}'")).unwrap();
     let dir = tempfile::tempdir().unwrap();
