@@ -253,7 +253,13 @@ fn a_plan_split_over_an_array_is_stored_once_and_a_cancelled_task_resumes() {
     std::fs::copy(&merged, &other).unwrap();
     let c = rusqlite::Connection::open(&other).unwrap();
     let renamed = format!("\"hostname\":\"{host}\"");
-    c.execute("UPDATE runs SET hostname = 'node-b', record = replace(record, ?1, '\"hostname\":\"node-b\"')", [&renamed]).unwrap();
+    // Made there, its runs and its sweep have identities of their own.
+    c.execute(
+        "UPDATE runs SET hostname = 'node-b', record = replace(record, ?1, '\"hostname\":\"node-b\"'), run_uid = lower(hex(randomblob(16)))",
+        [&renamed],
+    )
+    .unwrap();
+    c.execute("UPDATE sweeps SET uid = lower(hex(randomblob(16))), split = lower(hex(randomblob(16)))", []).unwrap();
     drop(c);
     let joined = slurm.iolab(d, &["merge", other.to_str().unwrap(), "--into", &store]);
     assert!(joined.stdout.contains("12 runs added, 0 already there; 1 sweeps created"), "{}", joined.describe());
@@ -310,7 +316,7 @@ fn placement_options_are_checked_before_anything_is_written() {
     }
     // A password in --store would be written into the batch script: refused, and not shown.
     for url in ["postgresql://lab:S3cretPw@db.example/iolab", "postgresql://lab@db.example/iolab?password=S3cretPw"] {
-        let r = submit(&["--store", url, "--print"]);
+        let r = submit(&["--nodes", "2", "--store", url, "--print"]);
         let line = r.assert_usage_error();
         assert!(line.contains("--store") && !r.stderr.contains("S3cretPw"), "{line}");
         assert!(r.stdout.is_empty() && !results.exists(), "{}", r.describe());
