@@ -220,8 +220,7 @@ fn latency_panels(ctx: &mut Ctx) {
     let mut sorted = cs.clone();
     sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().qd, c.overlay()));
     for c in &sorted {
-        let device = c.overlay().unwrap_or_else(|| c.first().devices.clone().unwrap_or("no device".into()));
-        t.rows.push(vec![c.first().rw.clone(), c.first().qd.to_string(), device, cell(c, &|r| r.watts())]);
+        t.rows.push(vec![c.first().rw.clone(), c.first().qd.to_string(), device_of(c), cell(c, &|r| r.watts())]);
     }
     t.notes.push(format!("IISWC'19 Fig 7a is the SSD's own power; here the scope is {scope}, whatever source the runs had."));
     ctx.table(t, &runs);
@@ -383,6 +382,12 @@ fn by_module_panels(ctx: &mut Ctx) {
     super::profiled_part(ctx);
 }
 
+/// A table row's device: the overlaid device (and machine) where there are several, else the
+/// run's own devices.
+fn device_of(c: &Config) -> String {
+    c.overlay().unwrap_or_else(|| c.first().devices.clone().unwrap_or("no device".into()))
+}
+
 fn completion_panels(ctx: &mut Ctx) {
     let cs = ctx.configs(|_| true);
     let mut sorted = cs.clone();
@@ -407,7 +412,7 @@ fn completion_panels(ctx: &mut Ctx) {
             c.first().rw.clone(),
             bs_name(c.first().bs),
             c.method(),
-            c.overlay().unwrap_or_else(|| c.first().devices.clone().unwrap_or("no device".into())),
+            device_of(c),
             cell(c, &lat_mean_us),
             cell(c, &|r| us(r.record.results.total.lat_ns.p99_999)),
             cell(c, &|r| r.record.results.cpu.user_ns_per_io),
