@@ -4,7 +4,8 @@
 //! kernel. Unbinding a controller makes every one of its block devices disappear, so a mount,
 //! swap, holder or open file on any of them refuses the run, even a read-only one; writes to the
 //! target namespace follow `--destructive` as for a block device (`safety.rs`).
-use super::safety::{self, names_in, read_trim, Findings};
+use super::safety::{self, Findings};
+use super::sysfs::{names_in, read_trim};
 use crate::settings::pci::is_pci_address;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -76,7 +77,7 @@ fn of_block_device(path: &Path, sys: &Path) -> Result<ControllerTarget, String> 
             "{shown} is not a block device: give an NVMe namespace as /dev/nvmeXnY or PCI-ADDR/NSID (e.g. 0000:00:04.0/1)"
         ));
     }
-    let node = safety::sysfs_node(sys, libc::major(meta.rdev()), libc::minor(meta.rdev()))
+    let node = super::sysfs::sysfs_node(sys, libc::major(meta.rdev()), libc::minor(meta.rdev()))
         .ok_or_else(|| format!("sysfs does not know {shown}'s device number, so its controller cannot be found"))?;
     if node.join("partition").is_file() {
         return Err(format!("{shown} is a partition: give the whole namespace (its disk) or PCI-ADDR/NSID"));

@@ -3,6 +3,7 @@
 pub mod controller;
 pub mod nvme;
 pub mod safety;
+pub mod sysfs;
 pub mod sysinfo;
 
 use crate::failure::Failure;

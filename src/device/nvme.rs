@@ -378,7 +378,7 @@ fn ng_name(name: &str) -> bool {
 /// Is `path` an NVMe generic character device? By its sysfs class (`nvme-generic`) where sysfs
 /// knows the device number, else by its name (ngXnY).
 pub fn is_generic(path: &Path) -> bool {
-    is_generic_in(path, Path::new(super::safety::SYSFS))
+    is_generic_in(path, Path::new(super::sysfs::SYSFS))
 }
 
 /// [`is_generic`] reading sysfs under `sys`.
@@ -467,7 +467,7 @@ pub fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
     if !meta.file_type().is_block_device() {
         return None;
     }
-    let node = super::safety::sysfs_node(Path::new(super::safety::SYSFS), libc::major(meta.rdev()), libc::minor(meta.rdev()))?;
+    let node = super::sysfs::sysfs_node(Path::new(super::sysfs::SYSFS), libc::major(meta.rdev()), libc::minor(meta.rdev()))?;
     let p = Path::new("/dev").join(generic_sibling(&node)?);
     is_generic(&p).then_some(p)
 }
@@ -492,7 +492,7 @@ pub fn generic_target(path: &Path) -> Result<PathBuf, String> {
 
 /// The block device (`/dev/nvmeXnY`) of the namespace behind the generic device at `path`.
 pub fn block_device_of(path: &Path) -> Result<PathBuf, String> {
-    block_device_in(path, Path::new(super::safety::SYSFS), Path::new("/dev"))
+    block_device_in(path, Path::new(super::sysfs::SYSFS), Path::new("/dev"))
 }
 
 /// [`block_device_of`] reading sysfs under `sys` and device nodes under `dev`.

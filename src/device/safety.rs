@@ -19,8 +19,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Where sysfs is mounted.
-pub const SYSFS: &str = "/sys";
+use super::sysfs::{names_in, read_trim, sysfs_node, SYSFS};
 
 /// How much of the device's start is searched for signatures.
 const HEAD_BYTES: usize = 68 * 1024;
@@ -61,22 +60,6 @@ pub struct SysfsFacts {
     /// Devices built on this one (or, for a whole disk, on one of its partitions), as
     /// "holder" or "holder (on partition)".
     pub holders: Vec<String>,
-}
-
-/// The sysfs directory of device `major:minor` under the sysfs root `sys`.
-pub fn sysfs_node(sys: &Path, major: u32, minor: u32) -> Option<PathBuf> {
-    std::fs::canonicalize(sys.join(format!("dev/block/{major}:{minor}"))).ok().filter(|p| p.is_dir())
-}
-
-pub(super) fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
-}
-
-pub(super) fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
 }
 
 /// The partitions of the whole disk whose sysfs directory is `disk`: (name, "major:minor").

@@ -55,6 +55,20 @@ pub fn format_bytes(n: f64) -> String {
     }
 }
 
+/// A duration in nanoseconds as people read it: "850 ns", "12.3 µs", "4.56 ms", "1.20 s" (the
+/// terminal summary, reports and probe's lines).
+pub fn format_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.1} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

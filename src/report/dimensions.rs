@@ -6,9 +6,9 @@
 //! numeric dimensions are held: one figure per held value, so that every figure reads as "this
 //! quantity against this dimension, one line per method". Points are replicate means with the
 //! 95 % CI as error bars, hollow where a replicate is a MAD outlier or polling fell back.
+use super::ctx::Ctx;
 use super::data::{Config, Run};
 use super::panels::{axis, bs_name, energy_gap, iops, lat_mean_us, plot_by, us, PlotBy};
-use super::sections::Ctx;
 use super::svg::Scale;
 use crate::analysis::compare::{Metric, ENERGY_SCOPES};
 use crate::plan::matrix::{KeyValue, DIMENSIONS};

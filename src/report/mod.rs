@@ -4,6 +4,7 @@
 //! with the panels a study part brings (src/studies/), or for any other sweep `dimensions`' figures
 //! against each swept numeric dimension, and `panels` has their building blocks,
 //! `svg`/`tables`/`html` render). Never touches devices and knows no study.
+pub mod ctx;
 pub mod data;
 pub mod dimensions;
 pub mod flame;

@@ -1,7 +1,7 @@
 //! The building blocks of a section's panels: cells with replicate statistics, charts of one
 //! measured quantity against a spec column, and the reasons a panel has no data here.
+use super::ctx::Ctx;
 use super::data::{Config, Run};
-use super::sections::Ctx;
 use super::svg::{self, Axis, Callout, Chart, Point, Scale, Series};
 use crate::analysis::stats::{self, Summary};
 use crate::plan::size::format_bytes;

@@ -5,9 +5,9 @@
 //! split it, interrupt against polled). Drawn for any sweep with profiled runs; where the
 //! machine could not profile, the panel says why. Profiled runs' IOPS are not the ones to compare configurations by (the same job ran
 //! unprofiled first; its numbers are in the record).
+use super::ctx::Ctx;
 use super::panels::runs_of;
 use super::panels::{labels, num};
-use super::sections::Ctx;
 use super::svg::{stacked_bars, StackedBars};
 use super::tables::Table;
 use crate::record::read::{CpuPart, RunCpu};

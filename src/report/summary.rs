@@ -3,20 +3,9 @@
 use crate::meters::profile::{Hardware, ProfileResult};
 use crate::meters::stages::StagesResult;
 use crate::plan::size::format_bytes;
+pub use crate::plan::size::format_ns;
 use crate::record::{DirectionResult, RunRecord};
 use std::fmt::Write;
-
-pub fn format_ns(ns: f64) -> String {
-    if ns < 1e3 {
-        format!("{ns:.0} ns")
-    } else if ns < 1e6 {
-        format!("{:.1} µs", ns / 1e3)
-    } else if ns < 1e9 {
-        format!("{:.2} ms", ns / 1e6)
-    } else {
-        format!("{:.2} s", ns / 1e9)
-    }
-}
 
 pub fn format_count(x: f64) -> String {
     if x >= 1e6 {

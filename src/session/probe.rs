@@ -68,7 +68,7 @@ fn describe(rec: RunRecord) -> (bool, String) {
         return (false, e);
     }
     let r = rec.results.as_ref().expect("a run's record has its results");
-    let lat = r.read.lat_ns.as_ref().map(|l| crate::report::summary::format_ns(l.mean)).unwrap_or_default();
+    let lat = r.read.lat_ns.as_ref().map(|l| crate::plan::size::format_ns(l.mean)).unwrap_or_default();
     let path = &rec.completion_path;
     let how = match &path.reason {
         Some(why) => format!("; completes by {}: {why}", path.expected),

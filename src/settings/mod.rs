@@ -10,6 +10,7 @@ pub mod crash;
 mod journal;
 pub mod pci;
 mod sysfs;
+mod value;
 
 pub use journal::{pid_alive, Holder, Journal, JournalEntry, Owner};
 pub use sysfs::{parse_scheduler, read_raw};
@@ -515,7 +516,7 @@ impl Settings {
                 if let Some(prev) = entries.iter().find(|e| e.path == t.path) {
                     return Err(Refusal::Other(format!("{} is changed twice in one run: give each setting once", prev.label())));
                 }
-                let original = sysfs::read_current(c.setting, &t.path)?;
+                let original = value::read_current(c.setting, &t.path)?;
                 entries.push(JournalEntry {
                     owner: us.clone(),
                     guard: guard_id,
@@ -571,7 +572,7 @@ impl Settings {
             if !write[i] {
                 continue;
             }
-            if let Err(err) = sysfs::write_verified(e.setting, &e.path, &e.new, &e.target) {
+            if let Err(err) = value::write_verified(e.setting, &e.path, &e.new, &e.target) {
                 // Roll back the applied ones and the failed one (it may have half taken); a
                 // shared sysctl to the value its other owner set.
                 let back: Vec<JournalEntry> = entries[..=i]
@@ -910,7 +911,7 @@ fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {
             out[i] = Some(Outcome::Done(format!("{}: {} is gone, nothing to restore (was {})", e.label(), e.target, e.original)));
             continue;
         }
-        out[i] = Some(match sysfs::write_verified(e.setting, &e.path, &e.original, &e.target) {
+        out[i] = Some(match value::write_verified(e.setting, &e.path, &e.original, &e.target) {
             Ok(()) => Outcome::Done(format!("{}: {} -> {} (restored)", e.label(), e.new, e.original)),
             Err(err) => Outcome::Failed(format!("{}: {err}", e.label())),
         });
@@ -920,10 +921,10 @@ fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {
         if !matches!(out[i], Some(Outcome::Done(_))) || !e.path.exists() {
             continue;
         }
-        match sysfs::read_current(e.setting, &e.path) {
-            Ok(got) if sysfs::value_matches(e.setting, &e.original, &got) => {}
+        match value::read_current(e.setting, &e.path) {
+            Ok(got) if value::value_matches(e.setting, &e.original, &got) => {}
             _ => {
-                if let Err(err) = sysfs::write_verified(e.setting, &e.path, &e.original, &e.target) {
+                if let Err(err) = value::write_verified(e.setting, &e.path, &e.original, &e.target) {
                     out[i] = Some(Outcome::Failed(format!("{}: {err}", e.label())));
                 }
             }
