@@ -292,42 +292,98 @@ pub struct Matching {
 /// its points are its first part's up to the issue and its last completed part's from there,
 /// so its device stage runs from the first part issued to the last part completed.
 pub fn match_split_requests(events: &[Event], own_pid: u32) -> Matching {
-    let mut reqs: Vec<Req> = Vec::new();
-    // Per thread: the system call it is in (entry time), the request it is submitting, and
-    // requests completed that wait for its next system-call exit.
-    let mut in_call: HashMap<u32, u64> = HashMap::new();
-    let mut submitting: HashMap<u32, usize> = HashMap::new();
-    let mut to_user: HashMap<u32, Vec<usize>> = HashMap::new();
-    let mut by_uring: HashMap<(u64, u64), usize> = HashMap::new();
-    let mut by_sector: HashMap<(u64, u64), usize> = HashMap::new();
-    let mut by_nvme: HashMap<(u64, u64), usize> = HashMap::new();
-    // io_uring requests not yet at the device level, oldest first: an io-wq worker's bio is the
-    // oldest one's (io_uring punts to io-wq a request the driver cannot take without blocking).
-    let mut punted: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
-    // Per CPU: an NVMe command set up for the request issued next on it, and the last interrupt.
-    let mut setup_on: HashMap<u16, (u64, u64, u64)> = HashMap::new();
-    let mut last_irq: HashMap<u16, u64> = HashMap::new();
-    // The block layer's dev_t is major << 20 | minor; a bio on a partition is remapped to the
-    // whole disk's sectors before it is traced, and its requests carry the disk's dev: the
-    // major and the sector name a request on both (dev_t is the low 32 bits: a split's `a`
-    // holds more above it).
-    let block_key = |e: &Event| ((e.a & 0xffff_ffff) >> 20, e.b);
+    let mut m = Matcher { own_pid, ..Default::default() };
+    for e in events {
+        m.event(e);
+    }
+    m.finish()
+}
+
+/// The state of [`match_split_requests`] as it reads the events in time order: the requests
+/// started so far, where each thread is, and the keys each layer's events find a request by.
+#[derive(Default)]
+struct Matcher {
+    own_pid: u32,
+    reqs: Vec<Req>,
+    /// Per thread: the system call it is in (entry time), the request it is submitting, and
+    /// requests completed that wait for its next system-call exit.
+    in_call: HashMap<u32, u64>,
+    submitting: HashMap<u32, usize>,
+    to_user: HashMap<u32, Vec<usize>>,
+    by_uring: HashMap<(u64, u64), usize>,
+    by_sector: HashMap<(u64, u64), usize>,
+    by_nvme: HashMap<(u64, u64), usize>,
+    /// io_uring requests not yet at the device level, oldest first: an io-wq worker's bio is the
+    /// oldest one's (io_uring punts to io-wq a request the driver cannot take without blocking).
+    punted: std::collections::VecDeque<usize>,
+    /// Per CPU: an NVMe command set up for the request issued next on it, and the last interrupt.
+    setup_on: HashMap<u16, (u64, u64, u64)>,
+    last_irq: HashMap<u16, u64>,
+}
+
+/// The block layer's dev_t is major << 20 | minor; a bio on a partition is remapped to the whole
+/// disk's sectors before it is traced, and its requests carry the disk's dev: the major and the
+/// sector name a request on both (dev_t is the low 32 bits: a split's `a` holds more above it).
+fn block_key(e: &Event) -> (u64, u64) {
+    ((e.a & 0xffff_ffff) >> 20, e.b)
+}
+
+/// A request that has not reached the device level yet.
+fn fresh_request(r: &Req) -> bool {
+    r.at[Point::BioQueue as usize].is_none() && r.at[Point::NvmeSetup as usize].is_none()
+}
+
+/// In interrupt context the handler that raised it is the CPU's last irq entry (a softirq runs
+/// as a handler exits; timer ticks are no irq_handler_entry).
+fn interrupt(r: &mut Req, e: &Event, last_irq: &HashMap<u16, u64>) {
+    let issued = r.at[Point::RqIssue as usize].or(r.at[Point::NvmeSetup as usize]).unwrap_or(0);
+    if e.flags & INTERRUPT_CONTEXT != 0 && r.at[Point::Irq as usize].is_none() {
+        r.at[Point::Irq as usize] = last_irq.get(&e.cpu).copied().filter(|&t| t >= issued);
+    }
+}
+
+impl Matcher {
+    fn event(&mut self, e: &Event) {
+        let ours = e.pid == self.own_pid;
+        match e.kind {
+            Kind::SysEnter if ours => {
+                self.in_call.insert(e.tid, e.time);
+            }
+            Kind::SysExit if ours => self.sys_exit(e),
+            Kind::UringSubmit if ours => self.uring_submit(e),
+            Kind::BioQueue if ours => self.bio_queue(e),
+            Kind::BlockSplit if ours => self.block_split(e),
+            Kind::RqInsert | Kind::RqIssue => self.rq_insert_or_issue(e),
+            Kind::NvmeSetup => self.nvme_setup(e, ours),
+            Kind::NvmeComplete => self.nvme_complete(e),
+            Kind::RqComplete | Kind::BioComplete => self.block_complete(e),
+            Kind::UringComplete => {
+                let Some(i) = self.by_uring.remove(&(e.a, e.b)) else { return };
+                self.reqs[i].at[Point::UringComplete as usize] = Some(e.time);
+                self.complete(i, true);
+            }
+            Kind::IrqEntry => {
+                self.last_irq.insert(e.cpu, e.time);
+            }
+            _ => {}
+        }
+    }
 
     /// The request a thread is submitting that has not reached the device level yet.
-    fn fresh(submitting: &HashMap<u32, usize>, reqs: &[Req], tid: u32) -> Option<usize> {
-        let &i = submitting.get(&tid)?;
-        fresh_request(&reqs[i]).then_some(i)
+    fn fresh(&self, tid: u32) -> Option<usize> {
+        let &i = self.submitting.get(&tid)?;
+        fresh_request(&self.reqs[i]).then_some(i)
     }
-    fn fresh_request(r: &Req) -> bool {
-        r.at[Point::BioQueue as usize].is_none() && r.at[Point::NvmeSetup as usize].is_none()
-    }
-    fn new_request(reqs: &mut Vec<Req>, tid: u32, entered: Option<u64>) -> usize {
+
+    fn new_request(&mut self, tid: u32, entered: Option<u64>) -> usize {
         let mut r = Req { tid, ..Default::default() };
         r.at[Point::Enter as usize] = entered;
-        reqs.push(r);
-        reqs.len() - 1
+        self.reqs.push(r);
+        self.reqs.len() - 1
     }
-    fn complete(r: &mut Req, i: usize, to_user: &mut HashMap<u32, Vec<usize>>, last: bool) {
+
+    fn complete(&mut self, i: usize, last: bool) {
+        let r = &mut self.reqs[i];
         if r.completed {
             return;
         }
@@ -337,196 +393,184 @@ pub fn match_split_requests(events: &[Event], own_pid: u32) -> Matching {
         }
         r.completed = true;
         if r.at[Point::Enter as usize].is_some() {
-            to_user.entry(r.tid).or_default().push(i);
+            self.to_user.entry(r.tid).or_default().push(i);
         } else {
             // Submitted with no system call (SQPOLL): its completion is the last point seen.
             r.done = true;
         }
     }
-    let interrupt = |r: &mut Req, e: &Event, last_irq: &HashMap<u16, u64>| {
-        // In interrupt context the handler that raised it is the CPU's last irq entry (a softirq
-        // runs as a handler exits; timer ticks are no irq_handler_entry).
-        let issued = r.at[Point::RqIssue as usize].or(r.at[Point::NvmeSetup as usize]).unwrap_or(0);
-        if e.flags & INTERRUPT_CONTEXT != 0 && r.at[Point::Irq as usize].is_none() {
-            r.at[Point::Irq as usize] = last_irq.get(&e.cpu).copied().filter(|&t| t >= issued);
-        }
-    };
 
-    for e in events {
-        let ours = e.pid == own_pid;
-        match e.kind {
-            Kind::SysEnter if ours => {
-                in_call.insert(e.tid, e.time);
-            }
-            Kind::SysExit if ours => {
-                let entered = in_call.remove(&e.tid);
-                // A synchronous read or write returns only once its request completed: where the
-                // completion's records are missing (this VM's 6.18 kernel writes no
-                // interrupt-context tracepoint record while the CPU idles: 0 of ~85 000 interrupt
-                // records came from the idle task), the request still ends here, its device,
-                // interrupt and completion one stage.
-                if SYNC_IO_SYSCALLS.contains(&(e.a as i64)) {
-                    if let Some(&i) = submitting.get(&e.tid) {
-                        let r = &mut reqs[i];
-                        if !r.completed && r.at[Point::RqIssue as usize].is_some() && r.at[Point::Enter as usize] == entered {
-                            if r.splits > 0 {
-                                // An earlier part's interrupt and NVMe completion: not this one's end.
-                                r.at[Point::Irq as usize] = None;
-                                r.at[Point::NvmeComplete as usize] = None;
-                            }
-                            r.at[Point::Exit as usize] = Some(e.time);
-                            r.completed = true;
-                            r.done = true;
-                        }
+    fn sys_exit(&mut self, e: &Event) {
+        let entered = self.in_call.remove(&e.tid);
+        // A synchronous read or write returns only once its request completed: where the
+        // completion's records are missing (this VM's 6.18 kernel writes no interrupt-context
+        // tracepoint record while the CPU idles: 0 of ~85 000 interrupt records came from the
+        // idle task), the request still ends here, its device, interrupt and completion one stage.
+        if SYNC_IO_SYSCALLS.contains(&(e.a as i64)) {
+            if let Some(&i) = self.submitting.get(&e.tid) {
+                let r = &mut self.reqs[i];
+                if !r.completed && r.at[Point::RqIssue as usize].is_some() && r.at[Point::Enter as usize] == entered {
+                    if r.splits > 0 {
+                        // An earlier part's interrupt and NVMe completion: not this one's end.
+                        r.at[Point::Irq as usize] = None;
+                        r.at[Point::NvmeComplete as usize] = None;
                     }
-                }
-                for i in to_user.remove(&e.tid).unwrap_or_default() {
-                    reqs[i].at[Point::Exit as usize] = Some(e.time);
-                    reqs[i].done = true;
-                }
-            }
-            Kind::UringSubmit if ours => {
-                let i = new_request(&mut reqs, e.tid, in_call.get(&e.tid).copied());
-                reqs[i].at[Point::UringSubmit as usize] = Some(e.time);
-                by_uring.insert((e.a, e.b), i);
-                punted.push_back(i);
-                submitting.insert(e.tid, i);
-            }
-            Kind::BioQueue if ours => {
-                let i = match fresh(&submitting, &reqs, e.tid) {
-                    Some(i) => i,
-                    // A bio inside a system call of a worker: a new request (sync, libaio).
-                    None if in_call.contains_key(&e.tid) => new_request(&mut reqs, e.tid, in_call.get(&e.tid).copied()),
-                    // Another bio of a request a worker already queued (a split).
-                    None if submitting.contains_key(&e.tid) => continue,
-                    // A bio of one of our threads making no traced system call: an io-wq worker
-                    // running a request io_uring punted (zram's driver cannot take it without
-                    // blocking). Matched in submission order, which io-wq keeps per ring.
-                    None => {
-                        // Its nowait attempt was refused (below): the retry has the same sector.
-                        if let Some(&i) = by_sector.get(&block_key(e)).filter(|&&i| reqs[i].retried) {
-                            reqs[i].at[Point::BioQueue as usize] = Some(e.time);
-                            reqs[i].retried = false;
-                            continue;
-                        }
-                        while let Some(&i) = punted.front() {
-                            if fresh_request(&reqs[i]) && !reqs[i].completed {
-                                break;
-                            }
-                            punted.pop_front();
-                        }
-                        let Some(i) = punted.pop_front() else { continue };
-                        reqs[i].at[Point::BioQueue as usize] = Some(e.time);
-                        by_sector.insert(block_key(e), i);
-                        continue;
-                    }
-                };
-                reqs[i].at[Point::BioQueue as usize] = Some(e.time);
-                by_sector.insert(block_key(e), i);
-                submitting.insert(e.tid, i);
-            }
-            Kind::BlockSplit if ours => {
-                let Some(&i) = by_sector.get(&block_key(e)) else { continue };
-                if reqs[i].completed {
-                    continue;
-                }
-                // Fired as the part is split off, before it is issued: the request counts the rest
-                // as a part before any part can complete.
-                reqs[i].splits += 1;
-                by_sector.insert((block_key(e).0, e.b + (e.a >> 32)), i);
-            }
-            Kind::RqInsert | Kind::RqIssue => {
-                let Some(&i) = by_sector.get(&block_key(e)) else { continue };
-                let p = if e.kind == Kind::RqInsert { Point::RqInsert } else { Point::RqIssue };
-                reqs[i].at[p as usize].get_or_insert(e.time);
-                if let (Kind::RqIssue, Some((ctrl, cid, t))) = (e.kind, setup_on.remove(&e.cpu)) {
-                    reqs[i].at[Point::NvmeSetup as usize].get_or_insert(t);
-                    by_nvme.insert((ctrl, cid), i);
+                    r.at[Point::Exit as usize] = Some(e.time);
+                    r.completed = true;
+                    r.done = true;
                 }
             }
-            Kind::NvmeSetup => {
-                let entered = in_call.get(&e.tid).copied();
-                // A block request's command is set up in the same system call as its bio (or by
-                // another thread): it is the request issued next on this CPU.
-                let block_request = submitting
-                    .get(&e.tid)
-                    .is_some_and(|&i| reqs[i].at[Point::BioQueue as usize].is_some() && reqs[i].at[Point::Enter as usize] == entered);
-                // Passthrough: a command with no bio, of the request this thread is submitting
-                // (io_uring) or of the system call it is in (ioctl).
-                let passthrough = match fresh(&submitting, &reqs, e.tid) {
-                    Some(i) if ours => Some(i),
-                    None if ours && entered.is_some() && !block_request => Some(new_request(&mut reqs, e.tid, entered)),
-                    _ => None,
-                };
-                match passthrough {
-                    Some(i) => {
-                        reqs[i].at[Point::NvmeSetup as usize] = Some(e.time);
-                        by_nvme.insert((e.a, e.b), i);
-                        submitting.insert(e.tid, i);
-                    }
-                    None => {
-                        setup_on.insert(e.cpu, (e.a, e.b, e.time));
-                    }
-                }
-            }
-            Kind::NvmeComplete => {
-                let Some(i) = by_nvme.remove(&(e.a, e.b)) else { continue };
-                let r = &mut reqs[i];
-                interrupt(r, e, &last_irq);
-                r.at[Point::NvmeComplete as usize] = Some(e.time);
-                if r.at[Point::BioQueue as usize].is_none() {
-                    complete(r, i, &mut to_user, false);
-                }
-            }
-            Kind::RqComplete | Kind::BioComplete => {
-                let key = block_key(e);
-                let Some(&i) = by_sector.get(&key) else { continue };
-                let r = &mut reqs[i];
-                if e.kind == Kind::BioComplete && (e.a >> 32) as u32 as i32 == -libc::EAGAIN && !r.completed {
-                    // Refused at once rather than blocked (io_uring's nowait attempt at a bio
-                    // that must be split: 6.18 does not split a REQ_NOWAIT bio): io_uring retries
-                    // it from an io-wq worker, whose bio queued is the request's.
-                    r.retried = true;
-                    continue;
-                }
-                if e.kind == Kind::BioComplete {
-                    by_sector.remove(&key);
-                }
-                if !r.completed && r.parts_done < r.splits {
-                    // A part before the last: the request's interrupt is its last part's.
-                    r.parts_done += 1;
-                    r.at[Point::Irq as usize] = None;
-                    continue;
-                }
-                interrupt(r, e, &last_irq);
-                let p = if e.kind == Kind::RqComplete { Point::RqComplete } else { Point::BioComplete };
-                r.at[p as usize].get_or_insert(e.time);
-                complete(r, i, &mut to_user, false);
-            }
-            Kind::UringComplete => {
-                let Some(i) = by_uring.remove(&(e.a, e.b)) else { continue };
-                reqs[i].at[Point::UringComplete as usize] = Some(e.time);
-                complete(&mut reqs[i], i, &mut to_user, true);
-            }
-            Kind::IrqEntry => {
-                last_irq.insert(e.cpu, e.time);
-            }
-            _ => {}
+        }
+        for i in self.to_user.remove(&e.tid).unwrap_or_default() {
+            self.reqs[i].at[Point::Exit as usize] = Some(e.time);
+            self.reqs[i].done = true;
         }
     }
-    // Matched: started (a system call or an io_uring submission), reached the device level
-    // (a bio or an NVMe command), completed there, and handed back.
-    let device_done = |r: &Req| {
-        let at = |p: Point| r.at[p as usize].is_some();
-        (at(Point::BioQueue) || at(Point::NvmeSetup))
-            && (at(Point::RqComplete) || at(Point::BioComplete) || at(Point::NvmeComplete) || completion_untraced(&r.at))
-    };
-    let started = |r: &Req| r.at[Point::Enter as usize].is_some() || r.at[Point::UringSubmit as usize].is_some();
-    let (good, bad): (Vec<Req>, Vec<Req>) = reqs.into_iter().partition(|r| r.done && started(r) && device_done(r));
-    Matching {
-        split: good.iter().filter(|r| r.splits > 0).count() as u64,
-        requests: good.into_iter().map(|r| r.at).collect(),
-        unmatched: bad.len() as u64,
+
+    fn uring_submit(&mut self, e: &Event) {
+        let i = self.new_request(e.tid, self.in_call.get(&e.tid).copied());
+        self.reqs[i].at[Point::UringSubmit as usize] = Some(e.time);
+        self.by_uring.insert((e.a, e.b), i);
+        self.punted.push_back(i);
+        self.submitting.insert(e.tid, i);
+    }
+
+    fn bio_queue(&mut self, e: &Event) {
+        let i = match self.fresh(e.tid) {
+            Some(i) => i,
+            // A bio inside a system call of a worker: a new request (sync, libaio).
+            None if self.in_call.contains_key(&e.tid) => self.new_request(e.tid, self.in_call.get(&e.tid).copied()),
+            // Another bio of a request a worker already queued (a split).
+            None if self.submitting.contains_key(&e.tid) => return,
+            // A bio of one of our threads making no traced system call: an io-wq worker running
+            // a request io_uring punted (zram's driver cannot take it without blocking). Matched
+            // in submission order, which io-wq keeps per ring.
+            None => return self.punted_bio(e),
+        };
+        self.reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+        self.by_sector.insert(block_key(e), i);
+        self.submitting.insert(e.tid, i);
+    }
+
+    fn punted_bio(&mut self, e: &Event) {
+        // Its nowait attempt was refused (`block_complete`): the retry has the same sector.
+        if let Some(&i) = self.by_sector.get(&block_key(e)).filter(|&&i| self.reqs[i].retried) {
+            self.reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+            self.reqs[i].retried = false;
+            return;
+        }
+        while let Some(&i) = self.punted.front() {
+            if fresh_request(&self.reqs[i]) && !self.reqs[i].completed {
+                break;
+            }
+            self.punted.pop_front();
+        }
+        let Some(i) = self.punted.pop_front() else { return };
+        self.reqs[i].at[Point::BioQueue as usize] = Some(e.time);
+        self.by_sector.insert(block_key(e), i);
+    }
+
+    fn block_split(&mut self, e: &Event) {
+        let Some(&i) = self.by_sector.get(&block_key(e)) else { return };
+        if self.reqs[i].completed {
+            return;
+        }
+        // Fired as the part is split off, before it is issued: the request counts the rest as a
+        // part before any part can complete.
+        self.reqs[i].splits += 1;
+        self.by_sector.insert((block_key(e).0, e.b + (e.a >> 32)), i);
+    }
+
+    fn rq_insert_or_issue(&mut self, e: &Event) {
+        let Some(&i) = self.by_sector.get(&block_key(e)) else { return };
+        let p = if e.kind == Kind::RqInsert { Point::RqInsert } else { Point::RqIssue };
+        self.reqs[i].at[p as usize].get_or_insert(e.time);
+        // An insert also takes the CPU's pending command set-up, and drops it.
+        if let (Kind::RqIssue, Some((ctrl, cid, t))) = (e.kind, self.setup_on.remove(&e.cpu)) {
+            self.reqs[i].at[Point::NvmeSetup as usize].get_or_insert(t);
+            self.by_nvme.insert((ctrl, cid), i);
+        }
+    }
+
+    fn nvme_setup(&mut self, e: &Event, ours: bool) {
+        let entered = self.in_call.get(&e.tid).copied();
+        // A block request's command is set up in the same system call as its bio (or by another
+        // thread): it is the request issued next on this CPU.
+        let block_request = self
+            .submitting
+            .get(&e.tid)
+            .is_some_and(|&i| self.reqs[i].at[Point::BioQueue as usize].is_some() && self.reqs[i].at[Point::Enter as usize] == entered);
+        // Passthrough: a command with no bio, of the request this thread is submitting
+        // (io_uring) or of the system call it is in (ioctl).
+        let passthrough = match self.fresh(e.tid) {
+            Some(i) if ours => Some(i),
+            None if ours && entered.is_some() && !block_request => Some(self.new_request(e.tid, entered)),
+            _ => None,
+        };
+        match passthrough {
+            Some(i) => {
+                self.reqs[i].at[Point::NvmeSetup as usize] = Some(e.time);
+                self.by_nvme.insert((e.a, e.b), i);
+                self.submitting.insert(e.tid, i);
+            }
+            None => {
+                self.setup_on.insert(e.cpu, (e.a, e.b, e.time));
+            }
+        }
+    }
+
+    fn nvme_complete(&mut self, e: &Event) {
+        let Some(i) = self.by_nvme.remove(&(e.a, e.b)) else { return };
+        let r = &mut self.reqs[i];
+        interrupt(r, e, &self.last_irq);
+        r.at[Point::NvmeComplete as usize] = Some(e.time);
+        if r.at[Point::BioQueue as usize].is_none() {
+            self.complete(i, false);
+        }
+    }
+
+    fn block_complete(&mut self, e: &Event) {
+        let key = block_key(e);
+        let Some(&i) = self.by_sector.get(&key) else { return };
+        let r = &mut self.reqs[i];
+        if e.kind == Kind::BioComplete && (e.a >> 32) as u32 as i32 == -libc::EAGAIN && !r.completed {
+            // Refused at once rather than blocked (io_uring's nowait attempt at a bio that must
+            // be split: 6.18 does not split a REQ_NOWAIT bio): io_uring retries it from an io-wq
+            // worker, whose bio queued is the request's.
+            r.retried = true;
+            return;
+        }
+        if e.kind == Kind::BioComplete {
+            self.by_sector.remove(&key);
+        }
+        let r = &mut self.reqs[i];
+        if !r.completed && r.parts_done < r.splits {
+            // A part before the last: the request's interrupt is its last part's.
+            r.parts_done += 1;
+            r.at[Point::Irq as usize] = None;
+            return;
+        }
+        interrupt(r, e, &self.last_irq);
+        let p = if e.kind == Kind::RqComplete { Point::RqComplete } else { Point::BioComplete };
+        r.at[p as usize].get_or_insert(e.time);
+        self.complete(i, false);
+    }
+
+    /// Matched: started (a system call or an io_uring submission), reached the device level (a
+    /// bio or an NVMe command), completed there, and handed back.
+    fn finish(self) -> Matching {
+        let device_done = |r: &Req| {
+            let at = |p: Point| r.at[p as usize].is_some();
+            (at(Point::BioQueue) || at(Point::NvmeSetup))
+                && (at(Point::RqComplete) || at(Point::BioComplete) || at(Point::NvmeComplete) || completion_untraced(&r.at))
+        };
+        let started = |r: &Req| r.at[Point::Enter as usize].is_some() || r.at[Point::UringSubmit as usize].is_some();
+        let (good, bad): (Vec<Req>, Vec<Req>) = self.reqs.into_iter().partition(|r| r.done && started(r) && device_done(r));
+        Matching {
+            split: good.iter().filter(|r| r.splits > 0).count() as u64,
+            requests: good.into_iter().map(|r| r.at).collect(),
+            unmatched: bad.len() as u64,
+        }
     }
 }
 
