@@ -471,6 +471,33 @@ fn reduction_table(ctx: &mut Ctx, sorted: &[&Config]) {
         let flag = if c.any_fell_back() { " (fell back to interrupts: not its method)" } else { "" };
         t.rows.push(vec![r.rw.clone(), bs_name(r.bs), format!("{}{flag}", c.method()), base.method(), num(m.mean), num(b.mean), reduction]);
     }
+    // A method this machine could not run stands in the table with the reason (the user-space
+    // driver without an NVMe controller to take, polling without poll queues), never left out.
+    let mut missing: Vec<(String, String, String)> = Vec::new();
+    for (key, why) in ctx.skipped() {
+        let value = |dim| super::s5::key_value(key, dim);
+        let (Some(method), Some(rw), Some(bs)) = (super::s5::method_of_key(key), value("rw"), value("bs")) else { continue };
+        let vfio = value("interface") == Some(crate::interfaces::vfio_nvme::NAME);
+        if value("complete") == Some("irq") && !vfio {
+            continue;
+        }
+        let bs = bs.parse::<u64>().map(bs_name).unwrap_or_else(|_| bs.to_string());
+        let ran = sorted.iter().any(|c| c.first().rw == rw && bs_name(c.first().bs) == bs && c.method() == method);
+        if ran || missing.iter().any(|(r, b, m)| r == rw && *b == bs && *m == method) {
+            continue;
+        }
+        let against = if vfio { "io_uring irq".to_string() } else { format!("{} irq", value("interface").unwrap_or("?")) };
+        t.rows.push(vec![
+            rw.to_string(),
+            bs.clone(),
+            method.clone(),
+            against,
+            "not run here".into(),
+            "-".into(),
+            format!("not run: {why}"),
+        ]);
+        missing.push((rw.to_string(), bs, method));
+    }
     if t.rows.is_empty() {
         return;
     }
