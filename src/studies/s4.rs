@@ -385,7 +385,13 @@ fn by_module_panels(ctx: &mut Ctx) {
 /// A table row's device: the overlaid device (and machine) where there are several, else the
 /// run's own devices.
 fn device_of(c: &Config) -> String {
-    c.overlay().unwrap_or_else(|| c.first().devices.clone().unwrap_or("no device".into()))
+    let r = c.first();
+    // The user-space driver's record names no block device (it took the controller from the
+    // kernel): its target, the namespace, names it.
+    let targets = || {
+        (!r.targets.is_empty()).then(|| crate::report::data::devices_said(&r.targets.join(&crate::plan::matrix::TARGET_SET.to_string())))
+    };
+    c.overlay().unwrap_or_else(|| r.devices.clone().or_else(targets).unwrap_or("no device".into()))
 }
 
 fn completion_panels(ctx: &mut Ctx) {
@@ -448,9 +454,11 @@ fn completion_panels(ctx: &mut Ctx) {
 /// baseline is io_uring by interrupt). A method whose runs fell back is marked, never counted as
 /// its method.
 fn reduction_table(ctx: &mut Ctx, sorted: &[&Config]) {
+    // The same target, by the plan's path: the user-space driver's runs record no block device
+    // (the kernel's is gone while the driver holds the controller), the kernel's do.
     let same = |a: &Config, b: &Config| {
         let (x, y) = (a.first(), b.first());
-        x.rw == y.rw && x.bs == y.bs && a.overlay() == b.overlay() && x.devices == y.devices
+        x.rw == y.rw && x.bs == y.bs && a.overlay() == b.overlay() && x.targets == y.targets
     };
     let base_interface = |c: &Config| if c.first().interface == "vfio-nvme" { "io_uring".to_string() } else { c.first().interface.clone() };
     let mut t = Table::new(

@@ -649,3 +649,67 @@ fn user_space_rows_on_a_loop_device_say_why_they_did_not_run() {
         }
     }
 }
+
+/// S4.6 as the VM rig ran it (tests/vm/guest/vfio-studies.sh booted with `--append
+/// iolab_studies_capture`): the suite's quick part on the emulated NVMe namespace, the user-space
+/// driver's runs made by iolab's own driver through VFIO, the kernel's through io_uring on the
+/// same namespace. Stored as a sweep of the part's quick plan there and reported, the reduction
+/// table (Figs 17-18) sets each driver row against io_uring by interrupt on that namespace,
+/// although the driver's records name no block device (the kernel's is gone while the driver
+/// holds the controller); the device column names the namespace for both.
+#[test]
+fn s4_6_sets_the_user_space_driver_against_io_uring_on_the_rig_s_namespace() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/s4/user-space-records.json.gz");
+    let json = Command::new("gzip").arg("-dc").arg(&fixture).output().expect("cannot run gzip");
+    assert!(json.status.success(), "gzip -dc {}", fixture.display());
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(records.len(), 12, "io_uring irq and poll, and the driver, x randread, randwrite x 4 KiB, 128 KiB");
+    let targets = vec![records[0]["spec"]["targets"][0].as_str().unwrap().to_string()];
+    let part = iolab::studies::part("S4.6-user-space").unwrap();
+    let given = iolab::studies::Given { targets: &targets, size: Some("8m"), destructive: &targets };
+    let plan = part.plan(true, &given).unwrap().unwrap();
+    let e = iolab::plan::sweep::expand(&plan, &[]).unwrap();
+    let runs: Vec<(i64, u32, String, serde_json::Value)> = e
+        .order
+        .iter()
+        .enumerate()
+        .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).unwrap()))
+        .collect();
+    let dir = work_dir();
+    let db = dir.path().join("iolab.db");
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    let sweep = store.create_sweep(&e.name, &plan, part.name, 1, &runs).unwrap();
+    for p in store.planned_runs(sweep).unwrap() {
+        let mut r = records
+            .iter()
+            .find(|r| r["store"]["config_key"] == p.config_key.as_str() && r["store"]["replicate"] == p.replicate)
+            .unwrap_or_else(|| panic!("no record of {} in the fixture", p.config_key))
+            .clone();
+        r.as_object_mut().unwrap().remove("store");
+        store.record_run(Some(p.id), &r).unwrap();
+    }
+    let out = dir.path().join("report");
+    iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "S4", "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let table = |part: &str| {
+        let csv = files(&out.join("tables"), "csv")
+            .into_iter()
+            .find(|p| p.to_str().unwrap().contains(part))
+            .unwrap_or_else(|| panic!("no table {part}: {:?}", files(&out.join("tables"), "csv")));
+        std::fs::read_to_string(csv).unwrap()
+    };
+    let t = table("s4-6-user-space-mean-latency-saved");
+    for rw in ["randread", "randwrite"] {
+        for bs in ["4 KiB", "128 KiB"] {
+            let row = t
+                .lines()
+                .find(|l| l.starts_with(&format!("{rw},{bs},iolab user-space driver (SPDK class),io_uring irq,")))
+                .unwrap_or_else(|| panic!("no user-space row against io_uring irq for {rw} {bs}: {t}"));
+            assert!(row.ends_with(" %") && !row.contains("not run"), "{row}");
+        }
+    }
+    let t = table("s4-6-user-space-latency-and-cpu-per-i-o");
+    let device = |l: &str| l.split(',').nth(3).map(str::to_string);
+    let rows: Vec<&str> = t.lines().skip(1).collect();
+    assert_eq!(rows.len(), 12, "{t}");
+    assert!(rows.iter().all(|l| device(l).as_deref() == Some("nvme0n1")), "every row on the namespace: {t}");
+}
