@@ -249,8 +249,8 @@ fn vm_nvme_without_poll_queues() {
 /// and S5's fast path on the namespace into one database, the report's Table 2 with the driver's
 /// row as the baseline of "% slower", S4.6's reduction against io_uring by interrupt, S5's
 /// Table III and Figs 4-5 with the user-space row, the controller given back: 44 sweep runs,
-/// 238 s of guest time (and vfio.sh 200 s) on 2026-11-27 with this machine's load at 12 from
-/// parallel builds, about a quarter of that unloaded; hence this boot's 900 s limit.
+/// 144 and 238 s of guest time (vfio.sh: 112 and 200 s) in two boots on 2026-11-27 with this
+/// machine's load at 11-12 from parallel builds (not measured unloaded); hence its 900 s limit.
 #[test]
 fn vm_user_space_driver() {
     boot_within("vfio-iommu", &["--iommu", "--backend", "file", "--poll-queues", "1"], &["vfio.sh", "vfio-studies.sh"], 900);
