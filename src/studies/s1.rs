@@ -202,9 +202,14 @@ fn latency_panels(ctx: &mut Ctx) {
             .iter()
             .find(|(key, _)| key.split(',').any(|kv| kv == format!("interface={}", crate::interfaces::vfio_nvme::NAME)))
             .map(|(_, why)| why.clone());
+        let why = why.as_deref().unwrap_or("no run of iolab's user-space driver is stored in this sweep");
+        // The baseline's row stands in the table, saying why it has no numbers.
+        let mut cells = vec![crate::report::data::USER_SPACE_METHOD.to_string(), "-".into()];
+        cells.extend(columns.iter().map(|_| "not run here".to_string()));
+        cells.extend([format!("not run: {why}"), "-".into(), "-".into(), "-".into()]);
+        t.rows.push(cells);
         t.notes.push(format!(
-            "The paper's baseline, the user-space driver (SPDK there), did not run here, so no row has its % slower: {}.",
-            why.as_deref().unwrap_or("no run of iolab's user-space driver is stored in this sweep")
+            "The paper's baseline, the user-space driver (SPDK there), did not run here, so no row has its % slower: {why}."
         ));
     }
     let runs = ctx.all_runs();

@@ -385,7 +385,13 @@ fn by_module_panels(ctx: &mut Ctx) {
 /// A table row's device: the overlaid device (and machine) where there are several, else the
 /// run's own devices.
 fn device_of(c: &Config) -> String {
-    c.overlay().unwrap_or_else(|| c.first().devices.clone().unwrap_or("no device".into()))
+    let r = c.first();
+    // The user-space driver's record names no block device (it took the controller from the
+    // kernel): its target, the namespace, names it.
+    let targets = || {
+        (!r.targets.is_empty()).then(|| crate::report::data::devices_said(&r.targets.join(&crate::plan::matrix::TARGET_SET.to_string())))
+    };
+    c.overlay().unwrap_or_else(|| r.devices.clone().or_else(targets).unwrap_or("no device".into()))
 }
 
 fn completion_panels(ctx: &mut Ctx) {
@@ -448,9 +454,11 @@ fn completion_panels(ctx: &mut Ctx) {
 /// baseline is io_uring by interrupt). A method whose runs fell back is marked, never counted as
 /// its method.
 fn reduction_table(ctx: &mut Ctx, sorted: &[&Config]) {
+    // The same target, by the plan's path: the user-space driver's runs record no block device
+    // (the kernel's is gone while the driver holds the controller), the kernel's do.
     let same = |a: &Config, b: &Config| {
         let (x, y) = (a.first(), b.first());
-        x.rw == y.rw && x.bs == y.bs && a.overlay() == b.overlay() && x.devices == y.devices
+        x.rw == y.rw && x.bs == y.bs && a.overlay() == b.overlay() && x.targets == y.targets
     };
     let base_interface = |c: &Config| if c.first().interface == "vfio-nvme" { "io_uring".to_string() } else { c.first().interface.clone() };
     let mut t = Table::new(
@@ -470,6 +478,33 @@ fn reduction_table(ctx: &mut Ctx, sorted: &[&Config]) {
         let reduction = if b.mean > 0.0 { format!("{:.1} %", 100.0 * (b.mean - m.mean) / b.mean) } else { "-".into() };
         let flag = if c.any_fell_back() { " (fell back to interrupts: not its method)" } else { "" };
         t.rows.push(vec![r.rw.clone(), bs_name(r.bs), format!("{}{flag}", c.method()), base.method(), num(m.mean), num(b.mean), reduction]);
+    }
+    // A method this machine could not run stands in the table with the reason (the user-space
+    // driver without an NVMe controller to take, polling without poll queues), never left out.
+    let mut missing: Vec<(String, String, String)> = Vec::new();
+    for (key, why) in ctx.skipped() {
+        let value = |dim| super::s5::key_value(key, dim);
+        let (Some(method), Some(rw), Some(bs)) = (super::s5::method_of_key(key), value("rw"), value("bs")) else { continue };
+        let vfio = value("interface") == Some(crate::interfaces::vfio_nvme::NAME);
+        if value("complete") == Some("irq") && !vfio {
+            continue;
+        }
+        let bs = bs.parse::<u64>().map(bs_name).unwrap_or_else(|_| bs.to_string());
+        let ran = sorted.iter().any(|c| c.first().rw == rw && bs_name(c.first().bs) == bs && c.method() == method);
+        if ran || missing.iter().any(|(r, b, m)| r == rw && *b == bs && *m == method) {
+            continue;
+        }
+        let against = if vfio { "io_uring irq".to_string() } else { format!("{} irq", value("interface").unwrap_or("?")) };
+        t.rows.push(vec![
+            rw.to_string(),
+            bs.clone(),
+            method.clone(),
+            against,
+            "not run here".into(),
+            "-".into(),
+            format!("not run: {why}"),
+        ]);
+        missing.push((rw.to_string(), bs, method));
     }
     if t.rows.is_empty() {
         return;

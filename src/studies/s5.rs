@@ -184,12 +184,12 @@ fn path_short(method: &str) -> &'static str {
 }
 
 /// A configuration key's value of `dim` (`interface=libaio,submit=...`).
-fn key_value<'k>(key: &'k str, dim: &str) -> Option<&'k str> {
+pub(super) fn key_value<'k>(key: &'k str, dim: &str) -> Option<&'k str> {
     key.split(',').find_map(|kv| kv.strip_prefix(dim)?.strip_prefix('='))
 }
 
 /// The design point a configuration key names, as `Config::method` says it.
-fn method_of_key(key: &str) -> Option<String> {
+pub(super) fn method_of_key(key: &str) -> Option<String> {
     let (i, s, c) = (key_value(key, "interface")?, key_value(key, "submit").unwrap_or("syscall"), key_value(key, "complete")?);
     if i == crate::interfaces::vfio_nvme::NAME {
         return Some(crate::report::data::USER_SPACE_METHOD.to_string());

@@ -282,7 +282,10 @@ fn report_renders_every_figure_offline_without_errors() {
     let text = std::fs::read_to_string(&s1).unwrap();
     let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
     let col = header.iter().position(|h| *h == "× the fastest").unwrap();
-    let slowdowns: Vec<f64> = text.lines().skip(1).map(|l| l.split(',').nth(col).unwrap().trim_end_matches('×').parse().unwrap()).collect();
+    // The user-space driver's row (the paper's baseline) stands last, saying why it has no numbers.
+    let (user_space, measured): (Vec<&str>, Vec<&str>) = text.lines().skip(1).partition(|l| l.starts_with("iolab user-space driver"));
+    assert!(user_space.len() == 1 && user_space[0].contains("not run: "), "{text}");
+    let slowdowns: Vec<f64> = measured.iter().map(|l| l.split(',').nth(col).unwrap().trim_end_matches('×').parse().unwrap()).collect();
     assert_eq!(slowdowns.len(), 4, "{text}");
     assert!(slowdowns.windows(2).all(|w| w[0] <= w[1]) && slowdowns[0] >= 1.0, "{text}");
     let md = std::fs::read_to_string(s1.with_extension("md")).unwrap();
@@ -583,4 +586,130 @@ fn gc_power_over_time_from_a_meter_log() {
     assert_eq!(std::fs::read_to_string(p99).unwrap().matches("class=\"mark\"").count(), series.len(), "a p99 mark per second");
     let figures = html.matches("<figure class=\"fig\"").count();
     assert_renders("gc_power_over_time_from_a_meter_log", &out, figures, dir.path());
+}
+
+/// Where the user-space driver cannot run (a loop device has no NVMe controller to take), its
+/// rows stand in S1's Table 2 and in S4.6's reduction table (Figs 17-18) with the reason, as in
+/// S5's Table III, instead of vanishing: S1.1 (restricted to io_uring and the driver, a few
+/// hundred I/Os) and S4.6 (the suite's quick part) on a loop device, then the report.
+#[test]
+fn user_space_rows_on_a_loop_device_say_why_they_did_not_run() {
+    const NAME: &str = "user_space_rows_on_a_loop_device_say_why_they_did_not_run";
+    if !crate::common::is_root() || !Path::new("/dev/loop-control").exists() {
+        crate::common::skip(NAME, "needs root and loop devices");
+        return;
+    }
+    let _loops = crate::common::LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = work_dir();
+    let backing = dir.path().join("loop.img");
+    std::fs::write(&backing, vec![0u8; 32 << 20]).unwrap();
+    let out = Command::new("losetup").args(["-f", "--show"]).arg(&backing).output().expect("cannot run losetup");
+    assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr));
+    struct Detach(String);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        }
+    }
+    let dev = Detach(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let db = dir.path().join("iolab.db");
+    let db_s = db.to_str().unwrap();
+    let plan = dir.path().join("s1.toml");
+    std::fs::write(
+        &plan,
+        "name = \"S1.1-latency\"\nreplicates = 2\nios = 300\nsize = \"8m\"\n[matrix]\ninterface = [\"io_uring\", \"vfio-nvme\"]\ncomplete = [\"irq\", \"poll\"]\nrw = [\"randread\", \"randwrite\"]\n",
+    )
+    .unwrap();
+    iolab(&["sweep", plan.to_str().unwrap(), &dev.0, "--destructive", &dev.0, "--db", db_s, "--quiet"]).assert_ok();
+    iolab(&["suite", "run", "S4", "--quick", "--part", "S4.6", &dev.0, "--size", "8m", "--destructive", &dev.0, "--db", db_s, "--quiet"])
+        .assert_ok();
+    let out = dir.path().join("report");
+    iolab(&["report", "--db", db_s, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let table = |part: &str| {
+        let csv = files(&out.join("tables"), "csv")
+            .into_iter()
+            .find(|p| p.to_str().unwrap().contains(part))
+            .unwrap_or_else(|| panic!("no table {part}: {:?}", files(&out.join("tables"), "csv")));
+        std::fs::read_to_string(csv).unwrap()
+    };
+    // S1: the baseline's row, with the driver's own reason in the % slower column.
+    let t = table("hotstorage-23-table-2");
+    let row = t.lines().find(|l| l.starts_with("iolab user-space driver (SPDK class)")).unwrap_or_else(|| panic!("no user-space row: {t}"));
+    assert!(row.contains("not run here") && row.contains("not run: vfio-nvme"), "{row}");
+    assert!(t.lines().any(|l| l.starts_with("io_uring irq,") && l.contains("no user-space row")), "{t}");
+    // S4.6: the driver against io_uring by interrupt, each pattern and block size, with the reason.
+    let t = table("s4-6-user-space-mean-latency-saved");
+    for rw in ["randread", "randwrite"] {
+        for bs in ["4 KiB", "128 KiB"] {
+            let row = t
+                .lines()
+                .find(|l| l.starts_with(&format!("{rw},{bs},iolab user-space driver (SPDK class),io_uring irq,")))
+                .unwrap_or_else(|| panic!("no user-space row for {rw} {bs}: {t}"));
+            assert!(row.contains("not run here") && row.contains("not run: vfio-nvme"), "{row}");
+        }
+    }
+}
+
+/// S4.6 as the VM rig ran it (tests/vm/guest/vfio-studies.sh booted with `--append
+/// iolab_studies_capture`): the suite's quick part on the emulated NVMe namespace, the user-space
+/// driver's runs made by iolab's own driver through VFIO, the kernel's through io_uring on the
+/// same namespace. Stored as a sweep of the part's quick plan there and reported, the reduction
+/// table (Figs 17-18) sets each driver row against io_uring by interrupt on that namespace,
+/// although the driver's records name no block device (the kernel's is gone while the driver
+/// holds the controller); the device column names the namespace for both.
+#[test]
+fn s4_6_sets_the_user_space_driver_against_io_uring_on_the_rig_s_namespace() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/s4/user-space-records.json.gz");
+    let json = Command::new("gzip").arg("-dc").arg(&fixture).output().expect("cannot run gzip");
+    assert!(json.status.success(), "gzip -dc {}", fixture.display());
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(records.len(), 12, "io_uring irq and poll, and the driver, x randread, randwrite x 4 KiB, 128 KiB");
+    let targets = vec![records[0]["spec"]["targets"][0].as_str().unwrap().to_string()];
+    let part = iolab::studies::part("S4.6-user-space").unwrap();
+    let given = iolab::studies::Given { targets: &targets, size: Some("8m"), destructive: &targets };
+    let plan = part.plan(true, &given).unwrap().unwrap();
+    let e = iolab::plan::sweep::expand(&plan, &[]).unwrap();
+    let runs: Vec<(i64, u32, String, serde_json::Value)> = e
+        .order
+        .iter()
+        .enumerate()
+        .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).unwrap()))
+        .collect();
+    let dir = work_dir();
+    let db = dir.path().join("iolab.db");
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    let sweep = store.create_sweep(&e.name, &plan, part.name, 1, &runs).unwrap();
+    for p in store.planned_runs(sweep).unwrap() {
+        let mut r = records
+            .iter()
+            .find(|r| r["store"]["config_key"] == p.config_key.as_str() && r["store"]["replicate"] == p.replicate)
+            .unwrap_or_else(|| panic!("no record of {} in the fixture", p.config_key))
+            .clone();
+        r.as_object_mut().unwrap().remove("store");
+        store.record_run(Some(p.id), &r).unwrap();
+    }
+    let out = dir.path().join("report");
+    iolab(&["report", "--db", db.to_str().unwrap(), "--suite", "S4", "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let table = |part: &str| {
+        let csv = files(&out.join("tables"), "csv")
+            .into_iter()
+            .find(|p| p.to_str().unwrap().contains(part))
+            .unwrap_or_else(|| panic!("no table {part}: {:?}", files(&out.join("tables"), "csv")));
+        std::fs::read_to_string(csv).unwrap()
+    };
+    let t = table("s4-6-user-space-mean-latency-saved");
+    for rw in ["randread", "randwrite"] {
+        for bs in ["4 KiB", "128 KiB"] {
+            let row = t
+                .lines()
+                .find(|l| l.starts_with(&format!("{rw},{bs},iolab user-space driver (SPDK class),io_uring irq,")))
+                .unwrap_or_else(|| panic!("no user-space row against io_uring irq for {rw} {bs}: {t}"));
+            assert!(row.ends_with(" %") && !row.contains("not run"), "{row}");
+        }
+    }
+    let t = table("s4-6-user-space-latency-and-cpu-per-i-o");
+    let device = |l: &str| l.split(',').nth(3).map(str::to_string);
+    let rows: Vec<&str> = t.lines().skip(1).collect();
+    assert_eq!(rows.len(), 12, "{t}");
+    assert!(rows.iter().all(|l| device(l).as_deref() == Some("nvme0n1")), "every row on the namespace: {t}");
 }

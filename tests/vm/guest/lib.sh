@@ -261,3 +261,28 @@ load_null_blk() {
   while [ ! -b /dev/nullb0 ] && [ $_w -lt 50 ]; do sleep 0.1; _w=$((_w + 1)); done
   [ -b /dev/nullb0 ]
 }
+
+# The controller the user-space NVMe driver takes (vfio.sh, vfio-studies.sh): BDF is its PCI
+# address. driver: the PCI driver bound to it now (nvme, vfio-pci or none).
+driver() { basename "$(readlink "/sys/bus/pci/devices/$BDF/driver" 2>/dev/null)" 2>/dev/null; }
+# The namespace's block device now: its name may move when the kernel binds the controller again.
+ctrl() { basename "$(ls -d /sys/bus/pci/devices/$BDF/nvme/nvme* 2>/dev/null | head -1)"; }
+ns_dev() { for n in /sys/bus/pci/devices/$BDF/nvme/nvme*/nvme*n1; do [ -d "$n" ] && echo "/dev/${n##*/}"; done | head -1; }
+wait_ns() {
+  local _i=0 _d
+  while [ $_i -lt 100 ]; do
+    _d=$(ns_dev); [ -n "$_d" ] && [ -b "$_d" ] && { DEV=$_d; return 0; }
+    sleep 0.1; _i=$((_i + 1))
+  done
+  DEV=""; return 1
+}
+# bound_back NAME: the controller is the kernel's again, override cleared, namespace back.
+bound_back() {
+  local _o
+  _o=$(cat "/sys/bus/pci/devices/$BDF/driver_override")
+  if [ "$(driver)" = nvme ] && { [ -z "$_o" ] || [ "$_o" = "(null)" ]; } && wait_ns; then
+    result "$1" PASS "$BDF bound to nvme, driver_override cleared, namespace $DEV back"
+  else
+    result "$1" FAIL "$BDF bound to '$(driver)', driver_override '$_o', namespace '$(ns_dev)'"
+  fi
+}

@@ -35,28 +35,6 @@ fi
 modprobe vfio-pci || { result vfio_modules FAIL "modprobe vfio-pci failed"; exit 0; }
 [ $MODE = type1 ] && modprobe vfio_iommu_type1
 BDF=$(basename "$(readlink -f "/sys/class/nvme/$VM_FILE_CTRL/device")")
-driver() { basename "$(readlink "/sys/bus/pci/devices/$BDF/driver" 2>/dev/null)" 2>/dev/null; }
-# The namespace's block device now: its name may move when the kernel binds the controller again.
-ctrl() { basename "$(ls -d /sys/bus/pci/devices/$BDF/nvme/nvme* 2>/dev/null | head -1)"; }
-ns_dev() { for n in /sys/bus/pci/devices/$BDF/nvme/nvme*/nvme*n1; do [ -d "$n" ] && echo "/dev/${n##*/}"; done | head -1; }
-wait_ns() {
-  local _i=0 _d
-  while [ $_i -lt 100 ]; do
-    _d=$(ns_dev); [ -n "$_d" ] && [ -b "$_d" ] && { DEV=$_d; return 0; }
-    sleep 0.1; _i=$((_i + 1))
-  done
-  DEV=""; return 1
-}
-# bound_back NAME: the controller is the kernel's again, override cleared, namespace back.
-bound_back() {
-  local _o
-  _o=$(cat "/sys/bus/pci/devices/$BDF/driver_override")
-  if [ "$(driver)" = nvme ] && { [ -z "$_o" ] || [ "$_o" = "(null)" ]; } && wait_ns; then
-    result "$1" PASS "$BDF bound to nvme, driver_override cleared, namespace $DEV back"
-  else
-    result "$1" FAIL "$BDF bound to '$(driver)', driver_override '$_o', namespace '$(ns_dev)'"
-  fi
-}
 wait_ns || { result vfio_namespace FAIL "no namespace on $BDF"; exit 0; }
 echo "vfio: controller $BDF ($VM_FILE_CTRL), namespace $DEV, IOMMU group $(basename "$(readlink "/sys/bus/pci/devices/$BDF/iommu_group")")"
 
