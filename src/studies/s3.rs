@@ -41,10 +41,13 @@ pub const TABLE2: &str = "Table 2: load and store instructions per I/O by kernel
 /// Layers that are not the kernel's: Table 2 counts the kernel's parts only.
 const NOT_KERNEL: [&str; 4] = ["idle", "other processes (user)", "iolab", "user libraries"];
 
+/// Per kernel layer: (layer, loads per I/O, stores per I/O).
+type LoadsStores = Vec<(String, f64, f64)>;
+
 /// A run's self loads and stores per I/O by kernel layer, where the PMU counted them.
-fn loads_stores(r: &Run) -> Option<Vec<(String, f64, f64)>> {
+fn loads_stores(r: &Run) -> Option<LoadsStores> {
     let p = r.record.cost.profile.as_ref()?;
-    let rows: Vec<(String, f64, f64)> = p
+    let rows: LoadsStores = p
         .layers
         .iter()
         .filter(|l| !NOT_KERNEL.contains(&l.layer.as_deref().unwrap_or("")))
@@ -72,14 +75,14 @@ fn table2_panels(ctx: &mut Ctx) {
         let title = format!("{TABLE2}{on}");
         let (chosen, not_realised) = realised_methods(&cs);
         // Each method: the mean over its runs that counted, per layer.
-        let mut methods: Vec<(String, Vec<(String, f64, f64)>)> = Vec::new();
+        let mut methods: Vec<(String, LoadsStores)> = Vec::new();
         for (name, c) in &chosen {
-            let per_run: Vec<Vec<(String, f64, f64)>> = c.runs.iter().filter_map(loads_stores).collect();
+            let per_run: Vec<LoadsStores> = c.runs.iter().filter_map(loads_stores).collect();
             if per_run.is_empty() {
                 continue;
             }
             let n = per_run.len() as f64;
-            let mut mean: Vec<(String, f64, f64)> = Vec::new();
+            let mut mean: LoadsStores = Vec::new();
             for (layer, loads, stores) in per_run.iter().flatten() {
                 match mean.iter_mut().find(|m| &m.0 == layer) {
                     Some(m) => (m.1, m.2) = (m.1 + loads / n, m.2 + stores / n),
