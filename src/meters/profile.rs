@@ -467,10 +467,11 @@ fn open_ring(cpu: i32) -> std::io::Result<Ring> {
 /// about the cpu-clock's rate, with no clock rate to guess.
 const HW_SAMPLE_HZ: u64 = 4000;
 
-/// The hardware group on every CPU (`{cycles,instructions}:S`): cycles sample, each sample
-/// reading both counters, so its cycles and instructions since the previous one are charged to
-/// where it landed. Beside the cpu-clock samples, not instead of them: cycles stop while a CPU
-/// halts, so time (and idle) still comes from the timer.
+/// The hardware group on every CPU (`{cycles,instructions,L1-dcache-loads,L1-dcache-stores}:S`,
+/// less the memory events the PMU refuses): cycles sample, each sample reading every counter, so
+/// its counts since the previous one are charged to where it landed. Beside the cpu-clock
+/// samples, not instead of them: cycles stop while a CPU halts, so time (and idle) still comes
+/// from the timer.
 struct HardwareSampler {
     rings: Vec<Ring>,
     /// The members (instructions, loads, stores): open as long as their groups are.
