@@ -348,29 +348,35 @@ pub struct Sample {
 /// Decode the records of a ring buffer's data (already unwrapped): samples and the lost count.
 /// Layout for sample_type IP | TID | CALLCHAIN: header, ip, pid, tid, nr, ips[nr].
 pub fn decode(data: &[u8], out: &mut Vec<Sample>, lost: &mut u64) {
-    walk(data, false, lost, |s, _| out.push(s));
+    walk(data, 0, lost, |s, _| out.push(s));
 }
 
 /// Decode the records of a hardware group's ring (sample_type IP | TID | READ | CALLCHAIN,
 /// read_format GROUP: header, ip, pid, tid, nr, values[nr], nr, ips[nr]): each sample with the
-/// group's counts since the ring's previous sample. `last` holds the counts read so far (the
-/// kernel reports totals since the group was enabled) and carries over between drains; a lost
-/// sample's counts fall to the next one, so the totals stay whole.
-pub fn decode_group(data: &[u8], last: &mut Counts, out: &mut Vec<(Sample, Counts)>, lost: &mut u64) {
-    walk(data, true, lost, |s, total| {
-        let total = total.unwrap_or(*last);
-        out.push((
-            s,
-            Counts { cycles: total.cycles.saturating_sub(last.cycles), instructions: total.instructions.saturating_sub(last.instructions) },
-        ));
+/// group's counts since the ring's previous sample. `layout` names the group's values in the
+/// order the kernel writes them (the leader's first, then the members' in the order they joined:
+/// cycles, instructions, then the memory events the PMU took). `last` holds the counts read so
+/// far (the kernel reports totals since the group was enabled) and carries over between drains; a
+/// lost sample's counts fall to the next one, so the totals stay whole.
+pub fn decode_group(data: &[u8], layout: &[Counter], last: &mut Counts, out: &mut Vec<(Sample, Counts)>, lost: &mut u64) {
+    walk(data, layout.len(), lost, |s, values| {
+        let total = match values {
+            Some(values) if values.len() >= layout.len() => {
+                let mut total = Counts::default();
+                layout.iter().zip(values).for_each(|(&c, v)| total.set(c, v));
+                total
+            }
+            _ => *last,
+        };
+        out.push((s, total.since(last)));
         *last = total;
     });
 }
 
 /// Every sample of drained ring data, in the order the kernel writes a sample's fields (ip, tid,
-/// read, callchain), with the group's totals where `read` (leader's value first, then the members'
-/// in the order they joined: cycles, instructions); lost records counted.
-fn walk(data: &[u8], read: bool, lost: &mut u64, mut sample: impl FnMut(Sample, Option<Counts>)) {
+/// read, callchain), with the group's `values` where the group reads any (its totals: the leader's
+/// value first, then the members' in the order they joined); lost records counted.
+fn walk(data: &[u8], values: usize, lost: &mut u64, mut sample: impl FnMut(Sample, Option<Vec<u64>>)) {
     let u32_at = |d: &[u8], o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap());
     let u64_at = |d: &[u8], o: usize| d.get(o..o + 8).map(|w| u64::from_ne_bytes(w.try_into().unwrap()));
     for (kind, rec) in super::ring::records(data) {
@@ -378,10 +384,10 @@ fn walk(data: &[u8], read: bool, lost: &mut u64, mut sample: impl FnMut(Sample, 
             let (pid, tid) = (u32_at(rec, 16), u32_at(rec, 20));
             let mut at = 24;
             let mut totals = None;
-            if read {
+            if values > 0 {
                 let nr = u64_at(rec, at).unwrap_or(0) as usize;
-                totals = u64_at(rec, at + 8).zip(u64_at(rec, at + 16)).map(|(cycles, instructions)| Counts { cycles, instructions });
-                at += 8 + 8 * nr;
+                totals = (0..nr).map(|i| u64_at(rec, at + 8 + 8 * i)).collect::<Option<Vec<u64>>>();
+                at = (at + 8).saturating_add(nr.saturating_mul(8)).min(rec.len());
             }
             let nr = u64_at(rec, at).unwrap_or(0) as usize;
             let chain = (0..nr).filter_map(|i| u64_at(rec, at + 8 + 8 * i)).filter(|&ip| ip < b::PERF_CONTEXT_MAX).collect::<Vec<_>>();
@@ -393,17 +399,56 @@ fn walk(data: &[u8], read: bool, lost: &mut u64, mut sample: impl FnMut(Sample, 
     }
 }
 
-/// Cycles and instructions: a hardware sample's since the previous sample on its CPU.
+/// What a value of a hardware group counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    Cycles,
+    Instructions,
+    /// Retired load instructions: the generic L1D read accesses (`L1-dcache-loads`; on Intel
+    /// MEM_INST_RETIRED.ALL_LOADS).
+    Loads,
+    /// Retired store instructions: the generic L1D write accesses (`L1-dcache-stores`; on Intel
+    /// MEM_INST_RETIRED.ALL_STORES).
+    Stores,
+}
+
+/// Cycles, instructions, loads and stores: a hardware sample's since the previous sample on its
+/// CPU (a counter the group lacks stays 0).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     pub cycles: u64,
     pub instructions: u64,
+    pub loads: u64,
+    pub stores: u64,
+}
+
+impl Counts {
+    fn set(&mut self, c: Counter, v: u64) {
+        *match c {
+            Counter::Cycles => &mut self.cycles,
+            Counter::Instructions => &mut self.instructions,
+            Counter::Loads => &mut self.loads,
+            Counter::Stores => &mut self.stores,
+        } = v;
+    }
+
+    /// The counts since `earlier` totals.
+    fn since(&self, earlier: &Counts) -> Counts {
+        Counts {
+            cycles: self.cycles.saturating_sub(earlier.cycles),
+            instructions: self.instructions.saturating_sub(earlier.instructions),
+            loads: self.loads.saturating_sub(earlier.loads),
+            stores: self.stores.saturating_sub(earlier.stores),
+        }
+    }
 }
 
 impl std::ops::AddAssign for Counts {
     fn add_assign(&mut self, o: Counts) {
         self.cycles += o.cycles;
         self.instructions += o.instructions;
+        self.loads += o.loads;
+        self.stores += o.stores;
     }
 }
 
@@ -422,14 +467,19 @@ fn open_ring(cpu: i32) -> std::io::Result<Ring> {
 /// about the cpu-clock's rate, with no clock rate to guess.
 const HW_SAMPLE_HZ: u64 = 4000;
 
-/// The hardware group on every CPU (`{cycles,instructions}:S`): cycles sample, each sample
-/// reading both counters, so its cycles and instructions since the previous one are charged to
-/// where it landed. Beside the cpu-clock samples, not instead of them: cycles stop while a CPU
-/// halts, so time (and idle) still comes from the timer.
+/// The hardware group on every CPU (`{cycles,instructions,L1-dcache-loads,L1-dcache-stores}:S`,
+/// less the memory events the PMU refuses): cycles sample, each sample reading every counter, so
+/// its counts since the previous one are charged to where it landed. Beside the cpu-clock
+/// samples, not instead of them: cycles stop while a CPU halts, so time (and idle) still comes
+/// from the timer.
 struct HardwareSampler {
     rings: Vec<Ring>,
-    /// The instructions counters: open as long as their groups are.
-    members: Vec<std::os::fd::OwnedFd>,
+    /// The members (instructions, loads, stores): open as long as their groups are.
+    members: Vec<Vec<std::os::fd::OwnedFd>>,
+    /// What the group's values count, leader first.
+    layout: Vec<Counter>,
+    /// The memory events the PMU refused, and why (None: loads and stores are counted).
+    memory_refused: Option<String>,
     /// Per ring: the counts read so far.
     last: Vec<Counts>,
     samples: Vec<(Sample, Counts)>,
@@ -437,17 +487,42 @@ struct HardwareSampler {
 }
 
 impl HardwareSampler {
-    /// Open the group on every CPU. Err: why not, the first refusal.
+    /// Open the group on every CPU: cycles, instructions, loads and stores, or, where the PMU
+    /// refuses a memory event (it lacks it, or the group does not fit its counters), the group
+    /// without it, the refusal kept. Err: why no group at all, the first refusal.
     fn open(ncpu: usize) -> Result<HardwareSampler, String> {
-        let (rings, members) = (0..ncpu as i32).map(open_hardware_group).collect::<Result<(Vec<_>, Vec<_>), _>>()?;
-        Ok(HardwareSampler { last: vec![Counts::default(); rings.len()], rings, members, samples: Vec::new(), lost: 0 })
+        let mut memory = vec![LOADS, STORES];
+        let mut refused: Vec<String> = Vec::new();
+        loop {
+            let members: Vec<EventId> = [INSTRUCTIONS].into_iter().chain(memory.iter().copied()).collect();
+            match (0..ncpu as i32).map(|cpu| open_hardware_group(cpu, &members)).collect::<Result<(Vec<_>, Vec<_>), _>>() {
+                Ok((rings, fds)) => {
+                    let layout = [CYCLES, INSTRUCTIONS].iter().chain(&memory).map(|e| counter_of(e.0)).collect();
+                    let memory_refused = (!refused.is_empty()).then(|| refused.join("; "));
+                    return Ok(HardwareSampler {
+                        last: vec![Counts::default(); rings.len()],
+                        rings,
+                        members: fds,
+                        layout,
+                        memory_refused,
+                        samples: Vec::new(),
+                        lost: 0,
+                    });
+                }
+                Err((event, why)) if memory.iter().any(|m| m.0 == event) => {
+                    refused.push(why);
+                    memory.retain(|m| m.0 != event);
+                }
+                Err((_, why)) => return Err(why),
+            }
+        }
     }
 
     fn drain(&mut self, data: &mut Vec<u8>) {
         for (r, last) in self.rings.iter().zip(&mut self.last) {
             data.clear();
             r.drain(data);
-            decode_group(data, last, &mut self.samples, &mut self.lost);
+            decode_group(data, &self.layout, last, &mut self.samples, &mut self.lost);
         }
     }
 }
@@ -456,23 +531,41 @@ impl HardwareSampler {
 type EventId = (&'static str, u32, u64);
 const CYCLES: EventId = ("cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64);
 const INSTRUCTIONS: EventId = ("instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_INSTRUCTIONS as u64);
+/// The generic hardware-cache event of L1D accesses by `op`: every load (read) or store (write)
+/// instruction that retired, as perf's `L1-dcache-loads` and `L1-dcache-stores`.
+const fn l1d_access(op: u32) -> u64 {
+    (b::PERF_COUNT_HW_CACHE_L1D | op << 8 | b::PERF_COUNT_HW_CACHE_RESULT_ACCESS << 16) as u64
+}
+const LOADS: EventId = ("L1-dcache-loads", b::PERF_TYPE_HW_CACHE, l1d_access(b::PERF_COUNT_HW_CACHE_OP_READ));
+const STORES: EventId = ("L1-dcache-stores", b::PERF_TYPE_HW_CACHE, l1d_access(b::PERF_COUNT_HW_CACHE_OP_WRITE));
 
-/// One CPU's hardware group (cycles leading, instructions following): its ring and the member.
-fn open_hardware_group(cpu: i32) -> Result<(Ring, std::os::fd::OwnedFd), String> {
-    let (ring, member) = open_sampling_group(-1, cpu, CYCLES, INSTRUCTIONS).map_err(|(event, e)| no_hardware(event, cpu, &e))?;
-    Ok((ring.map_err(|e| format!("mapping the ring of the cycles group on CPU {cpu} failed: {e}"))?, member))
+fn counter_of(event: &str) -> Counter {
+    match event {
+        "cycles" => Counter::Cycles,
+        "instructions" => Counter::Instructions,
+        "L1-dcache-loads" => Counter::Loads,
+        _ => Counter::Stores,
+    }
+}
+
+/// One CPU's hardware group (cycles leading, `members` following): its ring and the members.
+/// Err: the event refused and why.
+#[allow(clippy::type_complexity)]
+fn open_hardware_group(cpu: i32, members: &[EventId]) -> Result<(Ring, Vec<std::os::fd::OwnedFd>), (&'static str, String)> {
+    let (ring, fds) = open_sampling_group(-1, cpu, CYCLES, members).map_err(|(event, e)| (event, no_hardware(event, cpu, &e)))?;
+    Ok((ring.map_err(|e| ("cycles", format!("mapping the ring of the cycles group on CPU {cpu} failed: {e}")))?, fds))
 }
 
 /// A group whose `leader` samples [`HW_SAMPLE_HZ`] times a second (freq mode), each sample with
-/// ip, tid, the group's counts and the call chain, and whose `member` counts along; a CPU's
+/// ip, tid, the group's counts and the call chain, and whose `members` count along; a CPU's
 /// (`pid` -1) or a thread's. Err: the event the kernel refused, and why.
 #[allow(clippy::type_complexity)]
 fn open_sampling_group(
     pid: i32,
     cpu: i32,
     leader: EventId,
-    member: EventId,
-) -> Result<(std::io::Result<Ring>, std::os::fd::OwnedFd), (&'static str, std::io::Error)> {
+    members: &[EventId],
+) -> Result<(std::io::Result<Ring>, Vec<std::os::fd::OwnedFd>), (&'static str, std::io::Error)> {
     // SAFETY: zero is a valid perf_event_attr; the fields the kernel needs are set below.
     let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
     (attr.type_, attr.config) = (leader.1, leader.2);
@@ -481,11 +574,14 @@ fn open_sampling_group(
     attr.sample_type = (b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_READ | b::PERF_SAMPLE_CALLCHAIN) as u64;
     attr.read_format = b::PERF_FORMAT_GROUP as u64;
     let leader_fd = open_in_group(&mut attr, pid, cpu, None).map_err(|e| (leader.0, e))?;
-    // SAFETY: as above.
-    let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
-    (attr.type_, attr.config) = (member.1, member.2);
-    let member_fd = open_in_group(&mut attr, pid, cpu, Some(&leader_fd)).map_err(|e| (member.0, e))?;
-    Ok((Ring::map(leader_fd, RING_PAGES), member_fd))
+    let mut member_fds = Vec::new();
+    for member in members {
+        // SAFETY: as above.
+        let mut attr: b::perf_event_attr = unsafe { std::mem::zeroed() };
+        (attr.type_, attr.config) = (member.1, member.2);
+        member_fds.push(open_in_group(&mut attr, pid, cpu, Some(&leader_fd)).map_err(|e| (member.0, e))?);
+    }
+    Ok((Ring::map(leader_fd, RING_PAGES), member_fds))
 }
 
 /// Why a hardware event cannot be opened, saying so plainly where the machine has no CPU PMU
@@ -582,7 +678,11 @@ impl Profiler {
         let mut p = attribute(&self.samples, self.lost, syms, &maps, own_pid, ios);
         p.flame = Some(super::flame::fold(&self.samples, syms, &maps, own_pid));
         p.hardware = match &self.hardware {
-            Ok(h) => Hardware::Counted(Box::new(attribute_counts(&mut p.layers, &h.samples, h.lost, syms, &maps, own_pid, ios))),
+            Ok(h) => {
+                let mut counted = attribute_counts(&mut p.layers, &h.samples, &h.layout, h.lost, syms, &maps, own_pid, ios);
+                counted.memory_unavailable = h.memory_refused.clone();
+                Hardware::Counted(Box::new(counted))
+            }
             Err(unavailable) => Hardware::Unavailable { unavailable: unavailable.clone() },
         };
         Ok(p)
@@ -728,16 +828,53 @@ pub struct LayerShare {
     pub self_instructions_per_io: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inclusive_instructions_per_io: Option<f64>,
+    /// Load and store instructions per I/O, self and inclusive, where the PMU counts them
+    /// (HotStorage'22 Table 2: loads and stores per kernel part); absent where it does not
+    /// (`hardware.memory_unavailable` says which event was refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_loads_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_loads_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_stores_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inclusive_stores_per_io: Option<f64>,
 }
 
 impl LayerShare {
-    /// Its cycles and instructions per I/O from the counts charged to it, self and inclusive.
-    fn set_counts(&mut self, [own, inclusive]: &[Counts; 2], ios: u64) {
-        let per_io = |n: u64| (ios > 0).then(|| n as f64 / ios as f64);
-        self.self_cycles_per_io = per_io(own.cycles);
-        self.inclusive_cycles_per_io = per_io(inclusive.cycles);
-        self.self_instructions_per_io = per_io(own.instructions);
-        self.inclusive_instructions_per_io = per_io(inclusive.instructions);
+    /// A layer no time sample landed in: no share, no counts yet.
+    fn empty(layer: &str, ios: u64) -> LayerShare {
+        let per_io = (ios > 0).then_some(0.0);
+        LayerShare {
+            layer: layer.to_string(),
+            self_share: 0.0,
+            inclusive_share: 0.0,
+            self_ns_per_io: per_io,
+            inclusive_ns_per_io: per_io,
+            top_functions: Vec::new(),
+            self_cycles_per_io: None,
+            inclusive_cycles_per_io: None,
+            self_instructions_per_io: None,
+            inclusive_instructions_per_io: None,
+            self_loads_per_io: None,
+            inclusive_loads_per_io: None,
+            self_stores_per_io: None,
+            inclusive_stores_per_io: None,
+        }
+    }
+
+    /// Its per-I/O counts from the counts charged to it, self and inclusive, for the counters
+    /// the group had (`counted`).
+    fn set_counts(&mut self, [own, inclusive]: &[Counts; 2], counted: &[Counter], ios: u64) {
+        let per_io = |c: Counter, n: u64| (ios > 0 && counted.contains(&c)).then(|| n as f64 / ios as f64);
+        self.self_cycles_per_io = per_io(Counter::Cycles, own.cycles);
+        self.inclusive_cycles_per_io = per_io(Counter::Cycles, inclusive.cycles);
+        self.self_instructions_per_io = per_io(Counter::Instructions, own.instructions);
+        self.inclusive_instructions_per_io = per_io(Counter::Instructions, inclusive.instructions);
+        self.self_loads_per_io = per_io(Counter::Loads, own.loads);
+        self.inclusive_loads_per_io = per_io(Counter::Loads, inclusive.loads);
+        self.self_stores_per_io = per_io(Counter::Stores, own.stores);
+        self.inclusive_stores_per_io = per_io(Counter::Stores, inclusive.stores);
     }
 }
 
@@ -820,8 +957,9 @@ pub enum Hardware {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct HardwareCounts {
-    /// `{cycles,instructions}:S` in perf's words: cycles sample, each sample reads both.
-    pub event: &'static str,
+    /// `{cycles,instructions,L1-dcache-loads,L1-dcache-stores}:S` in perf's words (the events the
+    /// PMU took): cycles sample, each sample reads them all.
+    pub event: String,
     /// Samples asked per CPU and second (the kernel sets the cycle period to meet it).
     pub sample_hz: u64,
     pub samples: u64,
@@ -831,6 +969,18 @@ pub struct HardwareCounts {
     pub instructions: u64,
     pub cycles_per_io: Option<f64>,
     pub instructions_per_io: Option<f64>,
+    /// Every CPU's retired loads and stores over the window, and per I/O, where the PMU counted
+    /// them; else `memory_unavailable` says which event it refused and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loads: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stores: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loads_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stores_per_io: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_unavailable: Option<String>,
 }
 
 /// An unprofiled run of the same job, beside the profiled one.
@@ -912,6 +1062,10 @@ pub fn attribute(samples: &[Sample], lost: u64, syms: &KernelSymbols, maps: &Use
                 inclusive_cycles_per_io: None,
                 self_instructions_per_io: None,
                 inclusive_instructions_per_io: None,
+                self_loads_per_io: None,
+                inclusive_loads_per_io: None,
+                self_stores_per_io: None,
+                inclusive_stores_per_io: None,
             }
         })
         .collect();
@@ -960,12 +1114,15 @@ pub(super) fn frame(
     }
 }
 
-/// Charge every hardware sample's cycles and instructions to its layers, self (the innermost
-/// frame's) and inclusive (each layer of its chain once), as the time is charged, and fill the
-/// layers' per-I/O counts; a layer only the hardware samples saw joins with no time share.
+/// Charge every hardware sample's counts (cycles, instructions, and loads and stores where the
+/// group had them: `counted`) to its layers, self (the innermost frame's) and inclusive (each
+/// layer of its chain once), as the time is charged, and fill the layers' per-I/O counts; a layer
+/// only the hardware samples saw joins with no time share.
+#[allow(clippy::too_many_arguments)]
 pub fn attribute_counts(
     layers: &mut Vec<LayerShare>,
     samples: &[(Sample, Counts)],
+    counted: &[Counter],
     lost: u64,
     syms: &KernelSymbols,
     maps: &UserMaps,
@@ -993,30 +1150,29 @@ pub fn attribute_counts(
     }
     let per_io = |n: u64| (ios > 0).then(|| n as f64 / ios as f64);
     // Counted: a layer no hardware sample landed in has none, not unknown.
-    layers.iter_mut().for_each(|l| l.set_counts(&[Counts::default(); 2], ios));
+    layers.iter_mut().for_each(|l| l.set_counts(&[Counts::default(); 2], counted, ios));
     for (&layer, counts) in &by_layer {
         let at = match layers.iter().position(|l| l.layer == layer) {
             Some(at) => at,
             None => {
-                layers.push(LayerShare {
-                    layer: layer.to_string(),
-                    self_share: 0.0,
-                    inclusive_share: 0.0,
-                    self_ns_per_io: per_io(0),
-                    inclusive_ns_per_io: per_io(0),
-                    top_functions: Vec::new(),
-                    self_cycles_per_io: None,
-                    inclusive_cycles_per_io: None,
-                    self_instructions_per_io: None,
-                    inclusive_instructions_per_io: None,
-                });
+                layers.push(LayerShare::empty(layer, ios));
                 layers.len() - 1
             }
         };
-        layers[at].set_counts(counts, ios);
+        layers[at].set_counts(counts, counted, ios);
     }
+    let names: Vec<&str> = counted
+        .iter()
+        .map(|c| match c {
+            Counter::Cycles => CYCLES.0,
+            Counter::Instructions => INSTRUCTIONS.0,
+            Counter::Loads => LOADS.0,
+            Counter::Stores => STORES.0,
+        })
+        .collect();
+    let has = |c: Counter, n: u64| counted.contains(&c).then_some(n);
     HardwareCounts {
-        event: "{cycles,instructions}:S",
+        event: format!("{{{}}}:S", names.join(",")),
         sample_hz: HW_SAMPLE_HZ,
         samples: samples.len() as u64,
         lost,
@@ -1024,6 +1180,11 @@ pub fn attribute_counts(
         instructions: total.instructions,
         cycles_per_io: per_io(total.cycles),
         instructions_per_io: per_io(total.instructions),
+        loads: has(Counter::Loads, total.loads),
+        stores: has(Counter::Stores, total.stores),
+        loads_per_io: has(Counter::Loads, total.loads).and_then(per_io),
+        stores_per_io: has(Counter::Stores, total.stores).and_then(per_io),
+        memory_unavailable: None,
     }
 }
 
@@ -1170,7 +1331,7 @@ mod tests {
     /// for IP | TID | READ | CALLCHAIN with read_format GROUP: struct perf_event_header { u32 type;
     /// u16 misc; u16 size; }, u64 ip, u32 pid, u32 tid, { u64 nr; u64 values[nr]; } (the leader's
     /// first), { u64 nr; u64 ips[nr]; }.
-    fn group_sample(ip: u64, pid: u32, tid: u32, totals: [u64; 2], chain: &[u64]) -> Vec<u8> {
+    fn group_sample(ip: u64, pid: u32, tid: u32, totals: &[u64], chain: &[u64]) -> Vec<u8> {
         let size = 8 + 8 + 8 + 8 * (1 + totals.len()) + 8 * (1 + chain.len());
         let mut v = Vec::new();
         v.extend_from_slice(&b::PERF_RECORD_SAMPLE.to_ne_bytes());
@@ -1190,23 +1351,25 @@ mod tests {
     #[test]
     fn group_samples_decode_into_counts_since_the_previous_sample() {
         let marker = b::PERF_CONTEXT_MAX + 1;
-        let mut data = group_sample(0xffffffff81200010, 7, 8, [1_000_000, 400_000], &[marker, 0xffffffff81200010, 0xffffffff81100000]);
+        let layout = [Counter::Cycles, Counter::Instructions];
+        let c = |cycles: u64, instructions: u64| Counts { cycles, instructions, ..Counts::default() };
+        let mut data = group_sample(0xffffffff81200010, 7, 8, &[1_000_000, 400_000], &[marker, 0xffffffff81200010, 0xffffffff81100000]);
         data.extend(record(b::PERF_RECORD_LOST, &[1, 2]));
-        data.extend(group_sample(0x400100, 7, 9, [1_900_000, 1_300_000], &[0x400100]));
+        data.extend(group_sample(0x400100, 7, 9, &[1_900_000, 1_300_000], &[0x400100]));
         let (mut out, mut lost, mut last) = (Vec::new(), 0, Counts::default());
-        decode_group(&data[..data.len() - 1], &mut last, &mut out, &mut lost);
+        decode_group(&data[..data.len() - 1], &layout, &mut last, &mut out, &mut lost);
         assert_eq!(out.len(), 1, "a record cut short is not decoded");
         (out, lost, last) = (Vec::new(), 0, Counts::default());
-        decode_group(&data, &mut last, &mut out, &mut lost);
+        decode_group(&data, &layout, &mut last, &mut out, &mut lost);
         assert_eq!(lost, 2);
         assert_eq!(out[0].0, Sample { pid: 7, tid: 8, chain: vec![0xffffffff81200010, 0xffffffff81100000] });
-        assert_eq!(out[0].1, Counts { cycles: 1_000_000, instructions: 400_000 }, "the first sample: counts since the group was enabled");
+        assert_eq!(out[0].1, c(1_000_000, 400_000), "the first sample: counts since the group was enabled");
         assert_eq!(out[1].0, Sample { pid: 7, tid: 9, chain: vec![0x400100] });
-        assert_eq!(out[1].1, Counts { cycles: 900_000, instructions: 900_000 }, "counts since the previous sample");
+        assert_eq!(out[1].1, c(900_000, 900_000), "counts since the previous sample");
         // The next drain goes on from the totals read so far.
         let mut next = Vec::new();
-        decode_group(&group_sample(0x400100, 7, 9, [2_000_000, 1_350_000], &[]), &mut last, &mut next, &mut lost);
-        assert_eq!(next[0].1, Counts { cycles: 100_000, instructions: 50_000 });
+        decode_group(&group_sample(0x400100, 7, 9, &[2_000_000, 1_350_000], &[]), &layout, &mut last, &mut next, &mut lost);
+        assert_eq!(next[0].1, c(100_000, 50_000));
         assert_eq!(next[0].0.chain, vec![0x400100], "no chain: the sampled ip alone");
     }
 
@@ -1256,7 +1419,7 @@ mod tests {
         // group's (IP | TID | READ | CALLCHAIN, read_format GROUP).
         let cpu_clock = ("cpu-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_CPU_CLOCK as u64);
         let task_clock = ("task-clock", b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64);
-        let (ring, _member) = match open_sampling_group(0, -1, cpu_clock, task_clock) {
+        let (ring, _member) = match open_sampling_group(0, -1, cpu_clock, &[task_clock]) {
             Ok((ring, member)) => (ring.unwrap(), member),
             Err((event, e)) => return eprintln!("skipped: perf_event_open({event}) on this thread: {e}"),
         };
@@ -1275,7 +1438,7 @@ mod tests {
         enable(ring.fd(), false);
         let (mut data, mut out, mut lost, mut last) = (Vec::new(), Vec::new(), 0, Counts::default());
         ring.drain(&mut data);
-        decode_group(&data, &mut last, &mut out, &mut lost);
+        decode_group(&data, &[Counter::Cycles, Counter::Instructions], &mut last, &mut out, &mut lost);
         assert!(out.len() >= 100, "{} samples in 50 ms of CPU at 4 kHz", out.len());
         // SAFETY: plain system calls.
         let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
@@ -1297,7 +1460,7 @@ mod tests {
         let k = KernelSymbols::parse(KALLSYMS).unwrap();
         let maps = UserMaps::parse("00400000-00500000 r-xp 00000000 08:01 1 /usr/bin/iolab\n", Some("/usr/bin/iolab".into()));
         let s = |pid: u32, chain: &[u64]| Sample { pid, tid: pid, chain: chain.to_vec() };
-        let c = |cycles: u64, instructions: u64| Counts { cycles, instructions };
+        let c = |cycles: u64, instructions: u64| Counts { cycles, instructions, ..Counts::default() };
         let time = vec![s(42, &[0xffffffff81200010, 0xffffffff81100010]), s(0, &[0xffffffff81500010])];
         let hw = vec![
             // nvme under the block layer under a system call: all three inclusive, nvme self
@@ -1307,7 +1470,7 @@ mod tests {
         ];
         let mut p = attribute(&time, 0, &k, &maps, 42, 10);
         assert!(p.layers.iter().all(|l| l.self_cycles_per_io.is_none()), "no hardware samples: no counts");
-        let h = attribute_counts(&mut p.layers, &hw, 1, &k, &maps, 42, 10);
+        let h = attribute_counts(&mut p.layers, &hw, &[Counter::Cycles, Counter::Instructions], 1, &k, &maps, 42, 10);
         assert_eq!((h.samples, h.lost, h.cycles, h.instructions), (3, 1, 6000, 5000));
         assert_eq!((h.cycles_per_io, h.instructions_per_io), (Some(600.0), Some(500.0)));
         let get = |n: &str| p.layers.iter().find(|l| l.layer == n).unwrap().clone();
@@ -1326,6 +1489,66 @@ mod tests {
         assert_eq!(get("block layer").self_share, 0.5);
         let sum: f64 = p.layers.iter().filter_map(|l| l.self_cycles_per_io).sum();
         assert_eq!(sum, 600.0, "self cycles add up to every CPU's cycles per I/O");
+        assert!(p.layers.iter().all(|l| l.self_loads_per_io.is_none() && l.self_stores_per_io.is_none()), "no memory events: no loads");
+        assert_eq!((h.loads, h.stores, &h.event[..]), (None, None, "{cycles,instructions}:S"));
+    }
+
+    /// HotStorage'22 Table 2: loads and stores per kernel part. A group of cycles, instructions,
+    /// L1-dcache-loads and L1-dcache-stores, its samples laid out byte for byte as perf_event_open(2)
+    /// writes them (read_format GROUP: nr = 4, the leader's value first), decoded and charged per
+    /// layer exactly as instructions are; and a group whose PMU refused the loads event (values
+    /// shift: cycles, instructions, stores).
+    #[test]
+    fn loads_and_stores_are_decoded_from_the_group_and_charged_per_layer() {
+        use Counter::*;
+        let k = KernelSymbols::parse(KALLSYMS).unwrap();
+        let maps = UserMaps::parse("00400000-00500000 r-xp 00000000 08:01 1 /usr/bin/iolab\n", Some("/usr/bin/iolab".into()));
+        let all = [Cycles, Instructions, Loads, Stores];
+        // nvme under the block layer under a system call; then the block layer alone; then iolab.
+        let nvme = [0xffffffffc0001010, 0xffffffff81200010, 0xffffffff81100010];
+        let mut data = group_sample(nvme[0], 42, 42, &[3000, 1000, 300, 100], &nvme);
+        data.extend(group_sample(0xffffffff81200010, 42, 42, &[5000, 2500, 800, 250], &[0xffffffff81200010, 0xffffffff81100010]));
+        data.extend(group_sample(0x400200, 42, 42, &[6000, 5000, 1800, 650], &[0x400200]));
+        assert_eq!(&data[24..32], &4u64.to_ne_bytes(), "the group's nr: four values");
+        let (mut hw, mut lost, mut last) = (Vec::new(), 0, Counts::default());
+        decode_group(&data, &all, &mut last, &mut hw, &mut lost);
+        let counts: Vec<(u64, u64)> = hw.iter().map(|(_, c)| (c.loads, c.stores)).collect();
+        assert_eq!(counts, vec![(300, 100), (500, 150), (1000, 400)], "loads and stores since the previous sample");
+        assert_eq!((last.loads, last.stores), (1800, 650));
+        let time = vec![Sample { pid: 42, tid: 42, chain: nvme.to_vec() }];
+        let mut p = attribute(&time, 0, &k, &maps, 42, 10);
+        let h = attribute_counts(&mut p.layers, &hw, &all, 0, &k, &maps, 42, 10);
+        assert_eq!(h.event, "{cycles,instructions,L1-dcache-loads,L1-dcache-stores}:S");
+        assert_eq!((h.loads, h.stores, h.loads_per_io, h.stores_per_io), (Some(1800), Some(650), Some(180.0), Some(65.0)));
+        let get = |n: &str| {
+            let l = p.layers.iter().find(|l| l.layer == n).unwrap();
+            (l.self_loads_per_io, l.inclusive_loads_per_io, l.self_stores_per_io, l.inclusive_stores_per_io)
+        };
+        assert_eq!(get("device driver"), (Some(30.0), Some(30.0), Some(10.0), Some(10.0)));
+        assert_eq!(get("block layer"), (Some(50.0), Some(80.0), Some(15.0), Some(25.0)));
+        assert_eq!(get("system call entry and exit"), (Some(0.0), Some(80.0), Some(0.0), Some(25.0)));
+        assert_eq!(get("iolab"), (Some(100.0), Some(100.0), Some(40.0), Some(40.0)), "a layer only the cycles saw");
+        let self_loads: f64 = p.layers.iter().filter_map(|l| l.self_loads_per_io).sum();
+        assert_eq!(self_loads, 180.0, "self loads add up to every CPU's loads per I/O");
+        // In the record: per layer and in the group's totals, by name.
+        let json = serde_json::to_value(&p.layers).unwrap();
+        assert!(json.as_array().unwrap().iter().any(|l| l["self_loads_per_io"] == 30.0 && l["self_stores_per_io"] == 10.0));
+
+        // The PMU refused L1-dcache-loads: the group reads cycles, instructions, stores.
+        let layout = [Cycles, Instructions, Stores];
+        let data = group_sample(nvme[0], 42, 42, &[3000, 1000, 100], &nvme);
+        let (mut hw, mut last) = (Vec::new(), Counts::default());
+        decode_group(&data, &layout, &mut last, &mut hw, &mut lost);
+        assert_eq!(hw[0].1, Counts { cycles: 3000, instructions: 1000, loads: 0, stores: 100 });
+        let mut p = attribute(&time, 0, &k, &maps, 42, 10);
+        let h = attribute_counts(&mut p.layers, &hw, &layout, 0, &k, &maps, 42, 10);
+        assert_eq!((h.loads, h.stores), (None, Some(100)));
+        assert_eq!(get_loads(&p, "device driver"), (None, Some(10.0)), "loads not counted: absent, never 0");
+    }
+
+    fn get_loads(p: &LayerProfile, n: &str) -> (Option<f64>, Option<f64>) {
+        let l = p.layers.iter().find(|l| l.layer == n).unwrap();
+        (l.self_loads_per_io, l.self_stores_per_io)
     }
 
     #[test]

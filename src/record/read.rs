@@ -186,6 +186,8 @@ lenient_structs! {
     /// `meters::profile::Hardware`: the cycles group, or why the CPUs count none.
     pub struct Hardware {
         unavailable: Option<String>,
+        /// Which memory event (loads, stores) the PMU refused and why, where it counted cycles.
+        memory_unavailable: Option<String>,
     }
 
     /// `meters::profile::Unprofiled`: the same job run unprofiled just before.
@@ -224,6 +226,9 @@ lenient_structs! {
         /// Where the CPUs counted them (a PMU).
         self_cycles_per_io: Option<f64>,
         self_instructions_per_io: Option<f64>,
+        /// Retired loads and stores per I/O, where the PMU counted them (HotStorage'22 Table 2).
+        self_loads_per_io: Option<f64>,
+        self_stores_per_io: Option<f64>,
     }
 
     /// `meters::stages::StageProfile`, or why there is none.

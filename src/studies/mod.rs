@@ -320,6 +320,7 @@ mod tests {
             vec![
                 ("S2.5-where-the-time-goes", Profile { layers: true, stages: false }),
                 ("S2.6-request-stages", Profile { layers: false, stages: true }),
+                ("S3-table2-loads-stores", Profile { layers: true, stages: false }),
                 ("S4.8-cpu-by-module", Profile { layers: true, stages: false }),
                 ("S5.1-breakdown", Profile { layers: false, stages: true })
             ]

@@ -17,10 +17,120 @@ use serde::Serialize;
 pub const STUDY: Study = Study { id: "S3", title: "HotStorage'22: when poll is more energy efficient than interrupt", setup: super::NO_SCHEDULER_FULL_SPEED, fills: None, parts: &[
     Part { name: "S3-map", feeds: "Table: 4 KiB latency/IOPS per completion method at 1 and 8 threads; energy-efficiency map of the three completion methods per (bs, threads), margin in bytes per joule; Figs 1a-d (MB/s, CPU, power, CPU against power) and Fig 2a (context switches per second) against threads",
         unsupported: &[
-            ("Table 2 (loads and stores per kernel part)", "needs the PMU's precise memory events (Intel PEBS mem-loads/mem-stores or AMD IBS) attributed to kernel directories; iolab samples cycles and instructions per layer where a PMU exists, and no memory events (docs/profiling.md)"),
             ("an ext4 file as the target", "HotStorage'22 read a file on ext4; the suite reads the device given (or a temporary file when none is): give a file on ext4 as the target to match the paper"),
         ], runs: Some(Runs { matrix: map_matrix, full: (10, "10s", Runtime("120s")), quick: (2, "0.5s", Runtime("1s")), report: Report::Panels(map_panels), profile: None, devices: Devices::Together }) },
+    Part { name: "S3-table2-loads-stores", feeds: "Table 2: load and store instructions per I/O by kernel part (layer of the stack), interrupt against classic and hybrid polling, 4 KiB random reads at one thread, through the PMU's memory events (profiled runs of their own)",
+        unsupported: &[], runs: Some(Runs { matrix: table2_matrix, full: (3, "2s", Runtime("20s")), quick: (1, "0.5s", Runtime("1s")), report: Report::Panels(table2_panels), profile: Some("layers"), devices: Devices::Together }) },
 ]};
+
+fn table2_matrix(_quick: bool) -> String {
+    r#"[matrix]
+interface = ["pvsync2", "io_uring"]
+complete = ["irq", "poll", "hybrid"]
+bs = ["4k"]
+threads = [1]
+qd = [1]
+scheduler = ["none"]
+"#
+    .to_string()
+}
+
+/// Table 2's title: HotStorage'22's loads and stores per kernel part.
+pub const TABLE2: &str = "Table 2: load and store instructions per I/O by kernel part, per completion method";
+
+/// Layers that are not the kernel's: Table 2 counts the kernel's parts only.
+const NOT_KERNEL: [&str; 4] = ["idle", "other processes (user)", "iolab", "user libraries"];
+
+/// Per kernel layer: (layer, loads per I/O, stores per I/O).
+type LoadsStores = Vec<(String, f64, f64)>;
+
+/// A run's self loads and stores per I/O by kernel layer, where the PMU counted them.
+fn loads_stores(r: &Run) -> Option<LoadsStores> {
+    let p = r.record.cost.profile.as_ref()?;
+    let rows: LoadsStores = p
+        .layers
+        .iter()
+        .filter(|l| !NOT_KERNEL.contains(&l.layer.as_deref().unwrap_or("")))
+        .filter_map(|l| Some((l.layer.clone()?, l.self_loads_per_io?, l.self_stores_per_io?)))
+        .collect();
+    (!rows.is_empty()).then_some(rows)
+}
+
+/// Why a profiled run has no loads and stores: no profile, no PMU, or the memory event the PMU refused.
+fn why_no_loads(r: &Run) -> Option<String> {
+    let Some(p) = r.record.cost.profile.as_ref() else { return Some("the run was not profiled (--profile layers)".into()) };
+    if let Some(u) = &p.unavailable {
+        return Some(u.clone());
+    }
+    let h = p.hardware.as_ref()?;
+    h.unavailable.clone().or_else(|| h.memory_unavailable.clone())
+}
+
+/// HotStorage'22 Table 2: per kernel part, the load and store instructions per I/O of each
+/// completion method as realised on this kernel (the map's rule), or why they were not counted.
+fn table2_panels(ctx: &mut Ctx) {
+    let all = ctx.configs(|_| true);
+    for (on, cs) in per_overlay(&all) {
+        let runs = runs_of(&cs);
+        let title = format!("{TABLE2}{on}");
+        let (chosen, not_realised) = realised_methods(&cs);
+        // Each method: the mean over its runs that counted, per layer.
+        let mut methods: Vec<(String, LoadsStores)> = Vec::new();
+        for (name, c) in &chosen {
+            let per_run: Vec<LoadsStores> = c.runs.iter().filter_map(loads_stores).collect();
+            if per_run.is_empty() {
+                continue;
+            }
+            let n = per_run.len() as f64;
+            let mut mean: LoadsStores = Vec::new();
+            for (layer, loads, stores) in per_run.iter().flatten() {
+                match mean.iter_mut().find(|m| &m.0 == layer) {
+                    Some(m) => (m.1, m.2) = (m.1 + loads / n, m.2 + stores / n),
+                    None => mean.push((layer.clone(), loads / n, stores / n)),
+                }
+            }
+            methods.push((name.clone(), mean));
+        }
+        if methods.is_empty() {
+            let why = runs.iter().find_map(|r| why_no_loads(r)).unwrap_or_else(|| "no run counted loads and stores".into());
+            ctx.unavailable(&title, &format!("unavailable: {why}"), &runs);
+            continue;
+        }
+        let mut layers: Vec<(String, f64)> = Vec::new();
+        for (layer, loads, _) in methods.iter().flat_map(|m| &m.1) {
+            match layers.iter_mut().find(|l| &l.0 == layer) {
+                Some(l) => l.1 = l.1.max(*loads),
+                None => layers.push((layer.clone(), *loads)),
+            }
+        }
+        layers.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut columns = vec!["kernel part".to_string()];
+        for (name, _) in &methods {
+            columns.push(format!("{name}: loads per I/O"));
+            columns.push(format!("{name}: stores per I/O"));
+        }
+        let mut t = Table { title: title.clone(), columns, ..Default::default() };
+        let mut total = vec![0.0; 2 * methods.len()];
+        for (layer, _) in &layers {
+            let mut row = vec![layer.clone()];
+            for (i, (_, m)) in methods.iter().enumerate() {
+                let (loads, stores) = m.iter().find(|x| &x.0 == layer).map(|x| (x.1, x.2)).unwrap_or((0.0, 0.0));
+                total[2 * i] += loads;
+                total[2 * i + 1] += stores;
+                row.extend([format!("{loads:.0}"), format!("{stores:.0}")]);
+            }
+            t.rows.push(row);
+        }
+        let mut row = vec!["kernel (all parts)".to_string()];
+        row.extend(total.iter().map(|v| format!("{v:.0}")));
+        t.rows.push(row);
+        t.notes.push("Retired load and store instructions (the PMU's generic L1-dcache-loads and L1-dcache-stores events: MEM_INST_RETIRED.ALL_LOADS/ALL_STORES on Intel) read at each cycles sample on every CPU (--profile layers), each sample's counts since the previous one charged to the kernel part (layer) of its innermost frame; user space, idle and other processes left out. HotStorage'22 split by kernel source directory; iolab's parts are the layers of docs/profiling.md.".into());
+        if !not_realised.is_empty() {
+            t.notes.push(format!("Not realised on this kernel, so not a column: {}.", not_realised.join(", ")));
+        }
+        ctx.table(t, &runs);
+    }
+}
 
 fn map_matrix(q: bool) -> String {
     format!(

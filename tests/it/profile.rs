@@ -51,7 +51,14 @@ fn cycles_and_instructions_where_the_cpus_count_them(p: &Value, stdout: &str) {
     let pmu = ["cpu", "cpu_core", "cpu_atom"].iter().any(|d| std::path::Path::new("/sys/bus/event_source/devices").join(d).exists());
     let (hw, layers) = (&p["hardware"], p["layers"].as_array().unwrap());
     if pmu {
-        assert_eq!(hw["event"], "{cycles,instructions}:S", "{hw}");
+        assert!(hw["event"].as_str().unwrap().starts_with("{cycles,instructions"), "{hw}");
+        // Loads and stores per layer (HotStorage'22 Table 2) where the PMU took the memory events,
+        // else which one it refused.
+        let memory = hw["loads_per_io"].is_f64() || hw["stores_per_io"].is_f64();
+        assert!(memory || hw["memory_unavailable"].as_str().is_some_and(|w| w.contains("L1-dcache")), "{hw}");
+        if hw["loads_per_io"].is_f64() {
+            assert!(layers.iter().all(|l| l["self_loads_per_io"].is_f64()), "{p}");
+        }
         assert!(hw["samples"].as_u64().unwrap() > 0 && hw["instructions_per_io"].as_f64().unwrap() > 0.0, "{hw}");
         let counted = |key: &str| layers.iter().all(|l| l[key].is_f64());
         assert!(counted("self_cycles_per_io") && counted("inclusive_instructions_per_io"), "{p}");
@@ -60,7 +67,14 @@ fn cycles_and_instructions_where_the_cpus_count_them(p: &Value, stdout: &str) {
     } else {
         let why = hw["unavailable"].as_str().unwrap_or_else(|| panic!("no PMU here, yet {hw}"));
         assert!(why.contains("no PMU") && why.contains("perf_event_open(cycles)"), "{why}");
-        for key in ["self_cycles_per_io", "inclusive_cycles_per_io", "self_instructions_per_io", "inclusive_instructions_per_io"] {
+        for key in [
+            "self_cycles_per_io",
+            "inclusive_cycles_per_io",
+            "self_instructions_per_io",
+            "inclusive_instructions_per_io",
+            "self_loads_per_io",
+            "self_stores_per_io",
+        ] {
             assert!(layers.iter().all(|l| l.get(key).is_none()), "{key} without a PMU: {p}");
         }
         assert!(stdout.contains("no cycles or instructions per layer: no PMU"), "{stdout}");
@@ -274,4 +288,163 @@ fn a_user_who_may_not_lower_perf_event_paranoid_is_told_so_in_one_line() {
     );
     assert_eq!(s.sysctl.read(), "2");
     assert!(!s.journal.exists());
+}
+
+/// Per layer, the most iolab's split of the run's CPU and Linux perf's may differ when both
+/// sample every CPU with `cpu-clock` at 4 kHz over the same window, in percentage points of the
+/// run's samples (docs/profiling.md, "Against Linux perf"): over five runs of this test on a
+/// 2-CPU VM other builds share, the layer that differed most differed by 3.6 to 7.9 points (the
+/// device driver's, in four of them), with ~1800 samples a side.
+const PERF_TOLERANCE_POINTS: f64 = 10.0;
+
+/// Issue 28 item 3: iolab's layer split agrees with Debian's `perf record -a -e cpu-clock -c
+/// 250000 -g` of the same command, perf's samples taken as iolab takes the run's (its process,
+/// and interrupt work on an idle CPU), inside the profiled window (perf's clock is the wall
+/// clock, `-k CLOCK_REALTIME`), each frame put in its layer by iolab's map, a lock's sample its
+/// caller's; per layer within [`PERF_TOLERANCE_POINTS`].
+#[test]
+fn the_layer_split_agrees_with_linux_perf_sampling_every_cpu() {
+    const TEST: &str = "the_layer_split_agrees_with_linux_perf_sampling_every_cpu";
+    let _sysctls = common::profiling_sysctls();
+    if !common::is_root() {
+        return common::skip(TEST, "sampling every CPU needs root");
+    }
+    if let Err(e) = common::apt_install(&["linux-perf"]) {
+        return common::skip_or_fail(TEST, &e);
+    }
+    let perf = match perf_binary() {
+        Some(p) => p,
+        None => return common::skip_or_fail(TEST, "linux-perf is installed but no perf binary runs on this kernel"),
+    };
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = common::verify_file(dir.path(), "t", 64 << 20);
+    let (json, data, pid) = (dir.path().join("r.json"), dir.path().join("perf.data"), dir.path().join("pid"));
+    // The shell writes iolab's pid (it execs iolab), so other iolabs on this machine are not ours.
+    let script = format!(
+        "echo $$ > {}; exec {} run --profile layers --runtime 2 {} --json {}",
+        pid.display(),
+        common::BIN,
+        target.display(),
+        json.display()
+    );
+    let out = Command::new(&perf)
+        .args(["record", "-q", "-k", "CLOCK_REALTIME", "-a", "-e", "cpu-clock", "-c", "250000", "-g", "-o"])
+        .arg(&data)
+        .args(["--", "sh", "-c", &script])
+        .env("TMPDIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), common::said(&out));
+    let rec = common::record(&json);
+    let own: u32 = std::fs::read_to_string(&pid).unwrap().trim().parse().unwrap();
+    let start = rec["results"]["window_start_unix_s"].as_f64().or_else(|| find_f64(&rec, "window_start_unix_s")).expect("window start");
+    let end = start + rec["results"]["window_s"].as_f64().unwrap();
+    let script = Command::new(&perf).args(["script", "-i"]).arg(&data).args(["-F", "comm,pid,tid,time,ip,sym,dso"]).output().unwrap();
+    assert!(script.status.success(), "{}", common::said(&script));
+    let perf_split = perf_run_split(&String::from_utf8_lossy(&script.stdout), own, (start, end));
+    let p = &rec["cost"]["profile"];
+    let mut iolab_split: Vec<(String, f64)> = Vec::new();
+    for m in p["run"]["modules"].as_array().unwrap() {
+        let (layer, share) = (m["layer"].as_str().unwrap(), m["share"].as_f64().unwrap());
+        match iolab_split.iter_mut().find(|l| l.0 == layer) {
+            Some(l) => l.1 += share,
+            None => iolab_split.push((layer.to_string(), share)),
+        }
+    }
+    let (perf_samples, perf_split) = perf_split;
+    let iolab_samples = p["run"]["samples"].as_u64().unwrap();
+    assert!(perf_samples > 200 && iolab_samples > 200, "perf {perf_samples}, iolab {iolab_samples} samples of the run");
+    let mut table = format!("layer: iolab % ({iolab_samples} samples) / perf % ({perf_samples} samples)\n");
+    let mut worst = (String::new(), 0.0);
+    let mut layers: Vec<&str> = iolab_split.iter().map(|l| l.0.as_str()).chain(perf_split.iter().map(|l| l.0.as_str())).collect();
+    layers.sort();
+    layers.dedup();
+    for l in layers {
+        let of = |v: &[(String, f64)]| v.iter().find(|x| x.0 == l).map_or(0.0, |x| x.1 * 100.0);
+        let (a, b) = (of(&iolab_split), of(&perf_split));
+        table += &format!("  {l}: {a:.1} / {b:.1}\n");
+        if (a - b).abs() > worst.1 {
+            worst = (l.to_string(), (a - b).abs());
+        }
+    }
+    eprintln!("{table}");
+    assert!(worst.1 <= PERF_TOLERANCE_POINTS, "{} differs by {:.1} points:\n{table}", worst.0, worst.1);
+    let driver = |v: &[(String, f64)]| v.iter().find(|x| x.0 == "device driver").map_or(0.0, |x| x.1);
+    assert!(driver(&iolab_split) > 0.0 && driver(&perf_split) > 0.0, "the driver's layer in both:\n{table}");
+}
+
+/// A number anywhere in `v` under `key`.
+fn find_f64(v: &Value, key: &str) -> Option<f64> {
+    match v {
+        Value::Object(m) => m.get(key).and_then(Value::as_f64).or_else(|| m.values().find_map(|x| find_f64(x, key))),
+        Value::Array(a) => a.iter().find_map(|x| find_f64(x, key)),
+        _ => None,
+    }
+}
+
+/// Debian's `perf` wrapper looks for `perf_<kernel version>`; on a newer kernel than the package's
+/// the versioned binary itself is run.
+fn perf_binary() -> Option<PathBuf> {
+    let works = |p: &Path| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success());
+    let mut candidates = vec![PathBuf::from("/usr/bin/perf")];
+    if let Ok(dir) = std::fs::read_dir("/usr/bin") {
+        let mut versioned: Vec<PathBuf> =
+            dir.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("perf_"))).collect();
+        versioned.sort();
+        candidates.extend(versioned.into_iter().rev());
+    }
+    candidates.into_iter().find(|p| works(p))
+}
+
+/// `perf script` output (comm pid/tid time: then one `ip symbol (dso)` line per frame, innermost
+/// first) as iolab splits the run's CPU: samples of process `own` and the idle task's samples
+/// whose layer is not idle, inside `window`; each in the layer of its innermost frame that is not
+/// a lock. Returns (samples, shares by layer).
+fn perf_run_split(text: &str, own: u32, window: (f64, f64)) -> (u64, Vec<(String, f64)>) {
+    use iolab::meters::profile::{kernel_layer, LOCKS};
+    let mut counts: Vec<(String, u64)> = Vec::new();
+    let mut total = 0u64;
+    for block in text.split("\n\n") {
+        let mut lines = block.lines().filter(|l| !l.trim().is_empty());
+        let Some(head) = lines.next() else { continue };
+        let mut words = head.split_whitespace().rev();
+        let time: Option<f64> = words.next().and_then(|t| t.trim_end_matches(':').parse().ok());
+        let pid: Option<u32> = words.next().and_then(|p| p.split('/').next()?.parse().ok());
+        let (Some(time), Some(pid)) = (time, pid) else { continue };
+        if time < window.0 || time > window.1 || (pid != own && pid != 0) {
+            continue;
+        }
+        let frames: Vec<(u64, &str, &str)> = lines
+            .filter_map(|l| {
+                let l = l.trim();
+                let (ip, rest) = l.split_once(' ')?;
+                let (sym, dso) = rest.rsplit_once(" (")?;
+                Some((u64::from_str_radix(ip, 16).ok()?, sym.trim(), dso.trim_end_matches(')')))
+            })
+            .collect();
+        let Some(&(ip, sym, dso)) = frames.iter().find(|f| !LOCKS.iter().any(|l| f.1.starts_with(l))).or(frames.first()) else {
+            continue;
+        };
+        let layer = if ip >= 0xffff_8000_0000_0000 {
+            let module = dso.strip_prefix('[').and_then(|m| m.strip_suffix(']')).filter(|m| *m != "kernel.kallsyms");
+            if sym == "[unknown]" {
+                "rest of kernel"
+            } else {
+                kernel_layer(sym, module)
+            }
+        } else if dso.rsplit('/').next() == Some("iolab") {
+            "iolab"
+        } else {
+            "user libraries"
+        };
+        if pid == 0 && layer == "idle" {
+            continue;
+        }
+        total += 1;
+        match counts.iter_mut().find(|c| c.0 == layer) {
+            Some(c) => c.1 += 1,
+            None => counts.push((layer.to_string(), 1)),
+        }
+    }
+    (total, counts.into_iter().map(|(l, n)| (l, n as f64 / total.max(1) as f64)).collect())
 }

@@ -281,7 +281,85 @@ fn every_study_quick_report_draws_its_parts_legibly() {
             assert!(html.contains("each layer&#39;s share in %") || html.contains("each layer's share in %"), "no layer shares table");
             assert!(html.contains("S2.6-request-stages"), "the stages are a part of their own");
         }
+        if study.id == "S3" {
+            // Table 2 where no PMU counted loads and stores: the panel says so, with the reason.
+            let t2 = s3_table2_svg(&out).expect("S3 draws Table 2's panel");
+            assert!(t2.contains("unavailable: no PMU"), "Table 2 without the no-PMU reason: {t2}");
+        }
     }
+}
+
+/// S3's Table 2 panel (its SVG), where the report drew it unavailable.
+fn s3_table2_svg(out: &Path) -> Option<String> {
+    crate::report::files(&out.join("figures"), "svg")
+        .into_iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .find(|svg| svg.contains(iolab::studies::s3::TABLE2))
+}
+
+/// HotStorage'22 Table 2 from a database whose profiled S3 runs counted loads and stores (a PMU's
+/// `L1-dcache-loads`/`L1-dcache-stores` per layer, as `meters::profile` records them): a row per
+/// kernel part, loads and stores per I/O for each completion method, user space left out.
+#[test]
+fn s3_table_2_is_drawn_from_stored_loads_and_stores() {
+    let study = iolab::studies::find("S3").unwrap();
+    let dir = tempfile::Builder::new().prefix("iolab-report-s3-t2-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = crate::store::real_record();
+    let db = dir.path().join("fixture.db");
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    let targets = ["/dev/fixture0".to_string()];
+    let part = study.parts.iter().find(|p| p.runs.as_ref().is_some_and(|r| r.profile == Some("layers"))).expect("S3 has a profiled part");
+    let plan = part.plan(true, &Given { targets: &targets, ..Given::default() }).unwrap().unwrap();
+    let e = iolab::plan::sweep::expand(&plan, &[]).unwrap();
+    let runs: Vec<(i64, u32, String, Value)> = e
+        .order
+        .iter()
+        .enumerate()
+        .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).unwrap()))
+        .collect();
+    let sweep = store.create_sweep(&e.name, &plan, part.name, 1, &runs).unwrap();
+    for p in store.planned_runs(sweep).unwrap() {
+        let mut rec = record(&base, &p.spec, &p.config_key, p.replicate, (true, false));
+        // Polling executes more loads in the block layer than interrupts do, as the paper found.
+        let polled = p.spec["complete"].as_str() != Some("irq");
+        for l in rec["cost"]["profile"]["layers"].as_array_mut().unwrap() {
+            let (loads, stores) = match l["layer"].as_str().unwrap() {
+                "block layer" if polled => (900.0, 300.0),
+                "block layer" => (400.0, 150.0),
+                "iolab" => (5000.0, 2000.0),
+                _ => (100.0, 40.0),
+            };
+            l["self_loads_per_io"] = json!(loads);
+            l["self_stores_per_io"] = json!(stores);
+        }
+        rec["cost"]["profile"]["hardware"] =
+            json!({"event": "{cycles,instructions,L1-dcache-loads,L1-dcache-stores}:S", "samples": 400, "loads": 1, "stores": 1});
+        store.record_run(Some(p.id), &rec).unwrap();
+    }
+    drop(store);
+    let out = dir.path().join("report");
+    let run = iolab(&["report", "-q", "--db", db.to_str().unwrap(), "--suite", "S3", "--out", out.to_str().unwrap()]);
+    run.assert_ok();
+    assert!(s3_table2_svg(&out).is_none(), "Table 2 drawn as unavailable where loads and stores were counted");
+    let md = crate::report::files(&out.join("tables"), "md")
+        .into_iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .find(|t| t.contains(iolab::studies::s3::TABLE2))
+        .expect("no Table 2 in the S3 report");
+    let row = |part: &str| {
+        md.lines().find(|l| l.starts_with(&format!("| {part} |"))).unwrap_or_else(|| panic!("no row {part}:\n{md}")).to_string()
+    };
+    let header = md.lines().find(|l| l.starts_with("| kernel part |")).unwrap_or_else(|| panic!("{md}"));
+    for method in ["interrupt (pvsync2)", "classic polling", "hybrid polling"] {
+        assert!(header.contains(method) && header.contains("loads per I/O"), "{method}: {header}");
+    }
+    assert!(header.contains("interrupt (pvsync2): loads per I/O | interrupt (pvsync2): stores per I/O"), "{header}");
+    assert!(row("block layer").starts_with("| block layer | 400 | 150 | 900 | 300 |"), "{}", row("block layer"));
+    assert!(md.lines().any(|l| l.starts_with("| kernel (all parts) |")), "{md}");
+    assert!(
+        !md.contains("| iolab |") && !md.contains("| idle |") && !md.contains("| user libraries |"),
+        "user space is no kernel part:\n{md}"
+    );
 }
 
 /// A study dry run says each reason rules dropped combinations for once, with a count and an
