@@ -82,13 +82,154 @@ mod layering {
         graph
     }
 
+    /// The order docs/architecture.md gives, from the bottom: its line "Order, from the bottom:".
+    fn documented_order() -> Vec<String> {
+        let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md")).unwrap();
+        let line = doc.lines().find(|l| l.starts_with("Order, from the bottom:")).expect("docs/architecture.md gives the order");
+        line.split('`').skip(1).step_by(2).map(str::to_string).collect()
+    }
+
     #[test]
-    fn imports_point_downwards_with_no_cycle() {
+    fn imports_follow_the_documented_order() {
         let graph = imports();
-        // Peel off modules that import nothing left; what remains is in or above a cycle.
-        let mut left: BTreeSet<&String> = graph.keys().collect();
+        let order = documented_order();
+        let modules: BTreeSet<&String> = graph.keys().collect();
+        let listed: BTreeSet<&String> = order.iter().collect();
+        assert_eq!(modules, listed, "docs/architecture.md's order lists exactly the top-level modules");
+        let rank = |m: &str| order.iter().position(|o| o == m).unwrap();
+        let mut wrong = Vec::new();
+        for (m, deps) in &graph {
+            for (d, f) in deps {
+                if rank(d) >= rank(m) {
+                    wrong.push(format!("{m} imports {d} ({}), which the order puts above it", f.display()));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "imports against docs/architecture.md's order:\n{}", wrong.join("\n"));
+    }
+
+    /// Every source file as its module path (`src/report/ctx.rs` is ["report", "ctx"], a
+    /// `mod.rs` is its folder's module), with its text up to its unit tests.
+    fn files() -> BTreeMap<Vec<String>, (PathBuf, String)> {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut paths = Vec::new();
+        rust_files(&src, &mut paths);
+        let mut out = BTreeMap::new();
+        for p in paths {
+            let rel = p.strip_prefix(&src).unwrap().with_extension("");
+            let mut module: Vec<String> = rel.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+            if module.last().is_some_and(|l| l == "mod") || module == ["lib"] || module == ["main"] {
+                module.pop();
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            let text = match text.find("#[cfg(test)]\nmod ") {
+                Some(i) => text[..i].to_string(),
+                None => text,
+            };
+            // Comments name modules without importing them.
+            let text: String = text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+            out.insert(module, (p, text));
+        }
+        out
+    }
+
+    /// The files a file's `crate::`, `super::` and `self::` paths name: for each path, the
+    /// deepest module of it that is a file. A module's ancestors are left out (its folder's
+    /// `mod.rs` is its interface) and so is the crate root.
+    fn file_imports() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+        let files = files();
+        let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
+        let mut graph = BTreeMap::new();
+        for (module, (_, text)) in &files {
+            let mut named = BTreeSet::new();
+            for head in ["crate::", "super::", "self::"] {
+                for (i, _) in text.match_indices(head) {
+                    if text[..i].chars().next_back().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                        continue;
+                    }
+                    let mut base: Vec<String> = match head {
+                        "crate::" => Vec::new(),
+                        "self::" => module.clone(),
+                        _ => module[..module.len().saturating_sub(1)].to_vec(),
+                    };
+                    let mut rest = &text[i + head.len()..];
+                    while let Some(r) = rest.strip_prefix("super::") {
+                        base.pop();
+                        rest = r;
+                    }
+                    // `a::b::{c, d::e}`: the path up to the brace, then each item of the group.
+                    let mut prefix = base.clone();
+                    loop {
+                        let name = ident(rest);
+                        if name.is_empty() {
+                            break;
+                        }
+                        rest = &rest[name.len()..];
+                        prefix.push(name);
+                        match rest.strip_prefix("::") {
+                            Some(r) => rest = r,
+                            None => break,
+                        }
+                    }
+                    let mut paths = vec![prefix.clone()];
+                    if let Some(group) = rest.strip_prefix('{') {
+                        let mut depth = 1;
+                        let end = group
+                            .char_indices()
+                            .find(|&(_, c)| {
+                                depth += match c {
+                                    '{' => 1,
+                                    '}' => -1,
+                                    _ => 0,
+                                };
+                                depth == 0
+                            })
+                            .map_or(group.len(), |(j, _)| j);
+                        let mut depth = 0;
+                        let mut item = String::new();
+                        let mut items = Vec::new();
+                        for c in group[..end].chars() {
+                            match c {
+                                '{' => depth += 1,
+                                '}' => depth -= 1,
+                                ',' if depth == 0 => {
+                                    items.push(std::mem::take(&mut item));
+                                    continue;
+                                }
+                                _ => {}
+                            }
+                            item.push(c);
+                        }
+                        items.push(item);
+                        paths = items
+                            .iter()
+                            .map(|it| {
+                                let mut p = prefix.clone();
+                                p.extend(it.trim().split("::").map(ident).take_while(|s| !s.is_empty()));
+                                p
+                            })
+                            .collect();
+                    }
+                    for p in paths {
+                        let Some(k) = (1..=p.len()).rev().find(|&k| files.contains_key(&p[..k])) else { continue };
+                        let target = p[..k].to_vec();
+                        if target != *module && !module.starts_with(&target) {
+                            named.insert(target);
+                        }
+                    }
+                }
+            }
+            graph.insert(module.clone(), named);
+        }
+        graph
+    }
+
+    #[test]
+    fn no_file_imports_another_in_a_circle() {
+        let graph = file_imports();
+        let mut left: BTreeSet<&Vec<String>> = graph.keys().collect();
         loop {
-            let leaves: Vec<&String> = left.iter().copied().filter(|m| graph[*m].keys().all(|d| !left.contains(d))).collect();
+            let leaves: Vec<&Vec<String>> = left.iter().copied().filter(|m| graph[*m].iter().all(|d| !left.contains(d))).collect();
             if leaves.is_empty() {
                 break;
             }
@@ -96,11 +237,21 @@ mod layering {
                 left.remove(l);
             }
         }
+        // And those no file left imports: what remains is the circles (and any path between them).
+        loop {
+            let roots: Vec<&Vec<String>> = left.iter().copied().filter(|m| !left.iter().any(|o| graph[*o].contains(*m))).collect();
+            if roots.is_empty() {
+                break;
+            }
+            for r in roots {
+                left.remove(r);
+            }
+        }
         let edges: Vec<String> = left
             .iter()
-            .flat_map(|m| graph[*m].iter().filter(|(d, _)| left.contains(d)).map(move |(d, f)| format!("{m} -> {d} ({})", f.display())))
+            .flat_map(|m| graph[*m].iter().filter(|d| left.contains(d)).map(move |d| format!("{} -> {}", m.join("/"), d.join("/"))))
             .collect();
-        assert!(left.is_empty(), "imports form a cycle among {left:?}:\n{}", edges.join("\n"));
+        assert!(left.is_empty(), "files import each other in a circle:\n{}", edges.join("\n"));
     }
 
     #[test]

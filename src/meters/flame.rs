@@ -2,7 +2,9 @@
 //! `perf script | stackcollapse` would give, with each frame's layer of the stack kept so the
 //! report can colour it. The samples are the run's own, as in [`super::profile::RunCpu`]:
 //! iolab's threads, and interrupt work that landed on an idle CPU.
-use super::profile::{frame, is_the_runs, self_frame, KernelSymbols, Sample, UserMaps};
+use super::profile::decode::Sample;
+use super::profile::frames::{frame, is_the_runs, self_frame};
+use super::profile::symbols::{KernelSymbols, UserMaps};
 use serde::Serialize;
 use std::collections::HashMap;
 
