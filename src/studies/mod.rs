@@ -618,7 +618,9 @@ mod tests {
                 (stack("io_uring", "syscall", "poll"), Err("a J-curve needs at least two queue depths, got 1".into())),
             ],
         };
-        let qds = |name: &str| -> (Vec<(String, Vec<u32>)>, Vec<(String, String)>) {
+        // Each stack's queue depths, and the dropped configurations with their reasons.
+        type Planned = (Vec<(String, Vec<u32>)>, Vec<(String, String)>);
+        let qds = |name: &str| -> Planned {
             let p = part_named(name);
             assert_eq!(p.at_saturation().map(|a| a.of), Some("S2.2-jcurve"), "{name}");
             let e = crate::plan::sweep::expand(&p.plan_at(true, &Given::default(), &found).unwrap().unwrap(), &[]).unwrap();
