@@ -1,5 +1,8 @@
 //! `iolab suite list` and `iolab suite run NAME`: the five studies as built-in sweeps.
 use super::sweep::{run_plan, PlanRun, Resume};
+use crate::session::precondition::PreconditionUi;
+use crate::session::suite::{Event, SuiteRun, SuiteUi};
+use crate::session::sweep::SweepEnd;
 use crate::studies::{find, Given, STUDIES};
 use std::path::PathBuf;
 
@@ -64,7 +67,8 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
             for s in STUDIES {
                 println!("{}  {}", s.id, s.title);
                 for p in s.parts {
-                    let plan = |quick| p.plan(quick, &Given::default()).ok().flatten();
+                    // A part measured at saturation: one queue depth per stack, as it will run.
+                    let plan = |quick| p.plan_counted(quick, &Given::default()).ok().flatten();
                     let scale = if let (Some(full), Some(quick)) = (plan(false), plan(true)) {
                         let runs = |plan: &str| crate::plan::sweep::expand(plan, &[]).map(|e| (e.order.len(), e.estimate_s(e.order.len())));
                         match (runs(&full), runs(&quick)) {
@@ -82,6 +86,9 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
                     if let Some(r) = &p.runs {
                         println!("  {:<20} devices: {}", "", r.devices.said());
                     }
+                    if let Some(at) = p.at_saturation() {
+                        println!("  {:<20} queue depth: each stack's saturation point in {}'s stored runs", "", at.of);
+                    }
                     for (what, why) in p.unsupported {
                         println!("  {:<20} cannot run {what}: {why}", "");
                     }
@@ -94,129 +101,78 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
 }
 
 fn run(a: &SuiteRunArgs) -> Result<i32, String> {
-    let suite = find(&a.name).ok_or_else(|| {
+    let study = find(&a.name).ok_or_else(|| {
         format!(
             "no suite '{}': choose one of {} (see `iolab suite list`)",
             a.name,
             STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
         )
     })?;
-    let targets: Vec<String> = a.targets.iter().map(|p| p.display().to_string()).collect();
-    let parts: Vec<_> = suite.parts.iter().filter(|p| a.part.as_deref().is_none_or(|x| p.name.starts_with(x))).collect();
-    if parts.is_empty() {
-        return Err(format!("suite {} has no part starting with '{}'", suite.id, a.part.as_deref().unwrap_or("")));
-    }
-    // The size every part's runs and the temporary target use: checked here, once, as a dry run
-    // reads it nowhere else (`--size 0 --dry-run` planned every part and exited 0).
-    if let Some(text) = a.size.as_deref() {
-        let bytes = crate::plan::size::parse_size(text).map_err(|e| format!("--size: {e}"))?;
-        if bytes < crate::plan::validate::MIN_BS {
-            return Err(format!(
-                "--size {text} is smaller than one {}-byte block: give the bytes of each target to use, e.g. 1g",
-                crate::plan::validate::MIN_BS
-            ));
-        }
-    }
     let energy = a.energy.options()?;
-    println!("{}: {}{}", suite.id, suite.title, if a.quick { " (quick)" } else { "" });
-    let preconditioned = match suite.fills {
-        Some((full, quick)) => Some(fill_targets(a, if a.quick { quick } else { full }, full, &targets)?),
-        None => None,
-    };
+    let wait_settings_s = super::wait_settings(&a.wait_settings)?;
     let numa = a.numa.map(|n| format!(" --numa {n}")).unwrap_or_default();
-    let again = format!("iolab suite run {}{}{numa}", suite.id, if a.quick { " --quick" } else { "" });
-    let mut code = 0;
-    for p in parts {
-        println!("\n== {}: {}", p.name, p.feeds);
-        let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
-        let given = Given { targets: &targets, size: a.size.as_deref(), destructive: &a.destructive };
-        let Some(plan) = p.plan(a.quick, &given)? else {
-            for (w, r) in &unsupported {
-                println!("  cannot run {w}: {r}");
-            }
-            continue;
-        };
-        let plan = match a.numa.map(|n| (n, crate::plan::sweep::with_numa(&plan, n))) {
-            Some((_, Ok(Some(over)))) => over,
-            Some((n, Ok(None))) => {
-                println!("  --numa {n} not applied: this part varies numa itself");
-                plan
-            }
-            Some((_, Err(e))) => return Err(e),
-            None => plan,
-        };
-        // A top-level key, so first: kept with the stored plan.
-        let plan = match &preconditioned {
-            Some(p) => format!("preconditioned = {}\n{plan}", toml::Value::String(p.clone())),
-            None => plan,
-        };
-        let how = PlanRun {
-            db: a.db.clone(),
-            quiet: a.quiet,
-            dry_run: a.dry_run,
-            verbose: a.verbose,
-            resume: Resume::Auto,
-            again: again.clone(),
-            energy: energy.clone(),
-            profile: a.profile.profile,
-            share: a.share.clone(),
-            destructive: Vec::new(),
-            wait_settings_s: super::wait_settings(&a.wait_settings)?,
-        };
-        // The targets are in the part's plan, as it uses them.
-        let end = run_plan(&plan, &[], &unsupported, &how)?;
-        // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
-        // left changed) does.
-        if !end.finished {
-            return Ok(end.code);
-        }
-        code = code.max(end.code);
-    }
-    Ok(code)
+    let how = PlanRun {
+        db: a.db.clone(),
+        quiet: a.quiet,
+        dry_run: a.dry_run,
+        verbose: a.verbose,
+        resume: Resume::Auto,
+        again: format!("iolab suite run {}{}{numa}", study.id, if a.quick { " --quick" } else { "" }),
+        energy,
+        profile: a.profile.profile,
+        share: a.share.clone(),
+        // A suite writes its own into each part's plan.
+        destructive: Vec::new(),
+        wait_settings_s,
+    };
+    let suite = SuiteRun {
+        study,
+        targets: a.targets.iter().map(|p| p.display().to_string()).collect(),
+        quick: a.quick,
+        part: a.part.clone(),
+        size: a.size.clone(),
+        destructive: a.destructive.clone(),
+        db: a.db.clone(),
+        dry_run: a.dry_run,
+        numa: a.numa,
+    };
+    let show = !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut ui = Lines { study, quick: a.quick, how, fills: super::precondition::Lines { show } };
+    Ok(crate::session::suite::run(&suite, &mut ui)?.code)
 }
 
-/// The study's preconditioning before its parts: `fills` sequential fills of every target
-/// through `iolab precondition`'s loop (no random-write rounds), where the user named the target
-/// with --destructive; otherwise (and in a dry run) what would be done or why it is not. The
-/// words returned go into every part's stored plan.
-fn fill_targets(a: &SuiteRunArgs, fills: u32, paper: u32, targets: &[String]) -> Result<String, String> {
-    use crate::session::precondition::{precondition, Preconditioning};
-    let scale = if fills == paper { String::new() } else { format!(" (--quick: {fills} of the paper's {paper})") };
-    let why_not = if targets.is_empty() {
-        Some("the suite runs on a temporary file; name the device and allow writing it with --destructive DEVICE".to_string())
-    } else {
-        targets.iter().find(|t| !a.destructive.contains(t)).map(|t| {
-            format!("{t} was not named with --destructive (writing it destroys its contents); the paper filled its devices {paper} times")
-        })
-    };
-    let said = match why_not {
-        Some(why) => format!("not done: {why}"),
-        None if a.dry_run => format!("to be done: {fills} sequential fills of {} before the parts{scale}", targets.join(", ")),
-        None => {
-            for t in targets {
-                println!("preconditioning {t}: {fills} sequential fills{scale}");
-                let p = Preconditioning {
-                    target: t.clone(),
-                    interface: crate::interfaces::InterfaceKind::IoUring,
-                    fills,
-                    fill_bs: 128 << 10,
-                    bs: 4096,
-                    qd: 32,
-                    round_s: 0.0,
-                    max_rounds: 0,
-                    size: a.size.as_deref().map(crate::plan::size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
-                    destructive: a.destructive.clone(),
-                };
-                let show = !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
-                let r = precondition(&p, &mut super::precondition::Lines { show })?;
-                let mean = r.fills.iter().sum::<f64>() / r.fills.len().max(1) as f64;
-                println!("preconditioned {t}: {}/s on average", crate::plan::size::format_bytes(mean));
+/// The suite on stdout; each part's sweep as `iolab sweep` runs and shows it.
+struct Lines {
+    study: &'static crate::studies::Study,
+    quick: bool,
+    how: PlanRun,
+    fills: super::precondition::Lines,
+}
+
+impl SuiteUi for Lines {
+    fn event(&mut self, event: Event) {
+        match event {
+            Event::Begin => println!("{}: {}{}", self.study.id, self.study.title, if self.quick { " (quick)" } else { "" }),
+            Event::Filling { target, fills, scale } => println!("preconditioning {target}: {fills} sequential fills{scale}"),
+            Event::Filled { target, bytes_per_s } => {
+                println!("preconditioned {target}: {}/s on average", crate::plan::size::format_bytes(bytes_per_s))
             }
-            // Nothing measured in the words: the stored plan must read the same when the suite is
-            // run again to continue it.
-            format!("done: {fills} sequential fills of {} (128 KiB writes, io_uring QD32) before the parts{scale}", targets.join(", "))
+            Event::Preconditioning(said) => println!("preconditioning: {said}"),
+            Event::Part(p) => println!("\n== {}: {}", p.name, p.feeds),
+            Event::CannotRun { what, why } => println!("  cannot run {what}: {why}"),
+            Event::NumaNotApplied(n) => println!("  --numa {n} not applied: this part varies numa itself"),
+            Event::AtSaturation { of, found } => println!("  each stack at its saturation point in {of} (sweep #{}): {}", found.sweep, found.said()),
+            Event::SaturationNotYet { of, why } => println!(
+                "  each stack will run at its saturation point in {of}'s stored runs, not there yet ({why}); listed here at every queue depth of {of}'s J-curves, of which each stack keeps its own"
+            ),
         }
-    };
-    println!("preconditioning: {said}");
-    Ok(said)
+    }
+
+    fn precondition(&mut self) -> &mut dyn PreconditionUi {
+        &mut self.fills
+    }
+
+    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, String> {
+        run_plan(plan, &[], unsupported, &self.how)
+    }
 }

@@ -12,8 +12,10 @@ pub mod s3;
 pub mod s4;
 pub mod s5;
 
-use crate::plan::matrix::{target_set, TARGET_SET};
-use crate::report::data::SweepRuns;
+use crate::analysis::saturation::{saturation_point, CurvePoint, Saturation, SaturationRule};
+use crate::plan::matrix::{dimension, target_set, DIMENSIONS, TARGET_SET};
+use crate::report::data::{Config, SweepRuns};
+use crate::report::panels::{iops, lat_mean_us};
 use crate::report::sections::{self, Ctx, Section};
 
 pub struct Study {
@@ -168,7 +170,9 @@ impl Runs {
 impl Part {
     /// The part's plan text at the chosen scale, its targets in it (a plan's identity, so a
     /// suite run on other devices is another sweep); None when nothing of it runs. Err: a target
-    /// that is not one (`plan::matrix::target_set`).
+    /// that is not one (`plan::matrix::target_set`). A part measured at an earlier part's
+    /// saturation points (`at_saturation`) gets here every queue depth of that part's J-curves;
+    /// [`Part::plan_at`] keeps each stack's own.
     pub fn plan(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
         let Some(runs) = self.runs.as_ref() else { return Ok(None) };
         let (replicates, ramp, budget) = if quick { runs.quick } else { runs.full };
@@ -184,28 +188,7 @@ impl Part {
         if !given.destructive.is_empty() {
             top += &format!("destructive = [{}]\n", list(given.destructive));
         }
-        let sets: Vec<Vec<String>> = given.targets.iter().map(|t| target_set(t)).collect::<Result<_, _>>()?;
-        let mut all: Vec<String> = Vec::new();
-        for d in sets.iter().flatten() {
-            if !all.contains(d) {
-                all.push(d.clone());
-            }
-        }
-        let join = |set: &[String]| set.join(&TARGET_SET.to_string());
-        // Several configurations' targets (the `target` dimension), or every run's.
-        let (dimension, every_run): (Vec<String>, Vec<String>) = if sets.is_empty() {
-            (vec![], vec![])
-        } else if all.len() == sets[0].len() {
-            // One device, or one set: the same for every part.
-            (vec![], all.clone())
-        } else {
-            match runs.devices {
-                Devices::Together => (vec![], all.clone()),
-                Devices::Each => (sets.iter().map(|s| join(s)).collect(), vec![]),
-                Devices::OneAndAll => (vec![join(&sets[0]), join(&all)], vec![]),
-                Devices::First => (vec![], sets[0].clone()),
-            }
-        };
+        let (dimension, every_run) = device_use(runs.devices, given)?;
         if !every_run.is_empty() {
             top += &format!("targets = [{}]\n", list(&every_run));
         }
@@ -229,6 +212,263 @@ impl Part {
             Some(at) => format!("{top}{}{line}{}", &matrix[..at + 11], &matrix[at + 11..]),
             None => format!("{top}{matrix}\n[options]\n{line}"),
         }))
+    }
+}
+
+/// How a part's runs use the devices given: the `target` dimension's values (a configuration
+/// each), or every run's devices.
+fn device_use(devices: Devices, given: &Given) -> Result<(Vec<String>, Vec<String>), String> {
+    let sets: Vec<Vec<String>> = given.targets.iter().map(|t| target_set(t)).collect::<Result<_, _>>()?;
+    let mut all: Vec<String> = Vec::new();
+    for d in sets.iter().flatten() {
+        if !all.contains(d) {
+            all.push(d.clone());
+        }
+    }
+    let join = |set: &[String]| set.join(&TARGET_SET.to_string());
+    Ok(if sets.is_empty() {
+        (vec![], vec![])
+    } else if all.len() == sets[0].len() {
+        // One device, or one set: the same for every part.
+        (vec![], all.clone())
+    } else {
+        match devices {
+            Devices::Together => (vec![], all.clone()),
+            Devices::Each => (sets.iter().map(|s| join(s)).collect(), vec![]),
+            Devices::OneAndAll => (vec![join(&sets[0]), join(&all)], vec![]),
+            Devices::First => (vec![], sets[0].clone()),
+        }
+    })
+}
+
+/// A part measured where an earlier part's J-curves saturate (CHEOPS'23 measured Fig 5c and
+/// Table 2 at each stack's saturation point): its plan is made from that part's stored runs
+/// ([`Part::plan_at`]) by the suite, once the earlier part's sweep is stored.
+pub struct AtSaturation {
+    /// The part whose stored J-curves give each stack its saturation queue depth.
+    pub of: &'static str,
+    /// Queue depths every stack is measured at besides its saturation point (S2.5's QD1).
+    pub keep: &'static [u32],
+}
+
+/// The parts planned from an earlier part's stored result, by name. A table beside the parts'
+/// rather than a field of `Runs`, so that the parts that depend on nothing say nothing of it.
+const AT_SATURATION: &[(&str, AtSaturation)] = s2::AT_SATURATION;
+
+/// A J-curve's line: interface, submission and completion, as a configuration's first run
+/// stored them (the plan's words, e.g. `io_uring`, `sqpoll`, `poll`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Stack {
+    pub interface: String,
+    pub submit: String,
+    pub complete: String,
+}
+
+impl std::fmt::Display for Stack {
+    /// As the report names a configuration's method: `io_uring sqpoll poll`, `libaio irq`.
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&self.interface)?;
+        if self.submit != "syscall" {
+            write!(f, " {}", self.submit)?;
+        }
+        write!(f, " {}", self.complete)
+    }
+}
+
+impl Stack {
+    fn of(c: &Config) -> Stack {
+        let r = c.first();
+        Stack { interface: r.interface.clone(), submit: r.submit.clone(), complete: r.complete.clone() }
+    }
+
+    fn of_job(job: &crate::plan::Job) -> Stack {
+        let word = |name: &str| {
+            let v = (DIMENSIONS[dimension(name).expect("a dimension")].value)(job);
+            v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())
+        };
+        Stack { interface: word("interface"), submit: word("submit"), complete: word("complete") }
+    }
+}
+
+/// One line of a stored J-curve: its configurations that have IOPS and mean latency, in order of
+/// queue depth, their replicate means, and where it saturates (`analysis::saturation`'s rule).
+/// The report's saturation table and the parts measured at saturation both read it, so the
+/// queue depth circled is the one measured.
+pub struct Curve<'a> {
+    pub configs: Vec<&'a Config>,
+    pub points: Vec<CurvePoint>,
+    pub saturation: Result<Saturation, String>,
+}
+
+pub fn curve<'a>(configs: &[&'a Config]) -> Curve<'a> {
+    let mut sorted = configs.to_vec();
+    sorted.sort_by_key(|c| c.first().qd);
+    let (mut kept, mut points) = (Vec::new(), Vec::new());
+    for c in sorted {
+        let (Some(i), Some(l)) = (c.summary(&iops), c.summary(&lat_mean_us)) else { continue };
+        points.push(CurvePoint { qd: c.first().qd as f64, iops: i.mean, mean_lat: l.mean });
+        kept.push(c);
+    }
+    let saturation = saturation_point(&points, SaturationRule::default());
+    Curve { configs: kept, points, saturation }
+}
+
+/// Where a stack's J-curve saturates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// The rule's saturation point.
+    At(u32),
+    /// No step met the rule: the deepest queue depth the curve reached.
+    NotSaturated(u32),
+}
+
+impl Found {
+    pub fn qd(self) -> u32 {
+        match self {
+            Found::At(q) | Found::NotSaturated(q) => q,
+        }
+    }
+}
+
+/// Each stack's saturation point in an earlier part's stored sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Saturations {
+    /// The part whose sweep it is, and the sweep's id.
+    pub part: &'static str,
+    pub sweep: i64,
+    /// Per stack, its point, or why its runs give none (fewer than two queue depths measured).
+    pub stacks: Vec<(Stack, Result<Found, String>)>,
+}
+
+impl Saturations {
+    /// The saturation points of `sweep`'s J-curves (a stored sweep of part `part`); where it swept
+    /// targets, those of `target`'s (the devices the dependent part runs on).
+    pub fn of(part: &'static str, sweep: &SweepRuns, target: Option<&str>) -> Saturations {
+        let mine: Vec<&Config> = sweep.configs.iter().filter(|c| c.target().is_none_or(|t| Some(t) == target)).collect();
+        let mut stacks: Vec<Stack> = mine.iter().map(|c| Stack::of(c)).collect();
+        stacks.sort();
+        stacks.dedup();
+        let stacks = stacks
+            .into_iter()
+            .map(|s| {
+                let line: Vec<&Config> = mine.iter().filter(|c| Stack::of(c) == s).copied().collect();
+                let c = curve(&line);
+                let found = c.saturation.map(|sat| match sat.index {
+                    Some(i) => Found::At(c.points[i].qd as u32),
+                    None => Found::NotSaturated(c.points[c.points.len() - 1].qd as u32),
+                });
+                (s, found)
+            })
+            .collect();
+        Saturations { part, sweep: sweep.id.unwrap_or(0), stacks }
+    }
+
+    /// One line: each stack's queue depth, e.g. `libaio irq QD 16, io_uring sqpoll poll QD 64 (not
+    /// saturated)`.
+    pub fn said(&self) -> String {
+        let each: Vec<String> = self
+            .stacks
+            .iter()
+            .map(|(s, f)| match f {
+                Ok(Found::At(q)) => format!("{s} QD {q}"),
+                Ok(Found::NotSaturated(q)) => format!("{s} QD {q} (not saturated within the sweep: its deepest)"),
+                Err(_) => format!("{s}: none"),
+            })
+            .collect();
+        if each.is_empty() {
+            "no stack has runs there".into()
+        } else {
+            each.join(", ")
+        }
+    }
+
+    /// The plan rule (TOML) that leaves out the configurations of `stack` at `drop`, saying why.
+    fn rule(&self, stack: &Stack, drop: &[u32], keep: &[u32]) -> String {
+        let (of, id) = (self.part, self.sweep);
+        let why = match self.stacks.iter().find(|(s, _)| s == stack).map(|(_, f)| f) {
+            Some(Ok(Found::At(q))) => format!("{of} (sweep #{id}) found {stack}'s saturation point at QD {q}: this part measures it there"),
+            Some(Ok(Found::NotSaturated(q))) => {
+                format!("{stack} did not saturate in {of} (sweep #{id}) up to QD {q}: this part measures it at that deepest queue depth")
+            }
+            Some(Err(e)) => format!("{of} (sweep #{id}) gives {stack} no saturation point ({e})"),
+            None => format!("{of} (sweep #{id}) has no J-curve of {stack}"),
+        };
+        let why = match (self.stacks.iter().any(|(s, f)| s == stack && f.is_ok()), keep) {
+            (true, _) => why,
+            (false, []) => format!("{why}: this part does not measure it"),
+            (false, k) => {
+                format!("{why}: this part measures it only at QD {}", k.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+            }
+        };
+        let text = |s: &str| toml::Value::String(s.to_string()).to_string();
+        let qds = drop.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        format!(
+            "\n[[rule]]\nwhen = {{ interface = {}, submit = {}, complete = {}, qd = [{qds}] }}\naction = \"drop\"\nreason = {}\n",
+            text(&stack.interface),
+            text(&stack.submit),
+            text(&stack.complete),
+            text(&why)
+        )
+    }
+}
+
+impl Part {
+    /// What the part's plan is made from, when it is measured at an earlier part's saturation
+    /// points.
+    pub fn at_saturation(&self) -> Option<&'static AtSaturation> {
+        AT_SATURATION.iter().find(|(name, _)| *name == self.name).map(|(_, a)| a)
+    }
+
+    /// The target (a device, or a set joined by '+') every run of the part uses, as the earlier
+    /// part's `target` dimension names it; None when no devices are given (a temporary file).
+    pub fn every_run_target(&self, given: &Given) -> Result<Option<String>, String> {
+        let Some(runs) = self.runs.as_ref() else { return Ok(None) };
+        let (_, every_run) = device_use(runs.devices, given)?;
+        Ok((!every_run.is_empty()).then(|| every_run.join(&TARGET_SET.to_string())))
+    }
+
+    /// For counting a part measured at saturation before the part it depends on has run: every
+    /// stack at one queue depth (the deepest of its J-curves) besides `keep`, as many runs as it
+    /// will have. Any other part's plan is [`Part::plan`]'s.
+    pub fn plan_counted(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
+        let Some(text) = self.plan(quick, given)? else { return Ok(None) };
+        let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
+        let e = crate::plan::sweep::expand(&text, &[])?;
+        let mut stacks: Vec<(Stack, Result<Found, String>)> = Vec::new();
+        for c in &e.configs {
+            let (s, qd) = (Stack::of_job(&c.job), c.job.workload.qd);
+            match stacks.iter_mut().find(|(t, _)| *t == s) {
+                Some((_, Ok(f))) => *f = Found::NotSaturated(f.qd().max(qd)),
+                Some(_) => {}
+                None => stacks.push((s, Ok(Found::NotSaturated(qd)))),
+            }
+        }
+        self.plan_at(quick, given, &Saturations { part: at.of, sweep: 0, stacks })
+    }
+
+    /// The plan of a part measured at saturation ([`Part::at_saturation`]): [`Part::plan`] with
+    /// each stack kept at its own saturation point in `found` (and at the part's `keep` queue
+    /// depths), its other queue depths left out by rules that say why; a stack `found` has no
+    /// point for keeps only `keep`. Any other part's plan is [`Part::plan`]'s.
+    pub fn plan_at(&self, quick: bool, given: &Given, found: &Saturations) -> Result<Option<String>, String> {
+        let Some(text) = self.plan(quick, given)? else { return Ok(None) };
+        let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
+        let e = crate::plan::sweep::expand(&text, &[])?;
+        let mut stacks: Vec<Stack> = e.configs.iter().map(|c| Stack::of_job(&c.job)).collect();
+        stacks.sort();
+        stacks.dedup();
+        let mut rules = String::new();
+        for stack in &stacks {
+            let mut qds: Vec<u32> = e.configs.iter().filter(|c| Stack::of_job(&c.job) == *stack).map(|c| c.job.workload.qd).collect();
+            qds.sort();
+            qds.dedup();
+            let point = found.stacks.iter().find(|(s, _)| s == stack).and_then(|(_, f)| f.as_ref().ok()).map(|f| f.qd());
+            let drop: Vec<u32> = qds.into_iter().filter(|q| !at.keep.contains(q) && Some(*q) != point).collect();
+            if !drop.is_empty() {
+                rules += &found.rule(stack, &drop, at.keep);
+            }
+        }
+        Ok(Some(text + &rules))
     }
 }
 
@@ -363,6 +603,83 @@ mod tests {
         assert!(bad.unwrap_err().contains("has an empty name"));
         let plan = |t: &[&str]| part_named("S4.1-latency").plan(true, &Given { targets: &v(t), ..Given::default() }).unwrap();
         assert_ne!(plan(&["/dev/a", "/dev/b"]), plan(&["/dev/a", "/dev/c"]), "other devices, another plan");
+    }
+
+    /// A part measured at saturation keeps each stack at the queue depth found for it (and at
+    /// its `keep` ones); a stack without a point keeps only those, each drop saying why.
+    #[test]
+    fn a_part_at_saturation_runs_each_stack_at_its_own_point() {
+        let stack = |i: &str, s: &str, c: &str| Stack { interface: i.into(), submit: s.into(), complete: c.into() };
+        let found = Saturations {
+            part: "S2.2-jcurve",
+            sweep: 7,
+            stacks: vec![
+                (stack("libaio", "syscall", "irq"), Ok(Found::At(16))),
+                (stack("io_uring", "syscall", "irq"), Ok(Found::NotSaturated(64))),
+                (stack("io_uring", "syscall", "poll"), Err("a J-curve needs at least two queue depths, got 1".into())),
+            ],
+        };
+        // Each stack's queue depths, and the dropped configurations with their reasons.
+        type Planned = (Vec<(String, Vec<u32>)>, Vec<(String, String)>);
+        let qds = |name: &str| -> Planned {
+            let p = part_named(name);
+            assert_eq!(p.at_saturation().map(|a| a.of), Some("S2.2-jcurve"), "{name}");
+            let e = crate::plan::sweep::expand(&p.plan_at(true, &Given::default(), &found).unwrap().unwrap(), &[]).unwrap();
+            let mut by: Vec<(String, Vec<u32>)> = Vec::new();
+            for c in &e.configs {
+                let s = Stack::of_job(&c.job).to_string();
+                match by.iter_mut().find(|(t, _)| *t == s) {
+                    Some((_, v)) if v.contains(&c.job.workload.qd) => {}
+                    Some((_, v)) => v.push(c.job.workload.qd),
+                    None => by.push((s, vec![c.job.workload.qd])),
+                }
+            }
+            by.sort();
+            (by, e.dropped)
+        };
+        let v = |s: &str, q: &[u32]| (s.to_string(), q.to_vec());
+        let (five, dropped) = qds("S2.5-where-the-time-goes");
+        assert_eq!(
+            five,
+            [
+                v("io_uring irq", &[1, 64]),
+                v("io_uring poll", &[1]),
+                v("io_uring sqpoll poll", &[1]),
+                v("libaio irq", &[1, 16]),
+                v("psync irq", &[1])
+            ]
+        );
+        assert!(
+            dropped.iter().any(|(k, why)| k.contains("interface=libaio")
+                && k.contains("qd=4")
+                && why == "S2.2-jcurve (sweep #7) found libaio irq's saturation point at QD 16: this part measures it there"),
+            "{dropped:?}"
+        );
+        assert!(
+            dropped.iter().any(|(_, why)| why.starts_with("io_uring irq did not saturate in S2.2-jcurve (sweep #7) up to QD 64")),
+            "{dropped:?}"
+        );
+        assert!(
+            dropped
+                .iter()
+                .any(|(_, why)| why.ends_with("(a J-curve needs at least two queue depths, got 1): this part measures it only at QD 1")),
+            "{dropped:?}"
+        );
+        // Table 2: io_uring only, no QD kept besides the point.
+        let (two, _) = qds("S2.4-schedulers");
+        assert_eq!(two, [v("io_uring irq", &[64])]);
+        // Any other part: its plan.
+        let qd1 = part_named("S2.1-qd1");
+        assert_eq!(qd1.plan_at(true, &Given::default(), &found).unwrap(), qd1.plan(true, &Given::default()).unwrap());
+        // Counted before S2.2 has run: one queue depth per stack.
+        let counted =
+            crate::plan::sweep::expand(&part_named("S2.4-schedulers").plan_counted(true, &Given::default()).unwrap().unwrap(), &[])
+                .unwrap();
+        assert!(
+            counted.configs.iter().all(|c| c.job.workload.qd == 64),
+            "{:?}",
+            counted.configs.iter().map(|c| &c.key).collect::<Vec<_>>()
+        );
     }
 
     fn part_named(name: &str) -> &'static Part {

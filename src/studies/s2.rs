@@ -1,9 +1,8 @@
 //! S2, CHEOPS'23: performance characterization of storage stacks. psync, libaio, iou (irq), iou-c
 //! (IOPOLL) and iou-s (SQPOLL + IOPOLL): CPU counters per I/O at QD1, J-curves with their
 //! saturation points, IOPS against cores, and the I/O schedulers compared.
-use super::{pick, Budget::Runtime, Devices, Part, Report, Runs, Study};
+use super::{pick, AtSaturation, Budget::Runtime, Devices, Part, Report, Runs, Study};
 use crate::analysis::compare::{self, Metric, Verdict, ALPHA};
-use crate::analysis::saturation::{saturation_point, CurvePoint, SaturationRule};
 use crate::plan::matrix::TARGET_SET;
 use crate::record::read::Counters;
 use crate::report::data::{devices_said, Config};
@@ -64,7 +63,7 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S2.4-schedulers",
-            feeds: "Table 2: IOPS per scheduler and ratio to none; Fig 8: thread scaling per scheduler",
+            feeds: "Table 2: IOPS per scheduler and ratio to none; Fig 8: thread scaling per scheduler; each stack at its own saturation point, found in S2.2's stored runs",
             unsupported: &[(
                 "Fig 8's lock profile (mq-deadline's share of CPU cycles spinning on the hardware context's lock)",
                 "the part's runs are not profiled, so that its IOPS stay unperturbed; profile the mq-deadline configurations at 12-16 threads with --profile layers for the functions' shares",
@@ -80,7 +79,7 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S2.5-where-the-time-goes",
-            feeds: "Fig 4: CPU per I/O split by layer of the stack (iolab, user libraries, io_uring/libaio, block layer, driver, rest of kernel), in % as the paper draws it, every interface at QD1 and at saturation (QD128), one core; layers profiled alone (stages in S2.6, so neither tracer is charged to the other)",
+            feeds: "Fig 4: CPU per I/O split by layer of the stack (iolab, user libraries, io_uring/libaio, block layer, driver, rest of kernel), in % as the paper draws it, every interface at QD1 and at its own saturation point (found in S2.2's stored runs), one core; layers profiled alone (stages in S2.6, so neither tracer is charged to the other)",
             unsupported: &[],
             runs: Some(Runs {
                 matrix: where_the_time_goes_matrix,
@@ -93,7 +92,7 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S2.6-request-stages",
-            feeds: "Each request's latency by stage of the stack (Fig 5c's breakdown), every interface at QD1 and QD128, one core, traced in runs of their own",
+            feeds: "Each request's latency by stage of the stack (Fig 5c's breakdown), every interface at QD1 and at its own saturation point (found in S2.2's stored runs), one core, traced in runs of their own",
             unsupported: &[],
             runs: Some(Runs {
                 matrix: where_the_time_goes_matrix,
@@ -107,13 +106,22 @@ pub const STUDY: Study = Study {
     ],
 };
 
+/// The parts measured at each stack's saturation point, as CHEOPS'23 measured Fig 5c and Table 2:
+/// planned from S2.2's stored J-curves (`Part::plan_at`), S2.5 and S2.6 keeping QD1 beside it.
+pub const AT_SATURATION: &[(&str, AtSaturation)] = &[
+    ("S2.4-schedulers", AtSaturation { of: "S2.2-jcurve", keep: &[] }),
+    ("S2.5-where-the-time-goes", AtSaturation { of: "S2.2-jcurve", keep: &[1] }),
+    ("S2.6-request-stages", AtSaturation { of: "S2.2-jcurve", keep: &[1] }),
+];
+
 /// S2.5's panels are the profiled sweep's (report/profiles.rs); its layer split stands for Fig 4.
 fn where_the_time_goes_panels(ctx: &mut Ctx) {
     use crate::report::profiles::{INSTRUCTIONS, LAYERS};
     ctx.cite(LAYERS, "CHEOPS'23 Fig 4, in CPU time");
     ctx.cite(INSTRUCTIONS, "CHEOPS'23 Fig 4");
     super::profiled_part(ctx);
-    ctx.note("QD128 stands for each stack's saturation point: it is at or past every interface's J-curve heel in S2.2 (see its saturation table), where CHEOPS'23 measured at the heel itself.");
+    let cs = ctx.configs(|_| true);
+    ctx.note(at_saturation_said(&cs, &[1]));
 }
 
 /// S2.6: the request stages, traced in runs of their own so that the tracer's own CPU never
@@ -122,6 +130,45 @@ fn request_stages_panels(ctx: &mut Ctx) {
     use crate::report::profiles::STAGES;
     ctx.cite(STAGES, "CHEOPS'23 Fig 5c's breakdown by stage");
     super::profiled_part(ctx);
+    let cs = ctx.configs(|_| true);
+    ctx.note(at_saturation_said(&cs, &[1]));
+}
+
+/// What queue depth each stack of a part measured at saturation (`AT_SATURATION`) ran at, from
+/// its runs (besides `keep`): each at its own point, as the suite plans it from S2.2's stored
+/// J-curves; every stack at QD128 (an older suite's plan, which let QD128 stand for the point);
+/// or several per stack (a plan not made from S2.2's result).
+fn at_saturation_said(cs: &[&Config], keep: &[u32]) -> String {
+    let mut stacks: Vec<(String, Vec<u32>)> = Vec::new();
+    for c in cs {
+        let (m, qd) = (c.labelled(), c.first().qd);
+        match stacks.iter_mut().find(|(s, _)| *s == m) {
+            Some((_, qds)) if qds.contains(&qd) => {}
+            Some((_, qds)) => qds.push(qd),
+            None => stacks.push((m, vec![qd])),
+        }
+    }
+    for (_, qds) in &mut stacks {
+        qds.sort();
+        // QD1 is the other figure's (Fig 4's) unless it is all there is.
+        if qds.iter().any(|q| !keep.contains(q)) {
+            qds.retain(|q| !keep.contains(q));
+        }
+    }
+    let qds = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    let each: Vec<String> = stacks.iter().map(|(m, v)| format!("{m} QD {}", qds(v))).collect();
+    if stacks.is_empty() {
+        "No runs here to say at which queue depth each stack was measured.".into()
+    } else if stacks.iter().all(|(_, v)| v == &[128]) {
+        "Every stack ran at QD128, which stands for its saturation point here: it is at or past every interface's J-curve heel in S2.2 (see its saturation table), where CHEOPS'23 measured at the heel itself (a suite run now plans this part at each stack's own point).".into()
+    } else if stacks.iter().all(|(_, v)| v.len() == 1) {
+        format!("Each stack ran at its own saturation point, as CHEOPS'23 measured at each stack's J-curve heel: the queue depth S2.2-jcurve's stored runs gave it by the rule of its saturation table (S2.2's deepest where a stack did not saturate within its sweep). From the runs here: {}.", each.join("; "))
+    } else {
+        format!(
+            "Not measured at one saturation point per stack (this part's plan was not made from S2.2's stored runs): {}.",
+            each.join("; ")
+        )
+    }
 }
 
 // CHEOPS'23 names: psync, libaio, iou (irq), iou-c (IOPOLL), iou-s (SQPOLL + IOPOLL).
@@ -146,9 +193,14 @@ fn qd1_matrix(_: bool) -> String {
     format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1]\n[options]\nnuma = \"local\"\n{CHEOPS_RULES}")
 }
 
+/// The J-curves' queue depths (S2.2), which the parts measured at saturation choose from.
+fn jcurve_qds(q: bool) -> String {
+    pick(q, "[1, 2, 4, 8, 16, 32, 64, 128]", "[1, 4, 16, 64]")
+}
+
 fn jcurve_matrix(q: bool) -> String {
     format!("[matrix]\ninterface = [\"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\n[options]\nnuma = \"local\"\n{CHEOPS_RULES}",
-        pick(q, "[1, 2, 4, 8, 16, 32, 64, 128]", "[1, 4, 16, 64]"))
+        jcurve_qds(q))
 }
 
 // One core at a time up to the machine's, so 5 cores to peak can be told from 13 (the paper's
@@ -162,18 +214,20 @@ fn cores_matrix(q: bool) -> String {
         pick(q, &format!("[{}]", steps.join(", ")), "[1, 2]"))
 }
 
-/// Fig 4 (QD1) and Fig 5c (at the saturation point, which the J-curve of S2.2 finds; QD128 is
-/// past it for every interface there).
-fn where_the_time_goes_matrix(_: bool) -> String {
-    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [1, 128]\n[options]\ncpus = [0]\n{CHEOPS_RULES}")
+/// Fig 4 (QD1) and Fig 5c (at each stack's saturation point, which S2.2's J-curves find): every
+/// queue depth of S2.2's here, each stack's own kept by `Part::plan_at`.
+fn where_the_time_goes_matrix(q: bool) -> String {
+    format!("[matrix]\ninterface = [\"psync\", \"libaio\", \"io_uring\", \"vfio-nvme\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\n[options]\ncpus = [0]\n{CHEOPS_RULES}", jcurve_qds(q))
 }
 
 // Fig 8: each scheduler node-local and unrestricted where the machine has nodes to tell apart;
-// on one node the two are the same CPUs, so only the node-local runs are made.
+// on one node the two are the same CPUs, so only the node-local runs are made. Table 2 at each
+// stack's saturation point: every queue depth of S2.2's here, each stack's own kept by
+// `Part::plan_at`.
 fn schedulers_matrix(q: bool) -> String {
     let numa = if crate::host::numa_nodes().len() > 1 { "[\"local\", \"off\"]" } else { "[\"local\"]" };
-    format!("[matrix]\ninterface = [\"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = [128]\nthreads = {}\nscheduler = [\"none\", \"mq-deadline\", \"kyber\", \"bfq\"]\nnuma = {numa}\n{CHEOPS_RULES}",
-        pick(q, "[1, 2, 4, 8, 16, 20]", "[1]"))
+    format!("[matrix]\ninterface = [\"io_uring\"]\nsubmit = [\"syscall\", \"sqpoll\"]\ncomplete = [\"irq\", \"poll\"]\nqd = {}\nthreads = {}\nscheduler = [\"none\", \"mq-deadline\", \"kyber\", \"bfq\"]\nnuma = {numa}\n{CHEOPS_RULES}",
+        jcurve_qds(q), pick(q, "[1, 2, 4, 8, 16, 20]", "[1]"))
 }
 
 fn qd1_panels(ctx: &mut Ctx) {
@@ -342,23 +396,24 @@ fn jcurves(
     let mut series = Vec::new();
     let mut callouts = Vec::new();
     for m in &methods {
-        let mut mine: Vec<&Config> = configs.iter().filter(|c| &name(c) == m).copied().collect();
-        mine.sort_by_key(|c| c.first().qd);
+        let mine: Vec<&Config> = configs.iter().filter(|c| &name(c) == m).copied().collect();
+        // The rule as `Part::plan_at` applies it to plan the parts measured at saturation.
+        let curve = super::curve(&mine);
         let mut pts = Vec::new();
-        let mut curve = Vec::new();
-        for c in &mine {
+        for (c, p) in curve.configs.iter().zip(&curve.points) {
             let (Some(i), Some(l)) = (c.summary(&iops), c.summary(&lat_mean_us)) else { continue };
-            let qd = c.first().qd as f64;
-            let mut p = point(c, i.mean, m, "IOPS", "mean latency µs", &lat_mean_us).expect("summary exists");
-            p.tip = format!("{m} · {devices} · QD {qd} · IOPS {} · mean latency {} µs", mean_ci(&i), mean_ci(&l));
-            pts.push(p);
+            let mut pt = point(c, i.mean, m, "IOPS", "mean latency µs", &lat_mean_us).expect("summary exists");
+            pt.tip = format!("{m} · {devices} · QD {} · IOPS {} · mean latency {} µs", p.qd, mean_ci(&i), mean_ci(&l));
+            pts.push(pt);
             peak(m, i.mean, c.first().qd);
-            curve.push((c, CurvePoint { qd, iops: i.mean, mean_lat: l.mean }));
         }
-        let points: Vec<CurvePoint> = curve.iter().map(|(_, p)| *p).collect();
-        let (sat_qd, there, reason) = match saturation_point(&points, SaturationRule::default()) {
-            Ok(s) => (s.qd.map(num).unwrap_or("not within the sweep".into()), s.index.map(|i| curve[i]), s.reason),
-            Err(e) => ("-".into(), None, e),
+        let (sat_qd, there, reason) = match &curve.saturation {
+            Ok(s) => (
+                s.qd.map(num).unwrap_or("not within the sweep".into()),
+                s.index.map(|i| (curve.configs[i], curve.points[i])),
+                s.reason.clone(),
+            ),
+            Err(e) => ("-".into(), None, e.clone()),
         };
         if let Some((c, p)) = there {
             callouts.push(Callout { x: p.iops, y: p.mean_lat, text: format!("QD {}", p.qd) });
@@ -472,7 +527,7 @@ fn schedulers_panels(ctx: &mut Ctx) {
         }
     }
     let mut t = Table { title: "S2 schedulers: IOPS and ratio to none".into(), columns, ..Default::default() };
-    t.notes.push("Measured at QD128, at or past every io_uring configuration's saturation point in S2.2's J-curves; CHEOPS'23 Table 2 is at each stack's saturation point itself (one core, 7 devices).".into());
+    t.notes.push(at_saturation_said(&cs, &[]));
     // Fig 8's dotted lines: the same runs restricted to the device's NUMA node.
     let variants: Vec<&str> = {
         let mut v: Vec<&str> = cs.iter().map(|c| c.runs[0].numa()).collect();

@@ -465,3 +465,76 @@ fn a_setting_another_iolab_holds_is_waited_for_then_its_runs_fail_saying_who() {
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
     assert_eq!(std::fs::read_to_string(&governor).unwrap().trim(), "schedutil");
 }
+
+/// `iolab suite run --quick -q` with its own journal and temporary directory.
+fn quick_suite(dir: &Path, db: &Path, args: &[&str]) -> crate::common::Run {
+    let mut all = vec!["suite", "run", "--quick", "-q", "--db", db.to_str().unwrap()];
+    all.extend(args);
+    let out = iolab().args(&all).env("IOLAB_JOURNAL", dir.join("journal.json")).env("TMPDIR", dir).output().unwrap();
+    crate::common::Run::from(out, all.iter().map(|s| s.to_string()).collect())
+}
+
+/// S2's Table 2 (S2.4) is measured at each stack's saturation point, which S2.2's stored
+/// J-curves give (issue 28): asked for before S2.2 has run, it is refused in one line naming the
+/// part to run first, and nothing is stored; its dry run says so; once S2.2 is stored, every run
+/// of each stack is at the queue depth the saturation analysis finds on S2.2's runs, and the
+/// report says which.
+#[test]
+fn s2_measures_table_2_at_each_stack_s_saturation_point_found_in_s2_2_s_stored_runs() {
+    let dir = work_dir();
+    let d = dir.path();
+    let Some(lo) = LoopDevices::over(&[&data_file(d)]) else { return };
+    let dev = lo.devs[0].clone();
+    let db = d.join("s2.db");
+
+    let refused = quick_suite(d, &db, &["S2", "--part", "S2.4", &dev]);
+    let line = refused.assert_usage_error();
+    assert!(line.contains("S2.4-schedulers") && line.contains("iolab suite run S2 --quick --part S2.2-jcurve"), "{line}");
+    assert!(refused.stdout.is_empty(), "{}", refused.describe());
+    assert!(!db.exists(), "a refused part stores nothing");
+    let dry = quick_suite(d, &db, &["S2", "--part", "S2.4", "--dry-run", &dev]);
+    dry.assert_ok();
+    assert!(dry.stdout.contains("each stack will run at its saturation point in S2.2-jcurve's stored runs"), "{}", dry.describe());
+
+    quick_suite(d, &db, &["S2", "--part", "S2.2", &dev]).assert_ok();
+    let dry = quick_suite(d, &db, &["S2", "--part", "S2.4", "--dry-run", &dev]);
+    dry.assert_ok();
+    assert!(dry.stdout.contains("  each stack at its saturation point in S2.2-jcurve (sweep #1): "), "{}", dry.describe());
+    quick_suite(d, &db, &["S2", "--part", "S2.4", &dev]).assert_ok();
+
+    let store = Store::open_existing(&db).unwrap();
+    let sweeps = store.sweep_infos().unwrap();
+    let id = |name: &str| sweeps.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no sweep {name}: {sweeps:?}")).id;
+    let jcurve = iolab::report::data::load_sweep(&store, id("S2.2-jcurve"), &RunFilter::default()).unwrap();
+    let found = iolab::studies::Saturations::of("S2.2-jcurve", &jcurve, None);
+    let runs = store.list_runs(&RunFilter { sweep: Some(id("S2.4-schedulers")), ..Default::default() }).unwrap();
+    let mut measured = 0;
+    for (stack, point) in &found.stacks {
+        let mine: Vec<u32> = runs
+            .iter()
+            .filter(|r| {
+                (r.interface.as_str(), r.submit.as_str(), r.complete.as_str()) == (&stack.interface, &stack.submit, &stack.complete)
+            })
+            .map(|r| r.qd)
+            .collect();
+        match point {
+            Ok(p) if stack.interface == "io_uring" => {
+                assert!(!mine.is_empty() && mine.iter().all(|q| *q == p.qd()), "{stack}: runs at {mine:?}, its point {p:?}");
+                measured += 1;
+            }
+            _ => assert!(mine.is_empty(), "{stack} has no point ({point:?}) yet ran at {mine:?}"),
+        }
+    }
+    assert!(measured > 0, "no io_uring stack saturated or ran in S2.2: {found:?}");
+
+    let out = d.join("report");
+    let report = Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["report", "-q", "--suite", "S2", "--db", db.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Each stack ran at its own saturation point"), "the report does not say where each stack ran");
+    assert!(!html.contains("stands for its saturation point"), "the QD128 note stayed");
+    drop(lo);
+}

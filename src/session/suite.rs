@@ -1,0 +1,274 @@
+//! A built-in suite run (`iolab suite run`): the study's preconditioning, then its parts in
+//! order, each one sweep. A part measured at an earlier part's saturation points is planned from
+//! that part's stored runs (`studies::Part::plan_at`), and refused before anything is done when
+//! they are not there and the earlier part does not run first. What the caller shows comes
+//! through [`SuiteUi`], which also runs each part's sweep; nothing here prints.
+use super::precondition::{precondition, PreconditionUi, Preconditioning};
+use super::sweep::SweepEnd;
+use crate::plan::Numa;
+use crate::studies::{Given, Part, Saturations, Study};
+use std::path::PathBuf;
+
+/// What a suite run is asked to do (the command line's `suite run`, parsed).
+pub struct SuiteRun {
+    pub study: &'static Study,
+    /// Devices, or sets joined by '+' (none: a temporary file).
+    pub targets: Vec<String>,
+    /// Small sweeps and short runs.
+    pub quick: bool,
+    /// Only the parts whose name starts with this.
+    pub part: Option<String>,
+    /// Bytes of each target to use (and the temporary target's size), as given.
+    pub size: Option<String>,
+    /// Devices named as safe to overwrite.
+    pub destructive: Vec<String>,
+    /// The results database the parts' sweeps are kept in (and an earlier part's are read from).
+    pub db: PathBuf,
+    /// Plan and list, run nothing, fill nothing.
+    pub dry_run: bool,
+    /// Every run pinned so, in place of what the parts ask (a part that varies numa keeps it).
+    pub numa: Option<Numa>,
+}
+
+/// What the suite shows, in order.
+pub enum Event<'a> {
+    /// Input checked, nothing refused: the suite begins.
+    Begin,
+    /// A target's preconditioning fills begin (`scale`: how they differ from the paper's, or empty).
+    Filling { target: &'a str, fills: u32, scale: &'a str },
+    /// A target was filled, at this mean rate.
+    Filled { target: &'a str, bytes_per_s: f64 },
+    /// The preconditioning in words, as every part's stored plan keeps it.
+    Preconditioning(&'a str),
+    /// A part begins.
+    Part(&'static Part),
+    /// Something of the part that iolab or this machine cannot run, and why.
+    CannotRun { what: &'a str, why: &'a str },
+    /// `--numa` was not applied to this part: it varies numa itself.
+    NumaNotApplied(Numa),
+    /// The part runs each stack at the saturation points found in `of`'s stored runs.
+    AtSaturation { of: &'static str, found: &'a Saturations },
+    /// A dry run of a part measured at saturation before `of`'s runs are stored (`why`): listed at
+    /// every queue depth of `of`'s J-curves.
+    SaturationNotYet { of: &'static str, why: &'a str },
+}
+
+/// The suite's display, and the runner of each part's sweep (a dry run lists it).
+pub trait SuiteUi {
+    fn event(&mut self, event: Event);
+    /// How a preconditioning fill shows.
+    fn precondition(&mut self) -> &mut dyn PreconditionUi;
+    /// Run one part's sweep: its plan text (its targets in it) and what of it cannot run here.
+    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, String>;
+}
+
+/// How one selected part ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartEnd {
+    Ran(SweepEnd),
+    /// Nothing of it runs (its reasons were shown).
+    NothingToRun,
+}
+
+/// How the suite run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SuiteEnd {
+    /// 0; otherwise the highest of its parts' sweeps' codes, or the code of the part that stopped.
+    pub code: i32,
+    /// The selected parts that were gone through, in order.
+    pub parts: Vec<(&'static str, PartEnd)>,
+    /// Every selected part was gone through: false when one stopped the suite (Ctrl-C, bad
+    /// input, settings left changed); failed runs do not stop it.
+    pub finished: bool,
+}
+
+/// Run the suite's selected parts. Err: one line, before anything is done when it is bad input
+/// (no such part, a bad size, a part measured at saturation with nothing to read it from).
+pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, String> {
+    let suite = s.study;
+    let parts: Vec<&'static Part> = suite.parts.iter().filter(|p| s.part.as_deref().is_none_or(|x| p.name.starts_with(x))).collect();
+    if parts.is_empty() {
+        return Err(format!("suite {} has no part starting with '{}'", suite.id, s.part.as_deref().unwrap_or("")));
+    }
+    // The size every part's runs and the temporary target use: checked here, once, as a dry run
+    // reads it nowhere else (`--size 0 --dry-run` planned every part and exited 0).
+    let size = match s.size.as_deref() {
+        Some(text) => {
+            let bytes = crate::plan::size::parse_size(text).map_err(|e| format!("--size: {e}"))?;
+            if bytes < crate::plan::validate::MIN_BS {
+                return Err(format!(
+                    "--size {text} is smaller than one {}-byte block: give the bytes of each target to use, e.g. 1g",
+                    crate::plan::validate::MIN_BS
+                ));
+            }
+            Some(bytes)
+        }
+        None => None,
+    };
+    let given = Given { targets: &s.targets, size: s.size.as_deref(), destructive: &s.destructive };
+    let fills = suite.fills.map(|(full, quick)| fill_plan(s, if s.quick { quick } else { full }, full));
+    let preconditioned = fills.as_ref().map(|f| f.said.as_str());
+    // A part measured at an earlier part's saturation points that is not run after it here needs
+    // that part's stored result: refused before anything is done (the fills included).
+    if !s.dry_run {
+        for p in &parts {
+            let Some(at) = p.at_saturation() else { continue };
+            if !parts.iter().any(|q| q.name == at.of) {
+                stored_saturations(s, p, &given, preconditioned)??;
+            }
+        }
+    }
+    ui.event(Event::Begin);
+    if let Some(f) = &fills {
+        if let Some(n) = f.fill {
+            for t in &s.targets {
+                ui.event(Event::Filling { target: t, fills: n, scale: &f.scale });
+                let p = Preconditioning {
+                    target: t.clone(),
+                    interface: crate::interfaces::InterfaceKind::IoUring,
+                    fills: n,
+                    fill_bs: 128 << 10,
+                    bs: 4096,
+                    qd: 32,
+                    round_s: 0.0,
+                    max_rounds: 0,
+                    size,
+                    destructive: s.destructive.clone(),
+                };
+                let r = precondition(&p, ui.precondition())?;
+                let mean = r.fills.iter().sum::<f64>() / r.fills.len().max(1) as f64;
+                ui.event(Event::Filled { target: t, bytes_per_s: mean });
+            }
+        }
+        ui.event(Event::Preconditioning(&f.said));
+    }
+    let mut end = SuiteEnd { code: 0, parts: Vec::new(), finished: true };
+    for p in parts {
+        ui.event(Event::Part(p));
+        let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
+        // A part measured at saturation: planned from the earlier part's stored runs (stored by
+        // now when it ran before it here; otherwise checked above).
+        let plan = match p.at_saturation() {
+            None => p.plan(s.quick, &given)?,
+            Some(at) => match stored_saturations(s, p, &given, preconditioned)? {
+                Ok(found) => {
+                    ui.event(Event::AtSaturation { of: at.of, found: &found });
+                    p.plan_at(s.quick, &given, &found)?
+                }
+                Err(why) if s.dry_run => {
+                    ui.event(Event::SaturationNotYet { of: at.of, why: &why });
+                    p.plan(s.quick, &given)?
+                }
+                Err(why) => return Err(why),
+            },
+        };
+        let Some(plan) = plan else {
+            for (what, why) in &unsupported {
+                ui.event(Event::CannotRun { what, why });
+            }
+            end.parts.push((p.name, PartEnd::NothingToRun));
+            continue;
+        };
+        let (plan, numa_kept) = as_run(plan, s, preconditioned)?;
+        if let (true, Some(n)) = (numa_kept, s.numa) {
+            ui.event(Event::NumaNotApplied(n));
+        }
+        // The targets are in the part's plan, as it uses them.
+        let ran = ui.run_part(&plan, &unsupported)?;
+        end.parts.push((p.name, PartEnd::Ran(ran)));
+        // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
+        // left changed) does.
+        if !ran.finished {
+            end.code = ran.code;
+            end.finished = false;
+            return Ok(end);
+        }
+        end.code = end.code.max(ran.code);
+    }
+    Ok(end)
+}
+
+/// A part's plan text as this suite run runs it: with `--numa` (true: not applied, the part
+/// varies numa itself), and the preconditioning words first (a top-level key, kept with the
+/// stored plan, whose text is the sweep's identity: written as it always was, so a suite run
+/// again continues the sweeps an earlier one stored).
+fn as_run(plan: String, s: &SuiteRun, preconditioned: Option<&str>) -> Result<(String, bool), String> {
+    let (plan, kept) = match s.numa.map(|n| crate::plan::sweep::with_numa(&plan, n)).transpose()? {
+        Some(Some(over)) => (over, false),
+        Some(None) => (plan, true),
+        None => (plan, false),
+    };
+    Ok(match preconditioned {
+        Some(p) => (format!("preconditioned = {}\n{plan}", toml::Value::String(p.to_string())), kept),
+        None => (plan, kept),
+    })
+}
+
+/// Each stack's saturation point in the stored sweep of the part `p` is measured at
+/// (`Part::at_saturation`), that sweep found by its plan as this suite run makes it (scale,
+/// devices, --numa, preconditioning). Ok(Err): none to read, in one line that says which part to
+/// run first.
+fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Option<&str>) -> Result<Result<Saturations, String>, String> {
+    let at = p.at_saturation().expect("a part measured at saturation");
+    let of = crate::studies::part(at.of).expect("the part it depends on is a part");
+    let again = format!("iolab suite run {}{} --part {}", s.study.id, if s.quick { " --quick" } else { "" }, of.name);
+    let db = crate::secret::redact_path(&s.db);
+    let none = |what: String| {
+        Ok(Err(format!(
+            "{} is measured at each stack's saturation point in {}'s stored runs, and {what}: run `{again}` first (with the same devices)",
+            p.name, of.name
+        )))
+    };
+    let Some(text) = of.plan(s.quick, given)? else { return none(format!("{} runs nothing here", of.name)) };
+    let (text, _) = as_run(text, s, preconditioned)?;
+    if !crate::store::exists(&s.db) {
+        return none(format!("{db} does not exist"));
+    }
+    let store = crate::store::Store::open_existing(&s.db)?;
+    let hash = crate::plan::sweep::plan_hash(&text, &[]);
+    let Some(info) = store.sweep_infos()?.into_iter().filter(|x| x.plan_hash == hash).max_by_key(|x| x.id) else {
+        return none(format!("{db} has no sweep of it at this scale on these devices"));
+    };
+    if info.pending > 0 {
+        return none(format!("its sweep #{} in {db} is unfinished ({} runs left)", info.id, info.pending));
+    }
+    let sweep = crate::report::data::load_sweep(&store, info.id, &crate::store::RunFilter::default())?;
+    Ok(Ok(Saturations::of(of.name, &sweep, p.every_run_target(given)?.as_deref())))
+}
+
+/// The study's preconditioning before its parts, decided before anything is done.
+struct Fills {
+    /// In words, for every part's stored plan: done, to be done (a dry run), or not done and why.
+    said: String,
+    /// Sequential fills of every target to make: the user named each with --destructive, and
+    /// this is no dry run.
+    fill: Option<u32>,
+    /// How the fills differ from the paper's (`--quick`), or empty.
+    scale: String,
+}
+
+/// `fills` sequential fills of every target through `iolab precondition`'s loop (no
+/// random-write rounds), where the user named the target with --destructive; otherwise (and in a
+/// dry run) what would be done or why it is not.
+fn fill_plan(s: &SuiteRun, fills: u32, paper: u32) -> Fills {
+    let targets = &s.targets;
+    let scale = if fills == paper { String::new() } else { format!(" (--quick: {fills} of the paper's {paper})") };
+    let why_not = if targets.is_empty() {
+        Some("the suite runs on a temporary file; name the device and allow writing it with --destructive DEVICE".to_string())
+    } else {
+        targets.iter().find(|t| !s.destructive.contains(t)).map(|t| {
+            format!("{t} was not named with --destructive (writing it destroys its contents); the paper filled its devices {paper} times")
+        })
+    };
+    let (said, fill) = match why_not {
+        Some(why) => (format!("not done: {why}"), None),
+        None if s.dry_run => (format!("to be done: {fills} sequential fills of {} before the parts{scale}", targets.join(", ")), None),
+        // Nothing measured in the words: the stored plan must read the same when the suite is
+        // run again to continue it.
+        None => (
+            format!("done: {fills} sequential fills of {} (128 KiB writes, io_uring QD32) before the parts{scale}", targets.join(", ")),
+            Some(fills),
+        ),
+    };
+    Fills { said, fill, scale }
+}
