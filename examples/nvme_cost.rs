@@ -31,7 +31,7 @@ fn main() {
     // SAFETY: non-zero size; freed at the end.
     let bufs = unsafe { std::alloc::alloc_zeroed(layout) };
     let setup = Setup {
-        fds: &[a.handle],
+        fds: &[-1],
         buffers: bufs,
         buffers_len: layout.size(),
         bs,
@@ -43,13 +43,13 @@ fn main() {
         null_script: None,
     };
     if std::env::args().any(|a| a == "--null") {
-        let mut null = Null::open(&setup).expect("null opens");
+        let mut null = Null::open(&setup, &()).expect("null opens");
         let (end, rec) = run(&mut null, ios, qd, batch, bs, bufs, 1 << 30);
         assert!(end.first_error.is_none(), "{:?}", end.first_error);
         println!("{} null completions at QD{qd}, batch {batch}", rec.read.ios);
         return;
     }
-    let mut io = SimDriver::open(&setup).expect("a queue pair");
+    let mut io = SimDriver::open(&setup, &a.ctrl).expect("a queue pair");
     let (end, rec) = run(&mut io, ios, qd, batch, bs, bufs, a.ctrl.ns.size_bytes());
     assert!(end.first_error.is_none(), "{:?}", end.first_error);
     let secs = (end.measure_end - end.measure_start) as f64 / 1e9;

@@ -30,7 +30,7 @@ fn run_loop(a: &Attachment, w: Work, seed: u64) -> (LoopEnd, Recorder, SimDriver
     let clock = Clock::calibrate();
     let mut bufs = AlignedBuf::new((w.bs * w.qd) as usize, BufferMemory::Heap).unwrap();
     let setup = Setup {
-        fds: &[a.handle],
+        fds: &[-1],
         buffers: bufs.ptr,
         buffers_len: bufs.slice().len(),
         bs: w.bs,
@@ -41,7 +41,7 @@ fn run_loop(a: &Attachment, w: Work, seed: u64) -> (LoopEnd, Recorder, SimDriver
         ring: RingOptions::default(),
         null_script: None,
     };
-    let mut io = SimDriver::open(&setup).expect("the driver opens a queue pair");
+    let mut io = SimDriver::open(&setup, &a.ctrl).expect("the driver opens a queue pair");
     let space = a.ctrl.ns.size_bytes();
     let region = region_for(0, space, w.bs as u64, w.random, 0, 1);
     let stream = Stream::new(Rng::for_thread(seed, 0), vec![region], w.bs as u64, w.random, w.write_pct);

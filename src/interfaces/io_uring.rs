@@ -670,7 +670,9 @@ fn retry_eintr(mut call: impl FnMut() -> io::Result<usize>) -> io::Result<usize>
 }
 
 impl IoInterface for Uring {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         let flags = job_flags(setup.submit, setup.complete);
         let (ring, _) = create_ring(setup.qd, flags, setup.ring.sq_cpu, setup.ring.sq_idle_ms)?;
         if setup.ring.register_files {
@@ -717,6 +719,8 @@ impl IoInterface for Uring {
 }
 
 impl Interface for Uring {
+    type Target = super::target::Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "io_uring",
         execution: "kernel",

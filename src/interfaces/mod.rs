@@ -13,13 +13,16 @@ pub mod nvme_passthru;
 pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
+pub mod target;
 #[cfg(target_endian = "little")]
 pub mod vfio_nvme;
 
 use crate::device::{sysinfo::TargetInfo, Target};
+use crate::failure::Failure;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::RawFd;
+pub use target::{Acquire, Observation, OpenTarget, TargetPart, TargetRequest};
 
 /// How requests reach the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -198,8 +201,11 @@ pub struct Setup<'a> {
 
 /// The whole contract between the hot loop and an interface.
 pub trait IoInterface: Sized {
+    /// What each thread's `open` is given of the run's acquired targets besides their
+    /// descriptors: nothing for most (`()`), the attached controller for the user-space driver.
+    type Handle: Sync;
     /// Set up rings, contexts and registrations once.
-    fn open(setup: &Setup) -> io::Result<Self>;
+    fn open(setup: &Setup, handle: &Self::Handle) -> io::Result<Self>;
     /// Queue (async) or perform (sync) the requests; returns how many were accepted.
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize>;
     /// Collect at least `min` completions (0 = only what is ready), at most `out.len()`.
@@ -247,6 +253,9 @@ pub struct InterfaceInfo {
 /// all in its own file. Every default is the common case; an interface overrides what differs.
 pub trait Interface: IoInterface {
     const INFO: &'static InterfaceInfo;
+    /// Its target part (`target.rs`): acquired for a run, described, given to each thread's open
+    /// as its handle, released. Files and block devices through `device` for most.
+    type Target: Acquire<Handle = Self::Handle>;
     /// Checks only this interface makes on a job, before any target or kernel is touched.
     fn check_job(_io: &IoChoice) -> Result<(), String> {
         Ok(())
@@ -296,9 +305,9 @@ pub trait Interface: IoInterface {
     fn buffer_memory(_io: &IoChoice) -> memory::BufferMemory {
         memory::BufferMemory::Heap
     }
-    /// Reads one block synchronously for `--verify` read-back: bytes read or a negative result
-    /// (`error_text` says what it means).
-    fn sync_reader(_fd: RawFd) -> Result<SyncReader, String> {
+    /// Reads one block of target `fd` (of the run's `target`) synchronously for `--verify`
+    /// read-back: bytes read or a negative result (`error_text` says what it means).
+    fn sync_reader(_target: &Self::Target, _fd: RawFd) -> Result<SyncReader, String> {
         Ok(Box::new(|fd, buf, offset| {
             // SAFETY: buf is a live, writable slice of buf.len() bytes.
             let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), offset as i64) };
@@ -354,6 +363,22 @@ pub trait Visit {
     fn visit<T: Interface>(self) -> Self::Out;
 }
 
+/// Something done with an interface's type and its acquired target part, for
+/// [`Acquired::visit`]: how the engine runs the monomorphised loop over what was acquired.
+pub trait VisitTarget<'h> {
+    type Out;
+    fn visit<T: Interface>(self, target: &'h T::Target) -> Self::Out;
+}
+
+/// Acquires `T`'s target part and makes the checks its interface makes on open targets.
+fn acquire<T: Interface>(req: &TargetRequest) -> Result<T::Target, Failure> {
+    let target = T::Target::acquire(req)?;
+    for t in target.files() {
+        T::check_target(req.io, req.access.bs, req.access.targets.offset, t).map_err(Failure::unsupported)?;
+    }
+    Ok(target)
+}
+
 /// The interfaces: the one table every dispatch comes from. Adding an interface is its file
 /// (an `Interface` impl) and one line here.
 macro_rules! interface_table {
@@ -371,6 +396,38 @@ macro_rules! interface_table {
 
             pub fn info(self) -> &'static InterfaceInfo {
                 match self { $(InterfaceKind::$kind => <$ty as Interface>::INFO),* }
+            }
+
+            /// Acquires the run's targets through this interface's target part.
+            pub fn acquire(self, req: &TargetRequest) -> Result<Acquired, Failure> {
+                match self { $(InterfaceKind::$kind => acquire::<$ty>(req).map(Acquired::$kind)),* }
+            }
+        }
+
+        /// A run's targets as its interface's target part acquired them: what the session holds
+        /// for the run (and releases) and the engine runs the interface over.
+        pub enum Acquired { $($kind(<$ty as Interface>::Target)),* }
+
+        impl Acquired {
+            pub fn kind(&self) -> InterfaceKind {
+                match self { $(Acquired::$kind(_) => InterfaceKind::$kind),* }
+            }
+
+            pub fn visit<'h, V: VisitTarget<'h>>(&'h self, v: V) -> V::Out {
+                match self { $(Acquired::$kind(t) => v.visit::<$ty>(t)),* }
+            }
+        }
+
+        impl std::ops::Deref for Acquired {
+            type Target = dyn TargetPart;
+            fn deref(&self) -> &(dyn TargetPart + 'static) {
+                match self { $(Acquired::$kind(t) => t),* }
+            }
+        }
+
+        impl std::ops::DerefMut for Acquired {
+            fn deref_mut(&mut self) -> &mut (dyn TargetPart + 'static) {
+                match self { $(Acquired::$kind(t) => t),* }
             }
         }
     };
@@ -393,12 +450,10 @@ pub struct Rules {
     pub machine_support: fn() -> Result<(), String>,
     pub machine_notes: fn() -> Option<String>,
     pub check_kernel: fn(&IoChoice) -> Result<Option<io_uring::RingSetup>, String>,
-    pub check_target: fn(&IoChoice, u64, u64, &Target) -> Result<(), String>,
     pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (Path, Option<String>),
     pub block_poll_delay: fn(&IoChoice) -> Option<i64>,
     pub mechanism: fn(&IoChoice) -> String,
     pub kernel_features: fn() -> Vec<Feature>,
-    pub sync_reader: fn(RawFd) -> Result<SyncReader, String>,
 }
 
 impl Rules {
@@ -408,12 +463,10 @@ impl Rules {
             machine_support: T::machine_support,
             machine_notes: T::machine_notes,
             check_kernel: T::check_kernel,
-            check_target: T::check_target,
             expected_path: T::expected_path,
             block_poll_delay: T::block_poll_delay,
             mechanism: T::mechanism,
             kernel_features: T::kernel_features,
-            sync_reader: T::sync_reader,
         }
     }
 }

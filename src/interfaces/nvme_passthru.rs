@@ -15,6 +15,7 @@
 //! short-I/O check holds, and a status into [`super::DEVICE_STATUS`] minus the status.
 //! The commands, the namespace's identity and its devices are `device::nvme`'s.
 use super::io_uring::{check_ring, create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver, RingSetup};
+use super::target::Files;
 use super::Feature;
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup, SyncReader, TargetKind, DEVICE_STATUS};
 use super::{Complete, IoChoice, Submit};
@@ -145,7 +146,9 @@ pub struct Passthru {
 }
 
 impl IoInterface for Passthru {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         let ns = setup
             .fds
             .iter()
@@ -219,6 +222,8 @@ pub fn completion_result(res: i32, len: u32) -> i64 {
 }
 
 impl Interface for Passthru {
+    type Target = Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "nvme-passthru",
         execution: "kernel",
@@ -258,7 +263,7 @@ impl Interface for Passthru {
         }
     }
     /// The character device has no read(2): synchronous NVMe Reads of the namespace instead.
-    fn sync_reader(fd: RawFd) -> Result<SyncReader, String> {
+    fn sync_reader(_target: &Files, fd: RawFd) -> Result<SyncReader, String> {
         let ns = Namespace::of_fd(fd).map_err(|e| format!("verify read-back cannot address the namespace: {e}"))?;
         Ok(Box::new(move |fd, buf, offset| read_sync(fd, &ns, buf.as_mut_ptr(), buf.len() as u32, offset)))
     }
