@@ -11,10 +11,9 @@ use iolab::engine::clock::Clock;
 use iolab::engine::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
 use iolab::engine::recorder::Recorder;
 use iolab::engine::workload::{region_for, Rng, Stream};
-use iolab::interfaces::io_uring::RingOptions;
 use iolab::interfaces::null::Null;
 use iolab::interfaces::vfio_nvme::sim::{self, Config, SimDriver};
-use iolab::interfaces::{Complete, IoInterface, Setup, Submit};
+use iolab::interfaces::{Complete, IoChoice, IoInterface, Setup, Submit};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -39,8 +38,8 @@ fn main() {
         submit: Submit::Syscall,
         complete: Complete::Poll,
         batch_submit: batch,
-        ring: RingOptions::default(),
-        null_script: None,
+        io: &IoChoice::default(),
+        sq_cpu: None,
     };
     if std::env::args().any(|a| a == "--null") {
         let mut null = Null::open(&setup, &()).expect("null opens");

@@ -328,8 +328,8 @@ fn open_for<T: Interface>(
         submit: job.io.submit,
         complete: job.io.complete,
         batch_submit: job.workload.batch_submit,
-        ring: crate::interfaces::io_uring::RingOptions { sq_cpu, ..job.io.ring },
-        null_script: job.io.null_script.as_deref(),
+        io: &job.io,
+        sq_cpu,
     };
     T::open(&setup, handle).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))
 }

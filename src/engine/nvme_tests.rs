@@ -2,10 +2,9 @@
 //! process, against the simulated controller: no root, no device, no VFIO.
 use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
 use super::*;
-use crate::interfaces::io_uring::RingOptions;
 use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::vfio_nvme::sim::{self, Attachment, Config, Script, SimDriver};
-use crate::interfaces::{Complete, IoInterface, Submit};
+use crate::interfaces::{Complete, IoChoice, IoInterface, Submit};
 
 /// What one thread's loop is asked to do.
 #[derive(Clone, Copy)]
@@ -38,8 +37,8 @@ fn run_loop(a: &Attachment, w: Work, seed: u64) -> (LoopEnd, Recorder, SimDriver
         submit: Submit::Syscall,
         complete: Complete::Poll,
         batch_submit: w.batch,
-        ring: RingOptions::default(),
-        null_script: None,
+        io: &IoChoice::default(),
+        sq_cpu: None,
     };
     let mut io = SimDriver::open(&setup, &a.ctrl).expect("the driver opens a queue pair");
     let space = a.ctrl.ns.size_bytes();

@@ -42,8 +42,8 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
         submit: job.io.submit,
         complete: job.io.complete,
         batch_submit: job.workload.batch_submit,
-        ring: crate::interfaces::io_uring::RingOptions { register_buffers: false, register_files: false, ..Default::default() },
-        null_script: job.io.null_script.as_deref(),
+        io: &job.io,
+        sq_cpu: None,
     };
     let mut io = <Null as crate::interfaces::IoInterface>::open(&setup, &()).expect("null opens");
     let region = region_for(job.targets.offset, null::address_space(job.targets.size, job.workload.bs), job.workload.bs, true, 0, 1);

@@ -145,6 +145,7 @@ impl Interface for Libaio {
 
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "libaio",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],

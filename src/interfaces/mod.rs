@@ -193,10 +193,11 @@ pub struct Setup<'a> {
     pub submit: Submit,
     pub complete: Complete,
     pub batch_submit: u32,
-    /// io_uring and nvme-passthru: the ring's own options.
-    pub ring: io_uring::RingOptions,
-    /// null: the `--null-script` (parsed by `null::Script`).
-    pub null_script: Option<&'a str>,
+    /// The job's choice, with the options only some interfaces take: each interface reads its
+    /// own (io_uring's ring options, null's script) and the engine names none of them.
+    pub io: &'a IoChoice,
+    /// The CPU this thread's SQPOLL thread is pinned to, if any (the run's placement).
+    pub sq_cpu: Option<u32>,
 }
 
 /// The whole contract between the hot loop and an interface.
@@ -229,6 +230,10 @@ pub const FILES_AND_BLOCKS: &[TargetKind] = &[TargetKind::File, TargetKind::Bloc
 #[derive(Debug, Serialize)]
 pub struct InterfaceInfo {
     pub name: &'static str,
+    /// A few words after the name in `iolab run --help`'s list, where the name alone says too
+    /// little.
+    #[serde(skip)]
+    pub note: Option<&'static str>,
     pub execution: &'static str,
     pub behaviour: Behaviour,
     pub submits: &'static [Submit],
@@ -406,6 +411,9 @@ macro_rules! interface_table {
 
         /// A run's targets as its interface's target part acquired them: what the session holds
         /// for the run (and releases) and the engine runs the interface over.
+        // One per run, made once and never moved on a hot path: boxing the controller's
+        // variant would buy nothing.
+        #[allow(clippy::large_enum_variant)]
         pub enum Acquired { $($kind(<$ty as Interface>::Target)),* }
 
         impl Acquired {
@@ -525,6 +533,12 @@ pub fn all() -> impl Iterator<Item = &'static InterfaceInfo> {
 
 pub fn names() -> String {
     all().map(|i| i.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The interfaces as `iolab run --help` lists them: each name, with its note.
+pub fn help() -> String {
+    let each: Vec<String> = all().map(|i| i.note.map_or(i.name.to_string(), |n| format!("{} ({n})", i.name))).collect();
+    format!("I/O interface: {}.", each.join(", "))
 }
 
 /// Whether this machine can run the named interface at all; Err carries the reason.

@@ -156,7 +156,8 @@ impl IoInterface for Null {
     type Handle = ();
 
     fn open(setup: &Setup, _: &()) -> io::Result<Self> {
-        let script = setup.null_script.map(Script::parse).transpose().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let script =
+            setup.io.null_script.as_deref().map(Script::parse).transpose().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let scripted = script
             .filter(|s| *s != Script::default())
             .map(|script| Box::new(Scripted { script, accepted: 0, queue: VecDeque::with_capacity(setup.qd as usize) }));
@@ -284,6 +285,7 @@ impl Interface for Null {
 
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: NAME,
+        note: Some("no I/O: iolab's own cost"),
         execution: "iolab",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],

@@ -154,11 +154,12 @@ impl IoInterface for Passthru {
             .iter()
             .map(|&fd| Namespace::of_fd(fd).map(|n| (n.nsid, n.id.lba_shift)).map_err(io::Error::other))
             .collect::<io::Result<Vec<_>>>()?;
-        let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), setup.ring.sq_cpu, setup.ring.sq_idle_ms)?;
-        if setup.ring.register_files {
+        let opts = setup.ring();
+        let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), opts.sq_cpu, opts.sq_idle_ms)?;
+        if opts.register_files {
             ring.submitter().register_files(setup.fds)?;
         }
-        let fixed_bufs = setup.ring.register_buffers && fixed_buffers_supported();
+        let fixed_bufs = opts.register_buffers && fixed_buffers_supported();
         if fixed_bufs {
             // One registered buffer per slot, used with buf_index = tag. (One buffer over the
             // whole region, as io_uring does, fails on kernels before 6.11: importing at an offset
@@ -176,7 +177,7 @@ impl IoInterface for Passthru {
         }
         Ok(Passthru {
             ring,
-            fixed_files: setup.ring.register_files,
+            fixed_files: opts.register_files,
             fixed_bufs,
             fds: setup.fds.to_vec(),
             ns,
@@ -226,6 +227,7 @@ impl Interface for Passthru {
 
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "nvme-passthru",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall, Submit::Sqpoll],

@@ -103,6 +103,7 @@ impl Interface for PosixAio {
 
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "posixaio",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],

@@ -38,6 +38,7 @@ impl Interface for Psync {
 
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "psync",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Sync,
         submits: &[Submit::Syscall],

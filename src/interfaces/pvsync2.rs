@@ -48,6 +48,7 @@ impl Interface for Pvsync2 {
 
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "pvsync2",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Sync,
         submits: &[Submit::Syscall],

@@ -367,6 +367,7 @@ impl Interface for UserDriver {
 
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: NAME,
+        note: Some("iolab's own user-space NVMe driver"),
         execution: "user-space driver, polled (SPDK class)",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],
@@ -427,8 +428,8 @@ impl Interface for UserDriver {
                     submit: Submit::Syscall,
                     complete: Complete::Poll,
                     batch_submit: 1,
-                    ring: Default::default(),
-                    null_script: None,
+                    io: &IoChoice::default(),
+                    sq_cpu: None,
                 };
                 match UserDriver::open(&setup, &ctrl) {
                     Ok(qp) => own = Some((qp, bounce)),

@@ -3,7 +3,7 @@
 use super::sim::{self, Config, Script, SimDriver};
 use super::*;
 use crate::device::nvme::SC_LBA_OUT_OF_RANGE;
-use crate::interfaces::{error_text, Complete, Submit};
+use crate::interfaces::{error_text, Complete, IoChoice, Submit};
 
 /// Page-aligned slot buffers.
 struct Bufs {
@@ -40,8 +40,8 @@ fn open(a: &sim::Attachment, bufs: &Bufs, bs: u32, qd: u32) -> io::Result<SimDri
         submit: Submit::Syscall,
         complete: Complete::Poll,
         batch_submit: qd,
-        ring: Default::default(),
-        null_script: None,
+        io: &IoChoice::default(),
+        sq_cpu: None,
     };
     SimDriver::open(&setup, &a.ctrl)
 }
@@ -106,8 +106,8 @@ fn what_the_controller_cannot_take_is_refused_at_open() {
             submit: Submit::Syscall,
             complete: Complete::Poll,
             batch_submit: 1,
-            ring: Default::default(),
-            null_script: None,
+            io: &IoChoice::default(),
+            sq_cpu: None,
         };
         SimDriver::open(&s, &a.ctrl).err().expect(other).to_string()
     };
