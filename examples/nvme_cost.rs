@@ -11,10 +11,9 @@ use iolab::engine::clock::Clock;
 use iolab::engine::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
 use iolab::engine::recorder::Recorder;
 use iolab::engine::workload::{region_for, Rng, Stream};
-use iolab::interfaces::io_uring::RingOptions;
 use iolab::interfaces::null::Null;
 use iolab::interfaces::vfio_nvme::sim::{self, Config, SimDriver};
-use iolab::interfaces::{Complete, IoInterface, Setup, Submit};
+use iolab::interfaces::{Complete, IoChoice, IoInterface, Setup, Submit};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -31,7 +30,7 @@ fn main() {
     // SAFETY: non-zero size; freed at the end.
     let bufs = unsafe { std::alloc::alloc_zeroed(layout) };
     let setup = Setup {
-        fds: &[a.handle],
+        fds: &[-1],
         buffers: bufs,
         buffers_len: layout.size(),
         bs,
@@ -39,17 +38,17 @@ fn main() {
         submit: Submit::Syscall,
         complete: Complete::Poll,
         batch_submit: batch,
-        ring: RingOptions::default(),
-        null_script: None,
+        io: &IoChoice::default(),
+        sq_cpu: None,
     };
     if std::env::args().any(|a| a == "--null") {
-        let mut null = Null::open(&setup).expect("null opens");
+        let mut null = Null::open(&setup, &()).expect("null opens");
         let (end, rec) = run(&mut null, ios, qd, batch, bs, bufs, 1 << 30);
         assert!(end.first_error.is_none(), "{:?}", end.first_error);
         println!("{} null completions at QD{qd}, batch {batch}", rec.read.ios);
         return;
     }
-    let mut io = SimDriver::open(&setup).expect("a queue pair");
+    let mut io = SimDriver::open(&setup, &a.ctrl).expect("a queue pair");
     let (end, rec) = run(&mut io, ios, qd, batch, bs, bufs, a.ctrl.ns.size_bytes());
     assert!(end.first_error.is_none(), "{:?}", end.first_error);
     let secs = (end.measure_end - end.measure_start) as f64 / 1e9;

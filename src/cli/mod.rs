@@ -78,8 +78,8 @@ pub enum Cmd {
 pub struct RunArgs {
     /// Files or block devices. None: a 1 GiB temporary file (or --size), filled, removed after.
     pub targets: Vec<PathBuf>,
-    /// I/O interface: psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, vfio-nvme (iolab's own user-space NVMe driver), null (no I/O: iolab's own cost).
-    #[arg(short = 'i', long, default_value = "psync")]
+    /// I/O interface (the list is `interfaces::help()`, from the interface table).
+    #[arg(short = 'i', long, default_value = "psync", help = crate::interfaces::help())]
     pub interface: String,
     /// How requests reach the kernel.
     #[arg(long, value_enum, default_value = "syscall")]
@@ -415,6 +415,18 @@ mod tests {
         assert!(j.io.ring.register_buffers && j.io.ring.register_files);
         let json = |j: &Job| serde_json::to_string(j).unwrap();
         assert_eq!(json(&j), json(&Job::default()), "Job::default() is iolab run's defaults");
+    }
+
+    #[test]
+    fn the_help_lists_every_interface_of_the_table() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli.find_subcommand_mut("run").expect("run").render_help().to_string();
+        let line = "I/O interface: psync, pvsync2, posixaio, libaio, io_uring, nvme-passthru, vfio-nvme (iolab's own user-space NVMe driver), null (no I/O: iolab's own cost).";
+        assert!(help.split_whitespace().collect::<Vec<_>>().join(" ").contains(line), "{help}");
+        for i in crate::interfaces::all() {
+            assert!(help.contains(i.name), "{} is missing from: {help}", i.name);
+        }
     }
 
     #[test]

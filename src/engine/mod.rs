@@ -7,7 +7,8 @@ pub mod workload;
 
 pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
 use crate::interfaces::memory::AlignedBuf;
-use crate::interfaces::{self, Interface, InterfaceKind, Setup, Visit};
+pub use crate::interfaces::OpenTarget;
+use crate::interfaces::{self, Acquire, Acquired, Interface, Setup, SyncReader, VisitTarget};
 use crate::plan::{Budget, Job};
 use crate::verify;
 use clock::{Clock, ClockInfo};
@@ -17,14 +18,6 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use workload::{region_for, Rng, Stream};
-
-/// An open target as the engine sees it: a descriptor and the byte range to use.
-#[derive(Clone, Copy, Debug)]
-pub struct OpenTarget {
-    pub fd: RawFd,
-    pub range_start: u64,
-    pub range_len: u64,
-}
 
 /// Measurements taken around the measured window, by the coordinating thread (never by a
 /// worker): `window_start` when the ramp ends, `window_end` when the budget is spent.
@@ -187,21 +180,24 @@ impl<'a> Shared<'a> {
     }
 }
 
-/// Run the job over the targets, its threads on the CPUs `placement` gives. Blocks until all
-/// threads finish. `cancel` stops the run early; what was measured until then is returned,
-/// marked interrupted.
+/// Run the job over the targets its interface acquired, its threads on the CPUs `placement`
+/// gives. Blocks until all threads finish. `cancel` stops the run early; what was measured
+/// until then is returned, marked interrupted.
 pub fn run(
     job: &Job,
     placement: &Placement,
-    targets: &[OpenTarget],
+    acquired: &Acquired,
     cancel: Cancel,
     progress: ProgressFn,
     hooks: &mut dyn WindowHooks,
 ) -> Result<EngineOutput, String> {
-    let shared = Shared::new(job, placement, targets);
+    let targets = acquired.open_targets();
+    let shared = Shared::new(job, placement, &targets);
     let sh = &shared;
     let (workers, coordinated) = std::thread::scope(|s| -> Result<_, String> {
-        let handles = spawn_workers(s, sh)?;
+        // The one place the interface chosen at run time becomes the type its loop is compiled
+        // for, with its acquired target part.
+        let handles = acquired.visit(Spawn { s, sh })?;
         let coordinated = coordinator(sh, cancel, progress, hooks);
         let workers: Vec<_> = handles.into_iter().map(|h| h.join().map_err(panic_message).and_then(|r| r)).collect();
         Ok((workers, coordinated))
@@ -216,19 +212,34 @@ pub fn run(
 
 type WorkerResult = Result<Option<ThreadOut>, String>;
 
-/// Start one named thread per job thread. Each waits, before the start barrier, until all
-/// were started; if one cannot be, the started ones end without waiting for it.
-fn spawn_workers<'scope, 'env>(
+type Handles<'scope> = Vec<std::thread::ScopedJoinHandle<'scope, WorkerResult>>;
+
+/// The workers for an interface's type, over its acquired target part.
+struct Spawn<'scope, 'env> {
     s: &'scope std::thread::Scope<'scope, 'env>,
     sh: &'env Shared<'env>,
-) -> Result<Vec<std::thread::ScopedJoinHandle<'scope, WorkerResult>>, String> {
+}
+
+impl<'scope, 'env> VisitTarget<'env> for Spawn<'scope, 'env> {
+    type Out = Result<Handles<'scope>, String>;
+    fn visit<T: Interface>(self, target: &'env T::Target) -> Self::Out {
+        spawn_workers::<T>(self.s, self.sh, target)
+    }
+}
+
+/// Start one named thread per job thread. Each waits, before the start barrier, until all
+/// were started; if one cannot be, the started ones end without waiting for it.
+fn spawn_workers<'scope, 'env, T: Interface>(
+    s: &'scope std::thread::Scope<'scope, 'env>,
+    sh: &'env Shared<'env>,
+    target: &'env T::Target,
+) -> Result<Handles<'scope>, String> {
     let threads = sh.job.workload.threads as usize;
-    // The one place the interface chosen at run time becomes the type its loop is compiled for.
-    let worker_fn = sh.job.io.interface.visit(WorkerFor);
     let (mut handles, mut gates) = (Vec::with_capacity(threads), Vec::with_capacity(threads));
     for t in 0..threads {
         let (gate, all_started) = std::sync::mpsc::channel::<()>();
-        let spawned = std::thread::Builder::new().name(format!("iolab-w{t}")).spawn_scoped(s, move || worker_fn(sh, t, all_started));
+        let spawned =
+            std::thread::Builder::new().name(format!("iolab-w{t}")).spawn_scoped(s, move || worker::<T>(sh, target, t, all_started));
         handles.push(spawned.map_err(|e| format!("cannot start thread: {e}"))?);
         gates.push(gate);
     }
@@ -239,23 +250,12 @@ fn spawn_workers<'scope, 'env>(
     Ok(handles)
 }
 
-type WorkerFn = for<'a, 'b> fn(&'a Shared<'b>, usize, std::sync::mpsc::Receiver<()>) -> WorkerResult;
-
-/// The worker for an interface's type.
-struct WorkerFor;
-impl Visit for WorkerFor {
-    type Out = WorkerFn;
-    fn visit<T: Interface>(self) -> WorkerFn {
-        worker::<T>
-    }
-}
-
 /// One worker thread: prepare, start barrier, loop, linger, read-back. A failure or a panic
 /// in any phase still passes every barrier, so no other thread is left waiting.
-fn worker<T: Interface>(sh: &Shared, t: usize, all_started: std::sync::mpsc::Receiver<()>) -> WorkerResult {
+fn worker<T: Interface>(sh: &Shared, target: &T::Target, t: usize, all_started: std::sync::mpsc::Receiver<()>) -> WorkerResult {
     // SAFETY: gettid has no preconditions.
     sh.tids[t].store(unsafe { libc::gettid() }, Ordering::Release);
-    let prepared = unwound(|| prepare::<T>(sh, t));
+    let prepared = unwound(|| prepare::<T>(sh, t, target.handle()));
     if all_started.recv().is_err() {
         // Not every worker could be started: the run failed and nobody is at the barriers.
         return Ok(None);
@@ -269,7 +269,7 @@ fn worker<T: Interface>(sh: &Shared, t: usize, all_started: std::sync::mpsc::Rec
         sh.stop.store(true, Ordering::Relaxed);
     }
     linger(sh);
-    Ok(ran?.map(|r| read_back(sh, r)))
+    Ok(ran?.map(|r| read_back(sh, r, |fd| T::sync_reader(target, fd))))
 }
 
 /// A worker's state once prepared. Fields drop in order: the interface closes before the
@@ -283,7 +283,7 @@ struct Prepared<T> {
 
 /// Everything fallible, before the start barrier: pin, buffers, workload stream, written map,
 /// the interface.
-fn prepare<T: Interface>(sh: &Shared, t: usize) -> Result<Prepared<T>, String> {
+fn prepare<T: Interface>(sh: &Shared, t: usize, handle: &T::Handle) -> Result<Prepared<T>, String> {
     let (job, targets) = (sh.job, sh.targets);
     if let Some(cpu) = sh.placement.worker(t) {
         pin_to_cpu(cpu)?;
@@ -306,12 +306,18 @@ fn prepare<T: Interface>(sh: &Shared, t: usize) -> Result<Prepared<T>, String> {
     };
     let stream =
         Stream::new(rng, regions, job.workload.bs, job.workload.rw.is_random(), job.workload.rw.write_percent(job.workload.write_mix));
-    let io = open_for(job, sh.placement.sq(t), targets, &bufs)?;
+    let io = open_for(job, sh.placement.sq(t), targets, &bufs, handle)?;
     Ok(Prepared { io, stream, written, bufs })
 }
 
 /// The job's interface over the targets, with this thread's buffers and SQPOLL thread's CPU.
-fn open_for<T: Interface>(job: &Job, sq_cpu: Option<u32>, targets: &[OpenTarget], bufs: &AlignedBuf) -> Result<T, String> {
+fn open_for<T: Interface>(
+    job: &Job,
+    sq_cpu: Option<u32>,
+    targets: &[OpenTarget],
+    bufs: &AlignedBuf,
+    handle: &T::Handle,
+) -> Result<T, String> {
     let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
     let setup = Setup {
         fds: &fds,
@@ -322,10 +328,10 @@ fn open_for<T: Interface>(job: &Job, sq_cpu: Option<u32>, targets: &[OpenTarget]
         submit: job.io.submit,
         complete: job.io.complete,
         batch_submit: job.workload.batch_submit,
-        ring: crate::interfaces::io_uring::RingOptions { sq_cpu, ..job.io.ring },
-        null_script: job.io.null_script.as_deref(),
+        io: &job.io,
+        sq_cpu,
     };
-    T::open(&setup).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))
+    T::open(&setup, handle).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))
 }
 
 /// The start barrier: wait until every thread is prepared, then for the start instant. If any
@@ -379,9 +385,9 @@ fn linger(sh: &Shared) {
 
 /// Read-back, after the window closed (it is not the run's I/O): with --verify, check every
 /// block this thread wrote.
-fn read_back(sh: &Shared, ran: Ran) -> ThreadOut {
+fn read_back(sh: &Shared, ran: Ran, reader: impl FnMut(RawFd) -> Result<SyncReader, String>) -> ThreadOut {
     let fds: Vec<RawFd> = sh.targets.iter().map(|o| o.fd).collect();
-    let (verified_written, verify_error) = read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.workload.bs, sh.job.io.interface);
+    let (verified_written, verify_error) = read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.workload.bs, reader);
     ThreadOut { rec: ran.rec, end: ran.end, verified_written, verify_error }
 }
 
@@ -507,13 +513,19 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
 
 /// After a write job with --verify: read every block this thread wrote and check it, with the
 /// interface's own synchronous read (pread, or NVMe Reads for nvme-passthru's character device).
-fn read_back_blocks(fds: &[RawFd], written: &WrittenMap, bufs: &AlignedBuf, bs: u64, kind: InterfaceKind) -> (u64, Option<FailedIo>) {
+fn read_back_blocks(
+    fds: &[RawFd],
+    written: &WrittenMap,
+    bufs: &AlignedBuf,
+    bs: u64,
+    mut reader: impl FnMut(RawFd) -> Result<SyncReader, String>,
+) -> (u64, Option<FailedIo>) {
     let mut checked = 0;
     for (file, map) in written.iter().enumerate() {
         if map.iter().all(|w| *w == 0) {
             continue;
         }
-        let mut read = match (kind.rules().sync_reader)(fds[file]) {
+        let mut read = match reader(fds[file]) {
             Ok(r) => r,
             Err(what) => return (checked, Some(FailedIo { file: file as u32, offset: 0, write: false, errno: None, what })),
         };

@@ -2,10 +2,9 @@
 //! process, against the simulated controller: no root, no device, no VFIO.
 use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
 use super::*;
-use crate::interfaces::io_uring::RingOptions;
 use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::vfio_nvme::sim::{self, Attachment, Config, Script, SimDriver};
-use crate::interfaces::{Complete, IoInterface, Submit};
+use crate::interfaces::{Complete, IoChoice, IoInterface, Submit};
 
 /// What one thread's loop is asked to do.
 #[derive(Clone, Copy)]
@@ -30,7 +29,7 @@ fn run_loop(a: &Attachment, w: Work, seed: u64) -> (LoopEnd, Recorder, SimDriver
     let clock = Clock::calibrate();
     let mut bufs = AlignedBuf::new((w.bs * w.qd) as usize, BufferMemory::Heap).unwrap();
     let setup = Setup {
-        fds: &[a.handle],
+        fds: &[-1],
         buffers: bufs.ptr,
         buffers_len: bufs.slice().len(),
         bs: w.bs,
@@ -38,10 +37,10 @@ fn run_loop(a: &Attachment, w: Work, seed: u64) -> (LoopEnd, Recorder, SimDriver
         submit: Submit::Syscall,
         complete: Complete::Poll,
         batch_submit: w.batch,
-        ring: RingOptions::default(),
-        null_script: None,
+        io: &IoChoice::default(),
+        sq_cpu: None,
     };
-    let mut io = SimDriver::open(&setup).expect("the driver opens a queue pair");
+    let mut io = SimDriver::open(&setup, &a.ctrl).expect("the driver opens a queue pair");
     let space = a.ctrl.ns.size_bytes();
     let region = region_for(0, space, w.bs as u64, w.random, 0, 1);
     let stream = Stream::new(Rng::for_thread(seed, 0), vec![region], w.bs as u64, w.random, w.write_pct);

@@ -20,14 +20,13 @@ fn null_job(qd: u32, budget: Budget, script: Option<&str>) -> Job {
 }
 
 /// The null interface's one target: the job's address space.
-fn null_target(job: &Job) -> OpenTarget {
-    OpenTarget { fd: -1, range_start: job.targets.offset, range_len: null::address_space(job.targets.size, job.workload.bs) }
+fn null_target(job: &Job) -> Acquired {
+    Acquired::Null(null::AddressSpace { start: job.targets.offset, len: null::address_space(job.targets.size, job.workload.bs) })
 }
 
 fn run_null(job: &Job) -> EngineOutput {
     let never = AtomicBool::new(false);
-    run(job, &Placement::of_job(job), &[null_target(job)], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks)
-        .expect("the engine runs")
+    run(job, &Placement::of_job(job), &null_target(job), Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
 }
 
 /// One thread's loop over a null interface, returning the interface so its counters can be read.
@@ -43,10 +42,10 @@ fn run_loop(job: &Job, ramp_ns: u64) -> (Null, LoopEnd, Recorder, u64) {
         submit: job.io.submit,
         complete: job.io.complete,
         batch_submit: job.workload.batch_submit,
-        ring: crate::interfaces::io_uring::RingOptions { register_buffers: false, register_files: false, ..Default::default() },
-        null_script: job.io.null_script.as_deref(),
+        io: &job.io,
+        sq_cpu: None,
     };
-    let mut io = <Null as crate::interfaces::IoInterface>::open(&setup).expect("null opens");
+    let mut io = <Null as crate::interfaces::IoInterface>::open(&setup, &()).expect("null opens");
     let region = region_for(job.targets.offset, null::address_space(job.targets.size, job.workload.bs), job.workload.bs, true, 0, 1);
     let stream = Stream::new(Rng::for_thread(job.workload.seed, 0), vec![region], job.workload.bs, true, 0);
     let (stop, progress) = (AtomicBool::new(false), AtomicU64::new(0));
@@ -174,7 +173,7 @@ fn cancelling_mid_run_stops_it_and_reports_interrupted() {
             std::thread::sleep(std::time::Duration::from_millis(100));
             cancel.cancel();
         });
-        run(&job, &Placement::of_job(&job), &[null_target(&job)], cancel, &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+        run(&job, &Placement::of_job(&job), &null_target(&job), cancel, &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
     });
     assert!(began.elapsed() < std::time::Duration::from_secs(10), "took {:?}", began.elapsed());
     assert!(out.interrupted && out.first_error.is_none());
@@ -190,11 +189,10 @@ fn a_worker_that_panics_before_the_start_fails_the_run_instead_of_hanging_it() {
     (job.workload.threads, job.workload.rw) = (2, crate::plan::Rw::Read);
     // Sequential: each thread takes its half of the range. The second half's start overflows
     // (a panic in its preparation) while the first thread is prepared and waits at the barrier.
-    let target = OpenTarget { fd: -1, range_start: u64::MAX - 4095, range_len: 4 << 12 };
+    let target = Acquired::Null(null::AddressSpace { start: u64::MAX - 4095, len: 4 << 12 });
     let never = AtomicBool::new(false);
-    let err = run(&job, &Placement::of_job(&job), &[target], Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks)
-        .err()
-        .expect("the run fails");
+    let err =
+        run(&job, &Placement::of_job(&job), &target, Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).err().expect("the run fails");
     assert!(err.contains("a worker thread panicked") && err.contains("overflow"), "{err}");
 }
 
@@ -223,7 +221,7 @@ fn a_panicking_hook_panics_the_run_after_the_workers_were_let_go() {
             run(
                 &job,
                 &Placement::of_job(&job),
-                &[null_target(&job)],
+                &null_target(&job),
                 Cancel::new(&never),
                 &mut |_, _, _, _| {},
                 &mut PanickingHooks { at_start },

@@ -669,23 +669,34 @@ fn retry_eintr(mut call: impl FnMut() -> io::Result<usize>) -> io::Result<usize>
     }
 }
 
+impl Setup<'_> {
+    /// The ring's options for this thread: the job's, with the SQPOLL thread's CPU the run's
+    /// placement gives.
+    pub fn ring(&self) -> RingOptions {
+        RingOptions { sq_cpu: self.sq_cpu, ..self.io.ring }
+    }
+}
+
 impl IoInterface for Uring {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         let flags = job_flags(setup.submit, setup.complete);
-        let (ring, _) = create_ring(setup.qd, flags, setup.ring.sq_cpu, setup.ring.sq_idle_ms)?;
-        if setup.ring.register_files {
+        let opts = setup.ring();
+        let (ring, _) = create_ring(setup.qd, flags, opts.sq_cpu, opts.sq_idle_ms)?;
+        if opts.register_files {
             ring.submitter().register_files(setup.fds)?;
         }
-        if setup.ring.register_buffers {
+        if opts.register_buffers {
             let iov = libc::iovec { iov_base: setup.buffers as *mut libc::c_void, iov_len: setup.buffers_len };
             // SAFETY: the buffer region outlives the ring (owned by the hot loop's caller).
             unsafe { ring.submitter().register_buffers(&[iov])? };
         }
         Ok(Uring {
             ring,
-            fixed_files: setup.ring.register_files,
-            fixed_bufs: setup.ring.register_buffers,
-            sqe_flags: if setup.ring.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
+            fixed_files: opts.register_files,
+            fixed_bufs: opts.register_buffers,
+            sqe_flags: if opts.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
             fds: setup.fds.to_vec(),
             driver: RingDriver::new(setup.submit, setup.complete),
         })
@@ -717,8 +728,11 @@ impl IoInterface for Uring {
 }
 
 impl Interface for Uring {
+    type Target = super::target::Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "io_uring",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall, Submit::Sqpoll],

@@ -56,7 +56,9 @@ fn machine_support() -> Result<(), String> {
 }
 
 impl IoInterface for Libaio {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         let mut ctx: libc::c_ulong = 0;
         // SAFETY: io_setup writes the context id into ctx.
         if unsafe { libc::syscall(libc::SYS_io_setup, setup.qd as libc::c_long, &mut ctx) } < 0 {
@@ -139,8 +141,11 @@ impl Drop for Libaio {
 }
 
 impl Interface for Libaio {
+    type Target = super::target::Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "libaio",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],

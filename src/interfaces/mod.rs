@@ -13,13 +13,16 @@ pub mod nvme_passthru;
 pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
+pub mod target;
 #[cfg(target_endian = "little")]
 pub mod vfio_nvme;
 
 use crate::device::{sysinfo::TargetInfo, Target};
+use crate::failure::Failure;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::RawFd;
+pub use target::{Acquire, Observation, OpenTarget, TargetPart, TargetRequest};
 
 /// How requests reach the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -190,16 +193,20 @@ pub struct Setup<'a> {
     pub submit: Submit,
     pub complete: Complete,
     pub batch_submit: u32,
-    /// io_uring and nvme-passthru: the ring's own options.
-    pub ring: io_uring::RingOptions,
-    /// null: the `--null-script` (parsed by `null::Script`).
-    pub null_script: Option<&'a str>,
+    /// The job's choice, with the options only some interfaces take: each interface reads its
+    /// own (io_uring's ring options, null's script) and the engine names none of them.
+    pub io: &'a IoChoice,
+    /// The CPU this thread's SQPOLL thread is pinned to, if any (the run's placement).
+    pub sq_cpu: Option<u32>,
 }
 
 /// The whole contract between the hot loop and an interface.
 pub trait IoInterface: Sized {
+    /// What each thread's `open` is given of the run's acquired targets besides their
+    /// descriptors: nothing for most (`()`), the attached controller for the user-space driver.
+    type Handle: Sync;
     /// Set up rings, contexts and registrations once.
-    fn open(setup: &Setup) -> io::Result<Self>;
+    fn open(setup: &Setup, handle: &Self::Handle) -> io::Result<Self>;
     /// Queue (async) or perform (sync) the requests; returns how many were accepted.
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize>;
     /// Collect at least `min` completions (0 = only what is ready), at most `out.len()`.
@@ -223,6 +230,10 @@ pub const FILES_AND_BLOCKS: &[TargetKind] = &[TargetKind::File, TargetKind::Bloc
 #[derive(Debug, Serialize)]
 pub struct InterfaceInfo {
     pub name: &'static str,
+    /// A few words after the name in `iolab run --help`'s list, where the name alone says too
+    /// little.
+    #[serde(skip)]
+    pub note: Option<&'static str>,
     pub execution: &'static str,
     pub behaviour: Behaviour,
     pub submits: &'static [Submit],
@@ -247,6 +258,9 @@ pub struct InterfaceInfo {
 /// all in its own file. Every default is the common case; an interface overrides what differs.
 pub trait Interface: IoInterface {
     const INFO: &'static InterfaceInfo;
+    /// Its target part (`target.rs`): acquired for a run, described, given to each thread's open
+    /// as its handle, released. Files and block devices through `device` for most.
+    type Target: Acquire<Handle = Self::Handle>;
     /// Checks only this interface makes on a job, before any target or kernel is touched.
     fn check_job(_io: &IoChoice) -> Result<(), String> {
         Ok(())
@@ -296,9 +310,9 @@ pub trait Interface: IoInterface {
     fn buffer_memory(_io: &IoChoice) -> memory::BufferMemory {
         memory::BufferMemory::Heap
     }
-    /// Reads one block synchronously for `--verify` read-back: bytes read or a negative result
-    /// (`error_text` says what it means).
-    fn sync_reader(_fd: RawFd) -> Result<SyncReader, String> {
+    /// Reads one block of target `fd` (of the run's `target`) synchronously for `--verify`
+    /// read-back: bytes read or a negative result (`error_text` says what it means).
+    fn sync_reader(_target: &Self::Target, _fd: RawFd) -> Result<SyncReader, String> {
         Ok(Box::new(|fd, buf, offset| {
             // SAFETY: buf is a live, writable slice of buf.len() bytes.
             let n = unsafe { libc::pread(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), offset as i64) };
@@ -354,6 +368,22 @@ pub trait Visit {
     fn visit<T: Interface>(self) -> Self::Out;
 }
 
+/// Something done with an interface's type and its acquired target part, for
+/// [`Acquired::visit`]: how the engine runs the monomorphised loop over what was acquired.
+pub trait VisitTarget<'h> {
+    type Out;
+    fn visit<T: Interface>(self, target: &'h T::Target) -> Self::Out;
+}
+
+/// Acquires `T`'s target part and makes the checks its interface makes on open targets.
+fn acquire<T: Interface>(req: &TargetRequest) -> Result<T::Target, Failure> {
+    let target = T::Target::acquire(req)?;
+    for t in target.files() {
+        T::check_target(req.io, req.access.bs, req.access.targets.offset, t).map_err(Failure::unsupported)?;
+    }
+    Ok(target)
+}
+
 /// The interfaces: the one table every dispatch comes from. Adding an interface is its file
 /// (an `Interface` impl) and one line here.
 macro_rules! interface_table {
@@ -371,6 +401,41 @@ macro_rules! interface_table {
 
             pub fn info(self) -> &'static InterfaceInfo {
                 match self { $(InterfaceKind::$kind => <$ty as Interface>::INFO),* }
+            }
+
+            /// Acquires the run's targets through this interface's target part.
+            pub fn acquire(self, req: &TargetRequest) -> Result<Acquired, Failure> {
+                match self { $(InterfaceKind::$kind => acquire::<$ty>(req).map(Acquired::$kind)),* }
+            }
+        }
+
+        /// A run's targets as its interface's target part acquired them: what the session holds
+        /// for the run (and releases) and the engine runs the interface over.
+        // One per run, made once and never moved on a hot path: boxing the controller's
+        // variant would buy nothing.
+        #[allow(clippy::large_enum_variant)]
+        pub enum Acquired { $($kind(<$ty as Interface>::Target)),* }
+
+        impl Acquired {
+            pub fn kind(&self) -> InterfaceKind {
+                match self { $(Acquired::$kind(_) => InterfaceKind::$kind),* }
+            }
+
+            pub fn visit<'h, V: VisitTarget<'h>>(&'h self, v: V) -> V::Out {
+                match self { $(Acquired::$kind(t) => v.visit::<$ty>(t)),* }
+            }
+        }
+
+        impl std::ops::Deref for Acquired {
+            type Target = dyn TargetPart;
+            fn deref(&self) -> &(dyn TargetPart + 'static) {
+                match self { $(Acquired::$kind(t) => t),* }
+            }
+        }
+
+        impl std::ops::DerefMut for Acquired {
+            fn deref_mut(&mut self) -> &mut (dyn TargetPart + 'static) {
+                match self { $(Acquired::$kind(t) => t),* }
             }
         }
     };
@@ -393,12 +458,10 @@ pub struct Rules {
     pub machine_support: fn() -> Result<(), String>,
     pub machine_notes: fn() -> Option<String>,
     pub check_kernel: fn(&IoChoice) -> Result<Option<io_uring::RingSetup>, String>,
-    pub check_target: fn(&IoChoice, u64, u64, &Target) -> Result<(), String>,
     pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (Path, Option<String>),
     pub block_poll_delay: fn(&IoChoice) -> Option<i64>,
     pub mechanism: fn(&IoChoice) -> String,
     pub kernel_features: fn() -> Vec<Feature>,
-    pub sync_reader: fn(RawFd) -> Result<SyncReader, String>,
 }
 
 impl Rules {
@@ -408,12 +471,10 @@ impl Rules {
             machine_support: T::machine_support,
             machine_notes: T::machine_notes,
             check_kernel: T::check_kernel,
-            check_target: T::check_target,
             expected_path: T::expected_path,
             block_poll_delay: T::block_poll_delay,
             mechanism: T::mechanism,
             kernel_features: T::kernel_features,
-            sync_reader: T::sync_reader,
         }
     }
 }
@@ -472,6 +533,12 @@ pub fn all() -> impl Iterator<Item = &'static InterfaceInfo> {
 
 pub fn names() -> String {
     all().map(|i| i.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The interfaces as `iolab run --help` lists them: each name, with its note.
+pub fn help() -> String {
+    let each: Vec<String> = all().map(|i| i.note.map_or(i.name.to_string(), |n| format!("{} ({n})", i.name))).collect();
+    format!("I/O interface: {}.", each.join(", "))
 }
 
 /// Whether this machine can run the named interface at all; Err carries the reason.

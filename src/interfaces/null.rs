@@ -11,10 +11,12 @@
 //!   error=ERRNO%N      every Nth request fails with ERRNO
 //!   short=BYTES@N|%N   request N (every Nth) transfers only BYTES
 //!   accept=K           `submit` accepts at most K of the requests it is offered per call
+use super::target::{Acquire, OpenTarget, TargetPart, TargetRequest};
 use super::Path;
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use super::{Complete, IoChoice, Submit};
 use crate::device::sysinfo::TargetInfo;
+use crate::failure::Failure;
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
@@ -151,8 +153,11 @@ pub struct Null {
 }
 
 impl IoInterface for Null {
-    fn open(setup: &Setup) -> io::Result<Self> {
-        let script = setup.null_script.map(Script::parse).transpose().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
+        let script =
+            setup.io.null_script.as_deref().map(Script::parse).transpose().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let scripted = script
             .filter(|s| *s != Script::default())
             .map(|script| Box::new(Scripted { script, accepted: 0, queue: VecDeque::with_capacity(setup.qd as usize) }));
@@ -246,9 +251,41 @@ pub fn target_info(space: u64) -> TargetInfo {
     TargetInfo { path: "(no target)".into(), kind: NAME.into(), size_bytes: space, logical_block_size: 512, ..Default::default() }
 }
 
+/// null's target part: no target at all, an address space of `--size` bytes (whole blocks)
+/// from `--offset`, as the engine's one target.
+pub struct AddressSpace {
+    pub start: u64,
+    pub len: u64,
+}
+
+impl Acquire for AddressSpace {
+    type Handle = ();
+
+    fn acquire(req: &TargetRequest) -> Result<AddressSpace, Failure> {
+        Ok(AddressSpace { start: req.access.targets.offset, len: address_space(req.access.targets.size, req.access.bs) })
+    }
+
+    fn handle(&self) -> &() {
+        &()
+    }
+}
+
+impl TargetPart for AddressSpace {
+    fn describe(&self) -> Vec<TargetInfo> {
+        vec![target_info(self.len)]
+    }
+
+    fn open_targets(&self) -> Vec<OpenTarget> {
+        vec![OpenTarget { fd: -1, range_start: self.start, range_len: self.len }]
+    }
+}
+
 impl Interface for Null {
+    type Target = AddressSpace;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: NAME,
+        note: Some("no I/O: iolab's own cost"),
         execution: "iolab",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],

@@ -15,6 +15,7 @@
 //! short-I/O check holds, and a status into [`super::DEVICE_STATUS`] minus the status.
 //! The commands, the namespace's identity and its devices are `device::nvme`'s.
 use super::io_uring::{check_ring, create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver, RingSetup};
+use super::target::Files;
 use super::Feature;
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup, SyncReader, TargetKind, DEVICE_STATUS};
 use super::{Complete, IoChoice, Submit};
@@ -145,17 +146,20 @@ pub struct Passthru {
 }
 
 impl IoInterface for Passthru {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         let ns = setup
             .fds
             .iter()
             .map(|&fd| Namespace::of_fd(fd).map(|n| (n.nsid, n.id.lba_shift)).map_err(io::Error::other))
             .collect::<io::Result<Vec<_>>>()?;
-        let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), setup.ring.sq_cpu, setup.ring.sq_idle_ms)?;
-        if setup.ring.register_files {
+        let opts = setup.ring();
+        let (ring, _) = create_ring_big(setup.qd, flags_for(setup.submit, setup.complete), opts.sq_cpu, opts.sq_idle_ms)?;
+        if opts.register_files {
             ring.submitter().register_files(setup.fds)?;
         }
-        let fixed_bufs = setup.ring.register_buffers && fixed_buffers_supported();
+        let fixed_bufs = opts.register_buffers && fixed_buffers_supported();
         if fixed_bufs {
             // One registered buffer per slot, used with buf_index = tag. (One buffer over the
             // whole region, as io_uring does, fails on kernels before 6.11: importing at an offset
@@ -173,7 +177,7 @@ impl IoInterface for Passthru {
         }
         Ok(Passthru {
             ring,
-            fixed_files: setup.ring.register_files,
+            fixed_files: opts.register_files,
             fixed_bufs,
             fds: setup.fds.to_vec(),
             ns,
@@ -219,8 +223,11 @@ pub fn completion_result(res: i32, len: u32) -> i64 {
 }
 
 impl Interface for Passthru {
+    type Target = Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "nvme-passthru",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall, Submit::Sqpoll],
@@ -258,7 +265,7 @@ impl Interface for Passthru {
         }
     }
     /// The character device has no read(2): synchronous NVMe Reads of the namespace instead.
-    fn sync_reader(fd: RawFd) -> Result<SyncReader, String> {
+    fn sync_reader(_target: &Files, fd: RawFd) -> Result<SyncReader, String> {
         let ns = Namespace::of_fd(fd).map_err(|e| format!("verify read-back cannot address the namespace: {e}"))?;
         Ok(Box::new(move |fd, buf, offset| read_sync(fd, &ns, buf.as_mut_ptr(), buf.len() as u32, offset)))
     }

@@ -18,7 +18,9 @@ pub struct PosixAio {
 }
 
 impl IoInterface for PosixAio {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         let qd = setup.qd as usize;
         // SAFETY: aiocb is plain data; zero is its documented initial state.
         let cbs = vec![unsafe { std::mem::zeroed::<libc::aiocb>() }; qd];
@@ -97,8 +99,11 @@ impl IoInterface for PosixAio {
 }
 
 impl Interface for PosixAio {
+    type Target = super::target::Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "posixaio",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],

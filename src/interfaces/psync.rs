@@ -11,7 +11,9 @@ pub struct Psync {
 }
 
 impl IoInterface for Psync {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         Ok(Psync { fds: setup.fds.to_vec(), done: Held::default() })
     }
 
@@ -32,8 +34,11 @@ impl IoInterface for Psync {
 }
 
 impl Interface for Psync {
+    type Target = super::target::Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "psync",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Sync,
         submits: &[Submit::Syscall],

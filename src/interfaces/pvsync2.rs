@@ -16,7 +16,9 @@ pub struct Pvsync2 {
 }
 
 impl IoInterface for Pvsync2 {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    type Handle = ();
+
+    fn open(setup: &Setup, _: &()) -> io::Result<Self> {
         let flags = if setup.complete == Complete::Irq { 0 } else { libc::RWF_HIPRI };
         Ok(Pvsync2 { fds: setup.fds.to_vec(), flags, done: Held::default() })
     }
@@ -42,8 +44,11 @@ impl IoInterface for Pvsync2 {
 }
 
 impl Interface for Pvsync2 {
+    type Target = super::target::Files;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: "pvsync2",
+        note: None,
         execution: "kernel",
         behaviour: Behaviour::Sync,
         submits: &[Submit::Syscall],

@@ -13,7 +13,7 @@ pub use checks::{check_kernel, expected_path, observe_path};
 use checks::{check_memory, check_polling};
 
 use crate::device::{self, sysinfo::TargetInfo};
-use crate::engine::{self, OpenTarget};
+use crate::engine;
 pub use crate::failure::{Failure, FailureKind};
 use crate::host;
 use crate::interfaces;
@@ -138,18 +138,19 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         Some(t) => vec![t.path.clone()],
         None => job.targets.paths.iter().map(Into::into).collect(),
     };
-    // An interface that drives the controller itself opens no file: it takes the controller.
-    let takes_controller = job.io.interface.info().targets.contains(&device::TargetKind::NvmePci);
-    let taken = if takes_controller { Some(take_controller(job)?) } else { None };
-    let targets =
-        if takes_controller { Vec::new() } else { device::open_targets(&access(job, &generic_drivers()), &paths, temp.is_some())? };
-    for t in &targets {
-        (job.io.interface.rules().check_target)(&job.io, job.workload.bs, job.targets.offset, t).map_err(Failure::unsupported)?;
-    }
-    check_polling(job, &targets).map_err(Failure::unsupported)?;
-    let mut infos: Vec<TargetInfo> = targets.iter().map(|t| t.info.clone()).collect();
-    infos.extend(diskless.then(|| interfaces::null::target_info(interfaces::null::address_space(job.targets.size, job.workload.bs))));
-    infos.extend(taken.as_ref().map(|(_, info, _)| info.clone()));
+    // The interface's target part: files and block devices opened, an address space, or a
+    // controller taken from the kernel (given back by `release`, or when dropped on an error).
+    let drivers = generic_drivers();
+    let request = interfaces::TargetRequest {
+        io: &job.io,
+        access: access(job, &drivers),
+        paths: &paths,
+        temporary: temp.is_some(),
+        qd: job.workload.qd,
+    };
+    let mut acquired = job.io.interface.acquire(&request)?;
+    check_polling(job, acquired.files()).map_err(Failure::unsupported)?;
+    let infos: Vec<TargetInfo> = acquired.describe();
     let (placement, mut placed) = numa::resolve(job, &infos, &host::numa_nodes())?;
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
@@ -165,32 +166,13 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     let wait = std::time::Duration::from_secs(job.system.wait_settings_s.unwrap_or(0));
     let guard = apply_settings(&system, &changes, wait, &mut |line| ui.waiting(line))?;
     // Describe the targets after the change, so the record shows what the run ran with.
-    let infos: Vec<TargetInfo> = if guard.is_some() {
-        targets
-            .iter()
-            .map(|t| {
-                crate::device::sysinfo::describe(&t.path, &std::fs::metadata(&t.path).expect("open target")).with_size(t.info.size_bytes)
-            })
-            .collect()
-    } else {
-        infos
-    };
+    let infos: Vec<TargetInfo> = if guard.is_some() { acquired.describe_again() } else { infos };
     let path = expected_path(job, &infos);
     let mut env = environment(infos);
     env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
-    env.settings_changed.extend(taken.as_ref().map(|(t, _, _)| t.changes()).unwrap_or_default());
+    env.settings_changed.extend(acquired.changes());
     env.setup_not_applied = setup_not_applied;
-    let mut open: Vec<OpenTarget> = targets
-        .iter()
-        .map(|t| OpenTarget { fd: std::os::fd::AsRawFd::as_raw_fd(&t.file), range_start: t.range_start, range_len: t.range_len })
-        .collect();
-    open.extend(taken.as_ref().map(|(_, _, o)| *o));
-    open.extend(diskless.then(|| OpenTarget {
-        fd: -1,
-        range_start: job.targets.offset,
-        range_len: interfaces::null::address_space(job.targets.size, job.workload.bs),
-    }));
     let idle = match (energy, measure.idle) {
         (Some(_), Some(idle)) => Some(idle.to_vec()),
         (Some(e), None) => e.idle_baseline_s.map(|s| {
@@ -207,7 +189,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         .with_profile(measure.profile, &system);
     env.settings_changed.extend(meters.settings_changed());
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
-    let out = engine::run(job, &placement, &open, cancel, &mut progress, &mut meters).map_err(|m| {
+    let out = engine::run(job, &placement, &acquired, cancel, &mut progress, &mut meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
         let kind = if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed };
         Failure::new(kind, m)
@@ -220,15 +202,11 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         .filter_map(Result::err)
         .reduce(|a, b| format!("{a}; {b}"))
         .map(|e| format!("restoring system settings failed: {e}"));
-    let mut driver_irqs = None;
-    if let Some((t, _, _)) = taken {
-        driver_irqs = Some(t.interrupts());
-        let mut d = t.env.clone();
-        d.hugepages = t.hugepages();
-        env.user_space_driver = Some(d);
-        if let Err(e) = t.give_back() {
-            not_restored = Some(format!("giving the NVMe controller back to the kernel failed: {e}"));
-        }
+    // What the target itself saw, before it is given back.
+    let observed = acquired.observed();
+    env.user_space_driver = acquired.user_space_driver();
+    if let Err(e) = acquired.release() {
+        not_restored = Some(e);
     }
     let out = match (out, &not_restored) {
         (Ok(o), _) => o,
@@ -282,13 +260,9 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     if let Some(c) = &cost {
         observe_path(&mut path, job, c);
     }
-    if let (Some(irqs), Some(d)) = (driver_irqs, &env.user_space_driver) {
-        // No kernel driver completes anything: the controller's own vectors are the evidence.
-        path.observed = Some(if irqs == 0 { Path::Polled } else { Path::Interrupt });
-        path.evidence = Some(format!(
-            "{irqs} interrupts on {}'s vectors in /proc/interrupts while iolab's driver had it, for {} I/Os",
-            d.controller, total.ios
-        ));
+    if let Some(o) = observed {
+        path.observed = Some(o.path);
+        path.evidence = Some(format!("{}, for {} I/Os", o.evidence, total.ios));
     }
     let strict_error =
         (job.policy.strict && job.io.complete != Complete::Irq && path.observed.is_some_and(|o| o != Path::Polled)).then(|| {
@@ -473,38 +447,6 @@ fn environment(targets: Vec<TargetInfo>) -> Environment {
         setup_not_applied: Vec::new(),
         placement: None,
     }
-}
-
-/// For an interface that drives the controller itself (vfio-nvme): take the target's controller
-/// from the kernel, and describe the namespace as the run's one target.
-fn take_controller(job: &Job) -> Result<(interfaces::vfio_nvme::take::Taken, TargetInfo, OpenTarget), Failure> {
-    use interfaces::vfio_nvme::take;
-    let [target] = job.targets.paths.as_slice() else {
-        return Err(Failure::invalid(format!("{} drives one namespace per run: give one target", job.io.interface)));
-    };
-    let a = access(job, &[]);
-    let want = take::Want {
-        target,
-        writes: a.writes,
-        destructive: &job.targets.destructive,
-        threads: job.workload.threads,
-        qd: job.workload.qd,
-        bs: job.workload.bs,
-        allow_noiommu: job.io.vfio_noiommu,
-    };
-    let t = take::take(&want)?;
-    let (size, lba) = t.namespace();
-    let range_len = device::usable_range(target, size, &a)?;
-    let info = TargetInfo {
-        path: target.clone(),
-        kind: "nvme-pci".into(),
-        size_bytes: size,
-        logical_block_size: lba as u64,
-        io_poll: Some(true),
-        ..Default::default()
-    };
-    let open = OpenTarget { fd: t.handle, range_start: job.targets.offset, range_len };
-    Ok((t, info, open))
 }
 
 /// How the job will use its targets, for opening them.

@@ -14,10 +14,11 @@
 //! non-zero status into `DEVICE_STATUS - status` and writes the CQ head doorbell once per
 //! harvest. No allocation, no lock, no system call: the doorbells are the only device accesses.
 //!
-//! The controller an `open` attaches to is named by the target's descriptor (`Setup::fds[0]`) in
-//! [`register`]'s table: the attaching code (the session, once VFIO binding exists; a test or the
-//! harness today) registers a [`Controller`] and hands its handle on as the target.
-//! Not in `interface_table!` yet: nothing binds a controller to vfio-pci (docs/nvme-driver.md).
+//! The controller an `open` attaches to is its handle (`IoInterface::Handle`): the interface's
+//! target part (`take.rs`) takes the controller from the kernel through vfio-pci, attaches it and
+//! hands the attached [`Controller`] to every thread's open through the engine; a test or the
+//! harness hands the simulated one (`sim::attach`). No table of attached controllers, no fake
+//! descriptors.
 pub mod controller;
 pub mod queue;
 pub mod sim;
@@ -34,11 +35,9 @@ use super::{
 use crate::device::nvme::Sqe;
 pub use controller::{Controller, Options, PAGE};
 use queue::QueuePair;
-use std::any::Any;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The controller's registers (BAR0). MMIO: `&self`, callable from every queue pair's thread.
@@ -74,31 +73,6 @@ pub trait DmaMemory: Send + Sync + 'static {
     /// need not be contiguous (no-IOMMU mode gives physical pages).
     fn map(&self, virt: *mut u8, len: usize) -> io::Result<Vec<u64>>;
     fn unmap(&self, virt: *mut u8, len: usize);
-}
-
-// ------------------------------------------------------------------ attached controllers
-
-type Attached = Arc<dyn Any + Send + Sync>;
-static ATTACHED: Mutex<Vec<(RawFd, Attached)>> = Mutex::new(Vec::new());
-static NEXT_HANDLE: AtomicI32 = AtomicI32::new(-1000);
-
-/// Makes `ctrl` the target of `open`s given the returned handle as their descriptor (negative,
-/// never a real descriptor), until [`unregister`].
-pub fn register<R: Registers + Clone, M: DmaMemory>(ctrl: Arc<Controller<R, M>>) -> RawFd {
-    let handle = NEXT_HANDLE.fetch_sub(1, Ordering::Relaxed);
-    ATTACHED.lock().expect("attached").push((handle, ctrl));
-    handle
-}
-
-pub fn unregister(handle: RawFd) {
-    ATTACHED.lock().expect("attached").retain(|(h, _)| *h != handle);
-}
-
-fn attached<R: Registers + Clone, M: DmaMemory>(handle: RawFd) -> io::Result<Arc<Controller<R, M>>> {
-    let found = ATTACHED.lock().expect("attached").iter().find(|(h, _)| *h == handle).map(|(_, c)| c.clone());
-    let found =
-        found.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no NVMe controller is attached as target {handle}")))?;
-    found.downcast().map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the attached controller is of another kind"))
 }
 
 // ------------------------------------------------------------------ the interface
@@ -207,11 +181,14 @@ impl<R: Registers + Clone, M: DmaMemory> VfioNvme<R, M> {
 }
 
 impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
-    fn open(setup: &Setup) -> io::Result<Self> {
+    /// The attached controller: each thread creates its own queue pair on it.
+    type Handle = Arc<Controller<R, M>>;
+
+    fn open(setup: &Setup, ctrl: &Arc<Controller<R, M>>) -> io::Result<Self> {
         if setup.fds.len() != 1 {
             return Err(invalid(format!("the NVMe driver drives one namespace per run; {} targets were given", setup.fds.len())));
         }
-        let ctrl: Arc<Controller<R, M>> = attached(setup.fds[0])?;
+        let ctrl = ctrl.clone();
         let (bs, qd, ns) = (setup.bs, setup.qd, ctrl.ns);
         if bs == 0 || bs % ns.lba_size != 0 || (bs >> ns.lba_shift) > 1 << 16 {
             return Err(invalid(format!("--bs {bs} is not 1 to 65536 blocks of the namespace's {} bytes", ns.lba_size)));
@@ -386,8 +363,11 @@ fn read_one(qp: &mut UserDriver, bounce: &mut Bounce, offset: u64) -> i64 {
 }
 
 impl Interface for UserDriver {
+    type Target = take::Taken;
+
     const INFO: &'static InterfaceInfo = &InterfaceInfo {
         name: NAME,
+        note: Some("iolab's own user-space NVMe driver"),
         execution: "user-space driver, polled (SPDK class)",
         behaviour: Behaviour::Async,
         submits: &[Submit::Syscall],
@@ -428,15 +408,13 @@ impl Interface for UserDriver {
         }
     }
 
-    fn sync_reader(_fd: RawFd) -> Result<SyncReader, String> {
+    fn sync_reader(target: &take::Taken, _fd: RawFd) -> Result<SyncReader, String> {
+        let ctrl = super::Acquire::handle(target).clone();
         let mut own: Option<(UserDriver, Bounce)> = None;
         Ok(Box::new(move |fd, buf, offset| {
             if own.as_ref().is_none_or(|(_, b)| b.len != buf.len()) {
                 own = None;
-                let memory = match attached::<vfio::BarRegs, vfio::DmaHandle>(fd) {
-                    Ok(c) if c.mem.0.iommu() == vfio::Iommu::NoIommu => BufferMemory::Hugepages,
-                    _ => BufferMemory::Heap,
-                };
+                let memory = if ctrl.mem.0.iommu() == vfio::Iommu::NoIommu { BufferMemory::Hugepages } else { BufferMemory::Heap };
                 let bounce = match Bounce::new(buf.len(), memory) {
                     Ok(b) => b,
                     Err(_) => return -(libc::ENOMEM as i64),
@@ -450,10 +428,10 @@ impl Interface for UserDriver {
                     submit: Submit::Syscall,
                     complete: Complete::Poll,
                     batch_submit: 1,
-                    ring: Default::default(),
-                    null_script: None,
+                    io: &IoChoice::default(),
+                    sq_cpu: None,
                 };
-                match UserDriver::open(&setup) {
+                match UserDriver::open(&setup, &ctrl) {
                     Ok(qp) => own = Some((qp, bounce)),
                     Err(e) => return -(e.raw_os_error().unwrap_or(libc::EIO) as i64),
                 }

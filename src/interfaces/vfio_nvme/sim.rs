@@ -604,26 +604,16 @@ impl State {
 /// The driver over the simulated controller.
 pub type SimDriver = super::VfioNvme<SimRegs, SimDma>;
 
-/// A simulated controller attached and registered: `handle` is the target descriptor an
-/// `open` takes (`Setup::fds`). Unregistered when dropped.
+/// A simulated controller attached: `ctrl` is what each `open` takes as its handle.
 pub struct Attachment {
     pub sim: Arc<Sim>,
     pub ctrl: Arc<super::Controller<SimRegs, SimDma>>,
-    pub handle: std::os::fd::RawFd,
 }
 
-impl Drop for Attachment {
-    fn drop(&mut self) {
-        super::unregister(self.handle);
-    }
-}
-
-/// A new simulated controller with `cfg`, attached (reset, enabled, identified; namespace 1)
-/// and registered.
+/// A new simulated controller with `cfg`, attached (reset, enabled, identified; namespace 1).
 pub fn attach(cfg: Config, io_queue_entries: Option<u32>) -> Result<Attachment, String> {
     let sim = Sim::new(cfg);
     let (regs, dma) = sim.seam();
     let ctrl = Arc::new(super::Controller::attach(regs, dma, super::Options { nsid: 1, io_queue_entries })?);
-    let handle = super::register(ctrl.clone());
-    Ok(Attachment { sim, ctrl, handle })
+    Ok(Attachment { sim, ctrl })
 }

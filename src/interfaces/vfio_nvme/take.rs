@@ -1,18 +1,20 @@
 //! Taking a controller from the kernel for one run and giving it back: resolve the target, refuse
 //! while the kernel's side of it is in use, journal and apply the binding to vfio-pci (and the
-//! hugepages its queues need), open it through VFIO, attach the driver and register it as the
-//! run's target. Giving back runs in reverse: the queue pairs are gone with the workers, the
+//! hugepages its queues need), open it through VFIO and attach the driver: the interface's target
+//! part, whose attached controller every thread's open gets as its handle. Giving back runs in reverse: the queue pairs are gone with the workers, the
 //! controller is disabled, every VFIO descriptor closed (vfio-pci will not let go of a device
 //! that is still open), then the binding and hugepages are restored. `Drop` gives back too, so
 //! an error return or Ctrl-C does; after kill -9, `iolab restore` binds it back from the journal.
 use super::controller::{Controller, Options, PAGE};
 use super::vfio::{BarRegs, Dma, DmaHandle, Iommu, Vfio, HUGEPAGE};
 use crate::device::controller::{self as ctrl, ControllerTarget};
+use crate::device::sysinfo::TargetInfo;
 use crate::failure::{Failure, FailureKind};
 use crate::interfaces::memory::BufferMemory;
+use crate::interfaces::target::{Acquire, Observation, OpenTarget, TargetPart, TargetRequest};
+use crate::interfaces::Path as CompletionPath;
 use crate::settings::{AppliedGuard, Change, Setting, Settings};
 use serde::Serialize;
-use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -47,9 +49,8 @@ pub struct DriverEnv {
     pub buffers: BufferMemory,
 }
 
-/// A controller taken from the kernel, attached and registered as `handle`.
+/// A controller taken from the kernel and attached: the run's one target.
 pub struct Taken {
-    pub handle: RawFd,
     pub target: ControllerTarget,
     pub ctrl: Option<Arc<Controller<BarRegs, DmaHandle>>>,
     pub env: DriverEnv,
@@ -57,6 +58,9 @@ pub struct Taken {
     guard: Option<AppliedGuard>,
     /// Interrupts on the controller's vectors when it was taken.
     irqs_at_start: u64,
+    /// The namespace as the record describes it, and the byte range the run uses.
+    info: TargetInfo,
+    range: (u64, u64),
 }
 
 /// Hugepages the admin queues and the queues and PRP lists of `threads` queue pairs need, with
@@ -110,7 +114,6 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
         _ => Failure::new(FailureKind::SettingsNotRestored, e),
     })?;
     let mut taken = Taken {
-        handle: 0,
         target: target.clone(),
         ctrl: None,
         env: DriverEnv {
@@ -127,6 +130,8 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
         },
         guard: Some(guard),
         irqs_at_start: 0,
+        info: TargetInfo::default(),
+        range: (0, 0),
     };
     // From here a failure gives the controller back as `taken` drops.
     let vfio = Arc::new(Vfio::open(&target.bdf, &sys, w.allow_noiommu).map_err(Failure::failed)?);
@@ -144,9 +149,7 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
     e.max_transfer_bytes = c.max_transfer;
     e.io_queues = c.io_queues;
     e.hugepages = mem.0.hugepages();
-    let c = Arc::new(c);
-    taken.handle = super::register(c.clone());
-    taken.ctrl = Some(c);
+    taken.ctrl = Some(Arc::new(c));
     taken.irqs_at_start = interrupts_of(&target.bdf).unwrap_or(0);
     Ok(taken)
 }
@@ -175,11 +178,10 @@ impl Taken {
 
     /// Gives the controller back to the kernel: the lines of what was restored, or why not.
     pub fn give_back(mut self) -> Result<Vec<String>, String> {
-        self.release()
+        self.give_back_now()
     }
 
-    fn release(&mut self) -> Result<Vec<String>, String> {
-        super::unregister(self.handle);
+    fn give_back_now(&mut self) -> Result<Vec<String>, String> {
         if let Some(c) = self.ctrl.take() {
             if Arc::strong_count(&c) > 1 {
                 // A queue pair outlived its worker: the device stays open and vfio-pci would
@@ -216,9 +218,80 @@ impl Taken {
     }
 }
 
+/// The user-space driver's target part: the target's controller taken from the kernel for the
+/// run and given back after it (`take`); the namespace is the run's one target.
+impl Acquire for Taken {
+    type Handle = Arc<Controller<BarRegs, DmaHandle>>;
+
+    fn acquire(req: &TargetRequest) -> Result<Taken, Failure> {
+        let a = &req.access;
+        let [target] = a.targets.paths.as_slice() else {
+            return Err(Failure::invalid(format!("{} drives one namespace per run: give one target", a.interface)));
+        };
+        let want = Want {
+            target,
+            writes: a.writes,
+            destructive: &a.targets.destructive,
+            threads: a.threads,
+            qd: req.qd,
+            bs: a.bs,
+            allow_noiommu: req.io.vfio_noiommu,
+        };
+        let mut t = take(&want)?;
+        let (size, lba) = t.namespace();
+        let range_len = crate::device::usable_range(target, size, a)?;
+        t.info = TargetInfo {
+            path: target.clone(),
+            kind: "nvme-pci".into(),
+            size_bytes: size,
+            logical_block_size: lba as u64,
+            io_poll: Some(true),
+            ..Default::default()
+        };
+        t.range = (a.targets.offset, range_len);
+        Ok(t)
+    }
+
+    fn handle(&self) -> &Self::Handle {
+        self.ctrl.as_ref().expect("attached until given back")
+    }
+}
+
+impl TargetPart for Taken {
+    fn describe(&self) -> Vec<TargetInfo> {
+        vec![self.info.clone()]
+    }
+
+    /// The namespace has no descriptor: the driver reaches it through its handle.
+    fn open_targets(&self) -> Vec<OpenTarget> {
+        vec![OpenTarget { fd: -1, range_start: self.range.0, range_len: self.range.1 }]
+    }
+
+    fn changes(&self) -> Vec<String> {
+        Taken::changes(self)
+    }
+
+    fn user_space_driver(&self) -> Option<DriverEnv> {
+        Some(DriverEnv { hugepages: self.hugepages(), ..self.env.clone() })
+    }
+
+    /// No kernel driver completes anything: the controller's own vectors are the evidence.
+    fn observed(&self) -> Option<Observation> {
+        let irqs = self.interrupts();
+        Some(Observation {
+            path: if irqs == 0 { CompletionPath::Polled } else { CompletionPath::Interrupt },
+            evidence: format!("{irqs} interrupts on {}'s vectors in /proc/interrupts while iolab's driver had it", self.env.controller),
+        })
+    }
+
+    fn release(&mut self) -> Result<(), String> {
+        self.give_back_now().map(|_| ()).map_err(|e| format!("giving the NVMe controller back to the kernel failed: {e}"))
+    }
+}
+
 impl Drop for Taken {
     fn drop(&mut self) {
-        if let Err(e) = self.release() {
+        if let Err(e) = self.give_back_now() {
             eprintln!("iolab: {e}");
         }
     }

@@ -3,7 +3,7 @@
 use super::sim::{self, Config, Script, SimDriver};
 use super::*;
 use crate::device::nvme::SC_LBA_OUT_OF_RANGE;
-use crate::interfaces::{error_text, Complete, Submit};
+use crate::interfaces::{error_text, Complete, IoChoice, Submit};
 
 /// Page-aligned slot buffers.
 struct Bufs {
@@ -32,7 +32,7 @@ impl Drop for Bufs {
 
 fn open(a: &sim::Attachment, bufs: &Bufs, bs: u32, qd: u32) -> io::Result<SimDriver> {
     let setup = Setup {
-        fds: &[a.handle],
+        fds: &[-1],
         buffers: bufs.ptr,
         buffers_len: bufs.layout.size(),
         bs,
@@ -40,10 +40,10 @@ fn open(a: &sim::Attachment, bufs: &Bufs, bs: u32, qd: u32) -> io::Result<SimDri
         submit: Submit::Syscall,
         complete: Complete::Poll,
         batch_submit: qd,
-        ring: Default::default(),
-        null_script: None,
+        io: &IoChoice::default(),
+        sq_cpu: None,
     };
-    SimDriver::open(&setup)
+    SimDriver::open(&setup, &a.ctrl)
 }
 
 fn req(bufs: &Bufs, tag: u32, bs: u32, write: bool, offset: u64) -> Request {
@@ -95,10 +95,10 @@ fn what_the_controller_cannot_take_is_refused_at_open() {
     assert!(msg(1000, 1).contains("512 bytes"));
     assert!(msg(4096, 16).contains("CAP.MQES"), "{}", msg(4096, 16));
     assert!(open(&a, &bufs, 4096, 15).is_ok());
-    let other = "missing";
-    let setup_fd = |fd| {
+    let other = "two targets";
+    let setup_fds = |fds: &[i32]| {
         let s = Setup {
-            fds: &[fd],
+            fds,
             buffers: bufs.ptr,
             buffers_len: 4096,
             bs: 4096,
@@ -106,12 +106,12 @@ fn what_the_controller_cannot_take_is_refused_at_open() {
             submit: Submit::Syscall,
             complete: Complete::Poll,
             batch_submit: 1,
-            ring: Default::default(),
-            null_script: None,
+            io: &IoChoice::default(),
+            sq_cpu: None,
         };
-        SimDriver::open(&s).err().expect(other).to_string()
+        SimDriver::open(&s, &a.ctrl).err().expect(other).to_string()
     };
-    assert!(setup_fd(-1).contains("no NVMe controller is attached"));
+    assert!(setup_fds(&[-1, -1]).contains("one namespace per run"));
 }
 
 #[test]
