@@ -1,8 +1,8 @@
 //! `iolab suite list` and `iolab suite run NAME`: the five studies as built-in sweeps.
 use super::sweep::{run_plan, PlanRun, Resume};
 use crate::session::precondition::PreconditionUi;
-use crate::session::suite::{Event, SuiteRun, SuiteUi};
 use crate::session::sweep::SweepEnd;
+use crate::studies::run::{Event, SuiteRun, SuiteUi};
 use crate::studies::{find, Given, STUDIES};
 use std::path::PathBuf;
 
@@ -138,7 +138,7 @@ fn run(a: &SuiteRunArgs) -> Result<i32, String> {
     };
     let show = !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut ui = Lines { study, quick: a.quick, how, fills: super::precondition::Lines { show } };
-    Ok(crate::session::suite::run(&suite, &mut ui)?.code)
+    Ok(crate::studies::run::run(&suite, &mut ui)?.code)
 }
 
 /// The suite on stdout; each part's sweep as `iolab sweep` runs and shows it.

@@ -75,7 +75,7 @@ pub trait TargetPart: Send + Sync {
         Vec::new()
     }
     /// The record's description of a user-space driver that had the target.
-    fn user_space_driver(&self) -> Option<super::vfio_nvme::take::DriverEnv> {
+    fn user_space_driver(&self) -> Option<super::vfio_nvme::env::DriverEnv> {
         None
     }
     /// The completion path the target itself observed, where it can tell (before `release`).

@@ -6,7 +6,6 @@ pub mod energy_import;
 mod numa;
 pub mod precondition;
 pub mod probe;
-pub mod suite;
 pub mod sweep;
 
 pub use checks::{check_kernel, expected_path, observe_path};

@@ -6,6 +6,7 @@
 //! and `iolab report` read; report/ renders and knows no study.
 // A panel or plan written in a study file but not given to a part is an error, not a warning.
 #![deny(dead_code)]
+pub mod run;
 pub mod s1;
 pub mod s2;
 pub mod s3;

@@ -20,6 +20,7 @@
 //! harness hands the simulated one (`sim::attach`). No table of attached controllers, no fake
 //! descriptors.
 pub mod controller;
+pub mod env;
 pub mod queue;
 pub mod sim;
 pub mod take;

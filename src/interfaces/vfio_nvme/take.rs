@@ -6,6 +6,7 @@
 //! that is still open), then the binding and hugepages are restored. `Drop` gives back too, so
 //! an error return or Ctrl-C does; after kill -9, `iolab restore` binds it back from the journal.
 use super::controller::{Controller, Options, PAGE};
+pub use super::env::DriverEnv;
 use super::vfio::{BarRegs, Dma, DmaHandle, Iommu, Vfio, HUGEPAGE};
 use crate::device::controller::{self as ctrl, ControllerTarget};
 use crate::device::sysinfo::TargetInfo;
@@ -14,7 +15,6 @@ use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::target::{Acquire, Observation, OpenTarget, TargetPart, TargetRequest};
 use crate::interfaces::Path as CompletionPath;
 use crate::settings::{AppliedGuard, Change, Setting, Settings};
-use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,26 +27,6 @@ pub struct Want<'a> {
     pub qd: u32,
     pub bs: u64,
     pub allow_noiommu: bool,
-}
-
-/// What the record says about the driver's run: the run's environment.
-#[derive(Clone, Debug, Serialize)]
-pub struct DriverEnv {
-    pub controller: String,
-    pub nsid: u32,
-    /// "type1" (IO addresses through the IOMMU) or "no-iommu" (physical addresses).
-    pub iommu: Iommu,
-    pub iommu_group: String,
-    /// Controller version (VS), CAP.MQES + 1, MDTS in bytes, I/O queue pairs granted.
-    pub version: String,
-    pub max_queue_entries: u32,
-    pub max_transfer_bytes: Option<u64>,
-    pub io_queues: u16,
-    /// 2 MiB hugepages holding queues and PRP lists.
-    pub hugepages: usize,
-    /// Where the slot buffers are: "heap" (mapped through the IOMMU) or "hugepages" (physical
-    /// addresses that stay put, without an IOMMU).
-    pub buffers: BufferMemory,
 }
 
 /// A controller taken from the kernel and attached: the run's one target.

@@ -3,10 +3,10 @@
 //! that part's stored runs (`studies::Part::plan_at`), and refused before anything is done when
 //! they are not there and the earlier part does not run first. What the caller shows comes
 //! through [`SuiteUi`], which also runs each part's sweep; nothing here prints.
-use super::precondition::{precondition, PreconditionUi, Preconditioning};
-use super::sweep::SweepEnd;
+use super::{Given, Part, Saturations, Study};
 use crate::plan::Numa;
-use crate::studies::{Given, Part, Saturations, Study};
+use crate::session::precondition::{precondition, PreconditionUi, Preconditioning};
+use crate::session::sweep::SweepEnd;
 use std::path::PathBuf;
 
 /// What a suite run is asked to do (the command line's `suite run`, parsed).
