@@ -9,7 +9,7 @@ use crate::energy::record::{measure_idle, EnergyOptions};
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
 use crate::record::{RunRecord, RunStatus};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -194,6 +194,8 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
             FailureKind::Interrupted => Step::Interrupted,
             FailureKind::Invalid => Step::Stop(f, None),
             FailureKind::SettingsNotRestored => Step::Stop(f, record),
+            // No run fails of these (the store and Slurm are not a run's): stop, as on bad input.
+            FailureKind::Store | FailureKind::External => Step::Stop(f, None),
         },
     }
 }
@@ -366,14 +368,13 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
 /// How far one share of a plan has got in a database (a fleet task's): runs done (stored,
 /// failed or skipped) and runs in the share, of the plan's newest sweep there; None when the
 /// database has no sweep of this plan yet.
-pub fn share_progress(db: &Path, text: &str, targets: &[String], share: Share) -> Result<Option<(usize, usize)>, String> {
-    let e = expand(text, targets)?;
+/// `e` is the plan expanded, `hash` its `plan_hash`.
+pub fn share_progress(db: &Path, e: &Expansion, hash: &str, share: Share) -> Result<Option<(usize, usize)>, StoreError> {
     let store = Store::open_existing(db)?;
-    let hash = plan_hash(text, targets);
     let Some(id) = store.sweep_infos()?.iter().filter(|s| s.plan_hash == hash).map(|s| s.id).max() else {
         return Ok(None);
     };
-    let ours = share.keys(&e);
+    let ours = share.keys(e);
     let planned: Vec<_> = store.planned_runs(id)?.into_iter().filter(|r| ours.contains(&r.config_key.as_str())).collect();
     Ok(Some((planned.iter().filter(|r| r.status != "planned").count(), planned.len())))
 }
@@ -466,7 +467,7 @@ fn keep(store: &mut Store, planned_id: i64, rec: &RunRecord, r: &mut SweepRun) -
     }
     r.failed += usize::from(rec.status == RunStatus::Failed);
     r.stored += 1;
-    store.record_run(Some(planned_id), &serde_json::to_value(rec).map_err(|e| e.to_string())?).map(drop)
+    Ok(store.record_run(Some(planned_id), &serde_json::to_value(rec).map_err(|e| e.to_string())?).map(drop)?)
 }
 
 /// A new sweep of the plan in the database, with what cannot run here stored as skipped.

@@ -9,6 +9,7 @@
 
 use super::backend::{self, Db, DbError};
 use super::columns::RUN_METRICS;
+use super::StoreError;
 use rusqlite::{Connection, OptionalExtension};
 
 /// The schema version this code writes and reads.
@@ -302,24 +303,27 @@ pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
 /// The schema version of a database from what it holds: its version (SQLite's `user_version`,
 /// PostgreSQL's `meta.schema_version`), how many tables it has, and `meta.schema_version` if any.
 /// Refuses a database written by a newer iolab and one with tables but no iolab schema.
-fn verdict(v: u32, tables: i64, meta: Option<String>) -> Result<u32, String> {
+fn verdict(v: u32, tables: i64, meta: Option<String>) -> Result<u32, StoreError> {
     if v > LATEST {
-        return Err(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab"));
+        return Err(StoreError::Refused(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab")));
     }
     if v == 0 {
         if tables > 0 {
-            return Err("not an iolab results database (it has tables but no iolab schema version)".into());
+            return Err(StoreError::Refused("not an iolab results database (it has tables but no iolab schema version)".into()));
         }
     } else if meta.as_deref() != Some(v.to_string().as_str()) {
-        return Err(format!("inconsistent schema version: user_version {v}, meta {}", meta.as_deref().unwrap_or("missing")));
+        return Err(StoreError::Failed(format!(
+            "inconsistent schema version: user_version {v}, meta {}",
+            meta.as_deref().unwrap_or("missing")
+        )));
     }
     Ok(v)
 }
 
 /// The schema version of an iolab results database (0: an empty SQLite file), reading only, so
 /// that it can run on a read-only connection before anything is changed (`verdict`).
-pub fn check(conn: &Connection) -> Result<u32, String> {
-    let e = |x: rusqlite::Error| x.to_string();
+pub fn check(conn: &Connection) -> Result<u32, StoreError> {
+    let e = |x: rusqlite::Error| StoreError::from(DbError::from(x));
     // One snapshot for every read below: another iolab creating the database at this moment
     // is seen before or after its creation, never half way (tables without their version).
     let snapshot = conn.unchecked_transaction().map_err(e)?;
@@ -336,8 +340,8 @@ pub fn check(conn: &Connection) -> Result<u32, String> {
 
 /// The schema version of a PostgreSQL database (0: no tables in its schema), which keeps it in
 /// `meta` alone (`verdict`).
-pub fn check_postgres(db: &Db) -> Result<u32, String> {
-    let e = |x: DbError| x.to_string();
+pub fn check_postgres(db: &Db) -> Result<u32, StoreError> {
+    let e = StoreError::from;
     let count = |sql: &str| db.row(sql, &[]).and_then(|r| r.map_or(Ok(0), |r| r.get::<i64>(0))).map_err(e);
     let tables = count("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()")?;
     let has_meta =
@@ -348,13 +352,15 @@ pub fn check_postgres(db: &Db) -> Result<u32, String> {
         }
         false => None,
     };
-    let v = meta.as_deref().map_or(Ok(0), |m| m.parse::<u32>().map_err(|_| format!("meta.schema_version is {m:?}, not a version")))?;
+    let v = meta
+        .as_deref()
+        .map_or(Ok(0), |m| m.parse::<u32>().map_err(|_| StoreError::Failed(format!("meta.schema_version is {m:?}, not a version"))))?;
     verdict(v, tables, meta)
 }
 
 /// Bring the database to `LATEST`, creating it when empty, after `check` (`check_postgres`).
 /// On PostgreSQL each step is translated (`backend::postgres_step`).
-pub fn migrate(db: &mut Db) -> Result<(), String> {
+pub fn migrate(db: &mut Db) -> Result<(), StoreError> {
     let v = match db.sqlite() {
         Some(conn) => check(conn)?,
         None => check_postgres(db)?,
@@ -363,10 +369,10 @@ pub fn migrate(db: &mut Db) -> Result<(), String> {
         return Ok(());
     }
     db.write(|tx| {
-        let e = |x: DbError| x.to_string();
+        let e = StoreError::from;
         // Someone else may have migrated between the read above and taking the write lock.
         let v = match tx.sqlite() {
-            Some(conn) => user_version(conn).map_err(|x| x.to_string())?,
+            Some(conn) => user_version(conn).map_err(DbError::from)?,
             None => {
                 let meta = tx.rows("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'", &[])
                     .and_then(|r| r[0].get::<i64>(0))
@@ -387,15 +393,16 @@ pub fn migrate(db: &mut Db) -> Result<(), String> {
                 let (kept, fills) = backend::postgres_step(&sql);
                 let runs = if v == 0 { 0 } else { tx.rows("SELECT count(*) FROM runs", &[]).and_then(|r| r[0].get::<i64>(0)).map_err(e)? };
                 if runs > 0 && !fills.is_empty() {
-                    return Err(format!("migration to schema version {to} fills its new columns from the {runs} stored runs with SQLite's JSON functions, which this iolab does not translate for PostgreSQL"));
+                    return Err(StoreError::Failed(format!("migration to schema version {to} fills its new columns from the {runs} stored runs with SQLite's JSON functions, which this iolab does not translate for PostgreSQL")));
                 }
                 kept
             } else {
                 sql
             };
-            tx.batch(&sql).map_err(|x| format!("migration to schema version {to}: {x}"))?;
+            let step = |x: DbError| StoreError::from(x).context(|m| format!("migration to schema version {to}: {m}"));
+            tx.batch(&sql).map_err(step)?;
             if to == 6 {
-                fill_uids(tx).map_err(|x| format!("migration to schema version {to}: {x}"))?;
+                fill_uids(tx).map_err(step)?;
             }
         }
         let t = now().to_string();
@@ -409,7 +416,7 @@ pub fn migrate(db: &mut Db) -> Result<(), String> {
                 .map_err(e)?;
         }
         if let Some(conn) = tx.sqlite() {
-            conn.pragma_update(None, "user_version", LATEST as i64).map_err(|x| x.to_string())?;
+            conn.pragma_update(None, "user_version", LATEST as i64).map_err(DbError::from)?;
         }
         Ok(())
     })
