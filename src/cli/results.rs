@@ -1,7 +1,7 @@
 //! `iolab results`: list and filter stored runs; export them as CSV or JSON.
 use crate::failure::Failure;
 use crate::report::summary::{format_count, format_ns};
-use crate::store::{RunFilter, Store, StoreError};
+use crate::store::{PlannedStatus, RunFilter, Store, StoreError};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -49,10 +49,10 @@ pub fn main(a: &ResultsArgs) -> i32 {
 }
 
 /// Planned-run statuses that never have a stored run: `results` lists them from the plan.
-const PLAN_ONLY: [&str; 2] = ["skipped", "planned"];
+const PLAN_ONLY: [PlannedStatus; 2] = [PlannedStatus::Skipped, PlannedStatus::Planned];
 
 fn results(a: &ResultsArgs) -> Result<(), Failure> {
-    let plan_only = a.status.as_deref().filter(|s| PLAN_ONLY.contains(s));
+    let plan_only = a.status.as_deref().and_then(PlannedStatus::parse).filter(|s| PLAN_ONLY.contains(s));
     if let (Some(st), true) = (plan_only, a.csv.is_some() || a.json.is_some()) {
         return Err(Failure::invalid(format!(
             "{st} runs were never made, so there is no record to export: list them with `iolab results --status {st}`"
@@ -149,9 +149,10 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
     }
     println!("{} runs{}", rows.len(), if several { format!(" from {} machines", machines.len()) } else { String::new() });
     // Runs that failed before measuring have no stored run: they are listed from the plan.
-    let early = if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(&filter, "failed")? } else { Vec::new() };
+    let early =
+        if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(&filter, PlannedStatus::Failed)? } else { Vec::new() };
     if a.status.is_none() {
-        let skipped = store.list_planned(&filter, "skipped")?.len();
+        let skipped = store.list_planned(&filter, PlannedStatus::Skipped)?.len();
         if skipped > 0 {
             println!("{skipped} planned runs skipped, not made (--status skipped lists them with the reason)");
         }
@@ -180,7 +181,7 @@ fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), Stor
 }
 
 /// Planned runs that were never made (skipped, or still to run), with the reason.
-fn list_planned(store: &Store, filter: &RunFilter, status: &str) -> Result<(), Failure> {
+fn list_planned(store: &Store, filter: &RunFilter, status: PlannedStatus) -> Result<(), Failure> {
     print_planned(&store.list_planned(filter, status)?, &format!("{status} runs"));
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! store is written once, in SQL both engines take, with `?N` or `?` parameters and
 //! `rusqlite::types::Value` values; rows come back as `DbRow`s read with rusqlite's own
 //! conversions, so the SQLite path converts exactly as before. What PostgreSQL spells otherwise
-//! is translated here, in one place (`postgres_sql`, `postgres_step`).
+//! is translated here, in one place (`postgres_sql`, `without_fills`).
 //!
 //! Writers are one at a time on both: SQLite's `BEGIN IMMEDIATE` write lock, and on PostgreSQL a
 //! transaction-scoped advisory lock taken first in every write transaction, so that the store's
@@ -437,12 +437,11 @@ fn replace_words(s: &str, from: &str, to: &str) -> String {
     out
 }
 
-/// A migration step for PostgreSQL: its statements that fill new columns or tables from the
-/// stored records with SQLite's JSON functions are left out (returned apart), the rest
-/// translated by `postgres_sql` when the step runs. A PostgreSQL store began at schema version
-/// 3, so no server holds runs a released step would have to fill; `schema::migrate` refuses to
-/// leave a filling statement out where there are runs.
-pub fn postgres_step(step: &str) -> (String, Vec<String>) {
+/// A released migration step less its statements that fill new columns or tables from the
+/// stored records with SQLite's JSON functions (returned apart): `schema::fill` fills them in
+/// Rust instead, alike on SQLite and PostgreSQL (which has no such functions; the rest is
+/// translated by `postgres_sql` when the step runs).
+pub fn without_fills(step: &str) -> (String, Vec<String>) {
     let (mut kept, mut fills) = (String::new(), Vec::new());
     let mut statement = String::new();
     for line in step.split_inclusive('\n') {
@@ -477,8 +476,8 @@ mod tests {
     }
 
     #[test]
-    fn a_step_for_postgres_leaves_out_what_fills_from_stored_json() {
-        let (kept, fills) = postgres_step(
+    fn a_step_without_fills_leaves_out_what_fills_from_stored_json() {
+        let (kept, fills) = without_fills(
             "ALTER TABLE runs ADD COLUMN a TEXT;\nUPDATE runs SET\n    a = json_extract(record, '$.a');\nCREATE INDEX i ON runs(a);\n",
         );
         assert_eq!(kept, "ALTER TABLE runs ADD COLUMN a TEXT;\nCREATE INDEX i ON runs(a);\n");

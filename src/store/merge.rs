@@ -17,7 +17,7 @@
 //! from start to end (`MergeLock`); on a PostgreSQL server a session advisory lock. A source is
 //! only read: opened read-only, an older schema read through a migrated temporary copy
 //! (`Store::open_source`). Runs are copied one at a time, never every record at once.
-use super::{schema, PlannedRun, Store, StoreError, SweepIdentity};
+use super::{schema, PlannedRun, PlannedStatus, Store, StoreError, SweepIdentity};
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
 use std::collections::HashMap;
@@ -263,7 +263,7 @@ impl Store {
             }
             let target = planned_id.and_then(|pid| planned_map.get(&pid));
             // A planned run already made here by another run is a conflict, not a second result.
-            if let Some(m) = target.filter(|m| m.status != "planned" && status != "interrupted") {
+            if let Some(m) = target.filter(|m| m.status != PlannedStatus::Planned && status != "interrupted") {
                 let by: Option<i64> =
                     self.value("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", &[Sql::Integer(m.id)])?;
                 report.conflicts.push(format!(
@@ -283,24 +283,24 @@ impl Store {
             drop(record);
             // An interrupted run does not close its planned run (the sweep reruns it).
             if let Some(m) = planned_id.and_then(|pid| planned_map.get_mut(&pid)).filter(|_| status != "interrupted") {
-                m.status = "done".into();
+                m.status = PlannedStatus::Done;
             }
             report.runs_added += 1;
         }
         // Planned runs the source closed without a run (skipped here, failed before measuring).
         for s in src.sweep_infos()? {
-            for p in src.planned_runs(s.id)?.into_iter().filter(|p| p.status == "skipped" || p.status == "failed") {
+            for p in src.planned_runs(s.id)?.into_iter().filter(|p| matches!(p.status, PlannedStatus::Skipped | PlannedStatus::Failed)) {
                 let Some(m) = planned_map.get_mut(&p.id) else { continue };
-                if m.status != "planned" {
+                if m.status != PlannedStatus::Planned {
                     continue;
                 }
                 let why = p.reason.clone().unwrap_or_default();
-                if p.status == "skipped" {
+                if p.status == PlannedStatus::Skipped {
                     self.record_skip(m.id, &why)?;
                 } else {
                     self.record_failure(m.id, &why)?;
                 }
-                m.status = p.status.clone();
+                m.status = p.status;
                 report.planned_closed += 1;
             }
         }

@@ -70,6 +70,64 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Where a planned run stands (`planned_runs.status`): still to run, or closed as done (a run
+/// stored), skipped (this machine cannot do it, with the reason) or failed (with its stored
+/// run, or before measuring with the error). It reads, serialises and compares as its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlannedStatus {
+    Planned,
+    Done,
+    Skipped,
+    Failed,
+}
+
+impl PlannedStatus {
+    pub const ALL: [PlannedStatus; 4] = [PlannedStatus::Planned, PlannedStatus::Done, PlannedStatus::Skipped, PlannedStatus::Failed];
+
+    /// Its name, as the database stores it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlannedStatus::Planned => "planned",
+            PlannedStatus::Done => "done",
+            PlannedStatus::Skipped => "skipped",
+            PlannedStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<PlannedStatus> {
+        PlannedStatus::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for PlannedStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+impl PartialEq<&str> for PlannedStatus {
+    fn eq(&self, name: &&str) -> bool {
+        self.name() == *name
+    }
+}
+
+impl rusqlite::types::FromSql for PlannedStatus {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let name = v.as_str()?;
+        PlannedStatus::parse(name)
+            .ok_or_else(|| rusqlite::types::FromSqlError::Other(format!("{name:?} is not a planned-run status").into()))
+    }
+}
+
+impl PlannedRun {
+    /// The Job this run was planned from, read back from its stored spec; Err says why it
+    /// cannot be (a spec no Job reads, or a configuration stored as unsupported here).
+    pub fn job(&self) -> Result<crate::plan::Job, String> {
+        serde_json::from_value(self.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", self.id))
+    }
+}
+
 /// One run of a sweep's plan, in execution order.
 #[derive(Clone, Debug, Serialize)]
 pub struct PlannedRun {
@@ -82,8 +140,7 @@ pub struct PlannedRun {
     pub config_key: String,
     /// The Job.
     pub spec: Value,
-    /// planned | done | skipped | failed
-    pub status: String,
+    pub status: PlannedStatus,
     /// Why it was skipped.
     pub reason: Option<String>,
 }
@@ -497,7 +554,7 @@ impl Store {
     }
 
     /// A PostgreSQL server's database as the store: checked like a file (`schema::check_postgres`),
-    /// then created or migrated with the same steps, translated (`backend::postgres_step`). A
+    /// then created or migrated with the same steps, translated (`backend::postgres_sql`). A
     /// reader (`create` false) refuses a database with no iolab schema yet.
     fn open_postgres(url: &str, create: bool) -> Result<Store, StoreError> {
         let name = crate::secret::redact(url);
@@ -659,9 +716,13 @@ impl Store {
     /// The record's status decides the planned run's: `ok` → done, `failed` (or anything else)
     /// → failed, `interrupted` → stays planned (the run is kept but `--resume` runs it again).
     /// A planned run that is not `planned` any more is an error, never a second result.
-    /// `planned_id` None stores a lone `iolab run`.
-    pub fn record_run(&mut self, planned_id: Option<i64>, record: &Value) -> Result<i64, StoreError> {
-        self.record_run_as(planned_id, record, &schema::new_uid())
+    /// `planned_id` None stores a lone `iolab run`. The record is a `record::RunRecord` (or
+    /// the JSON of one, as a merge copies it from another database): the store makes its JSON
+    /// and columns, here and nowhere else.
+    pub fn record_run(&mut self, planned_id: Option<i64>, record: &impl Serialize) -> Result<i64, StoreError> {
+        let record = serde_json::to_value(record)
+            .map_err(|e| StoreError::Refused(format!("results database {}: the run record cannot be written as JSON: {e}", self.path)))?;
+        self.record_run_as(planned_id, &record, &schema::new_uid())
     }
 
     /// `record_run` of a run whose id (`run_uid`) it already has: a merged run keeps its own.
@@ -680,9 +741,9 @@ impl Store {
                         .row("SELECT sweep_id, replicate, config_key, status FROM planned_runs WHERE id = ?1", &[Sql::Integer(pid)])
                         .map_err(e)?
                         .ok_or_else(|| fail(format!("no planned run {pid}")))?;
-                    let (s, rep, key, status): (i64, i64, String, String) =
+                    let (s, rep, key, status): (i64, i64, String, PlannedStatus) =
                         (|| Ok::<_, DbError>((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))().map_err(e)?;
-                    if status != "planned" {
+                    if status != PlannedStatus::Planned {
                         let run: Option<i64> = tx
                             .row("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", &[Sql::Integer(pid)])
                             .and_then(|r| r.map(|r| r.get(0)).transpose())
@@ -760,15 +821,15 @@ impl Store {
             }
             if let Some(pid) = planned_id {
                 let new = match status.as_str() {
-                    "ok" => Some("done"),
+                    "ok" => Some(PlannedStatus::Done),
                     "interrupted" => None,
-                    _ => Some("failed"),
+                    _ => Some(PlannedStatus::Failed),
                 };
                 if let Some(new) = new {
                     let n = tx
                         .exec(
                             "UPDATE planned_runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status = 'planned'",
-                            &[text(new), Sql::Real(now()), Sql::Integer(pid)],
+                            &[text(new.name()), Sql::Real(now()), Sql::Integer(pid)],
                         )
                         .map_err(e)?;
                     if n != 1 {
@@ -782,27 +843,27 @@ impl Store {
 
     /// Mark a planned run skipped (e.g. not valid on this machine), with the reason.
     pub fn record_skip(&mut self, planned_id: i64, reason: &str) -> Result<(), StoreError> {
-        self.close_planned(planned_id, "skipped", reason)
+        self.close_planned(planned_id, PlannedStatus::Skipped, reason)
     }
 
     /// Mark a planned run failed before it measured anything (the engine did not start, a
     /// target could not be made), with the error. It stays failed: `--resume` does not redo it.
     pub fn record_failure(&mut self, planned_id: i64, error: &str) -> Result<(), StoreError> {
-        self.close_planned(planned_id, "failed", error)
+        self.close_planned(planned_id, PlannedStatus::Failed, error)
     }
 
     /// A planned run still to do becomes `status` (skipped or failed) with why, without a record.
-    fn close_planned(&mut self, planned_id: i64, status: &str, reason: &str) -> Result<(), StoreError> {
+    fn close_planned(&mut self, planned_id: i64, status: PlannedStatus, reason: &str) -> Result<(), StoreError> {
         let path = self.path.clone();
         let e = |x: DbError| named(&path, x.into());
         self.db.write(|tx| {
-            let now_status: Option<String> = tx
+            let now_status: Option<PlannedStatus> = tx
                 .row("SELECT status FROM planned_runs WHERE id = ?1", &[Sql::Integer(planned_id)])
                 .and_then(|r| r.map(|r| r.get(0)).transpose())
                 .map_err(e)?;
-            match now_status.as_deref() {
+            match now_status {
                 None => return Err(StoreError::Failed(format!("results database {path}: no planned run {planned_id}"))),
-                Some("planned") => {}
+                Some(PlannedStatus::Planned) => {}
                 Some(s) => {
                     return Err(StoreError::Failed(format!(
                         "results database {path}: planned run {planned_id} is already {s}; not marking it {status}"
@@ -811,7 +872,7 @@ impl Store {
             }
             tx.exec(
                 "UPDATE planned_runs SET status = ?1, reason = ?2, updated_at = ?3 WHERE id = ?4",
-                &[text(status), text(reason), Sql::Real(now()), Sql::Integer(planned_id)],
+                &[text(status.name()), text(reason), Sql::Real(now()), Sql::Integer(planned_id)],
             )
             .map_err(e)?;
             Ok(())
@@ -824,7 +885,7 @@ impl Store {
     /// the filter's sweep and configuration apply, and interface, rw, submit, complete, bs, qd
     /// and threads are read from the planned spec. A filter on what only a made run has (host,
     /// device, time, lone runs) matches none.
-    pub fn list_planned(&self, f: &RunFilter, status: &str) -> Result<Vec<PlannedRun>, StoreError> {
+    pub fn list_planned(&self, f: &RunFilter, status: PlannedStatus) -> Result<Vec<PlannedRun>, StoreError> {
         if f.hostname.is_some()
             || f.kernel.is_some()
             || f.device.is_some()
@@ -835,10 +896,10 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut w = vec!["status = ?".to_string()];
-        if status == "failed" {
+        if status == PlannedStatus::Failed {
             w.push("NOT EXISTS (SELECT 1 FROM runs r WHERE r.planned_id = planned_runs.id)".into());
         }
-        let mut p = vec![Sql::Text(status.into())];
+        let mut p = vec![text(status.name())];
         let mut eq = |col: &str, v: Option<Sql>| {
             if let Some(v) = v {
                 w.push(format!("{col} = ?"));
@@ -988,14 +1049,14 @@ impl Store {
     }
 
     fn sweep_query(&self, id: Option<i64>) -> Result<Vec<SweepInfo>, StoreError> {
-        let count = |status: &str| format!("count(CASE WHEN p.status = '{status}' THEN 1 END)");
+        let count = |status: PlannedStatus| format!("count(CASE WHEN p.status = '{status}' THEN 1 END)");
         let sql = format!(
             "SELECT s.id, s.name, s.plan_text, s.plan_hash, s.seed, s.created_at, count(p.id), {}, {}, {}, {} \
              FROM sweeps s LEFT JOIN planned_runs p ON p.sweep_id = s.id {} GROUP BY s.id ORDER BY s.id",
-            count("planned"),
-            count("done"),
-            count("skipped"),
-            count("failed"),
+            count(PlannedStatus::Planned),
+            count(PlannedStatus::Done),
+            count(PlannedStatus::Skipped),
+            count(PlannedStatus::Failed),
             if id.is_some() { "WHERE s.id = ?1" } else { "" }
         );
         let p: Vec<Sql> = id.map(Sql::Integer).into_iter().collect();
@@ -1037,7 +1098,7 @@ mod concurrent_opens {
             let p = d.path().join("x.db");
             std::fs::File::create(&p).unwrap();
             let errs: Vec<String> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..4).map(|_| s.spawn(|| super::Store::open(&p).err())).collect();
+                let hs: Vec<_> = (0..4).map(|_| s.spawn(|| super::Store::open(&p).err().map(|e| e.to_string()))).collect();
                 hs.into_iter().filter_map(|h| h.join().unwrap()).collect()
             });
             if !errs.is_empty() {
