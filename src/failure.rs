@@ -21,6 +21,13 @@ pub enum FailureKind {
     SettingsNotRestored,
     /// Ctrl-C before the run could start. Exit 130.
     Interrupted,
+    /// The results database failed while it was opened, read or written: damaged, locked past
+    /// the busy timeout, out of space, a PostgreSQL server that cannot be reached (a database
+    /// that cannot be used as given is `Invalid`). Exit 3; a sweep stops, the run left to do.
+    Store,
+    /// A program iolab drives failed or is missing: Slurm's `sbatch`, `scontrol`, `sinfo`,
+    /// `squeue` or `sacct` (`iolab fleet`). Exit 4.
+    External,
 }
 
 /// A run that could not be done or failed.
@@ -43,13 +50,30 @@ impl Failure {
     pub fn failed(message: String) -> Failure {
         Failure::new(FailureKind::Failed, message)
     }
-    /// The process exit code for this failure.
+    /// The process exit code for this failure (its kind's: `FailureKind::code`).
     pub fn code(&self) -> i32 {
-        match self.kind {
+        self.kind.code()
+    }
+}
+
+impl FailureKind {
+    /// The process exit code of a failure of this kind: 2 bad input or unsupported here, 1 a
+    /// run failed or settings left changed, 3 the results database, 4 a program iolab drives
+    /// (Slurm), 130 Ctrl-C. README.md and docs/safety.md list them.
+    pub fn code(self) -> i32 {
+        match self {
             FailureKind::Invalid | FailureKind::Unsupported => 2,
             FailureKind::Failed | FailureKind::SettingsNotRestored => 1,
+            FailureKind::Store => 3,
+            FailureKind::External => 4,
             FailureKind::Interrupted => 130,
         }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 

@@ -3,9 +3,48 @@
 //! shared storage after every run, and the state `iolab fleet status` reads back.
 //!
 //! Slurm does the scheduling, the exclusivity and the accounting; iolab only writes the script and
-//! divides the plan (`session::sweep::Share`). Nothing here runs a measurement.
+//! divides the plan (`session::sweep::Share`). Nothing here runs a measurement. Slurm's client
+//! commands (`sbatch`, `scontrol`, `sinfo`, `squeue`, `sacct`) are run through [`Slurm`], which
+//! returns their output parsed; errors are typed ([`FleetError`]): a failed Slurm command is not
+//! bad input.
+use crate::failure::{Failure, FailureKind};
+use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// What went wrong with a fleet, by whose doing.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The request is wrong: an option, a results directory holding another fleet or no fleet,
+    /// a plan that cannot be read. Bad input.
+    #[error("{0}")]
+    Refused(String),
+    /// A Slurm command could not be run or failed (sbatch refused the job, scontrol or sinfo
+    /// failed): Slurm's failure, not the request's.
+    #[error("{0}")]
+    Slurm(String),
+    /// A task's database (a hand-over read for its progress).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl FleetError {
+    /// What kind of failure this is: it decides the exit code.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            FleetError::Refused(_) => FailureKind::Invalid,
+            FleetError::Slurm(_) => FailureKind::External,
+            FleetError::Store(e) => e.kind(),
+        }
+    }
+}
+
+impl From<FleetError> for Failure {
+    fn from(e: FleetError) -> Failure {
+        Failure::new(e.kind(), e.to_string())
+    }
+}
 
 /// What is run: a plan file (copied into the results directory, so every task reads the same
 /// plan even if the original changes) or a built-in suite.
@@ -96,17 +135,82 @@ impl Fleet {
         results.join(STATE)
     }
 
-    pub fn load(results: &Path) -> Result<Fleet, String> {
+    pub fn load(results: &Path) -> Result<Fleet, FleetError> {
         let path = Fleet::state_file(results);
         let text = std::fs::read_to_string(&path).map_err(|e| {
-            format!("cannot read {}: {e} (is {} a directory `iolab fleet submit` wrote?)", path.display(), results.display())
+            FleetError::Refused(format!(
+                "cannot read {}: {e} (is {} a directory `iolab fleet submit` wrote?)",
+                path.display(),
+                results.display()
+            ))
         })?;
-        serde_json::from_str(&text).map_err(|e| format!("{} is not a fleet state file: {e}", path.display()))
+        serde_json::from_str(&text).map_err(|e| FleetError::Refused(format!("{} is not a fleet state file: {e}", path.display())))
     }
 
-    pub fn save(&self) -> Result<(), String> {
-        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
-        crate::output::write_bytes(&Fleet::state_file(&self.results).display().to_string(), text.as_bytes())
+    pub fn save(&self) -> Result<(), FleetError> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| FleetError::Refused(e.to_string()))?;
+        crate::output::write_bytes(&Fleet::state_file(&self.results).display().to_string(), text.as_bytes()).map_err(FleetError::Refused)
+    }
+
+    /// A submission again into the results directory of `before` continues that fleet: what is
+    /// measured and where the runs go (work, targets, destructive devices, number of tasks, the
+    /// iolab binary, every node or shares, the store) must be the same; where and for how long
+    /// (partition, time) may change. Err names the fleet the directory holds.
+    pub fn continues(&self, before: &Fleet) -> Result<(), FleetError> {
+        let same = |f: &Fleet| {
+            (f.work.clone(), f.targets.clone(), f.destructive.clone(), f.placement.tasks, f.iolab.clone(), f.every_node, f.store.clone())
+        };
+        if same(self) != same(before) {
+            return Err(FleetError::Refused(format!(
+                "{} holds another fleet ({}, {} tasks): give a new --results directory, or the same work, targets, destructive devices, number of tasks, --every-node, --store and iolab binary to continue it",
+                self.results.display(),
+                before.name,
+                before.placement.tasks
+            )));
+        }
+        Ok(())
+    }
+
+    /// The plan text of every part the fleet runs (a suite has several), each with the command
+    /// line's targets it expands with (a suite's part has its targets in its plan).
+    pub fn plans(&self) -> Result<Vec<(String, Vec<String>)>, FleetError> {
+        Ok(match &self.work {
+            Work::Plan { file } => vec![(
+                std::fs::read_to_string(file).map_err(|e| FleetError::Refused(format!("cannot read {}: {e}", file.display())))?,
+                self.targets.clone(),
+            )],
+            Work::Suite { id, quick } => {
+                let study = crate::studies::find(id).ok_or_else(|| FleetError::Refused(format!("no suite {id}")))?;
+                let given = crate::studies::Given { targets: &self.targets, size: None, destructive: &self.destructive };
+                let mut plans = Vec::new();
+                for p in study.parts {
+                    plans.extend(p.plan(*quick, &given).map_err(FleetError::Refused)?.map(|text| (text, Vec::new())));
+                }
+                plans
+            }
+        })
+    }
+
+    /// A task's runs done and runs in its share over every part of `plans` (`Fleet::plans`),
+    /// from its handed-over database; None before it handed any over.
+    pub fn progress(&self, plans: &[(String, Vec<String>)], task: usize) -> Result<Option<(usize, usize)>, FleetError> {
+        use crate::session::sweep::{share_progress, Share};
+        let db = self.task_db(task);
+        if !db.exists() {
+            return Ok(None);
+        }
+        let (index, count) = self.share(task);
+        let share = Share { index, count };
+        let (mut done, mut total, mut seen) = (0, 0, false);
+        for (text, targets) in plans {
+            let e = crate::plan::sweep::expand(text, targets).map_err(FleetError::Refused)?;
+            match share_progress(&db, &e, &crate::plan::sweep::plan_hash(text, targets), share)? {
+                Some((d, t)) => (done, total, seen) = (done + d, total + t, true),
+                // A part not started yet: its share is all to do.
+                None => total += share.keys(&e).len() * e.replicates as usize,
+            }
+        }
+        Ok(seen.then_some((done, total)))
     }
 
     /// The iolab command a task runs, with its share and its hand-over copy.
@@ -200,6 +304,94 @@ exit $rc
             },
         ));
         s
+    }
+}
+
+/// Slurm's client commands, each run with the environment of this process (`SLURM_CONF`) and
+/// its output parsed. Err: `FleetError::Slurm`, the command's first line of complaint.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slurm;
+
+impl Slurm {
+    fn run(&self, cmd: &mut Command, what: &str) -> Result<Output, FleetError> {
+        cmd.output().map_err(|e| FleetError::Slurm(format!("cannot run {what}: {e} (is Slurm's client installed and on PATH?)")))
+    }
+
+    /// `sbatch --parsable EXTRA SCRIPT`: the job's id.
+    pub fn submit(&self, script: &Path, extra: &[String]) -> Result<String, FleetError> {
+        let out = self.run(Command::new("sbatch").arg("--parsable").args(extra).arg(script), "sbatch")?;
+        if !out.status.success() {
+            return Err(FleetError::Slurm(format!("sbatch refused the job: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or("").to_string())
+    }
+
+    /// A Slurm host list (`node[1-3],gpu7`) as host names, by `scontrol show hostnames` (the
+    /// list checked first by `check_hostlist`).
+    pub fn hostnames(&self, list: &str) -> Result<Vec<String>, FleetError> {
+        let out = self.run(Command::new("scontrol").args(["show", "hostnames", list]), "scontrol to read --nodelist")?;
+        if !out.status.success() {
+            return Err(FleetError::Slurm(format!("--nodelist {list}: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect())
+    }
+
+    /// Every node of the partition (Slurm's default one when none is given), by `sinfo`.
+    pub fn nodes(&self, partition: Option<&str>) -> Result<Vec<NodeInfo>, FleetError> {
+        let mut cmd = Command::new("sinfo");
+        cmd.args(["-h", "-N", "-o", "%N|%t|%f"]);
+        if let Some(p) = partition {
+            cmd.args(["-p", p]);
+        }
+        let out = self.run(&mut cmd, "sinfo to find every node")?;
+        if !out.status.success() {
+            return Err(FleetError::Slurm(format!("sinfo: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        }
+        Ok(parse_sinfo(&String::from_utf8_lossy(&out.stdout)))
+    }
+
+    /// The job's tasks still in Slurm's queue (pending or running), by `squeue`.
+    pub fn queued(&self, job: &str) -> Result<Vec<QueuedTask>, FleetError> {
+        let out = self.run(Command::new("squeue").args(["-h", "-r", "-j", job, "-o", "%i|%T|%N"]), "squeue")?;
+        // A job Slurm has forgotten is an error to squeue: nothing of it is queued.
+        Ok(if out.status.success() { parse_squeue(&String::from_utf8_lossy(&out.stdout)) } else { Vec::new() })
+    }
+
+    /// How the tasks no longer queued ended, by Slurm's accounting (`sacct`), newest job first;
+    /// Err with the reason where the cluster keeps none (no slurmdbd).
+    pub fn accounted(&self, jobs: &[String]) -> Result<Vec<AccountedTask>, FleetError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = self.run(
+            Command::new("sacct").args(["-n", "-P", "-X", "-j", &jobs.join(","), "-o", "JobID,State,ExitCode,Elapsed,NodeList"]),
+            "sacct",
+        )?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() || err.contains("disabled") {
+            return Err(FleetError::Slurm(format!("sacct: {}", err.lines().next().unwrap_or("failed").trim())));
+        }
+        let mut tasks = parse_sacct(&String::from_utf8_lossy(&out.stdout));
+        tasks.sort_by_key(|t| std::cmp::Reverse(jobs.iter().position(|j| *j == t.job)));
+        Ok(tasks)
+    }
+
+    /// Every node of the partition that Slurm can give a job and that has the constraint's
+    /// features: (the nodes, the nodes of those features left out as not usable). Err when none
+    /// is usable (the request's: no node fits it).
+    pub fn every_node(&self, partition: Option<&str>, constraint: Option<&str>) -> Result<(Vec<String>, Vec<NodeInfo>), FleetError> {
+        let all = self.nodes(partition)?;
+        let (usable, left_out): (Vec<NodeInfo>, Vec<NodeInfo>) =
+            all.iter().filter(|n| constraint.is_none_or(|c| n.satisfies(c))).cloned().partition(NodeInfo::usable);
+        if usable.is_empty() {
+            return Err(FleetError::Refused(format!(
+                "--every-node: no usable node{}{} (sinfo lists {})",
+                partition.map(|p| format!(" in partition {p}")).unwrap_or_default(),
+                constraint.map(|c| format!(" with features {c}")).unwrap_or_default(),
+                all.len()
+            )));
+        }
+        Ok((usable.into_iter().map(|n| n.name).collect(), left_out))
     }
 }
 

@@ -275,7 +275,7 @@ pub fn rank(metric: Metric, configs: &[(String, Vec<f64>)], alpha: f64) -> Vec<R
 
 /// A metric's values over the runs a filter selects, oldest first, skipping runs that did not
 /// measure it. Only runs whose status is `ok` count unless the filter names another status.
-pub fn metric_values(store: &Store, filter: &RunFilter, metric: Metric) -> Result<Vec<f64>, String> {
+pub fn metric_values(store: &Store, filter: &RunFilter, metric: Metric) -> Result<Vec<f64>, crate::store::StoreError> {
     let mut f = filter.clone();
     if f.status.is_none() {
         f.status = Some("ok".into());
@@ -293,18 +293,18 @@ pub fn metric_values(store: &Store, filter: &RunFilter, metric: Metric) -> Resul
 }
 
 /// The replicate values of one metric for one configuration (`config_key`), from its `ok` runs.
-pub fn config_values(store: &Store, config_key: &str, metric: Metric) -> Result<Vec<f64>, String> {
+pub fn config_values(store: &Store, config_key: &str, metric: Metric) -> Result<Vec<f64>, crate::store::StoreError> {
     metric_values(store, &RunFilter { config_key: Some(config_key.to_string()), ..Default::default() }, metric)
 }
 
 /// Every metric a configuration has at least one value of, in [`Metric::ALL`] order.
-pub fn config_replicates(store: &Store, config_key: &str) -> Result<Replicates, String> {
+pub fn config_replicates(store: &Store, config_key: &str) -> Result<Replicates, crate::store::StoreError> {
     replicates_where(store, &RunFilter { config_key: Some(config_key.to_string()), ..Default::default() })
 }
 
 /// Every metric the runs a filter selects have at least one value of (e.g. one configuration's
 /// runs on one host), in [`Metric::ALL`] order.
-pub fn replicates_where(store: &Store, filter: &RunFilter) -> Result<Replicates, String> {
+pub fn replicates_where(store: &Store, filter: &RunFilter) -> Result<Replicates, crate::store::StoreError> {
     let mut values = Vec::new();
     for m in Metric::ALL {
         let v = metric_values(store, filter, m)?;

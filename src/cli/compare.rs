@@ -2,6 +2,7 @@
 //! kernels) side by side: replicate means with 95 % confidence intervals, the ratio, Welch's
 //! test and a verdict.
 use crate::analysis::compare::{compare, config_replicates, replicates_where, Metric, Replicates};
+use crate::failure::Failure;
 use crate::store::{Machine, RunFilter, Store};
 use std::path::PathBuf;
 
@@ -38,23 +39,23 @@ pub fn main(a: &CompareArgs) -> i32 {
     super::exit_code(run(a).map(|()| 0))
 }
 
-fn run(args: &CompareArgs) -> Result<(), String> {
+fn run(args: &CompareArgs) -> Result<(), Failure> {
     if let Some(by) = args.by {
         return across(args, by);
     }
     let db_b = args.db_b.clone().unwrap_or_else(|| args.db.clone());
     let key_b = args.b.clone().unwrap_or_else(|| args.a.clone());
     if args.b.is_none() && args.db_b.is_none() {
-        return Err("give two configurations, or one configuration and --db-b with a second database".into());
+        return Err(Failure::invalid("give two configurations, or one configuration and --db-b with a second database".into()));
     }
     let (sa, sb) = (Store::open_existing(&args.db)?, Store::open_existing(&db_b)?);
     let ra = config_replicates(&sa, &args.a)?;
     let rb = config_replicates(&sb, &key_b)?;
     if ra.values.iter().all(|(_, v)| v.is_empty()) {
-        return Err(format!("no finished runs of '{}' in {}", args.a, crate::secret::redact_path(&args.db)));
+        return Err(Failure::invalid(format!("no finished runs of '{}' in {}", args.a, crate::secret::redact_path(&args.db))));
     }
     if rb.values.iter().all(|(_, v)| v.is_empty()) {
-        return Err(format!("no finished runs of '{key_b}' in {}", crate::secret::redact_path(&db_b)));
+        return Err(Failure::invalid(format!("no finished runs of '{key_b}' in {}", crate::secret::redact_path(&db_b))));
     }
     println!("A: {} ({})\nB: {} ({})", args.a, crate::secret::redact_path(&args.db), key_b, crate::secret::redact_path(&db_b));
     table(&ra, &rb);
@@ -82,7 +83,7 @@ fn table(ra: &Replicates, rb: &Replicates) {
 }
 
 /// One configuration on every machine of a database: the first (by name) is A, each other B.
-fn across(args: &CompareArgs, by: Machine) -> Result<(), String> {
+fn across(args: &CompareArgs, by: Machine) -> Result<(), Failure> {
     let store = Store::open_existing(&args.db)?;
     let rows = store.list_runs(&RunFilter { config_key: Some(args.a.clone()), status: Some("ok".into()), ..Default::default() })?;
     let mut machines: Vec<String> = rows.iter().filter_map(|r| by.of(r)).collect();
@@ -90,13 +91,13 @@ fn across(args: &CompareArgs, by: Machine) -> Result<(), String> {
     machines.dedup();
     let what = by.name();
     if machines.len() < 2 {
-        return Err(format!(
+        return Err(Failure::invalid(format!(
             "'{}' in {} was measured on {} {what}{}: --by {what} needs runs from two or more (merge databases with `iolab merge`)",
             args.a,
             crate::secret::redact_path(&args.db),
             machines.len(),
             machines.first().map(|m| format!(" ({m})")).unwrap_or_default()
-        ));
+        )));
     }
     let select = |m: &str| by.only(&RunFilter { config_key: Some(args.a.clone()), status: Some("ok".into()), ..Default::default() }, m);
     let ra = replicates_where(&store, &select(&machines[0]))?;

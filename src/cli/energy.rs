@@ -1,4 +1,5 @@
 //! `iolab energy import LOG --db FILE`: a power meter's log attached to stored runs afterwards.
+use crate::failure::Failure;
 use crate::session::energy_import::{import, Attached};
 use std::path::PathBuf;
 
@@ -36,8 +37,8 @@ pub fn main(cmd: &EnergyCmd) -> i32 {
     }
 }
 
-fn run(a: &ImportArgs) -> Result<i32, String> {
-    super::check_meter_format(a.meter_format.as_deref())?;
+fn run(a: &ImportArgs) -> Result<i32, Failure> {
+    super::check_meter_format(a.meter_format.as_deref()).map_err(Failure::invalid)?;
     let cfg = crate::energy::EnergyConfig {
         meter_log: Some(a.log.clone()),
         meter_format: a.meter_format.clone(),

@@ -1,10 +1,10 @@
 //! `iolab fleet submit` and `iolab fleet status`: a plan or suite across the nodes of a Slurm
-//! cluster (`crate::fleet` writes the batch script; Slurm schedules). Also `--share` and
+//! cluster (`crate::fleet` writes the batch script and runs Slurm's commands through `Slurm`;
+//! Slurm schedules); this file parses the options, calls and prints. Also `--share` and
 //! `--handover`, the two options of `sweep` and `suite run` a fleet task uses.
-use crate::fleet::{name_of, parse_sacct, parse_sinfo, parse_squeue, parse_task_log, Fleet, Placement, Work};
-use crate::session::sweep::{share_progress, Share};
+use crate::fleet::{name_of, parse_task_log, AccountedTask, Fleet, FleetError, Placement, Slurm, Work};
+use crate::session::sweep::Share;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// How a sweep or suite takes part in a fleet (or any split of one plan across machines).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -103,44 +103,54 @@ pub fn main(cmd: &FleetCmd) -> i32 {
     })
 }
 
-fn submit(a: &SubmitArgs) -> Result<i32, String> {
+fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
+    let bad = FleetError::Refused;
     // Each goes into the batch script as an `#SBATCH` line: anything sbatch would not take (a
     // newline there began a shell command of the script) is refused before anything is written.
-    check_placement(a)?;
+    check_placement(a).map_err(bad)?;
     // A plan is read once: checked here, copied into the results directory below.
     let mut plan_text = None;
     let given = if Path::new(&a.work).is_file() {
-        let text = std::fs::read_to_string(&a.work).map_err(|e| format!("cannot read plan {}: {e}", a.work))?;
-        crate::plan::sweep::expand(&text, &[]).map_err(|e| format!("plan {}: {e}", a.work))?;
+        let text = std::fs::read_to_string(&a.work).map_err(|e| bad(format!("cannot read plan {}: {e}", a.work)))?;
+        crate::plan::sweep::expand(&text, &[]).map_err(|e| bad(format!("plan {}: {e}", a.work)))?;
         plan_text = Some(text);
         Work::Plan { file: PathBuf::from(&a.work) }
     } else if let Some(study) = crate::studies::find(&a.work) {
         Work::Suite { id: study.id.to_string(), quick: a.quick }
     } else {
-        return Err(format!("{}: neither a plan file nor a suite (S1 to S5, see `iolab suite list`)", a.work));
+        return Err(bad(format!("{}: neither a plan file nor a suite (S1 to S5, see `iolab suite list`)", a.work)));
     };
     // The URL goes into the batch script and the fleet's state, files the cluster reads: a
     // password in it would be stored in the clear, so it is refused (libpq's ways give one).
     if let Some(url) = a.store.as_deref().filter(|u| crate::secret::redact(u) != *u) {
-        return Err(format!(
+        return Err(bad(format!(
             "--store {}: a password in the URL would be written into the batch script; leave it out and give it the nodes by ~/.pgpass (mode 0600), PGPASSFILE or a service file (docs/store.md)",
             crate::secret::redact(url)
-        ));
+        )));
     }
     if let Some(url) = a.store.as_deref().filter(|u| !crate::store::is_postgres_url(u)) {
-        return Err(format!("--store {url}: give a PostgreSQL URL (postgresql://user@host/dbname); without --store the tasks merge into fleet.db in --results"));
+        return Err(bad(format!(
+            "--store {url}: give a PostgreSQL URL (postgresql://user@host/dbname); without --store the tasks merge into fleet.db in --results"
+        )));
     }
+    let slurm = Slurm;
     let nodes = match (&a.nodelist, a.every_node) {
-        (Some(list), _) => hostnames(list)?,
-        (None, true) => every_node(a.partition.as_deref(), a.constraint.as_deref())?,
+        (Some(list), _) => slurm.hostnames(list)?,
+        (None, true) => {
+            let (nodes, left_out) = slurm.every_node(a.partition.as_deref(), a.constraint.as_deref())?;
+            for n in left_out {
+                eprintln!("iolab: node {} is left out: Slurm shows it {}", n.name, n.state);
+            }
+            nodes
+        }
         (None, false) => Vec::new(),
     };
     let tasks = a.nodes.unwrap_or(nodes.len());
     if tasks == 0 {
-        return Err("--nodes 0: give at least one node".into());
+        return Err(bad("--nodes 0: give at least one node".into()));
     }
-    let results = std::path::absolute(&a.results).map_err(|e| format!("--results {}: {e}", a.results.display()))?;
-    let iolab = std::env::current_exe().map_err(|e| format!("cannot tell where this iolab binary is: {e}"))?;
+    let results = std::path::absolute(&a.results).map_err(|e| bad(format!("--results {}: {e}", a.results.display())))?;
+    let iolab = std::env::current_exe().map_err(|e| bad(format!("cannot tell where this iolab binary is: {e}")))?;
     let name = name_of(&given);
     // Every task reads the fleet's own copy of a plan, which cannot change under it.
     let work = match given {
@@ -172,7 +182,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
         print!("{}", fleet.batch_script());
         return Ok(0);
     }
-    std::fs::create_dir_all(&results).map_err(|e| format!("cannot create {}: {e}", results.display()))?;
+    std::fs::create_dir_all(&results).map_err(|e| bad(format!("cannot create {}: {e}", results.display())))?;
     // A submission again into the same directory continues that fleet: it must be the same one.
     if Fleet::state_file(&results).exists() {
         let before = Fleet::load(&results)?;
@@ -181,25 +191,13 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
             fleet.nodes = before.nodes.clone();
             fleet.placement.tasks = before.placement.tasks;
         }
-        // What is measured and where the runs go must not change; where and for how long
-        // (partition, time) may.
-        let same = |f: &Fleet| {
-            (f.work.clone(), f.targets.clone(), f.destructive.clone(), f.placement.tasks, f.iolab.clone(), f.every_node, f.store.clone())
-        };
-        if same(&fleet) != same(&before) {
-            return Err(format!(
-                "{} holds another fleet ({}, {} tasks): give a new --results directory, or the same work, targets, destructive devices, number of tasks, --every-node, --store and iolab binary to continue it",
-                results.display(),
-                before.name,
-                before.placement.tasks
-            ));
-        }
-        let active: Vec<String> = before.jobs.iter().filter(|j| !queued(j).unwrap_or_default().is_empty()).cloned().collect();
+        fleet.continues(&before)?;
+        let active: Vec<String> = before.jobs.iter().filter(|j| !slurm.queued(j).unwrap_or_default().is_empty()).cloned().collect();
         if !active.is_empty() {
-            return Err(format!(
+            return Err(bad(format!(
                 "job {} of this fleet is still queued or running: wait for it (iolab fleet status) or scancel it",
                 active.join(", ")
-            ));
+            )));
         }
         fleet.jobs = before.jobs;
         // Every task of the fleet, whenever submitted, is a share of the same split.
@@ -207,20 +205,19 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
     }
     if let (Work::Plan { file }, Some(text)) = (&fleet.work, &plan_text) {
         if file.exists() && std::fs::read_to_string(file).ok().as_ref() != Some(text) {
-            return Err(format!("{} differs from {}: the fleet's plan cannot change between submissions", file.display(), a.work));
+            return Err(bad(format!("{} differs from {}: the fleet's plan cannot change between submissions", file.display(), a.work)));
         }
-        crate::output::write_bytes(&file.display().to_string(), text.as_bytes())?;
+        crate::output::write_bytes(&file.display().to_string(), text.as_bytes()).map_err(bad)?;
     }
     // Only the tasks with runs left go again.
-    let plans = plans(&fleet)?;
-    let todo: Vec<usize> =
-        (0..tasks).filter(|&t| !matches!(progress(&fleet, &plans, t), Ok(Some((done, total))) if done == total)).collect();
+    let plans = fleet.plans()?;
+    let todo: Vec<usize> = (0..tasks).filter(|&t| !matches!(fleet.progress(&plans, t), Ok(Some((done, total))) if done == total)).collect();
     if todo.is_empty() {
         println!("fleet {}: every task is done; the results are in {}", fleet.name, fleet.merged_db().display());
         return Ok(0);
     }
     let script_path = results.join("fleet.sbatch");
-    crate::output::write_bytes(&script_path.display().to_string(), fleet.batch_script().as_bytes())?;
+    crate::output::write_bytes(&script_path.display().to_string(), fleet.batch_script().as_bytes()).map_err(bad)?;
     let array = |ts: &[usize]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
     let submissions: Vec<Vec<String>> = if fleet.nodes.is_empty() {
         vec![vec![format!("--array={}", array(&todo))]]
@@ -229,16 +226,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
         todo.iter().map(|&t| vec![format!("--array={t}"), format!("--nodelist={}", fleet.nodes[t])]).collect()
     };
     for extra in submissions {
-        let out = Command::new("sbatch")
-            .arg("--parsable")
-            .args(&extra)
-            .arg(&script_path)
-            .output()
-            .map_err(|e| format!("cannot run sbatch: {e} (is Slurm's client installed and on PATH?)"))?;
-        if !out.status.success() {
-            return Err(format!("sbatch refused the job: {}", String::from_utf8_lossy(&out.stderr).trim()));
-        }
-        let id = String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap_or("").to_string();
+        let id = slurm.submit(&script_path, &extra)?;
         fleet.jobs.push(id.clone());
         fleet.save()?;
         println!("submitted job {id} ({}): {}", extra.join(" "), fleet.name);
@@ -247,115 +235,9 @@ fn submit(a: &SubmitArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-/// A Slurm host list (`node[1-3],gpu7`) as host names, by Slurm itself.
-fn hostnames(list: &str) -> Result<Vec<String>, String> {
-    let out = Command::new("scontrol")
-        .args(["show", "hostnames", list])
-        .output()
-        .map_err(|e| format!("cannot run scontrol to read --nodelist: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("--nodelist {list}: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect())
-}
-
-/// Every node of the partition (Slurm's default one when none is given) that Slurm can give a
-/// job and that has the constraint's features, by `sinfo`; the nodes left out are said.
-fn every_node(partition: Option<&str>, constraint: Option<&str>) -> Result<Vec<String>, String> {
-    let mut cmd = Command::new("sinfo");
-    cmd.args(["-h", "-N", "-o", "%N|%t|%f"]);
-    if let Some(p) = partition {
-        cmd.args(["-p", p]);
-    }
-    let out = cmd.output().map_err(|e| format!("cannot run sinfo to find every node: {e} (is Slurm's client installed and on PATH?)"))?;
-    if !out.status.success() {
-        return Err(format!("sinfo: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    let all = parse_sinfo(&String::from_utf8_lossy(&out.stdout));
-    let fits: Vec<_> = all.iter().filter(|n| constraint.is_none_or(|c| n.satisfies(c))).collect();
-    for n in fits.iter().filter(|n| !n.usable()) {
-        eprintln!("iolab: node {} is left out: Slurm shows it {}", n.name, n.state);
-    }
-    let nodes: Vec<String> = fits.iter().filter(|n| n.usable()).map(|n| n.name.clone()).collect();
-    if nodes.is_empty() {
-        return Err(format!(
-            "--every-node: no usable node{}{} (sinfo lists {})",
-            partition.map(|p| format!(" in partition {p}")).unwrap_or_default(),
-            constraint.map(|c| format!(" with features {c}")).unwrap_or_default(),
-            all.len()
-        ));
-    }
-    Ok(nodes)
-}
-
-/// The job's tasks still in Slurm's queue (pending or running).
-fn queued(job: &str) -> Result<Vec<crate::fleet::QueuedTask>, String> {
-    let out =
-        Command::new("squeue").args(["-h", "-r", "-j", job, "-o", "%i|%T|%N"]).output().map_err(|e| format!("cannot run squeue: {e}"))?;
-    // A job Slurm has forgotten is an error to squeue: nothing of it is queued.
-    Ok(if out.status.success() { parse_squeue(&String::from_utf8_lossy(&out.stdout)) } else { Vec::new() })
-}
-
-/// The plan text of every part the fleet runs (a suite has several), read once per command, each
-/// with the command line's targets it expands with (a suite's part has its targets in its plan).
-fn plans(f: &Fleet) -> Result<Vec<(String, Vec<String>)>, String> {
-    Ok(match &f.work {
-        Work::Plan { file } => {
-            vec![(std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?, f.targets.clone())]
-        }
-        Work::Suite { id, quick } => {
-            let study = crate::studies::find(id).ok_or_else(|| format!("no suite {id}"))?;
-            let given = crate::studies::Given { targets: &f.targets, size: None, destructive: &f.destructive };
-            let mut plans = Vec::new();
-            for p in study.parts {
-                plans.extend(p.plan(*quick, &given)?.map(|text| (text, Vec::new())));
-            }
-            plans
-        }
-    })
-}
-
-/// A task's runs done and runs in its share, over every part (a suite has several).
-fn progress(f: &Fleet, plans: &[(String, Vec<String>)], task: usize) -> Result<Option<(usize, usize)>, String> {
-    let db = f.task_db(task);
-    if !db.exists() {
-        return Ok(None);
-    }
-    let (index, count) = f.share(task);
-    let share = Share { index, count };
-    let (mut done, mut total, mut seen) = (0, 0, false);
-    for (text, targets) in plans {
-        match share_progress(&db, text, targets, share)? {
-            Some((d, t)) => (done, total, seen) = (done + d, total + t, true),
-            // A part not started yet: its share is all to do.
-            None => total += crate::plan::sweep::expand(text, targets).map(|e| share.keys(&e).len() * e.replicates as usize)?,
-        }
-    }
-    Ok(seen.then_some((done, total)))
-}
-
-/// How the tasks no longer queued ended, by Slurm's accounting (`sacct`), newest job first; Err
-/// with the reason where the cluster keeps none (no slurmdbd).
-fn accounted(jobs: &[String]) -> Result<Vec<crate::fleet::AccountedTask>, String> {
-    if jobs.is_empty() {
-        return Ok(Vec::new());
-    }
-    let out = Command::new("sacct")
-        .args(["-n", "-P", "-X", "-j", &jobs.join(","), "-o", "JobID,State,ExitCode,Elapsed,NodeList"])
-        .output()
-        .map_err(|e| format!("cannot run sacct: {e}"))?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() || err.contains("disabled") {
-        return Err(format!("sacct: {}", err.lines().next().unwrap_or("failed").trim()));
-    }
-    let mut tasks = parse_sacct(&String::from_utf8_lossy(&out.stdout));
-    tasks.sort_by_key(|t| std::cmp::Reverse(jobs.iter().position(|j| *j == t.job)));
-    Ok(tasks)
-}
-
 /// How a task no longer queued ended: from accounting where there is some, else from its
 /// newest output file (the lines the batch script writes).
-fn ended(f: &Fleet, accounting: &Result<Vec<crate::fleet::AccountedTask>, String>, task: usize) -> String {
+fn ended(f: &Fleet, accounting: &Result<Vec<AccountedTask>, FleetError>, task: usize) -> String {
     if let Some(a) = accounting.as_ref().ok().and_then(|acct| acct.iter().find(|a| a.task == task)) {
         return format!("{} exit {} after {} on {} (sacct, job {})", a.state, a.exit, a.elapsed, a.node, a.job);
     }
@@ -371,26 +253,27 @@ fn ended(f: &Fleet, accounting: &Result<Vec<crate::fleet::AccountedTask>, String
     }
 }
 
-fn status(results: &Path) -> Result<i32, String> {
+fn status(results: &Path) -> Result<i32, FleetError> {
     let f = Fleet::load(results)?;
+    let slurm = Slurm;
     let what = if f.every_node { "the whole plan on each node" } else { "one share of the plan each" };
     println!("fleet {} in {}: {} tasks, {what}, jobs {}", f.name, f.results.display(), f.placement.tasks, f.jobs.join(", "));
     let mut queue = Vec::new();
     for job in &f.jobs {
-        queue.extend(queued(job)?);
+        queue.extend(slurm.queued(job)?);
     }
-    let accounting = accounted(&f.jobs);
+    let accounting = slurm.accounted(&f.jobs);
     if let Err(why) = &accounting {
         println!("Slurm accounting is not available here ({why}): how a task ended is read from its output file");
     }
-    let plans = plans(&f)?;
+    let plans = f.plans()?;
     let (mut all_done, mut all_total) = (0, 0);
     for t in 0..f.placement.tasks {
         let slurm = match queue.iter().find(|q| q.task == t) {
             Some(q) => format!("{} {}", q.state, q.node),
             None => ended(&f, &accounting, t),
         };
-        let runs = match progress(&f, &plans, t)? {
+        let runs = match f.progress(&plans, t)? {
             Some((done, total)) => {
                 all_done += done;
                 all_total += total;

@@ -1,4 +1,5 @@
 //! `iolab merge A.db B.db ... --into ALL.db`: results from several machines in one database.
+use crate::failure::Failure;
 use crate::store::Store;
 use std::path::PathBuf;
 
@@ -17,10 +18,10 @@ pub fn main(a: &MergeArgs) -> i32 {
 }
 
 /// Returns how many runs conflicted (exit 1 when any did).
-fn merge(a: &MergeArgs) -> Result<usize, String> {
+fn merge(a: &MergeArgs) -> Result<usize, Failure> {
     let same = |p: &PathBuf| std::fs::canonicalize(p).ok().zip(std::fs::canonicalize(&a.into).ok()).is_some_and(|(x, y)| x == y);
     if let Some(p) = a.from.iter().find(|p| same(p)) {
-        return Err(format!("{} is both a source and --into: merge into another file", crate::secret::redact_path(p)));
+        return Err(Failure::invalid(format!("{} is both a source and --into: merge into another file", crate::secret::redact_path(p))));
     }
     // Every source readable before anything is written.
     let sources = a.from.iter().map(|p| Store::open_source(p)).collect::<Result<Vec<_>, _>>()?;

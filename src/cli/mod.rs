@@ -354,8 +354,6 @@ pub fn wait_settings(text: &str) -> Result<u64, String> {
     }
 }
 
-/// Exit code of a command whose every error is the user's: the command's own code, or the error
-/// as one line on stderr and 2.
 /// `--meter-format`: one of the formats the meter log parser knows.
 pub fn check_meter_format(format: Option<&str>) -> Result<(), String> {
     match format.filter(|f| !crate::energy::meterlog::FORMATS.contains(f) && *f != "hoboware") {
@@ -366,13 +364,17 @@ pub fn check_meter_format(format: Option<&str>) -> Result<(), String> {
     }
 }
 
-pub fn exit_code(r: Result<i32, String>) -> i32 {
+/// A command's exit code: its own, or its error as one line on stderr and the code of the
+/// error's kind (`FailureKind::code`: 2 bad input, 3 the results database, 4 Slurm, ...). A
+/// command whose errors are still bare messages gives them as bad input (2).
+pub fn exit_code<E: Into<crate::failure::Failure>>(r: Result<i32, E>) -> i32 {
     match r {
         Ok(code) => code,
         Err(e) => {
+            let f = e.into();
             // A message that quotes a database's URL or conninfo never shows its password.
-            eprintln!("iolab: {}", crate::secret::redact(&e));
-            2
+            eprintln!("iolab: {}", crate::secret::redact(&f.message));
+            f.code()
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `iolab results`: list and filter stored runs; export them as CSV or JSON.
+use crate::failure::Failure;
 use crate::report::summary::{format_count, format_ns};
-use crate::store::{RunFilter, Store};
+use crate::store::{PlannedStatus, RunFilter, Store, StoreError};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -48,20 +49,25 @@ pub fn main(a: &ResultsArgs) -> i32 {
 }
 
 /// Planned-run statuses that never have a stored run: `results` lists them from the plan.
-const PLAN_ONLY: [&str; 2] = ["skipped", "planned"];
+const PLAN_ONLY: [PlannedStatus; 2] = [PlannedStatus::Skipped, PlannedStatus::Planned];
 
-fn results(a: &ResultsArgs) -> Result<(), String> {
-    let plan_only = a.status.as_deref().filter(|s| PLAN_ONLY.contains(s));
+fn results(a: &ResultsArgs) -> Result<(), Failure> {
+    let plan_only = a.status.as_deref().and_then(PlannedStatus::parse).filter(|s| PLAN_ONLY.contains(s));
     if let (Some(st), true) = (plan_only, a.csv.is_some() || a.json.is_some()) {
-        return Err(format!("{st} runs were never made, so there is no record to export: list them with `iolab results --status {st}`"));
+        return Err(Failure::invalid(format!(
+            "{st} runs were never made, so there is no record to export: list them with `iolab results --status {st}`"
+        )));
     }
     if !crate::store::exists(&a.db) {
-        return Err(format!("no results database at {}: run `iolab sweep PLAN` first, or pass --db", crate::secret::redact_path(&a.db)));
+        return Err(Failure::invalid(format!(
+            "no results database at {}: run `iolab sweep PLAN` first, or pass --db",
+            crate::secret::redact_path(&a.db)
+        )));
     }
     // Before the database is opened: an output iolab will refuse costs nothing.
     for (flag, dest) in [("--csv", &a.csv), ("--json", &a.json)] {
         if let Some(d) = dest {
-            crate::output::check_writable(flag, d)?;
+            crate::output::check_writable(flag, d).map_err(Failure::invalid)?;
         }
     }
     let store = Store::open_existing(&a.db)?;
@@ -85,10 +91,10 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
         ..Default::default()
     };
     if let Some(dest) = &a.csv {
-        return crate::output::write_with(dest, |w| store.export_csv(&filter, w));
+        return export(dest, |w| store.export_csv(&filter, w));
     }
     if let Some(dest) = &a.json {
-        return crate::output::write_with(dest, |w| store.export_json(&filter, w));
+        return export(dest, |w| store.export_json(&filter, w));
     }
     if let Some(st) = plan_only {
         return list_planned(&store, &filter, st);
@@ -143,9 +149,10 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
     }
     println!("{} runs{}", rows.len(), if several { format!(" from {} machines", machines.len()) } else { String::new() });
     // Runs that failed before measuring have no stored run: they are listed from the plan.
-    let early = if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(&filter, "failed")? } else { Vec::new() };
+    let early =
+        if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(&filter, PlannedStatus::Failed)? } else { Vec::new() };
     if a.status.is_none() {
-        let skipped = store.list_planned(&filter, "skipped")?.len();
+        let skipped = store.list_planned(&filter, PlannedStatus::Skipped)?.len();
         if skipped > 0 {
             println!("{skipped} planned runs skipped, not made (--status skipped lists them with the reason)");
         }
@@ -159,8 +166,22 @@ fn results(a: &ResultsArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The selected runs written to `dest` by `f`: an output refused is bad input, a database that
+/// fails while it is read keeps its kind.
+fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), StoreError>) -> Result<(), Failure> {
+    let mut failed = None;
+    crate::output::write_with(dest, |w| {
+        f(w).map_err(|e| {
+            let line = e.to_string();
+            failed = Some(e);
+            line
+        })
+    })
+    .map_err(|line| failed.take().map_or_else(|| Failure::invalid(line), Failure::from))
+}
+
 /// Planned runs that were never made (skipped, or still to run), with the reason.
-fn list_planned(store: &Store, filter: &RunFilter, status: &str) -> Result<(), String> {
+fn list_planned(store: &Store, filter: &RunFilter, status: PlannedStatus) -> Result<(), Failure> {
     print_planned(&store.list_planned(filter, status)?, &format!("{status} runs"));
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! rules as a log given to the run; a run the log does not cover keeps no meter energy and says
 //! why in its record. Importing again replaces what an earlier import attached.
 use crate::energy::{EnergyConfig, EnergyReport, MeterLogFile};
+use crate::failure::Failure;
 use crate::store::{RunFilter, Store};
 use serde_json::Value;
 use std::path::Path;
@@ -20,22 +21,26 @@ pub enum Attached {
 const REASON: &str = "meter (imported): ";
 
 /// Attach the log at `log` to every stored run (of `sweep`, when given): (run id, outcome).
-pub fn import(db: &Path, log: &Path, sweep: Option<i64>, cfg: &EnergyConfig) -> Result<Vec<(i64, Attached)>, String> {
+/// Err: bad input (no database, a log that cannot be read, no such sweep, no runs), or the
+/// database's own failure, each of its kind.
+pub fn import(db: &Path, log: &Path, sweep: Option<i64>, cfg: &EnergyConfig) -> Result<Vec<(i64, Attached)>, Failure> {
     if !crate::store::exists(db) {
-        return Err(format!("no results database at {}", crate::secret::redact_path(db)));
+        return Err(Failure::invalid(format!("no results database at {}", crate::secret::redact_path(db))));
     }
-    let file = MeterLogFile::load(log, cfg).map_err(|e| format!("meter log {e}"))?;
+    let file = MeterLogFile::load(log, cfg).map_err(|e| Failure::invalid(format!("meter log {e}")))?;
     let mut store = Store::open(db)?;
     if let Some(id) = sweep {
-        store.sweep(id)?.ok_or_else(|| format!("{} has no sweep {id} (see iolab results --sweeps)", crate::secret::redact_path(db)))?;
+        store.sweep(id)?.ok_or_else(|| {
+            Failure::invalid(format!("{} has no sweep {id} (see iolab results --sweeps)", crate::secret::redact_path(db)))
+        })?;
     }
     let runs = store.list_runs(&RunFilter { sweep, ..Default::default() })?;
     if runs.is_empty() {
-        return Err(format!(
+        return Err(Failure::invalid(format!(
             "{} has no stored runs{} to attach the log to",
             crate::secret::redact_path(db),
             sweep.map(|s| format!(" in sweep {s}")).unwrap_or_default()
-        ));
+        )));
     }
     let mut out = Vec::new();
     for row in runs {

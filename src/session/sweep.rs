@@ -9,7 +9,7 @@ use crate::energy::record::{measure_idle, EnergyOptions};
 use crate::plan::sweep::{expand, plan_hash, Expansion};
 use crate::plan::Job;
 use crate::record::{RunRecord, RunStatus};
-use crate::store::Store;
+use crate::store::{PlannedStatus, Store, StoreError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -194,6 +194,8 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
             FailureKind::Interrupted => Step::Interrupted,
             FailureKind::Invalid => Step::Stop(f, None),
             FailureKind::SettingsNotRestored => Step::Stop(f, record),
+            // No run fails of these (the store and Slurm are not a run's): stop, as on bad input.
+            FailureKind::Store | FailureKind::External => Step::Stop(f, None),
         },
     }
 }
@@ -238,14 +240,16 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         let ours = share.keys(&e);
         planned.retain(|r| ours.contains(&r.config_key.as_str()));
     }
-    let pending: Vec<_> = planned.iter().filter(|r| r.status == "planned").collect();
+    let pending: Vec<_> = planned.iter().filter(|r| r.status == PlannedStatus::Planned).collect();
     ui.planned(&e, sweep_id, pending.len(), planned.len());
     let hand_over = |store: &Store| plan.handover.map_or(Ok(()), |to| store.copy_to(to));
     hand_over(&store)?;
 
     // One temporary target for the whole sweep when the plan names none (and a run opens one:
     // a diskless interface, null, opens nothing).
-    let needs_temp = pending.iter().any(|r| serde_json::from_value::<Job>(r.spec.clone()).is_ok_and(|j| needs_target(&j)));
+    // Each run's spec read back as the Job it was planned from, once.
+    let jobs: Vec<Result<Job, String>> = pending.iter().map(|r| r.job()).collect();
+    let needs_temp = jobs.iter().any(|j| j.as_ref().is_ok_and(needs_target));
     let cancel = crate::engine::install_interrupt_handler();
     let temp = if needs_temp {
         let size = e.configs[0].job.targets.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
@@ -278,13 +282,12 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
     let mut reasons: Vec<String> = Vec::new();
     let mut mapped: Vec<String> = Vec::new();
-    for (n, run) in pending.iter().enumerate() {
+    for (n, (run, job)) in pending.iter().zip(jobs).enumerate() {
         if cancel.is_cancelled() {
             r.interrupted = true;
             break;
         }
-        let mut job: Job =
-            serde_json::from_value(run.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", run.id))?;
+        let mut job = job?;
         // This command's consent, also for runs planned by an earlier one (a resume).
         job.targets
             .destructive
@@ -366,16 +369,15 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
 /// How far one share of a plan has got in a database (a fleet task's): runs done (stored,
 /// failed or skipped) and runs in the share, of the plan's newest sweep there; None when the
 /// database has no sweep of this plan yet.
-pub fn share_progress(db: &Path, text: &str, targets: &[String], share: Share) -> Result<Option<(usize, usize)>, String> {
-    let e = expand(text, targets)?;
+/// `e` is the plan expanded, `hash` its `plan_hash`.
+pub fn share_progress(db: &Path, e: &Expansion, hash: &str, share: Share) -> Result<Option<(usize, usize)>, StoreError> {
     let store = Store::open_existing(db)?;
-    let hash = plan_hash(text, targets);
     let Some(id) = store.sweep_infos()?.iter().filter(|s| s.plan_hash == hash).map(|s| s.id).max() else {
         return Ok(None);
     };
-    let ours = share.keys(&e);
+    let ours = share.keys(e);
     let planned: Vec<_> = store.planned_runs(id)?.into_iter().filter(|r| ours.contains(&r.config_key.as_str())).collect();
-    Ok(Some((planned.iter().filter(|r| r.status != "planned").count(), planned.len())))
+    Ok(Some((planned.iter().filter(|r| r.status != PlannedStatus::Planned).count(), planned.len())))
 }
 
 /// One target a plan names, as its configurations use it.
@@ -466,7 +468,7 @@ fn keep(store: &mut Store, planned_id: i64, rec: &RunRecord, r: &mut SweepRun) -
     }
     r.failed += usize::from(rec.status == RunStatus::Failed);
     r.stored += 1;
-    store.record_run(Some(planned_id), &serde_json::to_value(rec).map_err(|e| e.to_string())?).map(drop)
+    Ok(store.record_run(Some(planned_id), rec).map(drop)?)
 }
 
 /// A new sweep of the plan in the database, with what cannot run here stored as skipped.

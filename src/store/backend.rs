@@ -3,13 +3,14 @@
 //! store is written once, in SQL both engines take, with `?N` or `?` parameters and
 //! `rusqlite::types::Value` values; rows come back as `DbRow`s read with rusqlite's own
 //! conversions, so the SQLite path converts exactly as before. What PostgreSQL spells otherwise
-//! is translated here, in one place (`postgres_sql`, `postgres_step`).
+//! is translated here, in one place (`postgres_sql`, `without_fills`).
 //!
 //! Writers are one at a time on both: SQLite's `BEGIN IMMEDIATE` write lock, and on PostgreSQL a
 //! transaction-scoped advisory lock taken first in every write transaction, so that the store's
 //! check-then-write steps (a planned run still `planned`, a sweep not merged yet) hold on a
 //! server shared by many nodes as they do in a file.
 
+use super::StoreError;
 use postgres::types::{IsNull, ToSql, Type};
 use rusqlite::types::{FromSql, Value as Sql, ValueRef};
 use rusqlite::{Connection, TransactionBehavior};
@@ -25,11 +26,24 @@ pub fn is_postgres_url(s: &str) -> bool {
     s.starts_with("postgresql://") || s.starts_with("postgres://")
 }
 
-/// A failed statement: its message, and whether a constraint (unique, check) refused it.
+/// A failed statement: its message, whether a constraint (unique, check) refused it, and
+/// whether the database named cannot be used as given (it cannot be opened, a login refused):
+/// bad input rather than a database that failed (`StoreError`).
 #[derive(Debug)]
 pub struct DbError {
     pub msg: String,
     pub constraint: bool,
+    pub refused: bool,
+}
+
+impl From<DbError> for StoreError {
+    fn from(e: DbError) -> StoreError {
+        if e.refused {
+            StoreError::Refused(e.msg)
+        } else {
+            StoreError::Failed(e.msg)
+        }
+    }
 }
 
 impl std::fmt::Display for DbError {
@@ -40,8 +54,16 @@ impl std::fmt::Display for DbError {
 
 impl From<rusqlite::Error> for DbError {
     fn from(e: rusqlite::Error) -> DbError {
-        let constraint = matches!(&e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation);
-        DbError { msg: e.to_string(), constraint }
+        use rusqlite::ErrorCode as C;
+        let code = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
+            _ => None,
+        };
+        let constraint = code == Some(C::ConstraintViolation);
+        // A file that cannot be opened (no such directory, no permission) or written (a
+        // read-only mount) is the name given; a damaged or locked one is the database's.
+        let refused = matches!(code, Some(C::CannotOpen | C::PermissionDenied | C::ReadOnly));
+        DbError { msg: e.to_string(), constraint, refused }
     }
 }
 
@@ -49,6 +71,8 @@ impl From<postgres::Error> for DbError {
     fn from(e: postgres::Error) -> DbError {
         // Class 23: integrity constraint violations (unique, check, foreign key).
         let constraint = e.code().is_some_and(|c| c.code().starts_with("23"));
+        // Class 28: the login refused; 3D000: no such database. The URL given is wrong.
+        let refused = e.code().is_some_and(|c| c.code().starts_with("28") || c.code() == "3D000");
         let msg = match e.as_db_error() {
             Some(d) => format!("{}: {}", d.severity(), d.message()),
             // "error connecting to server" alone does not say why: the cause follows.
@@ -57,13 +81,13 @@ impl From<postgres::Error> for DbError {
                 None => e.to_string(),
             },
         };
-        DbError { msg, constraint }
+        DbError { msg, constraint, refused }
     }
 }
 
 impl From<String> for DbError {
     fn from(msg: String) -> DbError {
-        DbError { msg, constraint: false }
+        DbError { msg, constraint: false, refused: false }
     }
 }
 
@@ -116,10 +140,15 @@ impl Db {
     /// `sslmode` is not read), configured as libpq would be (`pg_config`: a service, the
     /// environment, the password file). No message carries the password.
     pub fn connect(url: &str) -> Result<Db, DbError> {
-        let r = super::pg_config::resolve(url, &super::pg_config::Env::process(), &mut |w| eprintln!("iolab: warning: {w}"))?;
+        let r = super::pg_config::resolve(url, &super::pg_config::Env::process(), &mut |w| eprintln!("iolab: warning: {w}"))
+            .map_err(|msg| DbError { msg, constraint: false, refused: true })?;
         let client = r.config.connect(postgres::NoTls).map_err(|e| {
             let refused = e.code() == Some(&postgres::error::SqlState::INVALID_PASSWORD);
+            // Only a server that cannot be reached (the connection's I/O failed) is the store's
+            // failure; a login refused, no password to give, no such database are the URL's.
+            let unreachable = std::error::Error::source(&e).is_some_and(|c| c.is::<std::io::Error>());
             let mut e = DbError::from(e);
+            e.refused |= !unreachable;
             e.msg = crate::secret::redact(&e.msg);
             if let (true, Some(f)) = (refused, &r.password_file) {
                 e.msg.push_str(&format!(" (the password was read from {})", f.display()));
@@ -177,17 +206,17 @@ impl Db {
     }
 
     /// Run `f` in a write transaction, one writer at a time, committed when `f` succeeds.
-    pub fn write<T>(&mut self, f: impl FnOnce(&mut Tx) -> Result<T, String>) -> Result<T, String> {
+    pub fn write<T>(&mut self, f: impl FnOnce(&mut Tx) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut tx = match self {
-            Db::Sqlite(c) => Tx::Sqlite(c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| e.to_string())?),
+            Db::Sqlite(c) => Tx::Sqlite(c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(DbError::from)?),
             Db::Postgres(c) => {
-                let mut tx = c.get_mut().unwrap_or_else(|e| e.into_inner()).transaction().map_err(|e| DbError::from(e).msg)?;
-                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(|e| DbError::from(e).msg)?;
+                let mut tx = c.get_mut().unwrap_or_else(|e| e.into_inner()).transaction().map_err(DbError::from)?;
+                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK]).map_err(DbError::from)?;
                 Tx::Postgres(tx)
             }
         };
         let v = f(&mut tx)?;
-        tx.commit().map_err(|e| e.msg)?;
+        tx.commit()?;
         Ok(v)
     }
 }
@@ -408,12 +437,11 @@ fn replace_words(s: &str, from: &str, to: &str) -> String {
     out
 }
 
-/// A migration step for PostgreSQL: its statements that fill new columns or tables from the
-/// stored records with SQLite's JSON functions are left out (returned apart), the rest
-/// translated by `postgres_sql` when the step runs. A PostgreSQL store began at schema version
-/// 3, so no server holds runs a released step would have to fill; `schema::migrate` refuses to
-/// leave a filling statement out where there are runs.
-pub fn postgres_step(step: &str) -> (String, Vec<String>) {
+/// A released migration step less its statements that fill new columns or tables from the
+/// stored records with SQLite's JSON functions (returned apart): `schema::fill` fills them in
+/// Rust instead, alike on SQLite and PostgreSQL (which has no such functions; the rest is
+/// translated by `postgres_sql` when the step runs).
+pub fn without_fills(step: &str) -> (String, Vec<String>) {
     let (mut kept, mut fills) = (String::new(), Vec::new());
     let mut statement = String::new();
     for line in step.split_inclusive('\n') {
@@ -448,8 +476,8 @@ mod tests {
     }
 
     #[test]
-    fn a_step_for_postgres_leaves_out_what_fills_from_stored_json() {
-        let (kept, fills) = postgres_step(
+    fn a_step_without_fills_leaves_out_what_fills_from_stored_json() {
+        let (kept, fills) = without_fills(
             "ALTER TABLE runs ADD COLUMN a TEXT;\nUPDATE runs SET\n    a = json_extract(record, '$.a');\nCREATE INDEX i ON runs(a);\n",
         );
         assert_eq!(kept, "ALTER TABLE runs ADD COLUMN a TEXT;\nCREATE INDEX i ON runs(a);\n");

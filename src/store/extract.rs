@@ -48,7 +48,8 @@ pub struct ProfilePart {
     pub instructions_per_io: Option<f64>,
 }
 
-fn profile_parts(r: &Record) -> Vec<ProfilePart> {
+/// Where a profiled run's time went, as `profile_parts` rows (also the migrations' fill).
+pub fn profile_parts(r: &Record) -> Vec<ProfilePart> {
     let layers = r.cost.profile.iter().flat_map(|p| &p.layers).filter_map(|l| {
         let layer = l.layer.clone()?;
         Some(ProfilePart {

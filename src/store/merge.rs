@@ -17,7 +17,7 @@
 //! from start to end (`MergeLock`); on a PostgreSQL server a session advisory lock. A source is
 //! only read: opened read-only, an older schema read through a migrated temporary copy
 //! (`Store::open_source`). Runs are copied one at a time, never every record at once.
-use super::{schema, PlannedRun, Store, SweepIdentity};
+use super::{schema, PlannedRun, PlannedStatus, Store, StoreError, SweepIdentity};
 use rusqlite::types::Value as Sql;
 use rusqlite::Connection;
 use std::collections::HashMap;
@@ -62,13 +62,13 @@ impl MergeLock {
     /// as SQLite's own locks are POSIX record locks on the database, which a `flock` on NFS
     /// (emulated by record locks there) would meet. It is made if missing, never through a
     /// symbolic link, and left in place (removing a lock file races with its next taker).
-    fn take(db: &Path) -> Result<MergeLock, String> {
+    fn take(db: &Path) -> Result<MergeLock, StoreError> {
         use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::io::AsRawFd;
         let mut name = db.as_os_str().to_owned();
         name.push(".lock");
         let path = std::path::PathBuf::from(name);
-        let failed = |e: String| format!("cannot lock {} for the merge: {e}", path.display());
+        let failed = |e: String| StoreError::Refused(format!("cannot lock {} for the merge: {e}", path.display()));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -88,7 +88,7 @@ impl MergeLock {
             }
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(failed(e.to_string()));
+                return Err(StoreError::Failed(format!("cannot lock {} for the merge: {e}", path.display())));
             }
         }
     }
@@ -103,7 +103,7 @@ impl Store {
     /// commits), and one of an older schema is copied (`VACUUM INTO`, in `$TMPDIR`) and the copy
     /// migrated and read. A run uid twice in it (two copies of one run, as an older merge could
     /// store) is refused in one line naming it. A PostgreSQL source is opened as a reader.
-    pub fn open_source(path: &Path) -> Result<Source, String> {
+    pub fn open_source(path: &Path) -> Result<Source, StoreError> {
         let (store, copy) = match path.to_str().filter(|s| super::is_postgres_url(s)) {
             Some(_) => (Store::open_existing(path)?, None),
             None => open_sqlite_source(path)?,
@@ -114,29 +114,29 @@ impl Store {
             let ids: Vec<String> = store.query("SELECT id FROM runs WHERE run_uid = ?1 ORDER BY id", &[Sql::Text(uid.clone())], |r| {
                 Ok(r.get::<i64>(0)?.to_string())
             })?;
-            return Err(format!(
+            return Err(StoreError::Refused(format!(
                 "results database {}: runs {} are one run (uid {uid}) stored {} times: not merged (keep one of them)",
                 store.path,
                 ids.join(", "),
                 ids.len()
-            ));
+            )));
         }
         Ok(Source { store, _copy: copy })
     }
 
     /// The identity of one of this store's sweeps.
-    fn sweep_identity(&self, sweep_id: i64) -> Result<SweepIdentity, String> {
+    fn sweep_identity(&self, sweep_id: i64) -> Result<SweepIdentity, StoreError> {
         let rows = self.query("SELECT uid, split FROM sweeps WHERE id = ?1", &[Sql::Integer(sweep_id)], |r| {
             Ok(SweepIdentity { uid: r.get::<Option<String>>(0)?.unwrap_or_default(), split: r.get(1)? })
         })?;
-        rows.into_iter().next().ok_or_else(|| format!("results database {}: no sweep {sweep_id}", self.path))
+        rows.into_iter().next().ok_or_else(|| StoreError::Failed(format!("results database {}: no sweep {sweep_id}", self.path)))
     }
 
     /// This store's sweep for the source's sweep: the same sweep (its uid, or one of its runs
     /// here), a share of the same split of the same plan, or a new one with the source's
     /// identity and planned runs. Returns (sweep id, planned runs by ordinal, created).
-    fn sweep_for(&mut self, src: &Store, sweep_id: i64) -> Result<(i64, HashMap<i64, PlannedRun>, bool), String> {
-        let s = src.sweep(sweep_id)?.ok_or_else(|| format!("results database {}: no sweep {sweep_id}", src.path))?;
+    fn sweep_for(&mut self, src: &Store, sweep_id: i64) -> Result<(i64, HashMap<i64, PlannedRun>, bool), StoreError> {
+        let s = src.sweep(sweep_id)?.ok_or_else(|| StoreError::Failed(format!("results database {}: no sweep {sweep_id}", src.path)))?;
         let identity = src.sweep_identity(sweep_id)?;
         let mut existing: Option<i64> =
             self.value("SELECT id FROM sweeps WHERE uid = ?1 ORDER BY id LIMIT 1", &[Sql::Text(identity.uid.clone())])?;
@@ -177,10 +177,10 @@ impl Store {
             match mine.get(&p.ordinal) {
                 Some(m) if m.config_key == p.config_key => {}
                 _ => {
-                    return Err(format!(
+                    return Err(StoreError::Refused(format!(
                         "sweep {:?} of {} has planned run {} ({}) that {}'s sweep {id} of the same identity does not: not the same plan, not merged",
                         s.name, src.path, p.ordinal, p.config_key, self.path
-                    ))
+                    )))
                 }
             }
         }
@@ -190,7 +190,7 @@ impl Store {
     /// Merge every sweep and run of `src` into this store, exactly once (see the module), one
     /// merge at a time: into a file under `MergeLock`, on a PostgreSQL server under a session
     /// advisory lock, each held from start to end.
-    pub fn merge_from(&mut self, src: &Store) -> Result<MergeReport, String> {
+    pub fn merge_from(&mut self, src: &Store) -> Result<MergeReport, StoreError> {
         let _file_lock = match self.db.sqlite() {
             Some(_) => MergeLock::take(Path::new(&self.path))?,
             None => MergeLock(None),
@@ -205,7 +205,7 @@ impl Store {
 
     /// How one source run stands here: None when it is to be added, else whether it is
     /// already here (true) or conflicts (false, with the line saying so pushed).
-    fn present(&self, src: &Store, run: &SourceRun, report: &mut MergeReport) -> Result<Option<bool>, String> {
+    fn present(&self, src: &Store, run: &SourceRun, report: &mut MergeReport) -> Result<Option<bool>, StoreError> {
         let (id, uid, ..) = run;
         let Some(mine) = self.value::<i64>("SELECT id FROM runs WHERE run_uid = ?1 ORDER BY id LIMIT 1", &[Sql::Text(uid.clone())])? else {
             return Ok(None);
@@ -230,7 +230,7 @@ impl Store {
         Ok(Some(same))
     }
 
-    fn merge_all(&mut self, src: &Store) -> Result<MergeReport, String> {
+    fn merge_all(&mut self, src: &Store) -> Result<MergeReport, StoreError> {
         let mut report = MergeReport::default();
         // Source planned run id -> this store's planned run, sweep by sweep.
         let mut planned_map: HashMap<i64, PlannedRun> = HashMap::new();
@@ -263,7 +263,7 @@ impl Store {
             }
             let target = planned_id.and_then(|pid| planned_map.get(&pid));
             // A planned run already made here by another run is a conflict, not a second result.
-            if let Some(m) = target.filter(|m| m.status != "planned" && status != "interrupted") {
+            if let Some(m) = target.filter(|m| m.status != PlannedStatus::Planned && status != "interrupted") {
                 let by: Option<i64> =
                     self.value("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", &[Sql::Integer(m.id)])?;
                 report.conflicts.push(format!(
@@ -277,29 +277,30 @@ impl Store {
                 ));
                 continue;
             }
-            let record = src.run_record(*id)?.ok_or_else(|| format!("results database {}: run {id} vanished", src.path))?;
+            let record =
+                src.run_record(*id)?.ok_or_else(|| StoreError::Failed(format!("results database {}: run {id} vanished", src.path)))?;
             self.record_run_as(target.map(|m| m.id), &record, uid)?;
             drop(record);
             // An interrupted run does not close its planned run (the sweep reruns it).
             if let Some(m) = planned_id.and_then(|pid| planned_map.get_mut(&pid)).filter(|_| status != "interrupted") {
-                m.status = "done".into();
+                m.status = PlannedStatus::Done;
             }
             report.runs_added += 1;
         }
         // Planned runs the source closed without a run (skipped here, failed before measuring).
         for s in src.sweep_infos()? {
-            for p in src.planned_runs(s.id)?.into_iter().filter(|p| p.status == "skipped" || p.status == "failed") {
+            for p in src.planned_runs(s.id)?.into_iter().filter(|p| matches!(p.status, PlannedStatus::Skipped | PlannedStatus::Failed)) {
                 let Some(m) = planned_map.get_mut(&p.id) else { continue };
-                if m.status != "planned" {
+                if m.status != PlannedStatus::Planned {
                     continue;
                 }
                 let why = p.reason.clone().unwrap_or_default();
-                if p.status == "skipped" {
+                if p.status == PlannedStatus::Skipped {
                     self.record_skip(m.id, &why)?;
                 } else {
                     self.record_failure(m.id, &why)?;
                 }
-                m.status = p.status.clone();
+                m.status = p.status;
                 report.planned_closed += 1;
             }
         }
@@ -309,13 +310,13 @@ impl Store {
 
 /// An SQLite source opened read-only (see `Store::open_source`), through a migrated temporary
 /// copy where its schema is older.
-fn open_sqlite_source(path: &Path) -> Result<(Store, Option<tempfile::TempDir>), String> {
+fn open_sqlite_source(path: &Path) -> Result<(Store, Option<tempfile::TempDir>), StoreError> {
     use rusqlite::OpenFlags as F;
     let name = path.display().to_string();
     if !super::check_path(path)? {
-        return Err(format!("no results database at {name}"));
+        return Err(StoreError::Refused(format!("no results database at {name}")));
     }
-    let e = |x: rusqlite::Error| format!("results database {name}: {x}");
+    let e = |x: rusqlite::Error| super::named(&name, super::backend::DbError::from(x).into());
     let flags = F::SQLITE_OPEN_READ_ONLY | F::SQLITE_OPEN_URI | F::SQLITE_OPEN_NO_MUTEX;
     let open = |uri: String| -> rusqlite::Result<Connection> {
         let conn = Connection::open_with_flags(uri, flags)?;
@@ -332,30 +333,32 @@ fn open_sqlite_source(path: &Path) -> Result<(Store, Option<tempfile::TempDir>),
             if std::fs::metadata(&wal).map_or(true, |m| m.len() == 0) {
                 open(format!("{uri}?mode=ro&immutable=1")).map_err(e)?
             } else {
-                return Err(format!(
+                return Err(StoreError::Refused(format!(
                     "results database {name}: cannot be read without writing beside it (its -wal holds commits and no -shm can be made)"
-                ));
+                )));
             }
         }
         r => r.map_err(e)?,
     };
-    let v = schema::check(&conn).map_err(|m| format!("results database {name}: {m}"))?;
+    let v = schema::check(&conn).map_err(|m| super::named(&name, m))?;
     if v == 0 {
-        return Err(format!("results database {name} is empty: it holds no iolab results"));
+        return Err(StoreError::Refused(format!("results database {name} is empty: it holds no iolab results")));
     }
     if v == schema::LATEST {
         return Ok((Store { db: super::Db::Sqlite(conn), path: name }, None));
     }
     // An older schema: read through a migrated copy, the source left as it is.
-    let dir = tempfile::Builder::new()
-        .prefix("iolab-merge-")
-        .tempdir()
-        .map_err(|x| format!("results database {name} (schema version {v}): cannot make a temporary copy to migrate: {x}"))?;
+    let dir = tempfile::Builder::new().prefix("iolab-merge-").tempdir().map_err(|x| {
+        StoreError::Failed(format!("results database {name} (schema version {v}): cannot make a temporary copy to migrate: {x}"))
+    })?;
     let copy = dir.path().join("source.db");
-    conn.execute("VACUUM INTO ?1", [copy.to_string_lossy()])
-        .map_err(|x| format!("results database {name} (schema version {v}): cannot copy it to {} to migrate: {x}", copy.display()))?;
+    conn.execute("VACUUM INTO ?1", [copy.to_string_lossy()]).map_err(|x| {
+        StoreError::from(super::backend::DbError::from(x))
+            .context(|x| format!("results database {name} (schema version {v}): cannot copy it to {} to migrate: {x}", copy.display()))
+    })?;
     drop(conn);
-    let mut store = Store::open(&copy).map_err(|x| format!("results database {name} (schema version {v}), migrated in a copy: {x}"))?;
+    let mut store =
+        Store::open(&copy).map_err(|x| x.context(|x| format!("results database {name} (schema version {v}), migrated in a copy: {x}")))?;
     store.path = name;
     Ok((store, Some(dir)))
 }

@@ -10,12 +10,14 @@
 
 mod backend;
 pub mod columns;
+mod error;
 mod export;
 mod extract;
 mod merge;
 mod pg_config;
 pub mod schema;
 
+pub use error::StoreError;
 pub use merge::MergeReport;
 
 use backend::{Db, DbError, DbRow};
@@ -42,6 +44,11 @@ pub fn exists(db: &Path) -> bool {
     db.to_str().is_some_and(is_postgres_url) || db.exists()
 }
 
+/// An error about the database `name`, said so first; its kind kept.
+fn named(name: impl std::fmt::Display, e: StoreError) -> StoreError {
+    e.context(|m| format!("results database {name}: {m}"))
+}
+
 /// A text parameter.
 fn text(s: &str) -> Sql {
     Sql::Text(s.to_string())
@@ -63,6 +70,64 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Where a planned run stands (`planned_runs.status`): still to run, or closed as done (a run
+/// stored), skipped (this machine cannot do it, with the reason) or failed (with its stored
+/// run, or before measuring with the error). It reads, serialises and compares as its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlannedStatus {
+    Planned,
+    Done,
+    Skipped,
+    Failed,
+}
+
+impl PlannedStatus {
+    pub const ALL: [PlannedStatus; 4] = [PlannedStatus::Planned, PlannedStatus::Done, PlannedStatus::Skipped, PlannedStatus::Failed];
+
+    /// Its name, as the database stores it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlannedStatus::Planned => "planned",
+            PlannedStatus::Done => "done",
+            PlannedStatus::Skipped => "skipped",
+            PlannedStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<PlannedStatus> {
+        PlannedStatus::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for PlannedStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
+impl PartialEq<&str> for PlannedStatus {
+    fn eq(&self, name: &&str) -> bool {
+        self.name() == *name
+    }
+}
+
+impl rusqlite::types::FromSql for PlannedStatus {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let name = v.as_str()?;
+        PlannedStatus::parse(name)
+            .ok_or_else(|| rusqlite::types::FromSqlError::Other(format!("{name:?} is not a planned-run status").into()))
+    }
+}
+
+impl PlannedRun {
+    /// The Job this run was planned from, read back from its stored spec; Err says why it
+    /// cannot be (a spec no Job reads, or a configuration stored as unsupported here).
+    pub fn job(&self) -> Result<crate::plan::Job, String> {
+        serde_json::from_value(self.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", self.id))
+    }
+}
+
 /// One run of a sweep's plan, in execution order.
 #[derive(Clone, Debug, Serialize)]
 pub struct PlannedRun {
@@ -75,8 +140,7 @@ pub struct PlannedRun {
     pub config_key: String,
     /// The Job.
     pub spec: Value,
-    /// planned | done | skipped | failed
-    pub status: String,
+    pub status: PlannedStatus,
     /// Why it was skipped.
     pub reason: Option<String>,
 }
@@ -336,28 +400,30 @@ fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
 /// Refuse a database path that is not a regular file or a new one, and a file that is not
 /// SQLite, before SQLite opens it: SQLite would write its header into a device and create
 /// `-journal`, `-wal` and `-shm` files beside it. True when the file exists.
-fn check_path(path: &Path) -> Result<bool, String> {
+fn check_path(path: &Path) -> Result<bool, StoreError> {
     let name = path.display();
     if path.as_os_str().is_empty() {
-        return Err("--db is empty: give the results database's file name".into());
+        return Err(StoreError::Refused("--db is empty: give the results database's file name".into()));
     }
     let m = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(x) if x.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(x) => return Err(format!("results database {name}: {x}")),
+        Err(x) => return Err(StoreError::Refused(format!("results database {name}: {x}"))),
     };
     if !m.is_file() {
-        return Err(format!(
+        return Err(StoreError::Refused(format!(
             "results database {name} is {}: give a regular file, or a new file name for a new database",
             crate::output::kind(&m)
-        ));
+        )));
     }
     let mut magic = [0u8; 16];
     let n = std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut magic))
-        .map_err(|x| format!("results database {name}: {x}"))?;
+        .map_err(|x| StoreError::Refused(format!("results database {name}: {x}")))?;
     if n > 0 && (n < magic.len() || &magic != b"SQLite format 3\0") {
-        return Err(format!("results database {name} is not a SQLite file: give an iolab results database, or a new file name"));
+        return Err(StoreError::Refused(format!(
+            "results database {name} is not a SQLite file: give an iolab results database, or a new file name"
+        )));
     }
     Ok(true)
 }
@@ -389,10 +455,10 @@ fn may_write(p: &Path) -> bool {
 /// mount, another user's file) it opens read-only. A WAL database read-only needs a `-shm`
 /// file; where none can be made and no `-wal` holds commits, the file alone is the whole
 /// database and is read as immutable.
-fn open_reader(path: &Path) -> Result<(Connection, u32), String> {
+fn open_reader(path: &Path) -> Result<(Connection, u32), StoreError> {
     use rusqlite::OpenFlags as F;
     let name = path.display();
-    let e = |x: rusqlite::Error| format!("results database {name}: {x}");
+    let e = |x: rusqlite::Error| named(&name, DbError::from(x).into());
     let writable = may_write(path) && may_write(crate::output::parent(path));
     let mode = if writable { F::SQLITE_OPEN_READ_WRITE } else { F::SQLITE_OPEN_READ_ONLY };
     let flags = mode | F::SQLITE_OPEN_URI | F::SQLITE_OPEN_NO_MUTEX;
@@ -414,7 +480,7 @@ fn open_reader(path: &Path) -> Result<(Connection, u32), String> {
         first
     }
     .map_err(e)?;
-    let v = schema::check(&conn).map_err(|m| format!("results database {name}: {m}"))?;
+    let v = schema::check(&conn).map_err(|m| named(&name, m))?;
     Ok((conn, v))
 }
 
@@ -442,23 +508,23 @@ impl Store {
     /// iolab refuses (not SQLite, not iolab's, from a newer iolab) is left as it was: not even
     /// switched to write-ahead logging. A `postgresql://` URL opens that server's database
     /// (`open_postgres`).
-    pub fn open(path: &Path) -> Result<Store, String> {
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(url) = path.to_str().filter(|s| is_postgres_url(s)) {
             return Store::open_postgres(url, true);
         }
         let name = path.display().to_string();
         check_path(path)?;
-        let e = |x: rusqlite::Error| format!("results database {name}: {x}");
+        let e = |x: rusqlite::Error| named(&name, DbError::from(x).into());
         let conn = Connection::open(path).map_err(e)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
-        schema::check(&conn).map_err(|x| format!("results database {name}: {x}"))?;
+        schema::check(&conn).map_err(|x| named(&name, x))?;
         let mode = wal_mode(&conn).map_err(e)?;
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
-            return Err(format!("results database {name}: cannot use write-ahead logging (journal mode {mode})"));
+            return Err(StoreError::Failed(format!("results database {name}: cannot use write-ahead logging (journal mode {mode})")));
         }
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;").map_err(e)?;
         let mut db = Db::Sqlite(conn);
-        schema::migrate(&mut db).map_err(|x| format!("results database {name}: {x}"))?;
+        schema::migrate(&mut db).map_err(|x| named(&name, x))?;
         Ok(Store { db, path: name })
     }
 
@@ -466,36 +532,37 @@ impl Store {
     /// when there is none at `path` (a reader creates nothing); works on a read-only mount and
     /// for a user who may only read the file (see `open_reader`). A database of an older schema
     /// is migrated first, which needs write access.
-    pub fn open_existing(path: &Path) -> Result<Store, String> {
+    pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
         if let Some(url) = path.to_str().filter(|s| is_postgres_url(s)) {
             return Store::open_postgres(url, false);
         }
         let name = path.display().to_string();
         if !check_path(path)? {
-            return Err(format!("no results database at {name}"));
+            return Err(StoreError::Refused(format!("no results database at {name}")));
         }
         let (conn, v) = open_reader(path)?;
         if v == 0 {
-            return Err(format!("results database {name} is empty: it holds no iolab results"));
+            return Err(StoreError::Refused(format!("results database {name} is empty: it holds no iolab results")));
         }
         if v < schema::LATEST {
             drop(conn);
-            return Store::open(path)
-                .map_err(|x| format!("{x} (schema version {v} is upgraded to {} on first use, which needs write access)", schema::LATEST));
+            return Store::open(path).map_err(|x| {
+                x.context(|x| format!("{x} (schema version {v} is upgraded to {} on first use, which needs write access)", schema::LATEST))
+            });
         }
         Ok(Store { db: Db::Sqlite(conn), path: name })
     }
 
     /// A PostgreSQL server's database as the store: checked like a file (`schema::check_postgres`),
-    /// then created or migrated with the same steps, translated (`backend::postgres_step`). A
+    /// then created or migrated with the same steps, translated (`backend::postgres_sql`). A
     /// reader (`create` false) refuses a database with no iolab schema yet.
-    fn open_postgres(url: &str, create: bool) -> Result<Store, String> {
+    fn open_postgres(url: &str, create: bool) -> Result<Store, StoreError> {
         let name = crate::secret::redact(url);
-        let e = |x: String| format!("results database {name}: {x}");
-        let mut db = Db::connect(url).map_err(|x| e(format!("cannot connect: {x}")))?;
+        let e = |x: StoreError| named(&name, x);
+        let mut db = Db::connect(url).map_err(|x| e(StoreError::from(x).context(|x| format!("cannot connect: {x}"))))?;
         let v = schema::check_postgres(&db).map_err(e)?;
         if v == 0 && !create {
-            return Err(e("it holds no iolab results (no iolab schema in it yet)".into()));
+            return Err(e(StoreError::Refused("it holds no iolab results (no iolab schema in it yet)".into())));
         }
         schema::migrate(&mut db).map_err(e)?;
         Ok(Store { db, path: name })
@@ -508,10 +575,18 @@ impl Store {
     /// A consistent copy of the whole database at `dest`, whole or not at all: SQLite writes it
     /// beside `dest` (`VACUUM INTO`, a few ms for a sweep's database) and it is renamed over
     /// `dest`, so a reader of `dest` (a cluster's shared storage) never sees half a copy.
-    pub fn copy_to(&self, dest: &Path) -> Result<(), String> {
-        let failed = |e: String| format!("cannot copy {} to {}: {e}", self.path, dest.display());
-        let conn = self.db.sqlite().ok_or_else(|| failed("a PostgreSQL store is not copied to a file (`iolab merge` from it)".into()))?;
-        let name = dest.file_name().ok_or_else(|| format!("cannot copy the database to {}: not a file name", dest.display()))?;
+    pub fn copy_to(&self, dest: &Path) -> Result<(), StoreError> {
+        let failed = |e: String| StoreError::Failed(format!("cannot copy {} to {}: {e}", self.path, dest.display()));
+        let conn = self.db.sqlite().ok_or_else(|| {
+            StoreError::Refused(format!(
+                "cannot copy {} to {}: a PostgreSQL store is not copied to a file (`iolab merge` from it)",
+                self.path,
+                dest.display()
+            ))
+        })?;
+        let name = dest
+            .file_name()
+            .ok_or_else(|| StoreError::Refused(format!("cannot copy the database to {}: not a file name", dest.display())))?;
         let tmp = dest.with_file_name(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
         let _ = std::fs::remove_file(&tmp);
         conn.execute("VACUUM INTO ?1", [tmp.to_string_lossy()]).map_err(|e| failed(e.to_string()))?;
@@ -523,24 +598,24 @@ impl Store {
         Ok(())
     }
 
-    fn e(&self) -> impl Fn(DbError) -> String + '_ {
-        move |x| format!("results database {}: {x}", self.path)
+    fn e(&self) -> impl Fn(DbError) -> StoreError + '_ {
+        move |x| named(&self.path, x.into())
     }
 
     /// Rows of a query, each made into a `T`.
-    fn query<T>(&self, sql: &str, p: &[Sql], f: impl Fn(&DbRow) -> Result<T, DbError>) -> Result<Vec<T>, String> {
+    fn query<T>(&self, sql: &str, p: &[Sql], f: impl Fn(&DbRow) -> Result<T, DbError>) -> Result<Vec<T>, StoreError> {
         self.db.rows(sql, p).and_then(|rows| rows.iter().map(f).collect()).map_err(self.e())
     }
 
     /// The first column of the first row, if any.
-    fn value<T: rusqlite::types::FromSql>(&self, sql: &str, p: &[Sql]) -> Result<Option<T>, String> {
+    fn value<T: rusqlite::types::FromSql>(&self, sql: &str, p: &[Sql]) -> Result<Option<T>, StoreError> {
         self.db.row(sql, p).and_then(|r| r.map(|r| r.get(0)).transpose()).map_err(self.e())
     }
 
-    pub fn schema_version(&self) -> Result<u32, String> {
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
         match self.db.sqlite() {
-            Some(conn) => schema::user_version(conn).map_err(|x| format!("results database {}: {x}", self.path)),
-            None => schema::check_postgres(&self.db).map_err(|x| format!("results database {}: {x}", self.path)),
+            Some(conn) => schema::user_version(conn).map_err(|x| self.e()(x.into())),
+            None => schema::check_postgres(&self.db).map_err(|x| named(&self.path, x)),
         }
     }
 
@@ -557,7 +632,7 @@ impl Store {
         plan_hash: &str,
         seed: u64,
         runs: &[(i64, u32, String, Value)],
-    ) -> Result<i64, String> {
+    ) -> Result<i64, StoreError> {
         self.create_sweep_as(&SweepIdentity::new(None), name, plan_text, plan_hash, seed, runs)
     }
 
@@ -571,9 +646,9 @@ impl Store {
         plan_hash: &str,
         seed: u64,
         runs: &[(i64, u32, String, Value)],
-    ) -> Result<i64, String> {
+    ) -> Result<i64, StoreError> {
         let path = self.path.clone();
-        let e = |x: DbError| format!("results database {path}: {x}");
+        let e = |x: DbError| named(&path, x.into());
         self.db.write(|tx| {
             let sweep: i64 = tx
                 .row(
@@ -597,7 +672,7 @@ impl Store {
                 )
                 .map_err(|x| {
                     if x.constraint {
-                        format!("results database {path}: sweep plan has ordinal {ordinal} twice")
+                        StoreError::Refused(format!("results database {path}: sweep plan has ordinal {ordinal} twice"))
                     } else {
                         e(x)
                     }
@@ -608,7 +683,7 @@ impl Store {
     }
 
     /// The most recent sweep with this plan hash that still has planned runs (for --resume).
-    pub fn unfinished_sweep(&self, plan_hash: &str) -> Result<Option<i64>, String> {
+    pub fn unfinished_sweep(&self, plan_hash: &str) -> Result<Option<i64>, StoreError> {
         self.value(
             "SELECT s.id FROM sweeps s WHERE s.plan_hash = ?1 AND EXISTS \
              (SELECT 1 FROM planned_runs p WHERE p.sweep_id = s.id AND p.status = 'planned') \
@@ -617,7 +692,7 @@ impl Store {
         )
     }
 
-    fn planned_where(&self, sweep_id: i64, only_pending: bool) -> Result<Vec<PlannedRun>, String> {
+    fn planned_where(&self, sweep_id: i64, only_pending: bool) -> Result<Vec<PlannedRun>, StoreError> {
         let sql = format!(
             "SELECT id, sweep_id, ordinal, replicate, config_key, spec, status, reason FROM planned_runs \
              WHERE sweep_id = ?1{} ORDER BY ordinal",
@@ -627,12 +702,12 @@ impl Store {
     }
 
     /// All planned runs of a sweep, in ordinal (execution) order.
-    pub fn planned_runs(&self, sweep_id: i64) -> Result<Vec<PlannedRun>, String> {
+    pub fn planned_runs(&self, sweep_id: i64) -> Result<Vec<PlannedRun>, StoreError> {
         self.planned_where(sweep_id, false)
     }
 
     /// The planned runs of a sweep still to run (status `planned`), in ordinal order.
-    pub fn pending_runs(&self, sweep_id: i64) -> Result<Vec<PlannedRun>, String> {
+    pub fn pending_runs(&self, sweep_id: i64) -> Result<Vec<PlannedRun>, StoreError> {
         self.planned_where(sweep_id, true)
     }
 
@@ -641,18 +716,23 @@ impl Store {
     /// The record's status decides the planned run's: `ok` → done, `failed` (or anything else)
     /// → failed, `interrupted` → stays planned (the run is kept but `--resume` runs it again).
     /// A planned run that is not `planned` any more is an error, never a second result.
-    /// `planned_id` None stores a lone `iolab run`.
-    pub fn record_run(&mut self, planned_id: Option<i64>, record: &Value) -> Result<i64, String> {
-        self.record_run_as(planned_id, record, &schema::new_uid())
+    /// `planned_id` None stores a lone `iolab run`. The record is a `record::RunRecord` (or
+    /// the JSON of one, as a merge copies it from another database): the store makes its JSON
+    /// and columns, here and nowhere else.
+    pub fn record_run(&mut self, planned_id: Option<i64>, record: &impl Serialize) -> Result<i64, StoreError> {
+        let record = serde_json::to_value(record)
+            .map_err(|e| StoreError::Refused(format!("results database {}: the run record cannot be written as JSON: {e}", self.path)))?;
+        self.record_run_as(planned_id, &record, &schema::new_uid())
     }
 
     /// `record_run` of a run whose id (`run_uid`) it already has: a merged run keeps its own.
-    pub fn record_run_as(&mut self, planned_id: Option<i64>, record: &Value, run_uid: &str) -> Result<i64, String> {
+    pub fn record_run_as(&mut self, planned_id: Option<i64>, record: &Value, run_uid: &str) -> Result<i64, StoreError> {
         use base64::Engine;
-        let x = extract::extract(record).map_err(|m| format!("results database {}: {m}", self.path))?;
+        let x = extract::extract(record).map_err(|m| StoreError::Refused(format!("results database {}: {m}", self.path)))?;
         let path = self.path.clone();
-        let e = |x: DbError| format!("results database {path}: {x}");
-        let fail = |m: String| format!("results database {path}: {m}");
+        let e = |x: DbError| named(&path, x.into());
+        let fail = |m: String| StoreError::Failed(format!("results database {path}: {m}"));
+        let bad = |m: String| StoreError::Refused(format!("results database {path}: {m}"));
         self.db.write(|tx| {
             let (sweep, replicate, key) = match planned_id {
                 None => (Sql::Null, Sql::Null, Sql::Null),
@@ -661,9 +741,9 @@ impl Store {
                         .row("SELECT sweep_id, replicate, config_key, status FROM planned_runs WHERE id = ?1", &[Sql::Integer(pid)])
                         .map_err(e)?
                         .ok_or_else(|| fail(format!("no planned run {pid}")))?;
-                    let (s, rep, key, status): (i64, i64, String, String) =
+                    let (s, rep, key, status): (i64, i64, String, PlannedStatus) =
                         (|| Ok::<_, DbError>((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))().map_err(e)?;
-                    if status != "planned" {
+                    if status != PlannedStatus::Planned {
                         let run: Option<i64> = tx
                             .row("SELECT id FROM runs WHERE planned_id = ?1 AND status <> 'interrupted'", &[Sql::Integer(pid)])
                             .and_then(|r| r.map(|r| r.get(0)).transpose())
@@ -704,7 +784,7 @@ impl Store {
             for (d, b64) in &x.histograms {
                 let data = base64::engine::general_purpose::STANDARD
                     .decode(b64)
-                    .map_err(|m| fail(format!("run record results.{d}.lat_histogram is not base64: {m}")))?;
+                    .map_err(|m| bad(format!("run record results.{d}.lat_histogram is not base64: {m}")))?;
                 tx.exec(
                     "INSERT INTO histograms(run_id, direction, encoding, data) VALUES (?1, ?2, 'hdr-v2-deflate', ?3)",
                     &[Sql::Integer(run), text(d), Sql::Blob(data)],
@@ -712,12 +792,12 @@ impl Store {
                 .map_err(e)?;
             }
             for p in &x.series {
-                let (t, r, w, m, extra) = extract::series_point(p).map_err(fail)?;
+                let (t, r, w, m, extra) = extract::series_point(p).map_err(bad)?;
                 tx.exec(
                     "INSERT INTO series(run_id, t, read_iops, write_iops, mean_lat_ns, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     &[Sql::Integer(run), Sql::Integer(t), r, w, m, extra],
                 )
-                .map_err(|x| if x.constraint { fail(format!("run record series has second {t} twice")) } else { e(x) })?;
+                .map_err(|x| if x.constraint { bad(format!("run record series has second {t} twice")) } else { e(x) })?;
             }
             for p in &x.profile_parts {
                 tx.exec(
@@ -741,15 +821,15 @@ impl Store {
             }
             if let Some(pid) = planned_id {
                 let new = match status.as_str() {
-                    "ok" => Some("done"),
+                    "ok" => Some(PlannedStatus::Done),
                     "interrupted" => None,
-                    _ => Some("failed"),
+                    _ => Some(PlannedStatus::Failed),
                 };
                 if let Some(new) = new {
                     let n = tx
                         .exec(
                             "UPDATE planned_runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status = 'planned'",
-                            &[text(new), Sql::Real(now()), Sql::Integer(pid)],
+                            &[text(new.name()), Sql::Real(now()), Sql::Integer(pid)],
                         )
                         .map_err(e)?;
                     if n != 1 {
@@ -762,35 +842,37 @@ impl Store {
     }
 
     /// Mark a planned run skipped (e.g. not valid on this machine), with the reason.
-    pub fn record_skip(&mut self, planned_id: i64, reason: &str) -> Result<(), String> {
-        self.close_planned(planned_id, "skipped", reason)
+    pub fn record_skip(&mut self, planned_id: i64, reason: &str) -> Result<(), StoreError> {
+        self.close_planned(planned_id, PlannedStatus::Skipped, reason)
     }
 
     /// Mark a planned run failed before it measured anything (the engine did not start, a
     /// target could not be made), with the error. It stays failed: `--resume` does not redo it.
-    pub fn record_failure(&mut self, planned_id: i64, error: &str) -> Result<(), String> {
-        self.close_planned(planned_id, "failed", error)
+    pub fn record_failure(&mut self, planned_id: i64, error: &str) -> Result<(), StoreError> {
+        self.close_planned(planned_id, PlannedStatus::Failed, error)
     }
 
     /// A planned run still to do becomes `status` (skipped or failed) with why, without a record.
-    fn close_planned(&mut self, planned_id: i64, status: &str, reason: &str) -> Result<(), String> {
+    fn close_planned(&mut self, planned_id: i64, status: PlannedStatus, reason: &str) -> Result<(), StoreError> {
         let path = self.path.clone();
-        let e = |x: DbError| format!("results database {path}: {x}");
+        let e = |x: DbError| named(&path, x.into());
         self.db.write(|tx| {
-            let now_status: Option<String> = tx
+            let now_status: Option<PlannedStatus> = tx
                 .row("SELECT status FROM planned_runs WHERE id = ?1", &[Sql::Integer(planned_id)])
                 .and_then(|r| r.map(|r| r.get(0)).transpose())
                 .map_err(e)?;
-            match now_status.as_deref() {
-                None => return Err(format!("results database {path}: no planned run {planned_id}")),
-                Some("planned") => {}
+            match now_status {
+                None => return Err(StoreError::Failed(format!("results database {path}: no planned run {planned_id}"))),
+                Some(PlannedStatus::Planned) => {}
                 Some(s) => {
-                    return Err(format!("results database {path}: planned run {planned_id} is already {s}; not marking it {status}"))
+                    return Err(StoreError::Failed(format!(
+                        "results database {path}: planned run {planned_id} is already {s}; not marking it {status}"
+                    )))
                 }
             }
             tx.exec(
                 "UPDATE planned_runs SET status = ?1, reason = ?2, updated_at = ?3 WHERE id = ?4",
-                &[text(status), text(reason), Sql::Real(now()), Sql::Integer(planned_id)],
+                &[text(status.name()), text(reason), Sql::Real(now()), Sql::Integer(planned_id)],
             )
             .map_err(e)?;
             Ok(())
@@ -803,7 +885,7 @@ impl Store {
     /// the filter's sweep and configuration apply, and interface, rw, submit, complete, bs, qd
     /// and threads are read from the planned spec. A filter on what only a made run has (host,
     /// device, time, lone runs) matches none.
-    pub fn list_planned(&self, f: &RunFilter, status: &str) -> Result<Vec<PlannedRun>, String> {
+    pub fn list_planned(&self, f: &RunFilter, status: PlannedStatus) -> Result<Vec<PlannedRun>, StoreError> {
         if f.hostname.is_some()
             || f.kernel.is_some()
             || f.device.is_some()
@@ -814,10 +896,10 @@ impl Store {
             return Ok(Vec::new());
         }
         let mut w = vec!["status = ?".to_string()];
-        if status == "failed" {
+        if status == PlannedStatus::Failed {
             w.push("NOT EXISTS (SELECT 1 FROM runs r WHERE r.planned_id = planned_runs.id)".into());
         }
-        let mut p = vec![Sql::Text(status.into())];
+        let mut p = vec![text(status.name())];
         let mut eq = |col: &str, v: Option<Sql>| {
             if let Some(v) = v {
                 w.push(format!("{col} = ?"));
@@ -846,7 +928,7 @@ impl Store {
     }
 
     /// The runs matching a filter, oldest first.
-    pub fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, String> {
+    pub fn list_runs(&self, f: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
         let (clause, p) = filter_sql(f);
         let sql = match f.limit {
             Some(n) => format!(
@@ -859,17 +941,17 @@ impl Store {
     }
 
     /// One run, as a row.
-    pub fn run(&self, run_id: i64) -> Result<Option<RunRow>, String> {
+    pub fn run(&self, run_id: i64) -> Result<Option<RunRow>, StoreError> {
         Ok(self.query(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"), &[Sql::Integer(run_id)], run_row)?.pop())
     }
 
     /// The full run record as it was given to `record_run` (histograms and series put back).
-    pub fn run_record(&self, run_id: i64) -> Result<Option<Value>, String> {
+    pub fn run_record(&self, run_id: i64) -> Result<Option<Value>, StoreError> {
         use base64::Engine;
         let text: Option<String> = self.value("SELECT record FROM runs WHERE id = ?1", &[Sql::Integer(run_id)])?;
         let Some(text) = text else { return Ok(None) };
-        let mut record: Value =
-            serde_json::from_str(&text).map_err(|m| format!("results database {}: run {run_id}: stored record: {m}", self.path))?;
+        let mut record: Value = serde_json::from_str(&text)
+            .map_err(|m| StoreError::Failed(format!("results database {}: run {run_id}: stored record: {m}", self.path)))?;
         let hist = self.histograms(run_id)?.into_iter().map(|(d, b)| (d, base64::engine::general_purpose::STANDARD.encode(b))).collect();
         let series = self.query(
             "SELECT t, read_iops, write_iops, mean_lat_ns, extra FROM series WHERE run_id = ?1 ORDER BY t",
@@ -882,15 +964,15 @@ impl Store {
 
     /// Put a new energy report into a stored run's record (`iolab energy import`), with the
     /// columns read from it again; the rest of the record, its histograms and series stay.
-    pub fn replace_energy(&mut self, run_id: i64, energy: &Value) -> Result<(), String> {
+    pub fn replace_energy(&mut self, run_id: i64, energy: &Value) -> Result<(), StoreError> {
         let path = self.path.clone();
         let text: String = self
             .value("SELECT record FROM runs WHERE id = ?1", &[Sql::Integer(run_id)])?
-            .ok_or_else(|| format!("results database {path}: no run {run_id}"))?;
-        let mut record: Value =
-            serde_json::from_str(&text).map_err(|m| format!("results database {path}: run {run_id}: stored record: {m}"))?;
+            .ok_or_else(|| StoreError::Failed(format!("results database {path}: no run {run_id}")))?;
+        let mut record: Value = serde_json::from_str(&text)
+            .map_err(|m| StoreError::Failed(format!("results database {path}: run {run_id}: stored record: {m}")))?;
         record["energy"] = energy.clone();
-        let x = extract::extract(&record).map_err(|m| format!("results database {path}: run {run_id}: {m}"))?;
+        let x = extract::extract(&record).map_err(|m| StoreError::Refused(format!("results database {path}: run {run_id}: {m}")))?;
         let mut cols: Vec<(&str, Sql)> = vec![("record", Sql::Text(x.stripped.to_string()))];
         cols.extend(x.columns);
         let set: Vec<String> = cols.iter().enumerate().map(|(i, (c, _))| format!("{c} = ?{}", i + 1)).collect();
@@ -901,7 +983,7 @@ impl Store {
     }
 
     /// A run's latency histograms: (direction, HdrHistogram V2 deflate bytes), read/write/total.
-    pub fn histograms(&self, run_id: i64) -> Result<Vec<(String, Vec<u8>)>, String> {
+    pub fn histograms(&self, run_id: i64) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         self.query(
             "SELECT direction, data FROM histograms WHERE run_id = ?1 \
              ORDER BY CASE direction WHEN 'read' THEN 0 WHEN 'write' THEN 1 ELSE 2 END",
@@ -911,7 +993,7 @@ impl Store {
     }
 
     /// A run's per-second series.
-    pub fn series(&self, run_id: i64) -> Result<Vec<SeriesPoint>, String> {
+    pub fn series(&self, run_id: i64) -> Result<Vec<SeriesPoint>, StoreError> {
         self.query("SELECT t, read_iops, write_iops, mean_lat_ns FROM series WHERE run_id = ?1 ORDER BY t", &[Sql::Integer(run_id)], |r| {
             Ok(SeriesPoint {
                 t: r.get(0)?,
@@ -923,16 +1005,16 @@ impl Store {
     }
 
     /// One row per run (key metrics and spec columns) with a header row.
-    pub fn export_csv(&self, f: &RunFilter, out: &mut dyn std::io::Write) -> Result<(), String> {
+    pub fn export_csv(&self, f: &RunFilter, out: &mut dyn std::io::Write) -> Result<(), StoreError> {
         let rows = self.list_runs(f)?;
-        export::csv(&rows, out).map_err(|m| format!("writing CSV: {m}"))
+        export::csv(&rows, out).map_err(|m| StoreError::Refused(format!("writing CSV: {m}")))
     }
 
     /// A JSON array of the full run records, each with a `store` object naming its run id,
     /// sweep, planned run, replicate and configuration.
-    pub fn export_json(&self, f: &RunFilter, out: &mut dyn std::io::Write) -> Result<(), String> {
+    pub fn export_json(&self, f: &RunFilter, out: &mut dyn std::io::Write) -> Result<(), StoreError> {
         let rows = self.list_runs(f)?;
-        let w = |m: std::io::Error| format!("writing JSON: {m}");
+        let w = |m: std::io::Error| StoreError::Refused(format!("writing JSON: {m}"));
         out.write_all(b"[").map_err(w)?;
         for (i, row) in rows.iter().enumerate() {
             let mut rec = self.run_record(row.id)?.unwrap_or(Value::Null);
@@ -950,31 +1032,31 @@ impl Store {
                 );
             }
             out.write_all(if i == 0 { b"\n" } else { b",\n" }).map_err(w)?;
-            serde_json::to_writer(&mut *out, &rec).map_err(|m| format!("writing JSON: {m}"))?;
+            serde_json::to_writer(&mut *out, &rec).map_err(|m| StoreError::Refused(format!("writing JSON: {m}")))?;
         }
         out.write_all(if rows.is_empty() { b"]\n" } else { b"\n]\n" }).map_err(w)?;
         out.flush().map_err(w)
     }
 
     /// Every sweep with its progress, oldest first.
-    pub fn sweep_infos(&self) -> Result<Vec<SweepInfo>, String> {
+    pub fn sweep_infos(&self) -> Result<Vec<SweepInfo>, StoreError> {
         self.sweep_query(None)
     }
 
     /// One sweep with its plan and progress.
-    pub fn sweep(&self, sweep_id: i64) -> Result<Option<SweepInfo>, String> {
+    pub fn sweep(&self, sweep_id: i64) -> Result<Option<SweepInfo>, StoreError> {
         Ok(self.sweep_query(Some(sweep_id))?.pop())
     }
 
-    fn sweep_query(&self, id: Option<i64>) -> Result<Vec<SweepInfo>, String> {
-        let count = |status: &str| format!("count(CASE WHEN p.status = '{status}' THEN 1 END)");
+    fn sweep_query(&self, id: Option<i64>) -> Result<Vec<SweepInfo>, StoreError> {
+        let count = |status: PlannedStatus| format!("count(CASE WHEN p.status = '{status}' THEN 1 END)");
         let sql = format!(
             "SELECT s.id, s.name, s.plan_text, s.plan_hash, s.seed, s.created_at, count(p.id), {}, {}, {}, {} \
              FROM sweeps s LEFT JOIN planned_runs p ON p.sweep_id = s.id {} GROUP BY s.id ORDER BY s.id",
-            count("planned"),
-            count("done"),
-            count("skipped"),
-            count("failed"),
+            count(PlannedStatus::Planned),
+            count(PlannedStatus::Done),
+            count(PlannedStatus::Skipped),
+            count(PlannedStatus::Failed),
             if id.is_some() { "WHERE s.id = ?1" } else { "" }
         );
         let p: Vec<Sql> = id.map(Sql::Integer).into_iter().collect();
@@ -997,7 +1079,7 @@ impl Store {
 
     /// Every sweep: (id, name, created_at, planned = all runs in its plan, done, skipped).
     #[allow(clippy::type_complexity)]
-    pub fn sweeps(&self) -> Result<Vec<(i64, String, f64, usize, usize, usize)>, String> {
+    pub fn sweeps(&self) -> Result<Vec<(i64, String, f64, usize, usize, usize)>, StoreError> {
         Ok(self.sweep_infos()?.into_iter().map(|s| (s.id, s.name, s.created_at, s.total, s.done, s.skipped)).collect())
     }
 }
@@ -1016,7 +1098,7 @@ mod concurrent_opens {
             let p = d.path().join("x.db");
             std::fs::File::create(&p).unwrap();
             let errs: Vec<String> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..4).map(|_| s.spawn(|| super::Store::open(&p).err())).collect();
+                let hs: Vec<_> = (0..4).map(|_| s.spawn(|| super::Store::open(&p).err().map(|e| e.to_string()))).collect();
                 hs.into_iter().filter_map(|h| h.join().unwrap()).collect()
             });
             if !errs.is_empty() {

@@ -9,6 +9,7 @@
 
 use super::backend::{self, Db, DbError};
 use super::columns::RUN_METRICS;
+use super::StoreError;
 use rusqlite::{Connection, OptionalExtension};
 
 /// The schema version this code writes and reads.
@@ -29,6 +30,11 @@ pub fn step(v: u32) -> String {
         added.map(|c| format!("ALTER TABLE runs ADD COLUMN {} {};\n", c.name, c.sql)).collect()
     };
     MIGRATIONS[v as usize - 1].replacen(METRICS_MARK, &columns, 1)
+}
+
+/// `step(v)` as PostgreSQL spells it (what `migrate` runs on a server).
+pub fn step_for_postgres(v: u32) -> String {
+    backend::postgres_sql(&step(v))
 }
 
 /// Where a step's metric columns go.
@@ -123,8 +129,8 @@ CREATE TABLE series (
 "#;
 
 /// Version 2: the completion path observed and the polling fallback become columns (from
-/// `RUN_METRICS`, filled here from the stored records), and runs are indexed by configuration
-/// for the replicate statistics.
+/// `RUN_METRICS`, filled from the stored records by `fill`), and runs are indexed by
+/// configuration for the replicate statistics.
 const V2: &str = r#"
 {metrics}
 UPDATE runs SET
@@ -137,7 +143,7 @@ CREATE INDEX planned_runs_config_key ON planned_runs(config_key);
 /// Version 3: where a profiled run's time went, one row per part: the layers of `--profile
 /// layers` (self share of the CPU samples, self CPU ns per I/O) and the stages of `--profile
 /// stages` (share of the end-to-end latency, mean, p50 and p99, requests), filled from the
-/// stored records.
+/// stored records by `fill`.
 const V3: &str = r#"
 {metrics}
 CREATE TABLE profile_parts (
@@ -168,7 +174,8 @@ INSERT OR IGNORE INTO profile_parts(run_id, kind, name, layer, share, ns_per_io,
 /// Version 4: `profile_parts` also holds the run's own CPU time by module and by function
 /// (`--profile layers`' `run`, as IISWC'19 Fig 14 split it): kinds `module` (named "space:
 /// module: layer") and `function` ("space: module: function"), share of the run's samples and
-/// CPU ns per I/O. SQLite cannot widen a CHECK, so the table is made anew with its rows.
+/// CPU ns per I/O, filled from the stored records by `fill`. SQLite cannot widen a CHECK, so
+/// the table is made anew with its rows.
 const V4: &str = r#"
 {metrics}
 CREATE TABLE profile_parts_v4 (
@@ -274,6 +281,61 @@ fn fnv128(parts: &[&[u8]]) -> String {
     format!("{h:032x}")
 }
 
+/// What migrating to version `to` fills from the runs already stored, done here in Rust through
+/// the reading `record_run` uses (`record::read`, `Metrics::of`, `extract::profile_parts`), so
+/// it runs alike on SQLite and PostgreSQL, one run at a time (a database of large records is
+/// never read whole): the metric columns version `to` added (version 2: the completion path),
+/// the profile parts (version 3: layers and stages; version 4: the run's modules and
+/// functions), the identities (version 6, `fill_uids`).
+fn fill(tx: &mut backend::Tx, to: u32) -> Result<(), DbError> {
+    use super::columns::Metrics;
+    use crate::record::read::Record;
+    let kinds: &[&str] = match to {
+        3 => &["layer", "stage"],
+        4 => &["module", "function"],
+        _ => &[],
+    };
+    let added: Vec<&str> = RUN_METRICS.iter().filter(|c| c.since == to && to > 1).map(|c| c.name).collect();
+    if !added.is_empty() || !kinds.is_empty() {
+        let mut last = i64::MIN;
+        while let Some(r) = tx.row("SELECT id, record FROM runs WHERE id > ?1 ORDER BY id LIMIT 1", &[last.into()])? {
+            last = r.get(0)?;
+            let Ok(record) = serde_json::from_str::<serde_json::Value>(&r.get::<String>(1)?) else { continue };
+            let record = Record::of(&record);
+            if !added.is_empty() {
+                let values: Vec<(&str, rusqlite::types::Value)> =
+                    Metrics::of(&record).values().into_iter().filter(|(name, _)| added.contains(name)).collect();
+                let set: Vec<String> = values.iter().enumerate().map(|(i, (c, _))| format!("{c} = ?{}", i + 1)).collect();
+                let mut p: Vec<rusqlite::types::Value> = values.into_iter().map(|(_, v)| v).collect();
+                p.push(last.into());
+                tx.exec(&format!("UPDATE runs SET {} WHERE id = ?{}", set.join(", "), p.len()), &p)?;
+            }
+            for part in super::extract::profile_parts(&record).into_iter().filter(|p| kinds.contains(&p.kind)) {
+                // The columns the table has at this version (the counts came in version 5).
+                tx.exec(
+                    "INSERT INTO profile_parts(run_id, kind, name, layer, share, ns_per_io, p50_ns, p99_ns, requests) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+                    &[
+                        last.into(),
+                        part.kind.to_string().into(),
+                        part.name.into(),
+                        part.layer.into(),
+                        part.share.into(),
+                        part.ns_per_io.into(),
+                        part.p50_ns.into(),
+                        part.p99_ns.into(),
+                        part.requests.map(|n| n as i64).into(),
+                    ],
+                )?;
+            }
+        }
+    }
+    if to == 6 {
+        fill_uids(tx)?;
+    }
+    Ok(())
+}
+
 /// Give every run and sweep stored before version 6 its derived id, one row at a time (a
 /// database of large records is never read whole).
 fn fill_uids(tx: &mut backend::Tx) -> Result<(), DbError> {
@@ -302,24 +364,27 @@ pub fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
 /// The schema version of a database from what it holds: its version (SQLite's `user_version`,
 /// PostgreSQL's `meta.schema_version`), how many tables it has, and `meta.schema_version` if any.
 /// Refuses a database written by a newer iolab and one with tables but no iolab schema.
-fn verdict(v: u32, tables: i64, meta: Option<String>) -> Result<u32, String> {
+fn verdict(v: u32, tables: i64, meta: Option<String>) -> Result<u32, StoreError> {
     if v > LATEST {
-        return Err(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab"));
+        return Err(StoreError::Refused(format!("schema version {v} is newer than this iolab understands ({LATEST}); use a newer iolab")));
     }
     if v == 0 {
         if tables > 0 {
-            return Err("not an iolab results database (it has tables but no iolab schema version)".into());
+            return Err(StoreError::Refused("not an iolab results database (it has tables but no iolab schema version)".into()));
         }
     } else if meta.as_deref() != Some(v.to_string().as_str()) {
-        return Err(format!("inconsistent schema version: user_version {v}, meta {}", meta.as_deref().unwrap_or("missing")));
+        return Err(StoreError::Failed(format!(
+            "inconsistent schema version: user_version {v}, meta {}",
+            meta.as_deref().unwrap_or("missing")
+        )));
     }
     Ok(v)
 }
 
 /// The schema version of an iolab results database (0: an empty SQLite file), reading only, so
 /// that it can run on a read-only connection before anything is changed (`verdict`).
-pub fn check(conn: &Connection) -> Result<u32, String> {
-    let e = |x: rusqlite::Error| x.to_string();
+pub fn check(conn: &Connection) -> Result<u32, StoreError> {
+    let e = |x: rusqlite::Error| StoreError::from(DbError::from(x));
     // One snapshot for every read below: another iolab creating the database at this moment
     // is seen before or after its creation, never half way (tables without their version).
     let snapshot = conn.unchecked_transaction().map_err(e)?;
@@ -336,8 +401,8 @@ pub fn check(conn: &Connection) -> Result<u32, String> {
 
 /// The schema version of a PostgreSQL database (0: no tables in its schema), which keeps it in
 /// `meta` alone (`verdict`).
-pub fn check_postgres(db: &Db) -> Result<u32, String> {
-    let e = |x: DbError| x.to_string();
+pub fn check_postgres(db: &Db) -> Result<u32, StoreError> {
+    let e = StoreError::from;
     let count = |sql: &str| db.row(sql, &[]).and_then(|r| r.map_or(Ok(0), |r| r.get::<i64>(0))).map_err(e);
     let tables = count("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()")?;
     let has_meta =
@@ -348,13 +413,16 @@ pub fn check_postgres(db: &Db) -> Result<u32, String> {
         }
         false => None,
     };
-    let v = meta.as_deref().map_or(Ok(0), |m| m.parse::<u32>().map_err(|_| format!("meta.schema_version is {m:?}, not a version")))?;
+    let v = meta
+        .as_deref()
+        .map_or(Ok(0), |m| m.parse::<u32>().map_err(|_| StoreError::Failed(format!("meta.schema_version is {m:?}, not a version"))))?;
     verdict(v, tables, meta)
 }
 
 /// Bring the database to `LATEST`, creating it when empty, after `check` (`check_postgres`).
-/// On PostgreSQL each step is translated (`backend::postgres_step`).
-pub fn migrate(db: &mut Db) -> Result<(), String> {
+/// On PostgreSQL each step is translated (`backend::postgres_sql`); what a step fills from the stored runs
+/// is done in Rust (`fill`), alike on both.
+pub fn migrate(db: &mut Db) -> Result<(), StoreError> {
     let v = match db.sqlite() {
         Some(conn) => check(conn)?,
         None => check_postgres(db)?,
@@ -363,17 +431,24 @@ pub fn migrate(db: &mut Db) -> Result<(), String> {
         return Ok(());
     }
     db.write(|tx| {
-        let e = |x: DbError| x.to_string();
+        let e = StoreError::from;
         // Someone else may have migrated between the read above and taking the write lock.
         let v = match tx.sqlite() {
-            Some(conn) => user_version(conn).map_err(|x| x.to_string())?,
+            Some(conn) => user_version(conn).map_err(DbError::from)?,
             None => {
-                let meta = tx.rows("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'", &[])
+                let meta = tx
+                    .rows(
+                        "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'",
+                        &[],
+                    )
                     .and_then(|r| r[0].get::<i64>(0))
                     .map_err(e)?;
                 let version: Option<String> = match meta {
                     0 => None,
-                    _ => tx.row("SELECT value FROM meta WHERE key = 'schema_version'", &[]).and_then(|r| r.map(|r| r.get(0)).transpose()).map_err(e)?,
+                    _ => tx
+                        .row("SELECT value FROM meta WHERE key = 'schema_version'", &[])
+                        .and_then(|r| r.map(|r| r.get(0)).transpose())
+                        .map_err(e)?,
                 };
                 version.and_then(|v| v.parse().ok()).unwrap_or(0)
             }
@@ -382,21 +457,13 @@ pub fn migrate(db: &mut Db) -> Result<(), String> {
             return Ok(());
         }
         for to in v + 1..=LATEST {
-            let sql = step(to);
-            let sql = if tx.is_postgres() {
-                let (kept, fills) = backend::postgres_step(&sql);
-                let runs = if v == 0 { 0 } else { tx.rows("SELECT count(*) FROM runs", &[]).and_then(|r| r[0].get::<i64>(0)).map_err(e)? };
-                if runs > 0 && !fills.is_empty() {
-                    return Err(format!("migration to schema version {to} fills its new columns from the {runs} stored runs with SQLite's JSON functions, which this iolab does not translate for PostgreSQL"));
-                }
-                kept
-            } else {
-                sql
-            };
-            tx.batch(&sql).map_err(|x| format!("migration to schema version {to}: {x}"))?;
-            if to == 6 {
-                fill_uids(tx).map_err(|x| format!("migration to schema version {to}: {x}"))?;
-            }
+            // The released step less its statements that fill from the stored records with
+            // SQLite's JSON functions (a server has none): `fill` does that, in Rust, on both
+            // engines. `Tx::batch` translates the rest for PostgreSQL.
+            let at = |x: DbError| StoreError::from(x).context(|m| format!("migration to schema version {to}: {m}"));
+            let (sql, _filled_by_fill) = backend::without_fills(&step(to));
+            tx.batch(&sql).map_err(at)?;
+            fill(tx, to).map_err(at)?;
         }
         let t = now().to_string();
         let mut meta = vec![("schema_version".to_string(), LATEST.to_string()), (format!("migrated_to_{LATEST}_at"), t.clone())];
@@ -405,11 +472,14 @@ pub fn migrate(db: &mut Db) -> Result<(), String> {
             meta.push(("created_by".into(), format!("iolab {}", env!("CARGO_PKG_VERSION"))));
         }
         for (k, val) in meta {
-            tx.exec("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", &[k.into(), val.into()])
-                .map_err(e)?;
+            tx.exec(
+                "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                &[k.into(), val.into()],
+            )
+            .map_err(e)?;
         }
         if let Some(conn) = tx.sqlite() {
-            conn.pragma_update(None, "user_version", LATEST as i64).map_err(|x| x.to_string())?;
+            conn.pragma_update(None, "user_version", LATEST as i64).map_err(DbError::from)?;
         }
         Ok(())
     })

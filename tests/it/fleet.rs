@@ -345,3 +345,43 @@ fn placement_options_are_checked_before_anything_is_written() {
         assert!(r.stdout.contains(line), "{line:?} missing:\n{}", r.stdout);
     }
 }
+
+/// A Slurm command that fails is Slurm's failure, not bad input: exit 4 and one line saying what
+/// Slurm answered (a fake `sbatch` and `scontrol` first on PATH, so no Slurm is needed); a
+/// request that is wrong is still bad input (exit 2).
+#[test]
+fn a_failed_sbatch_is_slurm_s_failure_not_bad_input() {
+    let dir = common::tempdir();
+    let d = dir.path();
+    std::fs::write(d.join("grid.toml"), PLAN).unwrap();
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for (cmd, complaint) in [
+        ("sbatch", "sbatch: error: Batch job submission failed: Invalid partition name specified"),
+        ("scontrol", "scontrol: error: Unable to contact slurm controller"),
+    ] {
+        let path = bin.join(cmd);
+        std::fs::write(&path, format!("#!/bin/sh\necho '{complaint}' >&2\nexit 1\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let results = d.join("shared");
+    let res = results.to_str().unwrap();
+    let submit = |extra: &[&str]| {
+        let mut a = vec!["fleet", "submit", "grid.toml", "--results", res, "--local-dir", d.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let out = Command::new(BIN).args(&a).current_dir(d).env("PATH", &path).output().unwrap();
+        common::Run::from(out, a.iter().map(|s| s.to_string()).collect())
+    };
+    let refused = submit(&["--nodes", "2"]);
+    assert_eq!(refused.code, 4, "{}", refused.describe());
+    let line = refused.one_line_stderr();
+    assert!(line.contains("sbatch refused the job") && line.contains("Invalid partition"), "{line}");
+    let unreachable = submit(&["--nodelist", "node[1-2]"]);
+    assert_eq!(unreachable.code, 4, "{}", unreachable.describe());
+    assert!(unreachable.one_line_stderr().contains("Unable to contact slurm controller"), "{}", unreachable.describe());
+    // Bad input stays bad input.
+    assert!(submit(&["--nodes", "0"]).assert_usage_error().contains("--nodes 0"));
+    let none = Command::new(BIN).args(["fleet", "status", d.join("nothing").to_str().unwrap()]).output().unwrap();
+    assert_eq!(none.status.code(), Some(2), "{}", String::from_utf8_lossy(&none.stderr));
+}

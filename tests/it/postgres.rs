@@ -201,8 +201,8 @@ fn a_postgres_store_is_migrated_from_empty_and_answers_as_sqlite_does() {
         assert_eq!((by(&sqlite, dev), by(&postgres, dev)), (4, 4), "--device {dev}");
     }
     assert_eq!(
-        sqlite.list_planned(&RunFilter { bs: Some(4096), ..Default::default() }, "done").unwrap().len(),
-        postgres.list_planned(&RunFilter { bs: Some(4096), ..Default::default() }, "done").unwrap().len()
+        sqlite.list_planned(&RunFilter { bs: Some(4096), ..Default::default() }, iolab::store::PlannedStatus::Done).unwrap().len(),
+        postgres.list_planned(&RunFilter { bs: Some(4096), ..Default::default() }, iolab::store::PlannedStatus::Done).unwrap().len()
     );
     let key = rows.iter().find(|r| r.interface == "psync").unwrap().config_key.clone().unwrap();
     let other = rows.iter().find(|r| r.interface == "pvsync2").unwrap().config_key.clone().unwrap();
@@ -279,6 +279,58 @@ const PASSWORD_IN_URL: &str = "Pw%407f3k%2FQz9";
 
 /// `iolab ARGS` in `dir` with only the PostgreSQL variables of `env` (none of the caller's) and
 /// `dir` as its home (no ~/.pgpass or ~/.pg_service.conf of the machine's).
+/// A server's store made by version 1 of iolab, with a run, migrates with what the later
+/// versions fill from the stored records (the completion path, the profile parts): done in Rust,
+/// on PostgreSQL as on SQLite (before, iolab refused: its fills were SQLite's JSON functions).
+#[test]
+fn a_version_1_postgres_store_with_runs_is_migrated_and_filled() {
+    let test = "postgres::a_version_1_postgres_store_with_runs_is_migrated_and_filled";
+    let pg = match Server::start("iolab_v1") {
+        Ok(s) => s,
+        Err(why) => return common::skip_or_fail(test, &why),
+    };
+    let rec = serde_json::json!({"status": "ok", "completion_path": {"observed": "polled", "fell_back": true},
+        "cost": {"stages": {"stages": [{"from": "request issued", "to": "interrupt", "layer": "device (issue to interrupt)",
+            "requests": 10, "p50_ns": 30000.0, "p99_ns": 60000.0, "mean_ns": 32000.0, "share": 0.4}]},
+            "profile": {"layers": [{"layer": "block layer", "self_share": 0.05, "self_ns_per_io": 900.0}],
+                "run": {"modules": [{"space": "kernel", "module": "nvme", "layer": "device driver", "share": 0.2, "ns_per_io": 500.0}],
+                    "functions": [{"space": "kernel", "module": "nvme", "layer": "device driver", "function": "nvme_poll",
+                        "share": 0.15, "ns_per_io": 400.0}]}}}});
+    pg.sql("iolab_v1", &iolab::store::schema::step_for_postgres(1)).unwrap();
+    pg.sql(
+        "iolab_v1",
+        &format!(
+            "INSERT INTO meta VALUES ('schema_version', '1');
+             INSERT INTO sweeps(id, name, plan_text, plan_hash, seed, created_at) VALUES (1, 's', 'p', 'h', 5, 1.0);
+             INSERT INTO planned_runs(id, sweep_id, ordinal, replicate, config_key, spec, status) VALUES (1, 1, 0, 0, 'cfg0', '{{}}', 'done');
+             INSERT INTO runs(id, planned_id, sweep_id, replicate, config_key, status, recorded_at, started_at, interface, submit,
+                 complete, rw, write_mix, bs, qd, threads, batch_submit, batch_reap, direct, targets, iops, errors, record)
+                 VALUES (1, 1, 1, 0, 'cfg0', 'ok', 2.0, 1.5, 'io_uring', 'syscall', 'poll', 'randread', 50, 4096, 32, 1, 1, 1, 1, '[]',
+                 123456.0, 0, '{rec}');"
+        ),
+    )
+    .unwrap();
+    let url = pg.url("iolab_v1");
+    let s = Store::open(Path::new(&url)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.schema_version().unwrap(), iolab::store::schema::LATEST);
+    let rows = s.list_runs(&RunFilter::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].metrics.completion_observed.as_deref(), Some("polled"));
+    assert_eq!(rows[0].metrics.fell_back, Some(true));
+    let parts = pg.sql("iolab_v1", "SELECT kind || '|' || name || '|' || share FROM profile_parts ORDER BY kind").unwrap();
+    assert_eq!(
+        parts.lines().collect::<Vec<_>>(),
+        [
+            "function|kernel: nvme: nvme_poll|0.15",
+            "layer|block layer|0.05",
+            "module|kernel: nvme: device driver|0.2",
+            "stage|request issued -> interrupt|0.4"
+        ]
+    );
+    let uid = pg.sql("iolab_v1", "SELECT run_uid FROM runs WHERE id = 1").unwrap();
+    assert_eq!(uid.trim(), iolab::store::schema::derived_run_uid(&rec.to_string()));
+}
+
 fn iolab_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut c = Command::new(common::BIN);
     c.args(args).current_dir(dir).env("TMPDIR", dir).env("HOME", dir);

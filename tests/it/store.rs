@@ -105,7 +105,7 @@ fn count(db: &Path, sql: &str) -> i64 {
 fn open_creates_a_versioned_wal_database() {
     let d = tmp();
     let db = d.path().join("iolab.db");
-    assert!(Store::open_existing(&db).unwrap_err().contains("no results database"));
+    assert!(Store::open_existing(&db).unwrap_err().to_string().contains("no results database"));
     let s = Store::open(&db).unwrap();
     assert_eq!(s.schema_version().unwrap(), schema::LATEST);
     assert_eq!(schema::LATEST, 6);
@@ -141,7 +141,7 @@ fn sweep_planned_runs_come_back_in_ordinal_order() {
     // A plan with an ordinal twice is refused whole: no sweep, no planned runs.
     let mut bad = plan(2, 1);
     bad[1].0 = bad[0].0;
-    let e = s.create_sweep("bad", "", "hash-b", 1, &bad).unwrap_err();
+    let e = s.create_sweep("bad", "", "hash-b", 1, &bad).unwrap_err().to_string();
     assert!(e.contains("ordinal 0 twice"), "{e}");
     assert!(!e.contains('\n'));
     assert_eq!(s.sweeps().unwrap().len(), 1);
@@ -239,12 +239,12 @@ fn a_failure_part_way_through_a_commit_leaves_nothing_behind() {
     let mut bad = real_record();
     assert!(bad["results"]["read"]["lat_histogram"].is_string());
     bad["results"]["total"]["lat_histogram"] = json!("not base64 at all!");
-    let e = s.record_run(Some(pid), &bad).unwrap_err();
+    let e = s.record_run(Some(pid), &bad).unwrap_err().to_string();
     assert!(e.contains("results.total.lat_histogram is not base64"), "{e}");
     // A bad series point fails after both histograms went in.
     let mut bad2 = real_record();
     bad2["results"]["series"].as_array_mut().unwrap().push(json!({"read_iops": 1}));
-    let e = s.record_run(Some(pid), &bad2).unwrap_err();
+    let e = s.record_run(Some(pid), &bad2).unwrap_err().to_string();
     assert!(e.contains("series point has no second"), "{e}");
 
     for t in ["runs", "histograms", "series"] {
@@ -303,13 +303,13 @@ fn a_planned_run_is_never_stored_twice() {
     let sw = s.create_sweep("s", "", "h", 1, &plan(3, 1)).unwrap();
     let p = s.planned_runs(sw).unwrap();
     let first = s.record_run(Some(p[0].id), &real_record()).unwrap();
-    let e = s.record_run(Some(p[0].id), &real_record()).unwrap_err();
+    let e = s.record_run(Some(p[0].id), &real_record()).unwrap_err().to_string();
     assert!(e.contains("already done") && e.contains(&format!("run {first}")), "{e}");
-    assert!(s.record_skip(p[0].id, "x").unwrap_err().contains("already done"));
+    assert!(s.record_skip(p[0].id, "x").unwrap_err().to_string().contains("already done"));
     s.record_skip(p[1].id, "no device").unwrap();
-    assert!(s.record_run(Some(p[1].id), &real_record()).unwrap_err().contains("already skipped"));
+    assert!(s.record_run(Some(p[1].id), &real_record()).unwrap_err().to_string().contains("already skipped"));
     assert!(s.record_skip(p[1].id, "again").is_err());
-    assert!(s.record_run(Some(9999), &real_record()).unwrap_err().contains("no planned run 9999"));
+    assert!(s.record_run(Some(9999), &real_record()).unwrap_err().to_string().contains("no planned run 9999"));
     assert_eq!(count(&db, "SELECT count(*) FROM runs"), 1);
 
     // An interrupted run is kept but leaves its planned run to be run again, once.
@@ -616,18 +616,54 @@ fn foreign_newer_and_damaged_databases_are_refused_in_one_line() {
     let d = tmp();
     let newer = d.path().join("newer.db");
     Connection::open(&newer).unwrap().execute_batch("PRAGMA user_version = 99;").unwrap();
-    let e = Store::open(&newer).err().unwrap();
+    let e = Store::open(&newer).err().unwrap().to_string();
     assert!(e.contains("newer than this iolab"), "{e}");
     let foreign = d.path().join("foreign.db");
     Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE t(x);").unwrap();
-    let e = Store::open(&foreign).err().unwrap();
+    let e = Store::open(&foreign).err().unwrap().to_string();
     assert!(e.contains("not an iolab results database"), "{e}");
     let junk = d.path().join("junk.db");
     std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
-    let e = Store::open(&junk).err().unwrap();
+    let e = Store::open(&junk).err().unwrap().to_string();
     assert!(e.contains("junk.db") && !e.contains('\n'), "{e}");
-    let e = Store::open(&d.path().join("no/such/dir/iolab.db")).err().unwrap();
+    let e = Store::open(&d.path().join("no/such/dir/iolab.db")).err().unwrap().to_string();
     assert!(e.contains("iolab.db") && !e.contains('\n'), "{e}");
+}
+
+/// The exit code says whose the failure is: a database named that iolab cannot use as given is
+/// bad input (2), one that fails while it is read (damaged) is the store's (3); each one line.
+#[test]
+fn a_damaged_database_is_the_store_s_failure_and_a_wrong_one_bad_input() {
+    let d = tmp();
+    let iolab = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_iolab")).args(args).current_dir(d.path()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(err.lines().count(), 1, "one line on stderr: {err}");
+        (out.status.code(), err)
+    };
+    let damaged = d.path().join("damaged.db");
+    Store::open(&damaged).unwrap().record_run(None, &real_record()).unwrap();
+    // The header is kept (it is still an SQLite file of iolab's version); the first page's
+    // b-tree, which lists the tables, is overwritten.
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    let page = u16::from_be_bytes([bytes[16], bytes[17]]) as usize;
+    bytes[100..page].fill(0xff);
+    std::fs::write(&damaged, bytes).unwrap();
+    for args in [&["results", "--db", "damaged.db"][..], &["merge", "damaged.db", "--into", "all.db"]] {
+        let (code, err) = iolab(args);
+        assert_eq!(code, Some(3), "{args:?}: {err}");
+        assert!(err.starts_with("iolab: results database") && err.contains("damaged.db") && err.contains("malformed"), "{err}");
+    }
+    let junk = d.path().join("junk.db");
+    std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
+    let newer = d.path().join("newer.db");
+    Connection::open(&newer).unwrap().execute_batch("PRAGMA user_version = 99;").unwrap();
+    for db in ["junk.db", "newer.db", "none.db"] {
+        let (code, err) = iolab(&["results", "--db", db]);
+        assert_eq!(code, Some(2), "{db}: {err}");
+    }
+    assert_eq!(Store::open(&junk).unwrap_err().kind(), iolab::failure::FailureKind::Invalid);
+    assert_eq!(Store::open_existing(&damaged).unwrap_err().kind(), iolab::failure::FailureKind::Store);
 }
 
 #[test]

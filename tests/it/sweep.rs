@@ -235,7 +235,7 @@ fn scheduler_dimension_is_applied_and_restored_on_a_loop_device() {
 fn planned_statuses(db: &Path) -> Vec<(String, Option<String>)> {
     let store = Store::open(db).unwrap();
     let sweep = store.sweeps().unwrap()[0].0;
-    store.planned_runs(sweep).unwrap().into_iter().map(|p| (p.status, p.reason)).collect()
+    store.planned_runs(sweep).unwrap().into_iter().map(|p| (p.status.to_string(), p.reason)).collect()
 }
 
 #[test]
