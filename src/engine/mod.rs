@@ -251,7 +251,10 @@ fn spawn_workers<'scope, 'env, T: Interface>(
 }
 
 /// One worker thread: prepare, start barrier, loop, linger, read-back. A failure or a panic
-/// in any phase still passes every barrier, so no other thread is left waiting.
+/// in any phase still passes every barrier, so no other thread is left waiting. Never inlined
+/// into the thread's start (once per thread, not per I/O): profiles and flame graphs name the
+/// worker (`iolab::engine::worker`) whatever the build's inlining.
+#[inline(never)]
 fn worker<T: Interface>(sh: &Shared, target: &T::Target, t: usize, all_started: std::sync::mpsc::Receiver<()>) -> WorkerResult {
     // SAFETY: gettid has no preconditions.
     sh.tids[t].store(unsafe { libc::gettid() }, Ordering::Release);
