@@ -42,7 +42,7 @@ pub struct RunRecord {
     pub completion_path: CompletionPath,
     /// io_uring and nvme-passthru: the ring setup flags asked for and those the rings got (a
     /// kernel without a cost-only flag gets a ring without it). Null for other interfaces.
-    pub ring: Option<crate::interfaces::io_uring::RingSetup>,
+    pub ring: Option<crate::interfaces::KernelSetup>,
 }
 
 #[derive(Serialize)]

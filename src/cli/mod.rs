@@ -87,10 +87,6 @@ pub struct RunArgs {
     /// How completions are detected.
     #[arg(long, value_enum, default_value = "irq")]
     pub complete: Complete,
-    /// --complete hybrid through the block layer (pvsync2; io_uring before Linux 5.16): the
-    /// queue's io_poll_delay for the run, -1 (classic), 0 (adaptive, the default) or N µs.
-    #[arg(long, value_name = "US", allow_negative_numbers = true)]
-    pub poll_delay: Option<i64>,
     #[arg(long, value_enum, default_value = "randread")]
     pub rw: Rw,
     /// Percentage of writes for --rw randrw.
@@ -142,8 +138,10 @@ pub struct RunArgs {
     /// Seed for the offset streams.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The interfaces' own options (--sq-cpu, --null-script, --poll-delay, ...), each part's
+    /// flags defined in its interface's file.
     #[command(flatten)]
-    pub ring: crate::interfaces::io_uring::RingOptions,
+    pub io_options: crate::interfaces::Options,
     /// Write checksummed blocks and check every read (and read back every written block).
     #[arg(long)]
     pub verify: bool,
@@ -160,14 +158,6 @@ pub struct RunArgs {
     /// io_poll_delay=-1, governor=performance (repeatable).
     #[arg(long, value_name = "NAME=VALUE")]
     pub set: Vec<String>,
-    /// -i null only, for tests: e.g. 'delay=20us,error=EIO@100,short=512%7,accept=1' (see
-    /// docs/architecture.md, *The null interface*).
-    #[arg(long, value_name = "SCRIPT")]
-    pub null_script: Option<String>,
-    /// -i vfio-nvme only: allow VFIO's unsafe no-IOMMU mode where the machine has no IOMMU
-    /// (the controller then reaches memory by physical address, unprotected).
-    #[arg(long)]
-    pub vfio_noiommu: bool,
     /// Fail when polling was asked for but completions were not observed to be polled.
     #[arg(long)]
     pub strict: bool,
@@ -301,10 +291,7 @@ impl RunArgs {
                 submit: self.submit,
                 complete: self.complete,
                 direct: !self.buffered,
-                ring: self.ring,
-                null_script: self.null_script.clone(),
-                poll_delay: self.poll_delay,
-                vfio_noiommu: self.vfio_noiommu,
+                options: self.io_options.clone(),
             },
             workload: Workload {
                 rw: self.rw,
@@ -414,7 +401,7 @@ mod tests {
         assert_eq!(j.workload.qd, 1);
         assert!(j.io.direct);
         assert_eq!(j.timing.budget, Budget::Seconds(10.0));
-        assert!(j.io.ring.register_buffers && j.io.ring.register_files);
+        assert!(j.io.options.ring.register_buffers && j.io.options.ring.register_files);
         let json = |j: &Job| serde_json::to_string(j).unwrap();
         assert_eq!(json(&j), json(&Job::default()), "Job::default() is iolab run's defaults");
     }
@@ -470,7 +457,7 @@ mod tests {
         assert_eq!(j.timing.budget, Budget::Seconds(120.0));
         assert_eq!(j.timing.ramp_s, 0.5);
         assert_eq!(j.workload.cpus, vec![0, 1]);
-        assert!(!j.io.ring.register_buffers);
+        assert!(!j.io.options.ring.register_buffers);
         assert_eq!(j.targets.size, Some(1 << 30));
         assert_eq!(j.targets.paths, vec!["/dev/null"]);
     }

@@ -80,7 +80,7 @@ pub struct Placement {
 impl Placement {
     /// The job's own `--cpus` and `--sq-cpu` (one CPU for every ring's SQ thread).
     pub fn of_job(job: &Job) -> Placement {
-        Placement { workers: job.workload.cpus.clone(), sq: job.io.ring.sq_cpu.into_iter().collect() }
+        Placement { workers: job.workload.cpus.clone(), sq: job.io.pinned_cpus() }
     }
     fn worker(&self, t: usize) -> Option<usize> {
         (!self.workers.is_empty()).then(|| self.workers[t % self.workers.len()])

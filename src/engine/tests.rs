@@ -14,7 +14,7 @@ fn null_job(qd: u32, budget: Budget, script: Option<&str>) -> Job {
     let mut job = Job::default();
     (job.io.interface, job.workload.write_mix) = (crate::interfaces::InterfaceKind::Null, 0);
     (job.workload.qd, job.workload.batch_submit, job.workload.batch_reap, job.timing.budget) = (qd, qd.min(4), 1, budget);
-    job.io.null_script = script.map(Into::into);
+    job.io.options.null.null_script = script.map(Into::into);
     crate::plan::validate::validate(&job).expect("a valid null job");
     job
 }

@@ -6,7 +6,7 @@
 //! sleep before polling?". The releases that changed them are upstream facts (the commits are
 //! named below), and every run checks the outcome anyway: the device's interrupt counters show
 //! whether it polled, and the workload threads' sleeps whether it slept first.
-use super::{Complete, IoChoice};
+use super::{Complete, IoChoice, SweptOption};
 use crate::host::kernel_version;
 
 /// `queue/io_poll_delay`: poll at once (classic polling).
@@ -56,6 +56,47 @@ pub fn hybrid_unreachable(via_io_uring: bool) -> Option<String> {
     None
 }
 
+/// `--poll-delay`: how long the block layer's hybrid polling sleeps, for the interfaces whose
+/// hybrid polling goes through it (pvsync2; io_uring before Linux 5.16).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
+pub struct PollDelay {
+    /// --complete hybrid through the block layer (pvsync2; io_uring before Linux 5.16): the
+    /// queue's io_poll_delay for the run, -1 (classic), 0 (adaptive, the default) or N µs.
+    #[arg(long, value_name = "US", allow_negative_numbers = true)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_delay: Option<i64>,
+}
+
+impl super::OptionsPart for PollDelay {
+    fn check(&self, io: &IoChoice) -> Result<(), String> {
+        if let Some(d) = self.poll_delay {
+            if io.complete != Complete::Hybrid {
+                return Err(format!(
+                    "--poll-delay sets how long hybrid polling sleeps: use it with --complete hybrid, not {}",
+                    io.complete.name()
+                ));
+            }
+            if d < -1 {
+                return Err(format!("--poll-delay {d} is not a delay: use -1 (classic polling), 0 (adaptive) or microseconds"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The plan's `[matrix] poll_delay`: only hybrid jobs take it, so the other completion methods
+/// run once whatever the plan lists.
+pub const POLL_DELAY: SweptOption = SweptOption {
+    name: "poll_delay",
+    set: |io, v| {
+        if io.complete == Complete::Hybrid {
+            io.options.block_poll.poll_delay = Some(v)
+        }
+    },
+    value: |io| io.options.block_poll.poll_delay.unwrap_or(ADAPTIVE),
+    shown: |io| io.complete == Complete::Hybrid && io.options.block_poll.poll_delay.is_some(),
+};
+
 /// The `io_poll_delay` a job polling through the block layer runs with: -1 for classic polling
 /// (so a value left behind by someone else cannot turn it into hybrid polling), the job's
 /// `--poll-delay` (default adaptive) for hybrid polling.
@@ -63,7 +104,7 @@ pub fn delay_for(io: &IoChoice) -> Option<i64> {
     match io.complete {
         Complete::Irq => None,
         Complete::Poll => Some(CLASSIC),
-        Complete::Hybrid => Some(io.poll_delay.unwrap_or(ADAPTIVE)),
+        Complete::Hybrid => Some(io.options.block_poll.poll_delay.unwrap_or(ADAPTIVE)),
     }
 }
 
@@ -84,7 +125,7 @@ mod tests {
     fn delays_and_words() {
         let mut io = IoChoice { complete: Complete::Hybrid, ..IoChoice::default() };
         assert_eq!(delay_for(&io), Some(ADAPTIVE));
-        io.poll_delay = Some(8);
+        io.options.block_poll.poll_delay = Some(8);
         assert_eq!(delay_for(&io), Some(8));
         assert_eq!(delay_words(8), "io_poll_delay=8: sleep 8 µs");
         io.complete = Complete::Poll;

@@ -124,31 +124,14 @@ pub fn setup_with<R>(flags: u32, mut open: impl FnMut(u32) -> io::Result<R>) -> 
     Err(Refused::Together(flags & !COST_ONLY, error))
 }
 
-/// The io_uring_setup flags of a run's rings (the record's `ring`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RingSetup {
-    /// What iolab asks for this mode.
-    pub asked: Vec<&'static str>,
-    /// What the rings were created with.
-    pub used: Vec<&'static str>,
-    /// Asked for, refused by this kernel (EINVAL), and done without: cost-only flags.
-    pub dropped: Vec<&'static str>,
-    /// The kernel's feature bits iolab relies on that the ring has (IORING_FEAT_*, by name):
-    /// without NATIVE_WORKERS the SQPOLL and io-wq threads are kernel threads.
-    pub features: Vec<&'static str>,
-}
+/// The io_uring_setup flags of a run's rings (the record's `ring`), in the generic shape every
+/// interface's `check_kernel` answers.
+pub type RingSetup = super::KernelSetup;
 
-impl RingSetup {
-    /// From the job's flags and those [`step_down`] got; `extra` are the flags every ring of the
-    /// kind carries (CLAMP, SQ_AFF, SQE128 | CQE32).
-    pub fn new(asked: u32, used: u32, extra: u32) -> RingSetup {
-        RingSetup {
-            asked: flag_names(asked | extra),
-            used: flag_names(used | extra),
-            dropped: flag_names(asked & !used),
-            features: Vec::new(),
-        }
-    }
+/// From the job's flags and those [`step_down`] got; `extra` are the flags every ring of the
+/// kind carries (CLAMP, SQ_AFF, SQE128 | CQE32).
+pub fn ring_setup(asked: u32, used: u32, extra: u32) -> RingSetup {
+    RingSetup { asked: flag_names(asked | extra), used: flag_names(used | extra), dropped: flag_names(asked & !used), features: Vec::new() }
 }
 
 /// The flags every ring of a kind is set up with besides the mode's.
@@ -167,7 +150,7 @@ pub fn try_setup(big: bool, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) ->
             create_ring_exact(2, f, sq_cpu, sq_idle_ms).map(|r| r.params().clone())
         }
     })?;
-    let setup = RingSetup { features: feature_bits(&params), ..RingSetup::new(flags, used, ring_extra(big, flags, sq_cpu)) };
+    let setup = RingSetup { features: feature_bits(&params), ..ring_setup(flags, used, ring_extra(big, flags, sq_cpu)) };
     Ok((setup, params))
 }
 
@@ -459,17 +442,34 @@ impl Default for RingOptions {
     }
 }
 
-impl RingOptions {
-    /// The rules of these options, for any job: the ones only io_uring or SQPOLL use are refused
-    /// elsewhere, since they would silently do nothing.
-    pub fn check(&self, kind: InterfaceKind, submit: Submit) -> Result<(), String> {
-        if self.force_async && kind != InterfaceKind::IoUring {
+impl super::OptionsPart for RingOptions {
+    const PLAN_KEYS: &'static [&'static str] = &["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async"];
+
+    fn plan_value<'de, A: serde::de::MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
+        match key {
+            "sq_cpu" => self.sq_cpu = Some(map.next_value()?),
+            "sq_idle_ms" => self.sq_idle_ms = map.next_value()?,
+            "register_buffers" => self.register_buffers = map.next_value()?,
+            "register_files" => self.register_files = map.next_value()?,
+            _ => self.force_async = map.next_value()?,
+        }
+        Ok(())
+    }
+
+    /// The ones only io_uring or SQPOLL use are refused elsewhere, since they would silently
+    /// do nothing.
+    fn check(&self, io: &IoChoice) -> Result<(), String> {
+        if self.force_async && io.interface != InterfaceKind::IoUring {
             return Err("--force-async applies only to -i io_uring".into());
         }
-        if self.sq_cpu.is_some() && submit != Submit::Sqpoll {
+        if self.sq_cpu.is_some() && io.submit != Submit::Sqpoll {
             return Err("--sq-cpu only applies with --submit sqpoll".into());
         }
         Ok(())
+    }
+
+    fn pinned_cpu(&self) -> Option<u32> {
+        self.sq_cpu
     }
 }
 
@@ -481,7 +481,7 @@ pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, 
     if io.complete == Complete::Hybrid && !big {
         match hybrid_via() {
             Err(why) => return Err(format!("kernel {k} has no io_uring hybrid polling: {why}: use --complete poll")),
-            Ok(HybridVia::Ring) if io.poll_delay.is_some() => {
+            Ok(HybridVia::Ring) if io.options.block_poll.poll_delay.is_some() => {
                 return Err(format!("kernel {k}'s io_uring polls hybrid by its own HYBRID_IOPOLL, which takes no --poll-delay (the block layer's io_poll_delay): drop it"))
             }
             Ok(_) => {}
@@ -489,14 +489,14 @@ pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, 
     }
     let flags = if big { flags_for(io.submit, io.complete) } else { job_flags(io.submit, io.complete) };
     let what = if big { "io_uring with 128-byte SQEs and 32-byte CQEs" } else { "io_uring" };
-    let (setup, params) = try_setup(big, flags, io.ring.sq_cpu, io.ring.sq_idle_ms).map_err(|r| match r {
+    let (setup, params) = try_setup(big, flags, io.options.ring.sq_cpu, io.options.ring.sq_idle_ms).map_err(|r| match r {
         Refused::Flag(SETUP_HYBRID_IOPOLL, e) if e.raw_os_error() == Some(libc::EINVAL) => {
             format!("kernel {k} has no io_uring hybrid polling (IORING_SETUP_HYBRID_IOPOLL needs Linux 6.13 or later): use --complete poll")
         }
         Refused::Flag(SETUP_SQPOLL, e) if e.raw_os_error() == Some(libc::EPERM) => {
             format!("kernel {k} refused {what} SQPOLL: {e} (before Linux 5.11 only root may use it): run as root or use --submit syscall")
         }
-        Refused::Flag(SETUP_SQPOLL, e) => match io.ring.sq_cpu {
+        Refused::Flag(SETUP_SQPOLL, e) => match io.options.ring.sq_cpu {
             Some(c) => format!("kernel {k} refused {what} SQPOLL with its thread on CPU {c}: {e}"),
             None => format!("kernel {k} refused {what} SQPOLL: {e}"),
         },
@@ -509,7 +509,7 @@ pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, 
         Refused::Bare(e) => format!("kernel {k} refused to set up {what}: {e}"),
     })?;
     // Before 5.11 the SQ thread could only use registered files.
-    if io.submit == Submit::Sqpoll && !io.ring.register_files && !params.is_feature_sqpoll_nonfixed() {
+    if io.submit == Submit::Sqpoll && !io.options.ring.register_files && !params.is_feature_sqpoll_nonfixed() {
         return Err(format!("kernel {k}'s io_uring SQPOLL thread only takes registered files (IORING_FEAT_SQPOLL_NONFIXED came in Linux 5.11): use --register-files true or --submit syscall"));
     }
     Ok(Some(setup))
@@ -673,7 +673,7 @@ impl Setup<'_> {
     /// The ring's options for this thread: the job's, with the SQPOLL thread's CPU the run's
     /// placement gives.
     pub fn ring(&self) -> RingOptions {
-        RingOptions { sq_cpu: self.sq_cpu, ..self.io.ring }
+        RingOptions { sq_cpu: self.sq_cpu, ..self.io.options.ring }
     }
 }
 
@@ -852,16 +852,16 @@ mod tests {
     fn what_the_record_says() {
         let asked = flags_for(Submit::Syscall, Complete::Poll);
         let (_, used) = step_down(asked, kernel(K5_10, &mut Vec::new())).unwrap();
-        let r = RingSetup::new(asked, used, ring_extra(false, asked, None));
+        let r = ring_setup(asked, used, ring_extra(false, asked, None));
         assert_eq!(r.asked, ["IOPOLL", "CLAMP", "SINGLE_ISSUER", "DEFER_TASKRUN"]);
         assert_eq!(r.used, ["IOPOLL", "CLAMP"]);
         assert_eq!(r.dropped, ["SINGLE_ISSUER", "DEFER_TASKRUN"]);
         let (_, used) = step_down(asked, kernel(K5_19, &mut Vec::new())).unwrap();
-        let r = RingSetup::new(asked, used, ring_extra(true, asked, None));
+        let r = ring_setup(asked, used, ring_extra(true, asked, None));
         assert_eq!(r.used, ["IOPOLL", "CLAMP", "COOP_TASKRUN", "SQE128", "CQE32"]);
         assert_eq!(r.dropped, ["SINGLE_ISSUER", "DEFER_TASKRUN"]);
         let sq = flags_for(Submit::Sqpoll, Complete::Irq);
-        let r = RingSetup::new(sq, sq, ring_extra(false, sq, Some(1)));
+        let r = ring_setup(sq, sq, ring_extra(false, sq, Some(1)));
         assert_eq!((r.used.clone(), r.dropped.is_empty()), (vec!["SQPOLL", "SQ_AFF", "CLAMP"], true));
         assert_eq!(serde_json::to_value(&r).unwrap()["used"][0], "SQPOLL");
     }

@@ -19,6 +19,7 @@ pub mod vfio_nvme;
 
 use crate::device::{sysinfo::TargetInfo, Target};
 use crate::failure::Failure;
+pub use block_poll::POLL_DELAY;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::RawFd;
@@ -66,7 +67,8 @@ impl Complete {
 }
 
 /// How a job's I/O reaches the device: the interface, how it submits and completes, O_DIRECT or
-/// the page cache, and the options only some interfaces take (each defined in its own file).
+/// the page cache, and the options only some interfaces take (each part defined in its own file,
+/// gathered in [`Options`] by `interface_table!`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IoChoice {
     pub interface: InterfaceKind,
@@ -74,19 +76,10 @@ pub struct IoChoice {
     pub complete: Complete,
     /// O_DIRECT (true) or through the page cache.
     pub direct: bool,
-    /// io_uring's own options (nvme-passthru's rings too).
+    /// The interfaces' own options, flattened: a stored job keeps each part's fields at its top
+    /// level, as before the parts were gathered.
     #[serde(flatten)]
-    pub ring: io_uring::RingOptions,
-    /// -i null only: scripted delays, errors, short transfers, partial submits (`null.rs`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub null_script: Option<String>,
-    /// --complete hybrid through the block layer (`block_poll.rs`): its `io_poll_delay`, -1
-    /// classic, 0 adaptive, N µs; none: adaptive.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll_delay: Option<i64>,
-    /// -i vfio-nvme only: VFIO's unsafe no-IOMMU mode allowed (physical addresses).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub vfio_noiommu: bool,
+    pub options: Options,
 }
 
 impl Default for IoChoice {
@@ -96,12 +89,54 @@ impl Default for IoChoice {
             submit: Submit::Syscall,
             complete: Complete::Irq,
             direct: true,
-            ring: Default::default(),
-            null_script: None,
-            poll_delay: None,
-            vfio_noiommu: false,
+            options: Options::default(),
         }
     }
+}
+
+impl IoChoice {
+    /// Every options part's checks on this choice (an option of another interface is refused,
+    /// since it would silently do nothing).
+    pub fn check_options(&self) -> Result<(), String> {
+        self.options.check(self)
+    }
+
+    /// The CPUs the options pin the interface's own kernel threads to (io_uring's SQPOLL thread).
+    pub fn pinned_cpus(&self) -> Vec<u32> {
+        self.options.pinned_cpus()
+    }
+}
+
+/// One part of the interfaces' options, defined in the file of the interface(s) that take it and
+/// listed once in `interface_table!`: its command-line flags (clap), its fields in a stored job
+/// (serde, flattened into [`IoChoice`]), its keys in a plan's `[options]`, and its checks.
+pub trait OptionsPart: Clone + Default + std::fmt::Debug + Serialize + serde::de::DeserializeOwned + clap::Args {
+    /// Its keys in a plan's `[options]`.
+    const PLAN_KEYS: &'static [&'static str] = &[];
+    /// Reads the value of the plan `[options]` key `key` (one of [`Self::PLAN_KEYS`]) from the
+    /// plan, typed, so a wrong value names its line.
+    fn plan_value<'de, A: serde::de::MapAccess<'de>>(&mut self, key: &str, _map: &mut A) -> Result<(), A::Error> {
+        Err(serde::de::Error::custom(format!("no plan key {key}")))
+    }
+    /// Its rules on a job's choice: an option the chosen interface or mode does not use is
+    /// refused, naming the flag.
+    fn check(&self, _io: &IoChoice) -> Result<(), String> {
+        Ok(())
+    }
+    /// The CPU it pins a kernel thread of the interface to, if any.
+    fn pinned_cpu(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// A whole-number option a plan's `[matrix]` may sweep, defined by the options part that owns it
+/// (`block_poll::POLL_DELAY`): how a value goes into a job's choice, how it reads back, and when
+/// a configuration's key shows it.
+pub struct SweptOption {
+    pub name: &'static str,
+    pub set: fn(&mut IoChoice, i64),
+    pub value: fn(&IoChoice) -> i64,
+    pub shown: fn(&IoChoice) -> bool,
 }
 
 word_enum! {
@@ -278,8 +313,9 @@ pub trait Interface: IoInterface {
     fn check_target(_io: &IoChoice, _bs: u64, _offset: u64, _target: &Target) -> Result<(), String> {
         Ok(())
     }
-    /// Checks that need the kernel. Ring interfaces answer the ring setup the run gets.
-    fn check_kernel(_io: &IoChoice) -> Result<Option<io_uring::RingSetup>, String> {
+    /// Checks that need the kernel. Interfaces that set up kernel objects with flags (io_uring's
+    /// rings) answer the setup the run gets.
+    fn check_kernel(_io: &IoChoice) -> Result<Option<KernelSetup>, String> {
         Ok(None)
     }
     /// The completion path the kernel is expected to take, and why when that is not what was
@@ -323,6 +359,22 @@ pub trait Interface: IoInterface {
             }
         }))
     }
+}
+
+/// What an interface asked the kernel to set up for a run and what it got (io_uring's rings:
+/// their setup flags): the record's `ring`. Flags are named, so the record reads the same
+/// whichever interface made them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelSetup {
+    /// What iolab asks for this mode.
+    pub asked: Vec<&'static str>,
+    /// What was created with.
+    pub used: Vec<&'static str>,
+    /// Asked for, refused by this kernel (EINVAL), and done without: cost-only flags.
+    pub dropped: Vec<&'static str>,
+    /// The kernel's feature bits iolab relies on that it has (IORING_FEAT_*, by name): without
+    /// NATIVE_WORKERS the SQPOLL and io-wq threads are kernel threads.
+    pub features: Vec<&'static str>,
 }
 
 /// One kernel feature an interface uses, as this kernel has it: `iolab probe` lists them with
@@ -385,9 +437,60 @@ fn acquire<T: Interface>(req: &TargetRequest) -> Result<T::Target, Failure> {
 }
 
 /// The interfaces: the one table every dispatch comes from. Adding an interface is its file
-/// (an `Interface` impl) and one line here.
+/// (an `Interface` impl) and one line here; options it takes, one [`OptionsPart`] in its file
+/// and one line under `options`.
 macro_rules! interface_table {
-    ($($kind:ident => $ty:ty,)*) => {
+    ($($kind:ident => $ty:ty,)* ; options { $($field:ident: $opt:ty,)* }) => {
+        /// The interfaces' own options, one part each as the table lists them: the flags of
+        /// `iolab run` (flattened), a stored job's fields (flattened into [`IoChoice`], so a job
+        /// stored before the parts were gathered reads the same) and a plan's `[options]` keys.
+        #[derive(Clone, Debug, Default, Serialize, Deserialize, clap::Args)]
+        pub struct Options {
+            $(#[serde(flatten)] #[command(flatten)] pub $field: $opt,)*
+        }
+
+        impl Options {
+            /// Every plan `[options]` key some part reads, in table order.
+            pub fn plan_keys() -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $(keys.extend_from_slice(<$opt as OptionsPart>::PLAN_KEYS);)*
+                keys
+            }
+
+            /// Reads the plan `[options]` key `key` into the part that owns it; false: no part
+            /// does (the value is left unread).
+            pub fn plan_value<'de, A: serde::de::MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+                $(if <$opt as OptionsPart>::PLAN_KEYS.contains(&key) {
+                    self.$field.plan_value(key, map)?;
+                    return Ok(true);
+                })*
+                Ok(false)
+            }
+
+            /// Every part's checks, in table order.
+            pub fn check(&self, io: &IoChoice) -> Result<(), String> {
+                $(self.$field.check(io)?;)*
+                Ok(())
+            }
+
+            /// The CPUs the parts pin kernel threads to.
+            pub fn pinned_cpus(&self) -> Vec<u32> {
+                let mut cpus = Vec::new();
+                $(cpus.extend(self.$field.pinned_cpu());)*
+                cpus
+            }
+
+            /// These options with each part the choice `io` would refuse back at its default:
+            /// what one set of options means for each interface in turn (`iolab probe`).
+            pub fn kept_for(&self, io: &IoChoice) -> Options {
+                let mut kept = self.clone();
+                $(if self.$field.check(io).is_err() {
+                    kept.$field = Default::default();
+                })*
+                kept
+            }
+        }
+
         /// Which interface a job uses; serialised, parsed and printed by its `INFO.name`.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum InterfaceKind { $($kind),* }
@@ -450,6 +553,17 @@ interface_table! {
     NvmePassthru => nvme_passthru::Passthru,
     VfioNvme => vfio_nvme::UserDriver,
     Null => null::Null,
+    ;
+    options {
+        // io_uring's rings (nvme-passthru's too); in this order, a stored job's fields too.
+        ring: io_uring::RingOptions,
+        // -i null's script.
+        null: null::NullOptions,
+        // The block layer's hybrid polling sleep.
+        block_poll: block_poll::PollDelay,
+        // -i vfio-nvme's no-IOMMU consent.
+        vfio: vfio_nvme::VfioOptions,
+    }
 }
 
 /// An interface's rules (its policy) as plain functions, taken from its `Interface` impl.
@@ -457,7 +571,7 @@ pub struct Rules {
     pub check_job: fn(&IoChoice) -> Result<(), String>,
     pub machine_support: fn() -> Result<(), String>,
     pub machine_notes: fn() -> Option<String>,
-    pub check_kernel: fn(&IoChoice) -> Result<Option<io_uring::RingSetup>, String>,
+    pub check_kernel: fn(&IoChoice) -> Result<Option<KernelSetup>, String>,
     pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (Path, Option<String>),
     pub block_poll_delay: fn(&IoChoice) -> Option<i64>,
     pub mechanism: fn(&IoChoice) -> String,
@@ -526,6 +640,12 @@ impl<'de> Deserialize<'de> for InterfaceKind {
     }
 }
 
+/// Whether the interface named `name` is a user-space driver (its I/O never enters the kernel:
+/// `InterfaceInfo::bypasses_kernel`): what a study or report asks instead of naming one.
+pub fn user_space(name: &str) -> bool {
+    name.parse::<InterfaceKind>().is_ok_and(|k| k.info().bypasses_kernel)
+}
+
 /// Every interface's facts, in table order.
 pub fn all() -> impl Iterator<Item = &'static InterfaceInfo> {
     InterfaceKind::ALL.iter().map(|k| k.info())
@@ -586,5 +706,33 @@ pub(crate) unsafe fn raw_syscall(nr: libc::c_long, a: [usize; 6]) -> i64 {
         } else {
             r as i64
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parts_check_their_options_and_keep_only_what_an_interface_takes() {
+        let mut io = IoChoice::default();
+        io.options.vfio.vfio_noiommu = true;
+        assert!(io.check_options().unwrap_err().contains("--vfio-noiommu is for -i vfio-nvme"));
+        assert!(!io.options.kept_for(&io).vfio.vfio_noiommu);
+        io.interface = InterfaceKind::VfioNvme;
+        io.complete = Complete::Poll;
+        io.check_options().unwrap();
+        assert!(io.options.kept_for(&io).vfio.vfio_noiommu);
+        io.options.ring.sq_cpu = Some(1);
+        assert_eq!(io.check_options().unwrap_err(), "--sq-cpu only applies with --submit sqpoll");
+        io.submit = Submit::Sqpoll;
+        assert_eq!(io.pinned_cpus(), [1]);
+        assert_eq!(Options::plan_keys(), ["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async"]);
+    }
+
+    #[test]
+    fn the_user_space_driver_is_found_by_its_facts() {
+        assert!(user_space("vfio-nvme"));
+        assert!(!user_space("io_uring") && !user_space("nonesuch"));
     }
 }

@@ -17,6 +17,7 @@ use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Reques
 use super::{Complete, IoChoice, Submit};
 use crate::device::sysinfo::TargetInfo;
 use crate::failure::Failure;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
@@ -156,8 +157,15 @@ impl IoInterface for Null {
     type Handle = ();
 
     fn open(setup: &Setup, _: &()) -> io::Result<Self> {
-        let script =
-            setup.io.null_script.as_deref().map(Script::parse).transpose().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let script = setup
+            .io
+            .options
+            .null
+            .null_script
+            .as_deref()
+            .map(Script::parse)
+            .transpose()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let scripted = script
             .filter(|s| *s != Script::default())
             .map(|script| Box::new(Scripted { script, accepted: 0, queue: VecDeque::with_capacity(setup.qd as usize) }));
@@ -303,15 +311,27 @@ impl Interface for Null {
     }
 }
 
+/// -i null's own options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, clap::Args)]
+pub struct NullOptions {
+    /// -i null only, for tests: e.g. 'delay=20us,error=EIO@100,short=512%7,accept=1' (see
+    /// docs/architecture.md, *The null interface*).
+    #[arg(long, value_name = "SCRIPT")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_script: Option<String>,
+}
+
 /// `--null-script`'s rules, for any job: only null takes one, and it must parse.
-pub fn check_script(io: &IoChoice) -> Result<(), String> {
-    if let Some(script) = &io.null_script {
-        if io.interface != super::InterfaceKind::Null {
-            return Err(format!("--null-script applies only to -i {NAME}"));
+impl super::OptionsPart for NullOptions {
+    fn check(&self, io: &IoChoice) -> Result<(), String> {
+        if let Some(script) = &self.null_script {
+            if io.interface != super::InterfaceKind::Null {
+                return Err(format!("--null-script applies only to -i {NAME}"));
+            }
+            Script::parse(script)?;
         }
-        Script::parse(script)?;
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ impl Interface for Pvsync2 {
         bypasses_kernel: false,
     };
 
-    fn check_kernel(io: &IoChoice) -> Result<Option<super::io_uring::RingSetup>, String> {
+    fn check_kernel(io: &IoChoice) -> Result<Option<super::KernelSetup>, String> {
         match block_poll::hybrid_unreachable(false) {
             Some(why) if io.complete == Complete::Hybrid => Err(format!(
                 "pvsync2 cannot use hybrid polling here: {why} (io_uring's HYBRID_IOPOLL, Linux 6.13+, is the hybrid polling left)"

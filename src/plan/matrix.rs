@@ -4,7 +4,7 @@
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
 use super::{Complete, Job, Numa, Rw, Submit};
-use crate::interfaces::InterfaceKind;
+use crate::interfaces::{InterfaceKind, POLL_DELAY};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -107,17 +107,13 @@ pub const DIMENSIONS: [Dimension; 13] = [
         value: |j| Text(j.io.complete.name().into()),
         shown: Shown::Always,
     },
-    // The block layer's hybrid polling sleep (`block_poll.rs`); only hybrid jobs take it, so
-    // the other completion methods run once whatever the plan lists.
+    // An interface option a plan may sweep (the block layer's hybrid polling sleep), defined by
+    // the options part that owns it.
     Dimension {
-        name: "poll_delay",
-        set: Set::Signed(|j, v| {
-            if j.io.complete == Complete::Hybrid {
-                j.io.poll_delay = Some(v)
-            }
-        }),
-        value: |j| Integer(j.io.poll_delay.unwrap_or(crate::interfaces::block_poll::ADAPTIVE)),
-        shown: Shown::If(|j| j.io.complete == Complete::Hybrid && j.io.poll_delay.is_some()),
+        name: POLL_DELAY.name,
+        set: Set::Signed(|j, v| (POLL_DELAY.set)(&mut j.io, v)),
+        value: |j| Integer((POLL_DELAY.value)(&j.io)),
+        shown: Shown::If(|j| (POLL_DELAY.shown)(&j.io)),
     },
     Dimension { name: "rw", set: Set::Rw(|j, v| j.workload.rw = v), value: |j| Text(j.workload.rw.name().into()), shown: Shown::Always },
     Dimension {

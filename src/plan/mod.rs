@@ -207,3 +207,39 @@ pub struct Policy {
     #[serde(default)]
     pub strict: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A planned run's spec as iolab stored it before the interfaces' options were gathered in
+    /// `Options` (written by `serde_json::to_string(&job)` with each option set): it reads back
+    /// with every option in its part, and writes out the same.
+    const STORED_BEFORE: &str = r#"{"interface":"io_uring","submit":"sqpoll","complete":"hybrid","direct":true,"sq_cpu":2,"sq_idle_ms":50,"register_buffers":false,"register_files":true,"force_async":true,"null_script":"accept=1","poll_delay":8,"vfio_noiommu":true,"rw":"randread","write_mix":50,"bs":4096,"qd":4,"threads":1,"batch_submit":1,"batch_reap":1,"cpus":[],"seed":1,"ramp_s":0.0,"budget":{"kind":"seconds","value":10.0},"targets":[],"size":null,"offset":0,"destructive":[],"verify":false,"continue_on_error":false,"allow_fallback":false,"strict":false,"scheduler":null,"set":[]}"#;
+
+    #[test]
+    fn a_job_stored_before_the_options_parts_reads_and_writes_the_same() {
+        let job: Job = serde_json::from_str(STORED_BEFORE).unwrap();
+        let o = &job.io.options;
+        assert_eq!(
+            o.ring,
+            crate::interfaces::io_uring::RingOptions {
+                sq_cpu: Some(2),
+                sq_idle_ms: 50,
+                register_buffers: false,
+                register_files: true,
+                force_async: true
+            }
+        );
+        assert_eq!(o.null.null_script.as_deref(), Some("accept=1"));
+        assert_eq!(o.block_poll.poll_delay, Some(8));
+        assert!(o.vfio.vfio_noiommu);
+        assert_eq!(serde_json::to_value(&job).unwrap(), serde_json::from_str::<serde_json::Value>(STORED_BEFORE).unwrap());
+        // The options only some interfaces take are left out when unset, as before.
+        let plain = serde_json::to_value(Job::default()).unwrap();
+        for key in ["null_script", "poll_delay", "vfio_noiommu"] {
+            assert!(plain.get(key).is_none(), "{key}");
+        }
+        assert_eq!(plain["sq_idle_ms"], 1000);
+    }
+}

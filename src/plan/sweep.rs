@@ -26,43 +26,73 @@ use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
 use super::{Budget, Job, Policy, Timing, Workload};
 use crate::device::Targets;
-use crate::interfaces::io_uring::RingOptions;
-use crate::interfaces::IoChoice;
+use crate::interfaces::{self, IoChoice};
 use crate::rng::Rng;
 use crate::settings::Requested;
 use serde::Deserialize;
 
-/// Options every run of the plan shares.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Options every run of the plan shares: the plan's own, and the interfaces' (`sq_cpu`, ...),
+/// which their options parts read (`interfaces::Options::plan_value`).
+#[derive(Debug, Default)]
 pub struct Options {
-    #[serde(default)]
     pub buffered: bool,
     pub cpus: Option<Vec<usize>>,
     /// `local`, a node's number or `off` (`iolab run --numa`).
     pub numa: Option<super::Numa>,
-    pub sq_cpu: Option<u32>,
-    pub sq_idle_ms: Option<u32>,
-    pub register_buffers: Option<bool>,
-    pub register_files: Option<bool>,
-    #[serde(default)]
     pub verify: bool,
-    #[serde(default)]
     pub continue_on_error: bool,
-    #[serde(default)]
     pub allow_fallback: bool,
-    #[serde(default)]
     pub strict: bool,
     pub batch_reap: Option<u32>,
-    #[serde(default)]
-    pub force_async: bool,
     /// System settings for every run, "name=value" (see `iolab run --set`).
-    #[serde(default)]
     pub set: Vec<String>,
     /// A study's set-up, "name=value": applied where the machine offers it, recorded where not
     /// (`settings::Requested::setup`).
-    #[serde(default)]
     pub setup: Vec<String>,
+    /// The interfaces' own options.
+    pub io: interfaces::Options,
+}
+
+/// The plan's own `[options]` keys (the interfaces' come after them in an error's list).
+const OWN_OPTIONS: &[&str] =
+    &["buffered", "cpus", "numa", "verify", "continue_on_error", "allow_fallback", "strict", "batch_reap", "set", "setup"];
+
+impl<'de> Deserialize<'de> for Options {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Options, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Options;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a table of options")
+            }
+            // Each value read typed as its key is met, so a wrong one names its line.
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Options, A::Error> {
+                let mut o = Options::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "buffered" => o.buffered = map.next_value()?,
+                        "cpus" => o.cpus = Some(map.next_value()?),
+                        "numa" => o.numa = Some(map.next_value()?),
+                        "verify" => o.verify = map.next_value()?,
+                        "continue_on_error" => o.continue_on_error = map.next_value()?,
+                        "allow_fallback" => o.allow_fallback = map.next_value()?,
+                        "strict" => o.strict = map.next_value()?,
+                        "batch_reap" => o.batch_reap = Some(map.next_value()?),
+                        "set" => o.set = map.next_value()?,
+                        "setup" => o.setup = map.next_value()?,
+                        k if o.io.plan_value(k, &mut map)? => {}
+                        k => {
+                            let keys: Vec<String> =
+                                OWN_OPTIONS.iter().copied().chain(interfaces::Options::plan_keys()).map(|k| format!("`{k}`")).collect();
+                            return Err(serde::de::Error::custom(format!("unknown field `{k}`, expected one of {}", keys.join(", "))));
+                        }
+                    }
+                }
+                Ok(o)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -310,20 +340,9 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     let profile = plan.profile.as_deref().map(Profile::parse).transpose().map_err(|e| format!("plan profile: {e}"))?.unwrap_or_default();
     let o = &plan.options;
     // What every configuration shares; the dimensions the matrix lists are set on it.
-    let ring = RingOptions::default();
     let defaults = Job::default();
     let base = Job {
-        io: IoChoice {
-            direct: !o.buffered,
-            ring: RingOptions {
-                sq_cpu: o.sq_cpu,
-                sq_idle_ms: o.sq_idle_ms.unwrap_or(ring.sq_idle_ms),
-                register_buffers: o.register_buffers.unwrap_or(ring.register_buffers),
-                register_files: o.register_files.unwrap_or(ring.register_files),
-                force_async: o.force_async,
-            },
-            ..defaults.io
-        },
+        io: IoChoice { direct: !o.buffered, options: o.io.clone(), ..defaults.io },
         workload: Workload {
             cpus: o.cpus.clone().unwrap_or_default(),
             numa: o.numa.unwrap_or_default(),

@@ -2,7 +2,7 @@
 //! what is wrong and what to do instead.
 use super::{Complete, Job};
 use crate::host::online_cpus;
-use crate::interfaces::{self, Behaviour, TargetKind};
+use crate::interfaces::{Behaviour, TargetKind};
 
 pub const MIN_BS: u64 = 512;
 pub const MAX_BS: u64 = 1 << 20;
@@ -32,8 +32,7 @@ pub fn validate(job: &Job) -> Result<(), String> {
             return Err(format!("{name} moves no data, so there is nothing to verify: drop --verify"));
         }
     }
-    interfaces::null::check_script(&job.io)?;
-    interfaces::vfio_nvme::check_options(&job.io)?;
+    job.io.check_options()?;
     if !info.submits.contains(&job.io.submit) {
         return Err(format!(
             "{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)",
@@ -43,17 +42,6 @@ pub fn validate(job: &Job) -> Result<(), String> {
     if !info.completes.contains(&job.io.complete) {
         let can: Vec<&str> = info.completes.iter().map(|c| c.name()).collect();
         return Err(format!("{name} cannot complete by {}: it supports --complete {}", job.io.complete.name(), can.join("|")));
-    }
-    if let Some(d) = job.io.poll_delay {
-        if job.io.complete != Complete::Hybrid {
-            return Err(format!(
-                "--poll-delay sets how long hybrid polling sleeps: use it with --complete hybrid, not {}",
-                job.io.complete.name()
-            ));
-        }
-        if d < -1 {
-            return Err(format!("--poll-delay {d} is not a delay: use -1 (classic polling), 0 (adaptive) or microseconds"));
-        }
     }
     if !(MIN_BS..=MAX_BS).contains(&job.workload.bs) || !job.workload.bs.is_multiple_of(512) {
         return Err(format!("--bs {} is out of range: use a multiple of 512 from 512 to 1m", job.workload.bs));
@@ -93,8 +81,8 @@ pub fn validate(job: &Job) -> Result<(), String> {
     if job.io.complete != Complete::Irq && !job.io.direct {
         return Err(format!("--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered", job.io.complete.name()));
     }
-    job.io.ring.check(job.io.interface, job.io.submit)?;
-    if job.workload.numa != super::Numa::Off && (!job.workload.cpus.is_empty() || job.io.ring.sq_cpu.is_some()) {
+    let pinned = job.io.pinned_cpus();
+    if job.workload.numa != super::Numa::Off && (!job.workload.cpus.is_empty() || !pinned.is_empty()) {
         return Err(format!("--numa {} chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both", job.workload.numa));
     }
     if let super::Numa::Node(n) = job.workload.numa {
@@ -104,7 +92,7 @@ pub fn validate(job: &Job) -> Result<(), String> {
         }
     }
     let ncpu = online_cpus();
-    if let Some(c) = job.workload.cpus.iter().chain(job.io.ring.sq_cpu.map(|c| c as usize).as_ref()).find(|c| **c >= ncpu) {
+    if let Some(c) = job.workload.cpus.iter().copied().chain(pinned.iter().map(|c| *c as usize)).find(|c| *c >= ncpu) {
         return Err(format!("CPU {c} does not exist: this machine has CPUs 0 to {}", ncpu - 1));
     }
     if job.timing.ramp_s < 0.0 {
@@ -142,7 +130,7 @@ mod tests {
         job.io.complete = Complete::Poll;
         assert!(validate(&job).is_err());
         let mut other = Job::default();
-        other.io.null_script = Some("accept=1".into());
+        other.io.options.null.null_script = Some("accept=1".into());
         assert_eq!(validate(&other).unwrap_err(), "--null-script applies only to -i null");
     }
 }

@@ -338,7 +338,7 @@ impl Config {
     /// Interface, submission and completion: the design point, e.g. `io_uring sqpoll poll`.
     pub fn method(&self) -> String {
         let r = self.first();
-        if r.interface == crate::interfaces::vfio_nvme::NAME {
+        if crate::interfaces::user_space(&r.interface) {
             // Where the papers had SPDK.
             return USER_SPACE_METHOD.into();
         }

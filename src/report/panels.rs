@@ -75,8 +75,7 @@ pub fn bs_name(bs: u64) -> String {
 /// configurations; one alone is named by its design point and queue depth.
 pub fn labels(configs: &[&Config]) -> Vec<String> {
     type Part = fn(&Config) -> String;
-    let interface: Part =
-        |c| if c.first().interface == crate::interfaces::vfio_nvme::NAME { c.method() } else { c.first().interface.clone() };
+    let interface: Part = |c| if crate::interfaces::user_space(&c.first().interface) { c.method() } else { c.first().interface.clone() };
     let fields: [Part; 8] = [
         interface,
         |c| if c.first().submit == "syscall" { String::new() } else { c.first().submit.clone() },

@@ -1,13 +1,14 @@
 //! What the kernel and the targets allow a job, and which completion path it will take.
 use crate::device::{sysinfo::TargetInfo, Target};
-use crate::interfaces::io_uring::RingSetup;
+use crate::interfaces::KernelSetup;
 use crate::meters::Cost;
 use crate::plan::{Complete, Job};
 use crate::record::{CompletionPath, Path};
 
 /// Checks that need the kernel: can this machine run the interface at all, and does the kernel
-/// take what the job asks of it? Ring interfaces answer the ring setup the run gets.
-pub fn check_kernel(job: &Job) -> Result<Option<RingSetup>, String> {
+/// take what the job asks of it? Interfaces that set up kernel objects (rings) answer the setup
+/// the run gets.
+pub fn check_kernel(job: &Job) -> Result<Option<KernelSetup>, String> {
     let rules = job.io.interface.rules();
     (rules.machine_support)().map_err(|e| format!("{} is not usable here: {e}", job.io.interface))?;
     (rules.check_kernel)(&job.io)

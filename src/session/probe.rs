@@ -2,16 +2,15 @@
 //! here and why not for what does not. Nothing is written to the target; nothing is printed:
 //! each tried mode comes back as a [`ProbeRow`].
 use super::{execute, Quiet};
-use crate::interfaces::{io_uring::RingOptions, Behaviour, InterfaceKind, IoChoice};
+use crate::interfaces::{Behaviour, InterfaceKind, IoChoice, Options};
 use crate::plan::{Budget, Complete, Job, Submit};
 use crate::record::RunRecord;
 
 /// A short read-only job: 256 random 4 KiB reads, QD4 where the interface is asynchronous.
 pub fn probe_job(interface: InterfaceKind, submit: Submit, complete: Complete, sync: bool, target: &str) -> Job {
-    let mut job = Job {
-        io: IoChoice { interface, submit, complete, ring: RingOptions { sq_idle_ms: 100, ..Default::default() }, ..Default::default() },
-        ..Default::default()
-    };
+    let mut options = Options::default();
+    options.ring.sq_idle_ms = 100;
+    let mut job = Job { io: IoChoice { interface, submit, complete, options, ..Default::default() }, ..Default::default() };
     job.workload.write_mix = 0;
     job.workload.qd = if sync { 1 } else { 4 };
     job.timing.budget = Budget::Ios(256);
@@ -39,7 +38,10 @@ pub fn probe(target: &str, vfio_noiommu: bool, row: &mut dyn FnMut(ProbeRow)) {
         for &s in i.submits {
             for &c in i.completes {
                 let mut job = probe_job(kind, s, c, i.behaviour == Behaviour::Sync, target);
-                job.io.vfio_noiommu = vfio_noiommu && i.name == crate::interfaces::vfio_nvme::NAME;
+                // Each interface takes the options meant for it (the no-IOMMU consent only the
+                // user-space driver's), the others' left at their defaults.
+                job.io.options.vfio.vfio_noiommu = vfio_noiommu;
+                job.io.options = job.io.options.kept_for(&job.io);
                 let (works, mut detail) = outcome(&job);
                 if !works && job.io.complete != Complete::Irq {
                     // Show what the kernel does when asked to poll anyway.

@@ -200,7 +200,7 @@ fn latency_panels(ctx: &mut Ctx) {
         let why = ctx
             .skipped()
             .iter()
-            .find(|(key, _)| key.split(',').any(|kv| kv == format!("interface={}", crate::interfaces::vfio_nvme::NAME)))
+            .find(|(key, _)| key.split(',').any(|kv| kv.strip_prefix("interface=").is_some_and(crate::interfaces::user_space)))
             .map(|(_, why)| why.clone());
         let why = why.as_deref().unwrap_or("no run of iolab's user-space driver is stored in this sweep");
         // The baseline's row stands in the table, saying why it has no numbers.

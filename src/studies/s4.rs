@@ -485,7 +485,7 @@ fn reduction_table(ctx: &mut Ctx, sorted: &[&Config]) {
     for (key, why) in ctx.skipped() {
         let value = |dim| super::s5::key_value(key, dim);
         let (Some(method), Some(rw), Some(bs)) = (super::s5::method_of_key(key), value("rw"), value("bs")) else { continue };
-        let vfio = value("interface") == Some(crate::interfaces::vfio_nvme::NAME);
+        let vfio = value("interface").is_some_and(crate::interfaces::user_space);
         if value("complete") == Some("irq") && !vfio {
             continue;
         }

@@ -165,7 +165,7 @@ const USER_SPACE: &str = "iolab user-space driver";
 /// Which path a design point takes: the block layer, around it through the kernel's NVMe driver,
 /// or around both (the user-space driver: FPL'18's fast path).
 fn path_of(method: &str) -> &'static str {
-    if method.starts_with(USER_SPACE) || method.split(' ').next() == Some(crate::interfaces::vfio_nvme::NAME) {
+    if method.starts_with(USER_SPACE) || method.split(' ').next().is_some_and(crate::interfaces::user_space) {
         "user-space driver (block layer and NVMe driver bypassed)"
     } else if BLOCK_PATH.iter().any(|i| method.split(' ').next() == Some(*i)) {
         "block layer"
@@ -191,7 +191,7 @@ pub(super) fn key_value<'k>(key: &'k str, dim: &str) -> Option<&'k str> {
 /// The design point a configuration key names, as `Config::method` says it.
 pub(super) fn method_of_key(key: &str) -> Option<String> {
     let (i, s, c) = (key_value(key, "interface")?, key_value(key, "submit").unwrap_or("syscall"), key_value(key, "complete")?);
-    if i == crate::interfaces::vfio_nvme::NAME {
+    if crate::interfaces::user_space(i) {
         return Some(crate::report::data::USER_SPACE_METHOD.to_string());
     }
     Some(if s == "syscall" { format!("{i} {c}") } else { format!("{i} {s} {c}") })
@@ -216,12 +216,12 @@ fn table_one(ctx: &mut Ctx) {
         &["operation", "FastPath (FPL'18)", "iolab's fast path (vfio-nvme)"],
     );
     t.rows = TABLE_ONE.iter().map(|(op, theirs, ours)| vec![op.to_string(), theirs.to_string(), ours.to_string()]).collect();
-    let cs = ctx.configs(|r| r.interface == crate::interfaces::vfio_nvme::NAME);
+    let cs = ctx.configs(|r| crate::interfaces::user_space(&r.interface));
     if cs.is_empty() {
         let why = ctx
             .skipped()
             .iter()
-            .find(|(key, _)| key_value(key, "interface") == Some(crate::interfaces::vfio_nvme::NAME))
+            .find(|(key, _)| key_value(key, "interface").is_some_and(crate::interfaces::user_space))
             .map(|(_, why)| why.clone());
         t.notes.push(format!(
             "The user-space driver did not run in this sweep: {}.",

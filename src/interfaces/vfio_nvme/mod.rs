@@ -329,12 +329,24 @@ pub type UserDriver = VfioNvme<vfio::BarRegs, vfio::DmaHandle>;
 
 pub const NAME: &str = "vfio-nvme";
 
+/// -i vfio-nvme's own options.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, clap::Args)]
+pub struct VfioOptions {
+    /// -i vfio-nvme only: allow VFIO's unsafe no-IOMMU mode where the machine has no IOMMU
+    /// (the controller then reaches memory by physical address, unprotected).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vfio_noiommu: bool,
+}
+
 /// The rules of `--vfio-noiommu`, for any job: only vfio-nvme takes it.
-pub fn check_options(io: &IoChoice) -> Result<(), String> {
-    if io.vfio_noiommu && io.interface.name() != NAME {
-        return Err(format!("--vfio-noiommu is for -i {NAME} (VFIO without an IOMMU): drop it"));
+impl super::OptionsPart for VfioOptions {
+    fn check(&self, io: &IoChoice) -> Result<(), String> {
+        if self.vfio_noiommu && io.interface.name() != NAME {
+            return Err(format!("--vfio-noiommu is for -i {NAME} (VFIO without an IOMMU): drop it"));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Page-aligned memory of its own, for the verify reader's transfers: in hugepages when the
@@ -402,7 +414,7 @@ impl Interface for UserDriver {
 
     /// Without an IOMMU the controller gets physical addresses: hugepages keep them valid.
     fn buffer_memory(io: &IoChoice) -> BufferMemory {
-        if io.vfio_noiommu {
+        if io.options.vfio.vfio_noiommu {
             BufferMemory::Hugepages
         } else {
             BufferMemory::Heap

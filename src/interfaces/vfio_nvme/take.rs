@@ -215,7 +215,7 @@ impl Acquire for Taken {
             threads: a.threads,
             qd: req.qd,
             bs: a.bs,
-            allow_noiommu: req.io.vfio_noiommu,
+            allow_noiommu: req.io.options.vfio.vfio_noiommu,
         };
         let mut t = take(&want)?;
         let (size, lba) = t.namespace();
