@@ -203,7 +203,7 @@ impl Fleet {
         let share = Share { index, count };
         let (mut done, mut total, mut seen) = (0, 0, false);
         for (text, targets) in plans {
-            let e = crate::plan::sweep::expand(text, targets).map_err(FleetError::Refused)?;
+            let e = crate::plan::sweep::expand(text, targets).map_err(|e| FleetError::Refused(e.to_string()))?;
             match share_progress(&db, &e, &crate::plan::sweep::plan_hash(text, targets), share)? {
                 Some((d, t)) => (done, total, seen) = (done + d, total + t, true),
                 // A part not started yet: its share is all to do.

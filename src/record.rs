@@ -63,7 +63,7 @@ pub struct Environment {
     pub settings_changed: Vec<String>,
     /// -i vfio-nvme: the controller iolab's own driver ran, and how it reached memory.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub user_space_driver: Option<crate::interfaces::vfio_nvme::env::DriverEnv>,
+    pub user_space_driver: Option<crate::interfaces::DriverEnv>,
     /// The study set-up (`spec.setup`) this machine did not take, each with the reason.
     pub setup_not_applied: Vec<String>,
     /// `--numa`: the node and CPUs chosen for the threads, and where each worker and SQPOLL

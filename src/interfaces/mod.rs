@@ -24,6 +24,9 @@ use serde::{Deserialize, Serialize};
 use std::io;
 use std::os::fd::RawFd;
 pub use target::{Acquire, Observation, OpenTarget, TargetPart, TargetRequest};
+/// What the record says of a user-space driver's run (the controller, how it reached memory):
+/// the record's `environment.user_space_driver`.
+pub use vfio_nvme::env::DriverEnv;
 
 /// How requests reach the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -3,7 +3,7 @@
 //! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
-use super::{Complete, Job, Numa, Rw, Submit};
+use super::{Complete, Job, Numa, PlanError, Rw, Submit};
 use crate::interfaces::{InterfaceKind, POLL_DELAY};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -19,7 +19,7 @@ pub enum SizeValue {
 }
 
 impl SizeValue {
-    pub fn bytes(&self) -> Result<u64, String> {
+    pub fn bytes(&self) -> Result<u64, PlanError> {
         match self {
             SizeValue::Bytes(n) => Ok(*n),
             SizeValue::Text(t) => parse_size(t),
@@ -167,15 +167,15 @@ pub const TARGET_SET: char = '+';
 
 /// A `target` value as the targets it names: one, or a set joined by [`TARGET_SET`]. Err: one
 /// line (an empty name, a target named twice).
-pub fn target_set(value: &str) -> Result<Vec<String>, String> {
+pub fn target_set(value: &str) -> Result<Vec<String>, PlanError> {
     let parts: Vec<String> = value.split(TARGET_SET).map(|p| p.trim().to_string()).collect();
     if parts.iter().any(String::is_empty) {
-        return Err(format!(
+        return PlanError::plan(format!(
             "target '{value}' has an empty name: give a file or device, or several driven together joined by '+' (/dev/nvme0n1+/dev/nvme1n1)"
         ));
     }
     if let Some((_, twice)) = parts.iter().enumerate().find(|(i, p)| parts[..*i].contains(p)) {
-        return Err(format!("target '{value}' names {twice} twice: name each device of a set once"));
+        return PlanError::plan(format!("target '{value}' names {twice} twice: name each device of a set once"));
     }
     Ok(parts)
 }
@@ -252,7 +252,7 @@ impl Matrix {
 
     /// The `target` dimension's values in place of the plan's: each a target or a set (the
     /// command line's targets of a sweep). Err: [`target_set`]'s.
-    pub fn set_targets(&mut self, values: &[String]) -> Result<(), String> {
+    pub fn set_targets(&mut self, values: &[String]) -> Result<(), PlanError> {
         let d = dimension("target").expect("target is a dimension");
         self.values[d] = values.iter().map(|v| target_set(v).map(Level::Targets)).collect::<Result<_, _>>()?;
         Ok(())
@@ -264,11 +264,11 @@ impl Matrix {
     }
 
     /// Err names the first size that is not one ("plan bs: ...").
-    pub fn check_sizes(&self) -> Result<(), String> {
+    pub fn check_sizes(&self) -> Result<(), PlanError> {
         for (dim, values) in DIMENSIONS.iter().zip(&self.values) {
             for v in values {
                 if let Level::Size(s) = v {
-                    s.bytes().map_err(|e| format!("plan {}: {e}", dim.name))?;
+                    s.bytes().map_err(|e| PlanError::Plan(format!("plan {}: {e}", dim.name)))?;
                 }
             }
         }
@@ -277,7 +277,7 @@ impl Matrix {
 
     /// Every configuration: `base` with one value of each listed dimension, in matrix order.
     /// Err: `check_sizes`'s.
-    pub fn jobs<'a>(&'a self, base: &'a Job) -> Result<impl Iterator<Item = Job> + 'a, String> {
+    pub fn jobs<'a>(&'a self, base: &'a Job) -> Result<impl Iterator<Item = Job> + 'a, PlanError> {
         self.check_sizes()?;
         Ok(combinations(self.values.iter().map(|v| v.len().max(1)).collect()).map(move |at| {
             let mut job = base.clone();

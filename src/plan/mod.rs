@@ -5,7 +5,53 @@ pub mod size;
 pub mod sweep;
 pub mod validate;
 
+use crate::failure::{Failure, FailureKind};
 use serde::{Deserialize, Serialize};
+
+/// Why a job, a plan or one of their values is refused: always bad input (exit 2; a sweep stops
+/// there), one line that says what is wrong and what to write instead.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A size, duration, NUMA node or profile that does not parse ("4q", "10x").
+    #[error("{0}")]
+    Value(String),
+    /// A sweep plan: its TOML, matrix, rules, name or limits.
+    #[error("{0}")]
+    Plan(String),
+    /// A job the checks refuse before anything is touched (`validate`).
+    #[error("{0}")]
+    Job(String),
+}
+
+impl PlanError {
+    /// What kind of failure it is: bad input, whichever part was refused.
+    pub fn kind(&self) -> FailureKind {
+        FailureKind::Invalid
+    }
+
+    pub(crate) fn value<T>(message: String) -> Result<T, PlanError> {
+        Err(PlanError::Value(message))
+    }
+    pub(crate) fn plan<T>(message: impl Into<String>) -> Result<T, PlanError> {
+        Err(PlanError::Plan(message.into()))
+    }
+    pub(crate) fn job<T>(message: impl Into<String>) -> Result<T, PlanError> {
+        Err(PlanError::Job(message.into()))
+    }
+}
+
+impl From<PlanError> for Failure {
+    fn from(e: PlanError) -> Failure {
+        Failure::new(e.kind(), e.to_string())
+    }
+}
+
+/// For callers whose own errors are still messages: the message.
+impl From<PlanError> for String {
+    fn from(e: PlanError) -> String {
+        e.to_string()
+    }
+}
 
 /// Access pattern of a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -119,14 +165,15 @@ impl Numa {
 }
 
 impl std::str::FromStr for Numa {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Numa, String> {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Numa, PlanError> {
         match s.trim() {
             "off" => Ok(Numa::Off),
             "local" => Ok(Numa::Local),
-            n => {
-                n.parse().map(Numa::Node).map_err(|_| format!("--numa '{s}' is not a NUMA node: use local, off or a node number such as 0"))
-            }
+            n => n
+                .parse()
+                .map(Numa::Node)
+                .map_err(|_| PlanError::Value(format!("--numa '{s}' is not a NUMA node: use local, off or a node number such as 0"))),
         }
     }
 }
@@ -221,16 +268,8 @@ mod tests {
     fn a_job_stored_before_the_options_parts_reads_and_writes_the_same() {
         let job: Job = serde_json::from_str(STORED_BEFORE).unwrap();
         let o = &job.io.options;
-        assert_eq!(
-            o.ring,
-            crate::interfaces::io_uring::RingOptions {
-                sq_cpu: Some(2),
-                sq_idle_ms: 50,
-                register_buffers: false,
-                register_files: true,
-                force_async: true
-            }
-        );
+        let r = &o.ring;
+        assert_eq!((r.sq_cpu, r.sq_idle_ms, r.register_buffers, r.register_files, r.force_async), (Some(2), 50, false, true, true));
         assert_eq!(o.null.null_script.as_deref(), Some("accept=1"));
         assert_eq!(o.block_poll.poll_delay, Some(8));
         assert!(o.vfio.vfio_noiommu);

@@ -1,5 +1,6 @@
 //! What `--profile` asks of a run: part of the plan, so a sweep plan (and a suite part) can say
 //! which runs are profiled; the meters do the profiling (`meters::profile`, `meters::stages`).
+use super::PlanError;
 
 /// What `--profile` asks for: `layers` (CPU time by layer of the stack, from call-chain samples
 /// on every CPU), `stages` (each request's latency split across the stack, from tracepoints),
@@ -19,14 +20,14 @@ impl Profile {
     }
 
     /// "off", or a comma-separated list of `layers` and `stages`.
-    pub fn parse(s: &str) -> Result<Profile, String> {
+    pub fn parse(s: &str) -> Result<Profile, PlanError> {
         let mut p = Profile::OFF;
         for word in s.split(',').map(str::trim) {
             match word {
                 "off" | "none" if s.trim() == word => {}
                 "layers" => p.layers = true,
                 "stages" => p.stages = true,
-                _ => return Err(format!("unknown profile \"{word}\": give layers, stages, layers,stages or off")),
+                _ => return PlanError::value(format!("unknown profile \"{word}\": give layers, stages, layers,stages or off")),
             }
         }
         Ok(p)

@@ -1,40 +1,42 @@
 //! Human sizes: `4k`, `128K`, `1m`, `1GiB`, `512`. Binary multiples, as fio and storage people use.
 
+use super::PlanError;
+
 /// Parse a byte count with an optional binary suffix (k, m, g, t; optional "i"/"b").
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, PlanError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("'{text}' is not a size: use a number with an optional k/m/g/t suffix, e.g. 4k"));
+        return PlanError::value(format!("'{text}' is not a size: use a number with an optional k/m/g/t suffix, e.g. 4k"));
     }
-    let n: u64 = num.parse().map_err(|_| format!("'{text}' is too large"))?;
+    let n: u64 = num.parse().map_err(|_| PlanError::Value(format!("'{text}' is too large")))?;
     let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("'{text}' has an unknown suffix '{suffix}': use k, m, g or t (binary multiples)")),
+        _ => return PlanError::value(format!("'{text}' has an unknown suffix '{suffix}': use k, m, g or t (binary multiples)")),
     };
-    n.checked_mul(mult).ok_or_else(|| format!("'{text}' is too large"))
+    n.checked_mul(mult).ok_or_else(|| PlanError::Value(format!("'{text}' is too large")))
 }
 
 /// Parse a duration: `10` or `10s`, `500ms`, `2m`, `1h`.
-pub fn parse_seconds(text: &str) -> Result<f64, String> {
+pub fn parse_seconds(text: &str) -> Result<f64, PlanError> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("'{text}' is not a duration: use e.g. 10s, 500ms, 2m"))?;
+    let n: f64 = num.parse().map_err(|_| PlanError::Value(format!("'{text}' is not a duration: use e.g. 10s, 500ms, 2m")))?;
     let mult = match suffix {
         "" | "s" => 1.0,
         "ms" => 1e-3,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        _ => return Err(format!("'{text}' has an unknown unit '{suffix}': use ms, s, m or h")),
+        _ => return PlanError::value(format!("'{text}' has an unknown unit '{suffix}': use ms, s, m or h")),
     };
     if !(n * mult).is_finite() || n < 0.0 {
-        return Err(format!("'{text}' is not a valid duration"));
+        return PlanError::value(format!("'{text}' is not a valid duration"));
     }
     Ok(n * mult)
 }
@@ -79,7 +81,7 @@ mod tests {
         assert_eq!(parse_size("128K").unwrap(), 131072);
         assert_eq!(parse_size("1m").unwrap(), 1 << 20);
         assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
-        assert!(parse_size("4q").unwrap_err().contains("unknown suffix"));
+        assert!(parse_size("4q").unwrap_err().to_string().contains("unknown suffix"));
         assert!(parse_size("k").is_err());
         assert!(parse_size("99999999999999999999t").is_err());
     }

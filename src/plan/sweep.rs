@@ -24,7 +24,7 @@ use super::matrix::{dimension, target_set, Matrix, DIMENSIONS};
 use super::profile::Profile;
 use super::size::{parse_seconds, parse_size};
 use super::validate::validate;
-use super::{Budget, Job, Policy, Timing, Workload};
+use super::{Budget, Job, PlanError, Policy, Timing, Workload};
 use crate::device::Targets;
 use crate::interfaces::{self, IoChoice};
 use crate::rng::Rng;
@@ -192,7 +192,7 @@ fn value_of(job: &Job, key: &str) -> Option<toml::Value> {
 
 /// Does `actual` satisfy the rule's condition (a value, a list of values, or a comparison
 /// string such as ">1", "<=4k", "!=io_uring")?
-fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, String> {
+fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, PlanError> {
     use toml::Value;
     match cond {
         Value::Array(items) => {
@@ -208,7 +208,7 @@ fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, String> {
             if let Some(op) = ops.iter().find(|o| s.starts_with(**o)) {
                 let rhs = s[op.len()..].trim();
                 if let Value::Integer(a) = actual {
-                    let b = parse_size(rhs).map_err(|e| format!("rule condition '{s}': {e}"))? as i64;
+                    let b = parse_size(rhs).map_err(|e| PlanError::Plan(format!("rule condition '{s}': {e}")))? as i64;
                     return Ok(match *op {
                         ">=" => *a >= b,
                         "<=" => *a <= b,
@@ -222,7 +222,7 @@ fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, String> {
                 return Ok(match *op {
                     "!=" => a != rhs,
                     "=" => a == rhs,
-                    _ => return Err(format!("rule condition '{s}' compares a text value")),
+                    _ => return PlanError::plan(format!("rule condition '{s}' compares a text value")),
                 });
             }
             match actual {
@@ -231,7 +231,7 @@ fn matches(cond: &toml::Value, actual: &toml::Value) -> Result<bool, String> {
             }
         }
         Value::Integer(i) => Ok(actual.as_integer() == Some(*i)),
-        other => Err(format!("rule condition {other} is not a value, list or comparison")),
+        other => PlanError::plan(format!("rule condition {other} is not a value, list or comparison")),
     }
 }
 
@@ -263,23 +263,23 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
 
 /// The plan with every run's `options.numa` set to `numa` (`iolab sweep --numa`, `iolab suite run
 /// --numa`); None for a plan that varies it in its matrix.
-pub fn with_numa(text: &str, numa: super::Numa) -> Result<Option<String>, String> {
-    let mut plan: toml::Table = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+pub fn with_numa(text: &str, numa: super::Numa) -> Result<Option<String>, PlanError> {
+    let mut plan: toml::Table = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
     if plan.get("matrix").and_then(|m| m.get("numa")).is_some() {
         return Ok(None);
     }
     let options = plan.entry("options").or_insert_with(|| toml::Value::Table(Default::default()));
-    let toml::Value::Table(options) = options else { return Err("plan: options is not a table".into()) };
+    let toml::Value::Table(options) = options else { return PlanError::plan("plan: options is not a table") };
     options.insert("numa".into(), toml::Value::String(numa.to_string()));
-    toml::to_string(&plan).map(Some).map_err(|e| format!("plan: {e}"))
+    toml::to_string(&plan).map(Some).map_err(|e| PlanError::Plan(format!("plan: {e}")))
 }
 
 /// Parse and expand a plan. `cli_targets`, the command line's, replace the plan's `targets`
 /// and its `[matrix] target`: each is a target or a set driven together (joined by '+'); one
 /// value is every run's, as the plan's `targets`, unless the matrix lists targets; several are
 /// the `target` dimension's values, a configuration each. Errors are one line.
-pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
-    let mut plan: PlanFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, PlanError> {
+    let mut plan: PlanFile = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
     let listed = plan.matrix.lists(dimension("target").expect("target is a dimension"));
     let targets = match cli_targets {
         [] => plan.targets.clone(),
@@ -292,52 +292,60 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
     let m = &plan.matrix;
     let budget = match (&plan.runtime, plan.ios, &plan.bytes) {
         (None, None, None) => Budget::Seconds(10.0),
-        (Some(r), None, None) => Budget::Seconds(parse_seconds(r).map_err(|e| format!("plan runtime: {e}"))?),
+        (Some(r), None, None) => Budget::Seconds(parse_seconds(r).map_err(|e| PlanError::Plan(format!("plan runtime: {e}")))?),
         (None, Some(n), None) => Budget::Ios(n),
-        (None, None, Some(b)) => Budget::Bytes(parse_size(b).map_err(|e| format!("plan bytes: {e}"))?),
-        _ => return Err("plan: give only one of runtime, ios and bytes".into()),
+        (None, None, Some(b)) => Budget::Bytes(parse_size(b).map_err(|e| PlanError::Plan(format!("plan bytes: {e}")))?),
+        _ => return PlanError::plan("plan: give only one of runtime, ios and bytes"),
     };
-    let ramp_s = plan.ramp.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan ramp: {e}"))?.unwrap_or(0.0);
-    let cooldown_s = plan.cooldown.as_deref().map(parse_seconds).transpose().map_err(|e| format!("plan cooldown: {e}"))?.unwrap_or(0.0);
+    let ramp_s =
+        plan.ramp.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan ramp: {e}")))?.unwrap_or(0.0);
+    let cooldown_s =
+        plan.cooldown.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan cooldown: {e}")))?.unwrap_or(0.0);
     if cooldown_s > MAX_COOLDOWN_S {
-        return Err(format!(
+        return PlanError::plan(format!(
             "plan cooldown: {} is longer than the {MAX_COOLDOWN_S} s iolab waits between runs: give at most 1h",
             plan.cooldown.as_deref().unwrap_or("")
         ));
     }
     if plan.replicates == 0 {
-        return Err("plan: replicates must be at least 1".into());
+        return PlanError::plan("plan: replicates must be at least 1");
     }
     if let Some(name) = &plan.name {
         check_name(name)?;
     }
     for r in &plan.rules {
         if r.action != "drop" && r.action != "reject" {
-            return Err(format!("plan rule action '{}' is not 'drop' or 'reject'", r.action));
+            return PlanError::plan(format!("plan rule action '{}' is not 'drop' or 'reject'", r.action));
         }
         if let Some(k) = r.when.keys().find(|k| dimension(k).is_none()) {
-            return Err(format!("plan rule names '{k}', which is not a matrix dimension"));
+            return PlanError::plan(format!("plan rule names '{k}', which is not a matrix dimension"));
         }
     }
     // Counted before anything is expanded, so a runaway plan costs nothing.
     let matrix = m.configurations();
     let runs = matrix.saturating_mul(plan.replicates as u128);
     if runs > MAX_RUNS as u128 {
-        return Err(format!("plan: {matrix} configurations x {} replicates = {runs} runs, more than the {MAX_RUNS} a sweep may have (counted before rules drop any): narrow the matrix, fewer replicates, or split the plan", plan.replicates));
+        return PlanError::plan(format!("plan: {matrix} configurations x {} replicates = {runs} runs, more than the {MAX_RUNS} a sweep may have (counted before rules drop any): narrow the matrix, fewer replicates, or split the plan", plan.replicates));
     }
     // Every configuration is checked against every rule's every value: bounded, as the runs are
     // (10 000 configurations x 20 000 rules took 17 s of a dry run).
     let checks = matrix.saturating_mul(plan.rules.iter().map(|r| r.when.values().map(condition_values).sum::<u128>().max(1)).sum::<u128>());
     if checks > MAX_RULE_CHECKS {
-        return Err(format!(
+        return PlanError::plan(format!(
             "plan: {matrix} configurations x {} rules = {checks} rule checks, more than the {MAX_RULE_CHECKS} a plan may need: fewer rules (a list of values in one rule does the work of many), or a narrower matrix",
             plan.rules.len()
         ));
     }
     m.check_sizes()?; // before size and offset: the first error the plan has is the one said
-    let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| format!("plan size: {e}"))?;
-    let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| format!("plan offset: {e}"))?.unwrap_or(0);
-    let profile = plan.profile.as_deref().map(Profile::parse).transpose().map_err(|e| format!("plan profile: {e}"))?.unwrap_or_default();
+    let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan size: {e}")))?;
+    let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan offset: {e}")))?.unwrap_or(0);
+    let profile = plan
+        .profile
+        .as_deref()
+        .map(Profile::parse)
+        .transpose()
+        .map_err(|e| PlanError::Plan(format!("plan profile: {e}")))?
+        .unwrap_or_default();
     let o = &plan.options;
     // What every configuration shares; the dimensions the matrix lists are set on it.
     let defaults = Job::default();
@@ -371,7 +379,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
             continue;
         }
         if let Err(reason) = validate(&job) {
-            dropped.push((key, reason));
+            dropped.push((key, reason.to_string()));
             continue;
         }
         configs.push(PlannedConfig { key, job });
@@ -391,7 +399,7 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, String> {
             why.truncate(3);
             why.push(format!("and {more} other reasons (`iolab sweep --dry-run` lists each)"));
         }
-        return Err(format!(
+        return PlanError::plan(format!(
             "plan: every configuration was dropped, nothing is left to run ({}): change the matrix or the rules",
             why.join("; ")
         ));
@@ -443,25 +451,25 @@ fn is_bidi_control(c: char) -> bool {
 }
 
 /// A plan's name is one printable line of at most [`MAX_NAME_CHARS`] characters.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), PlanError> {
     let n = name.chars().count();
     if n > MAX_NAME_CHARS {
-        return Err(format!("plan name is {n} characters long, more than the {MAX_NAME_CHARS} a name may have: give a shorter name (the description can say more)"));
+        return PlanError::plan(format!("plan name is {n} characters long, more than the {MAX_NAME_CHARS} a name may have: give a shorter name (the description can say more)"));
     }
     if let Some(c) = name.chars().find(|&c| c.is_control() || is_bidi_control(c)) {
-        return Err(format!(
+        return PlanError::plan(format!(
             "plan name holds the control character U+{:04X}: a name is one line of printable text (no newline, NUL or bidirectional control)",
             c as u32
         ));
     }
     if name.trim().is_empty() {
-        return Err("plan name is empty: give it a name, or leave name out (\"sweep\")".into());
+        return PlanError::plan("plan name is empty: give it a name, or leave name out (\"sweep\")");
     }
     Ok(())
 }
 
 /// Some(reason) when a drop rule matches; Err when a reject rule does.
-fn rule_verdict(rules: &[Rule], job: &Job) -> Result<Option<String>, String> {
+fn rule_verdict(rules: &[Rule], job: &Job) -> Result<Option<String>, PlanError> {
     for r in rules {
         let mut all = true;
         for (k, cond) in &r.when {
@@ -472,7 +480,7 @@ fn rule_verdict(rules: &[Rule], job: &Job) -> Result<Option<String>, String> {
         }
         if all {
             if r.action == "reject" {
-                return Err(format!("plan rejected: {} ({})", r.reason, Matrix::default().key(job)));
+                return PlanError::plan(format!("plan rejected: {} ({})", r.reason, Matrix::default().key(job)));
             }
             return Ok(Some(r.reason.clone()));
         }
@@ -564,7 +572,7 @@ reason = "io_uring at QD1 is covered elsewhere"
     #[test]
     fn reject_rules_and_bad_plans_fail_with_one_line() {
         let rej = PLAN.replace("action = \"drop\"", "action = \"reject\"");
-        assert!(expand(&rej, &[]).unwrap_err().starts_with("plan rejected: io_uring at QD1"));
+        assert!(expand(&rej, &[]).unwrap_err().to_string().starts_with("plan rejected: io_uring at QD1"));
         for bad in [
             "replicates = 0",
             "[matrix]\nqd = [\"x\"]",
@@ -573,7 +581,7 @@ reason = "io_uring at QD1 is covered elsewhere"
             "[[rule]]\nwhen = { color = 1 }\naction = \"drop\"\nreason = \"x\"",
             "name = \"x\nios = 5",
         ] {
-            let e = expand(bad, &[]).unwrap_err();
+            let e = expand(bad, &[]).unwrap_err().to_string();
             assert!(!e.contains('\n'), "{e}");
         }
     }
@@ -583,16 +591,16 @@ reason = "io_uring at QD1 is covered elsewhere"
     /// 10 000 configurations x 20 000 rules took 17 s of a dry run).
     #[test]
     fn empty_axes_bad_names_and_runaway_rules_are_refused() {
-        let e = expand("ios = 5\n[matrix]\nqd = []\n", &[]).unwrap_err();
+        let e = expand("ios = 5\n[matrix]\nqd = []\n", &[]).unwrap_err().to_string();
         assert!(e.starts_with("plan line 3, matrix.qd: ") && e.contains("qd = [] lists no value"), "{e}");
-        let e = expand("ios = 5\n[matrix]\nqd = [1]\ninterface = []\n", &[]).unwrap_err();
+        let e = expand("ios = 5\n[matrix]\nqd = [1]\ninterface = []\n", &[]).unwrap_err().to_string();
         assert!(e.contains("interface = [] lists no value"), "{e}");
         for name in ["a\\u0000b", "evil\\u202Egnp.exe", "two\\nlines", "tab\\there", "\\u2066x", "   "] {
-            let e = expand(&format!("name = \"{name}\"\nios = 5\n"), &[]).unwrap_err();
+            let e = expand(&format!("name = \"{name}\"\nios = 5\n"), &[]).unwrap_err().to_string();
             assert!(e.starts_with("plan name ") && !e.contains('\n'), "{name}: {e}");
         }
         let long = "n".repeat(100_000);
-        let e = expand(&format!("name = \"{long}\"\nios = 5\n"), &[]).unwrap_err();
+        let e = expand(&format!("name = \"{long}\"\nios = 5\n"), &[]).unwrap_err().to_string();
         assert!(e.contains("100000 characters") && e.len() < 300, "{}", &e[..e.len().min(300)]);
         assert_eq!(
             expand(&format!("name = \"{}\"\nios = 5\n", "é".repeat(MAX_NAME_CHARS)), &[]).unwrap().name.chars().count(),
@@ -605,18 +613,18 @@ reason = "io_uring at QD1 is covered elsewhere"
             plan.push_str(&format!("[[rule]]\nwhen = {{ qd = {} }}\naction = \"drop\"\nreason = \"r{i}\"\n", 100_000 + i));
         }
         let t = std::time::Instant::now();
-        let e = expand(&plan, &[]).unwrap_err();
+        let e = expand(&plan, &[]).unwrap_err().to_string();
         assert!(e.starts_with("plan: 10000 configurations x 2000 rules = 20000000 rule checks"), "{e}");
         assert!(t.elapsed() < std::time::Duration::from_secs(5), "refused only after {:?}", t.elapsed());
     }
 
     #[test]
     fn toml_errors_give_the_line_and_the_key() {
-        let e = expand("ios = 5\n[matrix]\nqd = [\"x\"]\n", &[]).unwrap_err();
+        let e = expand("ios = 5\n[matrix]\nqd = [\"x\"]\n", &[]).unwrap_err().to_string();
         assert!(e.starts_with("plan line 3, matrix.qd: ") && e.contains("expected u32"), "{e}");
-        let e = expand("ios = \"5\"\n", &[]).unwrap_err();
+        let e = expand("ios = \"5\"\n", &[]).unwrap_err().to_string();
         assert!(e.starts_with("plan line 1, ios: "), "{e}");
-        let e = expand("name = \"x\nios = 5\n", &[]).unwrap_err();
+        let e = expand("name = \"x\nios = 5\n", &[]).unwrap_err().to_string();
         assert!(e.starts_with("plan line 1"), "{e}");
     }
 
@@ -637,14 +645,14 @@ reason = "io_uring at QD1 is covered elsewhere"
             ("ios = 5\n[matrix]\nbs = [\"4q\"]\n", "plan bs: '4q' has an unknown suffix 'q': use k, m, g or t (binary multiples)"),
             ("matrix = { qd = [\"x\"] }\n", "plan line 1, matrix: invalid type: string \"x\", expected u32"),
         ] {
-            assert_eq!(expand(plan, &[]).unwrap_err(), want);
+            assert_eq!(expand(plan, &[]).unwrap_err().to_string(), want);
         }
     }
 
     #[test]
     fn runaway_plans_are_refused_before_expanding() {
         // 4294967295 replicates, and about 2 x 10^9 configurations: refused at once, in one line.
-        let e = expand("ios = 5\nreplicates = 4294967295\n", &[]).unwrap_err();
+        let e = expand("ios = 5\nreplicates = 4294967295\n", &[]).unwrap_err().to_string();
         assert!(e.contains("4294967295 runs, more than the 100000"), "{e}");
         let values = |n: u32| (1..=n).map(|v| v.to_string()).collect::<Vec<_>>().join(", ");
         let big = format!(
@@ -655,16 +663,16 @@ reason = "io_uring at QD1 is covered elsewhere"
             values(20)
         );
         let t = std::time::Instant::now();
-        let e = expand(&big, &[]).unwrap_err();
+        let e = expand(&big, &[]).unwrap_err().to_string();
         assert!(e.contains("2048000000 configurations"), "{e}");
         assert!(t.elapsed().as_secs() < 5, "refused only after {:?}", t.elapsed());
-        assert!(expand("ios = 5\ncooldown = \"100000h\"\n", &[]).unwrap_err().starts_with("plan cooldown: 100000h is longer"));
+        assert!(expand("ios = 5\ncooldown = \"100000h\"\n", &[]).unwrap_err().to_string().starts_with("plan cooldown: 100000h is longer"));
         assert!(expand("ios = 5\ncooldown = \"1h\"\n", &[]).is_ok());
     }
 
     #[test]
     fn every_configuration_dropped_says_why() {
-        let e = expand("ios = 5\n[matrix]\ninterface = [\"psync\"]\nqd = [2, 4]\n", &[]).unwrap_err();
+        let e = expand("ios = 5\n[matrix]\ninterface = [\"psync\"]\nqd = [2, 4]\n", &[]).unwrap_err().to_string();
         assert!(e.contains("1 by: psync is synchronous") && e.contains("--qd 4 makes no sense"), "{e}");
     }
 
@@ -802,7 +810,7 @@ reason = "small blocks on b"
         assert_eq!(plan_hash(&stored_plan(&w), &[]), "bf27bcd7986d8453");
         let rej = WIDE.replacen("action = \"drop\"", "action = \"reject\"", 1);
         assert_eq!(
-            expand(&rej, &[]).unwrap_err(),
+            expand(&rej, &[]).unwrap_err().to_string(),
             "plan rejected: mostly writes (interface=io_uring,submit=syscall,complete=irq,rw=randrw,write_mix=70,bs=4096,qd=1,threads=1)"
         );
 
@@ -830,11 +838,11 @@ reason = "small blocks on b"
         let keys: Vec<&str> = e.configs.iter().map(|c| c.key.rsplit(',').next().unwrap()).collect();
         assert_eq!(keys, ["numa=local", "numa=off", "numa=0"]);
         let over = with_numa("ios = 5\n[options]\ncpus = [0]\n", Numa::Node(0)).unwrap().unwrap();
-        assert_eq!(expand(&over, &[]).unwrap_err(), "plan: every configuration was dropped, nothing is left to run (1 by: --numa 0 chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both): change the matrix or the rules");
+        assert_eq!(expand(&over, &[]).unwrap_err().to_string(), "plan: every configuration was dropped, nothing is left to run (1 by: --numa 0 chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both): change the matrix or the rules");
         let over = with_numa("ios = 5\n", Numa::Local).unwrap().unwrap();
         assert_eq!(expand(&over, &[]).unwrap().configs[0].job.workload.numa, Numa::Local);
         assert_eq!(with_numa("ios = 5\n[matrix]\nnuma = [\"off\"]\n", Numa::Local), Ok(None), "the matrix varies it");
-        assert!(expand("ios = 5\n[options]\nnuma = \"near\"\n", &[]).unwrap_err().contains("is not a NUMA node"));
+        assert!(expand("ios = 5\n[options]\nnuma = \"near\"\n", &[]).unwrap_err().to_string().contains("is not a NUMA node"));
     }
 
     #[test]
@@ -874,13 +882,55 @@ reason = "small blocks on b"
         assert_eq!((plain.configs.len(), plain.configs[0].job.targets.paths.len()), (1, 2), "one set: every run's, no dimension");
         assert!(!plain.configs[0].key.contains("target"));
         assert_eq!(
-            cli(&["/tmp/x", "/tmp/x++/tmp/y"]).unwrap_err(),
+            cli(&["/tmp/x", "/tmp/x++/tmp/y"]).unwrap_err().to_string(),
             "target '/tmp/x++/tmp/y' has an empty name: give a file or device, or several driven together joined by '+' (/dev/nvme0n1+/dev/nvme1n1)"
         );
-        assert_eq!(cli(&["/tmp/x+/tmp/x"]).unwrap_err(), "target '/tmp/x+/tmp/x' names /tmp/x twice: name each device of a set once");
-        let bad = expand("[matrix]\ntarget = [\"+/tmp/a\"]\n", &[]).unwrap_err();
+        assert_eq!(
+            cli(&["/tmp/x+/tmp/x"]).unwrap_err().to_string(),
+            "target '/tmp/x+/tmp/x' names /tmp/x twice: name each device of a set once"
+        );
+        let bad = expand("[matrix]\ntarget = [\"+/tmp/a\"]\n", &[]).unwrap_err().to_string();
         assert!(bad.starts_with("plan line 2, matrix.target: target '+/tmp/a' has an empty name"), "{bad}");
         // The targets are part of the plan's identity: a sweep over other devices is another sweep.
         assert_ne!(plan_hash(plan, &[]), plan_hash(&plan.replace("/tmp/a+", "/tmp/c+"), &[]));
+    }
+
+    /// The interfaces' `[options]` keys are read by their options parts, typed where they stand:
+    /// the same keys, values and one-line errors as when the plan named them itself.
+    #[test]
+    fn interface_options_in_a_plan_are_read_by_their_parts() {
+        let e = expand("ios = 5\n[options]\nsq_idle_ms = 50\nregister_buffers = false\nforce_async = true\nverify = true\n[matrix]\ninterface = [\"io_uring\"]\n", &[]).unwrap();
+        let job = &e.configs[0].job;
+        let r = &job.io.options.ring;
+        assert_eq!((r.sq_idle_ms, r.register_buffers, r.register_files, r.force_async, job.policy.verify), (50, false, true, true, true));
+        let e = expand("ios = 5\n[options]\nsq_idle_ms = \"x\"\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("plan line 3, options.sq_idle_ms: invalid type: string \"x\""), "{e}");
+        let e = expand("ios = 5\n[options]\ncolor = 1\n", &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown field `color`, expected one of `buffered`")
+                && e.ends_with("`sq_cpu`, `sq_idle_ms`, `register_buffers`, `register_files`, `force_async`"),
+            "{e}"
+        );
+        assert_eq!(
+            expand("ios = 5\n[options]\nsq_cpu = 0\n", &[]).unwrap_err().to_string().contains("--sq-cpu only applies with --submit sqpoll"),
+            true
+        );
+        let hybrid = expand("ios = 5\n[matrix]\ninterface = [\"pvsync2\"]\ncomplete = [\"hybrid\"]\npoll_delay = [-1, 8]\n", &[]).unwrap();
+        let delays: Vec<Option<i64>> = hybrid.configs.iter().map(|c| c.job.io.options.block_poll.poll_delay).collect();
+        assert_eq!(delays, [Some(-1), Some(8)]);
+    }
+
+    /// A plan's refusal is typed: bad input, exit 2, with the message it always had.
+    #[test]
+    fn plan_errors_are_bad_input() {
+        let e = expand("ios = 5\nreplicates = 0\n", &[]).unwrap_err();
+        assert_eq!(e, PlanError::Plan("plan: replicates must be at least 1".into()));
+        assert_eq!(e.kind(), crate::failure::FailureKind::Invalid);
+        let f = crate::failure::Failure::from(e);
+        assert_eq!((f.code(), f.message.as_str()), (2, "plan: replicates must be at least 1"));
+        assert!(matches!(parse_size("4q"), Err(PlanError::Value(_))));
+        assert!(matches!("near".parse::<Numa>(), Err(PlanError::Value(_))));
+        let job = Job { workload: Workload { qd: 0, ..Job::default().workload }, ..Job::default() };
+        assert_eq!(validate(&job), Err(PlanError::Job("--qd 0 is out of range: use 1 to 1024".into())));
     }
 }

@@ -1,6 +1,6 @@
 //! Checks that reject a job before anything is created or opened, each with one line that says
 //! what is wrong and what to do instead.
-use super::{Complete, Job};
+use super::{Complete, Job, PlanError};
 use crate::host::online_cpus;
 use crate::interfaces::{Behaviour, TargetKind};
 
@@ -13,100 +13,108 @@ pub const MAX_QD: u32 = 1024;
 pub const MAX_SECONDS: f64 = 7.0 * 86_400.0;
 
 /// Refuse a duration over [`MAX_SECONDS`], naming the option.
-pub fn check_duration(option: &str, seconds: f64) -> Result<(), String> {
+pub fn check_duration(option: &str, seconds: f64) -> Result<(), PlanError> {
     if seconds > MAX_SECONDS {
-        return Err(format!("{option} {seconds} s is longer than a week, the most iolab allows: give a shorter duration (e.g. 10m, 2h)"));
+        return PlanError::job(format!(
+            "{option} {seconds} s is longer than a week, the most iolab allows: give a shorter duration (e.g. 10m, 2h)"
+        ));
     }
     Ok(())
 }
 
 /// Job-only checks (no target or kernel needed).
-pub fn validate(job: &Job) -> Result<(), String> {
+pub fn validate(job: &Job) -> Result<(), PlanError> {
     let info = job.io.interface.info();
     let name = info.name;
     if info.diskless {
         if let Some(t) = job.targets.paths.first() {
-            return Err(format!("{name} does no I/O and opens no target, so {t} would not be used: drop it (--size sets {name}'s address space, default 1 GiB)"));
+            return PlanError::job(format!("{name} does no I/O and opens no target, so {t} would not be used: drop it (--size sets {name}'s address space, default 1 GiB)"));
         }
         if job.policy.verify {
-            return Err(format!("{name} moves no data, so there is nothing to verify: drop --verify"));
+            return PlanError::job(format!("{name} moves no data, so there is nothing to verify: drop --verify"));
         }
     }
-    job.io.check_options()?;
+    job.io.check_options().map_err(PlanError::Job)?;
     if !info.submits.contains(&job.io.submit) {
-        return Err(format!(
+        return PlanError::job(format!(
             "{name} cannot use --submit {}: only io_uring has a submission-polling kernel thread (use -i io_uring --submit sqpoll)",
             job.io.submit.name()
         ));
     }
     if !info.completes.contains(&job.io.complete) {
         let can: Vec<&str> = info.completes.iter().map(|c| c.name()).collect();
-        return Err(format!("{name} cannot complete by {}: it supports --complete {}", job.io.complete.name(), can.join("|")));
+        return PlanError::job(format!("{name} cannot complete by {}: it supports --complete {}", job.io.complete.name(), can.join("|")));
     }
     if !(MIN_BS..=MAX_BS).contains(&job.workload.bs) || !job.workload.bs.is_multiple_of(512) {
-        return Err(format!("--bs {} is out of range: use a multiple of 512 from 512 to 1m", job.workload.bs));
+        return PlanError::job(format!("--bs {} is out of range: use a multiple of 512 from 512 to 1m", job.workload.bs));
     }
     if !(1..=MAX_QD).contains(&job.workload.qd) {
-        return Err(format!("--qd {} is out of range: use 1 to {MAX_QD}", job.workload.qd));
+        return PlanError::job(format!("--qd {} is out of range: use 1 to {MAX_QD}", job.workload.qd));
     }
     if info.behaviour == Behaviour::Sync && job.workload.qd > 1 {
-        return Err(format!(
+        return PlanError::job(format!(
             "{name} is synchronous and keeps one I/O in flight per thread, so --qd {} makes no sense: reach depth {} with --threads {}",
             job.workload.qd, job.workload.qd, job.workload.qd
         ));
     }
     if job.workload.threads == 0 || job.workload.threads > 4096 {
-        return Err(format!("--threads {} is out of range: use 1 to 4096", job.workload.threads));
+        return PlanError::job(format!("--threads {} is out of range: use 1 to 4096", job.workload.threads));
     }
     if job.workload.batch_submit == 0
         || job.workload.batch_submit > job.workload.qd
         || job.workload.batch_reap == 0
         || job.workload.batch_reap > job.workload.qd
     {
-        return Err(format!("--batch-submit and --batch-reap must be between 1 and --qd ({})", job.workload.qd));
+        return PlanError::job(format!("--batch-submit and --batch-reap must be between 1 and --qd ({})", job.workload.qd));
     }
     if job.workload.write_mix > 100 {
-        return Err(format!("--write-mix {} is not a percentage: use 0 to 100", job.workload.write_mix));
+        return PlanError::job(format!("--write-mix {} is not a percentage: use 0 to 100", job.workload.write_mix));
     }
-    (job.io.interface.rules().check_job)(&job.io)?;
+    (job.io.interface.rules().check_job)(&job.io).map_err(PlanError::Job)?;
     if job.targets.paths.is_empty() && !info.diskless && !info.targets.contains(&TargetKind::File) {
         let kinds: Vec<String> = info.targets.iter().map(|k| k.to_string()).collect();
-        return Err(format!("{name} drives only {}: give one as the target (the temporary default target is a file)", kinds.join(" or ")));
+        return PlanError::job(format!(
+            "{name} drives only {}: give one as the target (the temporary default target is a file)",
+            kinds.join(" or ")
+        ));
     }
     if info.async_needs_direct && !job.io.direct {
-        return Err(format!(
+        return PlanError::job(format!(
             "{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"
         ));
     }
     if job.io.complete != Complete::Irq && !job.io.direct {
-        return Err(format!("--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered", job.io.complete.name()));
+        return PlanError::job(format!(
+            "--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered",
+            job.io.complete.name()
+        ));
     }
     let pinned = job.io.pinned_cpus();
     if job.workload.numa != super::Numa::Off && (!job.workload.cpus.is_empty() || !pinned.is_empty()) {
-        return Err(format!("--numa {} chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both", job.workload.numa));
+        return PlanError::job(format!("--numa {} chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both", job.workload.numa));
     }
     if let super::Numa::Node(n) = job.workload.numa {
         let nodes = crate::host::numa_nodes();
         if let Some(why) = (!nodes.is_empty()).then(|| crate::host::missing_node(&nodes, n)).flatten() {
-            return Err(why);
+            return PlanError::job(why);
         }
     }
     let ncpu = online_cpus();
     if let Some(c) = job.workload.cpus.iter().copied().chain(pinned.iter().map(|c| *c as usize)).find(|c| *c >= ncpu) {
-        return Err(format!("CPU {c} does not exist: this machine has CPUs 0 to {}", ncpu - 1));
+        return PlanError::job(format!("CPU {c} does not exist: this machine has CPUs 0 to {}", ncpu - 1));
     }
     if job.timing.ramp_s < 0.0 {
-        return Err("--ramp must not be negative".into());
+        return PlanError::job("--ramp must not be negative");
     }
     check_duration("--ramp", job.timing.ramp_s)?;
     match job.timing.budget {
-        super::Budget::Seconds(s) if s <= 0.0 => return Err("--runtime must be positive".into()),
+        super::Budget::Seconds(s) if s <= 0.0 => return PlanError::job("--runtime must be positive"),
         super::Budget::Seconds(s) => check_duration("--runtime", s)?,
-        super::Budget::Ios(0) | super::Budget::Bytes(0) => return Err("--ios/--bytes must be positive".into()),
+        super::Budget::Ios(0) | super::Budget::Bytes(0) => return PlanError::job("--ios/--bytes must be positive"),
         _ => {}
     }
     if job.policy.verify && !job.io.direct {
-        return Err("--verify needs O_DIRECT so reads come from the device, not the page cache: drop --buffered".into());
+        return PlanError::job("--verify needs O_DIRECT so reads come from the device, not the page cache: drop --buffered");
     }
     Ok(())
 }
@@ -121,16 +129,16 @@ mod tests {
         let mut job = Job::default();
         job.io.interface = InterfaceKind::Null;
         job.targets.paths = vec!["/dev/sda".into()];
-        assert!(validate(&job).unwrap_err().contains("opens no target"));
+        assert!(validate(&job).unwrap_err().to_string().contains("opens no target"));
         job.targets.paths.clear();
         validate(&job).unwrap();
         job.policy.verify = true;
-        assert!(validate(&job).unwrap_err().contains("nothing to verify"));
+        assert!(validate(&job).unwrap_err().to_string().contains("nothing to verify"));
         job.policy.verify = false;
         job.io.complete = Complete::Poll;
         assert!(validate(&job).is_err());
         let mut other = Job::default();
         other.io.options.null.null_script = Some("accept=1".into());
-        assert_eq!(validate(&other).unwrap_err(), "--null-script applies only to -i null");
+        assert_eq!(validate(&other).unwrap_err().to_string(), "--null-script applies only to -i null");
     }
 }

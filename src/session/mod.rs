@@ -109,7 +109,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
 /// The run, and why the settings were not put back if they were not.
 fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord, Option<String>), Failure> {
     let energy = measure.energy;
-    validate(job).map_err(Failure::invalid)?;
+    validate(job)?;
     // Too big for this machine's memory now: not the user's error, and a sweep goes on.
     check_memory(job).map_err(Failure::unsupported)?;
     // Whatever the kernel lacks or refuses, this machine cannot do.

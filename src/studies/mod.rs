@@ -568,7 +568,7 @@ mod tests {
         );
         let e = crate::plan::sweep::expand("profile = \"layers\"\nruntime = \"1s\"\n[matrix]\ninterface = [\"null\"]\n", &[]).unwrap();
         assert_eq!(e.estimate_s(1), Some(3.0), "a profiled run is made twice");
-        let bad = crate::plan::sweep::expand("profile = \"cycles\"\n[matrix]\ninterface = [\"null\"]\n", &[]).unwrap_err();
+        let bad = crate::plan::sweep::expand("profile = \"cycles\"\n[matrix]\ninterface = [\"null\"]\n", &[]).unwrap_err().to_string();
         assert!(bad.starts_with("plan profile: unknown profile \"cycles\""), "{bad}");
     }
 
