@@ -911,10 +911,10 @@ reason = "small blocks on b"
                 && e.ends_with("`sq_cpu`, `sq_idle_ms`, `register_buffers`, `register_files`, `force_async`"),
             "{e}"
         );
-        assert_eq!(
-            expand("ios = 5\n[options]\nsq_cpu = 0\n", &[]).unwrap_err().to_string().contains("--sq-cpu only applies with --submit sqpoll"),
-            true
-        );
+        assert!(expand("ios = 5\n[options]\nsq_cpu = 0\n", &[])
+            .unwrap_err()
+            .to_string()
+            .contains("--sq-cpu only applies with --submit sqpoll"));
         let hybrid = expand("ios = 5\n[matrix]\ninterface = [\"pvsync2\"]\ncomplete = [\"hybrid\"]\npoll_delay = [-1, 8]\n", &[]).unwrap();
         let delays: Vec<Option<i64>> = hybrid.configs.iter().map(|c| c.job.io.options.block_poll.poll_delay).collect();
         assert_eq!(delays, [Some(-1), Some(8)]);
