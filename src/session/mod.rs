@@ -154,7 +154,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
-    let mut changes = settings_changes(job, &infos, &system)?;
+    let mut changes = settings_changes(job, &infos, &system).map_err(Failure::invalid)?;
     // `--profile stages` reads tracepoints from tracefs: mounted for the run where it is not
     // (only root may; without it the record says why there are no stages).
     // SAFETY: geteuid has no preconditions.
