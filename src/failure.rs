@@ -50,6 +50,9 @@ impl Failure {
     pub fn failed(message: String) -> Failure {
         Failure::new(FailureKind::Failed, message)
     }
+    pub fn external(message: String) -> Failure {
+        Failure::new(FailureKind::External, message)
+    }
     /// The process exit code for this failure (its kind's: `FailureKind::code`).
     pub fn code(&self) -> i32 {
         self.kind.code()
@@ -74,13 +77,5 @@ impl FailureKind {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)
-    }
-}
-
-/// A bare message is bad input: the cautious reading (exit 2, a sweep stops), never a skip.
-/// Sites that know better say so with `Failure::unsupported` or `Failure::failed`.
-impl From<String> for Failure {
-    fn from(message: String) -> Self {
-        Failure::invalid(message)
     }
 }

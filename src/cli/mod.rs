@@ -352,8 +352,9 @@ pub fn check_meter_format(format: Option<&str>) -> Result<(), String> {
 }
 
 /// A command's exit code: its own, or its error as one line on stderr and the code of the
-/// error's kind (`FailureKind::code`: 2 bad input, 3 the results database, 4 Slurm, ...). A
-/// command whose errors are still bare messages gives them as bad input (2).
+/// error's kind (`FailureKind::code`: 2 bad input, 3 the results database, 4 Slurm, ...). Every
+/// command's error is typed (`Failure`, or a layer's error with its kind): a bare message has no
+/// exit code.
 pub fn exit_code<E: Into<crate::failure::Failure>>(r: Result<i32, E>) -> i32 {
     match r {
         Ok(code) => code,

@@ -5,6 +5,7 @@
 //! `session::precondition`; this parses, shows and writes the report.
 use super::run::RunBar;
 use crate::analysis::steady;
+use crate::failure::Failure;
 use crate::plan::{size, Job};
 use crate::session::precondition::{precondition as run, PreconditionUi, Preconditioning};
 use crate::session::{Quiet, RunUi};
@@ -81,27 +82,27 @@ impl PreconditionUi for Lines {
     }
 }
 
-fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
+fn precondition(a: &PreconditionArgs) -> Result<bool, Failure> {
     // No round can reach steady state: it would end with exit 1 having done nothing to judge.
     if a.max_rounds == 0 {
-        return Err(format!(
+        return Err(Failure::invalid(format!(
             "--max-rounds 0 leaves no random-write round to reach steady state in: give at least 1 (steady state is judged over the last {}, SNIA's limit is 25)",
             steady::WINDOW
-        ));
+        )));
     }
     if let Some(dest) = &a.json {
-        super::run::check_output(dest)?;
+        super::run::check_output(dest).map_err(Failure::invalid)?;
     }
     let p = Preconditioning {
         target: a.target.display().to_string(),
-        interface: a.interface.parse()?,
+        interface: a.interface.parse().map_err(Failure::invalid)?,
         fills: a.fills,
-        fill_bs: size::parse_size(&a.fill_bs).map_err(|e| format!("--fill-bs: {e}"))?,
-        bs: size::parse_size(&a.bs).map_err(|e| format!("--bs: {e}"))?,
+        fill_bs: size::parse_size(&a.fill_bs).map_err(|e| Failure::invalid(format!("--fill-bs: {e}")))?,
+        bs: size::parse_size(&a.bs).map_err(|e| Failure::invalid(format!("--bs: {e}")))?,
         qd: a.qd,
-        round_s: size::parse_seconds(&a.round).map_err(|e| format!("--round: {e}"))?,
+        round_s: size::parse_seconds(&a.round).map_err(|e| Failure::invalid(format!("--round: {e}")))?,
         max_rounds: a.max_rounds,
-        size: a.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
+        size: a.size.as_deref().map(size::parse_size).transpose().map_err(|e| Failure::invalid(format!("--size: {e}")))?,
         destructive: a.destructive.clone(),
     };
     let report = run(&p, &mut Lines { show: !a.quiet && std::io::stderr().is_terminal() })?;
@@ -109,7 +110,8 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, String> {
         println!("no steady state after {} rounds", a.max_rounds);
     }
     if let Some(dest) = &a.json {
-        super::run::write_json(dest, &report)?;
+        // As `iolab run`: an output that cannot be written after the work is done is a failure.
+        super::run::write_json(dest, &report).map_err(Failure::failed)?;
     }
     Ok(report.reached_steady_state)
 }

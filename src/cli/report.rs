@@ -1,5 +1,6 @@
 //! `iolab report`: one self-contained HTML page over a results database (a suite, sweeps, or
 //! any filter of runs), with every figure as SVG and every table as CSV and Markdown.
+use crate::failure::Failure;
 use crate::report::{data, html};
 use crate::store::{Machine, RunFilter, Store};
 use crate::studies;
@@ -47,14 +48,14 @@ pub fn main(a: &ReportArgs) -> i32 {
     super::exit_code(report(a).map(|()| 0))
 }
 
-fn report(a: &ReportArgs) -> Result<(), String> {
+fn report(a: &ReportArgs) -> Result<(), Failure> {
     if !crate::store::exists(&a.db) {
-        return Err(format!(
+        return Err(Failure::invalid(format!(
             "no results database at {}: run `iolab suite run` or `iolab sweep PLAN` first, or pass --db",
             crate::secret::redact_path(&a.db)
-        ));
+        )));
     }
-    check_out(&a.out)?;
+    check_out(&a.out).map_err(Failure::invalid)?;
     let store = Store::open_existing(&a.db)?;
     let base = RunFilter {
         interface: a.interface.clone(),
@@ -69,19 +70,22 @@ fn report(a: &ReportArgs) -> Result<(), String> {
     let mut groups = Vec::new();
     if let Some(name) = &a.suite {
         let suite = studies::find(name).ok_or_else(|| {
-            format!("no suite '{name}': the suites are {}", studies::STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", "))
+            Failure::invalid(format!(
+                "no suite '{name}': the suites are {}",
+                studies::STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
+            ))
         })?;
         let mut found = Vec::new();
         for p in suite.parts {
             found.extend(data::newest_per_machine(&store, p.name, &base, a.by)?);
         }
         if found.is_empty() {
-            return Err(format!(
+            return Err(Failure::invalid(format!(
                 "{} holds no runs of suite {}: run `iolab suite run {}` first",
                 crate::secret::redact_path(&a.db),
                 suite.id,
                 suite.id
-            ));
+            )));
         }
         let ids: Vec<String> = found.iter().flat_map(|g| g.id.into_iter().chain(g.joined.iter().copied())).map(|i| i.to_string()).collect();
         selection.push(format!("suite {} (sweeps {})", suite.id, ids.join(", ")));
@@ -113,7 +117,10 @@ fn report(a: &ReportArgs) -> Result<(), String> {
         selection.push(format!("one series per {}: {}", a.by.name(), machines.join(", ")));
     }
     if groups.iter().all(|g| g.configs.is_empty()) {
-        return Err(format!("the selection holds no finished runs in {} (see iolab results)", crate::secret::redact_path(&a.db)));
+        return Err(Failure::invalid(format!(
+            "the selection holds no finished runs in {} (see iolab results)",
+            crate::secret::redact_path(&a.db)
+        )));
     }
     let sections = studies::sections(&groups);
     let all: Vec<&data::Run> = groups.iter().flat_map(|g| g.configs.iter().flat_map(|c| c.runs.iter())).collect();
@@ -127,7 +134,8 @@ fn report(a: &ReportArgs) -> Result<(), String> {
         generated: format!("by iolab {} at {} UTC", env!("CARGO_PKG_VERSION"), utc_now()),
         provenance: crate::report::sections::provenance(&all),
     };
-    let written = crate::report::write(&a.out, &header, &sections)?;
+    // An output refused (a link, a name that cannot be written) is bad input, as `--out` checked above.
+    let written = crate::report::write(&a.out, &header, &sections).map_err(Failure::invalid)?;
     if a.quiet {
         println!("{}", written[0].display());
     } else {

@@ -1,5 +1,6 @@
 //! `iolab suite list` and `iolab suite run NAME`: the five studies as built-in sweeps.
 use super::sweep::{run_plan, PlanRun, Resume};
+use crate::failure::Failure;
 use crate::session::precondition::PreconditionUi;
 use crate::session::sweep::SweepEnd;
 use crate::studies::run::{Event, SuiteRun, SuiteUi};
@@ -100,16 +101,16 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
     }
 }
 
-fn run(a: &SuiteRunArgs) -> Result<i32, String> {
+fn run(a: &SuiteRunArgs) -> Result<i32, Failure> {
     let study = find(&a.name).ok_or_else(|| {
-        format!(
+        Failure::invalid(format!(
             "no suite '{}': choose one of {} (see `iolab suite list`)",
             a.name,
             STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
-        )
+        ))
     })?;
-    let energy = a.energy.options()?;
-    let wait_settings_s = super::wait_settings(&a.wait_settings)?;
+    let energy = a.energy.options().map_err(Failure::invalid)?;
+    let wait_settings_s = super::wait_settings(&a.wait_settings).map_err(Failure::invalid)?;
     let numa = a.numa.map(|n| format!(" --numa {n}")).unwrap_or_default();
     let how = PlanRun {
         db: a.db.clone(),
@@ -172,7 +173,7 @@ impl SuiteUi for Lines {
         &mut self.fills
     }
 
-    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, String> {
+    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure> {
         run_plan(plan, &[], unsupported, &self.how)
     }
 }

@@ -8,7 +8,7 @@ use crate::plan::sweep::{expand, Expansion};
 use crate::report::summary::format_count;
 use crate::session::sweep::{refused, target_uses, Outcome, SweepPlan, SweepUi, TargetUse};
 pub use crate::session::sweep::{Resume, SweepEnd};
-use crate::session::{FailureKind, RunUi};
+use crate::session::{Failure, FailureKind, RunUi};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -190,11 +190,14 @@ pub fn main(args: &SweepArgs) -> i32 {
     super::exit_code(sweep(args).map(|end| end.code))
 }
 
-fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
-    let text = std::fs::read_to_string(&args.plan).map_err(|e| format!("cannot read plan {}: {e}", args.plan.display()))?;
+fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
+    let text =
+        std::fs::read_to_string(&args.plan).map_err(|e| Failure::invalid(format!("cannot read plan {}: {e}", args.plan.display())))?;
     let text = match args.numa {
-        Some(n) => crate::plan::sweep::with_numa(&text, n)?
-            .ok_or_else(|| format!("--numa {n}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa"))?,
+        // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
+        Some(n) => crate::plan::sweep::with_numa(&text, n).map_err(|e| Failure::invalid(e.to_string()))?.ok_or_else(|| {
+            Failure::invalid(format!("--numa {n}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa"))
+        })?,
         None => text,
     };
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
@@ -215,11 +218,11 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         verbose: args.verbose,
         resume,
         again: format!("iolab sweep --resume {}{}", args.plan.display(), args.numa.map(|n| format!(" --numa {n}")).unwrap_or_default()),
-        energy: args.energy.options()?,
+        energy: args.energy.options().map_err(Failure::invalid)?,
         profile: args.profile.profile,
         share: args.share.clone(),
         destructive: args.destructive.clone(),
-        wait_settings_s: super::wait_settings(&args.wait_settings)?,
+        wait_settings_s: super::wait_settings(&args.wait_settings).map_err(Failure::invalid)?,
     };
     run_plan(&text, &targets, &[], &how)
 }
@@ -278,9 +281,9 @@ pub fn print_energy(energy: &EnergyOptions) {
 
 /// Run plan text (from a file or a built-in suite) and say how it went. `unsupported`: parts of
 /// the study that cannot run here, stored as skipped runs with their reason.
-pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, String> {
+pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, Failure> {
     if how.dry_run {
-        let mut e = expand(text, targets)?;
+        let mut e = expand(text, targets).map_err(|e| Failure::invalid(e.to_string()))?;
         e.allow_writing(&how.destructive);
         let verdicts: Vec<Result<(), String>> = target_uses(e.configs.iter().map(|c| &c.job)).iter().map(TargetUse::check).collect();
         print_plan(&e, e.order.len(), true, how.verbose);
@@ -293,7 +296,7 @@ pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)]
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");
         }
-        refused(&verdicts)?;
+        refused(&verdicts).map_err(Failure::invalid)?;
         return Ok(SweepEnd { code: 0, finished: true });
     }
     // A server's URL is shown without its password.

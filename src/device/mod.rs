@@ -1,13 +1,14 @@
 //! Targets: files, block devices and (for nvme-passthru) NVMe generic character devices, opened
 //! safely, plus the temporary default target.
 pub mod controller;
+pub mod error;
 pub mod nvme;
 pub mod safety;
 pub mod sysfs;
 pub mod sysinfo;
 
-use crate::failure::Failure;
 use crate::verify;
+pub use error::DeviceError;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -118,23 +119,23 @@ pub fn create_default_target(size: u64, cancel: crate::cancel::Cancel) -> Result
 /// Open every target of the job, checking existence, kind, safety and the usable range.
 /// Refusals are bad input unless the device or file system cannot do what the job asks
 /// (O_DIRECT, its block size, an NVMe command's limits): those are unsupported here.
-pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, Failure> {
+pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, DeviceError> {
     let (writes, accepts) = (a.writes, a.accepts);
     let mut out = Vec::with_capacity(paths.len());
     for path in paths {
         let shown = path.display();
         let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                format!("target {shown} does not exist: give an existing file or block device, or no target for a temporary 1 GiB file")
-            }
-            _ => format!("cannot read target {shown}: {e}"),
+            std::io::ErrorKind::NotFound => DeviceError::Refused(format!(
+                "target {shown} does not exist: give an existing file or block device, or no target for a temporary 1 GiB file"
+            )),
+            _ => DeviceError::Refused(format!("cannot read target {shown}: {e}")),
         })?;
         let ft = meta.file_type();
         let generic = ft.is_char_device() && nvme::is_generic(path);
         if !accepts.contains(&TargetKind::NvmeGeneric) && generic {
             let block = nvme::block_device_of(path).map(|b| format!(" ({})", b.display())).unwrap_or_default();
             let drivers = a.generic_drivers.join(" or -i ");
-            return Err(format!("target {shown} is an NVMe generic character device, which only -i {drivers} drives: use -i {drivers}, or the namespace's block device{block}").into());
+            return Err(DeviceError::Refused(format!("target {shown} is an NVMe generic character device, which only -i {drivers} drives: use -i {drivers}, or the namespace's block device{block}")));
         }
         if accepts == [TargetKind::NvmeGeneric] && !generic {
             let what = if ft.is_block_device() {
@@ -149,13 +150,16 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
             } else {
                 "neither a file nor a device".into()
             };
-            return Err(format!("{} needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}", a.interface).into());
+            return Err(DeviceError::Refused(format!(
+                "{} needs the NVMe generic character device, e.g. /dev/ng0n1: {shown} is {what}",
+                a.interface
+            )));
         }
         if !(ft.is_file() || ft.is_block_device() || generic) {
-            return Err(format!("target {shown} is neither a regular file nor a block device").into());
+            return Err(DeviceError::Refused(format!("target {shown} is neither a regular file nor a block device")));
         }
         if !temp {
-            check_safe_as(path, &meta, writes, &a.targets.destructive)?;
+            check_safe_as(path, &meta, writes, &a.targets.destructive).map_err(DeviceError::Refused)?;
         }
         let info = sysinfo::describe(path, &meta);
         let mut opts = std::fs::OpenOptions::new();
@@ -167,17 +171,17 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
         let file = opts.open(path).map_err(|e| {
             let mode = if writes { "reading and writing" } else { "reading" };
             if e.raw_os_error() == Some(libc::EINVAL) && a.direct {
-                Failure::unsupported(format!(
+                DeviceError::Unsupported(format!(
                     "cannot open {shown} with O_DIRECT: the filesystem does not support direct I/O (use --buffered)"
                 ))
             } else {
-                Failure::invalid(format!("cannot open {shown} for {mode}: {e}"))
+                DeviceError::Refused(format!("cannot open {shown} for {mode}: {e}"))
             }
         })?;
         let ns = if generic {
             Some(
                 nvme::Namespace::of_fd(file.as_raw_fd())
-                    .map_err(|e| Failure::failed(format!("cannot identify the namespace of {shown}: {e}")))?,
+                    .map_err(|e| DeviceError::Io(format!("cannot identify the namespace of {shown}: {e}")))?,
             )
         } else {
             None
@@ -185,7 +189,7 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
         let size = match &ns {
             Some(ns) => ns.id.size_bytes(),
             None if ft.is_block_device() => {
-                block_device_size(&file).map_err(|e| Failure::failed(format!("cannot read the size of {shown}: {e}")))?
+                block_device_size(&file).map_err(|e| DeviceError::Io(format!("cannot read the size of {shown}: {e}")))?
             }
             None => meta.len(),
         };
@@ -195,10 +199,13 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
         }
         let align = if a.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
         if a.direct && !a.bs.is_multiple_of(align) {
-            return Err(Failure::unsupported(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", a.bs)));
+            return Err(DeviceError::Unsupported(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", a.bs)));
         }
         if a.direct && !a.targets.offset.is_multiple_of(align) {
-            return Err(format!("--offset {} is not a multiple of {shown}'s logical block size {align}", a.targets.offset).into());
+            return Err(DeviceError::Refused(format!(
+                "--offset {} is not a multiple of {shown}'s logical block size {align}",
+                a.targets.offset
+            )));
         }
         let len = usable_range(&shown.to_string(), size, a)?;
         info.size_bytes = size;
@@ -239,27 +246,28 @@ fn check_safe_as(path: &Path, meta: &std::fs::Metadata, writes: bool, destructiv
 
 /// The bytes of a target of `size` bytes the run uses (from `--offset`, `--size` of them or to
 /// the end, whole blocks), or why it cannot.
-pub fn usable_range(shown: &str, size: u64, a: &Access) -> Result<u64, Failure> {
+pub fn usable_range(shown: &str, size: u64, a: &Access) -> Result<u64, DeviceError> {
     if a.targets.offset >= size {
-        return Err(format!("--offset {} is beyond the end of {shown} ({} bytes)", a.targets.offset, size).into());
+        return Err(DeviceError::Refused(format!("--offset {} is beyond the end of {shown} ({} bytes)", a.targets.offset, size)));
     }
     let avail = size - a.targets.offset;
     let len = match a.targets.size {
         Some(s) if s > avail => {
-            return Err(
-                format!("--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size", a.targets.offset + s, size).into()
-            )
+            return Err(DeviceError::Refused(format!(
+                "--offset + --size ({} bytes) exceed {shown}'s {} bytes: use a smaller --size",
+                a.targets.offset + s,
+                size
+            )))
         }
         Some(s) => s,
         None => avail,
     };
     let len = len / a.bs * a.bs;
     if len < a.bs * a.threads as u64 {
-        return Err(format!(
+        return Err(DeviceError::Refused(format!(
             "{shown} has only {len} usable bytes, fewer than one {}-byte block per thread: use a larger target or --size",
             a.bs
-        )
-        .into());
+        )));
     }
     Ok(len)
 }

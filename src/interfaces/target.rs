@@ -95,7 +95,7 @@ impl Acquire for Files {
     type Handle = ();
 
     fn acquire(req: &TargetRequest) -> Result<Files, Failure> {
-        device::open_targets(&req.access, req.paths, req.temporary).map(Files)
+        Ok(Files(device::open_targets(&req.access, req.paths, req.temporary)?))
     }
 
     fn handle(&self) -> &() {

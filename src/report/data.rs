@@ -2,6 +2,7 @@
 //! sweep and, within a sweep, by configuration (its replicates), with each run's full record.
 use crate::analysis::compare::{Metric, ENERGY_SCOPES};
 use crate::analysis::stats::{self, Summary};
+use crate::failure::Failure;
 use crate::plan::matrix::{dimension, read_key, KeyValue, TARGET_SET};
 use crate::record::read::{Counters, EnergySource, Record};
 use crate::store::{Machine, RunFilter, RunRow, Store};
@@ -39,7 +40,7 @@ pub struct SweepRuns {
 
 /// Read the runs a filter selects, grouped by sweep then configuration, sweeps in id order
 /// (lone runs last) and configurations in order of their first run.
-pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String> {
+pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, Failure> {
     let rows = store.list_runs(filter)?;
     let mut out: Vec<SweepRuns> = Vec::new();
     for row in rows {
@@ -72,12 +73,14 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, String>
 
 /// One sweep's selected runs; a sweep none of whose runs is selected still comes back (empty),
 /// so that what it could not run is reported.
-pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<SweepRuns, String> {
+pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<SweepRuns, Failure> {
     let mut groups = load(store, &RunFilter { sweep: Some(sweep), ..filter.clone() })?;
     if let Some(g) = groups.pop() {
         return Ok(g);
     }
-    let info = store.sweep(sweep)?.ok_or_else(|| format!("{} has no sweep {sweep} (see iolab results --sweeps)", store.path()))?;
+    let info = store
+        .sweep(sweep)?
+        .ok_or_else(|| Failure::invalid(format!("{} has no sweep {sweep} (see iolab results --sweeps)", store.path())))?;
     Ok(SweepRuns {
         id: Some(sweep),
         joined: Vec::new(),
@@ -92,7 +95,7 @@ pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<Sweep
 /// ([`join`]): in a merged database each machine made its own sweep of a study part. A machine's
 /// runs come from its newest sweep only. None when no sweep of that name has a finished or
 /// skipped run; when none has a selected run, the newest (its skipped runs say why).
-pub fn newest_per_machine(store: &Store, name: &str, filter: &RunFilter, by: Machine) -> Result<Option<SweepRuns>, String> {
+pub fn newest_per_machine(store: &Store, name: &str, filter: &RunFilter, by: Machine) -> Result<Option<SweepRuns>, Failure> {
     let mut ids: Vec<i64> = store.sweep_infos()?.into_iter().filter(|s| s.name == name && s.done + s.skipped > 0).map(|s| s.id).collect();
     ids.sort_by_key(|id| std::cmp::Reverse(*id));
     let label = |r: &Run| by.of(&r.row).unwrap_or_else(|| "unknown".into());
@@ -172,7 +175,7 @@ pub fn overlay_machines(sweep: &mut SweepRuns, by: Machine) -> Vec<String> {
     machines
 }
 
-fn skipped_runs(store: &Store, sweep: i64) -> Result<Vec<(String, String)>, String> {
+fn skipped_runs(store: &Store, sweep: i64) -> Result<Vec<(String, String)>, crate::store::StoreError> {
     Ok(store
         .planned_runs(sweep)?
         .into_iter()

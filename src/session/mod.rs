@@ -154,7 +154,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
-    let mut changes = settings_changes(job, &infos, &system)?;
+    let mut changes = settings_changes(job, &infos, &system).map_err(Failure::invalid)?;
     // `--profile stages` reads tracepoints from tracefs: mounted for the run where it is not
     // (only root may; without it the record says why there are no stages).
     // SAFETY: geteuid has no preconditions.
@@ -333,7 +333,7 @@ fn setup_changes(
             let why = if unsafe { libc::geteuid() } != 0 && system.sysfs_root() == std::path::Path::new("/sys") {
                 Err("changing system settings needs root".to_string())
             } else {
-                system.check(&c)
+                system.check(&c).map_err(String::from)
             };
             match why {
                 Ok(()) => changes.push(c),
@@ -409,7 +409,7 @@ fn apply_settings(
     if changes.is_empty() {
         return Ok(None);
     }
-    if let Some(left) = system.left_changed().map_err(Failure::failed)? {
+    if let Some(left) = system.left_changed()? {
         return Err(Failure::new(FailureKind::SettingsNotRestored, left));
     }
     // Only root writes the real /sys: without it every change fails, whatever the machine offers.
@@ -420,13 +420,11 @@ fn apply_settings(
         ));
     }
     for c in changes {
-        system.check(c).map_err(Failure::unsupported)?;
+        system.check(c)?;
     }
     let stop = || engine::interrupt().is_cancelled();
-    system.apply_waiting(changes, wait, &stop, say).map(Some).map_err(|e| match system.left_changed() {
-        Ok(None) => Failure::failed(e),
-        _ => Failure::new(FailureKind::SettingsNotRestored, e),
-    })
+    // Failed when nothing is left changed, settings not restored when something is.
+    Ok(Some(system.apply_waiting(changes, wait, &stop, say)?))
 }
 
 fn environment(targets: Vec<TargetInfo>) -> Environment {

@@ -2,7 +2,7 @@
 //! of the whole range, then rounds of random writes until the IOPS of the last rounds are steady
 //! ([`steady::check`]). Each step is one job through [`execute`], so writes meet the same safety
 //! rules as `iolab run`. What is shown while it works comes through [`PreconditionUi`].
-use super::{execute, probe::probe_job, RunUi};
+use super::{execute, probe::probe_job, Failure, FailureKind, RunUi};
 use crate::analysis::steady;
 use crate::interfaces::InterfaceKind;
 use crate::plan::{Budget, Complete, Job, Rw, Submit};
@@ -53,9 +53,9 @@ pub struct Report {
     pub reached_steady_state: bool,
 }
 
-/// Fill, then write randomly until steady state or `max_rounds`. Err: one line (bad input, a
-/// run that failed or was interrupted).
-pub fn precondition(p: &Preconditioning, ui: &mut dyn PreconditionUi) -> Result<Report, String> {
+/// Fill, then write randomly until steady state or `max_rounds`. Err: one line, of its kind (bad
+/// input, a run that failed, Ctrl-C, settings left changed), as `iolab run` gives it.
+pub fn precondition(p: &Preconditioning, ui: &mut dyn PreconditionUi) -> Result<Report, Failure> {
     let mut base = probe_job(p.interface, Submit::Syscall, Complete::Irq, false, &p.target);
     base.workload.qd = p.qd;
     base.timing.budget = Budget::Ios(1);
@@ -97,23 +97,25 @@ pub fn precondition(p: &Preconditioning, ui: &mut dyn PreconditionUi) -> Result<
 }
 
 /// The bytes of the job's target a pass covers.
-fn range_of(job: &Job) -> Result<u64, String> {
+fn range_of(job: &Job) -> Result<u64, Failure> {
     let path = std::path::PathBuf::from(&job.targets.paths[0]);
     let drivers = super::generic_drivers();
     // Opened only to learn the range: for reading, so nothing is asked to be writable.
     let access = crate::device::Access { writes: false, ..super::access(job, &drivers) };
-    let t = crate::device::open_targets(&access, &[path], false).map_err(|f| f.message)?;
+    let t = crate::device::open_targets(&access, &[path], false)?;
     Ok(t[0].range_len)
 }
 
-fn run_step(job: &Job, ui: &mut dyn PreconditionUi) -> Result<RunRecord, String> {
+/// One step's record; a step that failed (an I/O error on the target) or was interrupted ends
+/// preconditioning with its kind.
+fn run_step(job: &Job, ui: &mut dyn PreconditionUi) -> Result<RunRecord, Failure> {
     let mut show = ui.step(job);
-    let rec = execute(job, show.as_mut(), Default::default()).map_err(|e| e.failure.message)?;
+    let rec = execute(job, show.as_mut(), Default::default()).map_err(|e| e.failure)?;
     if rec.status == RunStatus::Interrupted {
-        return Err("interrupted".into());
+        return Err(Failure::new(FailureKind::Interrupted, "interrupted"));
     }
     if let Some(e) = rec.error {
-        return Err(e);
+        return Err(Failure::failed(e));
     }
     Ok(rec)
 }

@@ -201,18 +201,20 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
 }
 
 /// Expand the plan, find or make its sweep in the database, and run what is left to do, each
-/// finished run committed as it ends. Err: one line (bad plan, database, a planned run that
-/// cannot be read, a temporary target that cannot be made).
-pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
+/// finished run committed as it ends. Err: one line of its kind (a bad plan or a target refused:
+/// bad input; the database: the store's; a planned run that cannot be read: the store's; a
+/// temporary target that cannot be made: failed).
+pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> {
     let (text, targets) = (plan.text, plan.targets);
-    let mut e = expand(text, targets)?;
+    // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
+    let mut e = expand(text, targets).map_err(|e| Failure::invalid(e.to_string()))?;
     e.allow_writing(plan.destructive);
     // As `iolab run` refuses before any I/O: every run of the sweep would meet it.
     if plan.energy.require {
         let found = crate::energy::probe(&plan.energy.config);
         if !found.iter().any(|s| s.available) {
             let why: Vec<String> = found.iter().map(|s| format!("{}: {}", s.backend, s.detail)).collect();
-            return Err(format!("--require-energy: no energy source can measure here ({})", why.join("; ")));
+            return Err(Failure::unsupported(format!("--require-energy: no energy source can measure here ({})", why.join("; "))));
         }
     }
     let hash = plan_hash(text, targets);
@@ -226,12 +228,16 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
     // stored: a device refused halfway would leave a sweep that can neither finish nor be redone.
     let ours = plan.share.map(|s| s.keys(&e));
     let uses = target_uses(e.configs.iter().filter(|c| ours.as_ref().is_none_or(|k| k.contains(&c.key.as_str()))).map(|c| &c.job));
-    refused(&uses.iter().map(TargetUse::check).collect::<Vec<_>>())?;
+    refused(&uses.iter().map(TargetUse::check).collect::<Vec<_>>()).map_err(Failure::invalid)?;
     let sweep_id = match (plan.resume, unfinished) {
         (Resume::Required | Resume::Auto, Some(id)) => id,
-        (Resume::Required, None) => return Err(format!("no unfinished sweep of this plan in {db}: run without --resume to start one")),
+        (Resume::Required, None) => {
+            return Err(Failure::invalid(format!("no unfinished sweep of this plan in {db}: run without --resume to start one")))
+        }
         (Resume::Refuse, Some(id)) => {
-            return Err(format!("sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new"))
+            return Err(Failure::invalid(format!(
+                "sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new"
+            )))
         }
         _ => create(&mut store, &e, plan, &hash)?,
     };
@@ -256,7 +262,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
         match crate::device::create_default_target(size, cancel) {
             Ok(t) => Some(t),
             Err(message) if cancel.is_cancelled() => return Ok(Outcome::InterruptedBeforeRuns { message }),
-            Err(m) => return Err(m),
+            Err(m) => return Err(Failure::failed(m)),
         }
     } else {
         None
@@ -287,7 +293,9 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, String> {
             r.interrupted = true;
             break;
         }
-        let mut job = job?;
+        // A stored spec no Job of this iolab reads (another version's): a database that cannot
+        // be used as given, as the store says of a newer schema.
+        let mut job = job.map_err(|m| Failure::invalid(m.to_string()))?;
         // This command's consent, also for runs planned by an earlier one (a resume).
         job.targets
             .destructive
@@ -461,18 +469,18 @@ fn passthrough_targets(job: &mut Job) -> Result<Option<String>, String> {
 
 /// Store a measured run's record, counted; an interrupted one is not kept: the planned run
 /// stays to do, and `Resume` runs it again.
-fn keep(store: &mut Store, planned_id: i64, rec: &RunRecord, r: &mut SweepRun) -> Result<(), String> {
+fn keep(store: &mut Store, planned_id: i64, rec: &RunRecord, r: &mut SweepRun) -> Result<(), StoreError> {
     if rec.status == RunStatus::Interrupted {
         r.interrupted = true;
         return Ok(());
     }
     r.failed += usize::from(rec.status == RunStatus::Failed);
     r.stored += 1;
-    Ok(store.record_run(Some(planned_id), rec).map(drop)?)
+    store.record_run(Some(planned_id), rec).map(drop)
 }
 
 /// A new sweep of the plan in the database, with what cannot run here stored as skipped.
-fn create(store: &mut Store, e: &Expansion, plan: &SweepPlan, hash: &str) -> Result<i64, String> {
+fn create(store: &mut Store, e: &Expansion, plan: &SweepPlan, hash: &str) -> Result<i64, StoreError> {
     let mut runs: Vec<(i64, u32, String, serde_json::Value)> = e
         .order
         .iter()
@@ -581,6 +589,6 @@ mod tests {
         assert_eq!(seen.0.iter().filter(|l| *l == "done").count(), 2, "{:?}", seen.0);
         assert!(matches!(run(&plan(Resume::Auto), &mut Seen::default()).unwrap(), Outcome::AlreadyDone { .. }));
         let e = run(&plan(Resume::Required), &mut Seen::default()).err().unwrap();
-        assert!(e.contains("no unfinished sweep"), "{e}");
+        assert!(e.message.contains("no unfinished sweep") && e.code() == 2, "{e}");
     }
 }

@@ -7,11 +7,13 @@
 //! back on a failure midway, and `Settings::restore_journal` (behind `iolab restore`) undoes what
 //! a killed process left changed. See docs/settings.md.
 pub mod crash;
+pub mod error;
 mod journal;
 pub mod pci;
 mod sysfs;
 mod value;
 
+pub use error::SettingsError;
 pub use journal::{pid_alive, Holder, Journal, JournalEntry, Owner};
 pub use sysfs::{parse_scheduler, read_raw};
 
@@ -182,11 +184,11 @@ impl Change {
 
     /// Parse "name=value" ("scheduler=none", "read_ahead_kb=128", "governor=performance").
     /// `device` is used for device settings and ignored for the governor.
-    pub fn parse(spec: &str, device: Option<&str>) -> Result<Change, String> {
+    pub fn parse(spec: &str, device: Option<&str>) -> Result<Change, SettingsError> {
         let Some((name, value)) = spec.split_once('=') else {
-            return Err(format!("setting \"{spec}\" needs the form name=value, e.g. scheduler=none"));
+            return Err(SettingsError::Invalid(format!("setting \"{spec}\" needs the form name=value, e.g. scheduler=none")));
         };
-        let setting: Setting = name.parse()?;
+        let setting: Setting = name.parse().map_err(SettingsError::Invalid)?;
         let device = if setting.is_device_setting() { device } else { None };
         Ok(Change::new(setting, device, value.trim()))
     }
@@ -369,8 +371,13 @@ impl Settings {
     }
 
     /// Check a change is possible: the file exists and is writable, and the value is one the
-    /// setting allows. The error is one line saying what is wrong and how to fix it.
-    pub fn check(&self, c: &Change) -> Result<(), String> {
+    /// setting allows. The error is one line saying what is wrong and how to fix it: what this
+    /// machine does not offer (unsupported here).
+    pub fn check(&self, c: &Change) -> Result<(), SettingsError> {
+        self.check_value(c).map_err(SettingsError::Unsupported)
+    }
+
+    fn check_value(&self, c: &Change) -> Result<(), String> {
         let targets = self.targets(c)?;
         let v = c.value.trim();
         let name = c.setting.name();
@@ -454,8 +461,18 @@ impl Settings {
     /// Record the original values durably, then apply the changes in order, verifying each by
     /// reading it back. On a failure midway, restore what was applied and return the error.
     /// The returned guard restores when dropped (or by `restore()`).
-    pub fn apply(&self, changes: &[Change]) -> Result<AppliedGuard, String> {
-        self.try_apply(changes).map_err(Refusal::into_message)
+    /// Err: failed when nothing is left changed, settings not restored when something is (a
+    /// rollback failed, or an earlier iolab left them).
+    pub fn apply(&self, changes: &[Change]) -> Result<AppliedGuard, SettingsError> {
+        self.try_apply(changes).map_err(|r| self.not_applied(r.into_message()))
+    }
+
+    /// A change not made, of its kind: whether it left settings changed.
+    fn not_applied(&self, message: String) -> SettingsError {
+        match self.left_changed() {
+            Ok(None) => SettingsError::Failed(message),
+            _ => SettingsError::NotRestored(message),
+        }
     }
 
     /// `apply`, waiting up to `bound` while a setting is held by another live iolab (polled every
@@ -467,7 +484,7 @@ impl Settings {
         bound: std::time::Duration,
         stop: &dyn Fn() -> bool,
         say: &mut dyn FnMut(&str),
-    ) -> Result<AppliedGuard, String> {
+    ) -> Result<AppliedGuard, SettingsError> {
         let began = std::time::Instant::now();
         let mut told: Vec<String> = Vec::new();
         loop {
@@ -480,13 +497,13 @@ impl Settings {
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
                 Err(Refusal::Busy(msg)) if !bound.is_zero() => {
-                    return Err(format!(
+                    return Err(self.not_applied(format!(
                         "{msg}; waited {:.1} s for it (--wait-settings {}s)",
                         began.elapsed().as_secs_f64(),
                         bound.as_secs_f64()
-                    ))
+                    )))
                 }
-                r => return r.map_err(Refusal::into_message),
+                r => return r.map_err(|r| self.not_applied(r.into_message())),
             }
         }
     }
@@ -503,7 +520,7 @@ impl Settings {
         // Everything checked before anything is recorded or written.
         let mut planned: Vec<(Change, Vec<Target>)> = Vec::new();
         for c in changes {
-            self.check(c)?;
+            self.check_value(c)?;
             let c = Change { value: c.value.trim().to_string(), ..c.clone() };
             planned.push((c.clone(), self.targets(&c)?));
         }
@@ -625,8 +642,8 @@ impl Settings {
     /// killed iolab's, or this process's after a restore or rollback failed (not the changes of
     /// this process's guards still in force). One line naming them and `iolab restore`; None when
     /// nothing is left (or a live other iolab owns them).
-    pub fn left_changed(&self) -> Result<Option<String>, String> {
-        let Some(j) = journal::load(&self.journal)? else { return Ok(None) };
+    pub fn left_changed(&self) -> Result<Option<String>, SettingsError> {
+        let Some(j) = journal::load(&self.journal).map_err(SettingsError::Failed)? else { return Ok(None) };
         let live = live_guards().clone();
         let left: Vec<&JournalEntry> = j
             .entries

@@ -235,7 +235,7 @@ pub(super) mod tests {
         let d = fake();
         fs::write(d.path().join("sys/bus/pci/drivers/vfio-pci/.refuses"), "").unwrap();
         let s = settings(&d);
-        let e = s.apply(&[to_vfio()]).unwrap_err();
+        let e = s.apply(&[to_vfio()]).unwrap_err().to_string();
         assert!(e.contains("did not bind it to vfio-pci"), "{e}");
         assert_eq!(driver(&d), "nvme");
         assert!(!s.journal_path().exists());
@@ -246,11 +246,11 @@ pub(super) mod tests {
         let d = fake();
         let s = settings(&d);
         fs::remove_dir_all(d.path().join("sys/bus/pci/drivers/vfio-pci")).unwrap();
-        let e = s.check(&to_vfio()).unwrap_err();
+        let e = s.check(&to_vfio()).unwrap_err().to_string();
         assert!(e.contains("modprobe vfio-pci"), "{e}");
-        let e = s.check(&Change::new(Setting::PciDriver, Some("0000:00:09.0"), "vfio-pci")).unwrap_err();
+        let e = s.check(&Change::new(Setting::PciDriver, Some("0000:00:09.0"), "vfio-pci")).unwrap_err().to_string();
         assert!(e.contains("no PCI device 0000:00:09.0"), "{e}");
-        let e = s.check(&Change::new(Setting::PciDriver, Some("nvme0"), "vfio-pci")).unwrap_err();
+        let e = s.check(&Change::new(Setting::PciDriver, Some("nvme0"), "vfio-pci")).unwrap_err().to_string();
         assert!(e.contains("not a PCI address"), "{e}");
         assert_eq!(driver(&d), "nvme");
         assert!(!s.journal_path().exists());

@@ -4,6 +4,7 @@
 //! they are not there and the earlier part does not run first. What the caller shows comes
 //! through [`SuiteUi`], which also runs each part's sweep; nothing here prints.
 use super::{Given, Part, Saturations, Study};
+use crate::failure::Failure;
 use crate::plan::Numa;
 use crate::session::precondition::{precondition, PreconditionUi, Preconditioning};
 use crate::session::sweep::SweepEnd;
@@ -59,7 +60,7 @@ pub trait SuiteUi {
     /// How a preconditioning fill shows.
     fn precondition(&mut self) -> &mut dyn PreconditionUi;
     /// Run one part's sweep: its plan text (its targets in it) and what of it cannot run here.
-    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, String>;
+    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure>;
 }
 
 /// How one selected part ended.
@@ -84,22 +85,22 @@ pub struct SuiteEnd {
 
 /// Run the suite's selected parts. Err: one line, before anything is done when it is bad input
 /// (no such part, a bad size, a part measured at saturation with nothing to read it from).
-pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, String> {
+pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
     let suite = s.study;
     let parts: Vec<&'static Part> = suite.parts.iter().filter(|p| s.part.as_deref().is_none_or(|x| p.name.starts_with(x))).collect();
     if parts.is_empty() {
-        return Err(format!("suite {} has no part starting with '{}'", suite.id, s.part.as_deref().unwrap_or("")));
+        return Err(Failure::invalid(format!("suite {} has no part starting with '{}'", suite.id, s.part.as_deref().unwrap_or(""))));
     }
     // The size every part's runs and the temporary target use: checked here, once, as a dry run
     // reads it nowhere else (`--size 0 --dry-run` planned every part and exited 0).
     let size = match s.size.as_deref() {
         Some(text) => {
-            let bytes = crate::plan::size::parse_size(text).map_err(|e| format!("--size: {e}"))?;
+            let bytes = crate::plan::size::parse_size(text).map_err(|e| Failure::invalid(format!("--size: {e}")))?;
             if bytes < crate::plan::validate::MIN_BS {
-                return Err(format!(
+                return Err(Failure::invalid(format!(
                     "--size {text} is smaller than one {}-byte block: give the bytes of each target to use, e.g. 1g",
                     crate::plan::validate::MIN_BS
-                ));
+                )));
             }
             Some(bytes)
         }
@@ -114,7 +115,7 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, String> {
         for p in &parts {
             let Some(at) = p.at_saturation() else { continue };
             if !parts.iter().any(|q| q.name == at.of) {
-                stored_saturations(s, p, &given, preconditioned)??;
+                stored_saturations(s, p, &given, preconditioned)?.map_err(Failure::invalid)?;
             }
         }
     }
@@ -149,17 +150,17 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, String> {
         // A part measured at saturation: planned from the earlier part's stored runs (stored by
         // now when it ran before it here; otherwise checked above).
         let plan = match p.at_saturation() {
-            None => p.plan(s.quick, &given)?,
+            None => p.plan(s.quick, &given).map_err(Failure::invalid)?,
             Some(at) => match stored_saturations(s, p, &given, preconditioned)? {
                 Ok(found) => {
                     ui.event(Event::AtSaturation { of: at.of, found: &found });
-                    p.plan_at(s.quick, &given, &found)?
+                    p.plan_at(s.quick, &given, &found).map_err(Failure::invalid)?
                 }
                 Err(why) if s.dry_run => {
                     ui.event(Event::SaturationNotYet { of: at.of, why: &why });
-                    p.plan(s.quick, &given)?
+                    p.plan(s.quick, &given).map_err(Failure::invalid)?
                 }
-                Err(why) => return Err(why),
+                Err(why) => return Err(Failure::invalid(why)),
             },
         };
         let Some(plan) = plan else {
@@ -192,12 +193,14 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, String> {
 /// varies numa itself), and the preconditioning words first (a top-level key, kept with the
 /// stored plan, whose text is the sweep's identity: written as it always was, so a suite run
 /// again continues the sweeps an earlier one stored).
-fn as_run(plan: String, s: &SuiteRun, preconditioned: Option<&str>) -> Result<(String, bool), String> {
-    let (plan, kept) = match s.numa.map(|n| crate::plan::sweep::with_numa(&plan, n)).transpose()? {
-        Some(Some(over)) => (over, false),
-        Some(None) => (plan, true),
-        None => (plan, false),
-    };
+fn as_run(plan: String, s: &SuiteRun, preconditioned: Option<&str>) -> Result<(String, bool), Failure> {
+    // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
+    let (plan, kept) =
+        match s.numa.map(|n| crate::plan::sweep::with_numa(&plan, n)).transpose().map_err(|e| Failure::invalid(e.to_string()))? {
+            Some(Some(over)) => (over, false),
+            Some(None) => (plan, true),
+            None => (plan, false),
+        };
     Ok(match preconditioned {
         Some(p) => (format!("preconditioned = {}\n{plan}", toml::Value::String(p.to_string())), kept),
         None => (plan, kept),
@@ -208,7 +211,7 @@ fn as_run(plan: String, s: &SuiteRun, preconditioned: Option<&str>) -> Result<(S
 /// (`Part::at_saturation`), that sweep found by its plan as this suite run makes it (scale,
 /// devices, --numa, preconditioning). Ok(Err): none to read, in one line that says which part to
 /// run first.
-fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Option<&str>) -> Result<Result<Saturations, String>, String> {
+fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Option<&str>) -> Result<Result<Saturations, String>, Failure> {
     let at = p.at_saturation().expect("a part measured at saturation");
     let of = crate::studies::part(at.of).expect("the part it depends on is a part");
     let again = format!("iolab suite run {}{} --part {}", s.study.id, if s.quick { " --quick" } else { "" }, of.name);
@@ -219,7 +222,7 @@ fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Opt
             p.name, of.name
         )))
     };
-    let Some(text) = of.plan(s.quick, given)? else { return none(format!("{} runs nothing here", of.name)) };
+    let Some(text) = of.plan(s.quick, given).map_err(Failure::invalid)? else { return none(format!("{} runs nothing here", of.name)) };
     let (text, _) = as_run(text, s, preconditioned)?;
     if !crate::store::exists(&s.db) {
         return none(format!("{db} does not exist"));
@@ -233,7 +236,7 @@ fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Opt
         return none(format!("its sweep #{} in {db} is unfinished ({} runs left)", info.id, info.pending));
     }
     let sweep = crate::report::data::load_sweep(&store, info.id, &crate::store::RunFilter::default())?;
-    Ok(Ok(Saturations::of(of.name, &sweep, p.every_run_target(given)?.as_deref())))
+    Ok(Ok(Saturations::of(of.name, &sweep, p.every_run_target(given).map_err(Failure::invalid)?.as_deref())))
 }
 
 /// The study's preconditioning before its parts, decided before anything is done.

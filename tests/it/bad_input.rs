@@ -312,3 +312,51 @@ fn suite_size_zero_is_refused() {
         assert!(entries(dir.path()).is_empty(), "{}", r.describe());
     }
 }
+
+/// Only bad input exits 2: the exit code is the failure's kind. A results database that fails
+/// while it is opened (damaged) is the store's failure, exit 3, for every command that opens one
+/// (`sweep`, `suite run` and `report` said 2, as if the user had mistyped); a program iolab
+/// drives that is missing is exit 4; a mistake is still 2. Each one line on stderr.
+#[test]
+fn the_exit_code_is_the_failure_s_kind_not_always_bad_input() {
+    let dir = tempdir();
+    let d = dir.path();
+    let damaged = d.join("damaged.db");
+    drop(iolab::store::Store::open(&damaged).unwrap());
+    // The header is kept (still an SQLite file); the first page's b-tree, which lists the
+    // tables, is overwritten.
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    let page = u16::from_be_bytes([bytes[16], bytes[17]]) as usize;
+    bytes[100..page].fill(0xff);
+    std::fs::write(&damaged, bytes).unwrap();
+    let plan = d.join("plan.toml");
+    std::fs::write(&plan, "name = \"kinds\"\nruntime = \"0.1s\"\n[matrix]\ninterface = [\"null\"]\n").unwrap();
+    let (db, plan) = (damaged.to_str().unwrap(), plan.to_str().unwrap());
+    let out = d.join("out");
+    for args in [
+        vec!["sweep", plan, "--db", db, "--quiet"],
+        vec!["suite", "run", "S1", "--quick", "--db", db, "--quiet"],
+        vec!["report", "--db", db, "--out", out.to_str().unwrap()],
+        vec!["results", "--db", db],
+    ] {
+        let r = iolab_in(d, &args);
+        assert_eq!(r.code, 3, "a damaged database is the store's failure (exit 3):\n{}", r.describe());
+        let line = r.one_line_stderr();
+        assert!(line.contains("damaged.db") && line.contains("malformed"), "{line}");
+    }
+    assert!(!out.exists(), "a report was written from a damaged database");
+
+    // A program iolab drives that is not there: Slurm's sbatch for `fleet submit`.
+    let empty = d.join("no-slurm");
+    std::fs::create_dir(&empty).unwrap();
+    let results = d.join("shared");
+    let a = ["fleet", "submit", plan, "--results", results.to_str().unwrap(), "--local-dir", d.to_str().unwrap(), "--nodes", "1"];
+    let out = std::process::Command::new(BIN).args(a).current_dir(d).env("PATH", &empty).output().unwrap();
+    let r = Run::from(out, a.iter().map(|s| s.to_string()).collect());
+    assert_eq!(r.code, 4, "a missing sbatch is Slurm's failure (exit 4):\n{}", r.describe());
+    assert!(r.one_line_stderr().contains("sbatch"), "{}", r.describe());
+
+    // Bad input stays bad input.
+    let r = iolab_in(d, &["sweep", d.join("none.toml").to_str().unwrap(), "--db", db]);
+    assert!(r.assert_usage_error().contains("none.toml"), "{}", r.describe());
+}

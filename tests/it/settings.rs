@@ -160,6 +160,9 @@ fn fake_failure_midway_rolls_back_what_was_applied() {
         dev(Setting::WbtLatUsec, "0"),
     ];
     let err = s.apply(&changes).unwrap_err();
+    // One entry could not be rolled back: settings are left changed, and the error says so by its kind.
+    assert_eq!(err.kind(), iolab::failure::FailureKind::SettingsNotRestored, "{err}");
+    let err = err.to_string();
     assert!(err.contains("refused") && err.contains("rolled back the 2 change(s)"), "{err}");
     assert!(!err.contains('\n'));
     assert_eq!(f.read("loop9", "read_ahead_kb"), "128");
@@ -182,6 +185,9 @@ fn fake_kernel_ignoring_a_write_is_an_error_and_rolls_back() {
     std::os::unix::fs::symlink("/dev/null", &p).unwrap();
     let s = f.settings();
     let err = s.apply(&[dev(Setting::Nomerges, "2"), dev(Setting::IoPollDelay, "5")]).unwrap_err();
+    // Rolled back whole: nothing is left changed, so the run failed and a sweep goes on.
+    assert_eq!(err.kind(), iolab::failure::FailureKind::Failed, "{err}");
+    let err = err.to_string();
     assert!(err.contains("the kernel ignored io_poll_delay=5 on loop9"), "{err}");
     assert_eq!(f.read("loop9", "nomerges"), "0");
 }
@@ -256,6 +262,8 @@ fn fake_journal_of_dead_process_blocks_its_setting_until_restored() {
     plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", DEAD, "iolab run", ("128", "1024"));
     let s = f.settings();
     let err = s.apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err();
+    assert_eq!(err.kind(), iolab::failure::FailureKind::SettingsNotRestored, "{err}");
+    let err = err.to_string();
     assert!(err.contains("a previous iolab run") && err.contains("iolab restore"), "{err}");
     assert_eq!(f.read("loop9", "read_ahead_kb"), "1024", "nothing changed");
     assert!(s.left_changed().unwrap().unwrap().contains("loop9 read_ahead_kb: 128 -> 1024"), "runs are told");
@@ -278,6 +286,9 @@ fn fake_live_other_owner_holds_its_setting_and_no_other() {
     let s = f.settings();
     // The same setting: refused, naming who holds it.
     let err = s.apply(&[dev(Setting::Scheduler, "mq-deadline")]).unwrap_err();
+    // Another live iolab's setting is not left changed: the run failed, nothing to restore.
+    assert_eq!(err.kind(), iolab::failure::FailureKind::Failed, "{err}");
+    let err = err.to_string();
     assert!(err.contains(&format!("loop9 scheduler is held by iolab pid {} (iolab suite run S1)", other.pid())), "{err}");
     assert!(err.contains("--wait-settings"), "{err}");
     // Another device's, and another setting of the same device: not blocked.
@@ -291,7 +302,8 @@ fn fake_live_other_owner_holds_its_setting_and_no_other() {
         .apply_waiting(&[dev(Setting::Scheduler, "mq-deadline")], std::time::Duration::from_millis(300), &|| false, &mut |l| {
             said.push(l.to_string())
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(began.elapsed() >= std::time::Duration::from_millis(300));
     assert!(err.contains(&format!("held by iolab pid {}", other.pid())) && err.contains("waited"), "{err}");
     assert_eq!(said.len(), 1, "{said:?}");
@@ -363,7 +375,7 @@ fn fake_version_1_journal_is_read_with_its_one_owner() {
     // A live owner's (version 1): its setting is held, named with its command.
     let other = Other::start();
     v1(other.pid());
-    let err = f.settings().apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err();
+    let err = f.settings().apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err().to_string();
     assert!(err.contains(&format!("held by iolab pid {} (iolab run --set read_ahead_kb=1024)", other.pid())), "{err}");
     other.kill9();
     // A dead owner's: restored, and the journal is gone.
@@ -443,7 +455,7 @@ fn fake_two_guards_in_one_process_own_their_entries() {
     let s = f.settings();
     let a = s.apply(&[dev(Setting::ReadAheadKb, "1024")]).unwrap();
     let b = s.apply(&[Change::new(Setting::Governor, None, "powersave")]).unwrap();
-    let err = s.apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err();
+    let err = s.apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err().to_string();
     assert!(err.contains("already changed by this iolab"), "{err}");
     drop(a);
     assert_eq!(f.read("loop9", "read_ahead_kb"), "128");
@@ -485,7 +497,7 @@ fn fake_bad_changes_are_rejected_in_one_line() {
         (Change::new(Setting::Nomerges, None, "1"), "needs a block device"),
     ];
     for (c, want) in cases {
-        let err = s.check(&c).unwrap_err();
+        let err = s.check(&c).unwrap_err().to_string();
         assert!(err.contains(want), "{c:?}: {err}");
         assert!(!err.contains('\n'), "{err}");
         // apply refuses too, before recording anything.
@@ -495,19 +507,19 @@ fn fake_bad_changes_are_rejected_in_one_line() {
     }
     // A file the driver does not offer, and a read-only one.
     fs::remove_file(f.q("loop9", "wbt_lat_usec")).unwrap();
-    let err = s.check(&dev(Setting::WbtLatUsec, "0")).unwrap_err();
+    let err = s.check(&dev(Setting::WbtLatUsec, "0")).unwrap_err().to_string();
     assert!(err.contains("loop9 has no queue/wbt_lat_usec"), "{err}");
     let p = f.q("loop9", "nomerges");
     fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o444)).unwrap();
-    let err = s.check(&dev(Setting::Nomerges, "1")).unwrap_err();
+    let err = s.check(&dev(Setting::Nomerges, "1")).unwrap_err().to_string();
     assert!(err.contains("read-only"), "{err}");
     // No cpufreq at all.
     fs::remove_dir_all(f.root().join("devices/system/cpu/cpu0")).unwrap();
     fs::remove_dir_all(f.root().join("devices/system/cpu/cpu1")).unwrap();
-    let err = s.check(&Change::new(Setting::Governor, None, "performance")).unwrap_err();
+    let err = s.check(&Change::new(Setting::Governor, None, "performance")).unwrap_err().to_string();
     assert!(err.contains("no CPU frequency scaling"), "{err}");
     // Same setting twice in one apply.
-    let err = s.apply(&[dev(Setting::ReadAheadKb, "8"), dev(Setting::ReadAheadKb, "16")]).unwrap_err();
+    let err = s.apply(&[dev(Setting::ReadAheadKb, "8"), dev(Setting::ReadAheadKb, "16")]).unwrap_err().to_string();
     assert!(err.contains("changed twice"), "{err}");
 }
 
@@ -547,8 +559,10 @@ fn change_parse_and_setting_names() {
     assert_eq!(c, Change::new(Setting::ReadAheadKb, Some("nvme0n1"), "256"));
     let g = Change::parse("governor=performance", Some("nvme0n1")).unwrap();
     assert_eq!(g.device, None);
-    assert!(Change::parse("scheduler", None).unwrap_err().contains("name=value"));
-    assert!(Change::parse("bogus=1", None).unwrap_err().contains("unknown setting"));
+    assert!(Change::parse("scheduler", None).unwrap_err().to_string().contains("name=value"));
+    assert!(Change::parse("bogus=1", None).unwrap_err().to_string().contains("unknown setting"));
+    // A setting asked for wrongly is bad input (exit 2, a sweep stops), never a skip.
+    assert_eq!(Change::parse("bogus=1", None).unwrap_err().kind(), iolab::failure::FailureKind::Invalid);
     for s in Setting::ALL {
         assert_eq!(s.name().parse::<Setting>().unwrap(), s);
     }
@@ -673,6 +687,7 @@ fn real_loop_device_apply_and_restore() {
         match r {
             Ok(g) => drop(g),
             Err(e) => {
+                let e = e.to_string();
                 assert!(e.contains("io_poll_delay"), "{e}");
                 assert!(!e.contains('\n'));
                 eprintln!("io_poll_delay on this kernel: {e}");

@@ -76,7 +76,7 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
             .map_err(|e| if Path::new(w.target).exists() { Failure::unsupported(e) } else { Failure::invalid(e) })?;
     ctrl::check_takeover(&target, w.writes, w.destructive, &sys, Path::new("/dev")).map_err(Failure::invalid)?;
     super::vfio::check_iommu(&target.bdf, &sys, w.allow_noiommu).map_err(Failure::unsupported)?;
-    if let Some(left) = system.left_changed().map_err(Failure::failed)? {
+    if let Some(left) = system.left_changed()? {
         return Err(Failure::new(FailureKind::SettingsNotRestored, left));
     }
     // SAFETY: geteuid has no preconditions.
@@ -87,12 +87,10 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
     let buffers = if w.allow_noiommu { BufferMemory::Hugepages } else { BufferMemory::Heap };
     changes.extend(system.hugepages_for(hugepages_needed(w.threads, w.qd, w.bs, buffers)).map_err(Failure::unsupported)?);
     for c in &changes {
-        system.check(c).map_err(Failure::unsupported)?;
+        system.check(c)?;
     }
-    let guard = system.apply(&changes).map_err(|e| match system.left_changed() {
-        Ok(None) => Failure::failed(e),
-        _ => Failure::new(FailureKind::SettingsNotRestored, e),
-    })?;
+    // Failed when nothing is left changed, settings not restored when something is.
+    let guard = system.apply(&changes)?;
     let mut taken = Taken {
         target: target.clone(),
         ctrl: None,
