@@ -76,6 +76,9 @@ pub enum Cmd {
     /// Serve a target as a network block device (the NBD protocol) through one of iolab's
     /// interfaces, until Ctrl-C; then what it served and its CPU per request.
     Serve(serve::ServeArgs),
+    /// The kernel's NBD client: connect /dev/nbdN to a server, disconnect it.
+    #[command(subcommand)]
+    Nbd(serve::NbdCmd),
 }
 
 #[derive(Args, Debug, Clone)]

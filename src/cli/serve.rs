@@ -117,3 +117,87 @@ fn print_summary(s: &Summary) {
         us(s.storage_us_per_request)
     );
 }
+
+/// `iolab nbd`: the kernel's NBD client, driven by iolab.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum NbdCmd {
+    /// Connect /dev/nbdN to an NBD server (netlink NBD_CMD_CONNECT) and hold it until Ctrl-C or
+    /// SIGTERM, then disconnect; journaled, so `iolab restore` disconnects it after a kill -9.
+    Connect {
+        /// The server's address and port, e.g. 127.0.0.1:10809.
+        server: String,
+        /// The export's name.
+        #[arg(long, default_value = "iolab")]
+        export: String,
+        /// Which /dev/nbdN (default: the kernel picks a free one).
+        #[arg(long, value_name = "N")]
+        index: Option<u32>,
+        /// Sockets the kernel's client spreads its requests over.
+        #[arg(long, default_value_t = 1)]
+        connections: u32,
+        /// The device's logical block size, 512 to 4096 bytes.
+        #[arg(long, default_value_t = 4096)]
+        block_size: u64,
+    },
+    /// Disconnect /dev/nbdN.
+    Disconnect {
+        /// N of /dev/nbdN, or the device's path.
+        device: String,
+    },
+}
+
+pub fn nbd_main(cmd: &NbdCmd) -> i32 {
+    super::exit_code(nbd(cmd))
+}
+
+fn nbd(cmd: &NbdCmd) -> Result<i32, crate::failure::Failure> {
+    use crate::serve::client;
+    match cmd {
+        NbdCmd::Connect { server, export, index, connections, block_size } => {
+            let addr: std::net::SocketAddr =
+                server.parse().map_err(|_| format!("'{server}' is not an address and port: give e.g. 127.0.0.1:10809"))?;
+            if !(512..=4096).contains(block_size) || !block_size.is_power_of_two() {
+                return Err(format!("--block-size {block_size}: give 512, 1024, 2048 or 4096").into());
+            }
+            if *connections == 0 || *connections > 64 {
+                return Err(format!("--connections {connections}: give 1 to 64").into());
+            }
+            client::available().map_err(crate::failure::Failure::unsupported)?;
+            let cancel = crate::engine::install_interrupt_handler();
+            let i = client::connect(addr, export, *index, *connections, *block_size).map_err(crate::failure::Failure::invalid)?;
+            println!("/dev/nbd{i} connected to {addr} (export '{export}'); Ctrl-C or SIGTERM disconnects it");
+            let _ = std::io::stdout().flush();
+            while !cancel.is_cancelled() {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            client::disconnect(i).map_err(crate::failure::Failure::failed)?;
+            println!("/dev/nbd{i} disconnected");
+            Ok(0)
+        }
+        NbdCmd::Disconnect { device } => {
+            let n = device.trim_start_matches("/dev/nbd");
+            let i: u32 = n.parse().map_err(|_| format!("'{device}' is not an NBD device: give N or /dev/nbdN"))?;
+            client::available().map_err(crate::failure::Failure::unsupported)?;
+            client::disconnect(i).map_err(crate::failure::Failure::failed)?;
+            println!("/dev/nbd{i} disconnected");
+            Ok(0)
+        }
+    }
+}
+
+/// `iolab restore`: NBD devices a dead iolab left connected, then the system settings.
+pub fn restore_main(after: Option<u32>) -> i32 {
+    let mut code = 0;
+    match crate::serve::client::restore() {
+        Ok(lines) => {
+            for l in lines {
+                println!("{l}");
+            }
+        }
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            code = 1;
+        }
+    }
+    code.max(super::run::restore_main(after))
+}

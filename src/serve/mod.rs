@@ -9,6 +9,7 @@
 //! bytes, CPU by thread class and per request), so a study can start a server and store its
 //! cost beside the client's results. Nothing here prints: notes come through [`ServeUi`].
 pub mod backend;
+pub mod client;
 pub mod proto;
 
 use crate::cancel::Cancel;
@@ -165,14 +166,22 @@ pub fn check(c: &ServeConfig) -> Result<(), String> {
 /// The job a server's target is acquired for: what a run with the same interface, writes and
 /// depth would acquire, so the same refusals apply.
 fn job_for(c: &ServeConfig) -> Job {
-    let mut job = Job::default();
-    job.io = IoChoice { interface: c.interface, direct: c.direct, vfio_noiommu: c.vfio_noiommu, ..IoChoice::default() };
-    // The one completion mode the user-space driver takes (polling); interrupts for the rest.
-    job.io.complete = c.interface.info().completes[0];
-    job.workload.rw = if c.writable { Rw::Randwrite } else { Rw::Randread };
-    job.workload.bs = backend::CHUNK as u64;
-    job.workload.qd = c.interface.visit(Slots);
-    job.workload.threads = c.connections;
+    let io = IoChoice {
+        interface: c.interface,
+        // The one completion mode the user-space driver takes (polling); interrupts for the rest.
+        complete: c.interface.info().completes[0],
+        direct: c.direct,
+        vfio_noiommu: c.vfio_noiommu,
+        ..IoChoice::default()
+    };
+    let workload = crate::plan::Workload {
+        rw: if c.writable { Rw::Randwrite } else { Rw::Randread },
+        bs: backend::CHUNK as u64,
+        qd: c.interface.visit(Slots),
+        threads: c.connections,
+        ..Default::default()
+    };
+    let mut job = Job { io, workload, ..Default::default() };
     job.targets.paths = vec![c.target.display().to_string()];
     // Serving writable is consent to overwrite the one target named.
     if c.writable {

@@ -513,3 +513,18 @@ impl Excl for std::fs::OpenOptions {
         self.custom_flags(libc::O_EXCL)
     }
 }
+
+#[test]
+fn nbd_client_without_the_kernels_nbd_is_one_line() {
+    if Path::new("/sys/module/nbd").exists() {
+        skip("nbd_client_without_the_kernels_nbd_is_one_line", "this kernel has nbd (the rig's nbd.sh drives it)");
+        return;
+    }
+    let r = iolab(&["nbd", "connect", "127.0.0.1:10809"]);
+    let line = r.assert_usage_error();
+    assert!(line.contains("no NBD client"), "{}", r.describe());
+    let r = iolab(&["nbd", "connect", "nowhere"]);
+    assert!(r.assert_usage_error().contains("not an address and port"), "{}", r.describe());
+    let r = iolab(&["nbd", "disconnect", "/dev/sda"]);
+    assert!(r.assert_usage_error().contains("not an NBD device"), "{}", r.describe());
+}
