@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn info_replies() {
-        assert_eq!(info_export(0x1000, 0x21), vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0x21]);
+        assert_eq!(info_export(0x1000, 0x21), vec![0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0x21]);
         assert_eq!(info_block_size(512, 4096, 1 << 25), vec![0, 3, 0, 0, 2, 0, 0, 0, 0x10, 0, 2, 0, 0, 0]);
         assert_eq!(info_name("a"), vec![0, 1, b'a']);
         assert_eq!(export_name_reply(1, 1, true).len(), 10);
