@@ -21,6 +21,7 @@ pub mod record;
 pub mod report;
 pub mod rng;
 pub mod secret;
+pub mod serve;
 pub mod session;
 pub mod settings;
 pub mod store;

@@ -32,13 +32,15 @@ fn main() {
         Cmd::Sweep(args) => cli::sweep::main(args),
         Cmd::Results(args) => cli::results::main(args),
         Cmd::Precondition(args) => cli::precondition::main(args),
-        Cmd::Restore { after } => cli::run::restore_main(*after),
+        Cmd::Restore { after } => cli::serve::restore_main(*after),
         Cmd::Suite(cmd) => cli::suite::main(cmd),
         Cmd::Compare(args) => cli::compare::main(args),
         Cmd::Report(args) => cli::report::main(args),
         Cmd::Merge(args) => cli::merge::main(args),
         Cmd::Fleet(cmd) => cli::fleet::main(cmd),
         Cmd::Energy(cmd) => cli::energy::main(cmd),
+        Cmd::Serve(args) => cli::serve::main(args),
+        Cmd::Nbd(cmd) => cli::serve::nbd_main(cmd),
     };
     std::process::exit(code);
 }

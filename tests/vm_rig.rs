@@ -179,9 +179,12 @@ fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {
 /// io_uring ring setup the record reports, and the profilers on NVMe: `--profile layers` (the
 /// nvme module in the driver layer, polling only under IOPOLL) and `--profile stages` (the nvme
 /// points, an interrupt only when not polled, no bio for passthrough); those two add 10 to 14 s.
+/// And `iolab serve` with the kernel's NBD client (nbd.sh): the namespace served over loopback
+/// through io_uring, /dev/nbd0 written and read back on the server's device, ext4 on it where the
+/// guest has mkfs.ext4, `iolab restore` disconnecting it after kill -9.
 #[test]
 fn vm_nvme_with_poll_queues() {
-    let scripts = ["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh", "profile.sh", "stages.sh"];
+    let scripts = ["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh", "profile.sh", "stages.sh", "nbd.sh"];
     boot("poll-queues-1", &["--poll-queues", "1"], &scripts);
 }
 

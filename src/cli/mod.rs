@@ -9,6 +9,7 @@ pub mod probe;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod serve;
 pub mod suite;
 pub mod sweep;
 
@@ -72,6 +73,12 @@ pub enum Cmd {
     /// One self-contained HTML report over a results database (a suite, sweeps or filtered
     /// runs), with every figure as SVG and every table as CSV and Markdown.
     Report(report::ReportArgs),
+    /// Serve a target as a network block device (the NBD protocol) through one of iolab's
+    /// interfaces, until Ctrl-C; then what it served and its CPU per request.
+    Serve(serve::ServeArgs),
+    /// The kernel's NBD client: connect /dev/nbdN to a server, disconnect it.
+    #[command(subcommand)]
+    Nbd(serve::NbdCmd),
 }
 
 #[derive(Args, Debug, Clone)]

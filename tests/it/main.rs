@@ -21,6 +21,7 @@ mod precondition;
 mod profile;
 mod report;
 mod report_studies;
+mod serve;
 mod settings;
 mod stages;
 mod store;

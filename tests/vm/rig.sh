@@ -291,7 +291,7 @@ fi
 # ---------------------------------------------------------------- base initramfs (cached)
 # busybox, the block modules and /init. The per-run part (iolab, its libraries, the guest
 # scripts) is a second cpio archive appended to it: the kernel unpacks both.
-WANT_MODULES="nvme kyber-iosched bfq null_blk crct10dif_generic crct10dif-pclmul crc64_rocksoft_generic vfio vfio_iommu_type1 vfio-pci ext4 crc32c_generic"
+WANT_MODULES="nvme kyber-iosched bfq null_blk crct10dif_generic crct10dif-pclmul crc64_rocksoft_generic vfio vfio_iommu_type1 vfio-pci ext4 crc32c_generic nbd"
 BASE_KEY=$( (echo "$RIG_VERSION $KVER $WANT_MODULES"; cat "$HERE/init.sh"; sha256sum "$BUSYBOX") | sha256sum | cut -c1-16)
 BASE=$CACHE/base-$KVER-$BASE_KEY.cpio
 if [ ! -f "$BASE" ]; then
