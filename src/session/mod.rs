@@ -131,20 +131,20 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         (Err(f), Some(r)) => return Err(Failure::new(FailureKind::SettingsNotRestored, format!("{}; {r}", f.message))),
     };
     let mut env = run.env;
-    run.placed.threads = run.meters.placement();
+    let measured = run.meters.measured(&out.rec.per_target);
+    run.placed.threads = measured.placement;
     env.placement = Some(run.placed);
-    let cost = run.meters.cost(&out.rec.per_target);
     let mut path = run.path;
-    if let Some(c) = &cost {
+    if let Some(c) = &measured.cost {
         observe_path(&mut path, job, c);
     }
-    let energy = measure.energy.map(|e| EnergyOutcome { require: e.require, report: run.meters.take_energy(), idle: run.idle });
+    let energy = measure.energy.map(|e| EnergyOutcome { require: e.require, report: measured.energy, idle: run.idle });
     let outcome = Outcome {
-        rusage: run.meters.process_rusage(),
-        meter_window_s: run.meters.window_s(),
+        rusage: measured.rusage,
+        meter_window_s: measured.window_s,
         engine: out,
         environment: env,
-        cost,
+        cost: measured.cost,
         energy,
         path,
         observed: restored.observed,
