@@ -1,6 +1,8 @@
 //! The RunRecord: one serde value holding everything about a run. The JSON output (schema in
 //! docs/json-schema.md) is this value; later layers (store, analysis, reports) read it back
-//! through the typed, lenient view in [`read`].
+//! through the typed, lenient view in [`read`]. A run's record assembles itself from what the
+//! run produced ([`assemble::Outcome`], `RunRecord::assemble`).
+pub mod assemble;
 pub mod read;
 
 use crate::device::sysinfo::TargetInfo;

@@ -21,7 +21,7 @@ pub mod redfish;
 
 pub use meterlog::ClockCorrection;
 pub use redfish::RedfishConfig;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -268,7 +268,9 @@ pub fn probe(cfg: &EnergyConfig) -> Vec<SourceStatus> {
     open_all(cfg).1
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// Read back (`iolab energy import`) as leniently as old records need: a field they lack is its default.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SourceEnergy {
     pub source: String,
     pub scope: String,
@@ -298,7 +300,8 @@ pub struct SourceEnergy {
     pub per_second_watts: Vec<Option<f64>>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct EnergyReport {
     /// "measured" | "unavailable"
     pub status: String,

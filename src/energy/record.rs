@@ -1,7 +1,7 @@
 //! The energy part of a run record: the window's report, and with `--idle-baseline` the idle
 //! power measured before the run and the dynamic part of the run's energy.
 use super::{EnergyConfig, EnergyMeter, EnergyReport};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How a run measures energy.
 #[derive(Clone, Debug, Default)]
@@ -13,7 +13,8 @@ pub struct EnergyOptions {
     pub idle_baseline_s: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct IdlePower {
     pub source: String,
     pub scope: String,
@@ -22,7 +23,8 @@ pub struct IdlePower {
     pub coverage: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DynamicEnergy {
     pub source: String,
     pub scope: String,
@@ -33,7 +35,8 @@ pub struct DynamicEnergy {
     pub bytes_per_dynamic_joule: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct EnergyRecord {
     #[serde(flatten)]
     pub report: EnergyReport,

@@ -91,74 +91,60 @@ pub fn device_path(path: &Path) -> DevicePath {
     out
 }
 
-struct Snapshot {
-    at: std::time::Instant,
-    own: Vec<TaskSample>,
-    own_total: (f64, f64),
-    others: Vec<TaskSample>,
-    other_procs: Vec<tasks::ProcSample>,
-    system: Option<SystemCpu>,
-    irqs: Vec<IrqLine>,
-    disks: Vec<Option<DiskStat>>,
-    rusage: cpu::Rusage,
+/// One meter of the measured window: opened before it (`Meters::new`, `Meters::with_profile`),
+/// started and stopped at the window's edges by the engine's coordinating thread, ticked in
+/// between (never inside the hot loop), and adding what it measured to the run's [`Measured`].
+/// Adding a meter is an implementation of this and one push in `Meters::new` or `with_profile`.
+pub trait WindowMeter {
+    /// The window begins; `workload_tids` are the worker threads.
+    fn start(&mut self, workload_tids: &[i32]);
+    /// About every few ms inside the window, on the coordinating thread.
+    fn tick(&mut self) {}
+    fn stop(&mut self);
+    /// Add what was measured, given iolab's completions per target over the window. The
+    /// meters add in their start order, the CPU and device meter first making `cost`.
+    fn add_to(&mut self, measured: &mut Measured, ios_per_target: &[u64]);
 }
 
+/// What the meters measured over the window, each adding its part.
+#[derive(Default)]
+pub struct Measured {
+    /// Where the cost landed; None when the window never started.
+    pub cost: Option<Cost>,
+    /// iolab's process rusage between the window's two samples.
+    pub rusage: cpu::Rusage,
+    /// Seconds between the window's two samples: what `rusage` covers, which is longer than
+    /// the results window on a short run (97 610 "cores" on 1 ms when divided by that).
+    pub window_s: Option<f64>,
+    /// The energy measured over the window (None when not asked for or the window never started).
+    pub energy: Option<crate::energy::EnergyReport>,
+    /// Where the workers and SQPOLL threads ran over the window.
+    pub placement: Vec<placement::ThreadPlacement>,
+}
+
+/// The window's meters, in the order they start: where the threads run, CPU time and device
+/// counters (the window's two samples), energy, perf counters, then with `--profile` the layer
+/// sampler and the stage tracer. They stop in the reverse order, so each meter's window holds
+/// those started after it: the perf counters and the profilers closest to the workload's own
+/// window, the CPU and device samples around them (the energy sources' threads start and stop
+/// inside those samples).
 pub struct Meters {
-    pid: i32,
-    hz: f64,
+    meters: Vec<Box<dyn WindowMeter>>,
     ncpu: usize,
-    devices: Vec<DevicePath>,
-    paths: Vec<String>,
-    workload_tids: Vec<i32>,
-    start: Option<Snapshot>,
-    end: Option<Snapshot>,
-    counters: Option<CounterSet>,
-    counter_values: Option<(CounterValues, CounterValues)>,
-    /// Why hardware / system-wide counters are missing, if they are.
-    counter_notes: (Option<String>, Option<String>),
-    /// The last sample of every thread of ours seen inside the window, so threads that exit
-    /// before its end (io-wq workers, AIO helpers) still count in their class.
-    seen: std::collections::HashMap<i32, TaskSample>,
-    last_tick: Option<std::time::Instant>,
-    /// Energy sources, opened before the window, sampling from their own threads inside it.
-    energy_prepared: Option<crate::energy::PreparedEnergy>,
-    energy_meter: Option<crate::energy::EnergyMeter>,
-    energy_report: Option<crate::energy::EnergyReport>,
-    /// `--profile layers`: the sampler, or why it could not be opened.
-    profiler: Option<Result<profile::Profiler, String>>,
-    /// `--profile stages`: the tracepoints, or why they could not be opened.
-    tracer: Option<Result<stages::Tracer, String>>,
-    /// The sysctls lowered for them (journaled; put back by `restore_settings` or on drop).
+    /// The sysctls lowered for profiling (journaled; put back by `restore_settings` or on drop).
     sysctls: Option<access::Sysctls>,
-    /// Where the workers and SQPOLL threads ran.
-    placement: placement::PlacementSampler,
 }
 
 impl Meters {
     /// `energy`: the sources to sample (None: measure no energy).
     pub fn new(targets: &[TargetInfo], energy: Option<&crate::energy::EnergyConfig>) -> Meters {
-        Meters {
-            energy_prepared: energy.map(crate::energy::PreparedEnergy::prepare),
-            energy_meter: None,
-            energy_report: None,
-            pid: std::process::id() as i32,
-            hz: procstat::user_hz(),
-            ncpu: crate::host::online_cpus(),
-            devices: targets.iter().map(|t| device_path(Path::new(&t.path))).collect(),
-            paths: targets.iter().map(|t| t.path.clone()).collect(),
-            workload_tids: Vec::new(),
-            start: None,
-            end: None,
-            counters: None,
-            counter_values: None,
-            counter_notes: (None, None),
-            seen: std::collections::HashMap::new(),
-            last_tick: None,
-            profiler: None,
-            tracer: None,
-            sysctls: None,
-            placement: Default::default(),
+        let ncpu = crate::host::online_cpus();
+        let mut meters: Vec<Box<dyn WindowMeter>> = vec![Box::new(Placement::default()), Box::new(CpuAndDevices::new(targets, ncpu))];
+        if let Some(cfg) = energy {
+            meters.push(Box::new(Energy::Prepared(crate::energy::PreparedEnergy::prepare(cfg))));
         }
+        meters.push(Box::new(PerfCounters { ncpu, running: None, values: None }));
+        Meters { meters, ncpu, sysctls: None }
     }
 
     /// Sample every CPU's call chains over the window (`--profile layers`) and trace every
@@ -168,10 +154,10 @@ impl Meters {
     pub fn with_profile(mut self, asked: crate::plan::profile::Profile, system: &crate::settings::Settings) -> Meters {
         let mut sysctls = access::Sysctls::new(system.clone());
         if asked.layers {
-            self.profiler = Some(profile::Profiler::open(self.ncpu, &mut sysctls));
+            self.meters.push(Box::new(LayerProfile(profile::Profiler::open(self.ncpu, &mut sysctls))));
         }
         if asked.stages {
-            self.tracer = Some(stages::Tracer::open(&system.tracefs(), self.ncpu, &mut sysctls));
+            self.meters.push(Box::new(StageTrace(stages::Tracer::open(&system.tracefs(), self.ncpu, &mut sysctls))));
         }
         self.sysctls = Some(sysctls);
         self
@@ -185,6 +171,229 @@ impl Meters {
     /// Put back the sysctls profiling lowered. Err: what stays changed.
     pub fn restore_settings(&mut self) -> Result<Vec<String>, String> {
         self.sysctls.as_mut().map_or(Ok(Vec::new()), access::Sysctls::restore)
+    }
+
+    /// Everything measured, given iolab's completion count per target over the window.
+    pub fn measured(&mut self, ios_per_target: &[u64]) -> Measured {
+        let mut m = Measured::default();
+        for meter in &mut self.meters {
+            meter.add_to(&mut m, ios_per_target);
+        }
+        m
+    }
+}
+
+impl WindowHooks for Meters {
+    fn window_start(&mut self, workload_tids: &[i32]) {
+        self.meters.iter_mut().for_each(|m| m.start(workload_tids));
+    }
+    fn window_tick(&mut self) {
+        self.meters.iter_mut().for_each(|m| m.tick());
+    }
+    fn window_end(&mut self) {
+        self.meters.iter_mut().rev().for_each(|m| m.stop());
+    }
+}
+
+/// Whether `every` has passed since `last` (and if so, now is the last time).
+fn due(last: &mut Option<std::time::Instant>, every: std::time::Duration) -> bool {
+    if last.is_some_and(|t| t.elapsed() < every) {
+        return false;
+    }
+    *last = Some(std::time::Instant::now());
+    true
+}
+
+/// Our own threads are sampled this often inside the window: a few small files, not the system.
+const THREAD_SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Where the workers and SQPOLL threads ran: sampled at both edges and every 100 ms.
+#[derive(Default)]
+struct Placement {
+    sampler: placement::PlacementSampler,
+    workload_tids: Vec<i32>,
+    last_tick: Option<std::time::Instant>,
+}
+
+impl WindowMeter for Placement {
+    fn start(&mut self, workload_tids: &[i32]) {
+        self.workload_tids = workload_tids.to_vec();
+        self.sampler.sample(workload_tids);
+    }
+    fn tick(&mut self) {
+        if due(&mut self.last_tick, THREAD_SAMPLE_EVERY) {
+            self.sampler.sample(&self.workload_tids);
+        }
+    }
+    fn stop(&mut self) {
+        self.sampler.sample(&self.workload_tids);
+    }
+    fn add_to(&mut self, measured: &mut Measured, _: &[u64]) {
+        measured.placement = self.sampler.threads();
+    }
+}
+
+/// The energy sources: opened before the window, sampling from their own threads inside it.
+enum Energy {
+    Prepared(crate::energy::PreparedEnergy),
+    Running(crate::energy::EnergyMeter),
+    Stopped(crate::energy::EnergyReport),
+    Taken,
+}
+
+impl WindowMeter for Energy {
+    fn start(&mut self, _: &[i32]) {
+        if let Energy::Prepared(p) = std::mem::replace(self, Energy::Taken) {
+            *self = Energy::Running(p.start());
+        }
+    }
+    fn stop(&mut self) {
+        if let Energy::Running(m) = std::mem::replace(self, Energy::Taken) {
+            *self = Energy::Stopped(m.stop());
+        }
+    }
+    fn add_to(&mut self, measured: &mut Measured, _: &[u64]) {
+        if let Energy::Stopped(r) = std::mem::replace(self, Energy::Taken) {
+            measured.energy = Some(r);
+        }
+    }
+}
+
+/// perf counters of the workload's threads and system-wide.
+struct PerfCounters {
+    ncpu: usize,
+    running: Option<CounterSet>,
+    /// (workload, system), and why hardware / system-wide counters are missing, if they are.
+    values: Option<(CounterValues, CounterValues, Option<String>, Option<String>)>,
+}
+
+impl WindowMeter for PerfCounters {
+    fn start(&mut self, workload_tids: &[i32]) {
+        self.running = Some(CounterSet::start(workload_tids, self.ncpu));
+    }
+    fn stop(&mut self) {
+        if let Some(c) = self.running.take() {
+            let notes = (c.hardware_unavailable.clone(), c.system_unavailable.clone());
+            let (w, s) = c.finish();
+            self.values = Some((w, s, notes.0, notes.1));
+        }
+    }
+    fn add_to(&mut self, measured: &mut Measured, ios_per_target: &[u64]) {
+        let (Some(cost), Some((w, s, hw, sys))) = (measured.cost.as_mut(), &self.values) else { return };
+        let ios = ios_per_target.iter().sum();
+        cost.counters = Some(Counters {
+            hardware_unavailable: hw.clone(),
+            system_wide_unavailable: sys.clone(),
+            workload_per_io: PerIo::of(w, ios),
+            system_per_io: PerIo::of(s, ios),
+            workload: w.clone(),
+            system: s.clone(),
+        });
+    }
+}
+
+/// `--profile layers`: the sampler, or why it could not be opened.
+struct LayerProfile(Result<profile::Profiler, String>);
+
+impl WindowMeter for LayerProfile {
+    fn start(&mut self, _: &[i32]) {
+        if let Ok(p) = &self.0 {
+            p.start();
+        }
+    }
+    fn tick(&mut self) {
+        if let Ok(p) = &mut self.0 {
+            p.drain();
+        }
+    }
+    fn stop(&mut self) {
+        if let Ok(p) = &mut self.0 {
+            p.stop();
+        }
+    }
+    fn add_to(&mut self, measured: &mut Measured, ios_per_target: &[u64]) {
+        let Some(cost) = measured.cost.as_mut() else { return };
+        cost.profile = Some(match &self.0 {
+            Ok(p) => p.report(std::process::id(), ios_per_target.iter().sum()),
+            Err(unavailable) => profile::ProfileResult::Unavailable { unavailable: unavailable.clone() },
+        });
+    }
+}
+
+/// `--profile stages`: the tracepoints, or why they could not be opened.
+struct StageTrace(Result<stages::Tracer, String>);
+
+impl WindowMeter for StageTrace {
+    fn start(&mut self, workload_tids: &[i32]) {
+        if let Ok(t) = &mut self.0 {
+            t.start(workload_tids);
+        }
+    }
+    fn tick(&mut self) {
+        if let Ok(t) = &mut self.0 {
+            t.drain();
+        }
+    }
+    fn stop(&mut self) {
+        if let Ok(t) = &mut self.0 {
+            t.stop();
+        }
+    }
+    fn add_to(&mut self, measured: &mut Measured, _: &[u64]) {
+        let Some(cost) = measured.cost.as_mut() else { return };
+        cost.stages = Some(match &self.0 {
+            Ok(t) => t.report(std::process::id()),
+            Err(unavailable) => stages::StagesResult::Unavailable { unavailable: unavailable.clone() },
+        });
+    }
+}
+
+/// One sample of the window's edge: CPU time of every thread and of the system, interrupts,
+/// the target devices' counters, iolab's rusage.
+struct Snapshot {
+    at: std::time::Instant,
+    own: Vec<TaskSample>,
+    own_total: (f64, f64),
+    others: Vec<TaskSample>,
+    other_procs: Vec<tasks::ProcSample>,
+    system: Option<SystemCpu>,
+    irqs: Vec<IrqLine>,
+    disks: Vec<Option<DiskStat>>,
+    rusage: cpu::Rusage,
+}
+
+/// CPU time by thread class and system-wide, context switches, interrupts and the target
+/// devices' counters: sampled at the window's two edges (and iolab's own threads every 100 ms,
+/// so threads that end inside the window still count). It makes the run's `Cost`.
+struct CpuAndDevices {
+    pid: i32,
+    hz: f64,
+    ncpu: usize,
+    devices: Vec<DevicePath>,
+    paths: Vec<String>,
+    workload_tids: Vec<i32>,
+    start: Option<Snapshot>,
+    end: Option<Snapshot>,
+    /// The last sample of every thread of ours seen inside the window, so threads that exit
+    /// before its end (io-wq workers, AIO helpers) still count in their class.
+    seen: std::collections::HashMap<i32, TaskSample>,
+    last_tick: Option<std::time::Instant>,
+}
+
+impl CpuAndDevices {
+    fn new(targets: &[TargetInfo], ncpu: usize) -> CpuAndDevices {
+        CpuAndDevices {
+            pid: std::process::id() as i32,
+            hz: procstat::user_hz(),
+            ncpu,
+            devices: targets.iter().map(|t| device_path(Path::new(&t.path))).collect(),
+            paths: targets.iter().map(|t| t.path.clone()).collect(),
+            workload_tids: Vec::new(),
+            start: None,
+            end: None,
+            seen: std::collections::HashMap::new(),
+            last_tick: None,
+        }
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -208,51 +417,26 @@ impl Meters {
     }
 }
 
-impl WindowHooks for Meters {
-    fn window_start(&mut self, workload_tids: &[i32]) {
+impl WindowMeter for CpuAndDevices {
+    fn start(&mut self, workload_tids: &[i32]) {
         self.workload_tids = workload_tids.to_vec();
-        self.placement.sample(workload_tids);
         self.start = Some(self.snapshot());
-        self.energy_meter = self.energy_prepared.take().map(|p| p.start());
-        self.counters = Some(CounterSet::start(workload_tids, self.ncpu));
-        if let Some(Ok(p)) = &self.profiler {
-            p.start();
-        }
-        if let Some(Ok(t)) = &mut self.tracer {
-            t.start(workload_tids);
+    }
+    fn tick(&mut self) {
+        if due(&mut self.last_tick, THREAD_SAMPLE_EVERY) {
+            for t in tasks::sample_process(self.pid, self.hz) {
+                self.seen.insert(t.tid, t);
+            }
         }
     }
-    fn window_tick(&mut self) {
-        if let Some(Ok(p)) = &mut self.profiler {
-            p.drain();
-        }
-        if let Some(Ok(t)) = &mut self.tracer {
-            t.drain();
-        }
-        // Every 100 ms: our own threads only (a few small files), not the whole system.
-        if self.last_tick.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(100)) {
-            return;
-        }
-        self.last_tick = Some(std::time::Instant::now());
-        self.placement.sample(&self.workload_tids);
-        for t in tasks::sample_process(self.pid, self.hz) {
-            self.seen.insert(t.tid, t);
-        }
-    }
-    fn window_end(&mut self) {
-        if let Some(Ok(p)) = &mut self.profiler {
-            p.stop();
-        }
-        if let Some(Ok(t)) = &mut self.tracer {
-            t.stop();
-        }
-        self.energy_report = self.energy_meter.take().map(|m| m.stop());
-        if let Some(c) = self.counters.take() {
-            self.counter_notes = (c.hardware_unavailable.clone(), c.system_unavailable.clone());
-            self.counter_values = Some(c.finish());
-        }
+    fn stop(&mut self) {
         self.end = Some(self.snapshot());
-        self.placement.sample(&self.workload_tids);
+    }
+    fn add_to(&mut self, measured: &mut Measured, ios_per_target: &[u64]) {
+        let (Some(a), Some(b)) = (&self.start, &self.end) else { return };
+        measured.rusage = b.rusage.minus(&a.rusage);
+        measured.window_s = Some(b.at.duration_since(a.at).as_secs_f64());
+        measured.cost = Some(self.cost(a, b, ios_per_target));
     }
 }
 
@@ -442,40 +626,33 @@ fn class_cost(class: &'static str, ts: &[&TaskSample], window: f64, ios: u64) ->
         ctx_switches_per_io: per_io((v + n) as f64),
     }
 }
-
-impl Meters {
-    /// The energy measured over the window (None when energy was not asked for or the window
-    /// never started).
-    pub fn take_energy(&mut self) -> Option<crate::energy::EnergyReport> {
-        self.energy_report.take()
-    }
-
-    /// Seconds between the window's two samples: what `process_rusage` covers, which is longer
-    /// than the results window on a short run (97 610 "cores" on 1 ms when divided by that).
-    pub fn window_s(&self) -> Option<f64> {
-        Some(self.end.as_ref()?.at.duration_since(self.start.as_ref()?.at).as_secs_f64())
-    }
-
-    /// Process rusage over the window (all of iolab's threads).
-    pub fn process_rusage(&self) -> cpu::Rusage {
-        match (&self.start, &self.end) {
-            (Some(a), Some(b)) => b.rusage.minus(&a.rusage),
-            _ => cpu::Rusage::default(),
-        }
-    }
-
-    /// Everything measured, given iolab's completion count per target over the window.
-    /// Where the workers and SQPOLL threads ran over the window.
-    pub fn placement(&self) -> Vec<placement::ThreadPlacement> {
-        self.placement.threads()
-    }
-
-    pub fn cost(&self, ios_per_target: &[u64]) -> Option<Cost> {
-        let (a, b) = (self.start.as_ref()?, self.end.as_ref()?);
+impl CpuAndDevices {
+    /// The cost over the window between the samples `a` and `b`.
+    fn cost(&self, a: &Snapshot, b: &Snapshot, ios_per_target: &[u64]) -> Cost {
         let window = b.at.duration_since(a.at).as_secs_f64();
         let ios: u64 = ios_per_target.iter().sum();
         let per_io = |x: f64| (ios > 0).then(|| x / ios as f64);
+        let classes = self.classes(a, b, window, ios);
+        let system = self.system_cost(a, b, window, ios);
+        let accounting = system.as_ref().map(|s| accounting(s, &classes));
+        let irq_total = interrupts::totals(&b.irqs, None).1.saturating_sub(interrupts::totals(&a.irqs, None).1);
+        Cost {
+            window_s: window,
+            classes,
+            system,
+            accounting,
+            devices: self.device_costs(a, b, ios_per_target),
+            interrupts_total: irq_total,
+            interrupts_total_per_io: per_io(irq_total as f64),
+            counters: None,
+            profile: None,
+            stages: None,
+        }
+    }
 
+    /// CPU time by class: iolab's own threads (live at the end, seen inside the window, exited),
+    /// io_uring's kernel threads before Linux 5.12, the rest of the system (live and exited).
+    fn classes(&self, a: &Snapshot, b: &Snapshot, window: f64, ios: u64) -> Vec<ClassCost> {
         // Threads alive at the end, plus those seen during the window that had exited by then.
         let mut last_seen: Vec<TaskSample> = b.own.clone();
         for (tid, t) in &self.seen {
@@ -496,16 +673,9 @@ impl Meters {
         let exited_u = (b.own_total.0 - a.own_total.0 - live_u).max(0.0);
         let exited_s = (b.own_total.1 - a.own_total.1 - live_s).max(0.0);
         classes.push(ClassCost {
-            class: "exited_threads",
-            threads: None,
-            cpu_s: exited_u + exited_s,
             user_s: Some(exited_u),
             system_s: Some(exited_s),
-            cores: (exited_u + exited_s) / window.max(1e-9),
-            ns_per_io: per_io((exited_u + exited_s) * 1e9),
-            voluntary_ctx_switches: None,
-            involuntary_ctx_switches: None,
-            ctx_switches_per_io: None,
+            ..unsplit("exited_threads", exited_u + exited_s, window, ios)
         });
         let others = tasks::deltas(&a.others, &b.others);
         // Before Linux 5.12 (no IORING_FEAT_NATIVE_WORKERS) io_uring's SQPOLL thread and io-wq
@@ -527,53 +697,29 @@ impl Meters {
         // Work by other processes' threads and children that came and went inside the window:
         // the per-thread view loses them, process totals and reaped-children times keep them.
         let gone = (tasks::others_window_time(&a.other_procs, &b.other_procs) - live_rest).max(0.0);
-        classes.push(ClassCost {
-            class: "rest_of_system_exited",
-            threads: None,
-            cpu_s: gone,
-            user_s: None,
-            system_s: None,
-            cores: gone / window.max(1e-9),
-            ns_per_io: per_io(gone * 1e9),
-            voluntary_ctx_switches: None,
-            involuntary_ctx_switches: None,
-            ctx_switches_per_io: None,
-        });
+        classes.push(unsplit("rest_of_system_exited", gone, window, ios));
+        classes
+    }
 
-        let system = match (a.system, b.system) {
-            (Some(x), Some(y)) => {
-                let d = y.minus(&x);
-                // Idle and iowait are tracked exactly (NO_HZ idle accounting) while the busy fields
-                // are sampled at timer ticks, which miss short bursts between idle periods. So busy
-                // time is what the CPUs were not idle; the busy fields only give its split.
-                let busy = (self.ncpu as f64 * window - d.idle_s - d.iowait_s).max(0.0);
-                Some(SystemCost {
-                    cpus: self.ncpu,
-                    cpu: d,
-                    busy_s: busy,
-                    busy_cores: busy / window.max(1e-9),
-                    busy_ns_per_io: per_io(busy * 1e9),
-                })
-            }
-            _ => None,
-        };
-        let accounting = system.as_ref().map(|s| {
-            let classes_s: f64 = classes.iter().map(|c| c.cpu_s).sum();
-            let unaccounted_s = s.busy_s - classes_s;
-            let interrupt_context_s = s.cpu.irq_s + s.cpu.softirq_s;
-            let frac = |x: f64| (s.busy_s > 0.0).then(|| x / s.busy_s);
-            Accounting {
-                classes_s,
-                busy_s: s.busy_s,
-                unaccounted_s,
-                unaccounted_fraction: frac(unaccounted_s),
-                interrupt_context_s,
-                unexplained_fraction: frac((unaccounted_s - interrupt_context_s).max(0.0)),
-            }
-        });
+    fn system_cost(&self, a: &Snapshot, b: &Snapshot, window: f64, ios: u64) -> Option<SystemCost> {
+        let d = b.system?.minus(&a.system?);
+        // Idle and iowait are tracked exactly (NO_HZ idle accounting) while the busy fields
+        // are sampled at timer ticks, which miss short bursts between idle periods. So busy
+        // time is what the CPUs were not idle; the busy fields only give its split.
+        let busy = (self.ncpu as f64 * window - d.idle_s - d.iowait_s).max(0.0);
+        Some(SystemCost {
+            cpus: self.ncpu,
+            cpu: d,
+            busy_s: busy,
+            busy_cores: busy / window.max(1e-9),
+            busy_ns_per_io: (ios > 0).then(|| busy * 1e9 / ios as f64),
+        })
+    }
 
-        let devices = self
-            .devices
+    /// Each target's device: its queue interrupts (shared with the targets on the same lines)
+    /// and its counters, beside iolab's own count.
+    fn device_costs(&self, a: &Snapshot, b: &Snapshot, ios_per_target: &[u64]) -> Vec<DeviceCost> {
+        self.devices
             .iter()
             .enumerate()
             .map(|(i, d)| {
@@ -611,33 +757,38 @@ impl Meters {
                     difference: device_ios.map(|d| d as i64 - iolab_ios as i64),
                 }
             })
-            .collect();
-        let irq_total = interrupts::totals(&b.irqs, None).1.saturating_sub(interrupts::totals(&a.irqs, None).1);
-        let counters = self.counter_values.as_ref().map(|(w, s)| Counters {
-            hardware_unavailable: self.counter_notes.0.clone(),
-            system_wide_unavailable: self.counter_notes.1.clone(),
-            workload_per_io: PerIo::of(w, ios),
-            system_per_io: PerIo::of(s, ios),
-            workload: w.clone(),
-            system: s.clone(),
-        });
-        Some(Cost {
-            window_s: window,
-            classes,
-            system,
-            accounting,
-            devices,
-            interrupts_total: irq_total,
-            interrupts_total_per_io: per_io(irq_total as f64),
-            counters,
-            profile: self.profiler.as_ref().map(|p| match p {
-                Ok(p) => p.report(self.pid as u32, ios),
-                Err(unavailable) => profile::ProfileResult::Unavailable { unavailable: unavailable.clone() },
-            }),
-            stages: self.tracer.as_ref().map(|t| match t {
-                Ok(t) => t.report(self.pid as u32),
-                Err(unavailable) => stages::StagesResult::Unavailable { unavailable: unavailable.clone() },
-            }),
-        })
+            .collect()
+    }
+}
+
+/// A class known only by its total CPU time (threads that exited: no split, no switches).
+fn unsplit(class: &'static str, cpu_s: f64, window: f64, ios: u64) -> ClassCost {
+    ClassCost {
+        class,
+        threads: None,
+        cpu_s,
+        user_s: None,
+        system_s: None,
+        cores: cpu_s / window.max(1e-9),
+        ns_per_io: (ios > 0).then(|| cpu_s * 1e9 / ios as f64),
+        voluntary_ctx_switches: None,
+        involuntary_ctx_switches: None,
+        ctx_switches_per_io: None,
+    }
+}
+
+/// Do the classes add up to what the system was busy for?
+fn accounting(s: &SystemCost, classes: &[ClassCost]) -> Accounting {
+    let classes_s: f64 = classes.iter().map(|c| c.cpu_s).sum();
+    let unaccounted_s = s.busy_s - classes_s;
+    let interrupt_context_s = s.cpu.irq_s + s.cpu.softirq_s;
+    let frac = |x: f64| (s.busy_s > 0.0).then(|| x / s.busy_s);
+    Accounting {
+        classes_s,
+        busy_s: s.busy_s,
+        unaccounted_s,
+        unaccounted_fraction: frac(unaccounted_s),
+        interrupt_context_s,
+        unexplained_fraction: frac((unaccounted_s - interrupt_context_s).max(0.0)),
     }
 }

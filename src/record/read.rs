@@ -111,6 +111,7 @@ lenient_structs! {
 
     pub struct Direction {
         ios: Option<u64>,
+        bytes: Option<u64>,
         iops: Option<f64>,
         bw_bytes_per_s: Option<f64>,
         errors: Option<u64>,

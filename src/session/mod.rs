@@ -12,13 +12,18 @@ pub use checks::{check_kernel, expected_path, observe_path};
 use checks::{check_memory, check_polling};
 
 use crate::device::{self, sysinfo::TargetInfo};
+use crate::energy::record::{EnergyOptions, IdlePower};
 use crate::engine;
+use crate::engine::Cancel;
 pub use crate::failure::{Failure, FailureKind};
 use crate::host;
 use crate::interfaces;
+use crate::interfaces::Observation;
+use crate::meters::placement::NumaPlacement;
 use crate::plan::validate::validate;
-use crate::plan::{Complete, Job};
-use crate::record::{self, Environment, Path, Results, RunRecord, RunStatus, Verify};
+use crate::plan::Job;
+use crate::record::assemble::{EnergyOutcome, Outcome};
+use crate::record::{CompletionPath, Environment, Results, RunRecord};
 
 /// What a run shows while it works: notes and about one progress call a second.
 pub trait RunUi {
@@ -106,14 +111,59 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
     }
 }
 
-/// The run, and why the settings were not put back if they were not.
+/// The run, and why the settings were not put back if they were not: its phases, as
+/// `engine::run`'s: checks, prepare (targets, settings, meters), measure (the engine over the
+/// window), restore (settings and targets put back); then the record assembles itself
+/// (`RunRecord::assemble`) from what the run produced.
 fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord, Option<String>), Failure> {
-    let energy = measure.energy;
-    validate(job)?;
-    // Too big for this machine's memory now: not the user's error, and a sweep goes on.
-    check_memory(job).map_err(Failure::unsupported)?;
+    check(job)?;
     // Whatever the kernel lacks or refuses, this machine cannot do.
     let ring = check_kernel(job).map_err(Failure::unsupported)?;
+    check_energy(measure.energy)?;
+    // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
+    let cancel = engine::install_interrupt_handler();
+    let mut run = prepare(job, ui, measure, cancel)?;
+    let out = measure_window(job, ui, &mut run, cancel);
+    let restored = restore(&mut run);
+    let out = match (out, &restored.not_restored) {
+        (Ok(o), _) => o,
+        (Err(f), None) => return Err(f),
+        (Err(f), Some(r)) => return Err(Failure::new(FailureKind::SettingsNotRestored, format!("{}; {r}", f.message))),
+    };
+    let mut env = run.env;
+    let measured = run.meters.measured(&out.rec.per_target);
+    run.placed.threads = measured.placement;
+    env.placement = Some(run.placed);
+    let mut path = run.path;
+    if let Some(c) = &measured.cost {
+        observe_path(&mut path, job, c);
+    }
+    let energy = measure.energy.map(|e| EnergyOutcome { require: e.require, report: measured.energy, idle: run.idle });
+    let outcome = Outcome {
+        rusage: measured.rusage,
+        meter_window_s: measured.window_s,
+        engine: out,
+        environment: env,
+        cost: measured.cost,
+        energy,
+        path,
+        observed: restored.observed,
+        ring,
+    };
+    let rec = RunRecord::assemble(job, outcome);
+    drop(run.temp);
+    Ok((rec, restored.not_restored))
+}
+
+/// Before anything is touched: the job is valid and fits this machine's memory.
+fn check(job: &Job) -> Result<(), Failure> {
+    validate(job)?;
+    // Too big for this machine's memory now: not the user's error, and a sweep goes on.
+    check_memory(job).map_err(Failure::unsupported)
+}
+
+/// `--require-energy`: some energy source can measure here.
+fn check_energy(energy: Option<&EnergyOptions>) -> Result<(), Failure> {
     if let Some(e) = energy.filter(|e| e.require) {
         let found = crate::energy::probe(&e.config);
         if !found.iter().any(|s| s.available) {
@@ -121,36 +171,31 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
             return Err(Failure::unsupported(format!("--require-energy: no energy source can measure here ({})", why.join("; "))));
         }
     }
-    // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
-    let cancel = engine::install_interrupt_handler();
-    // A diskless interface (null) opens nothing: its one target is an address space.
-    let diskless = job.io.interface.info().diskless;
-    let temp = if job.targets.paths.is_empty() && !diskless {
-        let size = job.targets.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
-        ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
-        let made = device::create_default_target(size, cancel);
-        Some(made.map_err(|m| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, m) } else { Failure::failed(m) })?)
-    } else {
-        None
-    };
-    let paths: Vec<std::path::PathBuf> = match &temp {
-        Some(t) => vec![t.path.clone()],
-        None => job.targets.paths.iter().map(Into::into).collect(),
-    };
-    // The interface's target part: files and block devices opened, an address space, or a
-    // controller taken from the kernel (given back by `release`, or when dropped on an error).
-    let drivers = generic_drivers();
-    let request = interfaces::TargetRequest {
-        io: &job.io,
-        access: access(job, &drivers),
-        paths: &paths,
-        temporary: temp.is_some(),
-        qd: job.workload.qd,
-    };
-    let mut acquired = job.io.interface.acquire(&request)?;
+    Ok(())
+}
+
+/// What `prepare` made ready for the window, held until `restore` puts it back. Its fields drop
+/// in this order on an error return (the meters' sysctls first, the temporary target last), as
+/// they were made in the reverse order.
+struct Prepared {
+    meters: crate::meters::Meters,
+    idle: Option<Vec<IdlePower>>,
+    env: Environment,
+    path: CompletionPath,
+    guard: Option<crate::settings::AppliedGuard>,
+    placed: NumaPlacement,
+    placement: engine::Placement,
+    acquired: interfaces::Acquired,
+    temp: Option<device::TempTarget>,
+}
+
+/// Targets acquired and placed, settings applied (journaled), the environment described, idle
+/// power measured, the meters opened: everything up to the first I/O.
+fn prepare(job: &Job, ui: &mut dyn RunUi, measure: Measure, cancel: Cancel) -> Result<Prepared, Failure> {
+    let (temp, acquired) = acquire(job, ui, cancel)?;
     check_polling(job, acquired.files()).map_err(Failure::unsupported)?;
     let infos: Vec<TargetInfo> = acquired.describe();
-    let (placement, mut placed) = numa::resolve(job, &infos, &host::numa_nodes())?;
+    let (placement, placed) = numa::resolve(job, &infos, &host::numa_nodes())?;
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
@@ -172,132 +217,97 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
     env.settings_changed.extend(acquired.changes());
     env.setup_not_applied = setup_not_applied;
-    let idle = match (energy, measure.idle) {
+    let idle = idle_power(ui, measure, cancel);
+    if cancel.is_cancelled() {
+        return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
+    }
+    // No device to meter for null: no device cost, no observed completion path.
+    let diskless = job.io.interface.info().diskless;
+    let meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, measure.energy.map(|e| &e.config))
+        .with_profile(measure.profile, &system);
+    env.settings_changed.extend(meters.settings_changed());
+    Ok(Prepared { meters, idle, env, path, guard, placed, placement, acquired, temp })
+}
+
+/// The temporary target where the job names none (filled first), and the interface's target
+/// part: files and block devices opened, an address space, or a controller taken from the
+/// kernel (given back by `release`, or when dropped on an error).
+fn acquire(job: &Job, ui: &mut dyn RunUi, cancel: Cancel) -> Result<(Option<device::TempTarget>, interfaces::Acquired), Failure> {
+    // A diskless interface (null) opens nothing: its one target is an address space.
+    let diskless = job.io.interface.info().diskless;
+    let temp = if job.targets.paths.is_empty() && !diskless {
+        let size = job.targets.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
+        ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
+        let made = device::create_default_target(size, cancel);
+        Some(made.map_err(|m| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, m) } else { Failure::failed(m) })?)
+    } else {
+        None
+    };
+    let paths: Vec<std::path::PathBuf> = match &temp {
+        Some(t) => vec![t.path.clone()],
+        None => job.targets.paths.iter().map(Into::into).collect(),
+    };
+    let drivers = generic_drivers();
+    let request = interfaces::TargetRequest {
+        io: &job.io,
+        access: access(job, &drivers),
+        paths: &paths,
+        temporary: temp.is_some(),
+        qd: job.workload.qd,
+    };
+    let acquired = job.io.interface.acquire(&request)?;
+    Ok((temp, acquired))
+}
+
+/// The idle power for the record: a sweep's, measured once before its first run, or measured
+/// now for `energy.idle_baseline_s` (None: no energy, or no baseline asked for).
+fn idle_power(ui: &mut dyn RunUi, measure: Measure, cancel: Cancel) -> Option<Vec<IdlePower>> {
+    match (measure.energy, measure.idle) {
         (Some(_), Some(idle)) => Some(idle.to_vec()),
         (Some(e), None) => e.idle_baseline_s.map(|s| {
             ui.note(&format!("measuring idle power for {s} s"));
             crate::energy::record::measure_idle(&e.config, s, cancel)
         }),
         (None, _) => None,
-    };
-    if cancel.is_cancelled() {
-        return Err(Failure::new(FailureKind::Interrupted, "interrupted before the first I/O; nothing was measured".to_string()));
     }
-    // No device to meter for null: no device cost, no observed completion path.
-    let mut meters = crate::meters::Meters::new(if diskless { &[] } else { &env.targets }, energy.map(|e| &e.config))
-        .with_profile(measure.profile, &system);
-    env.settings_changed.extend(meters.settings_changed());
+}
+
+/// The engine over the prepared targets, the meters sampling its window.
+fn measure_window(job: &Job, ui: &mut dyn RunUi, run: &mut Prepared, cancel: Cancel) -> Result<engine::EngineOutput, Failure> {
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
-    let out = engine::run(job, &placement, &acquired, cancel, &mut progress, &mut meters).map_err(|m| {
+    let out = engine::run(job, &run.placement, &run.acquired, cancel, &mut progress, &mut run.meters).map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
         let kind = if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed };
         Failure::new(kind, m)
     });
     ui.finish();
-    // What profiling lowered first: it was changed last.
-    let restored = [meters.restore_settings(), guard.map_or(Ok(Vec::new()), |g| g.restore())];
+    out
+}
+
+/// What putting things back left: why the settings or targets are not as they were (None:
+/// they are), and what the targets showed before they were given back.
+struct Restored {
+    not_restored: Option<String>,
+    observed: Option<Observation>,
+}
+
+/// Settings put back (what profiling lowered first: it was changed last), then the targets
+/// given back, after reading what they saw (the user-space driver's environment goes into the
+/// record's).
+fn restore(run: &mut Prepared) -> Restored {
+    let restored = [run.meters.restore_settings(), run.guard.take().map_or(Ok(Vec::new()), |g| g.restore())];
     let mut not_restored = restored
         .into_iter()
         .filter_map(Result::err)
         .reduce(|a, b| format!("{a}; {b}"))
         .map(|e| format!("restoring system settings failed: {e}"));
     // What the target itself saw, before it is given back.
-    let observed = acquired.observed();
-    env.user_space_driver = acquired.user_space_driver();
-    if let Err(e) = acquired.release() {
+    let observed = run.acquired.observed();
+    run.env.user_space_driver = run.acquired.user_space_driver();
+    if let Err(e) = run.acquired.release() {
         not_restored = Some(e);
     }
-    let out = match (out, &not_restored) {
-        (Ok(o), _) => o,
-        (Err(f), None) => return Err(f),
-        (Err(f), Some(r)) => return Err(Failure::new(FailureKind::SettingsNotRestored, format!("{}; {r}", f.message))),
-    };
-    env.clock = Some(out.clock.clone());
-    placed.threads = meters.placement();
-    env.placement = Some(placed);
-    let w = out.window_s;
-    let mut total = out.rec.read.clone();
-    total.ios += out.rec.write.ios;
-    total.bytes += out.rec.write.bytes;
-    total.errors += out.rec.write.errors;
-    total.min_ns = total.min_ns.min(out.rec.write.min_ns);
-    total.max_ns = total.max_ns.max(out.rec.write.max_ns);
-    total.lat.add(&out.rec.write.lat).expect("same bounds");
-    let results = Results {
-        window_s: w,
-        read: record::direction(&out.rec.read, w),
-        write: record::direction(&out.rec.write, w),
-        total: record::direction(&total, w),
-        series: record::series(&out.rec),
-        cpu: record::cpu(&meters.process_rusage(), meters.window_s().unwrap_or(w), total.ios),
-        verify: job.policy.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
-    };
-    let error = out.first_error.as_ref().map(|f| {
-        let t = &env.targets[f.file as usize].path;
-        let dir = if f.write { "write" } else { "read" };
-        let hint = if f.errno == Some(libc::EOPNOTSUPP) && job.io.complete != Complete::Irq {
-            " (this kernel rejects polled I/O on a queue without poll queues instead of falling back to interrupts)"
-        } else {
-            ""
-        };
-        let tail = if job.policy.continue_on_error { "" } else { "; the run stopped (use --continue-on-error to count errors and go on)" };
-        format!("{dir} of {} bytes at offset {} on {} failed: {}{hint}{tail}", job.workload.bs, f.offset, t, f.what)
-    });
-    let cost = meters.cost(&out.rec.per_target);
-    let energy_record = match (energy, meters.take_energy()) {
-        (Some(_), Some(report)) => Some(crate::energy::record::finish(report, idle, total.ios, total.bytes)),
-        _ => None,
-    };
-    // The check before the run only knew a source was there; this one knows what it measured.
-    let energy_error = match (energy.filter(|e| e.require), &energy_record) {
-        (Some(_), Some(r)) => r.report.require_measured().err(),
-        (Some(_), None) => Some("no energy was measured (the window never started)".to_string()),
-        _ => None,
-    }
-    .map(|e| format!("--require-energy: {e}"));
-    let mut path = path;
-    if let Some(c) = &cost {
-        observe_path(&mut path, job, c);
-    }
-    if let Some(o) = observed {
-        path.observed = Some(o.path);
-        path.evidence = Some(format!("{}, for {} I/Os", o.evidence, total.ios));
-    }
-    let strict_error =
-        (job.policy.strict && job.io.complete != Complete::Irq && path.observed.is_some_and(|o| o != Path::Polled)).then(|| {
-            format!(
-                "--strict: asked for {} completion but the completion path observed was {} ({})",
-                job.io.complete.name(),
-                path.observed.map_or("?", Path::name),
-                path.evidence.as_deref().unwrap_or("")
-            )
-        });
-    let error = error.or(strict_error);
-    let status = if out.interrupted {
-        RunStatus::Interrupted
-    } else if energy_error.is_some() || (error.is_some() && (!job.policy.continue_on_error || job.policy.strict)) {
-        RunStatus::Failed
-    } else {
-        RunStatus::Ok
-    };
-    let error = match (error, energy_error) {
-        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-        (a, b) => a.or(b),
-    };
-    drop(temp);
-    let rec = RunRecord {
-        schema_version: record::SCHEMA_VERSION,
-        status,
-        error,
-        spec: job.clone(),
-        environment: env,
-        results: Some(results),
-        cost,
-        energy: energy_record,
-        completion_path: path,
-        ring,
-    };
-    Ok((rec, not_restored))
+    Restored { not_restored, observed }
 }
 
 /// A study's set-up (`job.system.setup`) added to `changes` where this machine takes it: each

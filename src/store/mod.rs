@@ -964,14 +964,15 @@ impl Store {
 
     /// Put a new energy report into a stored run's record (`iolab energy import`), with the
     /// columns read from it again; the rest of the record, its histograms and series stay.
-    pub fn replace_energy(&mut self, run_id: i64, energy: &Value) -> Result<(), StoreError> {
+    pub fn replace_energy(&mut self, run_id: i64, energy: &crate::energy::record::EnergyRecord) -> Result<(), StoreError> {
         let path = self.path.clone();
         let text: String = self
             .value("SELECT record FROM runs WHERE id = ?1", &[Sql::Integer(run_id)])?
             .ok_or_else(|| StoreError::Failed(format!("results database {path}: no run {run_id}")))?;
         let mut record: Value = serde_json::from_str(&text)
             .map_err(|m| StoreError::Failed(format!("results database {path}: run {run_id}: stored record: {m}")))?;
-        record["energy"] = energy.clone();
+        record["energy"] = serde_json::to_value(energy)
+            .map_err(|m| StoreError::Failed(format!("results database {path}: run {run_id}: energy record: {m}")))?;
         let x = extract::extract(&record).map_err(|m| StoreError::Refused(format!("results database {path}: run {run_id}: {m}")))?;
         let mut cols: Vec<(&str, Sql)> = vec![("record", Sql::Text(x.stripped.to_string()))];
         cols.extend(x.columns);
