@@ -54,6 +54,9 @@ pub struct SweepArgs {
     pub profile: crate::plan::profile::ProfileArg,
     #[command(flatten)]
     pub share: super::fleet::ShareArgs,
+    /// A fio job file: drop this fio option (repeatable; `concurrency`: run jobs fio runs together one after another).
+    #[arg(long = "fio-ignore", value_name = "OPTION")]
+    pub fio_ignore: Vec<String>,
 }
 
 pub fn format_duration(s: f64) -> String {
@@ -192,6 +195,10 @@ pub fn main(args: &SweepArgs) -> i32 {
 
 fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
     let text = std::fs::read_to_string(&args.plan).map_err(|e| format!("cannot read plan {}: {e}", args.plan.display()))?;
+    let fio = crate::plan::fio::is_fio(&args.plan, &text);
+    if fio && args.numa.is_some() || !fio && !args.fio_ignore.is_empty() {
+        return Err(if fio { "--numa: a fio job file pins with numa_cpu_nodes=" } else { "--fio-ignore applies to fio job files" }.into());
+    }
     let text = match args.numa {
         Some(n) => crate::plan::sweep::with_numa(&text, n)?
             .ok_or_else(|| format!("--numa {n}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa"))?,
@@ -221,6 +228,9 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         destructive: args.destructive.clone(),
         wait_settings_s: super::wait_settings(&args.wait_settings)?,
     };
+    if fio {
+        return super::export::sweep_fio(&args.plan, &text, &args.fio_ignore, &targets, how);
+    }
     run_plan(&text, &targets, &[], &how)
 }
 
