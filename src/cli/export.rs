@@ -1,8 +1,8 @@
 //! `iolab export fio`, and the fio job file side of `iolab sweep JOB.fio` and `iolab run --fio`:
 //! the command line's part; reading, mapping and writing fio's format is `plan::fio`.
-use super::sweep::{run_plan, PlanRun, Resume, SweepEnd};
 use crate::plan::fio;
 use crate::plan::Job;
+use crate::session::sweep::SweepEnd;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand, Debug)]
@@ -61,24 +61,28 @@ fn target(targets: &[String]) -> Result<Vec<String>, String> {
     }
 }
 
-/// `iolab sweep JOB.fio`: every job of the file as a plan of its own, in file order, each a
-/// sweep; a dry run shows each job's mapping and plan. Stops at the first job that does not end well.
-pub fn sweep_fio(path: &Path, text: &str, ignore: &[String], targets: &[String], mut how: PlanRun) -> Result<SweepEnd, String> {
+/// `iolab sweep JOB.fio`: every job of the file as a plan of its own, in file order, each run
+/// by `run` (a sweep, or a dry run's listing) after its mapping is shown. Stops at the first job
+/// that does not end well.
+pub fn sweep_fio(
+    path: &Path,
+    text: &str,
+    ignore: &[String],
+    targets: &[String],
+    dry_run: bool,
+    run: &mut dyn FnMut(&str) -> Result<SweepEnd, String>,
+) -> Result<SweepEnd, String> {
     let jobs = fio::plans(path, text, None, ignore, &target(targets)?)?;
-    // --resume continues the unfinished job and leaves the finished ones alone.
-    if how.resume == Resume::Required {
-        how.resume = Resume::Auto;
-    }
     let mut end = SweepEnd { code: 0, finished: true };
     for (n, m) in jobs.iter().enumerate() {
         println!("fio job {} of {} -> plan {}", n + 1, jobs.len(), m.name);
-        if how.dry_run {
+        if dry_run {
             let width = m.lines.iter().map(|(o, _)| o.len()).max().unwrap_or(0);
             for (opt, to) in &m.lines {
                 println!("  {opt:width$}  -> {to}");
             }
         }
-        end = run_plan(&m.text, &[], &[], &how)?;
+        end = run(&m.text)?;
         if end.code != 0 || !end.finished {
             break;
         }

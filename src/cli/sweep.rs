@@ -229,7 +229,11 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, String> {
         wait_settings_s: super::wait_settings(&args.wait_settings)?,
     };
     if fio {
-        return super::export::sweep_fio(&args.plan, &text, &args.fio_ignore, &targets, how);
+        // Each job a sweep: --resume continues the unfinished one and leaves the finished ones alone.
+        let how = PlanRun { resume: if how.resume == Resume::Required { Resume::Auto } else { how.resume }, ..how };
+        return super::export::sweep_fio(&args.plan, &text, &args.fio_ignore, &targets, how.dry_run, &mut |plan| {
+            run_plan(plan, &[], &[], &how)
+        });
     }
     run_plan(&text, &targets, &[], &how)
 }

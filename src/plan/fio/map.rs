@@ -2,14 +2,9 @@
 //! through the table, and a planned job written back as fio options. The `set` functions are the
 //! table's forward direction, the `x_` functions its reverse.
 use super::parse::{self, Opt};
-use super::table::{find, How, TABLE};
 use crate::interfaces::InterfaceKind;
 use crate::plan::{Budget, Complete, Job, Numa, Submit};
 use toml::Value;
-
-/// The word `--fio-ignore` takes to run a file's jobs one after another where fio would run
-/// them together (no stonewall between them).
-pub const CONCURRENCY: &str = "concurrency";
 
 /// Translates one option's value (None: a bare flag); returns what the dry run shows after `->`.
 pub type SetFn = fn(&mut Tr, Option<&str>) -> Result<String, String>;
@@ -19,27 +14,28 @@ pub type SetFn = fn(&mut Tr, Option<&str>) -> Result<String, String>;
 pub struct Tr<'a> {
     pub job: &'a str,
     /// (table name, the option as written), in the order written.
-    opts: Vec<(&'static str, Opt)>,
-    kb: u64,
+    pub(super) opts: Vec<(&'static str, Opt)>,
+    pub(super) kb: u64,
     pub top: toml::Table,
     pub matrix: toml::Table,
     pub options: toml::Table,
     /// iolab's interface, its facts.
-    kind: InterfaceKind,
-    sync_engine: bool,
-    ring: bool,
-    diskless: bool,
+    pub(super) kind: InterfaceKind,
+    pub(super) sync_engine: bool,
+    pub(super) ring: bool,
+    pub(super) diskless: bool,
     /// What the budget is made of, read from the options at the end.
-    region: Option<u64>,
+    pub(super) region: Option<u64>,
     /// Names of the jobs before this one, and whether something orders it after the previous.
-    earlier: &'a [String],
+    pub(super) earlier: &'a [String],
     pub after_previous: bool,
-    cli_targets: &'a [String],
-    targets: Vec<String>,
+    pub(super) cli_targets: &'a [String],
+    pub(super) targets: Vec<String>,
     pub notes: Vec<(String, String)>,
 }
 
 /// A translated job: its plan text and the dry run's mapping lines.
+#[derive(Debug)]
 pub struct Mapped {
     pub name: String,
     pub text: String,
@@ -66,17 +62,17 @@ impl Tr<'_> {
     fn size(&self, v: &str) -> Result<u64, String> {
         parse::size(v, self.kb)
     }
-    fn set_matrix(&mut self, key: &str, v: Value) -> String {
+    pub(super) fn set_matrix(&mut self, key: &str, v: Value) -> String {
         let line = format!("matrix.{key} = {}", shown(&one(v.clone())));
         self.matrix.insert(key.into(), one(v));
         line
     }
-    fn set_option(&mut self, key: &str, v: Value) -> String {
+    pub(super) fn set_option(&mut self, key: &str, v: Value) -> String {
         let line = format!("options.{key} = {}", shown(&v));
         self.options.insert(key.into(), v);
         line
     }
-    fn set_top(&mut self, key: &str, v: Value) -> String {
+    pub(super) fn set_top(&mut self, key: &str, v: Value) -> String {
         let line = format!("{key} = {}", shown(&v));
         self.top.insert(key.into(), v);
         line
@@ -89,7 +85,7 @@ impl Tr<'_> {
     }
 }
 
-fn count(v: Option<&str>) -> Result<i64, String> {
+pub(super) fn count(v: Option<&str>) -> Result<i64, String> {
     let n = parse::int(v.unwrap_or("1"))?;
     if n < 0 {
         return Err(format!("{n} is negative"));
@@ -97,7 +93,7 @@ fn count(v: Option<&str>) -> Result<i64, String> {
     Ok(n)
 }
 
-fn flag(v: Option<&str>) -> Result<bool, String> {
+pub(super) fn flag(v: Option<&str>) -> Result<bool, String> {
     parse::boolean(v)
 }
 
@@ -219,7 +215,7 @@ pub fn rwmixwrite(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
 }
 
 /// One block size from fio's `read,write[,trim]` list.
-fn one_bs(t: &Tr, v: &str) -> Result<u64, String> {
+pub(super) fn one_bs(t: &Tr, v: &str) -> Result<u64, String> {
     let sizes: Vec<u64> = v.split(',').filter(|s| !s.trim().is_empty()).map(|s| t.size(s)).collect::<Result<_, _>>()?;
     match sizes.as_slice() {
         [] => Err("gives no size".into()),
@@ -273,7 +269,7 @@ pub fn norandommap(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
 }
 
 /// fio's engine as iolab's interface: (interface, synchronous, an io_uring ring, a note).
-fn engine(name: &str) -> Result<(InterfaceKind, Option<&'static str>), String> {
+pub(super) fn engine(name: &str) -> Result<(InterfaceKind, Option<&'static str>), String> {
     Ok(match name {
         "psync" => (InterfaceKind::Psync, None),
         "sync" => (InterfaceKind::Psync, Some("one pread/pwrite per I/O where fio's sync makes lseek then read/write")),
@@ -543,282 +539,6 @@ pub fn force_async(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
         _ => Err("iolab sets IOSQE_ASYNC on every request or none (force_async=1 or 0)".into()),
     }
 }
-
-// ---- one job ----
-
-/// The size of the file or device at `path` (its end, as fio's `get_file_size`), read only.
-fn target_size(path: &str) -> Result<u64, String> {
-    use std::io::Seek;
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read {path} for its size: {e}"))?;
-    f.seek(std::io::SeekFrom::End(0)).map_err(|e| format!("cannot read {path} for its size: {e}"))
-}
-
-/// Translate job `name` (its options in effect, in order) into a plan. `ignore`: options the
-/// user drops (`--fio-ignore`). Err: one line naming the job, where and the option.
-#[allow(clippy::too_many_arguments)]
-pub fn translate(
-    stem: &str,
-    name: &str,
-    written: &[Opt],
-    earlier: &[String],
-    ignore: &[String],
-    cli_targets: &[String],
-) -> Result<Mapped, String> {
-    let refuse = |o: &Opt, why: &str| format!("fio job '{name}' ({}): {}: {why} (--fio-ignore {} drops it)", o.at, o.shown(), o.key);
-    let mut lines: Vec<(String, String)> = Vec::new();
-    let mut dropped: Vec<String> = Vec::new();
-    let mut opts: Vec<(&'static str, Opt)> = Vec::new();
-    for o in written {
-        let Some(entry) = find(&o.key) else {
-            return Err(format!(
-                "fio job '{name}' ({}): '{}' is not a fio option (docs/fio.md lists fio 3.33's and the engines' options)",
-                o.at, o.key
-            ));
-        };
-        if ignore.iter().any(|i| i == entry.name || entry.aliases.contains(&i.as_str())) {
-            lines.push((o.shown(), "(dropped: --fio-ignore)".into()));
-            if !dropped.contains(&o.shown()) {
-                dropped.push(o.shown());
-            }
-            continue;
-        }
-        opts.push((entry.name, o.clone()));
-    }
-    let value = |n: &str| opts.iter().rev().find(|(k, _)| *k == n).map(|(_, o)| o.value.as_deref().unwrap_or("1").to_string());
-    let engine_name = value("ioengine").unwrap_or_else(|| "psync".into());
-    let (kind, _) = match engine(engine_name.trim()) {
-        Ok(k) => k,
-        Err(why) => {
-            let o = &opts.iter().rev().find(|(k, _)| *k == "ioengine").expect("an engine that is not the default was written").1;
-            return Err(refuse(o, &why));
-        }
-    };
-    let kb = match value("kb_base").as_deref().map(str::trim) {
-        None | Some("1024") => 1024,
-        Some("1000") => 1000,
-        Some(other) => {
-            let o = &opts.iter().rev().find(|(k, _)| *k == "kb_base").unwrap().1;
-            return Err(refuse(o, &format!("'{other}' is not 1024 or 1000")));
-        }
-    };
-    let info = kind.info();
-    let mut t = Tr {
-        job: name,
-        opts: opts.clone(),
-        kb,
-        top: toml::Table::new(),
-        matrix: toml::Table::new(),
-        options: toml::Table::new(),
-        kind,
-        sync_engine: info.behaviour == crate::interfaces::Behaviour::Sync,
-        ring: matches!(kind, InterfaceKind::IoUring | InterfaceKind::NvmePassthru),
-        diskless: info.diskless,
-        region: None,
-        earlier,
-        after_previous: false,
-        cli_targets,
-        targets: Vec::new(),
-        notes: Vec::new(),
-    };
-    // fio's defaults that differ from iolab's, set before the job's own options (not where the
-    // user dropped the option: then iolab's own default stands).
-    let untouched = |n: &str| !written.iter().any(|o| find(&o.key).is_some_and(|e| e.name == n));
-    let value = |n: &str| if untouched(n) { None } else { value(n) };
-    if value("ioengine").is_none() {
-        lines
-            .push(("(no ioengine)".into(), format!("{} (fio's default engine)", t.set_matrix("interface", Value::String("psync".into())))));
-    }
-    if value("direct").is_none() && value("buffered").is_none() && !t.diskless && kind != InterfaceKind::NvmePassthru {
-        lines.push(("(no direct)".into(), format!("{} (fio's default direct=0)", t.set_option("buffered", Value::Boolean(true)))));
-    }
-    if t.ring {
-        for (opt, key) in [("fixedbufs", "register_buffers"), ("registerfiles", "register_files")] {
-            if value(opt).is_none() {
-                lines.push((format!("(no {opt})"), format!("{} (fio's default {opt}=0)", t.set_option(key, Value::Boolean(false)))));
-            }
-        }
-    }
-    // Each option once, at its last writing, in the order written.
-    let last: Vec<usize> = (0..opts.len()).filter(|&i| !opts[i + 1..].iter().any(|(k, _)| *k == opts[i].0)).collect();
-    for i in last {
-        let (key, o) = &opts[i];
-        let entry = TABLE.iter().find(|e| e.name == *key).expect("found above");
-        let line = match &entry.how {
-            How::Sets { set, .. } => set(&mut t, o.value.as_deref()).map_err(|why| refuse(o, &why))?,
-            How::Same(why) => format!("(same: {why})"),
-            How::Refused(why, fine) => {
-                let v = o.value.as_deref().unwrap_or("1").trim();
-                if fine.iter().any(|f| f.eq_ignore_ascii_case(v)) {
-                    "(accepted: this value asks for nothing iolab does not do)".into()
-                } else {
-                    return Err(refuse(o, why));
-                }
-            }
-        };
-        lines.push((o.shown(), line));
-    }
-    let find_opt = |n: &str| opts.iter().rev().find(|(k, _)| *k == n).map(|(_, o)| o.clone());
-    // Run order: one job at a time, in file order.
-    let sequential = ignore.iter().any(|i| i == CONCURRENCY);
-    if sequential && !earlier.is_empty() && !t.after_previous {
-        dropped.push(format!("{CONCURRENCY} (run after '{}', not beside it)", earlier.last().unwrap()));
-    }
-    if !sequential && !earlier.is_empty() && !t.after_previous {
-        let prev = earlier.last().unwrap();
-        return Err(format!(
-            "fio job '{name}': stonewall: it has none, so fio starts it together with '{prev}', and iolab runs one job at a time: add stonewall to [{name}] (or --fio-ignore concurrency to run the jobs one after another)"
-        ));
-    }
-    // The libaio rule, named by the option that made the job buffered.
-    if info.async_needs_direct && t.options.get("buffered").and_then(Value::as_bool) == Some(true) {
-        let why = format!(
-            "{} runs asynchronously only with O_DIRECT, so iolab refuses it buffered: set direct=1, or use ioengine=psync or io_uring",
-            kind.name()
-        );
-        return Err(match find_opt("direct").or_else(|| find_opt("buffered")) {
-            Some(o) => refuse(&o, &why),
-            None => format!(
-                "fio job '{name}': direct: fio's default is direct=0 (buffered), and {why} (--fio-ignore direct runs it with O_DIRECT)"
-            ),
-        });
-    }
-    if !t.diskless && t.cli_targets.is_empty() && t.targets.is_empty() {
-        if t.region.is_none() {
-            return Err(format!(
-                "fio job '{name}': size: without filename= fio makes a file of size= bytes, and the job gives none: give size= (iolab makes a temporary file of that size) or filename="
-            ));
-        }
-        lines.push((
-            "(no filename)".into(),
-            "the temporary target (fio would lay out its own file; iolab makes one, fills it, and removes it after)".into(),
-        ));
-    }
-    let targets: Vec<String> = if t.diskless {
-        Vec::new()
-    } else if cli_targets.is_empty() {
-        t.targets.clone()
-    } else {
-        cli_targets.to_vec()
-    };
-    if !targets.is_empty() {
-        t.top.insert("targets".into(), Value::Array(targets.iter().cloned().map(Value::String).collect()));
-    }
-    // The budget.
-    let clones =
-        value("numjobs").map(|n| count(Some(&n))).transpose().map_err(|w| refuse(&find_opt("numjobs").unwrap(), &w))?.unwrap_or(1).max(1)
-            as u64;
-    let time_based =
-        value("time_based").map(|v| flag(Some(&v))).transpose().map_err(|w| refuse(&find_opt("time_based").unwrap(), &w))?.unwrap_or(false);
-    let runtime = value("runtime").map(|v| parse::seconds(&v)).transpose().map_err(|w| refuse(&find_opt("runtime").unwrap(), &w))?;
-    if let Some(r) = t.region {
-        t.top.insert("size".into(), Value::String(r.to_string()));
-    }
-    let budget_line;
-    if time_based {
-        let Some(r) = runtime.filter(|r| *r > 0.0) else {
-            return Err(refuse(&find_opt("time_based").unwrap(), "runs until runtime=, and the job gives none"));
-        };
-        if let Some(o) = find_opt("number_ios") {
-            return Err(refuse(&o, "with time_based fio ends at whichever comes first, number_ios or runtime; iolab ends at one"));
-        }
-        budget_line = t.set_top("runtime", Value::String(format!("{r}s")));
-    } else {
-        if let Some(o) = find_opt("runtime") {
-            return Err(refuse(&o, "without time_based fio ends at whichever comes first, runtime or the job's size; iolab ends at one: add time_based to run for the time, or drop runtime to run for the bytes"));
-        }
-        if let Some(o) = find_opt("ramp_time") {
-            return Err(refuse(&o, "without time_based fio counts the ramp's I/O in the job's size; iolab's budget starts after the ramp: add time_based with runtime="));
-        }
-        let io = match value("io_size") {
-            Some(v) => Some(parse::size(&v, kb).map_err(|w| refuse(&find_opt("io_size").unwrap(), &w))?),
-            None => t.region,
-        };
-        let per_clone = match io {
-            Some(n) => n,
-            None => {
-                let Some(first) = targets.first() else {
-                    return Err(format!("fio job '{name}': size: the job gives no size, io_size or runtime: give one"));
-                };
-                let whole = targets.iter().map(|p| target_size(p)).collect::<Result<Vec<u64>, String>>().map_err(|e| {
-                    format!("fio job '{name}': size: the job gives no size, io_size or runtime, so fio covers all of {first} once, and {e}: give size=")
-                })?;
-                let off = value("offset").and_then(|o| parse::size(&o, kb).ok()).unwrap_or(0);
-                whole.iter().map(|w| w.saturating_sub(off)).sum()
-            }
-        };
-        let loops =
-            value("loops").map(|v| count(Some(&v))).transpose().map_err(|w| refuse(&find_opt("loops").unwrap(), &w))?.unwrap_or(1) as u64;
-        let bytes = per_clone.saturating_mul(loops).saturating_mul(clones);
-        let bs = match value("bs") {
-            Some(b) => one_bs(&t, &b).unwrap_or(4096),
-            None => 4096,
-        };
-        let ios = value("number_ios").map(|v| count(Some(&v))).transpose().map_err(|w| refuse(&find_opt("number_ios").unwrap(), &w))?;
-        budget_line = match ios {
-            Some(n) if n > 0 && (n as u64).saturating_mul(clones).saturating_mul(bs) < bytes => {
-                format!("{} (number_ios x numjobs)", t.set_top("ios", Value::Integer(n.saturating_mul(clones as i64))))
-            }
-            _ => format!("{} (size x loops x numjobs, as fio)", t.set_top("bytes", Value::String(bytes.to_string()))),
-        };
-        if bytes == 0 {
-            return Err(format!("fio job '{name}': size: the job has no bytes to do"));
-        }
-    }
-    lines.push(("(budget)".into(), budget_line));
-    // Unless the job sets batch_reap, fio waits for one completion (iodepth_batch_complete_min=1).
-    if t.matrix.contains_key("batch") && !t.options.contains_key("batch_reap") {
-        lines
-            .push(("(no iodepth_batch_complete_min)".into(), format!("{} (fio's default)", t.set_option("batch_reap", Value::Integer(1)))));
-    }
-    let plan_name = format!("{stem}/{name}");
-    let mut description = format!("fio job '{name}' of {stem}");
-    for (_, d) in &t.notes {
-        description += &format!(": {d}");
-    }
-    if !dropped.is_empty() {
-        description += &format!("; dropped with --fio-ignore: {}", dropped.join(", "));
-    }
-    let mut plan = toml::Table::new();
-    plan.insert("name".into(), Value::String(plan_name.clone()));
-    plan.insert("description".into(), Value::String(description));
-    plan.extend(t.top);
-    plan.insert("matrix".into(), Value::Table(t.matrix));
-    if !t.options.is_empty() {
-        plan.insert("options".into(), Value::Table(t.options));
-    }
-    let text = toml::to_string(&plan).map_err(|e| format!("fio job '{name}': {e}"))?;
-    let text = format!("# iolab's plan for fio job '{name}' of {stem} (iolab sweep --dry-run shows the mapping)\n{text}");
-    // What iolab's own checks say of the job (validate), before anything runs.
-    if let Err(e) = crate::plan::sweep::expand(&text, &[]) {
-        // Named by the fio option behind the iolab flag the check names, where there is one.
-        let why = e.trim_start_matches("plan: ");
-        let inner = why.split_once("(1 by: ").map(|(_, r)| r.trim_end_matches("): change the matrix or the rules")).unwrap_or(why);
-        let behind = FLAGS.iter().filter(|(flag, _)| inner.contains(flag)).find_map(|(_, opt)| find_opt(opt));
-        return Err(match behind {
-            Some(o) => format!("fio job '{name}' ({}): {}: iolab refuses the job it maps to: {inner}", o.at, o.shown()),
-            None => format!("fio job '{name}': iolab refuses the job it maps to: {inner}"),
-        });
-    }
-    Ok(Mapped { name: plan_name, text, lines })
-}
-
-/// iolab's flags, as its checks name them, and the fio options that set them.
-const FLAGS: [(&str, &str); 14] = [
-    ("--submit", "sqthread_poll"),
-    ("sqpoll", "sqthread_poll"),
-    ("--complete", "hipri"),
-    ("--qd", "iodepth"),
-    ("--batch", "iodepth_batch"),
-    ("--buffered", "direct"),
-    ("--verify", "verify"),
-    ("--threads", "numjobs"),
-    ("--bs", "bs"),
-    ("--cpus", "cpus_allowed"),
-    ("--sq-cpu", "sqthread_poll_cpu"),
-    ("--numa", "numa_cpu_nodes"),
-    ("--ramp", "ramp_time"),
-    ("--runtime", "runtime"),
-];
 
 // ---- the reverse direction: a planned job's value as fio's ----
 

@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(seconds("2d").unwrap(), 172_800.0);
         assert_eq!(seconds("500ms").unwrap(), 0.5);
         assert_eq!(seconds("250msec").unwrap(), 0.25);
-        assert_eq!(seconds("10us").unwrap(), 1e-5);
+        assert!((seconds("10us").unwrap() - 1e-5).abs() < 1e-15);
         assert!(seconds("3 fortnights").is_err());
         assert!(boolean(None).unwrap());
         assert!(!boolean(Some("0")).unwrap());
