@@ -240,17 +240,16 @@ fn translate(
     // fio's defaults that differ from iolab's, set before the job's own options (not where the
     // user dropped the option: then iolab's own default stands).
     let untouched = |n: &str| !written.iter().any(|o| find(&o.key).is_some_and(|e| e.name == n));
-    let value = |n: &str| if untouched(n) { None } else { value(n) };
-    if value("ioengine").is_none() {
+    if untouched("ioengine") {
         lines
             .push(("(no ioengine)".into(), format!("{} (fio's default engine)", t.set_matrix("interface", Value::String("psync".into())))));
     }
-    if value("direct").is_none() && value("buffered").is_none() && !t.diskless && kind != InterfaceKind::NvmePassthru {
+    if untouched("direct") && untouched("buffered") && !t.diskless && kind != InterfaceKind::NvmePassthru {
         lines.push(("(no direct)".into(), format!("{} (fio's default direct=0)", t.set_option("buffered", Value::Boolean(true)))));
     }
     if t.ring {
         for (opt, key) in [("fixedbufs", "register_buffers"), ("registerfiles", "register_files")] {
-            if value(opt).is_none() {
+            if untouched(opt) {
                 lines.push((format!("(no {opt})"), format!("{} (fio's default {opt}=0)", t.set_option(key, Value::Boolean(false)))));
             }
         }
@@ -500,6 +499,12 @@ mod tests {
         assert!(e.starts_with("fio job 'j': direct: fio's default is direct=0"), "{e}");
         let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\n").unwrap_err();
         assert_eq!(e, "fio job 'j' (t.fio line 4): rate=1m: iolab issues I/O as fast as the queue allows: it has no rate or think time (--fio-ignore rate drops it)");
+        let p = plans(Path::new("t.fio"), "[j]\nioengine=libaio\nsize=1m\ndirect=0\n", None, &["direct".into()], &[]).unwrap();
+        assert!(
+            toml_of(&p[0]).get("options").and_then(|o| o.get("buffered")).is_none(),
+            "a dropped direct leaves iolab's O_DIRECT: {}",
+            p[0].text
+        );
         let p = plans(Path::new("t.fio"), "[j]\nsize=1m\ndirect=1\nrate=1m\n", None, &["rate".into()], &[]).unwrap();
         assert!(toml_of(&p[0])["description"].as_str().unwrap().contains("dropped with --fio-ignore: rate=1m"));
         assert!(plan("[j]\nsize=1m\nbogus=1\n").unwrap_err().contains("'bogus' is not a fio option"));
