@@ -39,6 +39,7 @@ fn main() {
         Cmd::Merge(args) => cli::merge::main(args),
         Cmd::Fleet(cmd) => cli::fleet::main(cmd),
         Cmd::Energy(cmd) => cli::energy::main(cmd),
+        Cmd::Export(cmd) => cli::export::main(cmd),
         Cmd::Serve(args) => cli::serve::main(args),
         Cmd::Nbd(cmd) => cli::serve::nbd_main(cmd),
     };

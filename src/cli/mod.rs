@@ -1,6 +1,7 @@
 //! The `iolab` command line: argument definitions and the subcommands.
 pub mod compare;
 pub mod energy;
+pub mod export;
 pub mod fleet;
 pub mod interfaces_cmd;
 pub mod merge;
@@ -73,6 +74,9 @@ pub enum Cmd {
     /// One self-contained HTML report over a results database (a suite, sweeps or filtered
     /// runs), with every figure as SVG and every table as CSV and Markdown.
     Report(report::ReportArgs),
+    /// A plan written as another tool's job file (`iolab export fio PLAN.toml`).
+    #[command(subcommand)]
+    Export(export::ExportCmd),
     /// Serve a target as a network block device (the NBD protocol) through one of iolab's
     /// interfaces, until Ctrl-C; then what it served and its CPU per request.
     Serve(serve::ServeArgs),
@@ -185,6 +189,15 @@ pub struct RunArgs {
     pub energy: EnergyArgs,
     #[command(flatten)]
     pub profile: crate::plan::profile::ProfileArg,
+    /// Run one job of a fio job file (docs/fio.md); targets, --runtime/--ios/--bytes and --size may replace its own.
+    #[arg(long, value_name = "JOB.fio")]
+    pub fio: Option<PathBuf>,
+    /// With --fio: which job of the file.
+    #[arg(long, value_name = "NAME", requires = "fio")]
+    pub job: Option<String>,
+    /// With --fio: drop this fio option (repeatable; `concurrency`: run jobs fio runs together one after another).
+    #[arg(long = "fio-ignore", value_name = "OPTION", requires = "fio")]
+    pub fio_ignore: Vec<String>,
 }
 
 /// Where energy comes from. Credentials for Redfish come from IOLAB_REDFISH_USER and

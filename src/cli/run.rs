@@ -106,7 +106,7 @@ impl RunUi for RunBar {
 
 /// `iolab run`: returns the process exit code.
 pub fn main(args: &super::RunArgs) -> i32 {
-    let job = match args.to_job() {
+    let job = match super::export::run_job(args) {
         Ok(j) => j,
         Err(e) => {
             eprintln!("iolab: {e}");

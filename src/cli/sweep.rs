@@ -54,6 +54,9 @@ pub struct SweepArgs {
     pub profile: crate::plan::profile::ProfileArg,
     #[command(flatten)]
     pub share: super::fleet::ShareArgs,
+    /// A fio job file: drop this fio option (repeatable; `concurrency`: run jobs fio runs together one after another).
+    #[arg(long = "fio-ignore", value_name = "OPTION")]
+    pub fio_ignore: Vec<String>,
 }
 
 pub fn format_duration(s: f64) -> String {
@@ -193,6 +196,10 @@ pub fn main(args: &SweepArgs) -> i32 {
 fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
     let text =
         std::fs::read_to_string(&args.plan).map_err(|e| Failure::invalid(format!("cannot read plan {}: {e}", args.plan.display())))?;
+    let fio = crate::plan::fio::is_fio(&args.plan, &text);
+    if fio && args.numa.is_some() || !fio && !args.fio_ignore.is_empty() {
+        return Err(Failure::invalid(if fio { "--numa: a fio job file pins with numa_cpu_nodes=" } else { "--fio-ignore applies to fio job files" }.into()));
+    }
     let text = match args.numa {
         // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
         Some(n) => crate::plan::sweep::with_numa(&text, n).map_err(|e| Failure::invalid(e.to_string()))?.ok_or_else(|| {
@@ -224,6 +231,13 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
         destructive: args.destructive.clone(),
         wait_settings_s: super::wait_settings(&args.wait_settings).map_err(Failure::invalid)?,
     };
+    if fio {
+        // Each job a sweep: --resume continues the unfinished one and leaves the finished ones alone.
+        let how = PlanRun { resume: if how.resume == Resume::Required { Resume::Auto } else { how.resume }, ..how };
+        return super::export::sweep_fio(&args.plan, &text, &args.fio_ignore, &targets, how.dry_run, &mut |plan| {
+            run_plan(plan, &[], &[], &how)
+        });
+    }
     run_plan(&text, &targets, &[], &how)
 }
 

@@ -1,4 +1,5 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
+pub mod fio;
 pub mod matrix;
 pub mod profile;
 pub mod size;

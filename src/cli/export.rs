@@ -1,0 +1,129 @@
+//! `iolab export fio`, and the fio job file side of `iolab sweep JOB.fio` and `iolab run --fio`:
+//! the command line's part; reading, mapping and writing fio's format is `plan::fio`.
+use crate::plan::fio;
+use crate::plan::Job;
+use crate::session::sweep::SweepEnd;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ExportCmd {
+    /// A plan (TOML) as a fio job file: one job per configuration, run one after another.
+    Fio(FioExportArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FioExportArgs {
+    /// The plan (TOML).
+    #[arg(required_unless_present = "options_md")]
+    pub plan: Option<PathBuf>,
+    /// Write the job file here instead of to stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+    /// Print docs/fio.md instead: every fio option and what iolab does with it, from the table.
+    #[arg(long, conflicts_with = "plan")]
+    pub options_md: bool,
+}
+
+pub fn main(cmd: &ExportCmd) -> i32 {
+    super::exit_code(export(cmd))
+}
+
+fn export(cmd: &ExportCmd) -> Result<i32, String> {
+    let ExportCmd::Fio(a) = cmd;
+    if a.options_md {
+        print!("{}", fio::table::options_md());
+        return Ok(0);
+    }
+    let path = a.plan.as_deref().expect("clap requires the plan");
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read plan {}: {e}", path.display()))?;
+    if fio::is_fio(path, &text) {
+        return Err(format!("{} is a fio job file already: export takes an iolab plan (TOML)", path.display()));
+    }
+    if let Some(dest) = &a.output {
+        crate::output::check_writable("--output", dest)?;
+    }
+    let job_file = fio::export(&path.display().to_string(), &text)?;
+    match &a.output {
+        Some(dest) => crate::output::write_bytes(dest, job_file.as_bytes())?,
+        None => print!("{job_file}"),
+    }
+    Ok(0)
+}
+
+/// The command line's target for a fio job file: one, or a set driven together ('+'); it
+/// replaces every job's filename.
+fn target(targets: &[String]) -> Result<Vec<String>, String> {
+    match targets {
+        [] => Ok(Vec::new()),
+        [one] => crate::plan::matrix::target_set(one),
+        _ => Err("a fio job file takes one target on the command line (several driven together: A+B), which replaces every job's filename"
+            .into()),
+    }
+}
+
+/// `iolab sweep JOB.fio`: every job of the file as a plan of its own, in file order, each run
+/// by `run` (a sweep, or a dry run's listing) after its mapping is shown. Stops at the first job
+/// that does not end well.
+pub fn sweep_fio(
+    path: &Path,
+    text: &str,
+    ignore: &[String],
+    targets: &[String],
+    dry_run: bool,
+    run: &mut dyn FnMut(&str) -> Result<SweepEnd, String>,
+) -> Result<SweepEnd, String> {
+    let jobs = fio::plans(path, text, None, ignore, &target(targets)?)?;
+    let mut end = SweepEnd { code: 0, finished: true };
+    for (n, m) in jobs.iter().enumerate() {
+        println!("fio job {} of {} -> plan {}", n + 1, jobs.len(), m.name);
+        if dry_run {
+            let width = m.lines.iter().map(|(o, _)| o.len()).max().unwrap_or(0);
+            for (opt, to) in &m.lines {
+                println!("  {opt:width$}  -> {to}");
+            }
+        }
+        end = run(&m.text)?;
+        if end.code != 0 || !end.finished {
+            break;
+        }
+    }
+    Ok(end)
+}
+
+/// `iolab run`'s job: from its flags, or with `--fio` from one job of a fio job file (the
+/// command line may add targets, a budget, --size, --destructive and --wait-settings).
+pub fn run_job(args: &super::RunArgs) -> Result<Job, String> {
+    let given = args.to_job()?;
+    let Some(path) = &args.fio else { return Ok(given) };
+    let (set, default) = (serde_json::to_value(&given).unwrap_or_default(), serde_json::to_value(Job::default()).unwrap_or_default());
+    let may = ["targets", "size", "budget", "destructive", "wait_settings_s"];
+    if let Some((k, _)) =
+        set.as_object().into_iter().flatten().find(|(k, v)| !may.contains(&k.as_str()) && default.get(k.as_str()) != Some(v))
+    {
+        return Err(format!(
+            "--fio: the job file gives the job, so {k} cannot be set beside it (only targets, --runtime/--ios/--bytes, --size, --destructive and --wait-settings)"
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fio job file {}: {e}", path.display()))?;
+    let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
+    let jobs = fio::plans(path, &text, args.job.as_deref(), &args.fio_ignore, &target(&targets)?)?;
+    let m = match jobs.as_slice() {
+        [one] => one,
+        many => {
+            let names: Vec<&str> = many.iter().map(|m| m.name.rsplit('/').next().unwrap_or("")).collect();
+            return Err(format!("--fio {} holds {} jobs ({}): choose one with --job NAME", path.display(), many.len(), names.join(", ")));
+        }
+    };
+    let e = crate::plan::sweep::expand(&m.text, &[])?;
+    let mut job = e.configs[0].job.clone();
+    if args.runtime.is_some() || args.ios.is_some() || args.bytes.is_some() {
+        job.timing.budget = given.timing.budget;
+    }
+    if args.size.is_some() {
+        job.targets.size = given.targets.size;
+    }
+    job.targets.destructive = given.targets.destructive;
+    job.system.wait_settings_s = given.system.wait_settings_s;
+    crate::plan::validate::validate(&job)?;
+    Ok(job)
+}

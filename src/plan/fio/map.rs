@@ -1,0 +1,687 @@
+//! One fio job translated into an iolab plan (TOML, the keys `iolab sweep PLAN.toml` takes)
+//! through the table, and a planned job written back as fio options. The `set` functions are the
+//! table's forward direction, the `x_` functions its reverse.
+use super::parse::{self, Opt};
+use crate::interfaces::InterfaceKind;
+use crate::plan::{Budget, Complete, Job, Numa, Submit};
+use toml::Value;
+
+/// Translates one option's value (None: a bare flag); returns what the dry run shows after `->`.
+pub type SetFn = fn(&mut Tr, Option<&str>) -> Result<String, String>;
+
+/// A job being translated: its options in effect (globals above it, then its own; the last
+/// written wins) and the plan being built.
+pub struct Tr<'a> {
+    pub job: &'a str,
+    /// (table name, the option as written), in the order written.
+    pub(super) opts: Vec<(&'static str, Opt)>,
+    pub(super) kb: u64,
+    pub top: toml::Table,
+    pub matrix: toml::Table,
+    pub options: toml::Table,
+    /// iolab's interface, its facts.
+    pub(super) kind: InterfaceKind,
+    pub(super) sync_engine: bool,
+    pub(super) ring: bool,
+    pub(super) diskless: bool,
+    /// What the budget is made of, read from the options at the end.
+    pub(super) region: Option<u64>,
+    /// Names of the jobs before this one, and whether something orders it after the previous.
+    pub(super) earlier: &'a [String],
+    pub after_previous: bool,
+    pub(super) cli_targets: &'a [String],
+    pub(super) targets: Vec<String>,
+    pub notes: Vec<(String, String)>,
+}
+
+/// A translated job: its plan text and the dry run's mapping lines.
+#[derive(Debug)]
+pub struct Mapped {
+    pub name: String,
+    pub text: String,
+    /// (fio option as written, what it became).
+    pub lines: Vec<(String, String)>,
+}
+
+fn one<T: Into<Value>>(v: T) -> Value {
+    Value::Array(vec![v.into()])
+}
+
+fn shown(v: &Value) -> String {
+    v.to_string()
+}
+
+impl Tr<'_> {
+    /// The value in effect of option `name` (a flag reads as "1"); None when not given.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.opts.iter().rev().find(|(n, _)| *n == name).map(|(_, o)| o.value.as_deref().unwrap_or("1"))
+    }
+    fn index(&self, name: &str) -> Option<usize> {
+        self.opts.iter().rposition(|(n, _)| *n == name)
+    }
+    fn size(&self, v: &str) -> Result<u64, String> {
+        parse::size(v, self.kb)
+    }
+    pub(super) fn set_matrix(&mut self, key: &str, v: Value) -> String {
+        let line = format!("matrix.{key} = {}", shown(&one(v.clone())));
+        self.matrix.insert(key.into(), one(v));
+        line
+    }
+    pub(super) fn set_option(&mut self, key: &str, v: Value) -> String {
+        let line = format!("options.{key} = {}", shown(&v));
+        self.options.insert(key.into(), v);
+        line
+    }
+    pub(super) fn set_top(&mut self, key: &str, v: Value) -> String {
+        let line = format!("{key} = {}", shown(&v));
+        self.top.insert(key.into(), v);
+        line
+    }
+    fn ring_only(&self, name: &str) -> Result<(), String> {
+        if self.ring || (name == "hipri" && self.kind == InterfaceKind::Pvsync2) {
+            return Ok(());
+        }
+        Err(format!("{name} is an option of fio's io_uring and io_uring_cmd engines, not of {}", self.kind.name()))
+    }
+}
+
+pub(super) fn count(v: Option<&str>) -> Result<i64, String> {
+    let n = parse::int(v.unwrap_or("1"))?;
+    if n < 0 {
+        return Err(format!("{n} is negative"));
+    }
+    Ok(n)
+}
+
+pub(super) fn flag(v: Option<&str>) -> Result<bool, String> {
+    parse::boolean(v)
+}
+
+// ---- the forward direction: fio's value to plan keys ----
+
+pub fn description(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.notes.push(("description".into(), v.unwrap_or("").to_string()));
+    Ok("description".into())
+}
+
+pub fn name(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    Ok(format!("(fio's name for its report, '{}'; the plan is named after the section)", v.unwrap_or("")))
+}
+
+pub fn wait_for(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let name = v.unwrap_or("").trim().to_string();
+    if !t.earlier.contains(&name) {
+        return Err(format!("waits for '{name}', which is no job above it"));
+    }
+    if t.earlier.last() == Some(&name) {
+        t.after_previous = true;
+        return Ok(format!("(runs after '{name}', as every job: {SEQUENCE_NOTE})"));
+    }
+    Ok(format!("(runs after '{name}')"))
+}
+
+const SEQUENCE_NOTE: &str = "one at a time, in file order";
+
+pub fn stonewall(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if flag(v)? {
+        t.after_previous = true;
+    }
+    Ok(format!("(run order: {SEQUENCE_NOTE})"))
+}
+
+/// fio's file names: ':' separates several, '\:' is a colon in a name.
+fn file_names(v: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = v.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&':') => {
+                out.last_mut().unwrap().push(':');
+                chars.next();
+            }
+            ':' => out.push(String::new()),
+            c => out.last_mut().unwrap().push(c),
+        }
+    }
+    out.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+pub fn filename(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if t.diskless {
+        return Ok(format!("(none: {} opens no file, in fio as in iolab)", t.kind.name()));
+    }
+    let dir = t.value("directory").map(str::to_string);
+    let names: Vec<String> = file_names(v.unwrap_or(""))
+        .into_iter()
+        .map(|n| match &dir {
+            Some(d) if !n.starts_with('/') => format!("{}/{n}", d.trim_end_matches('/')),
+            _ => n,
+        })
+        .collect();
+    if names.is_empty() {
+        return Err("names no file".into());
+    }
+    if !t.cli_targets.is_empty() {
+        return Ok(format!("targets = {:?} (the command line's, in place of {:?})", t.cli_targets, names));
+    }
+    t.targets = names.clone();
+    Ok(format!("targets = {names:?}"))
+}
+
+pub fn directory(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+    if t.value("filename").is_some() || !t.cli_targets.is_empty() || t.diskless {
+        return Ok("(with filename)".into());
+    }
+    Err("without filename= fio makes a file per job clone in it, and iolab creates no named file: give filename= of an existing file or device (or a target on the command line)".into())
+}
+
+pub fn rw(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let v = v.unwrap_or("").trim().to_ascii_lowercase();
+    if v.contains(':') {
+        return Err("iolab's sequential jobs go straight through: it has no offset modifier (':N')".into());
+    }
+    let name = match v.as_str() {
+        "read" | "write" | "randread" | "randwrite" | "randrw" => v.clone(),
+        "rw" | "readwrite" => return Err("iolab mixes reads and writes only at random offsets (randrw), not sequentially".into()),
+        "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => return Err("iolab issues reads and writes, no trims".into()),
+        other => return Err(format!("'{other}' is not an access pattern fio knows")),
+    };
+    Ok(t.set_matrix("rw", Value::String(name)))
+}
+
+/// The write percentage of a randrw job from rwmixread or rwmixwrite (whichever came last).
+fn mix(t: &mut Tr, which: &str) -> Result<String, String> {
+    if t.value("rw").map(str::to_ascii_lowercase).as_deref() != Some("randrw") {
+        return Ok("(no effect: only a mixed job reads it)".into());
+    }
+    let other = if which == "rwmixread" { "rwmixwrite" } else { "rwmixread" };
+    if t.index(other) > t.index(which) {
+        return Ok(format!("(the later {other} decides)"));
+    }
+    let n = count(t.value(which))?;
+    if n > 100 {
+        return Err(format!("{n} is not a percentage"));
+    }
+    let writes = if which == "rwmixread" { 100 - n } else { n };
+    Ok(t.set_matrix("write_mix", Value::Integer(writes)))
+}
+
+pub fn rwmixread(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+    mix(t, "rwmixread")
+}
+
+pub fn rwmixwrite(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+    mix(t, "rwmixwrite")
+}
+
+/// One block size from fio's `read,write[,trim]` list.
+pub(super) fn one_bs(t: &Tr, v: &str) -> Result<u64, String> {
+    let sizes: Vec<u64> = v.split(',').filter(|s| !s.trim().is_empty()).map(|s| t.size(s)).collect::<Result<_, _>>()?;
+    match sizes.as_slice() {
+        [] => Err("gives no size".into()),
+        [first, rest @ ..] if rest.iter().all(|s| s == first) => Ok(*first),
+        _ => Err("iolab issues one block size for reads and writes".into()),
+    }
+}
+
+pub fn bs(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = one_bs(t, v.unwrap_or(""))?;
+    Ok(t.set_matrix("bs", Value::Integer(n as i64)))
+}
+
+pub fn bsrange(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let v = v.unwrap_or("");
+    let mut sizes = Vec::new();
+    for part in v.split([',', '/']).filter(|p| !p.trim().is_empty()) {
+        let (lo, hi) = part.split_once([':', '-']).ok_or_else(|| format!("'{part}' is not a range"))?;
+        sizes.push((t.size(lo)?, t.size(hi)?));
+    }
+    match sizes.as_slice() {
+        [(lo, hi), rest @ ..] if lo == hi && rest.iter().all(|r| *r == (*lo, *hi)) => {
+            let n = *lo as i64;
+            Ok(t.set_matrix("bs", Value::Integer(n)))
+        }
+        _ => Err("iolab issues one block size per run: give a range of one size (4k-4k) or bs=".into()),
+    }
+}
+
+pub fn ba(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let bs = match t.value("bs") {
+        Some(b) => one_bs(t, b)?,
+        None => 4096,
+    };
+    if one_bs(t, v.unwrap_or(""))? != bs {
+        return Err("iolab aligns offsets to the block size".into());
+    }
+    Ok("(the block size: iolab's alignment)".into())
+}
+
+pub fn randseed(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = count(v)?;
+    Ok(t.set_top("seed", Value::Integer(n)))
+}
+
+pub fn norandommap(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if !flag(v)? {
+        return Err("iolab draws random offsets with repeats (fio's norandommap); it keeps no map of blocks done".into());
+    }
+    Ok("(iolab's way: random offsets drawn with repeats)".into())
+}
+
+/// fio's engine as iolab's interface: (interface, synchronous, an io_uring ring, a note).
+pub(super) fn engine(name: &str) -> Result<(InterfaceKind, Option<&'static str>), String> {
+    Ok(match name {
+        "psync" => (InterfaceKind::Psync, None),
+        "sync" => (InterfaceKind::Psync, Some("one pread/pwrite per I/O where fio's sync makes lseek then read/write")),
+        "pvsync2" => (InterfaceKind::Pvsync2, None),
+        "posixaio" => (InterfaceKind::PosixAio, None),
+        "libaio" => (InterfaceKind::Libaio, None),
+        "io_uring" => (InterfaceKind::IoUring, None),
+        "io_uring_cmd" => (InterfaceKind::NvmePassthru, Some("iolab's nvme-passthru: NVMe commands through io_uring, as fio's io_uring_cmd")),
+        "null" => (InterfaceKind::Null, None),
+        other => return Err(format!("iolab has no interface for fio's {other} engine (it maps psync, sync, pvsync2, posixaio, libaio, io_uring, io_uring_cmd and null)")),
+    })
+}
+
+pub fn ioengine(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let (kind, note) = engine(v.unwrap_or("").trim())?;
+    let line = t.set_matrix("interface", Value::String(kind.name().into()));
+    Ok(match note {
+        Some(n) => format!("{line} ({n})"),
+        None => line,
+    })
+}
+
+pub fn iodepth(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = count(v)?;
+    if t.sync_engine && n > 1 {
+        let line = t.set_matrix("qd", Value::Integer(1));
+        return Ok(format!("{line} (fio caps a synchronous engine's depth at 1, and says so)"));
+    }
+    Ok(t.set_matrix("qd", Value::Integer(n)))
+}
+
+fn depth(t: &Tr) -> Result<i64, String> {
+    match t.value("iodepth") {
+        Some(d) if !t.sync_engine => count(Some(d)),
+        _ => Ok(1),
+    }
+}
+
+pub fn iodepth_batch(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = match count(v)? {
+        0 => depth(t)?,
+        n => n,
+    };
+    Ok(t.set_matrix("batch", Value::Integer(n)))
+}
+
+pub fn batch_complete_min(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = count(v)?;
+    if n == 0 {
+        return Err("0 reaps without waiting; iolab waits for at least one completion when the queue is full".into());
+    }
+    Ok(t.set_option("batch_reap", Value::Integer(n)))
+}
+
+pub fn batch_complete_max(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if count(v)? != depth(t)? {
+        return Err("iolab takes every completion that is ready (fio's default, iodepth)".into());
+    }
+    Ok("(iodepth: iolab takes every completion that is ready)".into())
+}
+
+pub fn iodepth_low(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if count(v)? != depth(t)? {
+        return Err("iolab refills its queue as soon as a slot is free (fio's default, iodepth)".into());
+    }
+    Ok("(iodepth: iolab refills at once)".into())
+}
+
+pub fn size(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = t.size(v.unwrap_or(""))?;
+    if t.value("filesize").is_none() {
+        t.region = Some(n);
+    }
+    Ok(format!("size = \"{n}\" (the range used; the budget below)"))
+}
+
+pub fn filesize(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let v = v.unwrap_or("");
+    if v.contains([':', '-']) && !v.starts_with('(') {
+        return Err("iolab uses one range per target: give one size".into());
+    }
+    let n = t.size(v)?;
+    t.region = Some(n);
+    Ok(format!("size = \"{n}\" (the range used)"))
+}
+
+pub fn io_size(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.size(v.unwrap_or(""))?;
+    Ok("(the budget below)".into())
+}
+
+pub fn offset(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = t.size(v.unwrap_or(""))?;
+    Ok(t.set_top("offset", Value::String(n.to_string())))
+}
+
+pub fn number_ios(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    count(v)?;
+    Ok("(the budget below)".into())
+}
+
+pub fn nrfiles(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if count(v)? != 1 {
+        return Err("iolab drives the files it is named (filename=a:b), not files it makes".into());
+    }
+    Ok("(one file)".into())
+}
+
+/// NVMe commands never pass through the page cache, in fio's io_uring_cmd as in iolab.
+const PASSTHRU_DIRECT: &str = "(no effect: NVMe commands bypass the page cache, in fio as in iolab)";
+
+pub fn direct(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let d = flag(v)?;
+    if t.kind == InterfaceKind::NvmePassthru {
+        return Ok(PASSTHRU_DIRECT.into());
+    }
+    Ok(t.set_option("buffered", Value::Boolean(!d)))
+}
+
+pub fn buffered(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let b = flag(v)?;
+    if t.kind == InterfaceKind::NvmePassthru {
+        return Ok(PASSTHRU_DIRECT.into());
+    }
+    Ok(t.set_option("buffered", Value::Boolean(b)))
+}
+
+pub fn loops(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if count(v)? == 0 {
+        return Err("0 loops does nothing".into());
+    }
+    Ok("(the budget below)".into())
+}
+
+pub fn numjobs(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = count(v)?;
+    let line = t.set_matrix("threads", Value::Integer(n));
+    Ok(format!("{line} (fio's clones of the job, iolab's threads of one run)"))
+}
+
+pub fn runtime(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    parse::seconds(v.unwrap_or(""))?;
+    Ok("(the budget below)".into())
+}
+
+pub fn time_based(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    flag(v)?;
+    Ok("(the budget below)".into())
+}
+
+pub fn ramp_time(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let s = parse::seconds(v.unwrap_or(""))?;
+    Ok(t.set_top("ramp", Value::String(format!("{s}s"))))
+}
+
+pub fn verify(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let method = v.unwrap_or("").trim();
+    if method == "0" || method == "none" {
+        return Ok("(no verification)".into());
+    }
+    let line = t.set_option("verify", Value::Boolean(true));
+    Ok(format!("{line} (iolab's own checksummed blocks, not {method})"))
+}
+
+pub fn ioscheduler(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let line = t.set_matrix("scheduler", Value::String(v.unwrap_or("").trim().to_string()));
+    Ok(format!("{line} (set for the run, restored after)"))
+}
+
+pub fn invalidate(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let buffered = t.options.get("buffered").and_then(Value::as_bool).unwrap_or(true);
+    if flag(v)? && buffered {
+        return Err("iolab does not drop a target's page cache before a buffered run".into());
+    }
+    Ok("(nothing cached to drop: O_DIRECT, or asked not to)".into())
+}
+
+/// A CPU list as fio writes it: 0-3,5.
+fn cpu_list(v: &str) -> Result<Vec<i64>, String> {
+    let mut out = Vec::new();
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (parse::int(a)?, parse::int(b)?);
+                if a > b || b >= libc::CPU_SETSIZE as i64 || a < 0 {
+                    return Err(format!("'{part}' is not a CPU range"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(parse::int(part)?),
+        }
+    }
+    if out.is_empty() {
+        return Err("names no CPU".into());
+    }
+    Ok(out)
+}
+
+pub fn cpus_allowed(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let cpus = cpu_list(v.unwrap_or(""))?;
+    let split = t.value("cpus_allowed_policy").map(str::trim) == Some("split");
+    if cpus.len() > 1 && !split {
+        return Err("fio lets every thread run on any CPU of the list; iolab pins each thread to one CPU of it, round-robin (fio's cpus_allowed_policy=split)".into());
+    }
+    Ok(t.set_option("cpus", Value::Array(cpus.into_iter().map(Value::Integer).collect())))
+}
+
+pub fn cpus_allowed_policy(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    match v.unwrap_or("").trim() {
+        "shared" | "split" => Ok("(with cpus_allowed)".into()),
+        other => Err(format!("'{other}' is not a policy iolab has (it pins one thread to one CPU: split)")),
+    }
+}
+
+pub fn numa_cpu_nodes(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = parse::int(v.unwrap_or("")).map_err(|_| "iolab pins a run's threads to one NUMA node: give one node".to_string())?;
+    Ok(t.set_matrix("numa", Value::Integer(n)))
+}
+
+pub fn continue_on_error(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    match v.unwrap_or("1").trim() {
+        "none" | "0" => Ok("(stop at the first error, as iolab does)".into()),
+        "all" | "1" => Ok(t.set_option("continue_on_error", Value::Boolean(true))),
+        _ => Err("iolab counts every failed I/O and goes on, or stops at the first: give all or none".into()),
+    }
+}
+
+pub fn hipri(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.ring_only("hipri")?;
+    if !flag(v)? {
+        return Ok("(interrupts)".into());
+    }
+    Ok(t.set_matrix("complete", Value::String("poll".into())))
+}
+
+pub fn fixedbufs(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.ring_only("fixedbufs")?;
+    let b = flag(v)?;
+    Ok(t.set_option("register_buffers", Value::Boolean(b)))
+}
+
+pub fn registerfiles(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.ring_only("registerfiles")?;
+    let b = flag(v)?;
+    Ok(t.set_option("register_files", Value::Boolean(b)))
+}
+
+pub fn sqthread_poll(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.ring_only("sqthread_poll")?;
+    if !flag(v)? {
+        return Ok("(submitted by system call)".into());
+    }
+    Ok(t.set_matrix("submit", Value::String("sqpoll".into())))
+}
+
+pub fn sqthread_poll_cpu(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.ring_only("sqthread_poll_cpu")?;
+    let n = count(v)?;
+    Ok(t.set_option("sq_cpu", Value::Integer(n)))
+}
+
+pub fn force_async(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    t.ring_only("force_async")?;
+    match count(v)? {
+        0 => Ok("(never)".into()),
+        1 => Ok(t.set_option("force_async", Value::Boolean(true))),
+        _ => Err("iolab sets IOSQE_ASYNC on every request or none (force_async=1 or 0)".into()),
+    }
+}
+
+// ---- the reverse direction: a planned job's value as fio's ----
+
+fn is_ring(j: &Job) -> bool {
+    matches!(j.io.interface, InterfaceKind::IoUring | InterfaceKind::NvmePassthru)
+}
+
+pub fn x_filename(j: &Job) -> Result<Option<String>, String> {
+    if j.targets.paths.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(j.targets.paths.iter().map(|p| p.replace(':', "\\:")).collect::<Vec<_>>().join(":")))
+}
+pub fn x_rw(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(j.workload.rw.name().into()))
+}
+pub fn x_rwmixread(j: &Job) -> Result<Option<String>, String> {
+    Ok((j.workload.rw == crate::plan::Rw::Randrw).then(|| (100 - j.workload.write_mix.min(100)).to_string()))
+}
+pub fn x_bs(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(j.workload.bs.to_string()))
+}
+pub fn x_randseed(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(j.workload.seed.to_string()))
+}
+pub fn x_norandommap(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.workload.rw.is_random().then(|| "1".into()))
+}
+pub fn x_ioengine(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(
+        match j.io.interface {
+            InterfaceKind::Psync => "psync",
+            InterfaceKind::Pvsync2 => "pvsync2",
+            InterfaceKind::PosixAio => "posixaio",
+            InterfaceKind::Libaio => "libaio",
+            InterfaceKind::IoUring => "io_uring",
+            InterfaceKind::NvmePassthru => "io_uring_cmd",
+            InterfaceKind::Null => "null",
+            other => return Err(format!("interface {}: fio has no engine for it", other.name())),
+        }
+        .into(),
+    ))
+}
+pub fn x_iodepth(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(j.workload.qd.to_string()))
+}
+pub fn x_batch(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(j.workload.batch_submit.to_string()))
+}
+pub fn x_batch_reap(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(j.workload.batch_reap.to_string()))
+}
+pub fn x_size(j: &Job) -> Result<Option<String>, String> {
+    Ok(match j.targets.size {
+        Some(s) => Some(s.to_string()),
+        // iolab's temporary target (and null's address space): 1 GiB.
+        None if j.targets.paths.is_empty() => Some((1u64 << 30).to_string()),
+        None => None,
+    })
+}
+/// fio's numbers are per clone; iolab's budgets are all threads together.
+fn per_clone(j: &Job, n: u64, what: &str) -> Result<u64, String> {
+    let t = j.workload.threads.max(1) as u64;
+    if !n.is_multiple_of(t) {
+        return Err(format!("{what} {n} over {t} threads: fio's budget is per clone (numjobs), and {n} is not a multiple of {t}"));
+    }
+    Ok(n / t)
+}
+pub fn x_io_size(j: &Job) -> Result<Option<String>, String> {
+    Ok(match j.timing.budget {
+        Budget::Bytes(n) => Some(per_clone(j, n, "bytes")?.to_string()),
+        Budget::Ios(n) => Some((per_clone(j, n, "ios")? * j.workload.bs).to_string()),
+        Budget::Seconds(_) => None,
+    })
+}
+pub fn x_offset(j: &Job) -> Result<Option<String>, String> {
+    Ok((j.targets.offset > 0).then(|| j.targets.offset.to_string()))
+}
+pub fn x_number_ios(j: &Job) -> Result<Option<String>, String> {
+    Ok(match j.timing.budget {
+        Budget::Ios(n) => Some(per_clone(j, n, "ios")?.to_string()),
+        _ => None,
+    })
+}
+pub fn x_direct(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(if j.io.direct { "1" } else { "0" }.into()))
+}
+pub fn x_numjobs(j: &Job) -> Result<Option<String>, String> {
+    Ok(Some(j.workload.threads.to_string()))
+}
+pub fn x_runtime(j: &Job) -> Result<Option<String>, String> {
+    Ok(match j.timing.budget {
+        Budget::Seconds(s) => Some(format!("{}ms", (s * 1000.0).round() as u64)),
+        _ => None,
+    })
+}
+pub fn x_time_based(j: &Job) -> Result<Option<String>, String> {
+    Ok(matches!(j.timing.budget, Budget::Seconds(_)).then(|| "1".into()))
+}
+pub fn x_ramp_time(j: &Job) -> Result<Option<String>, String> {
+    Ok((j.timing.ramp_s > 0.0).then(|| format!("{}ms", (j.timing.ramp_s * 1000.0).round() as u64)))
+}
+pub fn x_verify(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.policy.verify.then(|| "crc32c".into()))
+}
+pub fn x_ioscheduler(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.system.scheduler.clone())
+}
+pub fn x_cpus_allowed(j: &Job) -> Result<Option<String>, String> {
+    Ok((!j.workload.cpus.is_empty()).then(|| j.workload.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")))
+}
+pub fn x_cpus_allowed_policy(j: &Job) -> Result<Option<String>, String> {
+    Ok((j.workload.cpus.len() > 1).then(|| "split".into()))
+}
+pub fn x_numa(j: &Job) -> Result<Option<String>, String> {
+    match j.workload.numa {
+        Numa::Off => Ok(None),
+        Numa::Node(n) => Ok(Some(n.to_string())),
+        Numa::Local => Err("numa local (the targets' node): fio takes a node's number: give numa = N".into()),
+    }
+}
+pub fn x_continue_on_error(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.policy.continue_on_error.then(|| "all".into()))
+}
+pub fn x_hipri(j: &Job) -> Result<Option<String>, String> {
+    match j.io.complete {
+        Complete::Irq => Ok(None),
+        Complete::Poll => Ok(Some("1".into())),
+        other => Err(format!("complete {}: fio has no such completion", other.name())),
+    }
+}
+pub fn x_fixedbufs(j: &Job) -> Result<Option<String>, String> {
+    Ok(is_ring(j).then(|| if j.io.ring.register_buffers { "1" } else { "0" }.into()))
+}
+pub fn x_registerfiles(j: &Job) -> Result<Option<String>, String> {
+    Ok(is_ring(j).then(|| if j.io.ring.register_files { "1" } else { "0" }.into()))
+}
+pub fn x_sqthread_poll(j: &Job) -> Result<Option<String>, String> {
+    Ok((j.io.submit == Submit::Sqpoll).then(|| "1".into()))
+}
+pub fn x_sq_cpu(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.io.ring.sq_cpu.map(|c| c.to_string()))
+}
+pub fn x_force_async(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.io.ring.force_async.then(|| "1".into()))
+}

@@ -1,0 +1,542 @@
+//! fio job files as plans, and plans as fio job files. `parse.rs` reads fio's format as fio
+//! does; `table.rs` is the one table from fio's options to iolab's plan keys; `map.rs` turns
+//! one job into a plan (the TOML `iolab sweep` takes, checked by the plan's own parser) and a
+//! planned job back into fio's options. Each job of a file is a plan of its own, run in file
+//! order (fio's jobs without stonewall run together; iolab runs one at a time and says so).
+pub mod map;
+pub mod parse;
+pub mod table;
+
+use crate::interfaces::InterfaceKind;
+pub use map::Mapped;
+use map::{count, engine, flag, one_bs, Tr};
+use parse::Opt;
+use std::path::Path;
+use table::{find, How, TABLE};
+use toml::Value;
+
+/// The word `--fio-ignore` takes to run a file's jobs one after another where fio would run
+/// them together (no stonewall between them).
+pub const CONCURRENCY: &str = "concurrency";
+
+/// The guide at the head of docs/fio.md (the table of every option follows it).
+pub const GUIDE: &str = "iolab reads fio job files: `iolab sweep JOB.fio [TARGET]` runs every job of the file, one after
+another in file order, each as a sweep of its own (named `FILE/JOB`, stored with its plan), and
+`iolab run --fio JOB.fio [--job NAME] [TARGET]` runs one job. `--dry-run` shows, for every job, each
+fio option and the iolab plan key it became. `iolab export fio PLAN.toml` writes a plan's
+configurations as a fio job file (one job per configuration, each after the previous), through the
+same table.
+
+How fio's format is read (fio's HOWTO is the reference): sections in order, every `[global…]`
+section applying to the jobs below it (a later `[global]` changes only the jobs after it);
+`include FILE` inside a section (relative to the job file when not found as given); comments from
+`;` or `#` to the end of a line; `${VAR}` from the environment (empty when unset); `$pagesize`,
+`$mb_memory`, `$ncpus` with simple math; arithmetic in parentheses (`(4k*2)`, `+ - * / % ^`; a bare
+number in a time expression is microseconds); sizes with fio's suffixes (`k` = 1024, `ki` = 1000
+unless `kb_base=1000`, which swaps them; `0x` hexadecimal); times with `d h m s ms us`.
+
+What a job becomes:
+
+- **Each job is a plan** of one configuration, and the jobs run one at a time in file order. fio
+  starts jobs together unless `stonewall` (or `wait_for_previous`, or `wait_for=` the job above)
+  separates them; a job that fio would start beside the one above is refused, naming `stonewall`,
+  unless `--fio-ignore concurrency` asks to run them one after another.
+- **numjobs** are the run's threads (one process, threads sharing the job's targets and range).
+- **The budget** is fio's: with `time_based`, `runtime` seconds (after `ramp_time`); without it,
+  the job's bytes (`io_size`, else `size`, else `filesize`, else the whole target, read for its
+  size before the run) x `loops` x `numjobs`, or `number_ios` x `numjobs` I/Os where that comes
+  first. fio ends a job with `runtime` but no `time_based` at whichever comes first, time or bytes;
+  iolab's budget is one of them, so that is refused (naming `runtime`).
+- **Targets**: `filename` (several joined by `:`, in `directory` when relative); a target on the
+  command line replaces every job's. Without a filename, iolab's temporary target of `size` bytes
+  (fio would lay out a file of its own). The null engine opens none.
+- **fio's defaults where iolab's differ** are written into the plan: `direct=0` (buffered; and
+  libaio is then refused, since iolab runs libaio only with O_DIRECT), `fixedbufs=0` and
+  `registerfiles=0` for io_uring, `iodepth_batch_complete_min=1`, the psync engine.
+- **Random offsets** are drawn with repeats, as fio's `norandommap`; fio's default random map
+  (every block once per pass) is not reproduced.
+- An option iolab cannot honour is refused in one line naming the option and the job (exit 2);
+  `--fio-ignore OPTION` (repeatable) drops it, shown in the dry run and recorded in the plan's
+  description (a sweep stores it with the plan; `iolab run --fio` keeps it in the record's command
+  line).
+";
+
+/// Is this plan file a fio job file: named `*.fio`, or holding a `[section]` that no plan has
+/// (a plan's are `[matrix]`, `[options]` and `[[rule]]`)?
+pub fn is_fio(path: &Path, text: &str) -> bool {
+    if path.extension().is_some_and(|e| e == "fio") {
+        return true;
+    }
+    text.lines().map(|l| l.trim()).any(|l| {
+        l.starts_with('[')
+            && !l.starts_with("[[")
+            && !matches!(l.trim_end_matches(|c| c != ']').trim_matches(['[', ']', ' ']), "matrix" | "options")
+            && !l.contains('=')
+    })
+}
+
+/// The jobs of fio job file `path` (its `text`) as plans, in file order; `only`: just that job.
+/// `ignore`: `--fio-ignore`'s options. `targets`: the command line's, replacing every job's.
+pub fn plans(path: &Path, text: &str, only: Option<&str>, ignore: &[String], targets: &[String]) -> Result<Vec<Mapped>, String> {
+    let env = |k: &str| std::env::var(k).ok();
+    let sections = parse::parse_text(text, path, &env)?;
+    let stem = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "fio".into());
+    for i in ignore {
+        if i != CONCURRENCY && table::find(i).is_none() {
+            return Err(format!("--fio-ignore {i}: not a fio option (docs/fio.md lists them)"));
+        }
+        let used = sections
+            .iter()
+            .flat_map(|s| &s.options)
+            .any(|o| table::find(&o.key).is_some_and(|e| e.name == i || e.aliases.contains(&i.as_str())));
+        if i != CONCURRENCY && !used {
+            return Err(format!("--fio-ignore {i}: no job of {} sets it", path.display()));
+        }
+    }
+    let names: Vec<String> = sections.iter().filter(|s| !s.global).map(|s| s.name.clone()).collect();
+    if names.is_empty() {
+        return Err(format!("{}: no job in it (only [global] sections)", path.display()));
+    }
+    if let Some(o) = only {
+        if !names.iter().any(|n| n == o) {
+            return Err(format!("--job {o}: {} has no such job: its jobs are {}", path.display(), names.join(", ")));
+        }
+    }
+    let mut out = Vec::new();
+    let mut globals: Vec<parse::Opt> = Vec::new();
+    let mut earlier: Vec<String> = Vec::new();
+    for s in &sections {
+        if s.global {
+            globals.extend(s.options.iter().cloned());
+            continue;
+        }
+        if only.is_none_or(|o| o == s.name) {
+            let written: Vec<parse::Opt> = globals.iter().chain(&s.options).cloned().collect();
+            let mut ignore = ignore.to_vec();
+            if only.is_some() {
+                // One job alone runs beside nothing.
+                ignore.push(CONCURRENCY.into());
+            }
+            out.push(translate(&stem, &s.name, &written, &earlier, &ignore, targets)?);
+        }
+        earlier.push(s.name.clone());
+    }
+    Ok(out)
+}
+
+/// A plan's configurations as a fio job file: one job per configuration, in the plan's order,
+/// each after the one before (stonewall), through the table's reverse direction.
+pub fn export(plan_name: &str, text: &str) -> Result<String, String> {
+    let e = crate::plan::sweep::expand(text, &[])?;
+    let mut out = format!(
+        "; fio job file written by `iolab export fio` from plan '{}' ({plan_name}): one job per configuration,\n; each after the one before, with iolab's meaning of every value (docs/fio.md)\n[global]\nthread=1\ngroup_reporting=1\n",
+        e.name
+    );
+    for (n, c) in e.configs.iter().enumerate() {
+        let j = &c.job;
+        let no = |what: &str| format!("configuration {}: {what}: fio has no equivalent", c.key);
+        if !j.system.set.is_empty() || !j.system.setup.is_empty() {
+            return Err(no(&format!(
+                "the system settings {}",
+                j.system.set.iter().chain(&j.system.setup).cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        if j.io.null_script.is_some() {
+            return Err(no("null_script"));
+        }
+        if j.io.ring.sq_idle_ms != crate::interfaces::io_uring::RingOptions::default().sq_idle_ms
+            && j.io.submit == crate::plan::Submit::Sqpoll
+        {
+            return Err(no("sq_idle_ms"));
+        }
+        out += &format!("\n; {}\n[{n}]\nstonewall\n", c.key);
+        for o in table::TABLE {
+            if let table::How::Sets { export: Some(x), .. } = &o.how {
+                if let Some(v) = x(j).map_err(|why| format!("configuration {}: {why}", c.key))? {
+                    out += &format!("{}={v}\n", o.name);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---- one job ----
+
+/// The size of the file or device at `path` (its end, as fio's `get_file_size`), read only.
+fn target_size(path: &str) -> Result<u64, String> {
+    use std::io::Seek;
+    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot read {path} for its size: {e}"))?;
+    f.seek(std::io::SeekFrom::End(0)).map_err(|e| format!("cannot read {path} for its size: {e}"))
+}
+
+/// Translate job `name` (its options in effect, in order) into a plan. `ignore`: options the
+/// user drops (`--fio-ignore`). Err: one line naming the job, where and the option.
+#[allow(clippy::too_many_arguments)]
+fn translate(
+    stem: &str,
+    name: &str,
+    written: &[Opt],
+    earlier: &[String],
+    ignore: &[String],
+    cli_targets: &[String],
+) -> Result<Mapped, String> {
+    let refuse = |o: &Opt, why: &str| format!("fio job '{name}' ({}): {}: {why} (--fio-ignore {} drops it)", o.at, o.shown(), o.key);
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut dropped: Vec<String> = Vec::new();
+    let mut opts: Vec<(&'static str, Opt)> = Vec::new();
+    for o in written {
+        let Some(entry) = find(&o.key) else {
+            return Err(format!(
+                "fio job '{name}' ({}): '{}' is not a fio option (docs/fio.md lists fio 3.33's and the engines' options)",
+                o.at, o.key
+            ));
+        };
+        if ignore.iter().any(|i| i == entry.name || entry.aliases.contains(&i.as_str())) {
+            lines.push((o.shown(), "(dropped: --fio-ignore)".into()));
+            if !dropped.contains(&o.shown()) {
+                dropped.push(o.shown());
+            }
+            continue;
+        }
+        opts.push((entry.name, o.clone()));
+    }
+    let value = |n: &str| opts.iter().rev().find(|(k, _)| *k == n).map(|(_, o)| o.value.as_deref().unwrap_or("1").to_string());
+    let engine_name = value("ioengine").unwrap_or_else(|| "psync".into());
+    let (kind, _) = match engine(engine_name.trim()) {
+        Ok(k) => k,
+        Err(why) => {
+            let o = &opts.iter().rev().find(|(k, _)| *k == "ioengine").expect("an engine that is not the default was written").1;
+            return Err(refuse(o, &why));
+        }
+    };
+    let kb = match value("kb_base").as_deref().map(str::trim) {
+        None | Some("1024") => 1024,
+        Some("1000") => 1000,
+        Some(other) => {
+            let o = &opts.iter().rev().find(|(k, _)| *k == "kb_base").unwrap().1;
+            return Err(refuse(o, &format!("'{other}' is not 1024 or 1000")));
+        }
+    };
+    let info = kind.info();
+    let mut t = Tr {
+        job: name,
+        opts: opts.clone(),
+        kb,
+        top: toml::Table::new(),
+        matrix: toml::Table::new(),
+        options: toml::Table::new(),
+        kind,
+        sync_engine: info.behaviour == crate::interfaces::Behaviour::Sync,
+        ring: matches!(kind, InterfaceKind::IoUring | InterfaceKind::NvmePassthru),
+        diskless: info.diskless,
+        region: None,
+        earlier,
+        after_previous: false,
+        cli_targets,
+        targets: Vec::new(),
+        notes: Vec::new(),
+    };
+    // fio's defaults that differ from iolab's, set before the job's own options (not where the
+    // user dropped the option: then iolab's own default stands).
+    let untouched = |n: &str| !written.iter().any(|o| find(&o.key).is_some_and(|e| e.name == n));
+    if untouched("ioengine") {
+        lines
+            .push(("(no ioengine)".into(), format!("{} (fio's default engine)", t.set_matrix("interface", Value::String("psync".into())))));
+    }
+    if untouched("direct") && untouched("buffered") && !t.diskless && kind != InterfaceKind::NvmePassthru {
+        lines.push(("(no direct)".into(), format!("{} (fio's default direct=0)", t.set_option("buffered", Value::Boolean(true)))));
+    }
+    if t.ring {
+        for (opt, key) in [("fixedbufs", "register_buffers"), ("registerfiles", "register_files")] {
+            if untouched(opt) {
+                lines.push((format!("(no {opt})"), format!("{} (fio's default {opt}=0)", t.set_option(key, Value::Boolean(false)))));
+            }
+        }
+    }
+    // Each option once, at its last writing, in the order written.
+    let last: Vec<usize> = (0..opts.len()).filter(|&i| !opts[i + 1..].iter().any(|(k, _)| *k == opts[i].0)).collect();
+    for i in last {
+        let (key, o) = &opts[i];
+        let entry = TABLE.iter().find(|e| e.name == *key).expect("found above");
+        let line = match &entry.how {
+            How::Sets { set, .. } => set(&mut t, o.value.as_deref()).map_err(|why| refuse(o, &why))?,
+            How::Same(why) => format!("(same: {why})"),
+            How::Refused(why, fine) => {
+                let v = o.value.as_deref().unwrap_or("1").trim();
+                if fine.iter().any(|f| f.eq_ignore_ascii_case(v)) {
+                    "(accepted: this value asks for nothing iolab does not do)".into()
+                } else {
+                    return Err(refuse(o, why));
+                }
+            }
+        };
+        lines.push((o.shown(), line));
+    }
+    let find_opt = |n: &str| opts.iter().rev().find(|(k, _)| *k == n).map(|(_, o)| o.clone());
+    // Run order: one job at a time, in file order.
+    let sequential = ignore.iter().any(|i| i == CONCURRENCY);
+    if sequential && !earlier.is_empty() && !t.after_previous {
+        dropped.push(format!("{CONCURRENCY} (run after '{}', not beside it)", earlier.last().unwrap()));
+    }
+    if !sequential && !earlier.is_empty() && !t.after_previous {
+        let prev = earlier.last().unwrap();
+        return Err(format!(
+            "fio job '{name}': stonewall: it has none, so fio starts it together with '{prev}', and iolab runs one job at a time: add stonewall to [{name}] (or --fio-ignore concurrency to run the jobs one after another)"
+        ));
+    }
+    // The libaio rule, named by the option that made the job buffered.
+    if info.async_needs_direct && t.options.get("buffered").and_then(Value::as_bool) == Some(true) {
+        let why = format!(
+            "{} runs asynchronously only with O_DIRECT, so iolab refuses it buffered: set direct=1, or use ioengine=psync or io_uring",
+            kind.name()
+        );
+        return Err(match find_opt("direct").or_else(|| find_opt("buffered")) {
+            Some(o) => refuse(&o, &why),
+            None => format!(
+                "fio job '{name}': direct: fio's default is direct=0 (buffered), and {why} (--fio-ignore direct runs it with O_DIRECT)"
+            ),
+        });
+    }
+    if !t.diskless && t.cli_targets.is_empty() && t.targets.is_empty() {
+        if t.region.is_none() {
+            return Err(format!(
+                "fio job '{name}': size: without filename= fio makes a file of size= bytes, and the job gives none: give size= (iolab makes a temporary file of that size) or filename="
+            ));
+        }
+        lines.push((
+            "(no filename)".into(),
+            "the temporary target (fio would lay out its own file; iolab makes one, fills it, and removes it after)".into(),
+        ));
+    }
+    let targets: Vec<String> = if t.diskless {
+        Vec::new()
+    } else if cli_targets.is_empty() {
+        t.targets.clone()
+    } else {
+        cli_targets.to_vec()
+    };
+    if !targets.is_empty() {
+        t.top.insert("targets".into(), Value::Array(targets.iter().cloned().map(Value::String).collect()));
+    }
+    // The budget.
+    let clones =
+        value("numjobs").map(|n| count(Some(&n))).transpose().map_err(|w| refuse(&find_opt("numjobs").unwrap(), &w))?.unwrap_or(1).max(1)
+            as u64;
+    let time_based =
+        value("time_based").map(|v| flag(Some(&v))).transpose().map_err(|w| refuse(&find_opt("time_based").unwrap(), &w))?.unwrap_or(false);
+    let runtime = value("runtime").map(|v| parse::seconds(&v)).transpose().map_err(|w| refuse(&find_opt("runtime").unwrap(), &w))?;
+    if let Some(r) = t.region {
+        t.top.insert("size".into(), Value::String(r.to_string()));
+    }
+    let budget_line;
+    if time_based {
+        let Some(r) = runtime.filter(|r| *r > 0.0) else {
+            return Err(refuse(&find_opt("time_based").unwrap(), "runs until runtime=, and the job gives none"));
+        };
+        if let Some(o) = find_opt("number_ios") {
+            return Err(refuse(&o, "with time_based fio ends at whichever comes first, number_ios or runtime; iolab ends at one"));
+        }
+        budget_line = t.set_top("runtime", Value::String(format!("{r}s")));
+    } else {
+        if let Some(o) = find_opt("runtime") {
+            return Err(refuse(&o, "without time_based fio ends at whichever comes first, runtime or the job's size; iolab ends at one: add time_based to run for the time, or drop runtime to run for the bytes"));
+        }
+        if let Some(o) = find_opt("ramp_time") {
+            return Err(refuse(&o, "without time_based fio counts the ramp's I/O in the job's size; iolab's budget starts after the ramp: add time_based with runtime="));
+        }
+        let io = match value("io_size") {
+            Some(v) => Some(parse::size(&v, kb).map_err(|w| refuse(&find_opt("io_size").unwrap(), &w))?),
+            None => t.region,
+        };
+        let per_clone = match io {
+            Some(n) => n,
+            None => {
+                let Some(first) = targets.first() else {
+                    return Err(format!("fio job '{name}': size: the job gives no size, io_size or runtime: give one"));
+                };
+                let whole = targets.iter().map(|p| target_size(p)).collect::<Result<Vec<u64>, String>>().map_err(|e| {
+                    format!("fio job '{name}': size: the job gives no size, io_size or runtime, so fio covers all of {first} once, and {e}: give size=")
+                })?;
+                let off = value("offset").and_then(|o| parse::size(&o, kb).ok()).unwrap_or(0);
+                whole.iter().map(|w| w.saturating_sub(off)).sum()
+            }
+        };
+        let loops =
+            value("loops").map(|v| count(Some(&v))).transpose().map_err(|w| refuse(&find_opt("loops").unwrap(), &w))?.unwrap_or(1) as u64;
+        let bytes = per_clone.saturating_mul(loops).saturating_mul(clones);
+        let bs = match value("bs") {
+            Some(b) => one_bs(&t, &b).unwrap_or(4096),
+            None => 4096,
+        };
+        let ios = value("number_ios").map(|v| count(Some(&v))).transpose().map_err(|w| refuse(&find_opt("number_ios").unwrap(), &w))?;
+        budget_line = match ios {
+            Some(n) if n > 0 && (n as u64).saturating_mul(clones).saturating_mul(bs) < bytes => {
+                format!("{} (number_ios x numjobs)", t.set_top("ios", Value::Integer(n.saturating_mul(clones as i64))))
+            }
+            _ => format!("{} (size x loops x numjobs, as fio)", t.set_top("bytes", Value::String(bytes.to_string()))),
+        };
+        if bytes == 0 {
+            return Err(format!("fio job '{name}': size: the job has no bytes to do"));
+        }
+    }
+    lines.push(("(budget)".into(), budget_line));
+    // Unless the job sets batch_reap, fio waits for one completion (iodepth_batch_complete_min=1).
+    if t.matrix.contains_key("batch") && !t.options.contains_key("batch_reap") {
+        lines
+            .push(("(no iodepth_batch_complete_min)".into(), format!("{} (fio's default)", t.set_option("batch_reap", Value::Integer(1)))));
+    }
+    let plan_name = format!("{stem}/{name}");
+    let mut description = format!("fio job '{name}' of {stem}");
+    for (_, d) in &t.notes {
+        description += &format!(": {d}");
+    }
+    if !dropped.is_empty() {
+        description += &format!("; dropped with --fio-ignore: {}", dropped.join(", "));
+    }
+    let mut plan = toml::Table::new();
+    plan.insert("name".into(), Value::String(plan_name.clone()));
+    plan.insert("description".into(), Value::String(description));
+    plan.extend(t.top);
+    plan.insert("matrix".into(), Value::Table(t.matrix));
+    if !t.options.is_empty() {
+        plan.insert("options".into(), Value::Table(t.options));
+    }
+    let text = toml::to_string(&plan).map_err(|e| format!("fio job '{name}': {e}"))?;
+    let text = format!("# iolab's plan for fio job '{name}' of {stem} (iolab sweep --dry-run shows the mapping)\n{text}");
+    // What iolab's own checks say of the job (validate), before anything runs.
+    if let Err(e) = crate::plan::sweep::expand(&text, &[]) {
+        // Named by the fio option behind the iolab flag the check names, where there is one.
+        let why = e.trim_start_matches("plan: ");
+        let inner = why.split_once("(1 by: ").map(|(_, r)| r.trim_end_matches("): change the matrix or the rules")).unwrap_or(why);
+        let behind = FLAGS.iter().filter(|(flag, _)| inner.contains(flag)).find_map(|(_, opt)| find_opt(opt));
+        return Err(match behind {
+            Some(o) => format!("fio job '{name}' ({}): {}: iolab refuses the job it maps to: {inner}", o.at, o.shown()),
+            None => format!("fio job '{name}': iolab refuses the job it maps to: {inner}"),
+        });
+    }
+    Ok(Mapped { name: plan_name, text, lines })
+}
+
+/// iolab's flags, as its checks name them, and the fio options that set them.
+const FLAGS: [(&str, &str); 14] = [
+    ("--submit", "sqthread_poll"),
+    ("sqpoll", "sqthread_poll"),
+    ("--complete", "hipri"),
+    ("--qd", "iodepth"),
+    ("--batch", "iodepth_batch"),
+    ("--buffered", "direct"),
+    ("--verify", "verify"),
+    ("--threads", "numjobs"),
+    ("--bs", "bs"),
+    ("--cpus", "cpus_allowed"),
+    ("--sq-cpu", "sqthread_poll_cpu"),
+    ("--numa", "numa_cpu_nodes"),
+    ("--ramp", "ramp_time"),
+    ("--runtime", "runtime"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Result<Vec<Mapped>, String> {
+        plans(Path::new("t.fio"), text, None, &[], &[])
+    }
+
+    fn toml_of(m: &Mapped) -> toml::Table {
+        toml::from_str(&m.text).unwrap()
+    }
+
+    /// Every `[global]` applies to the jobs below it, in order; a job's own options win.
+    #[test]
+    fn global_scoping_follows_the_file_order() {
+        let text = "[global]\nbs=8k\nsize=1m\ndirect=1\n[a]\n[global]\nbs=16k\n[b]\nstonewall\n[c]\nstonewall\nbs=32k\n";
+        let p = plan(text).unwrap();
+        let bs: Vec<i64> = p.iter().map(|m| toml_of(m)["matrix"]["bs"][0].as_integer().unwrap()).collect();
+        assert_eq!(bs, [8192, 16384, 32768]);
+        assert_eq!(p[0].name, "t.fio/a");
+    }
+
+    #[test]
+    fn jobs_fio_runs_together_are_refused_or_sequenced() {
+        let text = "[global]\nsize=1m\ndirect=1\n[a]\n[b]\n";
+        let e = plan(text).unwrap_err();
+        assert!(e.starts_with("fio job 'b': stonewall: it has none, so fio starts it together with 'a'"), "{e}");
+        let p = plans(Path::new("t.fio"), text, None, &[CONCURRENCY.into()], &[]).unwrap();
+        assert!(toml_of(&p[1])["description"].as_str().unwrap().contains("dropped with --fio-ignore: concurrency"));
+        assert_eq!(plans(Path::new("t.fio"), text, Some("b"), &[], &[]).unwrap().len(), 1);
+        assert!(plan("[global]\nsize=1m\ndirect=1\n[a]\n[b]\nwait_for=a\n").is_ok());
+        assert!(plan("[global]\nsize=1m\ndirect=1\nstonewall\n[a]\n[b]\n").is_ok(), "a global stonewall orders every job");
+    }
+
+    #[test]
+    fn the_budget_is_fios() {
+        let t = |text: &str| toml_of(&plan(text).unwrap()[0]);
+        let p = t("[j]\nsize=1m\nnumjobs=2\nloops=3\ndirect=1\n");
+        assert_eq!(p["bytes"].as_str(), Some((6u64 << 20).to_string().as_str()));
+        assert_eq!(p["size"].as_str(), Some("1048576"));
+        assert_eq!(p["matrix"]["threads"][0].as_integer(), Some(2));
+        let p = t("[j]\nsize=1m\nnumber_ios=10\nnumjobs=2\ndirect=1\n");
+        assert_eq!(p["ios"].as_integer(), Some(20));
+        let p = t("[j]\nsize=1g\ntime_based\nruntime=5m\nramp_time=2s\ndirect=1\n");
+        assert_eq!((p["runtime"].as_str(), p["ramp"].as_str()), (Some("300s"), Some("2s")));
+        let e = plan("[j]\nsize=1g\nruntime=60\ndirect=1\n").unwrap_err();
+        assert!(e.contains("runtime=60: without time_based fio ends at whichever comes first"), "{e}");
+        let e = plan("[j]\ndirect=1\n").unwrap_err();
+        assert!(e.contains("size:"), "{e}");
+    }
+
+    #[test]
+    fn defaults_refusals_and_ignores() {
+        let p = &plan("[j]\nioengine=io_uring\nsize=1m\ndirect=1\nhipri\nsqthread_poll=1\niodepth=8\niodepth_batch=4\n").unwrap()[0];
+        let t = toml_of(p);
+        assert_eq!(t["matrix"]["complete"][0].as_str(), Some("poll"));
+        assert_eq!(t["matrix"]["submit"][0].as_str(), Some("sqpoll"));
+        assert_eq!(t["options"]["register_buffers"].as_bool(), Some(false));
+        assert_eq!(t["options"]["batch_reap"].as_integer(), Some(1));
+        let e = plan("[j]\nioengine=libaio\nsize=1m\n").unwrap_err();
+        assert!(e.starts_with("fio job 'j': direct: fio's default is direct=0"), "{e}");
+        let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\n").unwrap_err();
+        assert_eq!(e, "fio job 'j' (t.fio line 4): rate=1m: iolab issues I/O as fast as the queue allows: it has no rate or think time (--fio-ignore rate drops it)");
+        let p = plans(Path::new("t.fio"), "[j]\nioengine=libaio\nsize=1m\ndirect=0\n", None, &["direct".into()], &[]).unwrap();
+        assert!(
+            toml_of(&p[0]).get("options").and_then(|o| o.get("buffered")).is_none(),
+            "a dropped direct leaves iolab's O_DIRECT: {}",
+            p[0].text
+        );
+        let p = plans(Path::new("t.fio"), "[j]\nsize=1m\ndirect=1\nrate=1m\n", None, &["rate".into()], &[]).unwrap();
+        assert!(toml_of(&p[0])["description"].as_str().unwrap().contains("dropped with --fio-ignore: rate=1m"));
+        assert!(plan("[j]\nsize=1m\nbogus=1\n").unwrap_err().contains("'bogus' is not a fio option"));
+        assert!(plans(Path::new("t.fio"), "[j]\nsize=1m\n", None, &["rate".into()], &[]).unwrap_err().contains("no job of t.fio sets it"));
+        assert!(plan("[j]\nsize=1m\ndirect=1\nzonemode=none\nthread\ngroup_reporting\n").is_ok());
+        let e = plan("[j]\nioengine=psync\nsize=1m\ndirect=1\niodepth=4\n").unwrap();
+        assert_eq!(toml_of(&e[0])["matrix"]["qd"][0].as_integer(), Some(1), "fio caps a sync engine's depth");
+    }
+
+    #[test]
+    fn fio_files_are_told_from_plans() {
+        assert!(is_fio(Path::new("x.fio"), ""));
+        assert!(is_fio(Path::new("x"), "; c\n[global]\nbs=4k\n[job1]\n"));
+        assert!(!is_fio(Path::new("p.toml"), "name = \"x\"\n[matrix]\nqd = [1]\n[options]\n[[rule]]\n"));
+    }
+
+    /// A plan written as fio and read back gives the same jobs.
+    #[test]
+    fn export_then_import_is_the_same_plan() {
+        let plan_text = "name = \"rt\"\nruntime = \"2s\"\nramp = \"1s\"\nsize = \"64m\"\n[matrix]\ninterface = [\"io_uring\", \"psync\"]\nrw = [\"randrw\"]\nwrite_mix = [30]\nbs = [\"8k\"]\nthreads = [2]\n";
+        let fio = export("p.toml", plan_text).unwrap();
+        assert!(fio.contains("ioengine=io_uring\n") && fio.contains("rwmixread=70\n") && fio.contains("time_based=1\n"), "{fio}");
+        let back = plans(Path::new("p.fio"), &fio, None, &[], &[]).unwrap();
+        let a = crate::plan::sweep::expand(plan_text, &[]).unwrap();
+        for (c, m) in a.configs.iter().zip(&back) {
+            let b = crate::plan::sweep::expand(&m.text, &[]).unwrap();
+            let (mut x, mut y) = (serde_json::to_value(&c.job).unwrap(), serde_json::to_value(&b.configs[0].job).unwrap());
+            // The seed is written as randseed and read back; only the plan's name differs.
+            x["seed"] = 0.into();
+            y["seed"] = 0.into();
+            assert_eq!(x, y, "{fio}\n{}", m.text);
+        }
+        assert!(export("p.toml", "[matrix]\ninterface = [\"vfio-nvme\"]\ntarget = [\"0000:01:00.0\"]\n").is_err());
+    }
+}

@@ -1,0 +1,370 @@
+//! The one table from fio's options to iolab's plan keys: every option fio 3.33 lists
+//! (`fio --cmdhelp=all`), the options of the engines iolab has (`fio --enghelp=io_uring`, …), and
+//! how each maps, why it changes nothing iolab measures, or why iolab refuses it. A job file is
+//! translated through it (`map.rs`), a plan is written back through it (`export.rs`), and
+//! docs/fio.md is generated from it (`options_md`).
+use super::map;
+use crate::plan::Job;
+
+/// How a fio option reaches an iolab plan.
+pub enum How {
+    /// It sets these plan keys (the words docs/fio.md shows); `set` translates a job's value
+    /// (returning the dry run's `-> key = value` text), `export` writes a job's value back (None:
+    /// not written for this job).
+    Sets { keys: &'static str, set: map::SetFn, export: Option<fn(&Job) -> Result<Option<String>, String>> },
+    /// Accepted, and changes nothing iolab measures: why.
+    Same(&'static str),
+    /// Refused (why), unless its value is one of `fine` (fio's default, or a value that asks
+    /// for nothing iolab lacks).
+    Refused(&'static str, &'static [&'static str]),
+}
+
+pub struct FioOption {
+    pub name: &'static str,
+    pub aliases: &'static [&'static str],
+    pub how: How,
+}
+
+const fn sets(name: &'static str, aliases: &'static [&'static str], keys: &'static str, set: map::SetFn) -> FioOption {
+    FioOption { name, aliases, how: How::Sets { keys, set, export: None } }
+}
+const fn both(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    keys: &'static str,
+    set: map::SetFn,
+    export: fn(&Job) -> Result<Option<String>, String>,
+) -> FioOption {
+    FioOption { name, aliases, how: How::Sets { keys, set, export: Some(export) } }
+}
+const fn same(name: &'static str, why: &'static str) -> FioOption {
+    FioOption { name, aliases: &[], how: How::Same(why) }
+}
+const fn same_a(name: &'static str, aliases: &'static [&'static str], why: &'static str) -> FioOption {
+    FioOption { name, aliases, how: How::Same(why) }
+}
+const fn no(name: &'static str, why: &'static str, fine: &'static [&'static str]) -> FioOption {
+    FioOption { name, aliases: &[], how: How::Refused(why, fine) }
+}
+const fn no_a(name: &'static str, aliases: &'static [&'static str], why: &'static str, fine: &'static [&'static str]) -> FioOption {
+    FioOption { name, aliases, how: How::Refused(why, fine) }
+}
+
+const REPORT: &str = "how fio reports: iolab stores every run whole (totals, latency histogram, per-second series)";
+const LOG: &str = "a fio log file: iolab keeps the per-second series and latency histogram in the record instead, and writes no fio log";
+const LAYOUT: &str =
+    "how fio lays out files it creates: iolab creates no named target (it must exist) and fills its own temporary target itself";
+const RATE: &str = "iolab issues I/O as fast as the queue allows: it has no rate or think time";
+const ZONE: &str = "iolab has no zoned-device mode";
+const VERIFY: &str = "iolab's --verify has one form (its own checksummed blocks, every read checked, every written block read back)";
+const REPLAY: &str = "iolab generates its workload; it does not record or replay I/O logs";
+const DATA: &str = "iolab fills its buffers with seeded random data; it does not shape their contents";
+const TRIM: &str = "iolab issues reads and writes, no trims";
+const PRIO: &str = "iolab does not set I/O or CPU priorities";
+const SYNC: &str = "iolab issues no fsync/fdatasync or O_SYNC writes";
+const NO_TARGETS: &str = "iolab drives the targets it is given; it does not make or pick file names";
+
+/// Every fio option, in fio's `--cmdhelp=all` order, then the engine options.
+pub static TABLE: &[FioOption] = &[
+    sets("description", &[], "description", map::description),
+    sets("name", &[], "name", map::name),
+    sets("wait_for", &[], "(run order)", map::wait_for),
+    both("filename", &[], "targets", map::filename, map::x_filename),
+    no("lockfile", "iolab does not lock its targets between threads", &["none"]),
+    sets("directory", &[], "targets", map::directory),
+    no("filename_format", NO_TARGETS, &[]),
+    no("unique_filename", NO_TARGETS, &["1"]),
+    no("opendir", NO_TARGETS, &[]),
+    both("rw", &["readwrite"], "matrix.rw", map::rw, map::x_rw),
+    both("bs", &["blocksize"], "matrix.bs", map::bs, map::x_bs),
+    sets("ba", &["blockalign"], "(checked against bs)", map::ba),
+    sets("bsrange", &["blocksize_range"], "matrix.bs", map::bsrange),
+    no("bssplit", "iolab issues one block size per run", &[]),
+    no_a("bs_unaligned", &["blocksize_unaligned"], "iolab issues one aligned block size per run", &["0"]),
+    no_a("randrepeat", &[], "iolab's offsets always repeat from the seed: give randseed= for another stream", &["1"]),
+    both("randseed", &[], "seed", map::randseed, map::x_randseed),
+    both("norandommap", &[], "(iolab's way: offsets drawn with repeats)", map::norandommap, map::x_norandommap),
+    no("ignore_error", "iolab stops at the first failed I/O, or counts them all with continue_on_error", &[]),
+    no("rw_sequencer", "iolab's sequential jobs go straight through and its random ones draw every offset", &["sequential"]),
+    both("ioengine", &[], "matrix.interface", map::ioengine, map::x_ioengine),
+    both("iodepth", &[], "matrix.qd", map::iodepth, map::x_iodepth),
+    both("iodepth_batch", &["iodepth_batch_submit"], "matrix.batch", map::iodepth_batch, map::x_batch),
+    both("iodepth_batch_complete_min", &["iodepth_batch_complete"], "options.batch_reap", map::batch_complete_min, map::x_batch_reap),
+    sets("iodepth_batch_complete_max", &[], "(checked: iolab takes what is ready)", map::batch_complete_max),
+    sets("iodepth_low", &[], "(checked: iolab refills at once)", map::iodepth_low),
+    no("serialize_overlap", "iolab does not order overlapping I/Os", &["0"]),
+    no("io_submit_mode", "iolab submits from the thread that issues (fio's inline)", &["inline"]),
+    both("size", &[], "size, bytes", map::size, map::x_size),
+    both("io_size", &["io_limit"], "bytes", map::io_size, map::x_io_size),
+    no_a("fill_device", &["fill_fs"], "iolab's budget is time, I/Os or bytes, never the device's end", &["0"]),
+    sets("filesize", &[], "size, bytes", map::filesize),
+    no("file_append", "iolab uses the range from offset", &["0"]),
+    both("offset", &["fileoffset"], "offset", map::offset, map::x_offset),
+    no("offset_increment", "iolab's threads share one range", &["0"]),
+    no("offset_align", "iolab aligns offsets to the block size", &["0"]),
+    both("number_ios", &[], "ios", map::number_ios, map::x_number_ios),
+    no(
+        "random_generator",
+        "iolab draws offsets with its own seeded generator (fio's tausworthe does the same job; lfsr visits each block once)",
+        &["tausworthe", "tausworthe64"],
+    ),
+    no("random_distribution", "iolab draws offsets uniformly", &["random"]),
+    no("percentage_random", "an iolab job is wholly sequential or wholly random", &["100", "0"]),
+    no("allrandrepeat", "iolab's offsets always repeat from the seed", &["1", "0"]),
+    sets("nrfiles", &["nr_files"], "(checked: one file)", map::nrfiles),
+    no("file_service_type", "iolab's threads drive every target of the set", &["roundrobin"]),
+    no("openfiles", "iolab opens every target once per thread", &[]),
+    same("fallocate", LAYOUT),
+    no("fadvise_hint", "iolab gives the kernel no fadvise hints", &["0"]),
+    no("fsync", SYNC, &["0"]),
+    no("fdatasync", SYNC, &["0"]),
+    no("write_barrier", SYNC, &["0"]),
+    no("sync_file_range", SYNC, &[]),
+    both("direct", &[], "options.buffered", map::direct, map::x_direct),
+    no("atomic", "iolab does not ask for atomic writes", &["0"]),
+    sets("buffered", &[], "options.buffered", map::buffered),
+    same("overwrite", LAYOUT),
+    sets("loops", &[], "bytes", map::loops),
+    both("numjobs", &[], "matrix.threads", map::numjobs, map::x_numjobs),
+    no("startdelay", "iolab starts every thread of a run together", &["0"]),
+    both("runtime", &["timeout"], "runtime", map::runtime, map::x_runtime),
+    both("time_based", &[], "runtime", map::time_based, map::x_time_based),
+    no("verify_only", VERIFY, &["0"]),
+    both("ramp_time", &[], "ramp", map::ramp_time, map::x_ramp_time),
+    same("clocksource", "iolab picks its own clock (the invariant TSC or CLOCK_MONOTONIC) and records which"),
+    no_a("mem", &["iomem"], "iolab's buffers are its own (heap, or hugepages where an interface needs them)", &["malloc"]),
+    both("verify", &[], "options.verify", map::verify, map::x_verify),
+    no("do_verify", VERIFY, &["1"]),
+    no("verify_interval", VERIFY, &[]),
+    no("verify_offset", VERIFY, &[]),
+    no("verify_pattern", VERIFY, &[]),
+    no("verify_fatal", VERIFY, &[]),
+    no("verify_dump", VERIFY, &["0"]),
+    no("verify_async", VERIFY, &["0"]),
+    no("verify_backlog", VERIFY, &[]),
+    no("verify_backlog_batch", VERIFY, &[]),
+    no("experimental_verify", VERIFY, &["0"]),
+    no("verify_state_load", VERIFY, &["0"]),
+    no("verify_state_save", VERIFY, &["0"]),
+    no("trim_percentage", TRIM, &["0"]),
+    no("trim_verify_zero", TRIM, &[]),
+    no("trim_backlog", TRIM, &[]),
+    no("trim_backlog_batch", TRIM, &[]),
+    no("write_iolog", REPLAY, &[]),
+    no("read_iolog", REPLAY, &[]),
+    no("read_iolog_chunked", REPLAY, &[]),
+    no("replay_no_stall", REPLAY, &[]),
+    no("replay_redirect", REPLAY, &[]),
+    no("replay_scale", REPLAY, &[]),
+    no("replay_align", REPLAY, &[]),
+    no("replay_time_scale", REPLAY, &[]),
+    no("replay_skip", REPLAY, &[]),
+    no("merge_blktrace_file", REPLAY, &[]),
+    no("merge_blktrace_scalars", REPLAY, &[]),
+    no("merge_blktrace_iters", REPLAY, &[]),
+    no("exec_prerun", "iolab runs no commands of a job file", &[]),
+    no("exec_postrun", "iolab runs no commands of a job file", &[]),
+    both("ioscheduler", &[], "matrix.scheduler", map::ioscheduler, map::x_ioscheduler),
+    no("zonemode", ZONE, &["none"]),
+    no("zonesize", ZONE, &[]),
+    no("zonecapacity", ZONE, &[]),
+    no("zonerange", ZONE, &[]),
+    no("zoneskip", ZONE, &["0"]),
+    no("read_beyond_wp", ZONE, &[]),
+    no("max_open_zones", ZONE, &[]),
+    no("job_max_open_zones", ZONE, &[]),
+    no("ignore_zone_limits", ZONE, &[]),
+    no("zone_reset_threshold", ZONE, &[]),
+    no("zone_reset_frequency", ZONE, &[]),
+    no("lockmem", "iolab does not pin memory away from the run", &["0"]),
+    both("rwmixread", &[], "matrix.write_mix", map::rwmixread, map::x_rwmixread),
+    sets("rwmixwrite", &[], "matrix.write_mix", map::rwmixwrite),
+    no("nice", PRIO, &["0"]),
+    no("prio", PRIO, &[]),
+    no("prioclass", PRIO, &[]),
+    no("thinktime", RATE, &["0"]),
+    no("thinktime_spin", RATE, &["0"]),
+    no("thinktime_blocks", RATE, &["1"]),
+    no("thinktime_blocks_type", RATE, &["complete"]),
+    no("thinktime_iotime", RATE, &["0"]),
+    no("rate", RATE, &["0"]),
+    no_a("rate_min", &["ratemin"], RATE, &["0"]),
+    no("rate_process", RATE, &["linear"]),
+    no_a("rate_cycle", &["ratecycle"], RATE, &[]),
+    no("rate_ignore_thinktime", RATE, &["0"]),
+    no("rate_iops", RATE, &["0"]),
+    no("rate_iops_min", RATE, &["0"]),
+    no("max_latency", "iolab does not stop a run on a latency bound", &["0"]),
+    no("latency_target", "iolab does not search for a depth (a sweep over qd does)", &["0"]),
+    no("latency_window", "iolab does not search for a depth (a sweep over qd does)", &[]),
+    no("latency_percentile", "iolab does not search for a depth (a sweep over qd does)", &[]),
+    no("latency_run", "iolab does not search for a depth (a sweep over qd does)", &[]),
+    sets("invalidate", &[], "(checked against direct)", map::invalidate),
+    no("sync", SYNC, &["0", "none"]),
+    no("write_hint", "iolab sets no write lifetime hints", &["none"]),
+    same("create_serialize", LAYOUT),
+    same("create_fsync", LAYOUT),
+    same("create_on_open", LAYOUT),
+    no("create_only", "iolab measures I/O, not file creation", &["0"]),
+    same("allow_file_create", "iolab never creates a named target: it must exist (as fio's allow_file_create=0)"),
+    no("allow_mounted_write", "iolab's own write-safety rules decide (docs/safety.md)", &["0"]),
+    no("pre_read", "iolab does not pre-read its targets into the page cache", &["0"]),
+    no("cpumask", "give cpus_allowed= (iolab pins each thread to one CPU of the list)", &[]),
+    both("cpus_allowed", &[], "options.cpus", map::cpus_allowed, map::x_cpus_allowed),
+    both("cpus_allowed_policy", &[], "(checked with cpus_allowed)", map::cpus_allowed_policy, map::x_cpus_allowed_policy),
+    both("numa_cpu_nodes", &[], "matrix.numa", map::numa_cpu_nodes, map::x_numa),
+    no("numa_mem_policy", "iolab's buffers follow the kernel's default memory policy (numa= pins the threads)", &["default"]),
+    no("end_fsync", SYNC, &["0"]),
+    no("fsync_on_close", SYNC, &["0"]),
+    no("unlink", "iolab never deletes a named target", &["0"]),
+    no("unlink_each_loop", "iolab never deletes a named target", &["0"]),
+    same("exitall", "iolab runs one job at a time: no other job is left to stop"),
+    same("exit_what", "iolab runs one job at a time: no other job is left to stop"),
+    same("exitall_on_error", "iolab runs one job at a time, and a failed run stops (or with continue_on_error, counts)"),
+    sets("stonewall", &["wait_for_previous"], "(run order)", map::stonewall),
+    same("new_group", REPORT),
+    same("thread", "iolab's workers are always threads of one process"),
+    same("per_job_logs", LOG),
+    same("write_bw_log", LOG),
+    same("bwavgtime", REPORT),
+    same("write_lat_log", LOG),
+    same("write_iops_log", LOG),
+    same("iopsavgtime", REPORT),
+    same("log_entries", LOG),
+    same("log_avg_msec", LOG),
+    same("log_hist_msec", LOG),
+    same("log_hist_coarseness", LOG),
+    same("write_hist_log", LOG),
+    same("log_max_value", LOG),
+    same("log_offset", LOG),
+    same("log_prio", LOG),
+    same("log_compression", LOG),
+    same("log_compression_cpus", LOG),
+    same("log_store_compressed", LOG),
+    same("log_unix_epoch", LOG),
+    same("log_alternate_epoch", LOG),
+    same("log_alternate_epoch_clock_id", LOG),
+    same("block_error_percentiles", REPORT),
+    same("group_reporting", "iolab reports a run's threads together (and each thread too)"),
+    same("stats", REPORT),
+    no("zero_buffers", DATA, &["0"]),
+    no("refill_buffers", DATA, &["0"]),
+    no("scramble_buffers", DATA, &["1"]),
+    no("buffer_pattern", DATA, &[]),
+    no("buffer_compress_percentage", DATA, &["0"]),
+    no("buffer_compress_chunk", DATA, &[]),
+    no("dedupe_percentage", DATA, &["0"]),
+    no("dedupe_mode", DATA, &["repeat"]),
+    no("dedupe_working_set_percentage", DATA, &[]),
+    no("dedupe_global", DATA, &["0"]),
+    same("clat_percentiles", REPORT),
+    same("lat_percentiles", REPORT),
+    same("slat_percentiles", REPORT),
+    same("percentile_list", REPORT),
+    same("significant_figures", REPORT),
+    same("disk_util", "iolab reads the device's counters itself"),
+    same("gtod_reduce", "fio's way to read its clock less: iolab always times every I/O, with one clock read per batch"),
+    same("disable_lat", REPORT),
+    same("disable_clat", REPORT),
+    same("disable_slat", REPORT),
+    same_a("disable_bw_measurement", &["disable_bw"], REPORT),
+    no("gtod_cpu", "iolab has no clock thread", &[]),
+    same("unified_rw_reporting", REPORT),
+    both("continue_on_error", &[], "options.continue_on_error", map::continue_on_error, map::x_continue_on_error),
+    same("error_dump", REPORT),
+    no("profile", "fio's built-in profiles are not job options iolab can read", &[]),
+    no("cgroup", "iolab does not place its threads in a cgroup", &[]),
+    no("cgroup_nodelete", "iolab does not place its threads in a cgroup", &[]),
+    no("cgroup_weight", "iolab does not place its threads in a cgroup", &[]),
+    no("uid", "iolab runs as the user who starts it", &[]),
+    no("gid", "iolab runs as the user who starts it", &[]),
+    same("kb_base", "read while parsing: it decides what k, m, g mean in this job's sizes"),
+    same("unit_base", REPORT),
+    no("hugepage-size", "iolab's buffers are its own (hugepages only where an interface needs them)", &[]),
+    no("flow_id", RATE, &[]),
+    no("flow", RATE, &["0"]),
+    no("flow_sleep", RATE, &[]),
+    no_a("steadystate", &["ss"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
+    no_a("steadystate_duration", &["ss_dur"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
+    no_a("steadystate_ramp_time", &["ss_ramp"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
+    // The engines' own options (io_uring, io_uring_cmd, libaio, pvsync2).
+    both("hipri", &[], "matrix.complete", map::hipri, map::x_hipri),
+    no("hipri_percentage", "iolab polls every I/O of a polled run or none", &["100"]),
+    both("fixedbufs", &[], "options.register_buffers", map::fixedbufs, map::x_fixedbufs),
+    both("registerfiles", &[], "options.register_files", map::registerfiles, map::x_registerfiles),
+    both("sqthread_poll", &[], "matrix.submit", map::sqthread_poll, map::x_sqthread_poll),
+    both("sqthread_poll_cpu", &[], "options.sq_cpu", map::sqthread_poll_cpu, map::x_sq_cpu),
+    no("nonvectored", "iolab's rings use non-vectored READ/WRITE (fio's nonvectored=1)", &["1", "-1"]),
+    no("uncached", "iolab does not set RWF_UNCACHED", &["0"]),
+    no("nowait", "iolab does not set RWF_NOWAIT", &["0"]),
+    both("force_async", &[], "options.force_async", map::force_async, map::x_force_async),
+    no("cmd_type", "iolab's io_uring_cmd (nvme-passthru) sends NVMe commands", &["nvme"]),
+    no("cmdprio_percentage", PRIO, &["0"]),
+    no("cmdprio_class", PRIO, &[]),
+    no("cmdprio", PRIO, &[]),
+    no("cmdprio_bssplit", PRIO, &[]),
+    no("userspace_reap", "iolab's libaio reaps with io_getevents", &["0"]),
+    // Not fio's own: an option of fio's tiobench profile, which fio also takes in a plain job.
+    same("threads", "an option of fio's tiobench profile (its thread count): it sets nothing for a job that is not profile=tiobench"),
+];
+
+/// The table's entry for an option written by its name or one of its aliases.
+pub fn find(name: &str) -> Option<&'static FioOption> {
+    TABLE.iter().find(|o| o.name == name || o.aliases.contains(&name))
+}
+
+/// docs/fio.md: what iolab does with every fio option, from the table.
+pub fn options_md() -> String {
+    let mut out = String::from(
+        "# fio job files in iolab\n\n\
+         <!-- Generated from src/plan/fio/table.rs by `iolab export fio --options-md`; do not edit by hand\n     \
+         (the unit test `plan::fio::table::tests::docs_fio_md_is_the_table` checks it). -->\n\n",
+    );
+    out += super::GUIDE;
+    out += "\n## Every fio option\n\n\
+            Options of fio 3.33 (`fio --cmdhelp=all`) and of the engines iolab has, in fio's order. *maps*: the plan keys it\n\
+            sets; *same*: accepted, it changes nothing iolab measures; *refused*: the job is refused, in one line naming\n\
+            the option, unless its value is one listed (fio's default or a value that asks for nothing), or\n\
+            `--fio-ignore OPTION` drops it (recorded in the plan's description).\n\n\
+            | option | aliases | how | iolab |\n|---|---|---|---|\n";
+    for o in TABLE {
+        let aliases = o.aliases.join(", ");
+        let (how, what) = match &o.how {
+            How::Sets { keys, .. } => ("maps", format!("`{keys}`")),
+            How::Same(why) => ("same", why.to_string()),
+            How::Refused(why, fine) if fine.is_empty() => ("refused", why.to_string()),
+            How::Refused(why, fine) => {
+                ("refused", format!("{why} (accepted: {})", fine.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")))
+            }
+        };
+        out += &format!("| `{}` | {aliases} | {how} | {what} |\n", o.name);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_and_alias_once() {
+        let mut seen = std::collections::HashSet::new();
+        for o in TABLE {
+            for n in std::iter::once(&o.name).chain(o.aliases) {
+                assert!(seen.insert(*n), "{n} is in the table twice");
+            }
+        }
+    }
+
+    /// docs/fio.md is generated from the table: when they differ, the new text is printed.
+    #[test]
+    fn docs_fio_md_is_the_table() {
+        let want = options_md();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/fio.md");
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/fio.md is not the table's text: run `iolab export fio --options-md > docs/fio.md`; the text is:\n{want}"
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! fio job files as plans (`iolab sweep JOB.fio`, `iolab run --fio`) with fio's own example job
+//! files, and `iolab export fio` run by fio itself.
+use crate::common::{iolab, skip_or_fail, tempdir, zero_file};
+use std::path::{Path, PathBuf};
+
+const EXAMPLES: &str = "/usr/share/doc/fio/examples";
+/// The engines iolab has an interface for (no ioengine: fio's default, psync).
+const ENGINES: [&str; 6] = ["libaio", "psync", "sync", "null", "io_uring", "io_uring_cmd"];
+
+/// fio's example job files (Debian's fio-examples), or None with the test skipped (failed under CI).
+fn examples(test: &str) -> Option<Vec<PathBuf>> {
+    let Ok(dir) = std::fs::read_dir(EXAMPLES) else {
+        skip_or_fail(test, &format!("{EXAMPLES} is missing: `apt-get install fio fio-examples` (.ci/run installs them)"));
+        return None;
+    };
+    let mut files: Vec<PathBuf> = dir.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "fio")).collect();
+    files.sort();
+    Some(files)
+}
+
+/// The engines a job file names.
+fn engines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.split([';', '#']).next().unwrap().trim())
+        .filter_map(|l| l.strip_prefix("ioengine"))
+        .filter_map(|l| l.trim_start().strip_prefix('='))
+        .map(|e| e.trim().to_string())
+        .collect()
+}
+
+/// Every example whose engines iolab has either plans (`--dry-run`, exit 0) or is refused in one
+/// line that names the job and the fio option (a name of docs/fio.md's table).
+///
+/// The issue asked that three quarters of them plan. Honestly mapped, six of the 41 do: the
+/// others showcase what iolab does not have (rates and think time, zones, block size mixes,
+/// skewed distributions, priorities, offset modifiers, sequential mixes, verify patterns, steady
+/// state) or ask for what iolab refuses (libaio without O_DIRECT, fio's default; a runtime that
+/// ends a job at whichever comes first of time and size). Each refusal names the option, and
+/// `--fio-ignore` drops it on request; none is ignored silently.
+#[test]
+fn fio_examples_plan_or_are_refused_naming_the_option() {
+    let Some(files) = examples("fio_examples_plan_or_are_refused_naming_the_option") else { return };
+    let dir = tempdir();
+    let scratch = zero_file(dir.path(), "scratch", 64 << 20);
+    let table = iolab(&["export", "fio", "--options-md"]);
+    table.assert_ok();
+    let (mut planned, mut refused) = (Vec::new(), Vec::new());
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        if !engines(&text).iter().all(|e| ENGINES.contains(&e.as_str())) {
+            continue;
+        }
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let db = dir.path().join("plans.db");
+        let run =
+            iolab(&["sweep", &f.display().to_string(), &scratch.display().to_string(), "--dry-run", "--db", &db.display().to_string()]);
+        if run.code == 0 {
+            planned.push(name);
+            continue;
+        }
+        let line = run.assert_usage_error();
+        // "fio job 'NAME' (FILE line N): OPTION=VALUE: why" or "fio job 'NAME': OPTION: why".
+        let rest = line
+            .strip_prefix("iolab: fio job '")
+            .unwrap_or_else(|| panic!("{name}: the refusal does not name the job:\n{}", run.describe()));
+        let after_name = rest.split_once('\'').map(|(_, a)| a).unwrap_or("");
+        let after = match after_name.strip_prefix(": ") {
+            Some(a) => a,
+            None => after_name.split_once("): ").map(|(_, a)| a).unwrap_or(""),
+        };
+        let option: String = after.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').collect();
+        assert!(
+            table.stdout.contains(&format!("| `{option}` |"))
+                || table.stdout.contains(&format!(" {option},"))
+                || table.stdout.contains(&format!("| {option} |")),
+            "{name}: the refusal names no fio option ('{option}'):\n{}",
+            run.describe()
+        );
+        refused.push((name, option));
+    }
+    let total = planned.len() + refused.len();
+    eprintln!("fio examples with iolab's engines: {total}; planned {}: {planned:?}; refused {}: {refused:?}", planned.len(), refused.len());
+    assert_eq!(total, 41, "Debian's fio-examples 3.33 has 41 job files whose engines iolab has");
+    for want in ["basic-verify.fio", "fio-seq-read.fio", "fsx.fio", "null.fio", "ssd-steadystate.fio", "uring-cmd-ng.fio"] {
+        assert!(planned.iter().any(|p| p == want), "{want} no longer plans: planned {planned:?}, refused {refused:?}");
+    }
+    assert!(planned.len() >= 6, "planned {planned:?}");
+}
+
+/// fio-rand-read.fio on a scratch file runs through iolab: its direct=0 (buffered libaio, which
+/// iolab refuses) dropped with --fio-ignore, its 900 s and 10 GiB shortened on the command line.
+#[test]
+fn fio_rand_read_runs_on_a_scratch_file() {
+    let Some(files) = examples("fio_rand_read_runs_on_a_scratch_file") else { return };
+    let job = files.iter().find(|f| f.ends_with("fio-rand-read.fio")).expect("fio-rand-read.fio is an example");
+    let dir = tempdir();
+    let scratch = zero_file(dir.path(), "scratch", 16 << 20);
+    let out = dir.path().join("rec.json");
+    let refused = iolab(&["run", "--fio", &job.display().to_string(), &scratch.display().to_string(), "--runtime", "1s", "--size", "16m"]);
+    assert!(refused.assert_usage_error().contains("direct=0: libaio runs asynchronously only with O_DIRECT"));
+    let args = [
+        "run",
+        "--fio",
+        &job.display().to_string(),
+        "--fio-ignore",
+        "direct",
+        &scratch.display().to_string(),
+        "--runtime",
+        "1s",
+        "--size",
+        "16m",
+        "--json",
+        &out.display().to_string(),
+        "-q",
+    ];
+    iolab(&args).assert_ok();
+    let rec = crate::common::record(&out);
+    let spec = &rec["spec"];
+    assert_eq!(spec["interface"], "libaio", "{rec}");
+    assert_eq!(
+        (spec["rw"].as_str(), spec["bs"].as_u64(), spec["qd"].as_u64(), spec["threads"].as_u64()),
+        (Some("randread"), Some(4096), Some(16), Some(1))
+    );
+    assert_eq!(spec["direct"], true, "direct=0 was dropped: iolab's O_DIRECT");
+    assert_eq!(spec["targets"][0].as_str(), Some(scratch.to_str().unwrap()));
+    assert!(rec.to_string().contains("--fio-ignore"), "the record's command line keeps what was dropped: {rec}");
+    assert!(crate::common::u(&rec, "/results/total/ios") > 0, "{rec}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// A job file of two jobs runs as two sweeps in file order; an option iolab lacks is refused in
+/// one line unless dropped, and the drop is shown and kept with the stored plan.
+#[test]
+fn a_fio_file_sweeps_its_jobs_in_order() {
+    let dir = tempdir();
+    let db = dir.path().join("fio.db").display().to_string();
+    let job = write(
+        dir.path(),
+        "two.fio",
+        "; two null jobs, one after the other\n[global]\nioengine=null\nsize=64m\nbs=4k\n[writes]\nrw=randwrite\nnumber_ios=2000\n[reads]\nstonewall\nrw=randread\nnumber_ios=(1000*3)\nrate=1m\n",
+    );
+    let e = iolab(&["sweep", &job, "--db", &db]).assert_usage_error();
+    assert_eq!(e, format!("iolab: fio job 'reads' ({job} line 13): rate=1m: iolab issues I/O as fast as the queue allows: it has no rate or think time (--fio-ignore rate drops it)"));
+    assert!(!Path::new(&db).exists(), "refused before anything was made");
+    let dry = iolab(&["sweep", &job, "--db", &db, "--fio-ignore", "rate", "--dry-run"]);
+    dry.assert_ok();
+    assert!(dry.stdout.contains("rate=1m") && dry.stdout.contains("(dropped: --fio-ignore)"), "{}", dry.describe());
+    assert!(dry.stdout.contains("ios = 3000 (number_ios x numjobs)"), "{}", dry.describe());
+    let run = iolab(&["sweep", &job, "--db", &db, "--fio-ignore", "rate", "-q"]);
+    run.assert_ok();
+    let first = run.stdout.find("plan two.fio/writes").unwrap_or_else(|| panic!("{}", run.describe()));
+    let second = run.stdout.find("plan two.fio/reads").unwrap_or_else(|| panic!("{}", run.describe()));
+    assert!(first < second, "in file order:\n{}", run.describe());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let plans: Vec<String> = conn
+        .prepare("SELECT plan_text FROM sweeps ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(plans.len(), 2);
+    assert!(plans[1].contains("dropped with --fio-ignore: rate=1m"), "{}", plans[1]);
+    assert!(iolab(&["sweep", &job, "--db", &db, "--fio-ignore", "rat"])
+        .assert_usage_error()
+        .contains("--fio-ignore rat: not a fio option"));
+}
+
+/// `iolab export fio` writes a job file that fio runs, with the plan's I/O count.
+#[test]
+fn export_fio_writes_a_job_file_fio_runs() {
+    let dir = tempdir();
+    let plan = write(
+        dir.path(),
+        "p.toml",
+        "name = \"x\"\nios = 4000\n[matrix]\ninterface = [\"null\"]\nrw = [\"randread\"]\nbs = [\"4k\"]\nqd = [4]\nthreads = [2]\n",
+    );
+    let out = dir.path().join("p.fio").display().to_string();
+    iolab(&["export", "fio", &plan, "-o", &out]).assert_ok();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("ioengine=null\n") && text.contains("number_ios=2000\n") && text.contains("numjobs=2\n"), "{text}");
+    // Read back by iolab: the same job.
+    iolab(&["sweep", &out, "--dry-run", "--db", &dir.path().join("d.db").display().to_string()]).assert_ok();
+    assert!(iolab(&["export", "fio", &out]).assert_usage_error().contains("is a fio job file already"));
+    let Ok(fio) = std::process::Command::new("fio").args(["--output-format=json", &out]).current_dir(dir.path()).output() else {
+        skip_or_fail("export_fio_writes_a_job_file_fio_runs", "fio is not installed: `apt-get install fio` (.ci/run installs it)");
+        return;
+    };
+    assert!(fio.status.success(), "{}", crate::common::said(&fio));
+    let json: serde_json::Value =
+        serde_json::from_slice(&fio.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&fio.stdout)));
+    let ios: u64 = json["jobs"].as_array().unwrap().iter().map(|j| j["read"]["total_ios"].as_u64().unwrap()).sum();
+    assert_eq!(ios, 4000, "{json}");
+}
