@@ -468,6 +468,97 @@ pub fn parse_clock_offset_s(text: &str) -> Result<f64, String> {
     finite_within(text, MAX_CLOCK_OFFSET_S, "s", "more than a year")
 }
 
+/// The command line's options for the drive's and the server's sources, as given (`EnergyArgs`).
+#[derive(Clone, Debug, Default)]
+pub struct SourceArgs {
+    pub powersensor: Option<PathBuf>,
+    pub powersensor_rails: Option<String>,
+    pub netio_url: Option<String>,
+    pub netio_outlets: Option<String>,
+    pub netio_credentials: Option<PathBuf>,
+    pub command: Option<String>,
+    pub socket: Option<String>,
+    pub scope: Option<String>,
+}
+
+fn number_list(flag: &str, text: &str, lo: u32, hi: u32) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let n: u32 = part.parse().map_err(|_| format!("{flag} '{text}': '{part}' is not a number"))?;
+        if !(lo..=hi).contains(&n) {
+            return Err(format!("{flag} '{text}': {n} is not between {lo} and {hi}"));
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{flag} '{text}' names none"));
+    }
+    Ok(out)
+}
+
+impl SourceArgs {
+    /// Check the options and put them in `cfg`; Err is one line naming the option.
+    pub fn apply(&self, cfg: &mut EnergyConfig) -> Result<(), String> {
+        match (&self.powersensor, &self.powersensor_rails) {
+            (Some(dev), Some(r)) => {
+                let rails = number_list("--powersensor-rails", r, 0, powersensor::MAX_PAIRS as u32 - 1)?;
+                cfg.powersensor =
+                    Some(powersensor::PowerSensorConfig { device: dev.clone(), rails: rails.into_iter().map(|r| r as usize).collect() });
+            }
+            (Some(_), None) => return Err("--powersensor needs --powersensor-rails: the sensor pairs (0-3) that feed the drive".into()),
+            (None, Some(_)) => return Err("--powersensor-rails needs --powersensor DEVICE".into()),
+            (None, None) => {}
+        }
+        match (&self.netio_url, &self.netio_outlets) {
+            (Some(url), Some(o)) => {
+                let outlets = number_list("--netio-outlets", o, 1, 64)?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("--netio-url {} must start with http:// or https://", crate::secret::redact(url)));
+                }
+                let mut n = netio::NetioConfig {
+                    url: url.clone(),
+                    outlets,
+                    username: std::env::var("IOLAB_NETIO_USER").ok(),
+                    password: std::env::var("IOLAB_NETIO_PASSWORD").ok(),
+                    credentials_file: self.netio_credentials.clone(),
+                    timeout: None,
+                };
+                if n.credentials_file.is_none() {
+                    n.credentials_file = std::env::var_os("IOLAB_NETIO_CREDENTIALS").map(PathBuf::from);
+                }
+                cfg.netio = Some(n);
+            }
+            (Some(_), None) => return Err("--netio-url needs --netio-outlets: the output IDs that feed the server".into()),
+            (None, Some(_)) => return Err("--netio-outlets needs --netio-url URL".into()),
+            (None, None) => {
+                if self.netio_credentials.is_some() {
+                    return Err("--netio-credentials needs --netio-url URL".into());
+                }
+            }
+        }
+        let scope = self.scope.as_deref().map(Scope::parse).transpose().map_err(|e| format!("--energy-scope: {e}"))?;
+        match (&self.command, &self.socket, scope) {
+            (Some(_), Some(_), _) => return Err("--energy-command and --energy-socket: give one meter of the two".into()),
+            (None, None, Some(_)) => return Err("--energy-scope needs --energy-command or --energy-socket".into()),
+            (None, None, None) => {}
+            (_, _, None) => {
+                return Err("--energy-command/--energy-socket need --energy-scope: what the meter measures (ssd, wall_ac, cpu_package, dram, platform, bmc_system, gpu)".into())
+            }
+            (command, socket, Some(scope)) => {
+                if let Some(s) = socket {
+                    if s.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+                        return Err(format!("--energy-socket '{s}' is not HOST:PORT"));
+                    }
+                }
+                cfg.generic = Some(generic::GenericConfig { command: command.clone(), socket: socket.clone(), scope });
+            }
+        }
+        Ok(())
+    }
+}
+
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
