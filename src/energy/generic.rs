@@ -122,7 +122,10 @@ impl Generic {
     pub fn open(cfg: &GenericConfig) -> Result<(Generic, Vec<String>), String> {
         let (input, child, what) = match (&cfg.command, &cfg.socket) {
             (Some(c), None) => {
+                use std::os::unix::process::CommandExt;
+                // Its own process group, so the meter's children end with it at the window's end.
                 let mut child = Command::new("sh")
+                    .process_group(0)
                     .arg("-c")
                     .arg(c)
                     .stdin(Stdio::null())
@@ -162,6 +165,9 @@ impl Generic {
     fn stop_all(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(c) = &mut self.child {
+            // SAFETY: a signal to the process group of the child this source started (its pid is
+            // the group's id, `process_group(0)`), which has not been reaped yet.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
             let _ = c.kill();
             let _ = c.wait();
         }
