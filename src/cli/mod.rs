@@ -231,6 +231,30 @@ pub struct EnergyArgs {
     /// File with the Redfish user name and password.
     #[arg(long, value_name = "FILE")]
     pub redfish_credentials: Option<PathBuf>,
+    /// PowerSensor3 serial device between slot and drive (scope ssd), e.g. /dev/ttyACM0.
+    #[arg(long, value_name = "DEVICE")]
+    pub powersensor: Option<PathBuf>,
+    /// The PowerSensor3 sensor pairs (0-3) whose rails feed the drive, e.g. 0,1.
+    #[arg(long, value_name = "PAIRS")]
+    pub powersensor_rails: Option<String>,
+    /// NETIO PDU JSON API URL (scope wall_ac); credentials from IOLAB_NETIO_USER/IOLAB_NETIO_PASSWORD or --netio-credentials.
+    #[arg(long, value_name = "URL")]
+    pub netio_url: Option<String>,
+    /// The NETIO output IDs that feed the server, e.g. 1,2.
+    #[arg(long, value_name = "IDS")]
+    pub netio_outlets: Option<String>,
+    /// File with the NETIO JSON API user and password.
+    #[arg(long, value_name = "FILE")]
+    pub netio_credentials: Option<PathBuf>,
+    /// A command whose stdout prints `<unix_seconds> <watts>` lines (a generic meter).
+    #[arg(long, value_name = "CMD")]
+    pub energy_command: Option<String>,
+    /// Or HOST:PORT of a TCP server sending those lines.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub energy_socket: Option<String>,
+    /// What the generic meter measures: ssd, wall_ac, cpu_package, dram, platform, bmc_system, gpu.
+    #[arg(long, value_name = "SCOPE")]
+    pub energy_scope: Option<String>,
 }
 
 impl EnergyArgs {
@@ -251,6 +275,18 @@ impl EnergyArgs {
             }),
             ..Default::default()
         };
+        let mut config = config;
+        crate::energy::SourceArgs {
+            powersensor: self.powersensor.clone(),
+            powersensor_rails: self.powersensor_rails.clone(),
+            netio_url: self.netio_url.clone(),
+            netio_outlets: self.netio_outlets.clone(),
+            netio_credentials: self.netio_credentials.clone(),
+            command: self.energy_command.clone(),
+            socket: self.energy_socket.clone(),
+            scope: self.energy_scope.clone(),
+        }
+        .apply(&mut config)?;
         // What can be known about the meter log before the run; it is read at the run's end.
         check_meter_format(self.meter_format.as_deref())?;
         if let Some(why) = self.meter_log.as_deref().and_then(crate::energy::meter_log_problem) {

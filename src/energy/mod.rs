@@ -3,21 +3,27 @@
 //!
 //! Backends: RAPL through powercap sysfs (`rapl`), the perf `power` PMU (`perf`), the BMC
 //! through `ipmitool dcmi power reading` (`ipmi`), Redfish (`redfish`), NVML (`nvml`) and an
-//! external meter's log (`meter`). Each reading carries one scope (cpu_package, dram, platform,
+//! external meter's log (`meter`), and for the drive and the server PowerSensor3 (`powersensor`,
+//! the rails that feed the SSD), a NETIO PDU's outlets (`netio`) and any meter that prints
+//! timestamped watts on a command's stdout or a socket (`generic`). Each reading carries one scope (cpu_package, dram, platform,
 //! bmc_system, wall_ac, gpu) and its method; scopes are never added together. With no source the
 //! report says "unavailable" with the reason per backend and carries no numbers: no TDP or
 //! model-based estimate exists anywhere here.
 //!
 //! Sampling: one background thread per source (never an I/O thread), counters every
 //! `sample_interval` (default 250 ms, at most 1 s so RAPL wraps are caught), BMCs about 1 Hz.
+pub mod generic;
 pub mod integrate;
 pub mod ipmi;
 pub mod meterlog;
+pub mod netio;
 pub mod nvml;
 pub mod perf_power;
+pub mod powersensor;
 pub mod rapl;
 pub mod record;
 pub mod redfish;
+pub mod stream;
 
 pub use meterlog::ClockCorrection;
 pub use redfish::RedfishConfig;
@@ -28,7 +34,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What a reading covers. Different scopes overlap (psys contains the package, the BMC sees
-/// the whole box) and are never added.
+/// the whole box) and are never added. `Ssd` is the drive's own rails (a sensor between slot and
+/// drive); a PDU outlet feeding the server measures what a plug-in meter does, `WallAc`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
@@ -38,7 +45,11 @@ pub enum Scope {
     BmcSystem,
     WallAc,
     Gpu,
+    Ssd,
 }
+
+/// Every scope, for parsing and listing.
+pub const SCOPES: [Scope; 7] = [Scope::CpuPackage, Scope::Dram, Scope::Platform, Scope::BmcSystem, Scope::WallAc, Scope::Gpu, Scope::Ssd];
 
 impl Scope {
     pub fn as_str(self) -> &'static str {
@@ -49,7 +60,15 @@ impl Scope {
             Scope::BmcSystem => "bmc_system",
             Scope::WallAc => "wall_ac",
             Scope::Gpu => "gpu",
+            Scope::Ssd => "ssd",
         }
+    }
+
+    /// A scope by its name (`ssd`, `wall_ac`, ...); Err is one phrase naming the known ones.
+    pub fn parse(text: &str) -> Result<Scope, String> {
+        SCOPES.iter().copied().find(|s| s.as_str() == text.trim()).ok_or_else(|| {
+            format!("'{text}' is not an energy scope (known: {})", SCOPES.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+        })
     }
 }
 
@@ -90,9 +109,22 @@ pub trait Source: Send {
     fn interval(&self) -> Duration {
         Duration::ZERO
     }
+    /// A source that reads a stream on its own thread and integrates as samples arrive
+    /// (`stream`): told the window's start (monotonic and UNIX), returns true, and is never
+    /// polled; `finish` then gives its energy. The others return false.
+    fn begin(&mut self, _t0: Instant, _start_unix: f64) -> bool {
+        false
+    }
+    /// A streaming source's energy over [0, end] seconds of the window, and why a scope has none.
+    fn finish(&mut self, _end: f64) -> (Vec<SourceEnergy>, Vec<String>) {
+        (Vec::new(), Vec::new())
+    }
 }
 
-pub const BACKENDS: [&str; 6] = ["rapl", "perf", "ipmi", "redfish", "nvml", "meter"];
+pub const BACKENDS: [&str; 9] = ["rapl", "perf", "ipmi", "redfish", "nvml", "meter", "powersensor", "netio", "generic"];
+/// Backends that measure only what the user wired and named: in auto mode, one not configured is
+/// left out without a reason (as the meter without a log is).
+const NEED_CONFIG: [&str; 4] = ["meter", "powersensor", "netio", "generic"];
 /// Below this coverage a source still reports its joules and mean watts, but no per-joule ratio.
 pub const MIN_COVERAGE_FOR_RATIOS: f64 = 0.9;
 
@@ -120,6 +152,12 @@ pub struct EnergyConfig {
     pub nvml_library: Option<PathBuf>,
     /// Counter sampling interval; clamped to [10 ms, 1 s].
     pub sample_interval: Duration,
+    /// A PowerSensor3 and the rails (sensor pairs) that feed the drive.
+    pub powersensor: Option<powersensor::PowerSensorConfig>,
+    /// A NETIO PDU and the outlets that feed the server.
+    pub netio: Option<netio::NetioConfig>,
+    /// A meter that prints timestamped watts on a command's stdout or a TCP socket.
+    pub generic: Option<generic::GenericConfig>,
 }
 
 impl Default for EnergyConfig {
@@ -137,11 +175,25 @@ impl Default for EnergyConfig {
             ipmitool_args: Vec::new(),
             nvml_library: None,
             sample_interval: Duration::from_millis(250),
+            powersensor: None,
+            netio: None,
+            generic: None,
         }
     }
 }
 
 impl EnergyConfig {
+    /// Whether the user configured backend `b` (those in NEED_CONFIG need it).
+    fn configured(&self, b: &str) -> bool {
+        match b {
+            "meter" => self.meter_log.is_some(),
+            "powersensor" => self.powersensor.is_some(),
+            "netio" => self.netio.is_some(),
+            "generic" => self.generic.is_some(),
+            _ => true,
+        }
+    }
+
     fn clock_correction(&self) -> Result<ClockCorrection, String> {
         match self.meter_sync {
             Some((m1, m2)) => ClockCorrection::from_sync_marks(m1, m2),
@@ -189,6 +241,18 @@ fn open_backend(cfg: &EnergyConfig, b: &str) -> Opened {
             let lib = cfg.nvml_library.clone().or_else(|| std::env::var_os("IOLAB_NVML_LIB").map(PathBuf::from));
             nvml::Nvml::open(lib.as_deref()).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n))
         }
+        "powersensor" => match &cfg.powersensor {
+            Some(p) => powersensor::PowerSensor::open(p).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
+            None => Err("no PowerSensor3 device given (--powersensor DEVICE --powersensor-rails PAIRS)".into()),
+        },
+        "netio" => match &cfg.netio {
+            Some(n) => netio::Netio::open(n).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
+            None => Err("no NETIO PDU given (--netio-url URL --netio-outlets N)".into()),
+        },
+        "generic" => match &cfg.generic {
+            Some(g) => generic::Generic::open(g).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
+            None => Err("no meter command or socket given (--energy-command CMD or --energy-socket HOST:PORT)".into()),
+        },
         other => Err(format!("unknown energy source {other:?} (known: {})", BACKENDS.join(", "))),
     }
 }
@@ -407,6 +471,97 @@ pub fn parse_clock_offset_s(text: &str) -> Result<f64, String> {
     finite_within(text, MAX_CLOCK_OFFSET_S, "s", "more than a year")
 }
 
+/// The command line's options for the drive's and the server's sources, as given (`EnergyArgs`).
+#[derive(Clone, Debug, Default)]
+pub struct SourceArgs {
+    pub powersensor: Option<PathBuf>,
+    pub powersensor_rails: Option<String>,
+    pub netio_url: Option<String>,
+    pub netio_outlets: Option<String>,
+    pub netio_credentials: Option<PathBuf>,
+    pub command: Option<String>,
+    pub socket: Option<String>,
+    pub scope: Option<String>,
+}
+
+fn number_list(flag: &str, text: &str, lo: u32, hi: u32) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let n: u32 = part.parse().map_err(|_| format!("{flag} '{text}': '{part}' is not a number"))?;
+        if !(lo..=hi).contains(&n) {
+            return Err(format!("{flag} '{text}': {n} is not between {lo} and {hi}"));
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{flag} '{text}' names none"));
+    }
+    Ok(out)
+}
+
+impl SourceArgs {
+    /// Check the options and put them in `cfg`; Err is one line naming the option.
+    pub fn apply(&self, cfg: &mut EnergyConfig) -> Result<(), String> {
+        match (&self.powersensor, &self.powersensor_rails) {
+            (Some(dev), Some(r)) => {
+                let rails = number_list("--powersensor-rails", r, 0, powersensor::MAX_PAIRS as u32 - 1)?;
+                cfg.powersensor =
+                    Some(powersensor::PowerSensorConfig { device: dev.clone(), rails: rails.into_iter().map(|r| r as usize).collect() });
+            }
+            (Some(_), None) => return Err("--powersensor needs --powersensor-rails: the sensor pairs (0-3) that feed the drive".into()),
+            (None, Some(_)) => return Err("--powersensor-rails needs --powersensor DEVICE".into()),
+            (None, None) => {}
+        }
+        match (&self.netio_url, &self.netio_outlets) {
+            (Some(url), Some(o)) => {
+                let outlets = number_list("--netio-outlets", o, 1, 64)?;
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("--netio-url {} must start with http:// or https://", crate::secret::redact(url)));
+                }
+                let mut n = netio::NetioConfig {
+                    url: url.clone(),
+                    outlets,
+                    username: std::env::var("IOLAB_NETIO_USER").ok(),
+                    password: std::env::var("IOLAB_NETIO_PASSWORD").ok(),
+                    credentials_file: self.netio_credentials.clone(),
+                    timeout: None,
+                };
+                if n.credentials_file.is_none() {
+                    n.credentials_file = std::env::var_os("IOLAB_NETIO_CREDENTIALS").map(PathBuf::from);
+                }
+                cfg.netio = Some(n);
+            }
+            (Some(_), None) => return Err("--netio-url needs --netio-outlets: the output IDs that feed the server".into()),
+            (None, Some(_)) => return Err("--netio-outlets needs --netio-url URL".into()),
+            (None, None) => {
+                if self.netio_credentials.is_some() {
+                    return Err("--netio-credentials needs --netio-url URL".into());
+                }
+            }
+        }
+        let scope = self.scope.as_deref().map(Scope::parse).transpose().map_err(|e| format!("--energy-scope: {e}"))?;
+        match (&self.command, &self.socket, scope) {
+            (Some(_), Some(_), _) => return Err("--energy-command and --energy-socket: give one meter of the two".into()),
+            (None, None, Some(_)) => return Err("--energy-scope needs --energy-command or --energy-socket".into()),
+            (None, None, None) => {}
+            (_, _, None) => {
+                return Err("--energy-command/--energy-socket need --energy-scope: what the meter measures (ssd, wall_ac, cpu_package, dram, platform, bmc_system, gpu)".into())
+            }
+            (command, socket, Some(scope)) => {
+                if let Some(s) = socket {
+                    if s.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+                        return Err(format!("--energy-socket '{s}' is not HOST:PORT"));
+                    }
+                }
+                cfg.generic = Some(generic::GenericConfig { command: command.clone(), socket: socket.clone(), scope });
+            }
+        }
+        Ok(())
+    }
+}
+
 fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -574,6 +729,8 @@ pub struct EnergyMeter {
     start_unix: f64,
     stop_tx: Vec<mpsc::Sender<()>>,
     running: Vec<Running>,
+    /// Sources that read and integrate on their own threads (`Source::begin`).
+    streaming: Vec<Box<dyn Source>>,
     reasons: Vec<String>,
 }
 
@@ -596,7 +753,9 @@ impl PreparedEnergy {
         let (live, st) = open_all(cfg);
         let reasons = st
             .iter()
-            .filter(|s| !(s.available || s.backend == "meter" && cfg.meter_log.is_none() && cfg.sources.is_empty()))
+            .filter(|s| {
+                !(s.available || NEED_CONFIG.contains(&s.backend.as_str()) && !cfg.configured(&s.backend) && cfg.sources.is_empty())
+            })
             .map(|s| format!("{}: {}", s.backend, s.detail))
             .collect();
         PreparedEnergy { cfg: cfg.clone(), live, reasons }
@@ -609,7 +768,12 @@ impl PreparedEnergy {
         let t0 = Instant::now();
         let mut stop_tx = Vec::new();
         let mut running = Vec::new();
+        let mut streaming = Vec::new();
         for mut src in self.live {
+            if src.begin(t0, start_unix) {
+                streaming.push(src);
+                continue;
+            }
             let mut samples: Samples = Vec::new();
             if src.fast() {
                 samples.push(sample(src.as_mut(), t0));
@@ -641,7 +805,7 @@ impl PreparedEnergy {
                 .expect("spawn energy sampler");
             running.push(Running { handle });
         }
-        EnergyMeter { cfg: self.cfg, t0, start_unix, stop_tx, running, reasons: self.reasons }
+        EnergyMeter { cfg: self.cfg, t0, start_unix, stop_tx, running, streaming, reasons: self.reasons }
     }
 }
 
@@ -666,6 +830,11 @@ impl EnergyMeter {
                 continue;
             };
             let (mut s, mut why) = summarise(src.as_ref(), &samples, end);
+            sources.append(&mut s);
+            reasons.append(&mut why);
+        }
+        for mut src in self.streaming {
+            let (mut s, mut why) = src.finish(end);
             sources.append(&mut s);
             reasons.append(&mut why);
         }

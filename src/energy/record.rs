@@ -43,6 +43,52 @@ pub struct EnergyRecord {
     /// Null unless --idle-baseline was given.
     pub idle_baseline: Option<Vec<IdlePower>>,
     pub dynamic: Vec<DynamicEnergy>,
+    /// I/Os and bytes per joule of each component a source measured (`COMPONENTS`): the drive,
+    /// the CPU, the whole system; above idle too where an idle baseline was taken.
+    pub efficiency: Vec<ComponentEfficiency>,
+}
+
+/// The components efficiency is given for, each with the scopes that measure it, first preferred:
+/// the drive's own rails, the CPU package, the whole system (at the wall, the BMC's, RAPL psys).
+pub const COMPONENTS: [(&str, &[&str]); 3] =
+    [("ssd", &["ssd"]), ("cpu", &["cpu_package"]), ("system", &["wall_ac", "bmc_system", "platform"])];
+
+/// One component's efficiency over the run's window, from one source and scope (never a sum of
+/// scopes). A ratio is None where the source covered less than MIN_COVERAGE_FOR_RATIOS of the
+/// window, or (dynamic) where no idle baseline was taken or the run drew no more than idle.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComponentEfficiency {
+    /// ssd, cpu or system.
+    pub component: String,
+    pub source: String,
+    pub scope: String,
+    pub mean_watts: f64,
+    pub iops_per_joule: Option<f64>,
+    pub bytes_per_joule: Option<f64>,
+    pub iops_per_dynamic_joule: Option<f64>,
+    pub bytes_per_dynamic_joule: Option<f64>,
+}
+
+/// Per component, the first of its scopes a source measured (one that gave ratios preferred).
+pub fn efficiency(report: &EnergyReport, dynamic: &[DynamicEnergy]) -> Vec<ComponentEfficiency> {
+    let mut out = Vec::new();
+    for (component, scopes) in COMPONENTS {
+        let found = scopes.iter().flat_map(|sc| report.sources.iter().filter(move |s| s.scope == *sc));
+        let pick = found.clone().find(|s| s.iops_per_joule.is_some()).or_else(|| found.clone().next());
+        let Some(s) = pick else { continue };
+        let d = dynamic.iter().find(|d| d.source == s.source && d.scope == s.scope);
+        out.push(ComponentEfficiency {
+            component: component.into(),
+            source: s.source.clone(),
+            scope: s.scope.clone(),
+            mean_watts: s.mean_watts,
+            iops_per_joule: s.iops_per_joule,
+            bytes_per_joule: s.bytes_per_joule,
+            iops_per_dynamic_joule: d.and_then(|d| d.ios_per_dynamic_joule),
+            bytes_per_dynamic_joule: d.and_then(|d| d.bytes_per_dynamic_joule),
+        });
+    }
+    out
 }
 
 /// Measure idle power for `seconds` (nothing of iolab's runs meanwhile).
@@ -90,5 +136,6 @@ pub fn finish(mut report: EnergyReport, idle: Option<Vec<IdlePower>>, ios: u64, 
             });
         }
     }
-    EnergyRecord { report, idle_baseline: idle, dynamic }
+    let efficiency = efficiency(&report, &dynamic);
+    EnergyRecord { report, idle_baseline: idle, dynamic, efficiency }
 }

@@ -448,6 +448,7 @@ pub(crate) mod tests {
                 },
                 idle_baseline: None,
                 dynamic: vec![],
+                efficiency: vec![],
             }),
             completion_path: record::CompletionPath {
                 requested: "irq".into(),

@@ -7,6 +7,7 @@ mod cpu_accounting;
 mod crash_restore;
 mod energy;
 mod energy_run;
+mod energy_sources;
 mod fio;
 mod fleet;
 mod interfaces;
