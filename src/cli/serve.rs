@@ -76,9 +76,9 @@ pub fn main(args: &ServeArgs) -> i32 {
 }
 
 fn run(args: &ServeArgs) -> Result<i32, crate::failure::Failure> {
-    let config = args.config()?;
+    let config = args.config().map_err(crate::failure::Failure::invalid)?;
     if let Some(dest) = &args.json {
-        super::run::check_output(dest)?;
+        super::run::check_output(dest).map_err(crate::failure::Failure::invalid)?;
     }
     let cancel = crate::engine::install_interrupt_handler();
     let summary = crate::serve::serve(&config, cancel, &mut Lines)?;
@@ -155,12 +155,12 @@ fn nbd(cmd: &NbdCmd) -> Result<i32, crate::failure::Failure> {
     match cmd {
         NbdCmd::Connect { server, export, index, connections, block_size } => {
             let addr: std::net::SocketAddr =
-                server.parse().map_err(|_| format!("'{server}' is not an address and port: give e.g. 127.0.0.1:10809"))?;
+                server.parse().map_err(|_| crate::failure::Failure::invalid(format!("'{server}' is not an address and port: give e.g. 127.0.0.1:10809")))?;
             if !(512..=4096).contains(block_size) || !block_size.is_power_of_two() {
-                return Err(format!("--block-size {block_size}: give 512, 1024, 2048 or 4096").into());
+                return Err(crate::failure::Failure::invalid(format!("--block-size {block_size}: give 512, 1024, 2048 or 4096")));
             }
             if *connections == 0 || *connections > 64 {
-                return Err(format!("--connections {connections}: give 1 to 64").into());
+                return Err(crate::failure::Failure::invalid(format!("--connections {connections}: give 1 to 64")));
             }
             client::available().map_err(crate::failure::Failure::unsupported)?;
             let cancel = crate::engine::install_interrupt_handler();
@@ -176,7 +176,7 @@ fn nbd(cmd: &NbdCmd) -> Result<i32, crate::failure::Failure> {
         }
         NbdCmd::Disconnect { device } => {
             let n = device.trim_start_matches("/dev/nbd");
-            let i: u32 = n.parse().map_err(|_| format!("'{device}' is not an NBD device: give N or /dev/nbdN"))?;
+            let i: u32 = n.parse().map_err(|_| crate::failure::Failure::invalid(format!("'{device}' is not an NBD device: give N or /dev/nbdN")))?;
             client::available().map_err(crate::failure::Failure::unsupported)?;
             client::disconnect(i).map_err(crate::failure::Failure::failed)?;
             println!("/dev/nbd{i} disconnected");

@@ -166,14 +166,14 @@ pub fn check(c: &ServeConfig) -> Result<(), String> {
 /// The job a server's target is acquired for: what a run with the same interface, writes and
 /// depth would acquire, so the same refusals apply.
 fn job_for(c: &ServeConfig) -> Job {
-    let io = IoChoice {
+    let mut io = IoChoice {
         interface: c.interface,
         // The one completion mode the user-space driver takes (polling); interrupts for the rest.
         complete: c.interface.info().completes[0],
         direct: c.direct,
-        vfio_noiommu: c.vfio_noiommu,
         ..IoChoice::default()
     };
+    io.options.vfio.vfio_noiommu = c.vfio_noiommu;
     let workload = crate::plan::Workload {
         rw: if c.writable { Rw::Randwrite } else { Rw::Randread },
         bs: backend::CHUNK as u64,
