@@ -153,7 +153,8 @@ fn substitute(line: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
 /// fio's reserved keywords replaced by this machine's values; a value that held one and has
 /// math in it is computed (fio hands it to `bc`, whole numbers).
 fn keywords(value: &str) -> Result<String, String> {
-    let words: [(&str, fn() -> u64); 3] = [
+    type Reader = fn() -> u64;
+    let words: [(&str, Reader); 3] = [
         ("$pagesize", || {
             // SAFETY: sysconf has no preconditions.
             let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

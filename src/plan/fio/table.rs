@@ -11,13 +11,16 @@ pub enum How {
     /// It sets these plan keys (the words docs/fio.md shows); `set` translates a job's value
     /// (returning the dry run's `-> key = value` text), `export` writes a job's value back (None:
     /// not written for this job).
-    Sets { keys: &'static str, set: map::SetFn, export: Option<fn(&Job) -> Result<Option<String>, String>> },
+    Sets { keys: &'static str, set: map::SetFn, export: Option<ExportFn> },
     /// Accepted, and changes nothing iolab measures: why.
     Same(&'static str),
     /// Refused (why), unless its value is one of `fine` (fio's default, or a value that asks
     /// for nothing iolab lacks).
     Refused(&'static str, &'static [&'static str]),
 }
+
+/// Writes a planned job's value back as the option's (None: not written for this job).
+pub type ExportFn = fn(&Job) -> Result<Option<String>, String>;
 
 pub struct FioOption {
     pub name: &'static str,
@@ -28,13 +31,7 @@ pub struct FioOption {
 const fn sets(name: &'static str, aliases: &'static [&'static str], keys: &'static str, set: map::SetFn) -> FioOption {
     FioOption { name, aliases, how: How::Sets { keys, set, export: None } }
 }
-const fn both(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    keys: &'static str,
-    set: map::SetFn,
-    export: fn(&Job) -> Result<Option<String>, String>,
-) -> FioOption {
+const fn both(name: &'static str, aliases: &'static [&'static str], keys: &'static str, set: map::SetFn, export: ExportFn) -> FioOption {
     FioOption { name, aliases, how: How::Sets { keys, set, export: Some(export) } }
 }
 const fn same(name: &'static str, why: &'static str) -> FioOption {
@@ -332,7 +329,7 @@ pub fn options_md() -> String {
         let (how, what) = match &o.how {
             How::Sets { keys, .. } => ("maps", format!("`{keys}`")),
             How::Same(why) => ("same", why.to_string()),
-            How::Refused(why, fine) if fine.is_empty() => ("refused", why.to_string()),
+            How::Refused(why, []) => ("refused", why.to_string()),
             How::Refused(why, fine) => {
                 ("refused", format!("{why} (accepted: {})", fine.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")))
             }
