@@ -1,5 +1,6 @@
 //! `iolab export fio`, and the fio job file side of `iolab sweep JOB.fio` and `iolab run --fio`:
 //! the command line's part; reading, mapping and writing fio's format is `plan::fio`.
+use crate::failure::Failure;
 use crate::plan::fio;
 use crate::plan::Job;
 use crate::session::sweep::SweepEnd;
@@ -28,23 +29,23 @@ pub fn main(cmd: &ExportCmd) -> i32 {
     super::exit_code(export(cmd))
 }
 
-fn export(cmd: &ExportCmd) -> Result<i32, String> {
+fn export(cmd: &ExportCmd) -> Result<i32, Failure> {
     let ExportCmd::Fio(a) = cmd;
     if a.options_md {
         print!("{}", fio::table::options_md());
         return Ok(0);
     }
     let path = a.plan.as_deref().expect("clap requires the plan");
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read plan {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Failure::invalid(format!("cannot read plan {}: {e}", path.display())))?;
     if fio::is_fio(path, &text) {
-        return Err(format!("{} is a fio job file already: export takes an iolab plan (TOML)", path.display()));
+        return Err(Failure::invalid(format!("{} is a fio job file already: export takes an iolab plan (TOML)", path.display())));
     }
     if let Some(dest) = &a.output {
-        crate::output::check_writable("--output", dest)?;
+        crate::output::check_writable("--output", dest).map_err(Failure::invalid)?;
     }
-    let job_file = fio::export(&path.display().to_string(), &text)?;
+    let job_file = fio::export(&path.display().to_string(), &text).map_err(Failure::invalid)?;
     match &a.output {
-        Some(dest) => crate::output::write_bytes(dest, job_file.as_bytes())?,
+        Some(dest) => crate::output::write_bytes(dest, job_file.as_bytes()).map_err(Failure::failed)?,
         None => print!("{job_file}"),
     }
     Ok(0)
@@ -55,7 +56,7 @@ fn export(cmd: &ExportCmd) -> Result<i32, String> {
 fn target(targets: &[String]) -> Result<Vec<String>, String> {
     match targets {
         [] => Ok(Vec::new()),
-        [one] => crate::plan::matrix::target_set(one),
+        [one] => crate::plan::matrix::target_set(one).map_err(|e| e.to_string()),
         _ => Err("a fio job file takes one target on the command line (several driven together: A+B), which replaces every job's filename"
             .into()),
     }
@@ -70,9 +71,9 @@ pub fn sweep_fio(
     ignore: &[String],
     targets: &[String],
     dry_run: bool,
-    run: &mut dyn FnMut(&str) -> Result<SweepEnd, String>,
-) -> Result<SweepEnd, String> {
-    let jobs = fio::plans(path, text, None, ignore, &target(targets)?)?;
+    run: &mut dyn FnMut(&str) -> Result<SweepEnd, Failure>,
+) -> Result<SweepEnd, Failure> {
+    let jobs = fio::plans(path, text, None, ignore, &target(targets).map_err(Failure::invalid)?).map_err(Failure::invalid)?;
     let mut end = SweepEnd { code: 0, finished: true };
     for (n, m) in jobs.iter().enumerate() {
         println!("fio job {} of {} -> plan {}", n + 1, jobs.len(), m.name);

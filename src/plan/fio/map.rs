@@ -671,17 +671,17 @@ pub fn x_hipri(j: &Job) -> Result<Option<String>, String> {
     }
 }
 pub fn x_fixedbufs(j: &Job) -> Result<Option<String>, String> {
-    Ok(is_ring(j).then(|| if j.io.ring.register_buffers { "1" } else { "0" }.into()))
+    Ok(is_ring(j).then(|| if j.io.options.ring.register_buffers { "1" } else { "0" }.into()))
 }
 pub fn x_registerfiles(j: &Job) -> Result<Option<String>, String> {
-    Ok(is_ring(j).then(|| if j.io.ring.register_files { "1" } else { "0" }.into()))
+    Ok(is_ring(j).then(|| if j.io.options.ring.register_files { "1" } else { "0" }.into()))
 }
 pub fn x_sqthread_poll(j: &Job) -> Result<Option<String>, String> {
     Ok((j.io.submit == Submit::Sqpoll).then(|| "1".into()))
 }
 pub fn x_sq_cpu(j: &Job) -> Result<Option<String>, String> {
-    Ok(j.io.ring.sq_cpu.map(|c| c.to_string()))
+    Ok(j.io.options.ring.sq_cpu.map(|c| c.to_string()))
 }
 pub fn x_force_async(j: &Job) -> Result<Option<String>, String> {
-    Ok(j.io.ring.force_async.then(|| "1".into()))
+    Ok(j.io.options.ring.force_async.then(|| "1".into()))
 }

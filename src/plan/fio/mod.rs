@@ -141,10 +141,10 @@ pub fn export(plan_name: &str, text: &str) -> Result<String, String> {
                 j.system.set.iter().chain(&j.system.setup).cloned().collect::<Vec<_>>().join(", ")
             )));
         }
-        if j.io.null_script.is_some() {
+        if j.io.options.null.null_script.is_some() {
             return Err(no("null_script"));
         }
-        if j.io.ring.sq_idle_ms != crate::interfaces::io_uring::RingOptions::default().sq_idle_ms
+        if j.io.options.ring.sq_idle_ms != crate::interfaces::io_uring::RingOptions::default().sq_idle_ms
             && j.io.submit == crate::plan::Submit::Sqpoll
         {
             return Err(no("sq_idle_ms"));
@@ -407,6 +407,7 @@ fn translate(
     // What iolab's own checks say of the job (validate), before anything runs.
     if let Err(e) = crate::plan::sweep::expand(&text, &[]) {
         // Named by the fio option behind the iolab flag the check names, where there is one.
+        let e = e.to_string();
         let why = e.trim_start_matches("plan: ");
         let inner = why.split_once("(1 by: ").map(|(_, r)| r.trim_end_matches("): change the matrix or the rules")).unwrap_or(why);
         let behind = FLAGS.iter().filter(|(flag, _)| inner.contains(flag)).find_map(|(_, opt)| find_opt(opt));
