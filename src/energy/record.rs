@@ -56,7 +56,8 @@ pub const COMPONENTS: [(&str, &[&str]); 3] =
 /// One component's efficiency over the run's window, from one source and scope (never a sum of
 /// scopes). A ratio is None where the source covered less than MIN_COVERAGE_FOR_RATIOS of the
 /// window, or (dynamic) where no idle baseline was taken or the run drew no more than idle.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ComponentEfficiency {
     /// ssd, cpu or system.
     pub component: String,
