@@ -154,8 +154,9 @@ fn nbd(cmd: &NbdCmd) -> Result<i32, crate::failure::Failure> {
     use crate::serve::client;
     match cmd {
         NbdCmd::Connect { server, export, index, connections, block_size } => {
-            let addr: std::net::SocketAddr =
-                server.parse().map_err(|_| crate::failure::Failure::invalid(format!("'{server}' is not an address and port: give e.g. 127.0.0.1:10809")))?;
+            let addr: std::net::SocketAddr = server.parse().map_err(|_| {
+                crate::failure::Failure::invalid(format!("'{server}' is not an address and port: give e.g. 127.0.0.1:10809"))
+            })?;
             if !(512..=4096).contains(block_size) || !block_size.is_power_of_two() {
                 return Err(crate::failure::Failure::invalid(format!("--block-size {block_size}: give 512, 1024, 2048 or 4096")));
             }
@@ -176,7 +177,8 @@ fn nbd(cmd: &NbdCmd) -> Result<i32, crate::failure::Failure> {
         }
         NbdCmd::Disconnect { device } => {
             let n = device.trim_start_matches("/dev/nbd");
-            let i: u32 = n.parse().map_err(|_| crate::failure::Failure::invalid(format!("'{device}' is not an NBD device: give N or /dev/nbdN")))?;
+            let i: u32 =
+                n.parse().map_err(|_| crate::failure::Failure::invalid(format!("'{device}' is not an NBD device: give N or /dev/nbdN")))?;
             client::available().map_err(crate::failure::Failure::unsupported)?;
             client::disconnect(i).map_err(crate::failure::Failure::failed)?;
             println!("/dev/nbd{i} disconnected");

@@ -198,7 +198,9 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
         std::fs::read_to_string(&args.plan).map_err(|e| Failure::invalid(format!("cannot read plan {}: {e}", args.plan.display())))?;
     let fio = crate::plan::fio::is_fio(&args.plan, &text);
     if fio && args.numa.is_some() || !fio && !args.fio_ignore.is_empty() {
-        return Err(Failure::invalid(if fio { "--numa: a fio job file pins with numa_cpu_nodes=" } else { "--fio-ignore applies to fio job files" }.into()));
+        return Err(Failure::invalid(
+            if fio { "--numa: a fio job file pins with numa_cpu_nodes=" } else { "--fio-ignore applies to fio job files" }.into(),
+        ));
     }
     let text = match args.numa {
         // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
