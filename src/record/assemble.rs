@@ -7,7 +7,7 @@ use crate::energy::record::{EnergyRecord, IdlePower};
 use crate::energy::EnergyReport;
 use crate::engine::recorder::{Direction, Recorder};
 use crate::engine::EngineOutput;
-use crate::interfaces::io_uring::RingSetup;
+use crate::interfaces::KernelSetup;
 use crate::interfaces::Observation;
 use crate::meters::cpu::Rusage;
 use crate::meters::Cost;
@@ -30,7 +30,7 @@ pub struct Outcome {
     pub path: CompletionPath,
     /// What the target itself showed of the completion path (the user-space driver's vectors).
     pub observed: Option<Observation>,
-    pub ring: Option<RingSetup>,
+    pub ring: Option<KernelSetup>,
 }
 
 /// The energy a run asked for.

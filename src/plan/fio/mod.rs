@@ -144,7 +144,7 @@ pub fn export(plan_name: &str, text: &str) -> Result<String, String> {
         if j.io.options.null.null_script.is_some() {
             return Err(no("null_script"));
         }
-        if j.io.options.ring.sq_idle_ms != crate::interfaces::io_uring::RingOptions::default().sq_idle_ms
+        if j.io.options.ring.sq_idle_ms != crate::interfaces::Options::default().ring.sq_idle_ms
             && j.io.submit == crate::plan::Submit::Sqpoll
         {
             return Err(no("sq_idle_ms"));
