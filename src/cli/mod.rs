@@ -204,7 +204,7 @@ pub struct RunArgs {
 /// IOLAB_REDFISH_PASSWORD or --redfish-credentials, never the command line.
 #[derive(Args, Debug, Clone, Default)]
 pub struct EnergyArgs {
-    /// Energy sources to use: rapl, perf, ipmi, redfish, nvml, meter (repeatable; default: all found).
+    /// Energy sources to use: rapl, perf, ipmi, redfish, nvml, meter, powersensor, netio, generic (repeatable; default: all found).
     #[arg(long = "energy", value_name = "SOURCE")]
     pub energy_sources: Vec<String>,
     /// Refuse to start when no energy source can measure here; fail the run (exit 1) when none measured it.
