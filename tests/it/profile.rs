@@ -379,7 +379,9 @@ fn one_comparison(perf: &Path) -> Result<String, String> {
     let (perf_samples, perf_split) = perf_split;
     let iolab_samples = p["run"]["samples"].as_u64().unwrap();
     assert!(perf_samples > 200 && iolab_samples > 200, "perf {perf_samples}, iolab {iolab_samples} samples of the run");
-    let mut table = format!("layer: iolab % ({iolab_samples} samples) / perf % ({perf_samples} samples)\n");
+    // The kernel's count of samples dropped from iolab's rings (PERF_RECORD_LOST), every CPU.
+    let lost = p["lost"].as_u64().unwrap_or(0);
+    let mut table = format!("layer: iolab % ({iolab_samples} samples; {lost} lost on all CPUs) / perf % ({perf_samples} samples)\n");
     let mut worst = (String::new(), 0.0);
     let mut layers: Vec<&str> = iolab_split.iter().map(|l| l.0.as_str()).chain(perf_split.iter().map(|l| l.0.as_str())).collect();
     layers.sort();
