@@ -939,6 +939,19 @@ pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEn
     (out, reasons)
 }
 
+/// A credentials file of a networked source (`what`: redfish, netio): "user:password" on one
+/// line, or the user and the password on two lines (a password may then hold ':').
+pub(crate) fn read_credentials_file(what: &str, f: &Path) -> Result<(String, String), String> {
+    let text = std::fs::read_to_string(f).map_err(|e| format!("{what} credentials file {}: {e}", f.display()))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next().ok_or_else(|| format!("{what} credentials file {} is empty", f.display()))?;
+    match (first.split_once(':'), lines.next()) {
+        (_, Some(p)) => Ok((first.trim().to_string(), p.trim_end().to_string())),
+        (Some((u, p)), None) => Ok((u.to_string(), p.to_string())),
+        (None, None) => Err(format!("{what} credentials file {}: expected user:password or two lines", f.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

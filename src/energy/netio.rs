@@ -55,14 +55,7 @@ impl NetioConfig {
             return Ok((Some((u.clone(), p.clone())), url));
         }
         if let Some(f) = &self.credentials_file {
-            let text = std::fs::read_to_string(f).map_err(|e| format!("netio credentials file {}: {e}", f.display()))?;
-            let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-            let first = lines.next().ok_or_else(|| format!("netio credentials file {} is empty", f.display()))?;
-            let c = match (first.split_once(':'), lines.next()) {
-                (_, Some(p)) => (first.trim().to_string(), p.trim_end().to_string()),
-                (Some((u, p)), None) => (u.to_string(), p.to_string()),
-                (None, None) => return Err(format!("netio credentials file {}: expected user:password or two lines", f.display())),
-            };
+            let c = super::read_credentials_file("netio", f)?;
             return Ok((Some(c), url));
         }
         Ok((from_url, url))

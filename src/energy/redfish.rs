@@ -55,14 +55,7 @@ impl RedfishConfig {
             return Ok(Some((u.clone(), p.clone())));
         }
         let Some(f) = &self.credentials_file else { return Ok(None) };
-        let text = std::fs::read_to_string(f).map_err(|e| format!("redfish credentials file {}: {e}", f.display()))?;
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let first = lines.next().ok_or_else(|| format!("redfish credentials file {} is empty", f.display()))?;
-        Ok(Some(match (first.split_once(':'), lines.next()) {
-            (_, Some(p)) => (first.trim().to_string(), p.trim_end().to_string()),
-            (Some((u, p)), None) => (u.to_string(), p.to_string()),
-            (None, None) => return Err(format!("redfish credentials file {}: expected user:password or two lines", f.display())),
-        }))
+        super::read_credentials_file("redfish", f).map(Some)
     }
 }
 
