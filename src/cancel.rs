@@ -14,11 +14,12 @@ impl<'a> Cancel<'a> {
         Cancel(flag)
     }
 
-    pub fn is_cancelled(self) -> bool {
+    pub(crate) fn is_cancelled(self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 
-    pub fn cancel(self) {
+    #[cfg(test)]
+    pub(crate) fn cancel(self) {
         self.0.store(true, Ordering::Relaxed);
     }
 }

@@ -107,12 +107,12 @@ pub const MERGED_DB: &str = "fleet.db";
 const STATE: &str = "fleet.json";
 
 impl Fleet {
-    pub fn task_db(&self, task: usize) -> PathBuf {
+    pub(crate) fn task_db(&self, task: usize) -> PathBuf {
         self.results.join(format!("task-{task}.db"))
     }
 
     /// Where the tasks merge their runs: `--store`, or `fleet.db` in the results directory.
-    pub fn merged_db(&self) -> PathBuf {
+    pub(crate) fn merged_db(&self) -> PathBuf {
         self.store.as_ref().map_or_else(|| self.results.join(MERGED_DB), PathBuf::from)
     }
 
@@ -127,11 +127,11 @@ impl Fleet {
     }
 
     /// A task's Slurm output file for one of the fleet's jobs (`--output` of the script).
-    pub fn output_file(&self, job: &str, task: usize) -> PathBuf {
+    pub(crate) fn output_file(&self, job: &str, task: usize) -> PathBuf {
         self.results.join(format!("slurm-{job}_{task}.out"))
     }
 
-    pub fn state_file(results: &Path) -> PathBuf {
+    pub(crate) fn state_file(results: &Path) -> PathBuf {
         results.join(STATE)
     }
 
@@ -147,7 +147,7 @@ impl Fleet {
         serde_json::from_str(&text).map_err(|e| FleetError::Refused(format!("{} is not a fleet state file: {e}", path.display())))
     }
 
-    pub fn save(&self) -> Result<(), FleetError> {
+    pub(crate) fn save(&self) -> Result<(), FleetError> {
         let text = serde_json::to_string_pretty(self).map_err(|e| FleetError::Refused(e.to_string()))?;
         crate::output::write_bytes(&Fleet::state_file(&self.results).display().to_string(), text.as_bytes()).map_err(FleetError::Refused)
     }
@@ -156,7 +156,7 @@ impl Fleet {
     /// measured and where the runs go (work, targets, destructive devices, number of tasks, the
     /// iolab binary, every node or shares, the store) must be the same; where and for how long
     /// (partition, time) may change. Err names the fleet the directory holds.
-    pub fn continues(&self, before: &Fleet) -> Result<(), FleetError> {
+    pub(crate) fn continues(&self, before: &Fleet) -> Result<(), FleetError> {
         let same = |f: &Fleet| {
             (f.work.clone(), f.targets.clone(), f.destructive.clone(), f.placement.tasks, f.iolab.clone(), f.every_node, f.store.clone())
         };
@@ -239,7 +239,7 @@ impl Fleet {
     }
 
     /// The sbatch script: a job array, one exclusive node per task.
-    pub fn batch_script(&self) -> String {
+    pub(crate) fn batch_script(&self) -> String {
         let p = &self.placement;
         let results = self.results.display().to_string();
         let mut s = String::from("#!/bin/bash\n");
@@ -328,7 +328,7 @@ impl Slurm {
 
     /// A Slurm host list (`node[1-3],gpu7`) as host names, by `scontrol show hostnames` (the
     /// list checked first by `check_hostlist`).
-    pub fn hostnames(&self, list: &str) -> Result<Vec<String>, FleetError> {
+    pub(crate) fn hostnames(&self, list: &str) -> Result<Vec<String>, FleetError> {
         let out = self.run(Command::new("scontrol").args(["show", "hostnames", list]), "scontrol to read --nodelist")?;
         if !out.status.success() {
             return Err(FleetError::Slurm(format!("--nodelist {list}: {}", String::from_utf8_lossy(&out.stderr).trim())));
@@ -359,7 +359,7 @@ impl Slurm {
 
     /// How the tasks no longer queued ended, by Slurm's accounting (`sacct`), newest job first;
     /// Err with the reason where the cluster keeps none (no slurmdbd).
-    pub fn accounted(&self, jobs: &[String]) -> Result<Vec<AccountedTask>, FleetError> {
+    pub(crate) fn accounted(&self, jobs: &[String]) -> Result<Vec<AccountedTask>, FleetError> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -379,7 +379,7 @@ impl Slurm {
     /// Every node of the partition that Slurm can give a job and that has the constraint's
     /// features: (the nodes, the nodes of those features left out as not usable). Err when none
     /// is usable (the request's: no node fits it).
-    pub fn every_node(&self, partition: Option<&str>, constraint: Option<&str>) -> Result<(Vec<String>, Vec<NodeInfo>), FleetError> {
+    pub(crate) fn every_node(&self, partition: Option<&str>, constraint: Option<&str>) -> Result<(Vec<String>, Vec<NodeInfo>), FleetError> {
         let all = self.nodes(partition)?;
         let (usable, left_out): (Vec<NodeInfo>, Vec<NodeInfo>) =
             all.iter().filter(|n| constraint.is_none_or(|c| n.satisfies(c))).cloned().partition(NodeInfo::usable);
@@ -406,7 +406,7 @@ fn q(s: &str) -> String {
 
 /// A fleet's name from what it runs: letters, digits, dots, dashes and underscores only (it is
 /// part of Slurm's job name and of file names on the nodes).
-pub fn name_of(work: &Work) -> String {
+pub(crate) fn name_of(work: &Work) -> String {
     let raw = match work {
         Work::Plan { file } => file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plan".into()),
         Work::Suite { id, quick } => format!("{}{}", id.to_lowercase(), if *quick { "-quick" } else { "" }),
@@ -424,7 +424,7 @@ pub struct QueuedTask {
 
 /// `squeue -h -r -j JOB -o '%i|%T|%N'` lines: `JOB_TASK|STATE|NODE` (a pending array may show
 /// as `JOB_[0-3]` without `-r`; with `-r` one line per task).
-pub fn parse_squeue(out: &str) -> Vec<QueuedTask> {
+pub(crate) fn parse_squeue(out: &str) -> Vec<QueuedTask> {
     out.lines()
         .filter_map(|l| {
             let mut f = l.trim().split('|');
@@ -450,7 +450,7 @@ pub struct AccountedTask {
 
 /// `sacct -n -P -X -j JOBS -o JobID,State,ExitCode,Elapsed,NodeList` lines: one per array task
 /// (`JOB_TASK`); a state with a reason (`CANCELLED by 0`) keeps its first word.
-pub fn parse_sacct(out: &str) -> Vec<AccountedTask> {
+pub(crate) fn parse_sacct(out: &str) -> Vec<AccountedTask> {
     out.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.trim().split('|').collect();
@@ -476,7 +476,7 @@ pub struct TaskLog {
     pub elapsed_s: Option<u64>,
 }
 
-pub fn parse_task_log(text: &str) -> TaskLog {
+pub(crate) fn parse_task_log(text: &str) -> TaskLog {
     let mut log = TaskLog::default();
     for line in text.lines().filter(|l| l.starts_with("iolab fleet ")) {
         if let Some((_, rest)) = line.split_once(" on ") {
@@ -499,7 +499,7 @@ pub struct NodeInfo {
     pub features: Vec<String>,
 }
 
-pub fn parse_sinfo(out: &str) -> Vec<NodeInfo> {
+pub(crate) fn parse_sinfo(out: &str) -> Vec<NodeInfo> {
     let mut nodes: Vec<NodeInfo> = Vec::new();
     for l in out.lines() {
         let f: Vec<&str> = l.trim().split('|').collect();
@@ -525,7 +525,7 @@ impl NodeInfo {
 
     /// Whether its features satisfy a `--constraint` of `&`-joined terms, each one feature or
     /// `|`-joined alternatives (Slurm's brackets, counts and `*` are not read).
-    pub fn satisfies(&self, constraint: &str) -> bool {
+    pub(crate) fn satisfies(&self, constraint: &str) -> bool {
         constraint.split('&').all(|term| term.split('|').any(|f| self.features.iter().any(|x| x == f.trim())))
     }
 }

@@ -1,7 +1,7 @@
 //! Facts about this machine: kernel, CPUs. Read by the plan checks, interfaces, meters and the
 //! session; it imports nothing of iolab.
 
-pub fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     // SAFETY: uts is a valid out-pointer.
     let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
     unsafe { libc::uname(&mut uts) };
@@ -16,7 +16,7 @@ pub fn kernel_version() -> (u32, u32) {
 }
 
 /// CPUs online now.
-pub fn online_cpus() -> usize {
+pub(crate) fn online_cpus() -> usize {
     // SAFETY: sysconf has no preconditions.
     (unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).max(1) as usize
 }
@@ -35,7 +35,7 @@ pub fn hostname() -> Option<String> {
 /// The NUMA node a block device's I/O comes from (e.g. `nvme0n1`), read from sysfs under `sys`:
 /// the first `numa_node` walking up from `block/DEV/device` (an NVMe controller has its own,
 /// then its PCI function). None where the kernel gives none, or -1: one node, or a virtual device.
-pub fn device_numa_node_in(sys: &std::path::Path, dev: &str) -> Option<u32> {
+pub(crate) fn device_numa_node_in(sys: &std::path::Path, dev: &str) -> Option<u32> {
     let mut at = std::fs::canonicalize(sys.join("block").join(dev).join("device")).ok()?;
     let top = std::fs::canonicalize(sys.join("devices")).ok()?;
     while at.starts_with(&top) && at != top {
@@ -48,13 +48,13 @@ pub fn device_numa_node_in(sys: &std::path::Path, dev: &str) -> Option<u32> {
 }
 
 /// [`device_numa_node_in`] on this machine's /sys.
-pub fn device_numa_node(dev: &str) -> Option<u32> {
+pub(crate) fn device_numa_node(dev: &str) -> Option<u32> {
     device_numa_node_in(std::path::Path::new("/sys"), dev)
 }
 
 /// The NUMA nodes of the machine under `sys` and each node's CPUs, in node order (empty where
 /// sysfs has no node directory).
-pub fn numa_nodes_in(sys: &std::path::Path) -> Vec<(u32, Vec<usize>)> {
+pub(crate) fn numa_nodes_in(sys: &std::path::Path) -> Vec<(u32, Vec<usize>)> {
     let mut nodes: Vec<(u32, Vec<usize>)> = std::fs::read_dir(sys.join("devices/system/node"))
         .into_iter()
         .flatten()
@@ -69,12 +69,12 @@ pub fn numa_nodes_in(sys: &std::path::Path) -> Vec<(u32, Vec<usize>)> {
 }
 
 /// [`numa_nodes_in`] on this machine's /sys.
-pub fn numa_nodes() -> Vec<(u32, Vec<usize>)> {
+pub(crate) fn numa_nodes() -> Vec<(u32, Vec<usize>)> {
     numa_nodes_in(std::path::Path::new("/sys"))
 }
 
 /// Why `node` cannot be asked for on a machine whose nodes are `nodes` (None: it exists).
-pub fn missing_node(nodes: &[(u32, Vec<usize>)], node: u32) -> Option<String> {
+pub(crate) fn missing_node(nodes: &[(u32, Vec<usize>)], node: u32) -> Option<String> {
     if nodes.iter().any(|(n, _)| *n == node) {
         return None;
     }
@@ -87,7 +87,7 @@ pub fn missing_node(nodes: &[(u32, Vec<usize>)], node: u32) -> Option<String> {
 /// t-th, round-robin when there are more threads than CPUs; with `sqpoll`, each worker's SQ
 /// thread on a CPU after the workers' (CHEOPS'23 ran iou-s on two cores per thread: fio and the
 /// kernel's poller on one core collapsed), so no two share a CPU while the node has enough.
-pub fn cpus_on_node(cpus: &[usize], threads: usize, sqpoll: bool) -> (Vec<usize>, Vec<usize>) {
+pub(crate) fn cpus_on_node(cpus: &[usize], threads: usize, sqpoll: bool) -> (Vec<usize>, Vec<usize>) {
     let at = |i: usize| cpus[i % cpus.len()];
     let workers = (0..threads).map(at).collect();
     let sq = if sqpoll { (0..threads).map(|t| at(threads + t)).collect() } else { Vec::new() };

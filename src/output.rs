@@ -240,7 +240,7 @@ impl Dir {
     }
 
     /// Check that `name` may be replaced here (see `replaceable`), writing nothing.
-    pub fn check_name(&self, name: &OsStr, shown: &str) -> Result<(), String> {
+    pub(crate) fn check_name(&self, name: &OsStr, shown: &str) -> Result<(), String> {
         self.replaceable(name, shown).map(drop)
     }
 
@@ -270,7 +270,7 @@ impl Dir {
 
     /// Check that `name` could be written here now (it may be replaced, and a file can be
     /// created in the directory), leaving nothing behind.
-    pub fn check_writable(&self, name: &OsStr, shown: &str) -> Result<(), String> {
+    pub(crate) fn check_writable(&self, name: &OsStr, shown: &str) -> Result<(), String> {
         self.replaceable(name, shown)?;
         let (tmp, file) = self.temporary().map_err(|e| format!("cannot write {shown}: {} is not writable ({e})", self.path.display()))?;
         drop(file);
@@ -281,7 +281,7 @@ impl Dir {
     /// Replace `name` here whole and durably with what `f` writes (`shown` names it in
     /// messages): a temporary file with the mode of the file it replaces (0644 for a new one),
     /// fsync, `renameat` over the name, fsync of the directory.
-    pub fn write_with(&self, name: &OsStr, shown: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
+    pub(crate) fn write_with(&self, name: &OsStr, shown: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
         let old = self.replaceable(name, shown)?;
         // The mode of the file replaced, less set-id bits, never wider; results for sharing are
         // readable like any new file.
@@ -324,7 +324,7 @@ impl Dir {
 
     /// The text of `name` if it is a regular file (not a link) owned by this process's user;
     /// None otherwise, or when it cannot be read.
-    pub fn read_own(&self, name: &str) -> Option<String> {
+    pub(crate) fn read_own(&self, name: &str) -> Option<String> {
         let c = cstr(OsStr::new(name)).ok()?;
         let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
         // SAFETY: c is NUL-terminated and alive for the call; self.fd is open.
@@ -358,7 +358,7 @@ fn split(p: &Path) -> Result<(&Path, &OsStr), String> {
 /// Check before any work that `dest` can be written (its directory exists and takes a new file,
 /// or it is a sink that may be written), so a long run is not wasted on a typo and nothing is
 /// done for an output iolab will refuse.
-pub fn check_writable(flag: &str, dest: &str) -> Result<(), String> {
+pub(crate) fn check_writable(flag: &str, dest: &str) -> Result<(), String> {
     match destination(flag, dest)? {
         Destination::Stdout => Ok(()),
         // access(2), not open: opening a FIFO for writing waits for its reader.
@@ -412,7 +412,7 @@ fn open_sink(p: &Path, dest: &str) -> Result<std::fs::File, String> {
 }
 
 /// Write `dest` atomically and durably (see the module's comment). `-` is stdout.
-pub fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
+pub(crate) fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
     match destination("output", dest)? {
         Destination::Stdout => {
             let stdout = std::io::stdout();
@@ -438,7 +438,7 @@ pub fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), Strin
     }
 }
 
-pub fn write_bytes(dest: &str, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_bytes(dest: &str, bytes: &[u8]) -> Result<(), String> {
     write_with(dest, |w| w.write_all(bytes).map_err(|e| format!("cannot write {dest}: {e}")))
 }
 

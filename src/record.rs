@@ -181,7 +181,7 @@ pub fn latency(d: &Direction) -> Option<LatencyNs> {
     })
 }
 
-pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
+pub(crate) fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
     use base64::Engine;
     use hdrhistogram::serialization::Serializer;
     if h.is_empty() {
@@ -192,7 +192,7 @@ pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> Option<String> {
     Some(base64::engine::general_purpose::STANDARD.encode(out))
 }
 
-pub fn direction(d: &Direction, window_s: f64) -> DirectionResult {
+pub(crate) fn direction(d: &Direction, window_s: f64) -> DirectionResult {
     let per_s = |x: u64| if window_s > 0.0 { x as f64 / window_s } else { 0.0 };
     DirectionResult {
         ios: d.ios,

@@ -27,7 +27,7 @@ impl Rng {
     }
 
     #[inline(always)]
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let s = &mut self.s;
         let result = (s[0].wrapping_add(s[3])).rotate_left(23).wrapping_add(s[0]);
         let t = s[1] << 17;

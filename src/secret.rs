@@ -43,19 +43,19 @@ fn percent_decoded(s: &str) -> String {
 }
 
 /// `text` with every password a connection string in it carries replaced by `***`.
-pub fn redact(text: &str) -> String {
+pub(crate) fn redact(text: &str) -> String {
     conninfo_redacted(&urls_redacted(text))
 }
 
 /// A path or URL (a `--db`) as shown: a server's password hidden.
-pub fn redact_path(p: &Path) -> String {
+pub(crate) fn redact_path(p: &Path) -> String {
     redact(&p.to_string_lossy())
 }
 
 /// A command line as recorded: every argument redacted. The value of an option that names a
 /// database (`--db`, `--db-b`, `--into`, fleet's `--store`, merge's sources) is an argument of
 /// its own or follows `=` (`--db=VALUE`), where a conninfo keyword starts a word too.
-pub fn redact_args<S: AsRef<str>>(args: impl IntoIterator<Item = S>) -> Vec<String> {
+pub(crate) fn redact_args<S: AsRef<str>>(args: impl IntoIterator<Item = S>) -> Vec<String> {
     args.into_iter().map(|a| redact(a.as_ref())).collect()
 }
 

@@ -42,7 +42,7 @@ pub const WHOLE_SYSTEM_SCOPES: [&str; 2] = ["wall_ac", "bmc_system"];
 pub const UNKNOWN_SCOPE: &str = "unknown";
 
 /// What a scope measures, for the report and `compare`.
-pub fn scope_label(scope: &str) -> &'static str {
+pub(crate) fn scope_label(scope: &str) -> &'static str {
     match scope {
         "wall_ac" => "wall power (meter)",
         "bmc_system" => "system power (BMC)",
@@ -97,13 +97,13 @@ impl Metric {
     }
 
     /// True for throughput; false for latencies and costs, where lower is better.
-    pub fn higher_is_better(self) -> bool {
+    pub(crate) fn higher_is_better(self) -> bool {
         matches!(self, Metric::Iops)
     }
 
     /// The metric's value in a stored run's row; None when the run did not measure it (and
     /// always for [`Metric::JoulesPerIo`], which lives in the record: see [`Metric::of_record`]).
-    pub fn of_row(self, r: &RunRow) -> Option<f64> {
+    pub(crate) fn of_row(self, r: &RunRow) -> Option<f64> {
         let v = match self {
             Metric::Iops => r.metrics.iops,
             Metric::LatMeanNs => r.metrics.lat_mean_ns,
@@ -118,7 +118,7 @@ impl Metric {
     /// sources the first scope of [`ENERGY_SCOPES`] with an `iops_per_joule` gives
     /// 1 / iops_per_joule; a bare `{"joules": J}` gives J / `results.total.ios`. None when there
     /// is no usable reading.
-    pub fn of_record(self, rec: &Record) -> Option<f64> {
+    pub(crate) fn of_record(self, rec: &Record) -> Option<f64> {
         let total = &rec.results.total;
         let v = match self {
             Metric::Iops => total.iops,
@@ -304,7 +304,7 @@ pub fn config_replicates(store: &Store, config_key: &str) -> Result<Replicates, 
 
 /// Every metric the runs a filter selects have at least one value of (e.g. one configuration's
 /// runs on one host), in [`Metric::ALL`] order.
-pub fn replicates_where(store: &Store, filter: &RunFilter) -> Result<Replicates, crate::store::StoreError> {
+pub(crate) fn replicates_where(store: &Store, filter: &RunFilter) -> Result<Replicates, crate::store::StoreError> {
     let mut values = Vec::new();
     for m in Metric::ALL {
         let v = metric_values(store, filter, m)?;

@@ -52,7 +52,7 @@ pub fn mean(xs: &[f64]) -> Option<f64> {
 }
 
 /// Sample variance (divisor n − 1); None when n < 2.
-pub fn variance(xs: &[f64]) -> Option<f64> {
+pub(crate) fn variance(xs: &[f64]) -> Option<f64> {
     if xs.len() < 2 {
         return None;
     }
@@ -62,7 +62,7 @@ pub fn variance(xs: &[f64]) -> Option<f64> {
 
 /// Geometric mean, exp(mean(ln x)): how FPL'18 averaged its 15 iterations of each configuration.
 /// None for an empty sample or one with a value that is not positive and finite.
-pub fn geometric_mean(xs: &[f64]) -> Option<f64> {
+pub(crate) fn geometric_mean(xs: &[f64]) -> Option<f64> {
     if xs.is_empty() || !xs.iter().all(|x| x.is_finite() && *x > 0.0) {
         return None;
     }
@@ -71,7 +71,7 @@ pub fn geometric_mean(xs: &[f64]) -> Option<f64> {
 
 /// Geometric standard deviation, exp(sd(ln x)): the factor a typical value lies within of the
 /// geometric mean. None when n < 2 or a value is not positive and finite.
-pub fn geometric_sd(xs: &[f64]) -> Option<f64> {
+pub(crate) fn geometric_sd(xs: &[f64]) -> Option<f64> {
     geometric_mean(xs)?;
     sd(&xs.iter().map(|x| x.ln()).collect::<Vec<_>>()).map(f64::exp)
 }
@@ -114,7 +114,7 @@ pub fn t_two_sided_p(t: f64, df: f64) -> Option<f64> {
 
 /// Half-width of the two-sided confidence interval of the mean at `level` (e.g. 0.95):
 /// t((1 + level)/2, n − 1) · sd / √n. None when n < 2.
-pub fn ci_half_width(xs: &[f64], level: f64) -> Option<f64> {
+pub(crate) fn ci_half_width(xs: &[f64], level: f64) -> Option<f64> {
     let s = sd(xs)?;
     let n = xs.len() as f64;
     Some(t_quantile((1.0 + level) / 2.0, n - 1.0)? * s / n.sqrt())

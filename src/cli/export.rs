@@ -65,7 +65,7 @@ fn target(targets: &[String]) -> Result<Vec<String>, String> {
 /// `iolab sweep JOB.fio`: every job of the file as a plan of its own, in file order, each run
 /// by `run` (a sweep, or a dry run's listing) after its mapping is shown. Stops at the first job
 /// that does not end well.
-pub fn sweep_fio(
+pub(crate) fn sweep_fio(
     path: &Path,
     text: &str,
     ignore: &[String],
@@ -93,7 +93,7 @@ pub fn sweep_fio(
 
 /// `iolab run`'s job: from its flags, or with `--fio` from one job of a fio job file (the
 /// command line may add targets, a budget, --size, --destructive and --wait-settings).
-pub fn run_job(args: &super::RunArgs) -> Result<Job, String> {
+pub(crate) fn run_job(args: &super::RunArgs) -> Result<Job, String> {
     let given = args.to_job()?;
     let Some(path) = &args.fio else { return Ok(given) };
     let (set, default) = (serde_json::to_value(&given).unwrap_or_default(), serde_json::to_value(Job::default()).unwrap_or_default());

@@ -311,7 +311,7 @@ fn slurm_time(s: &str) -> bool {
 
 /// A Slurm host list (`node[1-4,7],gpu01`), read by its grammar, and how many hosts it names:
 /// Err says what is wrong (a reversed range `node[5-1]` was expanded by scontrol into nonsense).
-pub fn check_hostlist(list: &str) -> Result<u128, String> {
+pub(crate) fn check_hostlist(list: &str) -> Result<u128, String> {
     let bad = |why: &str| format!("--nodelist {list:?} is not a Slurm host list ({why}): use e.g. node[1-4],gpu7");
     let mut total: u128 = 0;
     let mut host: u128 = 1;

@@ -389,7 +389,7 @@ impl RunArgs {
 pub const WAIT_SETTINGS: &str = "10m";
 
 /// `--wait-settings DURATION`, whole seconds (0: fail at once).
-pub fn wait_settings(text: &str) -> Result<u64, String> {
+pub(crate) fn wait_settings(text: &str) -> Result<u64, String> {
     match size::parse_seconds(text) {
         Ok(s) if s.is_finite() && (0.0..=86_400.0 * 7.0).contains(&s) => Ok(s.ceil() as u64),
         Ok(_) => Err(format!("--wait-settings: '{text}' is out of range (0 to 7 days)")),
@@ -398,7 +398,7 @@ pub fn wait_settings(text: &str) -> Result<u64, String> {
 }
 
 /// `--meter-format`: one of the formats the meter log parser knows.
-pub fn check_meter_format(format: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_meter_format(format: Option<&str>) -> Result<(), String> {
     match format.filter(|f| !crate::energy::meterlog::FORMATS.contains(f) && *f != "hoboware") {
         Some(f) => {
             Err(format!("--meter-format {f:?} is not a meter log format: use one of {}", crate::energy::meterlog::FORMATS.join(", ")))
@@ -411,7 +411,7 @@ pub fn check_meter_format(format: Option<&str>) -> Result<(), String> {
 /// error's kind (`FailureKind::code`: 2 bad input, 3 the results database, 4 Slurm, ...). Every
 /// command's error is typed (`Failure`, or a layer's error with its kind): a bare message has no
 /// exit code.
-pub fn exit_code<E: Into<crate::failure::Failure>>(r: Result<i32, E>) -> i32 {
+pub(crate) fn exit_code<E: Into<crate::failure::Failure>>(r: Result<i32, E>) -> i32 {
     match r {
         Ok(code) => code,
         Err(e) => {

@@ -59,7 +59,7 @@ pub struct SweepArgs {
     pub fio_ignore: Vec<String>,
 }
 
-pub fn format_duration(s: f64) -> String {
+pub(crate) fn format_duration(s: f64) -> String {
     let s = s.round() as u64;
     format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
@@ -162,7 +162,7 @@ fn print_dropped(dropped: &[(String, String)], verbose: bool) {
     }
 }
 
-pub fn print_plan(e: &Expansion, runs: usize, list: bool, verbose: bool) {
+pub(crate) fn print_plan(e: &Expansion, runs: usize, list: bool, verbose: bool) {
     let est = e.estimate_s(runs).map(format_duration).unwrap_or_else(|| "unknown (count budgets)".into());
     println!(
         "plan {}: {} configurations x {} replicates = {} runs; {} dropped; estimated {est}",
@@ -285,7 +285,7 @@ fn print_targets(e: &Expansion, verdicts: Option<&[Result<(), String>]>) {
 }
 
 /// How the sweep measures energy, for the plan: the sources, and the idle baseline measured once.
-pub fn print_energy(energy: &EnergyOptions) {
+pub(crate) fn print_energy(energy: &EnergyOptions) {
     let sources = if energy.config.sources.is_empty() { "every source found".to_string() } else { energy.config.sources.join(", ") };
     let log = energy.config.meter_log.as_ref().map(|l| format!(", meter log {}", l.display())).unwrap_or_default();
     let require = if energy.require { ", required (a run none measured is stored as failed)" } else { "" };
@@ -297,7 +297,7 @@ pub fn print_energy(energy: &EnergyOptions) {
 
 /// Run plan text (from a file or a built-in suite) and say how it went. `unsupported`: parts of
 /// the study that cannot run here, stored as skipped runs with their reason.
-pub fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, Failure> {
+pub(crate) fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, Failure> {
     if how.dry_run {
         let mut e = expand(text, targets).map_err(|e| Failure::invalid(e.to_string()))?;
         e.allow_writing(&how.destructive);

@@ -46,7 +46,7 @@ fn devnum(s: &str) -> Option<u64> {
 
 /// The controller and namespace `target` names: `PCI-ADDR/NSID` or an NVMe block device
 /// (`/dev/nvmeXnY`, its controller found through sysfs under `sys`).
-pub fn resolve(target: &str, sys: &Path) -> Result<ControllerTarget, String> {
+pub(crate) fn resolve(target: &str, sys: &Path) -> Result<ControllerTarget, String> {
     let t = match target.split_once('/') {
         Some((bdf, ns)) if is_pci_address(bdf) => {
             let nsid =
@@ -112,7 +112,7 @@ fn pci_ancestor(node: &Path) -> Option<String> {
 /// Every device node the kernel shows for controller `bdf`: its character device (nvmeX), its
 /// namespaces' block devices (multipath heads whose paths are all on it included) with their
 /// partitions, and their generic character devices (ngXnY). Empty when no kernel driver has it.
-pub fn kernel_devices(bdf: &str, sys: &Path) -> Vec<KernelDevice> {
+pub(crate) fn kernel_devices(bdf: &str, sys: &Path) -> Vec<KernelDevice> {
     let Ok(ctrl) = std::fs::canonicalize(sys.join("bus/pci/devices").join(bdf)) else { return Vec::new() };
     let mut out = Vec::new();
     let mut push = |dir: &Path, block: bool, nsid: Option<u32>| {
@@ -144,7 +144,7 @@ pub fn kernel_devices(bdf: &str, sys: &Path) -> Vec<KernelDevice> {
 
 /// The processes other than this one that have any of `devs` open, as "pid 123 (fio) has
 /// /dev/nvme0n1 open", reading `/proc` under `proc`.
-pub fn openers(devs: &[KernelDevice], proc: &Path) -> Vec<String> {
+pub(crate) fn openers(devs: &[KernelDevice], proc: &Path) -> Vec<String> {
     let me = std::process::id().to_string();
     let mut out = Vec::new();
     for pid in names_in(proc).into_iter().filter(|p| p.bytes().all(|b| b.is_ascii_digit()) && *p != me) {
@@ -171,7 +171,7 @@ pub fn openers(devs: &[KernelDevice], proc: &Path) -> Vec<String> {
 /// Ok when controller `t.bdf` may be taken from the kernel for a run (that `writes` to
 /// namespace `t.nsid`): nothing of it mounted, swap, held or open, and a write consented to with
 /// `--destructive` naming the namespace's block device or `t` itself. Otherwise one line.
-pub fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[String], sys: &Path, dev: &Path) -> Result<(), String> {
+pub(crate) fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[String], sys: &Path, dev: &Path) -> Result<(), String> {
     let devs = kernel_devices(&t.bdf, sys);
     let mut why: Vec<String> = Vec::new();
     let mut target_findings: Option<(PathBuf, Findings)> = None;

@@ -92,7 +92,7 @@ pub struct TempTarget {
 /// `--verify` format, so verified reads work on it too.
 /// Filling stops early, and the file is removed, once `cancel` is set (Ctrl-C): a 1 GiB fill
 /// takes seconds, and the handler that sets it is installed before.
-pub fn create_default_target(size: u64, cancel: crate::cancel::Cancel) -> Result<TempTarget, String> {
+pub(crate) fn create_default_target(size: u64, cancel: crate::cancel::Cancel) -> Result<TempTarget, String> {
     let dir = tempfile::Builder::new()
         .prefix("iolab-")
         .tempdir()
@@ -119,7 +119,7 @@ pub fn create_default_target(size: u64, cancel: crate::cancel::Cancel) -> Result
 /// Open every target of the job, checking existence, kind, safety and the usable range.
 /// Refusals are bad input unless the device or file system cannot do what the job asks
 /// (O_DIRECT, its block size, an NVMe command's limits): those are unsupported here.
-pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, DeviceError> {
+pub(crate) fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Target>, DeviceError> {
     let (writes, accepts) = (a.writes, a.accepts);
     let mut out = Vec::with_capacity(paths.len());
     for path in paths {
@@ -219,7 +219,7 @@ pub fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<Vec<Tar
 /// NVMe namespace through its generic device) written only when nothing uses it and
 /// `--destructive` names it exactly. A sweep checks every target of its plan with this before
 /// its first run. Err: one line.
-pub fn check_safe(path: &Path, writes: bool, destructive: &[String]) -> Result<(), String> {
+pub(crate) fn check_safe(path: &Path, writes: bool, destructive: &[String]) -> Result<(), String> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("target {} does not exist: give an existing file or block device", path.display()),
         _ => format!("cannot read target {}: {e}", path.display()),
@@ -246,7 +246,7 @@ fn check_safe_as(path: &Path, meta: &std::fs::Metadata, writes: bool, destructiv
 
 /// The bytes of a target of `size` bytes the run uses (from `--offset`, `--size` of them or to
 /// the end, whole blocks), or why it cannot.
-pub fn usable_range(shown: &str, size: u64, a: &Access) -> Result<u64, DeviceError> {
+pub(crate) fn usable_range(shown: &str, size: u64, a: &Access) -> Result<u64, DeviceError> {
     if a.targets.offset >= size {
         return Err(DeviceError::Refused(format!("--offset {} is beyond the end of {shown} ({} bytes)", a.targets.offset, size)));
     }

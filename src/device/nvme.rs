@@ -83,13 +83,13 @@ impl NvmeCmd {
     }
 
     /// Admin Identify (CNS 0) of namespace `nsid` into the 4096-byte buffer at `addr`.
-    pub fn identify_namespace(nsid: u32, addr: u64) -> NvmeCmd {
+    pub(crate) fn identify_namespace(nsid: u32, addr: u64) -> NvmeCmd {
         NvmeCmd { opcode: ADMIN_IDENTIFY, nsid, addr, data_len: 4096, cdw10: CNS_NAMESPACE, ..Default::default() }
     }
 
     /// The 80-byte io_uring command area: the struct in the CPU's byte order (the kernel reads it
     /// as a `struct nvme_uring_cmd`), then 8 zero bytes.
-    pub fn to_bytes(&self) -> [u8; 80] {
+    pub(crate) fn to_bytes(self) -> [u8; 80] {
         let mut b = [0u8; 80];
         b[0] = self.opcode;
         b[1] = self.flags;
@@ -188,11 +188,11 @@ impl Sqe {
         }
     }
 
-    pub fn opcode(&self) -> u8 {
+    pub(crate) fn opcode(&self) -> u8 {
         self.cdw0 as u8
     }
 
-    pub fn cid(&self) -> u16 {
+    pub(crate) fn cid(&self) -> u16 {
         (self.cdw0 >> 16) as u16
     }
 }
@@ -217,10 +217,6 @@ impl Cqe {
         Cqe { dw0: 0, dw1: 0, dw2: sq_head as u32 | (sqid as u32) << 16, dw3: cid as u32 | (phase as u32) << 16 | (status as u32) << 17 }
     }
 
-    pub fn cid(&self) -> u16 {
-        self.dw3 as u16
-    }
-
     pub fn phase(&self) -> bool {
         self.dw3 & (1 << 16) != 0
     }
@@ -230,7 +226,13 @@ impl Cqe {
         (self.dw3 >> 17) as u16
     }
 
-    pub fn sq_head(&self) -> u16 {
+    #[cfg(test)]
+    pub(crate) fn cid(&self) -> u16 {
+        self.dw3 as u16
+    }
+
+    #[cfg(test)]
+    pub(crate) fn sq_head(&self) -> u16 {
         self.dw2 as u16
     }
 }
@@ -258,7 +260,7 @@ impl IdNamespace {
 
 /// Parse an Identify Namespace page: NSZE at bytes 0-7, NLBAF at 25 (zero-based count),
 /// FLBAS at 26, LBA format `i` at 128 + 4i (MS bits 0-15, LBADS bits 16-23, a power of two).
-pub fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, String> {
+pub(crate) fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, String> {
     if page.len() < 4096 {
         return Err(format!("Identify Namespace data is {} bytes, want 4096", page.len()));
     }
@@ -301,7 +303,7 @@ struct Page([u8; 4096]);
 impl Namespace {
     /// The namespace behind an open generic (or block) NVMe device: its id from NVME_IOCTL_ID,
     /// its geometry from an admin Identify Namespace.
-    pub fn of_fd(fd: RawFd) -> Result<Namespace, String> {
+    pub(crate) fn of_fd(fd: RawFd) -> Result<Namespace, String> {
         // SAFETY: NVME_IOCTL_ID takes no argument and returns the namespace id.
         let nsid = unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) };
         if nsid < 0 {
@@ -323,7 +325,7 @@ impl Namespace {
 
 /// A synchronous NVMe Read through NVME_IOCTL_IO_CMD (the verify read-back after a run):
 /// bytes read, a negative errno, or [`DEVICE_STATUS`] minus the NVMe status.
-pub fn read_sync(fd: RawFd, ns: &Namespace, buf: *mut u8, len: u32, offset: u64) -> i64 {
+pub(crate) fn read_sync(fd: RawFd, ns: &Namespace, buf: *mut u8, len: u32, offset: u64) -> i64 {
     let mut cmd = NvmeCmd::rw(false, ns.nsid, ns.id.lba_shift, offset, len, buf as u64);
     // SAFETY: cmd is a valid struct nvme_passthru_cmd; buf holds len writable bytes.
     let r = unsafe { libc::ioctl(fd, NVME_IOCTL_IO_CMD as _, &mut cmd as *mut NvmeCmd) };
@@ -336,7 +338,7 @@ pub fn read_sync(fd: RawFd, ns: &Namespace, buf: *mut u8, len: u32, offset: u64)
 
 /// An NVMe completion status as the kernel reports it (the CQE status field without the phase
 /// bit: SC bits 0-7, SCT bits 8-10, DNR bit 14), in words.
-pub fn status_text(status: u64) -> String {
+pub(crate) fn status_text(status: u64) -> String {
     let (sct, sc) = ((status >> 8) & 7, status & 0xff);
     let name = match (sct, sc) {
         (0, 0x01) => "invalid command opcode",
@@ -377,12 +379,12 @@ fn ng_name(name: &str) -> bool {
 
 /// Is `path` an NVMe generic character device? By its sysfs class (`nvme-generic`) where sysfs
 /// knows the device number, else by its name (ngXnY).
-pub fn is_generic(path: &Path) -> bool {
+pub(crate) fn is_generic(path: &Path) -> bool {
     is_generic_in(path, Path::new(super::sysfs::SYSFS))
 }
 
 /// [`is_generic`] reading sysfs under `sys`.
-pub fn is_generic_in(path: &Path, sys: &Path) -> bool {
+pub(crate) fn is_generic_in(path: &Path, sys: &Path) -> bool {
     let Ok(meta) = std::fs::metadata(path) else { return false };
     if !meta.file_type().is_char_device() {
         return false;
@@ -396,7 +398,7 @@ pub fn is_generic_in(path: &Path, sys: &Path) -> bool {
 }
 
 /// The NVMe generic character devices in /dev.
-pub fn generic_devices() -> Vec<PathBuf> {
+pub(crate) fn generic_devices() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir("/dev")
         .into_iter()
         .flatten()
@@ -413,7 +415,7 @@ pub fn generic_devices() -> Vec<PathBuf> {
 /// (name, "major:minor"). Both hang under the same parent (the controller, or the subsystem for
 /// a multipath head) and share the head instance (the `nY` suffix); `nvmeXnY` named like the
 /// generic device is preferred, hidden per-path disks (`nvmeXcZnY`) never match.
-pub fn block_sibling(node: &Path) -> Option<(String, String)> {
+pub(crate) fn block_sibling(node: &Path) -> Option<(String, String)> {
     let ng = node.file_name()?.to_str()?;
     if !ng_name(ng) {
         return None;
@@ -440,7 +442,7 @@ pub fn block_sibling(node: &Path) -> Option<(String, String)> {
 
 /// The generic device of the same namespace as the block disk whose sysfs directory is `node`
 /// (the converse of [`block_sibling`]): its name.
-pub fn generic_sibling(node: &Path) -> Option<String> {
+pub(crate) fn generic_sibling(node: &Path) -> Option<String> {
     let disk = node.file_name()?.to_str()?;
     let rest = disk.strip_prefix("nvme")?;
     if rest.contains('c') {
@@ -462,7 +464,7 @@ pub fn generic_sibling(node: &Path) -> Option<String> {
 }
 
 /// For a refusal: the generic device (`/dev/ngXnY`) of the namespace behind block device `path`.
-pub fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
+pub(crate) fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.file_type().is_block_device() {
         return None;
@@ -476,7 +478,7 @@ pub fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
 /// `path` for every interface: the path itself when it is a generic device, the generic device
 /// of its namespace when it is an NVMe block device; Err says why neither is there (the run is
 /// then skipped: this target has no NVMe namespace to pass commands to).
-pub fn generic_target(path: &Path) -> Result<PathBuf, String> {
+pub(crate) fn generic_target(path: &Path) -> Result<PathBuf, String> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot examine {shown}: {e}"))?;
     if is_generic(path) {
@@ -491,12 +493,12 @@ pub fn generic_target(path: &Path) -> Result<PathBuf, String> {
 }
 
 /// The block device (`/dev/nvmeXnY`) of the namespace behind the generic device at `path`.
-pub fn block_device_of(path: &Path) -> Result<PathBuf, String> {
+pub(crate) fn block_device_of(path: &Path) -> Result<PathBuf, String> {
     block_device_in(path, Path::new(super::sysfs::SYSFS), Path::new("/dev"))
 }
 
 /// [`block_device_of`] reading sysfs under `sys` and device nodes under `dev`.
-pub fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<PathBuf, String> {
+pub(crate) fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<PathBuf, String> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot examine {shown}: {e}"))?;
     let node = char_node(sys, meta.rdev())

@@ -14,7 +14,6 @@
 //!
 //! Everything read from sysfs goes through a root directory (normally [`SYSFS`]) so the holder
 //! and partition detection can be tested against a fake tree.
-use super::sysinfo::TargetInfo;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -63,7 +62,7 @@ pub struct SysfsFacts {
 }
 
 /// The partitions of the whole disk whose sysfs directory is `disk`: (name, "major:minor").
-pub fn partitions_of(disk: &Path) -> Vec<(String, Option<String>)> {
+pub(crate) fn partitions_of(disk: &Path) -> Vec<(String, Option<String>)> {
     let mut v: Vec<(String, Option<String>)> = std::fs::read_dir(disk)
         .into_iter()
         .flatten()
@@ -76,12 +75,12 @@ pub fn partitions_of(disk: &Path) -> Vec<(String, Option<String>)> {
 }
 
 /// The devices holding (built on) the device whose sysfs directory is `node`.
-pub fn holders_of(node: &Path) -> Vec<String> {
+pub(crate) fn holders_of(node: &Path) -> Vec<String> {
     names_in(&node.join("holders"))
 }
 
 /// Partitions and holders of device `major:minor`, read from the sysfs root `sys`.
-pub fn sysfs_facts(sys: &Path, major: u32, minor: u32) -> SysfsFacts {
+pub(crate) fn sysfs_facts(sys: &Path, major: u32, minor: u32) -> SysfsFacts {
     let Some(node) = sysfs_node(sys, major, minor) else { return SysfsFacts::default() };
     let is_partition = node.join("partition").is_file();
     let mut facts = SysfsFacts { is_partition, holders: holders_of(&node), ..Default::default() };
@@ -114,7 +113,7 @@ fn unescape(s: &str) -> String {
 
 /// Mount points in `mountinfo` (the text of /proc/self/mountinfo) of any of the device numbers
 /// `devs` ("major:minor").
-pub fn mount_points(mountinfo: &str, devs: &[String]) -> Vec<String> {
+pub(crate) fn mount_points(mountinfo: &str, devs: &[String]) -> Vec<String> {
     let mut v = Vec::new();
     for l in mountinfo.lines() {
         let f: Vec<&str> = l.split(' ').collect();
@@ -207,7 +206,7 @@ pub struct LoopBacking {
 
 /// Identity of a file, so the same file is found under any path (hard links, bind mounts,
 /// symlinks): (st_dev, st_ino), or for a block device (u64::MAX, its device number).
-pub fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+pub(crate) fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     if meta.file_type().is_block_device() {
         (u64::MAX, meta.rdev())
     } else {
@@ -296,7 +295,7 @@ fn loop_status_id(node: &Path) -> Option<(u64, u64)> {
 }
 
 /// Every attached loop device under the sysfs root `sys` (`block/loop*/loop/backing_file`).
-pub fn loop_backings(sys: &Path) -> Vec<LoopBacking> {
+pub(crate) fn loop_backings(sys: &Path) -> Vec<LoopBacking> {
     use std::os::unix::ffi::OsStringExt;
     names_in(&sys.join("block"))
         .into_iter()
@@ -485,12 +484,12 @@ fn stack_in_use(target: (u64, u64), sys: &Path) -> Vec<String> {
 /// device over the same backing file, a loop device over this one) that is in use, up to the
 /// top of its own stack, makes it in use (a mount claims only the device it is on); so do
 /// mounts of a backing block device.
-pub fn backing_in_use(major: u32, minor: u32, sys: &Path) -> Vec<String> {
+pub(crate) fn backing_in_use(major: u32, minor: u32, sys: &Path) -> Vec<String> {
     stack_in_use(block_id(major, minor), sys)
 }
 
 /// Examine the block device at `path`, reading sysfs under `sys`.
-pub fn examine(path: &Path, sys: &Path) -> Findings {
+pub(crate) fn examine(path: &Path, sys: &Path) -> Findings {
     let mut found = Findings::default();
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -544,7 +543,7 @@ const PSEUDO_FS: &[(i64, &str)] = &[
 ];
 
 /// The pseudo-file system `path` is on (proc, sysfs...), if it is on one.
-pub fn pseudo_fs(path: &Path) -> Option<&'static str> {
+pub(crate) fn pseudo_fs(path: &Path) -> Option<&'static str> {
     let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str())).ok()?;
     // SAFETY: statfs writes a struct statfs; c is a valid C string.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -557,7 +556,7 @@ pub fn pseudo_fs(path: &Path) -> Option<&'static str> {
 /// Examine the regular file at `path` as a write target: the loop devices it backs, directly or
 /// under other loop devices, that are in use (writing the file writes their blocks under
 /// whatever is mounted on them or on a loop device over them).
-pub fn examine_file(path: &Path, sys: &Path) -> Findings {
+pub(crate) fn examine_file(path: &Path, sys: &Path) -> Findings {
     let mut found = Findings::default();
     let Ok(meta) = std::fs::metadata(path) else { return found };
     found.in_use = stack_in_use(file_id(&meta), sys);
@@ -566,7 +565,7 @@ pub fn examine_file(path: &Path, sys: &Path) -> Findings {
 
 /// The one-line refusal for a regular file target, or Ok: never on a pseudo-file system
 /// (`pseudo`), never written while it backs a loop device in use (`findings`, when writing).
-pub fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, writes: bool) -> Result<(), String> {
+pub(crate) fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, writes: bool) -> Result<(), String> {
     let shown = shown(path);
     if let Some(fs) = pseudo {
         return Err(format!(
@@ -580,20 +579,14 @@ pub fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, write
 }
 
 /// Ok if `path`, a regular file, may be a target (written, when `writes`).
-pub fn check_file_target(path: &Path, writes: bool) -> Result<(), String> {
+pub(crate) fn check_file_target(path: &Path, writes: bool) -> Result<(), String> {
     check_file_target_in(path, writes, Path::new(SYSFS))
 }
 
 /// [`check_file_target`] reading sysfs under `sys`.
-pub fn check_file_target_in(path: &Path, writes: bool, sys: &Path) -> Result<(), String> {
+pub(crate) fn check_file_target_in(path: &Path, writes: bool, sys: &Path) -> Result<(), String> {
     let findings = if writes { examine_file(path, sys) } else { Findings::default() };
     decide_file(path, pseudo_fs(path), &findings, writes)
-}
-
-/// Why writing to the device would destroy something or is unsafe; empty when it looks unused.
-pub fn reasons_not_to_write(path: &Path, _info: &TargetInfo) -> Vec<String> {
-    let f = examine(path, Path::new(SYSFS));
-    f.in_use.into_iter().chain(f.contents).collect()
 }
 
 fn read_at(f: &mut std::fs::File, off: u64, len: usize) -> Option<Vec<u8>> {
@@ -614,7 +607,7 @@ fn read_head(f: &mut std::fs::File, len: usize) -> Vec<u8> {
 
 /// Signatures found in the device's first 68 KiB, and at its end (md v0.90/v1.0 superblocks,
 /// the GPT backup header). The size is measured here, not taken from the caller.
-pub fn signatures_in(path: &Path) -> Vec<String> {
+pub(crate) fn signatures_in(path: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -674,7 +667,7 @@ fn blkid_findings(path: &Path) -> Vec<String> {
 }
 
 /// Does `--destructive` name exactly this device (by path, or by device number)?
-pub fn named_destructive(path: &Path, destructive: &[String]) -> bool {
+pub(crate) fn named_destructive(path: &Path, destructive: &[String]) -> bool {
     let Ok(meta) = std::fs::metadata(path) else { return false };
     let canon = std::fs::canonicalize(path).ok();
     destructive.iter().any(|d| {
@@ -716,12 +709,12 @@ fn decide_as(what: &str, shown: &str, pass: &str, findings: &Findings, consent: 
 /// Writing through an NVMe generic character device `generic` overwrites the blocks of its
 /// namespace's block device `block`: the block device's rules apply (in use: never; contents:
 /// only with consent), and `--destructive` may name either path.
-pub fn check_passthru_write(generic: &Path, block: &Path, destructive: &[String]) -> Result<(), String> {
+pub(crate) fn check_passthru_write(generic: &Path, block: &Path, destructive: &[String]) -> Result<(), String> {
     check_passthru_write_in(generic, block, destructive, Path::new(SYSFS))
 }
 
 /// [`check_passthru_write`] reading sysfs under `sys`.
-pub fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
+pub(crate) fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
     let (g, b) = (generic.display(), block.display());
     let consent = named_destructive(generic, destructive) || named_destructive(block, destructive);
     decide_as(
@@ -734,12 +727,12 @@ pub fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[Stri
 }
 
 /// Ok if writing is allowed; otherwise one line saying why not and what to do.
-pub fn check_block_write(path: &Path, destructive: &[String]) -> Result<(), String> {
+pub(crate) fn check_block_write(path: &Path, destructive: &[String]) -> Result<(), String> {
     check_block_write_in(path, destructive, Path::new(SYSFS))
 }
 
 /// [`check_block_write`] reading sysfs under `sys`.
-pub fn check_block_write_in(path: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
+pub(crate) fn check_block_write_in(path: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
     decide(path, &examine(path, sys), named_destructive(path, destructive))
 }
 

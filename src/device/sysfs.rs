@@ -7,17 +7,17 @@ use std::path::{Path, PathBuf};
 pub const SYSFS: &str = "/sys";
 
 /// The sysfs directory of device `major:minor` under the sysfs root `sys`.
-pub fn sysfs_node(sys: &Path, major: u32, minor: u32) -> Option<PathBuf> {
+pub(crate) fn sysfs_node(sys: &Path, major: u32, minor: u32) -> Option<PathBuf> {
     std::fs::canonicalize(sys.join(format!("dev/block/{major}:{minor}"))).ok().filter(|p| p.is_dir())
 }
 
 /// A sysfs attribute's text, trimmed; None when it is absent or empty.
-pub fn read_trim(p: &Path) -> Option<String> {
+pub(crate) fn read_trim(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// The names in a sysfs directory, sorted.
-pub fn names_in(dir: &Path) -> Vec<String> {
+pub(crate) fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =
         std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     v.sort();

@@ -44,7 +44,7 @@ fn read_trim(p: impl AsRef<Path>) -> Option<String> {
 }
 
 /// The sysfs directory of the device number: (whole disk dir, partition name if any).
-pub fn sysfs_disk_for(major: u32, minor: u32) -> Option<(PathBuf, Option<String>)> {
+pub(crate) fn sysfs_disk_for(major: u32, minor: u32) -> Option<(PathBuf, Option<String>)> {
     let node = std::fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")).ok()?;
     if node.join("partition").exists() {
         let part = node.file_name()?.to_string_lossy().into_owned();
@@ -80,7 +80,7 @@ fn dio_align(path: &Path) -> (Option<u64>, Option<u64>) {
 }
 
 impl TargetInfo {
-    pub fn with_size(mut self, size: u64) -> TargetInfo {
+    pub(crate) fn with_size(mut self, size: u64) -> TargetInfo {
         self.size_bytes = size;
         self
     }

@@ -34,7 +34,7 @@ pub struct GenericConfig {
 }
 
 /// `<timestamp> <watts>`; Err says why the line is no sample.
-pub fn parse_line(line: &str) -> Result<(f64, f64), String> {
+pub(crate) fn parse_line(line: &str) -> Result<(f64, f64), String> {
     let f: Vec<&str> = line.split([' ', '\t', ',', ';']).filter(|s| !s.is_empty()).collect();
     let [ts, w] = f[..] else { return Err(format!("{} fields, not <timestamp> <watts>", f.len())) };
     let ts = super::meterlog::parse_timestamp(ts).ok_or_else(|| format!("{ts:?} is not a timestamp"))?;

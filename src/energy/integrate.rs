@@ -251,7 +251,7 @@ pub fn per_second_watts(end: f64, integrate: impl Fn((f64, f64)) -> Integrated) 
 
 /// Per-second power of several channels that make up one scope: their sum, None in a second
 /// any of them lacks (a scope missing a part would under-count).
-pub fn add_per_second(total: &mut Option<Vec<Option<f64>>>, part: Vec<Option<f64>>) {
+pub(crate) fn add_per_second(total: &mut Option<Vec<Option<f64>>>, part: Vec<Option<f64>>) {
     match total {
         None => *total = Some(part),
         Some(t) => {

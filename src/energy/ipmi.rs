@@ -71,7 +71,7 @@ pub fn lookup_in_path(name: &str, path_var: &str) -> Option<PathBuf> {
 }
 
 /// Run a command with LC_ALL=C and a timeout; Ok(stdout) when it exits 0.
-pub fn run_with_timeout(prog: &Path, args: &[String], timeout: Duration) -> Result<String, String> {
+pub(crate) fn run_with_timeout(prog: &Path, args: &[String], timeout: Duration) -> Result<String, String> {
     let mut child = Command::new(prog)
         .args(args)
         .env("LC_ALL", "C")

@@ -41,7 +41,7 @@ pub struct ClockCorrection {
 
 impl ClockCorrection {
     /// From two sync marks (meter time, host time), e.g. a load step seen by both.
-    pub fn from_sync_marks(m1: (f64, f64), m2: (f64, f64)) -> Result<ClockCorrection, String> {
+    pub(crate) fn from_sync_marks(m1: (f64, f64), m2: (f64, f64)) -> Result<ClockCorrection, String> {
         let (dm, dh) = (m2.0 - m1.0, m2.1 - m1.1);
         if dm <= 0.0 || dh <= 0.0 {
             return Err("sync marks must be in increasing time order on both clocks".into());
@@ -55,7 +55,7 @@ impl ClockCorrection {
 }
 
 /// Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = if y >= 0 { y } else { y - 399 } / 400;
     let yoe = y - era * 400;
@@ -90,7 +90,7 @@ fn hms(s: &str) -> Option<f64> {
 }
 
 /// ISO 8601 / RFC 3339 or UNIX seconds → UNIX seconds.
-pub fn parse_timestamp(s: &str) -> Option<f64> {
+pub(crate) fn parse_timestamp(s: &str) -> Option<f64> {
     let s = s.trim().trim_matches('"');
     if let Ok(v) = s.parse::<f64>() {
         // "nan" and "inf" parse as numbers but are no time: a line that has one is a bad line.
@@ -116,7 +116,7 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
 }
 
 /// "03/06/25 07:30:35 PM", "03/06/2025 19:30:35" → seconds since the epoch of the local clock.
-pub fn parse_hobo_date(s: &str, dmy: bool) -> Option<f64> {
+pub(crate) fn parse_hobo_date(s: &str, dmy: bool) -> Option<f64> {
     let s = s.trim().trim_matches('"');
     let mut parts = s.split_whitespace();
     let date = parts.next()?;
@@ -140,7 +140,7 @@ pub fn parse_hobo_date(s: &str, dmy: bool) -> Option<f64> {
 }
 
 /// Split one CSV line on `sep`, honouring double quotes.
-pub fn split_csv(line: &str, sep: char) -> Vec<String> {
+pub(crate) fn split_csv(line: &str, sep: char) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut q = false;
@@ -180,7 +180,7 @@ fn gmt_offset(h: &str) -> Option<f64> {
     Some(sign * (hh.trim().parse::<f64>().ok()? * 3600.0 + mm.parse::<f64>().unwrap_or(0.0) * 60.0))
 }
 
-pub fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
+pub(crate) fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
     let mut lines = text.lines().map(|l| l.trim_start_matches('\u{feff}')).filter(|l| !l.trim().is_empty());
     let first = lines.next().ok_or("empty HOBOware file")?;
     let header = if first.contains("Plot Title") { lines.next().ok_or("HOBOware file has no header line")? } else { first };
@@ -217,7 +217,7 @@ pub fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
     Ok(MeterLog { format: if dmy { "hobo-dmy".into() } else { "hobo".into() }, series: cols[col].clone(), kind, points })
 }
 
-pub fn parse_plain_csv(text: &str) -> Result<MeterLog, String> {
+pub(crate) fn parse_plain_csv(text: &str) -> Result<MeterLog, String> {
     let mut points = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let l = line.trim();
@@ -317,12 +317,6 @@ impl CorrectedLog {
             }
         }
     }
-}
-
-/// Integrate a corrected log over a host UNIX-time window.
-/// The log over the window, and its power in each second of the window.
-pub fn integrate_log(log: &MeterLog, corr: &ClockCorrection, window_unix: (f64, f64)) -> (Integrated, Vec<Option<f64>>) {
-    CorrectedLog::new(log, corr).integrate(window_unix)
 }
 
 #[cfg(test)]

@@ -462,12 +462,12 @@ fn finite_within(text: &str, max: f64, unit: &str, what: &str) -> Result<f64, St
 }
 
 /// `--meter-drift-ppm`, `energy import --drift-ppm`: finite, within ±[`MAX_DRIFT_PPM`].
-pub fn parse_drift_ppm(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_drift_ppm(text: &str) -> Result<f64, String> {
     finite_within(text, MAX_DRIFT_PPM, "ppm", "more than any meter's clock drifts")
 }
 
 /// `--meter-offset`, `energy import --clock-offset`: finite seconds within a year.
-pub fn parse_clock_offset_s(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_clock_offset_s(text: &str) -> Result<f64, String> {
     finite_within(text, MAX_CLOCK_OFFSET_S, "s", "more than a year")
 }
 
@@ -602,7 +602,7 @@ fn too_big(path: &Path) -> String {
 /// Why the meter log at `path` could not be read at the run's end, checked before the run: it
 /// must be a regular file of at most MAX_METER_LOG_BYTES. None when it is fine, or does not exist
 /// yet (a logger may write it during the run).
-pub fn meter_log_problem(path: &Path) -> Option<String> {
+pub(crate) fn meter_log_problem(path: &Path) -> Option<String> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() {
         return Some(not_regular(path, meta.file_type()));
@@ -612,7 +612,7 @@ pub fn meter_log_problem(path: &Path) -> Option<String> {
 
 /// A meter log's text: a regular file only (a FIFO or device is refused without blocking on
 /// it), at most MAX_METER_LOG_BYTES (also when its size is not known up front, as in /proc).
-pub fn read_meter_log(path: &Path) -> Result<String, String> {
+pub(crate) fn read_meter_log(path: &Path) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
@@ -655,7 +655,7 @@ impl MeterLogFile {
     }
 
     /// The log's samples in host UNIX time after the correction: (first, last).
-    pub fn span_unix(&self) -> (f64, f64) {
+    pub(crate) fn span_unix(&self) -> (f64, f64) {
         let (first, last) = (self.log.points[0].0, self.log.points[self.log.points.len() - 1].0);
         (self.corr.apply(first, first), self.corr.apply(last, first))
     }
@@ -853,7 +853,7 @@ impl EnergyMeter {
 }
 
 /// Integrate one source's samples over [0, end]: one SourceEnergy per scope, or reasons.
-pub fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEnergy>, Vec<String>) {
+pub(crate) fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<SourceEnergy>, Vec<String>) {
     let chans = src.channels();
     let mut scopes: Vec<Scope> = chans.iter().map(|c| c.scope).collect();
     scopes.sort();

@@ -49,7 +49,7 @@ impl std::fmt::Debug for NetioConfig {
 
 impl NetioConfig {
     /// (user, password) from the config, the file, or the URL's user part; and the URL without it.
-    pub fn credentials(&self) -> Result<(Option<(String, String)>, String), String> {
+    pub(crate) fn credentials(&self) -> Result<(Option<(String, String)>, String), String> {
         let (url, from_url) = split_userinfo(&self.url);
         if let (Some(u), Some(p)) = (&self.username, &self.password) {
             return Ok((Some((u.clone(), p.clone())), url));
@@ -84,7 +84,7 @@ pub struct Netio {
 }
 
 /// One outlet's `Load` in watts from a netio.json document.
-pub fn outlet_load(v: &Value, id: u32) -> Result<f64, String> {
+pub(crate) fn outlet_load(v: &Value, id: u32) -> Result<f64, String> {
     let outs = v.get("Outputs").and_then(|o| o.as_array()).ok_or("netio.json has no Outputs list")?;
     let o = outs.iter().find(|o| o.get("ID").and_then(|i| i.as_u64()) == Some(id as u64)).ok_or_else(|| {
         let ids: Vec<String> = outs.iter().filter_map(|o| o.get("ID").and_then(|i| i.as_u64())).map(|i| i.to_string()).collect();

@@ -24,7 +24,7 @@ pub struct PmuDesc {
     pub notes: Vec<String>,
 }
 
-pub fn pmu_dir(sysfs_root: &Path) -> PathBuf {
+pub(crate) fn pmu_dir(sysfs_root: &Path) -> PathBuf {
     sysfs_root.join("bus/event_source/devices/power")
 }
 
@@ -41,7 +41,7 @@ pub fn parse_cpulist(s: &str) -> Option<Vec<i32>> {
 }
 
 /// "event=0x02" → 2.
-pub fn parse_event_config(s: &str) -> Option<u64> {
+pub(crate) fn parse_event_config(s: &str) -> Option<u64> {
     let mut config = None;
     for term in s.trim().split(',') {
         let (k, v) = term.split_once('=')?;

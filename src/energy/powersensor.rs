@@ -71,7 +71,7 @@ fn c_string(b: &[u8]) -> String {
 }
 
 impl SensorConfig {
-    pub fn from_eeprom(b: &[u8; EEPROM_BYTES]) -> SensorConfig {
+    pub(crate) fn from_eeprom(b: &[u8; EEPROM_BYTES]) -> SensorConfig {
         let f = |i: usize| f32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         SensorConfig {
             type_name: c_string(&b[0..16]),
@@ -150,7 +150,7 @@ pub struct Parser {
 
 impl Parser {
     /// Feed bytes; each complete frame's levels go to `frame`.
-    pub fn feed(&mut self, bytes: &[u8], mut frame: impl FnMut(&[u16; MAX_SENSORS])) {
+    pub(crate) fn feed(&mut self, bytes: &[u8], mut frame: impl FnMut(&[u16; MAX_SENSORS])) {
         for &b in bytes {
             let Some(b0) = self.pending.take() else {
                 self.pending = Some(b);

@@ -37,13 +37,13 @@ fn read_trim(p: &Path) -> std::io::Result<String> {
     std::fs::read_to_string(p).map(|s| s.trim_end_matches('\n').to_string())
 }
 
-pub fn read_energy_uj(p: &Path) -> Result<u64, String> {
+pub(crate) fn read_energy_uj(p: &Path) -> Result<u64, String> {
     let s = read_trim(p).map_err(|e| explain_read_error(p, &e))?;
     s.trim().parse::<u64>().map_err(|_| format!("{}: not a number: {s:?}", p.display()))
 }
 
 /// Discover the zones to use. Ok((zones, notes)) or Err(why RAPL is unavailable).
-pub fn discover(sysfs_root: &Path) -> Result<(Vec<Zone>, Vec<String>), String> {
+pub(crate) fn discover(sysfs_root: &Path) -> Result<(Vec<Zone>, Vec<String>), String> {
     let class = sysfs_root.join("class/powercap");
     let entries = match std::fs::read_dir(&class) {
         Ok(e) => e,

@@ -94,7 +94,7 @@ pub fn efficiency(report: &EnergyReport, dynamic: &[DynamicEnergy]) -> Vec<Compo
 
 /// Measure idle power for `seconds` (nothing of iolab's runs meanwhile).
 /// Ends early once `cancel` is set (Ctrl-C); the caller then does no I/O.
-pub fn measure_idle(cfg: &EnergyConfig, seconds: f64, cancel: crate::cancel::Cancel) -> Vec<IdlePower> {
+pub(crate) fn measure_idle(cfg: &EnergyConfig, seconds: f64, cancel: crate::cancel::Cancel) -> Vec<IdlePower> {
     let meter = EnergyMeter::start(cfg);
     let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
     while !cancel.is_cancelled() && std::time::Instant::now() < until {

@@ -38,19 +38,8 @@ impl std::fmt::Debug for RedfishConfig {
 }
 
 impl RedfishConfig {
-    /// A config for `url` with credentials from the environment (or the file it names).
-    pub fn from_env(url: &str) -> RedfishConfig {
-        RedfishConfig {
-            url: url.to_string(),
-            username: std::env::var("IOLAB_REDFISH_USER").ok(),
-            password: std::env::var("IOLAB_REDFISH_PASSWORD").ok(),
-            credentials_file: std::env::var_os("IOLAB_REDFISH_CREDENTIALS").map(PathBuf::from),
-            ..Default::default()
-        }
-    }
-
     /// (user, password) if any are configured.
-    pub fn credentials(&self) -> Result<Option<(String, String)>, String> {
+    pub(crate) fn credentials(&self) -> Result<Option<(String, String)>, String> {
         if let (Some(u), Some(p)) = (&self.username, &self.password) {
             return Ok(Some((u.clone(), p.clone())));
         }
@@ -79,7 +68,7 @@ fn link(v: &Value, key: &str) -> Option<String> {
     v.get(key)?.get("@odata.id")?.as_str().map(String::from)
 }
 
-pub fn reading_of(resource: Resource, v: &Value) -> Result<f64, String> {
+pub(crate) fn reading_of(resource: Resource, v: &Value) -> Result<f64, String> {
     let w = match resource {
         Resource::EnvironmentMetrics => v.pointer("/PowerWatts/Reading").ok_or("EnvironmentMetrics has no PowerWatts.Reading")?,
         Resource::LegacyPower => {

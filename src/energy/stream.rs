@@ -93,7 +93,7 @@ impl Bins {
 /// One SourceEnergy for several channels that together make one scope (the rails that feed a
 /// drive): their energies summed, the coverage and the gap of the worst of them, and one note
 /// per channel with its own mean watts.
-pub fn scope_energy(
+pub(crate) fn scope_energy(
     source: &str,
     scope: super::Scope,
     method: String,

@@ -28,7 +28,7 @@ pub struct LoopPlan {
 impl LoopPlan {
     /// The plan for `job` started at `start`: the ramp ends `ramp_ns` later, a time budget of
     /// `run_ns` after that; `quota` is this thread's share of a count budget.
-    pub fn for_job(job: &crate::plan::Job, start: u64, ramp_ns: u64, run_ns: Option<u64>, quota: Option<u64>) -> LoopPlan {
+    pub(crate) fn for_job(job: &crate::plan::Job, start: u64, ramp_ns: u64, run_ns: Option<u64>, quota: Option<u64>) -> LoopPlan {
         LoopPlan {
             bs: job.workload.bs as u32,
             qd: job.workload.qd,

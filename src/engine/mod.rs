@@ -79,7 +79,7 @@ pub struct Placement {
 
 impl Placement {
     /// The job's own `--cpus` and `--sq-cpu` (one CPU for every ring's SQ thread).
-    pub fn of_job(job: &Job) -> Placement {
+    pub(crate) fn of_job(job: &Job) -> Placement {
         Placement { workers: job.workload.cpus.clone(), sq: job.io.pinned_cpus() }
     }
     fn worker(&self, t: usize) -> Option<usize> {
@@ -101,7 +101,7 @@ fn series_len(job: &Job) -> usize {
 /// Memory a run allocates up front: per thread, its slot buffers, recorder and stack (as Rust
 /// gives a spawned thread). Checked before anything is touched, so a run too big for the
 /// machine is refused in one line instead of aborting with settings changed.
-pub fn memory_needed(job: &Job) -> u64 {
+pub(crate) fn memory_needed(job: &Job) -> u64 {
     const THREAD_STACK: u64 = 2 << 20;
     let buffers = (job.workload.bs * job.workload.qd as u64).max(4096);
     let recorder = Recorder::bytes_for(series_len(job));

@@ -13,7 +13,7 @@ pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 
 /// A log-linear histogram with ≤1 % bucket error (two significant digits: 128 sub-buckets per
 /// power of two, so at most 0.78 %), 1 ns to one hour. Mergeable with `Histogram::add`.
-pub fn new_histogram() -> Histogram<u64> {
+pub(crate) fn new_histogram() -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, MAX_LATENCY_NS, 2).expect("valid histogram bounds");
     h.auto(false);
     h
@@ -81,7 +81,7 @@ pub const SECOND_SLOTS: usize = (SECOND_TOP >> SECOND_SHIFT) + 1;
 
 /// The most seconds a thread keeps latency counts for: an hour (S4's garbage-collection run
 /// is 30 minutes), and no more than 64 MiB a thread; later seconds have no percentiles.
-pub fn percentile_seconds(seconds: usize) -> usize {
+pub(crate) fn percentile_seconds(seconds: usize) -> usize {
     const MOST: usize = (64 << 20) / (SECOND_SLOTS * 4);
     seconds.clamp(1, MOST.min(3600))
 }
@@ -89,7 +89,7 @@ pub fn percentile_seconds(seconds: usize) -> usize {
 /// A second's latency percentiles from its counts (`SECOND_SLOTS` long): the highest value of the
 /// bucket holding the rank, as the run's histogram reports (never below the truth by more than
 /// the bucket). None for a second without completions.
-pub fn second_percentiles(counts: &[u32], quantiles: &[f64]) -> Option<Vec<u64>> {
+pub(crate) fn second_percentiles(counts: &[u32], quantiles: &[f64]) -> Option<Vec<u64>> {
     let n: u64 = counts.iter().map(|&c| c as u64).sum();
     if n == 0 {
         return None;
@@ -171,7 +171,7 @@ pub struct Recorder {
 impl Recorder {
     /// What `new` allocates for `seconds` slots (latency counts of both directions and of each
     /// second included).
-    pub fn bytes_for(seconds: usize) -> u64 {
+    pub(crate) fn bytes_for(seconds: usize) -> u64 {
         (seconds.max(1) * std::mem::size_of::<SecondSlot>() + 2 * LAT_SLOTS * 8 + (percentile_seconds(seconds) + 1) * SECOND_SLOTS * 4)
             as u64
     }
@@ -194,12 +194,12 @@ impl Recorder {
     }
 
     /// Seconds with latency counts of their own.
-    pub fn percentile_seconds(&self) -> usize {
+    pub(crate) fn percentile_seconds(&self) -> usize {
         self.second_lat.len() / SECOND_SLOTS - 1
     }
 
     /// Second `i`'s latency counts; None past those kept.
-    pub fn second_counts(&self, i: usize) -> Option<&[u32]> {
+    pub(crate) fn second_counts(&self, i: usize) -> Option<&[u32]> {
         (i < self.percentile_seconds()).then(|| &self.second_lat[i * SECOND_SLOTS..(i + 1) * SECOND_SLOTS])
     }
 
@@ -220,7 +220,7 @@ impl Recorder {
 
     /// The completions recorded next belong to `second` of the measured window.
     #[inline(always)]
-    pub fn at_second(&mut self, second: usize) {
+    pub(crate) fn at_second(&mut self, second: usize) {
         if second != self.second {
             self.close_second(second);
         }

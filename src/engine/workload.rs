@@ -53,7 +53,7 @@ impl Stream {
     }
 
     #[inline(always)]
-    pub fn next_io(&mut self) -> NextIo {
+    pub(crate) fn next_io(&mut self) -> NextIo {
         // Targets are used round-robin so each sees an equal share.
         let file = self.next_file;
         self.next_file += 1;

@@ -29,14 +29,14 @@ fn version(v: (u32, u32)) -> String {
 }
 
 /// Does this kernel poll a synchronous RWF_HIPRI request?
-pub fn sync_hipri_polls() -> bool {
+pub(crate) fn sync_hipri_polls() -> bool {
     kernel_version() < SYNC_HIPRI_IGNORED_SINCE
 }
 
 /// Why this kernel's block layer cannot sleep before polling for `who` (None: it can).
 /// `via_io_uring`: the request is polled by io_uring's IOPOLL rather than by a synchronous
 /// RWF_HIPRI read.
-pub fn hybrid_unreachable(via_io_uring: bool) -> Option<String> {
+pub(crate) fn hybrid_unreachable(via_io_uring: bool) -> Option<String> {
     let k = kernel_version();
     if k >= HYBRID_REMOVED_SINCE {
         return Some(format!("Linux {} removed the block layer's hybrid polling (queue/io_poll_delay)", version(HYBRID_REMOVED_SINCE)));
@@ -100,7 +100,7 @@ pub const POLL_DELAY: SweptOption = SweptOption {
 /// The `io_poll_delay` a job polling through the block layer runs with: -1 for classic polling
 /// (so a value left behind by someone else cannot turn it into hybrid polling), the job's
 /// `--poll-delay` (default adaptive) for hybrid polling.
-pub fn delay_for(io: &IoChoice) -> Option<i64> {
+pub(crate) fn delay_for(io: &IoChoice) -> Option<i64> {
     match io.complete {
         Complete::Irq => None,
         Complete::Poll => Some(CLASSIC),
@@ -109,7 +109,7 @@ pub fn delay_for(io: &IoChoice) -> Option<i64> {
 }
 
 /// A delay in words, for the completion mechanism.
-pub fn delay_words(delay: i64) -> String {
+pub(crate) fn delay_words(delay: i64) -> String {
     match delay {
         CLASSIC => "io_poll_delay=-1: classic".to_string(),
         ADAPTIVE => "io_poll_delay=0: adaptive sleep".to_string(),

@@ -43,7 +43,7 @@ const FLAGS: &[(u32, &str, &str)] = &[
 ];
 
 /// The names of the setup flags in `flags`.
-pub fn flag_names(flags: u32) -> Vec<&'static str> {
+pub(crate) fn flag_names(flags: u32) -> Vec<&'static str> {
     FLAGS.iter().filter(|f| flags & f.0 != 0).map(|f| f.1).collect()
 }
 
@@ -57,7 +57,7 @@ fn flags_since(flags: u32) -> String {
 /// then without it (DEFER_TASKRUN never without it: the kernel requires the pair). Every
 /// combination is tried rather than guessed from the version: distribution kernels (RHEL 9's
 /// 5.14) carry io_uring backports.
-pub fn step_down_order(flags: u32) -> Vec<u32> {
+pub(crate) fn step_down_order(flags: u32) -> Vec<u32> {
     let base = flags & !COST_ONLY;
     let taskrun: &[u32] = if flags & SETUP_DEFER_TASKRUN != 0 {
         &[SETUP_DEFER_TASKRUN, SETUP_COOP_TASKRUN, 0]
@@ -81,7 +81,7 @@ pub fn step_down_order(flags: u32) -> Vec<u32> {
 /// Set a ring up with `open` for each flag set of [`step_down_order`] in turn while the kernel
 /// answers EINVAL (a flag it does not know): the ring and the flags it got, or the error for the
 /// last set (only the flags the mode needs). Other errors are returned at once.
-pub fn step_down<R>(flags: u32, mut open: impl FnMut(u32) -> io::Result<R>) -> io::Result<(R, u32)> {
+pub(crate) fn step_down<R>(flags: u32, mut open: impl FnMut(u32) -> io::Result<R>) -> io::Result<(R, u32)> {
     let mut last = io::Error::from_raw_os_error(libc::EINVAL);
     for f in step_down_order(flags) {
         match open(f) {
@@ -107,7 +107,7 @@ pub enum Refused {
 /// [`step_down`], and when even the last set is refused, which flag of the mode is at fault: a
 /// bare ring, then each of the mode's flags alone, so an error blames IOPOLL or hybrid polling
 /// only when that is what the kernel refused.
-pub fn setup_with<R>(flags: u32, mut open: impl FnMut(u32) -> io::Result<R>) -> Result<(R, u32), Refused> {
+pub(crate) fn setup_with<R>(flags: u32, mut open: impl FnMut(u32) -> io::Result<R>) -> Result<(R, u32), Refused> {
     let error = match step_down(flags, &mut open) {
         Ok(r) => return Ok(r),
         Err(e) => e,
@@ -130,19 +130,19 @@ pub type RingSetup = super::KernelSetup;
 
 /// From the job's flags and those [`step_down`] got; `extra` are the flags every ring of the
 /// kind carries (CLAMP, SQ_AFF, SQE128 | CQE32).
-pub fn ring_setup(asked: u32, used: u32, extra: u32) -> RingSetup {
+pub(crate) fn ring_setup(asked: u32, used: u32, extra: u32) -> RingSetup {
     RingSetup { asked: flag_names(asked | extra), used: flag_names(used | extra), dropped: flag_names(asked & !used), features: Vec::new() }
 }
 
 /// The flags every ring of a kind is set up with besides the mode's.
-pub fn ring_extra(big: bool, flags: u32, sq_cpu: Option<u32>) -> u32 {
+pub(crate) fn ring_extra(big: bool, flags: u32, sq_cpu: Option<u32>) -> u32 {
     let aff = if sq_cpu.is_some() && flags & SETUP_SQPOLL != 0 { SETUP_SQ_AFF } else { 0 };
     SETUP_CLAMP | aff | if big { SETUP_SQE128 | SETUP_CQE32 } else { 0 }
 }
 
 /// Set up a 2-entry ring as a job's would be (NVMe passthrough's big one if `big`): what setup it
 /// gets and the kernel's parameters (its feature bits), or why not.
-pub fn try_setup(big: bool, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> Result<(RingSetup, io_uring::Parameters), Refused> {
+pub(crate) fn try_setup(big: bool, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> Result<(RingSetup, io_uring::Parameters), Refused> {
     let (params, used) = setup_with(flags, |f| {
         if big {
             create_ring_big_exact(2, f, sq_cpu, sq_idle_ms).map(|r| r.params().clone())
@@ -174,7 +174,7 @@ const _: () = assert!(std::mem::size_of::<io_uring::Parameters>() == 120);
 
 /// Create a ring with these setup flags, less the cost-only ones the kernel lacks
 /// ([`step_down`]); returns the ring and the flags it got, or the kernel's error.
-pub fn create_ring(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<(IoUring, u32)> {
+pub(crate) fn create_ring(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> io::Result<(IoUring, u32)> {
     step_down(flags, |f| create_ring_exact(entries, f, sq_cpu, sq_idle_ms))
 }
 
@@ -202,7 +202,7 @@ fn create_ring_exact(entries: u32, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: 
 /// A ring of 128-byte SQEs and 32-byte CQEs (IORING_SETUP_SQE128 | IORING_SETUP_CQE32, Linux
 /// 5.19+), as NVMe passthrough needs: the 80-byte command rides in the SQE and the NVMe result
 /// dwords in the CQE. Set up as [`create_ring`] does, stepping down the same way.
-pub fn create_ring_big(
+pub(crate) fn create_ring_big(
     entries: u32,
     flags: u32,
     sq_cpu: Option<u32>,
@@ -289,7 +289,7 @@ pub fn machine_support() -> Result<(), String> {
 
 /// What this kernel's ring setup refuses, for `iolab interfaces` (None: everything iolab asks
 /// for). A plain ring must already work (machine_support). `big`: NVMe passthrough's rings.
-pub fn setup_notes(big: bool) -> Option<String> {
+pub(crate) fn setup_notes(big: bool) -> Option<String> {
     let refuses = |f: u32| {
         let r = if big { create_ring_big_exact(2, f, None, 1).map(drop) } else { create_ring_exact(2, f, None, 1).map(drop) };
         r.is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
@@ -327,7 +327,7 @@ pub enum HybridVia {
 /// How this kernel does io_uring hybrid polling, or why it cannot: the ring flag is tried
 /// (feature detection: backports carry it), the block layer's sleep is what older kernels had.
 /// Asked once per process.
-pub fn hybrid_via() -> Result<HybridVia, String> {
+pub(crate) fn hybrid_via() -> Result<HybridVia, String> {
     static VIA: std::sync::OnceLock<Result<HybridVia, String>> = std::sync::OnceLock::new();
     VIA.get_or_init(|| match create_ring_exact(2, SETUP_IOPOLL | SETUP_HYBRID_IOPOLL, None, 0) {
         Ok(_) => Ok(HybridVia::Ring),
@@ -342,7 +342,7 @@ pub fn hybrid_via() -> Result<HybridVia, String> {
 
 /// The setup flags a job's rings get on this kernel: [`flags_for`], with hybrid polling left
 /// to the block layer where that is how this kernel does it.
-pub fn job_flags(submit: Submit, complete: Complete) -> u32 {
+pub(crate) fn job_flags(submit: Submit, complete: Complete) -> u32 {
     let f = flags_for(submit, complete);
     if complete == Complete::Hybrid && hybrid_via() == Ok(HybridVia::BlockLayer) {
         f & !SETUP_HYBRID_IOPOLL
@@ -369,7 +369,7 @@ fn feature_bits(p: &io_uring::Parameters) -> Vec<&'static str> {
 /// each flag tried on a real io_uring_setup, each bit read from the kernel's answer, each opcode
 /// asked with IORING_REGISTER_PROBE; never guessed from the version (distribution kernels carry
 /// backports: Debian's 5.10 has 5.15's io_uring).
-pub fn kernel_features() -> Vec<Feature> {
+pub(crate) fn kernel_features() -> Vec<Feature> {
     let accepts = |f: u32| create_ring_exact(2, f, None, 1).is_ok();
     let bare = create_ring_exact(2, 0, None, 1).ok();
     let bit = |name: &str| bare.as_ref().map(|r| feature_bits(r.params()).contains(&name));
@@ -396,7 +396,7 @@ pub fn kernel_features() -> Vec<Feature> {
 }
 
 /// Setup flags a job asks for, plus the cheap ones that change nothing but cost.
-pub fn flags_for(submit: Submit, complete: Complete) -> u32 {
+pub(crate) fn flags_for(submit: Submit, complete: Complete) -> u32 {
     let mut f = 0;
     match submit {
         Submit::Sqpoll => f |= SETUP_SQPOLL,
@@ -539,7 +539,7 @@ pub(crate) struct RingDriver {
 }
 
 impl RingDriver {
-    pub(crate) fn new(submit: Submit, complete: Complete) -> Self {
+    pub fn new(submit: Submit, complete: Complete) -> Self {
         let sqpoll = submit == Submit::Sqpoll;
         let polled = complete != Complete::Irq;
         RingDriver { unsubmitted: 0, outstanding: 0, sqpoll, enter_to_poll: polled && !sqpoll, spin_on_cq: polled && sqpoll }

@@ -97,7 +97,7 @@ impl AlignedBuf {
         self.len == 0
     }
 
-    pub fn slice(&mut self) -> &mut [u8] {
+    pub(crate) fn slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr owns len bytes.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
@@ -117,7 +117,7 @@ impl Drop for AlignedBuf {
 }
 
 /// Whether `len` bytes at `addr` lie in one mapping of 2 MiB hugepages, by /proc/self/smaps.
-pub fn in_hugepages(addr: usize, len: usize) -> io::Result<bool> {
+pub(crate) fn in_hugepages(addr: usize, len: usize) -> io::Result<bool> {
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     Ok(kernel_page_size(&smaps, addr, len) == Some(HUGEPAGE as u64))
 }

@@ -100,12 +100,12 @@ impl Default for IoChoice {
 impl IoChoice {
     /// Every options part's checks on this choice (an option of another interface is refused,
     /// since it would silently do nothing).
-    pub fn check_options(&self) -> Result<(), String> {
+    pub(crate) fn check_options(&self) -> Result<(), String> {
         self.options.check(self)
     }
 
     /// The CPUs the options pin the interface's own kernel threads to (io_uring's SQPOLL thread).
-    pub fn pinned_cpus(&self) -> Vec<u32> {
+    pub(crate) fn pinned_cpus(&self) -> Vec<u32> {
         self.options.pinned_cpus()
     }
 }
@@ -206,12 +206,12 @@ impl Held {
 pub use crate::device::nvme::DEVICE_STATUS;
 
 /// The errno of a failed completion result, if it is one (not a device status).
-pub fn errno_of(result: i64) -> Option<i32> {
+pub(crate) fn errno_of(result: i64) -> Option<i32> {
     (result < 0 && result > DEVICE_STATUS).then_some(-result as i32)
 }
 
 /// A failed completion result in words.
-pub fn error_text(result: i64) -> String {
+pub(crate) fn error_text(result: i64) -> String {
     if result <= DEVICE_STATUS {
         crate::device::nvme::status_text((DEVICE_STATUS - result) as u64)
     } else {
@@ -402,7 +402,7 @@ pub type SyncReader = Box<dyn FnMut(RawFd, &mut [u8], u64) -> i64>;
 
 /// The completion path by the target queues' own say: interrupts unless polling was asked for
 /// and every queue can poll.
-pub fn queue_path(complete: Complete, targets: &[TargetInfo]) -> (Path, Option<String>) {
+pub(crate) fn queue_path(complete: Complete, targets: &[TargetInfo]) -> (Path, Option<String>) {
     if complete == Complete::Irq {
         return (Path::Interrupt, None);
     }
@@ -454,7 +454,7 @@ macro_rules! interface_table {
 
         impl Options {
             /// Every plan `[options]` key some part reads, in table order.
-            pub fn plan_keys() -> Vec<&'static str> {
+            pub(crate) fn plan_keys() -> Vec<&'static str> {
                 let mut keys = Vec::new();
                 $(keys.extend_from_slice(<$opt as OptionsPart>::PLAN_KEYS);)*
                 keys
@@ -462,7 +462,7 @@ macro_rules! interface_table {
 
             /// Reads the plan `[options]` key `key` into the part that owns it; false: no part
             /// does (the value is left unread).
-            pub fn plan_value<'de, A: serde::de::MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
+            pub(crate) fn plan_value<'de, A: serde::de::MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<bool, A::Error> {
                 $(if <$opt as OptionsPart>::PLAN_KEYS.contains(&key) {
                     self.$field.plan_value(key, map)?;
                     return Ok(true);
@@ -477,7 +477,7 @@ macro_rules! interface_table {
             }
 
             /// The CPUs the parts pin kernel threads to.
-            pub fn pinned_cpus(&self) -> Vec<u32> {
+            pub(crate) fn pinned_cpus(&self) -> Vec<u32> {
                 let mut cpus = Vec::new();
                 $(cpus.extend(self.$field.pinned_cpu());)*
                 cpus
@@ -485,7 +485,7 @@ macro_rules! interface_table {
 
             /// These options with each part the choice `io` would refuse back at its default:
             /// what one set of options means for each interface in turn (`iolab probe`).
-            pub fn kept_for(&self, io: &IoChoice) -> Options {
+            pub(crate) fn kept_for(&self, io: &IoChoice) -> Options {
                 let mut kept = self.clone();
                 $(if self.$field.check(io).is_err() {
                     kept.$field = Default::default();
@@ -501,7 +501,7 @@ macro_rules! interface_table {
         impl InterfaceKind {
             pub const ALL: &'static [InterfaceKind] = &[$(InterfaceKind::$kind),*];
 
-            pub fn visit<V: Visit>(self, v: V) -> V::Out {
+            pub(crate) fn visit<V: Visit>(self, v: V) -> V::Out {
                 match self { $(InterfaceKind::$kind => v.visit::<$ty>()),* }
             }
 
@@ -510,7 +510,7 @@ macro_rules! interface_table {
             }
 
             /// Acquires the run's targets through this interface's target part.
-            pub fn acquire(self, req: &TargetRequest) -> Result<Acquired, Failure> {
+            pub(crate) fn acquire(self, req: &TargetRequest) -> Result<Acquired, Failure> {
                 match self { $(InterfaceKind::$kind => acquire::<$ty>(req).map(Acquired::$kind)),* }
             }
         }
@@ -527,7 +527,7 @@ macro_rules! interface_table {
                 match self { $(Acquired::$kind(_) => InterfaceKind::$kind),* }
             }
 
-            pub fn visit<'h, V: VisitTarget<'h>>(&'h self, v: V) -> V::Out {
+            pub(crate) fn visit<'h, V: VisitTarget<'h>>(&'h self, v: V) -> V::Out {
                 match self { $(Acquired::$kind(t) => v.visit::<$ty>(t)),* }
             }
         }

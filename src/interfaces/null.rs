@@ -250,12 +250,12 @@ impl Null {
 }
 
 /// The bytes offsets are drawn from: `--size`, or 1 GiB, in whole blocks of `bs`.
-pub fn address_space(size: Option<u64>, bs: u64) -> u64 {
+pub(crate) fn address_space(size: Option<u64>, bs: u64) -> u64 {
     size.unwrap_or(DEFAULT_SIZE) / bs * bs
 }
 
 /// What the record says in place of a target, for an address space of `space` bytes.
-pub fn target_info(space: u64) -> TargetInfo {
+pub(crate) fn target_info(space: u64) -> TargetInfo {
     TargetInfo { path: "(no target)".into(), kind: NAME.into(), size_bytes: space, logical_block_size: 512, ..Default::default() }
 }
 

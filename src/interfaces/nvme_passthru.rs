@@ -31,7 +31,7 @@ use std::os::fd::RawFd;
 /// of the kernel once, with no NVMe device needed: a command with the flag sent to /dev/null is
 /// refused with EINVAL where the flag is unknown (checked as the command is prepared) and with
 /// EOPNOTSUPP (/dev/null takes no commands) where it is known.
-pub fn fixed_buffers_supported() -> bool {
+pub(crate) fn fixed_buffers_supported() -> bool {
     static FIXED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *FIXED.get_or_init(|| ask_fixed_buffers().unwrap_or(false))
 }
@@ -214,7 +214,7 @@ impl IoInterface for Passthru {
 /// A passthrough CQE's `res` as a completion result: 0 (success) is the bytes asked for, a
 /// positive NVMe status is [`DEVICE_STATUS`] minus it, a negative errno stays.
 #[inline]
-pub fn completion_result(res: i32, len: u32) -> i64 {
+pub(crate) fn completion_result(res: i32, len: u32) -> i64 {
     match res {
         0 => len as i64,
         r if r < 0 => r as i64,

@@ -103,7 +103,7 @@ impl Sysctls {
     /// Open a perf event with `open`; where the kernel refuses it (EACCES, EPERM) and
     /// `perf_event_paranoid` is above `need`, lower it and try once more. Err: the kernel's
     /// answer, what the event needs and what was tried, in one line.
-    pub fn open_perf<T>(&mut self, need: i32, mut open: impl FnMut() -> std::io::Result<T>) -> Result<T, String> {
+    pub(crate) fn open_perf<T>(&mut self, need: i32, mut open: impl FnMut() -> std::io::Result<T>) -> Result<T, String> {
         let refused = match open() {
             Ok(t) => {
                 self.share_if_held(Setting::PerfEventParanoid, need);

@@ -20,7 +20,7 @@ impl Rusage {
     }
 }
 
-pub fn rusage_self() -> Rusage {
+pub(crate) fn rusage_self() -> Rusage {
     // SAFETY: ru is a valid out-pointer.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };

@@ -38,7 +38,7 @@ pub fn is_queue_irq(ctrl: &str, name: &str) -> bool {
 /// The controller behind a whole-disk sysfs directory: the name of what `device` points at
 /// (virtio1), or for NVMe namespaces the controller (nvme0). None for devices without one
 /// (loop, zram, null_blk).
-pub fn controller_of(disk_dir: &Path) -> Option<String> {
+pub(crate) fn controller_of(disk_dir: &Path) -> Option<String> {
     let dev = std::fs::canonicalize(disk_dir.join("device")).ok()?;
     let name = dev.file_name()?.to_string_lossy().into_owned();
     Some(name)

@@ -48,7 +48,7 @@ fn sysfs_of_dev(dev: u64) -> Option<(PathBuf, Option<String>)> {
 /// Find the device behind a target: itself (or its partition) for block devices, the
 /// filesystem's device for files, through loop devices to their backing file's device, and
 /// for an NVMe generic character device its namespace's block device.
-pub fn device_path(path: &Path) -> DevicePath {
+pub(crate) fn device_path(path: &Path) -> DevicePath {
     let Ok(meta) = std::fs::metadata(path) else { return DevicePath::default() };
     if meta.file_type().is_char_device() {
         // An NVMe generic device: its namespace's block device has the same queue and controller.
@@ -151,7 +151,7 @@ impl Meters {
     /// request through the stack (`--profile stages`, tracefs mounted where `system` says); opened
     /// now, before the window, so a refusal is known and the window only enables the events. The
     /// sysctls the kernel wanted lower for them stay lowered until `restore_settings`.
-    pub fn with_profile(mut self, asked: crate::plan::profile::Profile, system: &crate::settings::Settings) -> Meters {
+    pub(crate) fn with_profile(mut self, asked: crate::plan::profile::Profile, system: &crate::settings::Settings) -> Meters {
         let mut sysctls = access::Sysctls::new(system.clone());
         if asked.layers {
             self.meters.push(Box::new(LayerProfile(profile::Profiler::open(self.ncpu, &mut sysctls))));
@@ -169,7 +169,7 @@ impl Meters {
     }
 
     /// Put back the sysctls profiling lowered. Err: what stays changed.
-    pub fn restore_settings(&mut self) -> Result<Vec<String>, String> {
+    pub(crate) fn restore_settings(&mut self) -> Result<Vec<String>, String> {
         self.sysctls.as_mut().map_or(Ok(Vec::new()), access::Sysctls::restore)
     }
 
@@ -597,7 +597,7 @@ pub fn classify(t: &TaskSample, workload: &[i32]) -> &'static str {
 
 /// The class of an io_uring kernel thread of a kernel before 5.12, which ran the SQPOLL thread
 /// ("io_uring-sq") and the io-wq workers ("io_wqe_worker-N", "io_wq_manager") as kernel threads.
-pub fn io_uring_kernel_thread(comm: &str) -> Option<&'static str> {
+pub(crate) fn io_uring_kernel_thread(comm: &str) -> Option<&'static str> {
     if comm == "io_uring-sq" {
         Some("sqpoll")
     } else if comm.starts_with("io_wqe_worker") || comm == "io_wq_manager" {

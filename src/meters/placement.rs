@@ -40,14 +40,14 @@ pub struct NumaPlacement {
 
 /// (comm, CPU last run on) from /proc/PID/task/TID/stat; fields counted from the last ')'
 /// as comm may hold either parenthesis. `processor` is field 39.
-pub fn parse_processor(stat: &str) -> Option<(String, usize)> {
+pub(crate) fn parse_processor(stat: &str) -> Option<(String, usize)> {
     let comm = stat.get(stat.find('(')? + 1..stat.rfind(')')?)?.to_string();
     let rest: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
     Some((comm, rest.get(36)?.parse().ok()?))
 }
 
 /// `Cpus_allowed_list` of a status file.
-pub fn parse_allowed(status: &str) -> Option<Vec<usize>> {
+pub(crate) fn parse_allowed(status: &str) -> Option<Vec<usize>> {
     crate::host::parse_cpulist(status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim())
 }
 

@@ -19,9 +19,6 @@ impl SystemCpu {
     pub fn busy_s(&self) -> f64 {
         self.user_s + self.nice_s + self.system_s + self.irq_s + self.softirq_s + self.steal_s
     }
-    pub fn total_s(&self) -> f64 {
-        self.busy_s() + self.idle_s + self.iowait_s
-    }
     pub fn minus(&self, e: &SystemCpu) -> SystemCpu {
         SystemCpu {
             user_s: self.user_s - e.user_s,
@@ -37,7 +34,7 @@ impl SystemCpu {
 }
 
 /// Clock ticks per second of /proc's time fields (USER_HZ).
-pub fn user_hz() -> f64 {
+pub(crate) fn user_hz() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz > 0 {

@@ -6,13 +6,13 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use sys::bindings as b;
 
 /// Open one event (`pid` -1 with a CPU: everything on that CPU). Disabled until enabled.
-pub fn open_event(attr: &mut b::perf_event_attr, pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
+pub(crate) fn open_event(attr: &mut b::perf_event_attr, pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
     open_in_group(attr, pid, cpu, None)
 }
 
 /// Open an event as a member of `leader`'s group (None: a leader of its own). A member is left
 /// enabled, so it counts exactly while its leader does (enabling the leader alone starts both).
-pub fn open_in_group(attr: &mut b::perf_event_attr, pid: i32, cpu: i32, leader: Option<&OwnedFd>) -> std::io::Result<OwnedFd> {
+pub(crate) fn open_in_group(attr: &mut b::perf_event_attr, pid: i32, cpu: i32, leader: Option<&OwnedFd>) -> std::io::Result<OwnedFd> {
     attr.size = std::mem::size_of::<b::perf_event_attr>() as u32;
     attr.set_disabled(leader.is_none() as u64);
     let group = leader.map_or(-1, |l| l.as_raw_fd());
@@ -62,7 +62,7 @@ impl Ring {
     }
 
     /// Make another event on the same CPU write its records into this ring.
-    pub fn redirect(&self, other: &OwnedFd) -> std::io::Result<()> {
+    pub(crate) fn redirect(&self, other: &OwnedFd) -> std::io::Result<()> {
         // SAFETY: both are perf events; the kernel checks they may share a ring.
         if unsafe { sys::ioctls::SET_OUTPUT(other.as_raw_fd(), self.fd.as_raw_fd()) } < 0 {
             return Err(std::io::Error::last_os_error());
@@ -124,12 +124,12 @@ pub fn records(mut data: &[u8]) -> impl Iterator<Item = (u32, &[u8])> {
 /// `IOLAB_STAGES_DUMP=DIR` / `IOLAB_PROFILE_DUMP=DIR`: where a profiler copies what it read
 /// (each ring's raw bytes, and what naming them needs), so a kernel's records can become a test
 /// fixture. None when the variable is unset or empty.
-pub fn dump_dir(var: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn dump_dir(var: &str) -> Option<std::path::PathBuf> {
     std::env::var_os(var).filter(|v| !v.is_empty()).map(Into::into)
 }
 
 /// Append one drain of CPU `cpu`'s ring to `DIR/cpuN.raw`, byte for byte.
-pub fn dump_raw(dir: &std::path::Path, cpu: usize, data: &[u8]) {
+pub(crate) fn dump_raw(dir: &std::path::Path, cpu: usize, data: &[u8]) {
     use std::io::Write;
     let _ = std::fs::create_dir_all(dir);
     let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(format!("cpu{cpu}.raw")));

@@ -208,7 +208,7 @@ impl Point {
 }
 
 /// What the time between two consecutive points of a request was spent on.
-pub fn stage_layer(from: Point, to: Point) -> &'static str {
+pub(crate) fn stage_layer(from: Point, to: Point) -> &'static str {
     use Point::*;
     match (from, to) {
         (Enter, UringSubmit) => "system call and io_uring submission",
@@ -247,7 +247,7 @@ const SYNC_IO_SYSCALLS: [i64; 8] = [
 ];
 
 /// A request issued to the device whose completion left no record (see `match_requests`).
-pub fn completion_untraced(at: &Timeline) -> bool {
+pub(crate) fn completion_untraced(at: &Timeline) -> bool {
     let seen = |p: Point| at[p as usize].is_some();
     seen(Point::RqIssue) && !seen(Point::RqComplete) && !seen(Point::BioComplete) && !seen(Point::NvmeComplete)
 }
@@ -273,7 +273,8 @@ struct Req {
 /// The requests matched from time-ordered events of process `own_pid`, and how many were
 /// started and never finished (in flight at the window's edges, punted to a worker thread,
 /// merged into another request, or events lost).
-pub fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
+#[cfg(test)]
+pub(crate) fn match_requests(events: &[Event], own_pid: u32) -> (Vec<Timeline>, u64) {
     let m = match_split_requests(events, own_pid);
     (m.requests, m.unmatched)
 }
@@ -291,7 +292,7 @@ pub struct Matching {
 /// crossed a chunk) has one request per part, each inserted, issued and completed on its own;
 /// its points are its first part's up to the issue and its last completed part's from there,
 /// so its device stage runs from the first part issued to the last part completed.
-pub fn match_split_requests(events: &[Event], own_pid: u32) -> Matching {
+pub(crate) fn match_split_requests(events: &[Event], own_pid: u32) -> Matching {
     let mut m = Matcher { own_pid, ..Default::default() };
     for e in events {
         m.event(e);

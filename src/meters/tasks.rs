@@ -41,23 +41,23 @@ fn numeric_entries(dir: &str) -> Vec<i32> {
 }
 
 /// Every thread of one process.
-pub fn sample_process(pid: i32, hz: f64) -> Vec<TaskSample> {
+pub(crate) fn sample_process(pid: i32, hz: f64) -> Vec<TaskSample> {
     numeric_entries(&format!("/proc/{pid}/task")).into_iter().filter_map(|tid| sample_task(pid, tid, hz)).collect()
 }
 
 /// Every thread of every other process, kernel threads included.
-pub fn sample_others(me: i32, hz: f64) -> Vec<TaskSample> {
+pub(crate) fn sample_others(me: i32, hz: f64) -> Vec<TaskSample> {
     numeric_entries("/proc").into_iter().filter(|p| *p != me).flat_map(|pid| sample_process(pid, hz)).collect()
 }
 
 /// A process's own total (live and exited threads) from /proc/PID/stat.
-pub fn process_total(pid: i32, hz: f64) -> Option<(f64, f64)> {
+pub(crate) fn process_total(pid: i32, hz: f64) -> Option<(f64, f64)> {
     let (_, ut, st) = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
     Some((ut as f64 / hz, st as f64 / hz))
 }
 
 /// Per-task change between two samples; tasks that appeared count from zero.
-pub fn deltas(start: &[TaskSample], end: &[TaskSample]) -> Vec<TaskSample> {
+pub(crate) fn deltas(start: &[TaskSample], end: &[TaskSample]) -> Vec<TaskSample> {
     let before: HashMap<(i32, i32), &TaskSample> = start.iter().map(|t| ((t.pid, t.tid), t)).collect();
     end.iter()
         .map(|e| {
@@ -85,7 +85,7 @@ pub struct ProcSample {
 }
 
 /// (utime, stime, cutime, cstime) ticks from /proc/PID/stat.
-pub fn parse_stat_with_children(text: &str) -> Option<(u64, u64, u64, u64)> {
+pub(crate) fn parse_stat_with_children(text: &str) -> Option<(u64, u64, u64, u64)> {
     let close = text.rfind(')')?;
     let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
     let f = |i: usize| rest.get(i).and_then(|x| x.parse::<i64>().ok()).map(|v| v.max(0) as u64);
@@ -93,7 +93,7 @@ pub fn parse_stat_with_children(text: &str) -> Option<(u64, u64, u64, u64)> {
 }
 
 /// Every process but `me`.
-pub fn sample_other_processes(me: i32, hz: f64) -> Vec<ProcSample> {
+pub(crate) fn sample_other_processes(me: i32, hz: f64) -> Vec<ProcSample> {
     numeric_entries("/proc")
         .into_iter()
         .filter(|p| *p != me)
@@ -107,7 +107,7 @@ pub fn sample_other_processes(me: i32, hz: f64) -> Vec<ProcSample> {
 /// CPU time other processes spent inside the window, including processes that started or
 /// exited in it: an exited child's whole time reaches its parent's children time when reaped,
 /// so what it had already used at the start is taken off again.
-pub fn others_window_time(start: &[ProcSample], end: &[ProcSample]) -> f64 {
+pub(crate) fn others_window_time(start: &[ProcSample], end: &[ProcSample]) -> f64 {
     let before: HashMap<i32, &ProcSample> = start.iter().map(|p| (p.pid, p)).collect();
     let after: HashMap<i32, &ProcSample> = end.iter().map(|p| (p.pid, p)).collect();
     let mut total = 0.0;

@@ -53,12 +53,12 @@ impl Format {
 }
 
 /// The path of an event's format file under a tracefs root.
-pub fn format_path(root: &Path, system: &str, event: &str) -> PathBuf {
+pub(crate) fn format_path(root: &Path, system: &str, event: &str) -> PathBuf {
     root.join("events").join(system).join(event).join("format")
 }
 
 /// Read an event's format; Err when this kernel (or its loaded modules) has no such event.
-pub fn read_format(root: &Path, system: &str, event: &str) -> Result<Format, String> {
+pub(crate) fn read_format(root: &Path, system: &str, event: &str) -> Result<Format, String> {
     let path = format_path(root, system, event);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{system}:{event}: {e}"))?;
     Format::parse(&text).ok_or_else(|| format!("{} has no ID line", path.display()))

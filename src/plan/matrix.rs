@@ -167,7 +167,7 @@ pub const TARGET_SET: char = '+';
 
 /// A `target` value as the targets it names: one, or a set joined by [`TARGET_SET`]. Err: one
 /// line (an empty name, a target named twice).
-pub fn target_set(value: &str) -> Result<Vec<String>, PlanError> {
+pub(crate) fn target_set(value: &str) -> Result<Vec<String>, PlanError> {
     let parts: Vec<String> = value.split(TARGET_SET).map(|p| p.trim().to_string()).collect();
     if parts.iter().any(String::is_empty) {
         return PlanError::plan(format!(
@@ -252,7 +252,7 @@ impl Matrix {
 
     /// The `target` dimension's values in place of the plan's: each a target or a set (the
     /// command line's targets of a sweep). Err: [`target_set`]'s.
-    pub fn set_targets(&mut self, values: &[String]) -> Result<(), PlanError> {
+    pub(crate) fn set_targets(&mut self, values: &[String]) -> Result<(), PlanError> {
         let d = dimension("target").expect("target is a dimension");
         self.values[d] = values.iter().map(|v| target_set(v).map(Level::Targets)).collect::<Result<_, _>>()?;
         Ok(())
@@ -264,7 +264,7 @@ impl Matrix {
     }
 
     /// Err names the first size that is not one ("plan bs: ...").
-    pub fn check_sizes(&self) -> Result<(), PlanError> {
+    pub(crate) fn check_sizes(&self) -> Result<(), PlanError> {
         for (dim, values) in DIMENSIONS.iter().zip(&self.values) {
             for v in values {
                 if let Level::Size(s) = v {
@@ -311,7 +311,7 @@ impl Matrix {
 
 impl Dimension {
     /// Are its values numbers (sizes, counts, percentages), so that a chart can put them on an axis?
-    pub fn numeric(&self) -> bool {
+    pub(crate) fn numeric(&self) -> bool {
         matches!(self.set, Set::Percent(_) | Set::Signed(_) | Set::Count(_) | Set::Size(_))
     }
 }
@@ -335,7 +335,7 @@ impl std::fmt::Display for KeyValue {
 /// A configuration's key (`Matrix::key`) read back: each `name=value` part that names a
 /// dimension, as (its index in `DIMENSIONS`, its value), in the key's order. A numeric
 /// dimension's value is a number when it reads as one; parts naming no dimension are left out.
-pub fn read_key(key: &str) -> Vec<(usize, KeyValue)> {
+pub(crate) fn read_key(key: &str) -> Vec<(usize, KeyValue)> {
     key.split(',')
         .filter_map(|part| {
             let (name, value) = part.split_once('=')?;

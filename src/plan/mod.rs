@@ -33,7 +33,7 @@ impl PlanError {
     pub(crate) fn value<T>(message: String) -> Result<T, PlanError> {
         Err(PlanError::Value(message))
     }
-    pub(crate) fn plan<T>(message: impl Into<String>) -> Result<T, PlanError> {
+    pub fn plan<T>(message: impl Into<String>) -> Result<T, PlanError> {
         Err(PlanError::Plan(message.into()))
     }
     pub(crate) fn job<T>(message: impl Into<String>) -> Result<T, PlanError> {
@@ -75,11 +75,11 @@ impl Rw {
             Rw::Randrw => "randrw",
         }
     }
-    pub fn is_random(self) -> bool {
+    pub(crate) fn is_random(self) -> bool {
         matches!(self, Rw::Randread | Rw::Randwrite | Rw::Randrw)
     }
     /// Percentage of I/Os that are writes.
-    pub fn write_percent(self, mix: u8) -> u8 {
+    pub(crate) fn write_percent(self, mix: u8) -> u8 {
         match self {
             Rw::Read | Rw::Randread => 0,
             Rw::Write | Rw::Randwrite => 100,

@@ -34,7 +34,7 @@ impl Profile {
     }
 
     /// Both asks together: what a sweep plan asks for and what `--profile` adds.
-    pub fn union(self, other: Profile) -> Profile {
+    pub(crate) fn union(self, other: Profile) -> Profile {
         Profile { layers: self.layers || other.layers, stages: self.stages || other.stages }
     }
 

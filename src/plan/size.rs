@@ -3,7 +3,7 @@
 use super::PlanError;
 
 /// Parse a byte count with an optional binary suffix (k, m, g, t; optional "i"/"b").
-pub fn parse_size(text: &str) -> Result<u64, PlanError> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, PlanError> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
@@ -23,7 +23,7 @@ pub fn parse_size(text: &str) -> Result<u64, PlanError> {
 }
 
 /// Parse a duration: `10` or `10s`, `500ms`, `2m`, `1h`.
-pub fn parse_seconds(text: &str) -> Result<f64, PlanError> {
+pub(crate) fn parse_seconds(text: &str) -> Result<f64, PlanError> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
@@ -42,7 +42,7 @@ pub fn parse_seconds(text: &str) -> Result<f64, PlanError> {
 }
 
 /// Format bytes with a binary unit for people.
-pub fn format_bytes(n: f64) -> String {
+pub(crate) fn format_bytes(n: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n;
     let mut u = 0;

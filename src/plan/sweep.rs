@@ -170,7 +170,7 @@ pub struct Expansion {
 impl Expansion {
     /// Every configuration may also write to `devices` (the command line's `--destructive`, beside
     /// the plan's `destructive`).
-    pub fn allow_writing(&mut self, devices: &[String]) {
+    pub(crate) fn allow_writing(&mut self, devices: &[String]) {
         for c in &mut self.configs {
             let d = &mut c.job.targets.destructive;
             d.extend(devices.iter().filter(|x| !d.contains(x)).cloned().collect::<Vec<_>>());
@@ -179,7 +179,7 @@ impl Expansion {
 
     /// Estimated wall time of the remaining `runs` runs (adds a second per run for set-up; a
     /// profiled run is made twice, unprofiled first).
-    pub fn estimate_s(&self, runs: usize) -> Option<f64> {
+    pub(crate) fn estimate_s(&self, runs: usize) -> Option<f64> {
         let made = if self.profile.any() { 2.0 } else { 1.0 };
         self.seconds_per_run.map(|s| runs as f64 * (made * s + self.cooldown_s + 1.0))
     }
@@ -263,7 +263,7 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
 
 /// The plan with every run's `options.numa` set to `numa` (`iolab sweep --numa`, `iolab suite run
 /// --numa`); None for a plan that varies it in its matrix.
-pub fn with_numa(text: &str, numa: super::Numa) -> Result<Option<String>, PlanError> {
+pub(crate) fn with_numa(text: &str, numa: super::Numa) -> Result<Option<String>, PlanError> {
     let mut plan: toml::Table = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
     if plan.get("matrix").and_then(|m| m.get("numa")).is_some() {
         return Ok(None);

@@ -13,7 +13,7 @@ pub const MAX_QD: u32 = 1024;
 pub const MAX_SECONDS: f64 = 7.0 * 86_400.0;
 
 /// Refuse a duration over [`MAX_SECONDS`], naming the option.
-pub fn check_duration(option: &str, seconds: f64) -> Result<(), PlanError> {
+pub(crate) fn check_duration(option: &str, seconds: f64) -> Result<(), PlanError> {
     if seconds > MAX_SECONDS {
         return PlanError::job(format!(
             "{option} {seconds} s is longer than a week, the most iolab allows: give a shorter duration (e.g. 10m, 2h)"
@@ -23,7 +23,7 @@ pub fn check_duration(option: &str, seconds: f64) -> Result<(), PlanError> {
 }
 
 /// Job-only checks (no target or kernel needed).
-pub fn validate(job: &Job) -> Result<(), PlanError> {
+pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
     let info = job.io.interface.info();
     let name = info.name;
     if info.diskless {

@@ -48,7 +48,7 @@ impl RunRecord {
     /// it; failed when energy was required and not measured, or when an I/O failed (or
     /// `--strict` saw another completion path) unless `--continue-on-error` counts errors
     /// without `--strict`; ok otherwise. Its error joins the I/O's (or strict's) and energy's.
-    pub fn assemble(job: &Job, o: Outcome) -> RunRecord {
+    pub(crate) fn assemble(job: &Job, o: Outcome) -> RunRecord {
         let Outcome { engine: out, mut environment, rusage, meter_window_s, cost, energy, mut path, observed, ring } = o;
         environment.clock = Some(out.clock.clone());
         let total = merged(&out.rec);

@@ -342,7 +342,7 @@ pub(crate) mod tests {
     }
 
     /// A record as `session::execute` writes it, with every part the readers use filled in.
-    pub(crate) fn written() -> RunRecord {
+    pub fn written() -> RunRecord {
         let mut job = crate::plan::Job::default();
         job.targets.paths = vec!["/dev/sda".into()];
         job.system.scheduler = Some("kyber".into());

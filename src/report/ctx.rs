@@ -114,7 +114,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// A panel's title with the figure the part said it stands for, if any.
-    pub fn cited(&self, panel: &str) -> String {
+    pub(crate) fn cited(&self, panel: &str) -> String {
         match self.cites.iter().find(|(p, _)| *p == panel) {
             Some((_, f)) => format!("{panel} ({f})"),
             None => panel.to_string(),

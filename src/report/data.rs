@@ -95,7 +95,7 @@ pub fn load_sweep(store: &Store, sweep: i64, filter: &RunFilter) -> Result<Sweep
 /// ([`join`]): in a merged database each machine made its own sweep of a study part. A machine's
 /// runs come from its newest sweep only. None when no sweep of that name has a finished or
 /// skipped run; when none has a selected run, the newest (its skipped runs say why).
-pub fn newest_per_machine(store: &Store, name: &str, filter: &RunFilter, by: Machine) -> Result<Option<SweepRuns>, Failure> {
+pub(crate) fn newest_per_machine(store: &Store, name: &str, filter: &RunFilter, by: Machine) -> Result<Option<SweepRuns>, Failure> {
     let mut ids: Vec<i64> = store.sweep_infos()?.into_iter().filter(|s| s.name == name && s.done + s.skipped > 0).map(|s| s.id).collect();
     ids.sort_by_key(|id| std::cmp::Reverse(*id));
     let label = |r: &Run| by.of(&r.row).unwrap_or_else(|| "unknown".into());
@@ -149,7 +149,7 @@ pub fn join(mut sweeps: Vec<SweepRuns>) -> Option<SweepRuns> {
 /// configuration was made on one machine only (a plan's shares on a cluster's nodes, runs made
 /// elsewhere stored into a sweep), nothing compares machines: the configurations stay whole and
 /// their provenance names the machines.
-pub fn overlay_machines(sweep: &mut SweepRuns, by: Machine) -> Vec<String> {
+pub(crate) fn overlay_machines(sweep: &mut SweepRuns, by: Machine) -> Vec<String> {
     let label = |r: &Run| by.of(&r.row).unwrap_or_else(|| "unknown".into());
     let compared = sweep.configs.iter().any(|c| c.runs.iter().any(|r| label(r) != label(&c.runs[0])));
     if !compared {
@@ -224,13 +224,13 @@ impl Run {
 
     /// Power in each second of the window from the source of this run's energy figures, when it
     /// gave one: power over time beside the per-second series.
-    pub fn watts_per_second(&self) -> Option<&[Option<f64>]> {
+    pub(crate) fn watts_per_second(&self) -> Option<&[Option<f64>]> {
         let s = &self.energy_source()?.per_second_watts;
         (!s.is_empty()).then_some(s.as_slice())
     }
 
     /// The scope of this run's energy figures (`ENERGY_SCOPES`' first with a covered source).
-    pub fn energy_scope(&self) -> Option<&'static str> {
+    pub(crate) fn energy_scope(&self) -> Option<&'static str> {
         crate::analysis::compare::joules_per_io_with_scope(&self.record).map(|(_, scope)| scope)
     }
 
@@ -243,7 +243,7 @@ impl Run {
     }
 
     /// Why the record has no energy figure (the energy layer's reasons), when it has none.
-    pub fn energy_missing_reason(&self) -> Option<String> {
+    pub(crate) fn energy_missing_reason(&self) -> Option<String> {
         if self.iops_per_joule().is_some() {
             return None;
         }
@@ -259,7 +259,7 @@ impl Run {
     }
 
     /// Why hardware counters are missing, when they are.
-    pub fn counters_missing_reason(&self) -> Option<String> {
+    pub(crate) fn counters_missing_reason(&self) -> Option<String> {
         match &self.record.cost.counters {
             None => Some("the record has no perf counters".into()),
             Some(c) => c.hardware_unavailable.clone(),
@@ -274,7 +274,7 @@ impl Run {
 
 /// A target as a legend says it: each device by its name, a set joined by '+'
 /// (`/dev/nvme0n1+/dev/nvme1n1` is `nvme0n1+nvme1n1`).
-pub fn devices_said(target: &str) -> String {
+pub(crate) fn devices_said(target: &str) -> String {
     target
         .split(TARGET_SET)
         .map(|p| std::path::Path::new(p).file_name().map_or(p.to_string(), |n| n.to_string_lossy().into_owned()))
@@ -300,7 +300,7 @@ impl Config {
     }
 
     /// The value its key gives a dimension (an index in `plan::matrix::DIMENSIONS`).
-    pub fn dim(&self, dimension: usize) -> Option<&KeyValue> {
+    pub(crate) fn dim(&self, dimension: usize) -> Option<&KeyValue> {
         self.dims.iter().find(|(i, _)| *i == dimension).map(|(_, v)| v)
     }
 
@@ -334,7 +334,7 @@ impl Config {
         }
     }
 
-    pub fn any_fell_back(&self) -> bool {
+    pub(crate) fn any_fell_back(&self) -> bool {
         self.runs.iter().any(Run::fell_back)
     }
 

@@ -66,7 +66,7 @@ fn number(c: &Config, dim: usize) -> Option<f64> {
 
 /// The dimensions whose configurations take more than one value, numeric ones apart (a numeric
 /// dimension with a value that is not a number is categorical here).
-pub fn swept(configs: &[&Config]) -> (Vec<usize>, Vec<usize>) {
+pub(crate) fn swept(configs: &[&Config]) -> (Vec<usize>, Vec<usize>) {
     let mut numeric = Vec::new();
     let mut categorical = Vec::new();
     for (d, dim) in DIMENSIONS.iter().enumerate() {

@@ -66,7 +66,7 @@ fn depth(nodes: &[Node], at: usize, px_per_sample: f64) -> usize {
 }
 
 /// The SVG, or None when the flame holds no samples.
-pub fn flame_graph(title: &str, flame: &Flame) -> Option<String> {
+pub(crate) fn flame_graph(title: &str, flame: &Flame) -> Option<String> {
     let nodes = tree(flame);
     let total = nodes[0].samples;
     if total == 0 {

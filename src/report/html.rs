@@ -90,11 +90,11 @@ pub fn file_stem(id: &str) -> String {
 }
 
 /// The file names a figure and a table are also written to, relative to the report.
-pub fn figure_file(id: &str) -> String {
+pub(crate) fn figure_file(id: &str) -> String {
     format!("figures/{}.svg", file_stem(id))
 }
 
-pub fn table_files(id: &str) -> (String, String) {
+pub(crate) fn table_files(id: &str) -> (String, String) {
     let stem = file_stem(id);
     (format!("tables/{stem}.csv"), format!("tables/{stem}.md"))
 }

@@ -7,7 +7,7 @@ use crate::analysis::stats::{self, Summary};
 use crate::plan::size::format_bytes;
 use crate::store::RunRow;
 
-pub fn runs_of<'a>(configs: &[&'a Config]) -> Vec<&'a Run> {
+pub(crate) fn runs_of<'a>(configs: &[&'a Config]) -> Vec<&'a Run> {
     configs.iter().flat_map(|c| c.runs.iter()).collect()
 }
 
@@ -21,7 +21,7 @@ pub fn distinct<T: Ord + Clone>(configs: &[&Config], f: impl Fn(&RunRow) -> T) -
 
 /// Three significant digits, no exponent for everyday magnitudes; a whole number as an integer
 /// (a queue depth of 16 is "16", never "16.0").
-pub fn num(x: f64) -> String {
+pub(crate) fn num(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
     }
@@ -32,7 +32,7 @@ pub fn num(x: f64) -> String {
     format!("{x:.digits$}")
 }
 
-pub fn mean_ci(s: &Summary) -> String {
+pub(crate) fn mean_ci(s: &Summary) -> String {
     match s.ci95_half_width {
         Some(h) => format!("{} ± {}", num(s.mean), num(h)),
         None => num(s.mean),
@@ -64,7 +64,7 @@ pub fn cores(r: &Run) -> Option<f64> {
 }
 
 /// A block size as a reader says it: 4 KiB, 1 MiB.
-pub fn bs_name(bs: u64) -> String {
+pub(crate) fn bs_name(bs: u64) -> String {
     format_bytes(bs as f64).replace(".0 ", " ")
 }
 
@@ -73,7 +73,7 @@ pub fn bs_name(bs: u64) -> String {
 /// threads, device and machine) that differ between them, and where two would still read the
 /// same, the other parts of their keys that tell them apart. Never two the same for two
 /// configurations; one alone is named by its design point and queue depth.
-pub fn labels(configs: &[&Config]) -> Vec<String> {
+pub(crate) fn labels(configs: &[&Config]) -> Vec<String> {
     type Part = fn(&Config) -> String;
     let interface: Part = |c| if crate::interfaces::user_space(&c.first().interface) { c.method() } else { c.first().interface.clone() };
     let fields: [Part; 8] = [
@@ -112,7 +112,7 @@ pub fn labels(configs: &[&Config]) -> Vec<String> {
 }
 
 /// The completion paths a configuration's runs took, with any fallback.
-pub fn paths_taken(c: &Config) -> String {
+pub(crate) fn paths_taken(c: &Config) -> String {
     let mut paths: Vec<String> = c
         .runs
         .iter()
@@ -167,7 +167,7 @@ pub fn point(c: &Config, x: f64, series: &str, x_label: &str, y_label: &str, y_o
 
 /// A point whose y is the geometric mean of the replicates (FPL'18's average over its 15
 /// iterations): no confidence interval is drawn, the tooltip gives the geometric standard deviation.
-pub fn geometric_point(
+pub(crate) fn geometric_point(
     c: &Config,
     x: f64,
     series: &str,
@@ -190,7 +190,7 @@ pub fn geometric_point(
 
 /// A table cell with the geometric mean of the replicates and, over two or more, the geometric
 /// standard deviation.
-pub fn geometric_cell(c: &Config, f: &dyn Fn(&Run) -> Option<f64>) -> String {
+pub(crate) fn geometric_cell(c: &Config, f: &dyn Fn(&Run) -> Option<f64>) -> String {
     let values = c.values(f);
     match (stats::geometric_mean(&values), stats::geometric_sd(&values)) {
         (Some(m), Some(g)) => format!("{} (×{} gsd)", num(m), num(g)),
@@ -202,18 +202,18 @@ pub fn geometric_cell(c: &Config, f: &dyn Fn(&Run) -> Option<f64>) -> String {
 /// How a point is made of a configuration's replicates: [`point`] or [`geometric_point`].
 type PointOf = fn(&Config, f64, &str, &str, &str, &dyn Fn(&Run) -> Option<f64>) -> Option<Point>;
 
-pub fn plot(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
+pub(crate) fn plot(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
     plot_with(ctx, configs, p, notes, Vec::new());
 }
 
-pub fn plot_with(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>, callouts: Vec<Callout>) {
+pub(crate) fn plot_with(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>, callouts: Vec<Callout>) {
     let x_of = |c: &Config| Some((p.x_of)(c.first()));
     let by = PlotBy { title: p.title, x: p.x, y: p.y, x_of: &x_of, y_of: p.y_of, series_of: p.series_of };
     plot_by(ctx, configs, by, notes, callouts);
 }
 
 /// [`plot`] with each point the geometric mean of its replicates.
-pub fn plot_geometric(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
+pub(crate) fn plot_geometric(ctx: &mut Ctx, configs: &[&Config], p: Plot, notes: Vec<String>) {
     let x_of = |c: &Config| Some((p.x_of)(c.first()));
     let by = PlotBy { title: p.title, x: p.x, y: p.y, x_of: &x_of, y_of: p.y_of, series_of: p.series_of };
     plot_points(ctx, configs, by, notes, Vec::new(), geometric_point);
@@ -230,7 +230,7 @@ pub struct PlotBy<'f> {
     pub series_of: &'f dyn Fn(&Config) -> String,
 }
 
-pub fn plot_by(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>, callouts: Vec<Callout>) {
+pub(crate) fn plot_by(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>, callouts: Vec<Callout>) {
     plot_points(ctx, configs, p, notes, callouts, point);
 }
 
@@ -278,7 +278,7 @@ fn plot_points(ctx: &mut Ctx, configs: &[&Config], p: PlotBy, notes: Vec<String>
 /// The configurations apart by their device and machine, for what cannot overlay them (a map, a
 /// table against a baseline): (" on nvme0n1 · node-b", or "" where nothing is overlaid; its
 /// configurations), in the overlays' order.
-pub fn per_overlay<'a>(configs: &[&'a Config]) -> Vec<(String, Vec<&'a Config>)> {
+pub(crate) fn per_overlay<'a>(configs: &[&'a Config]) -> Vec<(String, Vec<&'a Config>)> {
     let mut overlays: Vec<Option<String>> = configs.iter().map(|c| c.overlay()).collect();
     overlays.sort();
     overlays.dedup();
@@ -319,14 +319,14 @@ fn gap(runs: &[&Run], has: impl Fn(&Run) -> bool, why: impl Fn(&Run) -> Option<S
     Some(if reasons.is_empty() { fallback.into() } else { reasons.join(" | ") })
 }
 
-pub fn energy_gap(runs: &[&Run]) -> Option<String> {
+pub(crate) fn energy_gap(runs: &[&Run]) -> Option<String> {
     gap(runs, |r| r.iops_per_joule().is_some(), Run::energy_missing_reason, "no runs")
 }
 
 /// The energy scope of the runs' figures, for their titles: the scope when it is one; with no
 /// whole-system source, which scope stands in for the wall power the studies measured; the
 /// scopes and their run counts when the runs differ (scopes are never added or converted).
-pub fn energy_scope(runs: &[&Run]) -> String {
+pub(crate) fn energy_scope(runs: &[&Run]) -> String {
     use crate::analysis::compare::{scope_label, WHOLE_SYSTEM_SCOPES};
     let mut scopes: Vec<(&str, usize)> = Vec::new();
     for s in runs.iter().filter_map(|r| r.energy_scope()) {
@@ -346,6 +346,6 @@ pub fn energy_scope(runs: &[&Run]) -> String {
     }
 }
 
-pub fn counters_gap(runs: &[&Run]) -> Option<String> {
+pub(crate) fn counters_gap(runs: &[&Run]) -> Option<String> {
     gap(runs, |r| r.counter(|c| c.workload_per_io.instructions).is_some(), Run::counters_missing_reason, "instructions were not counted")
 }

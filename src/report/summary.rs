@@ -7,7 +7,7 @@ pub use crate::plan::size::format_ns;
 use crate::record::{DirectionResult, RunRecord};
 use std::fmt::Write;
 
-pub fn format_count(x: f64) -> String {
+pub(crate) fn format_count(x: f64) -> String {
     if x >= 1e6 {
         format!("{:.2} M", x / 1e6)
     } else if x >= 1e3 {

@@ -34,7 +34,7 @@ pub enum Marker {
 
 /// How series `i` of a figure is drawn: (colour, dash pattern, marker); distinct for the first
 /// 64 series of a figure.
-pub fn style(i: usize) -> (&'static str, &'static str, Marker) {
+pub(crate) fn style(i: usize) -> (&'static str, &'static str, Marker) {
     let round = (i / PALETTE.len()) % DASHES.len();
     (PALETTE[i % PALETTE.len()], DASHES[round], MARKERS[round])
 }
@@ -72,7 +72,7 @@ fn marker(m: Marker, x: f64, y: f64, r: f64, fill: &str, stroke: &str, title: &s
 }
 
 /// A byte count as a block size is said: 512 B, 4 KiB, 1 MiB (1.5 KiB where not whole).
-pub fn binary_size(v: f64) -> String {
+pub(crate) fn binary_size(v: f64) -> String {
     crate::plan::size::format_bytes(v).replace(".0 ", " ")
 }
 
@@ -80,7 +80,7 @@ pub fn binary_size(v: f64) -> String {
 /// escaped, and characters XML 1.0 forbids (C0 controls but tab, newline and carriage return;
 /// U+FFFE, U+FFFF) or discourages (DEL, C1 controls) replaced by U+FFFD, so that no host name,
 /// device model or plan name can end an element, an attribute or make a file ill-formed.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -118,7 +118,7 @@ pub fn comment(s: &str) -> String {
 }
 
 /// Numbers for axis ticks and labels: three significant digits with k/M/G.
-pub fn short_number(x: f64) -> String {
+pub(crate) fn short_number(x: f64) -> String {
     let a = x.abs();
     let (v, suffix) = if a >= 1e9 {
         (x / 1e9, "G")
@@ -152,7 +152,7 @@ pub enum Scale {
 }
 
 impl Scale {
-    pub fn is_log(self) -> bool {
+    pub(crate) fn is_log(self) -> bool {
         self != Scale::Linear
     }
 
@@ -513,7 +513,7 @@ fn key_colour(keys: &[&str], key: &str) -> &'static str {
     }
 }
 
-pub fn tile_map(m: &TileMap) -> String {
+pub(crate) fn tile_map(m: &TileMap) -> String {
     let mut keys: Vec<&str> = m.tiles.iter().map(|t| t.key.as_str()).filter(|k| !k.is_empty()).collect();
     keys.sort();
     keys.dedup();
@@ -594,7 +594,7 @@ pub struct StackedBars {
     pub bars: Vec<(String, Vec<(String, f64)>)>,
 }
 
-pub fn stacked_bars(c: &StackedBars) -> String {
+pub(crate) fn stacked_bars(c: &StackedBars) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for (_, ps) in &c.bars {
         for (name, _) in ps {

@@ -37,7 +37,7 @@ pub const CHUNK: u32 = 128 << 10;
 pub const ASYNC_SLOTS: u32 = 8;
 
 /// The slots an interface gets per connection.
-pub fn slots_for<T: Interface>() -> u32 {
+pub(crate) fn slots_for<T: Interface>() -> u32 {
     match T::INFO.behaviour {
         interfaces::Behaviour::Sync => 1,
         interfaces::Behaviour::Async => ASYNC_SLOTS,

@@ -171,7 +171,7 @@ pub struct Negotiated {
 
 /// Fixed newstyle negotiation up to NBD_OPT_GO on one socket (no structured replies: the
 /// kernel's client takes simple replies only).
-pub fn negotiate(s: &mut TcpStream, export: &str) -> Result<Negotiated, String> {
+pub(crate) fn negotiate(s: &mut TcpStream, export: &str) -> Result<Negotiated, String> {
     use proto::*;
     let io = |e: std::io::Error| format!("the server closed the negotiation: {e}");
     let mut g = [0u8; 18];
@@ -233,7 +233,7 @@ pub struct Connection {
 
 /// The journal of connected devices: beside the settings journal (`IOLAB_JOURNAL` or the
 /// default), `<journal>.nbd`.
-pub fn journal_path() -> PathBuf {
+pub(crate) fn journal_path() -> PathBuf {
     let j = crate::settings::Settings::default_journal_path();
     let mut name = j.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "iolab-journal".into());
     name.push(".nbd");

@@ -88,7 +88,7 @@ pub const MAX_PAYLOAD: u32 = 32 << 20;
 
 /// An errno as the protocol carries it: the values it names, EINVAL for the rest (proto.md:
 /// "the server SHOULD map ... to EINVAL").
-pub fn wire_errno(errno: i32) -> u32 {
+pub(crate) fn wire_errno(errno: i32) -> u32 {
     match errno as u32 {
         e @ (EPERM | EIO | ENOMEM | EINVAL | ENOSPC | EOVERFLOW | ENOTSUP | ESHUTDOWN) => e,
         e if e == libc::EOPNOTSUPP as u32 => ENOTSUP,
@@ -99,7 +99,7 @@ pub fn wire_errno(errno: i32) -> u32 {
 }
 
 /// The server's first message: the magic words and its handshake flags.
-pub fn server_greeting() -> [u8; 18] {
+pub(crate) fn server_greeting() -> [u8; 18] {
     let mut b = [0u8; 18];
     b[..8].copy_from_slice(&NBDMAGIC.to_be_bytes());
     b[8..16].copy_from_slice(&IHAVEOPT.to_be_bytes());
@@ -152,7 +152,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 /// The client's flags, after the greeting. Err: a client without fixed newstyle, or with flags
 /// this server does not know (proto.md: the server MUST close then).
-pub fn read_client_flags(r: &mut impl Read) -> Result<u32, WireError> {
+pub(crate) fn read_client_flags(r: &mut impl Read) -> Result<u32, WireError> {
     let mut b = [0u8; 4];
     r.read_exact(&mut b)?;
     let flags = u32::from_be_bytes(b);
@@ -166,7 +166,7 @@ pub fn read_client_flags(r: &mut impl Read) -> Result<u32, WireError> {
 }
 
 /// One option header and its data.
-pub fn read_option(r: &mut impl Read) -> Result<ClientOption, WireError> {
+pub(crate) fn read_option(r: &mut impl Read) -> Result<ClientOption, WireError> {
     let mut h = [0u8; 16];
     r.read_exact(&mut h)?;
     if u64_at(&h, 0) != IHAVEOPT {
@@ -193,14 +193,14 @@ pub fn option_reply(option: u32, reply: u32, data: &[u8]) -> Vec<u8> {
 }
 
 /// NBD_REP_SERVER's data for one export.
-pub fn server_entry(name: &str) -> Vec<u8> {
+pub(crate) fn server_entry(name: &str) -> Vec<u8> {
     let mut b = (name.len() as u32).to_be_bytes().to_vec();
     b.extend_from_slice(name.as_bytes());
     b
 }
 
 /// NBD_INFO_EXPORT: the size and the transmission flags.
-pub fn info_export(size: u64, flags: u16) -> Vec<u8> {
+pub(crate) fn info_export(size: u64, flags: u16) -> Vec<u8> {
     let mut b = INFO_EXPORT.to_be_bytes().to_vec();
     b.extend_from_slice(&size.to_be_bytes());
     b.extend_from_slice(&flags.to_be_bytes());
@@ -208,21 +208,21 @@ pub fn info_export(size: u64, flags: u16) -> Vec<u8> {
 }
 
 /// NBD_INFO_NAME.
-pub fn info_name(name: &str) -> Vec<u8> {
+pub(crate) fn info_name(name: &str) -> Vec<u8> {
     let mut b = INFO_NAME.to_be_bytes().to_vec();
     b.extend_from_slice(name.as_bytes());
     b
 }
 
 /// NBD_INFO_DESCRIPTION.
-pub fn info_description(text: &str) -> Vec<u8> {
+pub(crate) fn info_description(text: &str) -> Vec<u8> {
     let mut b = INFO_DESCRIPTION.to_be_bytes().to_vec();
     b.extend_from_slice(text.as_bytes());
     b
 }
 
 /// NBD_INFO_BLOCK_SIZE: minimum, preferred and maximum.
-pub fn info_block_size(min: u32, preferred: u32, max: u32) -> Vec<u8> {
+pub(crate) fn info_block_size(min: u32, preferred: u32, max: u32) -> Vec<u8> {
     let mut b = INFO_BLOCK_SIZE.to_be_bytes().to_vec();
     for v in [min, preferred, max] {
         b.extend_from_slice(&v.to_be_bytes());
@@ -232,7 +232,7 @@ pub fn info_block_size(min: u32, preferred: u32, max: u32) -> Vec<u8> {
 
 /// NBD_OPT_EXPORT_NAME's answer: the size, the flags and, unless the client said
 /// NO_ZEROES, 124 bytes of zeroes.
-pub fn export_name_reply(size: u64, flags: u16, no_zeroes: bool) -> Vec<u8> {
+pub(crate) fn export_name_reply(size: u64, flags: u16, no_zeroes: bool) -> Vec<u8> {
     let mut b = size.to_be_bytes().to_vec();
     b.extend_from_slice(&flags.to_be_bytes());
     if !no_zeroes {
@@ -248,7 +248,7 @@ pub struct InfoRequest {
     pub requests: Vec<u16>,
 }
 
-pub fn parse_info_request(data: &[u8]) -> Result<InfoRequest, String> {
+pub(crate) fn parse_info_request(data: &[u8]) -> Result<InfoRequest, String> {
     if data.len() < 6 {
         return Err(format!("{} bytes are too few for a name length and a request count", data.len()));
     }
@@ -278,7 +278,7 @@ pub struct Request {
 pub const REQUEST_LEN: usize = 28;
 
 /// A request header from its 28 bytes.
-pub fn parse_request(h: &[u8; REQUEST_LEN]) -> Result<Request, String> {
+pub(crate) fn parse_request(h: &[u8; REQUEST_LEN]) -> Result<Request, String> {
     let magic = u32_at(h, 0);
     if magic != REQUEST_MAGIC {
         return Err(format!("a request without the request magic ({magic:#x})"));
@@ -287,7 +287,8 @@ pub fn parse_request(h: &[u8; REQUEST_LEN]) -> Result<Request, String> {
 }
 
 /// A request header's bytes (for clients: the tests).
-pub fn request_bytes(r: &Request) -> [u8; REQUEST_LEN] {
+#[cfg(test)]
+pub(crate) fn request_bytes(r: &Request) -> [u8; REQUEST_LEN] {
     let mut b = [0u8; REQUEST_LEN];
     b[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
     b[4..6].copy_from_slice(&r.flags.to_be_bytes());
@@ -299,7 +300,7 @@ pub fn request_bytes(r: &Request) -> [u8; REQUEST_LEN] {
 }
 
 /// A simple reply's header (a successful READ's data follows it).
-pub fn simple_reply(error: u32, cookie: u64) -> [u8; 16] {
+pub(crate) fn simple_reply(error: u32, cookie: u64) -> [u8; 16] {
     let mut b = [0u8; 16];
     b[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
     b[4..8].copy_from_slice(&error.to_be_bytes());
@@ -308,7 +309,7 @@ pub fn simple_reply(error: u32, cookie: u64) -> [u8; 16] {
 }
 
 /// A structured reply chunk's header, for `len` bytes of payload.
-pub fn chunk_header(flags: u16, kind: u16, cookie: u64, len: u32) -> [u8; 20] {
+pub(crate) fn chunk_header(flags: u16, kind: u16, cookie: u64, len: u32) -> [u8; 20] {
     let mut b = [0u8; 20];
     b[..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
     b[4..6].copy_from_slice(&flags.to_be_bytes());
@@ -319,7 +320,7 @@ pub fn chunk_header(flags: u16, kind: u16, cookie: u64, len: u32) -> [u8; 20] {
 }
 
 /// An NBD_REPLY_TYPE_OFFSET_DATA chunk's header and offset, for `data_len` bytes of data after it.
-pub fn offset_data_header(cookie: u64, offset: u64, data_len: u32, done: bool) -> [u8; 28] {
+pub(crate) fn offset_data_header(cookie: u64, offset: u64, data_len: u32, done: bool) -> [u8; 28] {
     let mut b = [0u8; 28];
     let flags = if done { REPLY_FLAG_DONE } else { 0 };
     b[..20].copy_from_slice(&chunk_header(flags, REPLY_TYPE_OFFSET_DATA, cookie, data_len + 8));
@@ -328,12 +329,12 @@ pub fn offset_data_header(cookie: u64, offset: u64, data_len: u32, done: bool) -
 }
 
 /// The final chunk of a successful request without data.
-pub fn none_chunk(cookie: u64) -> [u8; 20] {
+pub(crate) fn none_chunk(cookie: u64) -> [u8; 20] {
     chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, cookie, 0)
 }
 
 /// The final chunk of a failed request: NBD_REPLY_TYPE_ERROR with the message.
-pub fn error_chunk(cookie: u64, error: u32, message: &str) -> Vec<u8> {
+pub(crate) fn error_chunk(cookie: u64, error: u32, message: &str) -> Vec<u8> {
     let msg = &message.as_bytes()[..message.len().min(4096)];
     let mut b = chunk_header(REPLY_FLAG_DONE, REPLY_TYPE_ERROR, cookie, 6 + msg.len() as u32).to_vec();
     b.extend_from_slice(&error.to_be_bytes());

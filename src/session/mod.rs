@@ -472,6 +472,6 @@ pub fn access<'a>(job: &'a Job, generic_drivers: &'a [&'a str]) -> device::Acces
 }
 
 /// The interfaces that drive NVMe generic character devices.
-pub fn generic_drivers() -> Vec<&'static str> {
+pub(crate) fn generic_drivers() -> Vec<&'static str> {
     interfaces::all().filter(|i| i.targets.contains(&device::TargetKind::NvmeGeneric)).map(|i| i.name).collect()
 }

@@ -10,7 +10,7 @@ use crate::plan::{Job, Numa, Submit};
 /// where the kernel shows none: one node of every CPU) over targets described by `targets`.
 /// Err: a node that does not exist (bad input), or `local` where no device names its node on
 /// a machine of several (unsupported here).
-pub fn resolve(job: &Job, targets: &[TargetInfo], nodes: &[(u32, Vec<usize>)]) -> Result<(Placement, NumaPlacement), Failure> {
+pub(crate) fn resolve(job: &Job, targets: &[TargetInfo], nodes: &[(u32, Vec<usize>)]) -> Result<(Placement, NumaPlacement), Failure> {
     let one_node;
     let nodes = if nodes.is_empty() {
         one_node = [(0, (0..crate::host::online_cpus()).collect())];

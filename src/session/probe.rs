@@ -7,7 +7,7 @@ use crate::plan::{Budget, Complete, Job, Submit};
 use crate::record::RunRecord;
 
 /// A short read-only job: 256 random 4 KiB reads, QD4 where the interface is asynchronous.
-pub fn probe_job(interface: InterfaceKind, submit: Submit, complete: Complete, sync: bool, target: &str) -> Job {
+pub(crate) fn probe_job(interface: InterfaceKind, submit: Submit, complete: Complete, sync: bool, target: &str) -> Job {
     let mut options = Options::default();
     options.ring.sq_idle_ms = 100;
     let mut job = Job { io: IoChoice { interface, submit, complete, options, ..Default::default() }, ..Default::default() };
@@ -57,7 +57,7 @@ pub fn probe(target: &str, vfio_noiommu: bool, row: &mut dyn FnMut(ProbeRow)) {
 }
 
 /// (works, what happened) for one short job.
-pub fn outcome(job: &Job) -> (bool, String) {
+pub(crate) fn outcome(job: &Job) -> (bool, String) {
     match execute(job, &mut Quiet, Default::default()) {
         Ok(rec) => describe(rec),
         Err(e) => (false, e.failure.message),

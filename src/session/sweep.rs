@@ -378,7 +378,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> 
 /// failed or skipped) and runs in the share, of the plan's newest sweep there; None when the
 /// database has no sweep of this plan yet.
 /// `e` is the plan expanded, `hash` its `plan_hash`.
-pub fn share_progress(db: &Path, e: &Expansion, hash: &str, share: Share) -> Result<Option<(usize, usize)>, StoreError> {
+pub(crate) fn share_progress(db: &Path, e: &Expansion, hash: &str, share: Share) -> Result<Option<(usize, usize)>, StoreError> {
     let store = Store::open_existing(db)?;
     let Some(id) = store.sweep_infos()?.iter().filter(|s| s.plan_hash == hash).map(|s| s.id).max() else {
         return Ok(None);
@@ -410,7 +410,7 @@ impl TargetUse {
 /// any job writes. An interface that takes the NVMe controller (vfio-nvme) checks its target
 /// with its own rules when it takes it; null opens none; a job without targets runs on the
 /// temporary file.
-pub fn target_uses<'j>(jobs: impl Iterator<Item = &'j Job>) -> Vec<TargetUse> {
+pub(crate) fn target_uses<'j>(jobs: impl Iterator<Item = &'j Job>) -> Vec<TargetUse> {
     let mut uses: Vec<TargetUse> = Vec::new();
     for job in jobs.filter(|j| !j.io.interface.info().targets.contains(&crate::device::TargetKind::NvmePci)) {
         let writes = job.workload.rw.writes(job.workload.write_mix);

@@ -111,7 +111,7 @@ fn say(msg: &[u8]) {
 
 /// Wait (at most `limit`) for process `pid` to end: the aborting iolab whose settings a restore
 /// process started by it puts back.
-pub fn wait_for_exit(pid: u32, limit: std::time::Duration) {
+pub(crate) fn wait_for_exit(pid: u32, limit: std::time::Duration) {
     let deadline = std::time::Instant::now() + limit;
     while super::pid_alive(pid, None) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));

@@ -147,7 +147,7 @@ fn command(args: impl IntoIterator<Item = String>) -> String {
     crate::secret::redact_args(args).join(" ")
 }
 
-pub fn proc_start_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn proc_start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
@@ -211,7 +211,7 @@ pub fn lock(journal: &Path) -> Result<JournalLock, String> {
 }
 
 /// The journal lock if it is free now; None when it is held (never waits).
-pub fn try_lock(journal: &Path) -> Result<Option<JournalLock>, String> {
+pub(crate) fn try_lock(journal: &Path) -> Result<Option<JournalLock>, String> {
     lock_with(journal, libc::LOCK_EX | libc::LOCK_NB)
 }
 

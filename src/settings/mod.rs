@@ -122,18 +122,18 @@ impl Setting {
     }
 
     /// Whether the setting belongs to a block device.
-    pub fn is_device_setting(self) -> bool {
+    pub(crate) fn is_device_setting(self) -> bool {
         !matches!(self, Setting::Governor | Setting::Tracefs | Setting::PciDriver | Setting::Hugepages) && !self.is_sysctl()
     }
 
     /// Whether the setting is a sysctl, `kernel.NAME`.
-    pub fn is_sysctl(self) -> bool {
+    pub(crate) fn is_sysctl(self) -> bool {
         Setting::SYSCTLS.contains(&self)
     }
 
     /// The setting a user's name stands for; also accepts the sysfs file names and a few
     /// obvious short forms.
-    pub fn from_name(s: &str) -> Option<Setting> {
+    pub(crate) fn from_name(s: &str) -> Option<Setting> {
         Some(match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "scheduler" | "sched" | "elevator" => Setting::Scheduler,
             "nomerges" | "no_merges" => Setting::Nomerges,
@@ -232,7 +232,7 @@ impl Settings {
     }
 
     /// A sysctl's file (`Setting::SYSCTLS`), `<proc_sys>/kernel/NAME`.
-    pub fn sysctl_path(&self, setting: Setting) -> PathBuf {
+    pub(crate) fn sysctl_path(&self, setting: Setting) -> PathBuf {
         self.proc_sys.join("kernel").join(setting.file_name())
     }
 
@@ -244,7 +244,7 @@ impl Settings {
 
     /// `$IOLAB_JOURNAL`; else /var/lib/iolab/settings-journal.json for root; else
     /// `$XDG_STATE_HOME/iolab/settings-journal.json` or `~/.local/state/iolab/settings-journal.json`.
-    pub fn default_journal_path() -> PathBuf {
+    pub(crate) fn default_journal_path() -> PathBuf {
         const NAME: &str = "settings-journal.json";
         if let Some(p) = std::env::var_os("IOLAB_JOURNAL").filter(|v| !v.is_empty()) {
             return PathBuf::from(p);
@@ -272,7 +272,8 @@ impl Settings {
         self.sysfs.join("kernel/tracing")
     }
 
-    pub fn journal_path(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn journal_path(&self) -> &Path {
         &self.journal
     }
 
@@ -632,7 +633,7 @@ impl Settings {
 
     /// Whether another live iolab holds `setting` (a sysctl, `Setting::SYSCTLS`) in the journal:
     /// a value it lowered, which this process then relies on too and must share.
-    pub fn held_by_others(&self, setting: Setting) -> Result<bool, String> {
+    pub(crate) fn held_by_others(&self, setting: Setting) -> Result<bool, String> {
         let path = self.sysctl_path(setting);
         let Some(j) = journal::load(&self.journal)? else { return Ok(false) };
         Ok(j.entries.iter().any(|e| e.path == path && matches!(e.owner(), Owner::AliveOther(_))))
@@ -701,7 +702,7 @@ impl Settings {
 
     /// The change that makes `pages` free 2 MiB hugepages available (the pool grown by what is
     /// missing), or None when that many are free already.
-    pub fn hugepages_for(&self, pages: u64) -> Result<Option<Change>, String> {
+    pub(crate) fn hugepages_for(&self, pages: u64) -> Result<Option<Change>, String> {
         let dir = self.sysfs.join(HUGEPAGES_2M);
         let read = |f: &str| -> Result<u64, String> {
             let raw = sysfs::read_raw(&dir.join(f)).map_err(|e| format!("{e}: this kernel has no 2 MiB hugepages"))?;

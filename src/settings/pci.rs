@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 /// Is `s` a PCI address as sysfs names devices, domain:bus:device.function ("0000:00:04.0")?
-pub fn is_pci_address(s: &str) -> bool {
+pub(crate) fn is_pci_address(s: &str) -> bool {
     let b = s.as_bytes();
     let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
     b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && hex(0..4) && hex(5..7) && hex(8..10) && (b'0'..=b'7').contains(&b[11])
@@ -113,7 +113,7 @@ pub(super) mod tests {
     /// `.fake-pci` file): `unbind` drops the device's `driver` link; `drivers_probe` links the
     /// driver named in `driver_override`, else the one in the device's `.natural`, unless that
     /// driver's directory holds `.refuses`.
-    pub fn fake_pci_core(path: &Path, value: &str) {
+    pub(crate) fn fake_pci_core(path: &Path, value: &str) {
         let Some(root) = path.ancestors().find(|a| a.join(".fake-pci").exists()) else { return };
         let pci = root.join("bus/pci");
         let dev = pci.join("devices").join(value.trim());

@@ -36,7 +36,7 @@ pub fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
 }
 
 /// Write `value` to a sysfs file in one write(2), as `echo value > file` would.
-pub fn write_value(path: &Path, value: &str) -> Result<(), String> {
+pub(crate) fn write_value(path: &Path, value: &str) -> Result<(), String> {
     let mut f =
         OpenOptions::new().write(true).truncate(true).open(path).map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
     let data = format!("{value}\n");

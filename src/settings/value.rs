@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// The current value of a setting's file, as it would be written back (for the scheduler: the
 /// selected one's name).
-pub fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
+pub(crate) fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
     if setting == Setting::Tracefs {
         return Ok(if crate::settings::tracefs_mounted(path) { "mounted" } else { "unmounted" }.into());
     }
@@ -21,7 +21,7 @@ pub fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
 }
 
 /// Whether the value read back (`got`, as from `read_current`) shows `want` took effect.
-pub fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
+pub(crate) fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
     if want == got {
         return true;
     }
@@ -40,7 +40,7 @@ pub fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
 }
 
 /// Write and read back. Err when the write fails or the kernel kept another value.
-pub fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -> Result<(), String> {
+pub(crate) fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -> Result<(), String> {
     if setting == Setting::PciDriver {
         return super::pci::bind(path, value, label);
     }

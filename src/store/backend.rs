@@ -194,7 +194,7 @@ impl Db {
     /// transactions (a sweep found or made, then its runs), so two at once could both make the
     /// same sweep. Nothing on SQLite, whose merges `Store::merge_from` serialises with a `flock`
     /// on `<db>.lock` beside the file (`merge::MergeLock`).
-    pub fn merge_lock(&self, hold: bool) -> Result<(), DbError> {
+    pub(crate) fn merge_lock(&self, hold: bool) -> Result<(), DbError> {
         match self {
             Db::Sqlite(_) => Ok(()),
             Db::Postgres(c) => {
@@ -247,10 +247,6 @@ impl Tx<'_> {
             Tx::Sqlite(t) => Ok(t.execute_batch(sql)?),
             Tx::Postgres(t) => Ok(t.batch_execute(&postgres_sql(sql))?),
         }
-    }
-
-    pub fn is_postgres(&self) -> bool {
-        matches!(self, Tx::Postgres(_))
     }
 
     /// The SQLite transaction, for what only SQLite has (`PRAGMA user_version`).
@@ -358,7 +354,7 @@ impl ToSql for PgValue<'_> {
 /// parameters, `json_extract(X, '$.a.b')` as `(X::jsonb #>> '{a,b}')` (the field as text), and
 /// in the schema SQLite's types as PostgreSQL's of the same range (`INTEGER` is 64-bit in SQLite,
 /// `REAL` a double) and its rowid key as an identity column.
-pub fn postgres_sql(sql: &str) -> String {
+pub(crate) fn postgres_sql(sql: &str) -> String {
     let sql = json_paths(sql);
     let mut out = String::with_capacity(sql.len() + 16);
     let (mut next, mut quoted) = (0, false);
@@ -441,7 +437,7 @@ fn replace_words(s: &str, from: &str, to: &str) -> String {
 /// stored records with SQLite's JSON functions (returned apart): `schema::fill` fills them in
 /// Rust instead, alike on SQLite and PostgreSQL (which has no such functions; the rest is
 /// translated by `postgres_sql` when the step runs).
-pub fn without_fills(step: &str) -> (String, Vec<String>) {
+pub(crate) fn without_fills(step: &str) -> (String, Vec<String>) {
     let (mut kept, mut fills) = (String::new(), Vec::new());
     let mut statement = String::new();
     for line in step.split_inclusive('\n') {

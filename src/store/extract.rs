@@ -100,7 +100,7 @@ pub fn profile_parts(r: &Record) -> Vec<ProfilePart> {
     layers.chain(stages).chain(parts("module", |r| &r.modules)).chain(parts("function", |r| &r.functions)).collect()
 }
 
-pub fn extract(record: &Value) -> Result<Extracted, String> {
+pub(crate) fn extract(record: &Value) -> Result<Extracted, String> {
     if !record.is_object() {
         return Err("run record is not a JSON object".into());
     }
@@ -166,7 +166,7 @@ pub fn extract(record: &Value) -> Result<Extracted, String> {
 }
 
 /// One per-second point split into its columns: (t, read_iops, write_iops, mean_lat_ns, extra).
-pub fn series_point(p: &Value) -> Result<(i64, Sql, Sql, Sql, Sql), String> {
+pub(crate) fn series_point(p: &Value) -> Result<(i64, Sql, Sql, Sql, Sql), String> {
     let o = p.as_object().ok_or_else(|| format!("run record series point is not an object: {p}"))?;
     let t = o.get("t").and_then(Value::as_u64).ok_or_else(|| format!("run record series point has no second t: {p}"))?;
     let mut extra = Map::new();
@@ -199,7 +199,7 @@ pub fn point(t: i64, read: Option<i64>, write: Option<i64>, mean: Option<f64>, e
 }
 
 /// Put histograms (base64 text) and the series back into a stripped record.
-pub fn reassemble(record: &mut Value, histograms: Vec<(String, String)>, series: Vec<Value>) {
+pub(crate) fn reassemble(record: &mut Value, histograms: Vec<(String, String)>, series: Vec<Value>) {
     if let Some(results) = record.get_mut("results").and_then(Value::as_object_mut) {
         for (d, h) in histograms {
             if let Some(o) = results.get_mut(&d).and_then(Value::as_object_mut) {

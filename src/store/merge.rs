@@ -103,7 +103,7 @@ impl Store {
     /// commits), and one of an older schema is copied (`VACUUM INTO`, in `$TMPDIR`) and the copy
     /// migrated and read. A run uid twice in it (two copies of one run, as an older merge could
     /// store) is refused in one line naming it. A PostgreSQL source is opened as a reader.
-    pub fn open_source(path: &Path) -> Result<Source, StoreError> {
+    pub(crate) fn open_source(path: &Path) -> Result<Source, StoreError> {
         let (store, copy) = match path.to_str().filter(|s| super::is_postgres_url(s)) {
             Some(_) => (Store::open_existing(path)?, None),
             None => open_sqlite_source(path)?,
@@ -190,7 +190,7 @@ impl Store {
     /// Merge every sweep and run of `src` into this store, exactly once (see the module), one
     /// merge at a time: into a file under `MergeLock`, on a PostgreSQL server under a session
     /// advisory lock, each held from start to end.
-    pub fn merge_from(&mut self, src: &Store) -> Result<MergeReport, StoreError> {
+    pub(crate) fn merge_from(&mut self, src: &Store) -> Result<MergeReport, StoreError> {
         let _file_lock = match self.db.sqlite() {
             Some(_) => MergeLock::take(Path::new(&self.path))?,
             None => MergeLock(None),

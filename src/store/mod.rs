@@ -54,7 +54,7 @@ fn text(s: &str) -> Sql {
     Sql::Text(s.to_string())
 }
 
-pub(crate) fn now() -> f64 {
+pub fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
@@ -575,7 +575,7 @@ impl Store {
     /// A consistent copy of the whole database at `dest`, whole or not at all: SQLite writes it
     /// beside `dest` (`VACUUM INTO`, a few ms for a sweep's database) and it is renamed over
     /// `dest`, so a reader of `dest` (a cluster's shared storage) never sees half a copy.
-    pub fn copy_to(&self, dest: &Path) -> Result<(), StoreError> {
+    pub(crate) fn copy_to(&self, dest: &Path) -> Result<(), StoreError> {
         let failed = |e: String| StoreError::Failed(format!("cannot copy {} to {}: {e}", self.path, dest.display()));
         let conn = self.db.sqlite().ok_or_else(|| {
             StoreError::Refused(format!(
@@ -638,7 +638,7 @@ impl Store {
 
     /// `create_sweep` with the sweep's identity given: a new one with the fleet submission it is
     /// a share of, or a merged sweep's own.
-    pub fn create_sweep_as(
+    pub(crate) fn create_sweep_as(
         &mut self,
         id: &SweepIdentity,
         name: &str,
@@ -726,7 +726,7 @@ impl Store {
     }
 
     /// `record_run` of a run whose id (`run_uid`) it already has: a merged run keeps its own.
-    pub fn record_run_as(&mut self, planned_id: Option<i64>, record: &Value, run_uid: &str) -> Result<i64, StoreError> {
+    pub(crate) fn record_run_as(&mut self, planned_id: Option<i64>, record: &Value, run_uid: &str) -> Result<i64, StoreError> {
         use base64::Engine;
         let x = extract::extract(record).map_err(|m| StoreError::Refused(format!("results database {}: {m}", self.path)))?;
         let path = self.path.clone();
@@ -848,7 +848,7 @@ impl Store {
 
     /// Mark a planned run failed before it measured anything (the engine did not start, a
     /// target could not be made), with the error. It stays failed: `--resume` does not redo it.
-    pub fn record_failure(&mut self, planned_id: i64, error: &str) -> Result<(), StoreError> {
+    pub(crate) fn record_failure(&mut self, planned_id: i64, error: &str) -> Result<(), StoreError> {
         self.close_planned(planned_id, PlannedStatus::Failed, error)
     }
 
@@ -964,7 +964,7 @@ impl Store {
 
     /// Put a new energy report into a stored run's record (`iolab energy import`), with the
     /// columns read from it again; the rest of the record, its histograms and series stay.
-    pub fn replace_energy(&mut self, run_id: i64, energy: &crate::energy::record::EnergyRecord) -> Result<(), StoreError> {
+    pub(crate) fn replace_energy(&mut self, run_id: i64, energy: &crate::energy::record::EnergyRecord) -> Result<(), StoreError> {
         let path = self.path.clone();
         let text: String = self
             .value("SELECT record FROM runs WHERE id = ?1", &[Sql::Integer(run_id)])?

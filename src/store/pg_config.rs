@@ -64,7 +64,7 @@ pub struct Resolved {
 
 /// The configuration `url` (`postgresql://…` or `postgres://…`) stands for in `env`. Warnings
 /// (a password file others may read, which is then not read) go to `warn`, one line each.
-pub fn resolve(url: &str, env: &Env, warn: &mut dyn FnMut(String)) -> Result<Resolved, String> {
+pub(crate) fn resolve(url: &str, env: &Env, warn: &mut dyn FnMut(String)) -> Result<Resolved, String> {
     let mut opts = parse_url(url)?;
     let service = opts.remove("service").or_else(|| env.var("PGSERVICE").map(String::from));
     if let Some(name) = service {
@@ -135,7 +135,7 @@ fn decode(s: &str) -> Result<String, String> {
 /// A PostgreSQL URL as libpq reads it (`postgresql://[user[:password]@][host][:port][,…][/dbname][?key=value&…]`),
 /// as conninfo settings: `user`, `password`, `host` and `port` (comma-separated lists, a port
 /// left out empty), `dbname`, and each query parameter.
-pub fn parse_url(url: &str) -> Result<BTreeMap<String, String>, String> {
+pub(crate) fn parse_url(url: &str) -> Result<BTreeMap<String, String>, String> {
     let rest = url
         .strip_prefix("postgresql://")
         .or_else(|| url.strip_prefix("postgres://"))
@@ -224,7 +224,7 @@ fn service_settings(name: &str, env: &Env) -> Result<Vec<(String, String)>, Stri
 
 /// Section `[name]` of a service file's text (INI: `key=value` lines, `#` comments), if it has
 /// one: the first such section, its keys as written.
-pub fn service_section(text: &str, name: &str) -> Result<Option<Vec<(String, String)>>, String> {
+pub(crate) fn service_section(text: &str, name: &str) -> Result<Option<Vec<(String, String)>>, String> {
     let mut found: Option<Vec<(String, String)>> = None;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -281,7 +281,7 @@ fn password_from_file(file: &Path, opts: &BTreeMap<String, String>, warn: &mut d
 }
 
 /// The password of the first line of a password file's `text` whose four fields match `want`.
-pub fn password_in(text: &str, want: [&str; 4]) -> Option<String> {
+pub(crate) fn password_in(text: &str, want: [&str; 4]) -> Option<String> {
     'lines: for line in text.lines() {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;

@@ -255,7 +255,7 @@ pub fn derived_sweep_uid(name: &str, plan_hash: &str, seed: i64, created_at: f64
 }
 
 /// A new run or sweep id: 128 random bits from the kernel (getrandom(2)), as hex.
-pub fn new_uid() -> String {
+pub(crate) fn new_uid() -> String {
     let mut b = [0u8; 16];
     let mut got = 0;
     while got < b.len() {
@@ -401,7 +401,7 @@ pub fn check(conn: &Connection) -> Result<u32, StoreError> {
 
 /// The schema version of a PostgreSQL database (0: no tables in its schema), which keeps it in
 /// `meta` alone (`verdict`).
-pub fn check_postgres(db: &Db) -> Result<u32, StoreError> {
+pub(crate) fn check_postgres(db: &Db) -> Result<u32, StoreError> {
     let e = StoreError::from;
     let count = |sql: &str| db.row(sql, &[]).and_then(|r| r.map_or(Ok(0), |r| r.get::<i64>(0))).map_err(e);
     let tables = count("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()")?;
@@ -422,7 +422,7 @@ pub fn check_postgres(db: &Db) -> Result<u32, StoreError> {
 /// Bring the database to `LATEST`, creating it when empty, after `check` (`check_postgres`).
 /// On PostgreSQL each step is translated (`backend::postgres_sql`); what a step fills from the stored runs
 /// is done in Rust (`fill`), alike on both.
-pub fn migrate(db: &mut Db) -> Result<(), StoreError> {
+pub(crate) fn migrate(db: &mut Db) -> Result<(), StoreError> {
     let v = match db.sqlite() {
         Some(conn) => check(conn)?,
         None => check_postgres(db)?,

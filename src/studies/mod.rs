@@ -416,13 +416,13 @@ impl Saturations {
 impl Part {
     /// What the part's plan is made from, when it is measured at an earlier part's saturation
     /// points.
-    pub fn at_saturation(&self) -> Option<&'static AtSaturation> {
+    pub(crate) fn at_saturation(&self) -> Option<&'static AtSaturation> {
         AT_SATURATION.iter().find(|(name, _)| *name == self.name).map(|(_, a)| a)
     }
 
     /// The target (a device, or a set joined by '+') every run of the part uses, as the earlier
     /// part's `target` dimension names it; None when no devices are given (a temporary file).
-    pub fn every_run_target(&self, given: &Given) -> Result<Option<String>, String> {
+    pub(crate) fn every_run_target(&self, given: &Given) -> Result<Option<String>, String> {
         let Some(runs) = self.runs.as_ref() else { return Ok(None) };
         let (_, every_run) = device_use(runs.devices, given)?;
         Ok((!every_run.is_empty()).then(|| every_run.join(&TARGET_SET.to_string())))
@@ -431,7 +431,7 @@ impl Part {
     /// For counting a part measured at saturation before the part it depends on has run: every
     /// stack at one queue depth (the deepest of its J-curves) besides `keep`, as many runs as it
     /// will have. Any other part's plan is [`Part::plan`]'s.
-    pub fn plan_counted(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
+    pub(crate) fn plan_counted(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
         let Some(text) = self.plan(quick, given)? else { return Ok(None) };
         let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
         let e = crate::plan::sweep::expand(&text, &[])?;
@@ -451,7 +451,7 @@ impl Part {
     /// each stack kept at its own saturation point in `found` (and at the part's `keep` queue
     /// depths), its other queue depths left out by rules that say why; a stack `found` has no
     /// point for keeps only `keep`. Any other part's plan is [`Part::plan`]'s.
-    pub fn plan_at(&self, quick: bool, given: &Given, found: &Saturations) -> Result<Option<String>, String> {
+    pub(crate) fn plan_at(&self, quick: bool, given: &Given, found: &Saturations) -> Result<Option<String>, String> {
         let Some(text) = self.plan(quick, given)? else { return Ok(None) };
         let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
         let e = crate::plan::sweep::expand(&text, &[])?;

@@ -211,7 +211,7 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
     }
 
     /// Entries per I/O queue for a thread keeping `qd` requests in flight, or why there is none.
-    pub fn queue_entries(&self, qd: u32) -> Result<u32, String> {
+    pub(crate) fn queue_entries(&self, qd: u32) -> Result<u32, String> {
         let want = self.options.io_queue_entries.unwrap_or(qd + 1).max(2);
         if want > self.cap.max_entries {
             return Err(format!("queues of {want} entries exceed the controller's maximum of {} (CAP.MQES)", self.cap.max_entries));
@@ -224,7 +224,7 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
 
     /// A new I/O queue pair of `entries` entries, interrupts off (polled), its CQ and SQ created
     /// through the admin queue.
-    pub fn create_queue_pair(&self, entries: u32) -> Result<QueuePair<R>, String> {
+    pub(crate) fn create_queue_pair(&self, entries: u32) -> Result<QueuePair<R>, String> {
         let qid = {
             let mut a = self.admin.lock().expect("admin");
             let Some(q) = a.qids.iter().position(|used| !used) else {
@@ -272,7 +272,7 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
     }
 
     /// Deletes the pair's SQ and CQ on the controller and frees its memory.
-    pub fn delete_queue_pair(&self, qp: QueuePair<R>) -> Result<(), String> {
+    pub(crate) fn delete_queue_pair(&self, qp: QueuePair<R>) -> Result<(), String> {
         let qid = qp.qid;
         let sq = self.admin(delete(nvme::ADMIN_DELETE_IO_SQ, qid));
         let cq = self.admin(delete(nvme::ADMIN_DELETE_IO_CQ, qid));
@@ -282,7 +282,7 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
         sq.and(cq).map(|_| ()).map_err(|s| format!("deleting I/O queue pair {qid} failed: {}", nvme::status_text(s as u64)))
     }
 
-    pub fn regs(&self) -> &R {
+    pub(crate) fn regs(&self) -> &R {
         &self.regs
     }
 }

@@ -78,7 +78,7 @@ impl<R: Registers> QueuePair<R> {
 
     /// Tells the controller about every entry pushed so far: one MMIO write.
     #[inline(always)]
-    pub fn ring_sq(&mut self) {
+    pub(crate) fn ring_sq(&mut self) {
         // The entries must be in memory before the controller hears of them; the doorbell
         // itself orders them against the MMIO write (`Registers::doorbell`).
         fence(Ordering::Release);
@@ -104,7 +104,7 @@ impl<R: Registers> QueuePair<R> {
     }
 
     /// DW0 of the entry at the CQ head (the command specific result), after `peek` found it.
-    pub fn peek_dw0(&self) -> u32 {
+    pub(crate) fn peek_dw0(&self) -> u32 {
         // SAFETY: as in `peek`.
         unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.cq.add(self.cq_head as usize)).dw0)) }
     }
@@ -121,16 +121,13 @@ impl<R: Registers> QueuePair<R> {
 
     /// Hands the consumed completion entries back to the controller: one MMIO write.
     #[inline(always)]
-    pub fn ring_cq(&mut self) {
+    pub(crate) fn ring_cq(&mut self) {
         self.regs.doorbell(self.cq_db, self.cq_head);
     }
 
-    pub fn regs(&self) -> &R {
-        &self.regs
-    }
-
     /// The CQ head and the phase it expects, for tests.
-    pub fn cq_state(&self) -> (u32, u32) {
+    #[cfg(test)]
+    pub(crate) fn cq_state(&self) -> (u32, u32) {
         (self.cq_head, self.phase)
     }
 }

@@ -152,7 +152,7 @@ impl Sim {
         })
     }
 
-    pub fn seam(self: &Arc<Sim>) -> (SimRegs, SimDma) {
+    pub(crate) fn seam(self: &Arc<Sim>) -> (SimRegs, SimDma) {
         (SimRegs(self.clone()), SimDma(self.clone()))
     }
 
@@ -174,7 +174,8 @@ impl Sim {
         self.state.lock().expect("sim").data[offset as usize..offset as usize + len].to_vec()
     }
 
-    pub fn set_data(&self, offset: u64, bytes: &[u8]) {
+    #[cfg(test)]
+    pub(crate) fn set_data(&self, offset: u64, bytes: &[u8]) {
         self.state.lock().expect("sim").data[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
     }
 

@@ -46,7 +46,7 @@ pub struct Taken {
 /// Hugepages the admin queues and the queues and PRP lists of `threads` queue pairs need, with
 /// one spare per thread (a region never spans two hugepages); with `buffers` (no IOMMU), also
 /// each thread's slot buffers and the verify reader's block.
-pub fn hugepages_needed(threads: u32, qd: u32, bs: u64, buffers: BufferMemory) -> u64 {
+pub(crate) fn hugepages_needed(threads: u32, qd: u32, bs: u64, buffers: BufferMemory) -> u64 {
     let (entries, page) = (qd as u64 + 1, PAGE as u64);
     let per_thread = (entries * 64).div_ceil(page) + (entries * 16).div_ceil(page) + if bs > page { qd as u64 } else { 0 };
     let queues = (3 + threads as u64 * per_thread).div_ceil((HUGEPAGE / PAGE) as u64) + threads as u64;
@@ -59,7 +59,7 @@ pub fn hugepages_needed(threads: u32, qd: u32, bs: u64, buffers: BufferMemory) -
 
 /// Interrupts counted in /proc/interrupts on the lines naming PCI device `bdf` (vfio-pci names
 /// its vectors "vfio-msix[N](BDF)"); None when it has none.
-pub fn interrupts_of(bdf: &str) -> Option<u64> {
+pub(crate) fn interrupts_of(bdf: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/interrupts").ok()?;
     let lines: Vec<&str> = text.lines().filter(|l| l.contains(bdf)).collect();
     (!lines.is_empty()).then(|| lines.iter().map(|l| l.split_whitespace().skip(1).map_while(|w| w.parse::<u64>().ok()).sum::<u64>()).sum())
@@ -152,11 +152,6 @@ impl Taken {
     /// Interrupts on the controller's vectors since it was taken: 0 when it has none at all.
     pub fn interrupts(&self) -> u64 {
         interrupts_of(&self.target.bdf).unwrap_or(0).saturating_sub(self.irqs_at_start)
-    }
-
-    /// Gives the controller back to the kernel: the lines of what was restored, or why not.
-    pub fn give_back(mut self) -> Result<Vec<String>, String> {
-        self.give_back_now()
     }
 
     fn give_back_now(&mut self) -> Result<Vec<String>, String> {

@@ -236,7 +236,7 @@ impl Vfio {
 
     /// Turns on bus mastering (and memory decoding): vfio-pci leaves it off, and a controller
     /// that cannot master the bus goes fatal (CSTS.CFS) at its first DMA.
-    pub fn enable_bus_master(&self) -> Result<(), String> {
+    pub(crate) fn enable_bus_master(&self) -> Result<(), String> {
         let cfg = self.region(VFIO_PCI_CONFIG_REGION_INDEX)?;
         // SAFETY: the device fd is open; File only borrows it (ManuallyDrop: not closed here).
         let f = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(self.device.as_raw_fd()) });
@@ -248,7 +248,7 @@ impl Vfio {
     }
 
     /// BAR0, mapped.
-    pub fn bar0(self: &Arc<Self>) -> Result<Bar, String> {
+    pub(crate) fn bar0(self: &Arc<Self>) -> Result<Bar, String> {
         let r = self.region(VFIO_PCI_BAR0_REGION_INDEX)?;
         if r.flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || r.size < 0x2000 {
             return Err(format!("{}'s BAR0 cannot be mapped (flags {:#x}, {} bytes)", self.bdf, r.flags, r.size));
@@ -278,7 +278,7 @@ fn noiommu_enabled(sys: &Path) -> bool {
 
 /// Ok when controller `bdf`, once bound to vfio-pci, can be opened: it has an IOMMU group, or
 /// no-IOMMU mode is on and allowed. Checked before it is taken from the kernel.
-pub fn check_iommu(bdf: &str, sys: &Path, allow_noiommu: bool) -> Result<(), String> {
+pub(crate) fn check_iommu(bdf: &str, sys: &Path, allow_noiommu: bool) -> Result<(), String> {
     if sys.join("bus/pci/devices").join(bdf).join("iommu_group").exists() {
         return Ok(());
     }

@@ -17,7 +17,7 @@ pub const CYCLES: EventId = ("cycles", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_C
 pub const INSTRUCTIONS: EventId = ("instructions", b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_INSTRUCTIONS as u64);
 /// The generic hardware-cache event of L1D accesses by `op`: every load (read) or store (write)
 /// instruction that retired, as perf's `L1-dcache-loads` and `L1-dcache-stores`.
-pub const fn l1d_access(op: u32) -> u64 {
+pub(crate) const fn l1d_access(op: u32) -> u64 {
     (b::PERF_COUNT_HW_CACHE_L1D | op << 8 | b::PERF_COUNT_HW_CACHE_RESULT_ACCESS << 16) as u64
 }
 pub const LOADS: EventId = ("L1-dcache-loads", b::PERF_TYPE_HW_CACHE, l1d_access(b::PERF_COUNT_HW_CACHE_OP_READ));

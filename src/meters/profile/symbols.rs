@@ -25,7 +25,7 @@ impl KernelSymbols {
     /// The lines of kallsyms `text` that name `ips`: each address's containing function and the
     /// function after it (where it ends), byte for byte and in the file's order, so a recorded
     /// profile names its kernel frames as the whole file did (`IOLAB_PROFILE_DUMP`).
-    pub fn excerpt(text: &str, ips: impl Iterator<Item = u64>) -> String {
+    pub(crate) fn excerpt(text: &str, ips: impl Iterator<Item = u64>) -> String {
         let lines: Vec<&str> = text.lines().collect();
         let mut by_addr: Vec<(u64, usize)> =
             lines.iter().enumerate().filter_map(|(i, l)| Some((text_symbol(l)?.0, i))).filter(|s| s.0 != 0).collect();
@@ -72,7 +72,7 @@ pub struct UserMaps {
 }
 
 impl UserMaps {
-    pub fn of_process(pid: u32) -> UserMaps {
+    pub(crate) fn of_process(pid: u32) -> UserMaps {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         let own_binary = std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.display().to_string());
         let mut maps = UserMaps::parse(&text, own_binary);
@@ -148,7 +148,7 @@ impl ElfImage {
     }
 
     /// The function containing the byte at `offset` in the file, once loaded.
-    pub fn function_at_offset(&self, offset: u64) -> Option<String> {
+    pub(crate) fn function_at_offset(&self, offset: u64) -> Option<String> {
         let seg = self.segments.iter().find(|s| s.0 <= offset && offset < s.0 + s.1)?;
         let at = offset - seg.0 + seg.2;
         let i = self.functions.partition_point(|f| f.0 <= at);

@@ -108,7 +108,7 @@ pub fn name(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(format!("(fio's name for its report, '{}'; the plan is named after the section)", v.unwrap_or("")))
 }
 
-pub fn wait_for(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn wait_for(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let name = v.unwrap_or("").trim().to_string();
     if !t.earlier.contains(&name) {
         return Err(format!("waits for '{name}', which is no job above it"));
@@ -122,7 +122,7 @@ pub fn wait_for(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
 
 const SEQUENCE_NOTE: &str = "one at a time, in file order";
 
-pub fn stonewall(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn stonewall(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     if flag(v)? {
         t.after_previous = true;
     }
@@ -206,11 +206,11 @@ fn mix(t: &mut Tr, which: &str) -> Result<String, String> {
     Ok(t.set_matrix("write_mix", Value::Integer(writes)))
 }
 
-pub fn rwmixread(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+pub(crate) fn rwmixread(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
     mix(t, "rwmixread")
 }
 
-pub fn rwmixwrite(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+pub(crate) fn rwmixwrite(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
     mix(t, "rwmixwrite")
 }
 
@@ -229,7 +229,7 @@ pub fn bs(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(t.set_matrix("bs", Value::Integer(n as i64)))
 }
 
-pub fn bsrange(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn bsrange(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let v = v.unwrap_or("");
     let mut sizes = Vec::new();
     for part in v.split([',', '/']).filter(|p| !p.trim().is_empty()) {
@@ -245,7 +245,7 @@ pub fn bsrange(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     }
 }
 
-pub fn ba(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn ba(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let bs = match t.value("bs") {
         Some(b) => one_bs(t, b)?,
         None => 4096,
@@ -256,7 +256,7 @@ pub fn ba(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok("(the block size: iolab's alignment)".into())
 }
 
-pub fn randseed(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn randseed(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let n = count(v)?;
     Ok(t.set_top("seed", Value::Integer(n)))
 }
@@ -308,7 +308,7 @@ fn depth(t: &Tr) -> Result<i64, String> {
     }
 }
 
-pub fn iodepth_batch(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn iodepth_batch(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let n = match count(v)? {
         0 => depth(t)?,
         n => n,
@@ -316,7 +316,7 @@ pub fn iodepth_batch(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(t.set_matrix("batch", Value::Integer(n)))
 }
 
-pub fn batch_complete_min(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn batch_complete_min(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let n = count(v)?;
     if n == 0 {
         return Err("0 reaps without waiting; iolab waits for at least one completion when the queue is full".into());
@@ -324,14 +324,14 @@ pub fn batch_complete_min(t: &mut Tr, v: Option<&str>) -> Result<String, String>
     Ok(t.set_option("batch_reap", Value::Integer(n)))
 }
 
-pub fn batch_complete_max(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn batch_complete_max(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     if count(v)? != depth(t)? {
         return Err("iolab takes every completion that is ready (fio's default, iodepth)".into());
     }
     Ok("(iodepth: iolab takes every completion that is ready)".into())
 }
 
-pub fn iodepth_low(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn iodepth_low(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     if count(v)? != depth(t)? {
         return Err("iolab refills its queue as soon as a slot is free (fio's default, iodepth)".into());
     }
@@ -346,7 +346,7 @@ pub fn size(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(format!("size = \"{n}\" (the range used; the budget below)"))
 }
 
-pub fn filesize(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn filesize(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let v = v.unwrap_or("");
     if v.contains([':', '-']) && !v.starts_with('(') {
         return Err("iolab uses one range per target: give one size".into());
@@ -356,7 +356,7 @@ pub fn filesize(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(format!("size = \"{n}\" (the range used)"))
 }
 
-pub fn io_size(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn io_size(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     t.size(v.unwrap_or(""))?;
     Ok("(the budget below)".into())
 }
@@ -371,7 +371,7 @@ pub fn number_ios(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok("(the budget below)".into())
 }
 
-pub fn nrfiles(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn nrfiles(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
     if count(v)? != 1 {
         return Err("iolab drives the files it is named (filename=a:b), not files it makes".into());
     }
@@ -420,7 +420,7 @@ pub fn time_based(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok("(the budget below)".into())
 }
 
-pub fn ramp_time(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn ramp_time(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let s = parse::seconds(v.unwrap_or(""))?;
     Ok(t.set_top("ramp", Value::String(format!("{s}s"))))
 }
@@ -434,7 +434,7 @@ pub fn verify(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(format!("{line} (iolab's own checksummed blocks, not {method})"))
 }
 
-pub fn ioscheduler(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn ioscheduler(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let line = t.set_matrix("scheduler", Value::String(v.unwrap_or("").trim().to_string()));
     Ok(format!("{line} (set for the run, restored after)"))
 }
@@ -477,14 +477,14 @@ pub fn cpus_allowed(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(t.set_option("cpus", Value::Array(cpus.into_iter().map(Value::Integer).collect())))
 }
 
-pub fn cpus_allowed_policy(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn cpus_allowed_policy(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
     match v.unwrap_or("").trim() {
         "shared" | "split" => Ok("(with cpus_allowed)".into()),
         other => Err(format!("'{other}' is not a policy iolab has (it pins one thread to one CPU: split)")),
     }
 }
 
-pub fn numa_cpu_nodes(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn numa_cpu_nodes(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let n = parse::int(v.unwrap_or("")).map_err(|_| "iolab pins a run's threads to one NUMA node: give one node".to_string())?;
     Ok(t.set_matrix("numa", Value::Integer(n)))
 }
@@ -497,7 +497,7 @@ pub fn continue_on_error(t: &mut Tr, v: Option<&str>) -> Result<String, String> 
     }
 }
 
-pub fn hipri(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn hipri(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     t.ring_only("hipri")?;
     if !flag(v)? {
         return Ok("(interrupts)".into());
@@ -517,7 +517,7 @@ pub fn registerfiles(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(t.set_option("register_files", Value::Boolean(b)))
 }
 
-pub fn sqthread_poll(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn sqthread_poll(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     t.ring_only("sqthread_poll")?;
     if !flag(v)? {
         return Ok("(submitted by system call)".into());
@@ -525,13 +525,13 @@ pub fn sqthread_poll(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     Ok(t.set_matrix("submit", Value::String("sqpoll".into())))
 }
 
-pub fn sqthread_poll_cpu(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn sqthread_poll_cpu(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     t.ring_only("sqthread_poll_cpu")?;
     let n = count(v)?;
     Ok(t.set_option("sq_cpu", Value::Integer(n)))
 }
 
-pub fn force_async(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+pub(crate) fn force_async(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     t.ring_only("force_async")?;
     match count(v)? {
         0 => Ok("(never)".into()),
@@ -546,28 +546,28 @@ fn is_ring(j: &Job) -> bool {
     matches!(j.io.interface, InterfaceKind::IoUring | InterfaceKind::NvmePassthru)
 }
 
-pub fn x_filename(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_filename(j: &Job) -> Result<Option<String>, String> {
     if j.targets.paths.is_empty() {
         return Ok(None);
     }
     Ok(Some(j.targets.paths.iter().map(|p| p.replace(':', "\\:")).collect::<Vec<_>>().join(":")))
 }
-pub fn x_rw(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_rw(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.rw.name().into()))
 }
-pub fn x_rwmixread(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_rwmixread(j: &Job) -> Result<Option<String>, String> {
     Ok((j.workload.rw == crate::plan::Rw::Randrw).then(|| (100 - j.workload.write_mix.min(100)).to_string()))
 }
-pub fn x_bs(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_bs(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.bs.to_string()))
 }
-pub fn x_randseed(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_randseed(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.seed.to_string()))
 }
-pub fn x_norandommap(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_norandommap(j: &Job) -> Result<Option<String>, String> {
     Ok(j.workload.rw.is_random().then(|| "1".into()))
 }
-pub fn x_ioengine(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_ioengine(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(
         match j.io.interface {
             InterfaceKind::Psync => "psync",
@@ -582,16 +582,16 @@ pub fn x_ioengine(j: &Job) -> Result<Option<String>, String> {
         .into(),
     ))
 }
-pub fn x_iodepth(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_iodepth(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.qd.to_string()))
 }
-pub fn x_batch(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_batch(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.batch_submit.to_string()))
 }
-pub fn x_batch_reap(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_batch_reap(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.batch_reap.to_string()))
 }
-pub fn x_size(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_size(j: &Job) -> Result<Option<String>, String> {
     Ok(match j.targets.size {
         Some(s) => Some(s.to_string()),
         // iolab's temporary target (and null's address space): 1 GiB.
@@ -607,81 +607,81 @@ fn per_clone(j: &Job, n: u64, what: &str) -> Result<u64, String> {
     }
     Ok(n / t)
 }
-pub fn x_io_size(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_io_size(j: &Job) -> Result<Option<String>, String> {
     Ok(match j.timing.budget {
         Budget::Bytes(n) => Some(per_clone(j, n, "bytes")?.to_string()),
         Budget::Ios(n) => Some((per_clone(j, n, "ios")? * j.workload.bs).to_string()),
         Budget::Seconds(_) => None,
     })
 }
-pub fn x_offset(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_offset(j: &Job) -> Result<Option<String>, String> {
     Ok((j.targets.offset > 0).then(|| j.targets.offset.to_string()))
 }
-pub fn x_number_ios(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_number_ios(j: &Job) -> Result<Option<String>, String> {
     Ok(match j.timing.budget {
         Budget::Ios(n) => Some(per_clone(j, n, "ios")?.to_string()),
         _ => None,
     })
 }
-pub fn x_direct(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_direct(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(if j.io.direct { "1" } else { "0" }.into()))
 }
-pub fn x_numjobs(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_numjobs(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.threads.to_string()))
 }
-pub fn x_runtime(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_runtime(j: &Job) -> Result<Option<String>, String> {
     Ok(match j.timing.budget {
         Budget::Seconds(s) => Some(format!("{}ms", (s * 1000.0).round() as u64)),
         _ => None,
     })
 }
-pub fn x_time_based(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_time_based(j: &Job) -> Result<Option<String>, String> {
     Ok(matches!(j.timing.budget, Budget::Seconds(_)).then(|| "1".into()))
 }
-pub fn x_ramp_time(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_ramp_time(j: &Job) -> Result<Option<String>, String> {
     Ok((j.timing.ramp_s > 0.0).then(|| format!("{}ms", (j.timing.ramp_s * 1000.0).round() as u64)))
 }
-pub fn x_verify(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_verify(j: &Job) -> Result<Option<String>, String> {
     Ok(j.policy.verify.then(|| "crc32c".into()))
 }
-pub fn x_ioscheduler(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_ioscheduler(j: &Job) -> Result<Option<String>, String> {
     Ok(j.system.scheduler.clone())
 }
-pub fn x_cpus_allowed(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_cpus_allowed(j: &Job) -> Result<Option<String>, String> {
     Ok((!j.workload.cpus.is_empty()).then(|| j.workload.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")))
 }
-pub fn x_cpus_allowed_policy(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_cpus_allowed_policy(j: &Job) -> Result<Option<String>, String> {
     Ok((j.workload.cpus.len() > 1).then(|| "split".into()))
 }
-pub fn x_numa(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_numa(j: &Job) -> Result<Option<String>, String> {
     match j.workload.numa {
         Numa::Off => Ok(None),
         Numa::Node(n) => Ok(Some(n.to_string())),
         Numa::Local => Err("numa local (the targets' node): fio takes a node's number: give numa = N".into()),
     }
 }
-pub fn x_continue_on_error(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_continue_on_error(j: &Job) -> Result<Option<String>, String> {
     Ok(j.policy.continue_on_error.then(|| "all".into()))
 }
-pub fn x_hipri(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_hipri(j: &Job) -> Result<Option<String>, String> {
     match j.io.complete {
         Complete::Irq => Ok(None),
         Complete::Poll => Ok(Some("1".into())),
         other => Err(format!("complete {}: fio has no such completion", other.name())),
     }
 }
-pub fn x_fixedbufs(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_fixedbufs(j: &Job) -> Result<Option<String>, String> {
     Ok(is_ring(j).then(|| if j.io.options.ring.register_buffers { "1" } else { "0" }.into()))
 }
-pub fn x_registerfiles(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_registerfiles(j: &Job) -> Result<Option<String>, String> {
     Ok(is_ring(j).then(|| if j.io.options.ring.register_files { "1" } else { "0" }.into()))
 }
-pub fn x_sqthread_poll(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_sqthread_poll(j: &Job) -> Result<Option<String>, String> {
     Ok((j.io.submit == Submit::Sqpoll).then(|| "1".into()))
 }
-pub fn x_sq_cpu(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_sq_cpu(j: &Job) -> Result<Option<String>, String> {
     Ok(j.io.options.ring.sq_cpu.map(|c| c.to_string()))
 }
-pub fn x_force_async(j: &Job) -> Result<Option<String>, String> {
+pub(crate) fn x_force_async(j: &Job) -> Result<Option<String>, String> {
     Ok(j.io.options.ring.force_async.then(|| "1".into()))
 }

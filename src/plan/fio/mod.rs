@@ -63,7 +63,7 @@ What a job becomes:
 
 /// Is this plan file a fio job file: named `*.fio`, or holding a `[section]` that no plan has
 /// (a plan's are `[matrix]`, `[options]` and `[[rule]]`)?
-pub fn is_fio(path: &Path, text: &str) -> bool {
+pub(crate) fn is_fio(path: &Path, text: &str) -> bool {
     if path.extension().is_some_and(|e| e == "fio") {
         return true;
     }

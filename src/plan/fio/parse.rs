@@ -38,14 +38,8 @@ pub struct Section {
 /// How deep includes may nest (an include of itself would never end).
 const MAX_INCLUDE_DEPTH: usize = 16;
 
-/// The sections of a job file, in order. `env` looks up `${VAR}` (unset: empty, as fio).
-pub fn parse_file(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Section>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fio job file {}: {e}", path.display()))?;
-    parse_text(&text, path, env)
-}
-
 /// The sections of job file text read from `path` (includes are found relative to it).
-pub fn parse_text(text: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Section>, String> {
+pub(crate) fn parse_text(text: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Section>, String> {
     let mut sections: Vec<Section> = Vec::new();
     for (n, raw) in text.lines().enumerate() {
         let at = format!("{} line {}", path.display(), n + 1);
@@ -233,7 +227,7 @@ pub fn int(text: &str) -> Result<i64, String> {
 }
 
 /// A boolean as fio reads one: a bare flag or 1 is true, 0 false (also true/false, yes/no, on/off).
-pub fn boolean(value: Option<&str>) -> Result<bool, String> {
+pub(crate) fn boolean(value: Option<&str>) -> Result<bool, String> {
     match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("") | Some("1") | Some("true") | Some("yes") | Some("on") => Ok(true),
         Some("0") | Some("false") | Some("no") | Some("off") => Ok(false),

@@ -311,7 +311,7 @@ pub fn find(name: &str) -> Option<&'static FioOption> {
 }
 
 /// docs/fio.md: what iolab does with every fio option, from the table.
-pub fn options_md() -> String {
+pub(crate) fn options_md() -> String {
     let mut out = String::from(
         "# fio job files in iolab\n\n\
          <!-- Generated from src/plan/fio/table.rs by `iolab export fio --options-md`; do not edit by hand\n     \
