@@ -353,6 +353,17 @@ chmod 755 "$O/bin/iolab"
 ldd "$IOLAB_BIN" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}' | while read -r l; do
   [ -e "$l" ] && install -D -m755 "$(readlink -f "$l")" "$O$l"
 done
+# Host tools the guest scripts use that busybox lacks, with their libraries: mke2fs as mkfs.ext4
+# (nbd.sh makes ext4 on the kernel's NBD client). A host without one leaves it out and the guest
+# check that needs it says so.
+for t in mke2fs; do
+  tp=$(command -v "$t" 2>/dev/null) || { echo "vm-rig: note: host has no $t (the guest goes without it)"; continue; }
+  install -D -m755 "$(readlink -f "$tp")" "$O/usr/sbin/$t"
+  [ "$t" = mke2fs ] && ln -sf mke2fs "$O/usr/sbin/mkfs.ext4"
+  ldd "$tp" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}' | while read -r l; do
+    [ -e "$O$l" ] || { [ -e "$l" ] && install -D -m755 "$(readlink -f "$l")" "$O$l"; }
+  done
+done
 install -m644 "$HERE/guest/lib.sh" "$O/vm/lib.sh"
 i=0
 for s in "${SCRIPTS[@]}"; do
