@@ -300,30 +300,30 @@ def main():
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     try:
         size = int(args.size[:-1]) * mult[args.size[-1].lower()] if args.size[-1].isalpha() else int(args.size)
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, IndexError):
         die(f"--size {args.size}: not a size (e.g. 1G, 512M)")
     tio, tio_origin = build_t_io_uring(args) if kinds != ["null"] else (None, None)
 
-    workdir = tempfile.mkdtemp(prefix="peers.")
-    iolab = os.path.join(workdir, "iolab")
-    shutil.copy2(args.iolab, iolab)
-    with open(iolab, "rb") as f:
-        iolab_sha = hashlib.sha256(f.read()).hexdigest()
-    loops = build_loops(workdir)
-    tsc_hz = int(subprocess.run([loops, "tsc-hz"], capture_output=True, text=True, check=True).stdout)
-    git = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"], capture_output=True,
-                         text=True).stdout.strip()
-    tio_sha = None
-    if tio:
-        with open(tio, "rb") as f:
-            tio_sha = hashlib.sha256(f.read()).hexdigest()
-    # t/io_uring -T writes its rate to ./tsc-rate: keep that in the work directory.
-    os.chdir(workdir)
-
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    workdir = tempfile.mkdtemp(prefix="peers.")
     zram = pagefile = None
     runs = {}  # (kind, row or iolab group) -> runs
     try:
+        # Benchmark a snapshot of the binary, so a rebuild during the benchmark changes nothing.
+        iolab = os.path.join(workdir, "iolab")
+        shutil.copy2(args.iolab, iolab)
+        with open(iolab, "rb") as f:
+            iolab_sha = hashlib.sha256(f.read()).hexdigest()
+        loops = build_loops(workdir)
+        tsc_hz = int(subprocess.run([loops, "tsc-hz"], capture_output=True, text=True, check=True).stdout)
+        git = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"], capture_output=True,
+                             text=True).stdout.strip()
+        tio_sha = None
+        if tio:
+            with open(tio, "rb") as f:
+                tio_sha = hashlib.sha256(f.read()).hexdigest()
+        # t/io_uring -T writes its rate to ./tsc-rate: keep that in the work directory.
+        os.chdir(workdir)
         info = vf.machine()
         print(f"# {info['kernel']}, {info['cpu_model']} x{info['cpus']}, clocksource {info['clocksource']}, "
               f"TSC {tsc_hz / 1e6:.3f} MHz; iolab binary sha256 {iolab_sha[:12]} (repository now at {git})"
