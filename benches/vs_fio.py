@@ -125,8 +125,12 @@ NOT_ON = {
 }
 
 
+# The name errors begin with; benches/peers.py, which imports this file, sets its own.
+PROG = "vs_fio"
+
+
 def die(msg):
-    print(f"vs_fio: {msg}", file=sys.stderr)
+    print(f"{PROG}: {msg}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -350,7 +354,29 @@ def run_measured(cmd, out_path, err_path):
     return p.returncode, ru, t1 - t0, s0, s1, kthreads, io_wq[0]
 
 
-def measure(tool, cmd, workdir, cpu, hz):
+def parse_output(tool, text):
+    """(I/Os, IOPS, latencies recorded, p50 latency ns, iolab's io-wq CPU seconds) from a run's
+    stdout: fio's or iolab's JSON."""
+    if tool == "fio":
+        # fio may print warnings before the JSON document.
+        d = json.loads(text[text.index("{"):])
+        job = d["jobs"][0]
+        if job.get("error"):
+            die(f"fio job error {job['error']}")
+        read = job["read"]
+        return read["total_ios"], read["iops"], read["lat_ns"]["N"], read["lat_ns"].get("percentile", {}).get("50.000000"), None
+    d = json.loads(text)
+    if d["status"] != "ok":
+        die(f"iolab status {d['status']}: {d.get('error')}")
+    total = d["results"]["total"]
+    # iolab's own meters: CPU time of its io-wq workers over the window.
+    wq = [c for c in d["cost"]["classes"] if c["class"] == "io_wq"]
+    return total["ios"], total["iops"], total["ios"], total["lat_ns"]["p50"], wq[0]["cpu_s"] if wq else None
+
+
+def measure(tool, cmd, workdir, cpu, hz, parse=parse_output):
+    """One run of cmd, pinned by the caller; parse(tool, stdout) reads its figures (see
+    parse_output)."""
     out_path = os.path.join(workdir, f"{tool}.json")
     err_path = os.path.join(workdir, f"{tool}.err")
     rc, ru, wall, s0, s1, kthreads, io_wq = run_measured(cmd, out_path, err_path)
@@ -359,28 +385,7 @@ def measure(tool, cmd, workdir, cpu, hz):
     if rc != 0:
         with open(err_path) as f:
             die(f"{tool} failed ({rc}): {' '.join(cmd)}\n{f.read()}{text[:2000]}")
-    if tool == "fio":
-        # fio may print warnings before the JSON document.
-        d = json.loads(text[text.index("{"):])
-        job = d["jobs"][0]
-        if job.get("error"):
-            die(f"fio job error {job['error']}")
-        io_wq_cpu_s = None
-        ios = job["read"]["total_ios"]
-        iops = job["read"]["iops"]
-        lat_n = job["read"]["lat_ns"]["N"]
-        lat_p50 = job["read"]["lat_ns"].get("percentile", {}).get("50.000000")
-    else:
-        d = json.loads(text)
-        if d["status"] != "ok":
-            die(f"iolab status {d['status']}: {d.get('error')}")
-        ios = d["results"]["total"]["ios"]
-        iops = d["results"]["total"]["iops"]
-        lat_n = ios
-        lat_p50 = d["results"]["total"]["lat_ns"]["p50"]
-        # iolab's own meters: CPU time of its io-wq workers over the window.
-        wq = [c for c in d["cost"]["classes"] if c["class"] == "io_wq"]
-        io_wq_cpu_s = wq[0]["cpu_s"] if wq else None
+    ios, iops, lat_n, lat_p50, io_wq_cpu_s = parse(tool, text)
     busy = (s1["cpu"][0] - s0["cpu"][0]) / hz
     pinned = f"cpu{cpu}"
     other = sum(s1[k][0] - s0[k][0] for k in s1 if k not in ("cpu", pinned)) / hz
@@ -620,14 +625,14 @@ def all_pass(summary):
     return all(s["user_pass"] and s["ipbc_pass"] for s in summary)
 
 
-def run_until_quiet(tool, cmd, kind, row_name, rep, args, workdir, hz, pagefile):
+def run_until_quiet(tool, cmd, kind, row_name, rep, args, workdir, hz, pagefile, parse=parse_output):
     """One measured run, repeated while the machine was not quiet (up to --retries)."""
     for attempt in range(args.retries + 1):
         time.sleep(args.pause)
         waited = wait_quiet(args.cpu, hz, args.noise, args.max_wait)
         if waited > 1.5:
             print(f"  (waited {waited:.0f} s for the machine to go quiet)", flush=True)
-        r = measure(tool, cmd, workdir, args.cpu, hz)
+        r = measure(tool, cmd, workdir, args.cpu, hz, parse)
         r["rep"], r["attempt"], r["target"] = rep, attempt, kind
         # Pages missing from the cache would be read from the disk: the file must stay whole.
         r["resident_after"] = pagefile.resident() if kind == "pagecache" else None
