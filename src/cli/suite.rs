@@ -4,7 +4,7 @@ use crate::failure::Failure;
 use crate::session::precondition::PreconditionUi;
 use crate::session::sweep::SweepEnd;
 use crate::studies::run::{Event, SuiteRun, SuiteUi};
-use crate::studies::{find, Given, STUDIES};
+use crate::studies::{find, STUDIES};
 use std::path::PathBuf;
 
 // Parsed once per process (as `Cmd`): boxing `SuiteRunArgs` would buy nothing.
@@ -68,11 +68,8 @@ pub fn main(cmd: &SuiteCmd) -> i32 {
             for s in STUDIES {
                 println!("{}  {}", s.id, s.title);
                 for p in s.parts {
-                    // A part measured at saturation: one queue depth per stack, as it will run.
-                    let plan = |quick| p.plan_counted(quick, &Given::default()).ok().flatten();
-                    let scale = if let (Some(full), Some(quick)) = (plan(false), plan(true)) {
-                        let runs = |plan: &str| crate::plan::sweep::expand(plan, &[]).map(|e| (e.order.len(), e.estimate_s(e.order.len())));
-                        match (runs(&full), runs(&quick)) {
+                    let scale = if let (Some(full), Some(quick)) = (p.counted(false), p.counted(true)) {
+                        match (full, quick) {
                             (Ok((n, t)), Ok((qn, qt))) => format!(
                                 "{n} runs ~{} | quick: {qn} runs ~{}",
                                 t.map(super::sweep::format_duration).unwrap_or_default(),
@@ -173,7 +170,7 @@ impl SuiteUi for Lines {
         &mut self.fills
     }
 
-    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure> {
+    fn run_part(&mut self, plan: &crate::plan::Plan, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure> {
         run_plan(plan, &[], unsupported, &self.how)
     }
 }

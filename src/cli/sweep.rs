@@ -4,9 +4,10 @@
 //! the sweep is `session::sweep`; this parses, shows its progress and says how it ended.
 use super::run::IopsMeter;
 use crate::energy::record::EnergyOptions;
-use crate::plan::sweep::{expand, Expansion};
+use crate::plan::sweep::Expansion;
+use crate::plan::Plan;
 use crate::report::summary::format_count;
-use crate::session::sweep::{refused, target_uses, Outcome, SweepPlan, SweepUi, TargetUse};
+use crate::session::sweep::{refused, target_uses, DryRun, Outcome, SweepPlan, SweepUi};
 pub use crate::session::sweep::{Resume, SweepEnd};
 use crate::session::{Failure, FailureKind, RunUi};
 use std::io::IsTerminal;
@@ -202,13 +203,8 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
             if fio { "--numa: a fio job file pins with numa_cpu_nodes=" } else { "--fio-ignore applies to fio job files" }.into(),
         ));
     }
-    let text = match args.numa {
-        // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
-        Some(n) => crate::plan::sweep::with_numa(&text, n).map_err(|e| Failure::invalid(e.to_string()))?.ok_or_else(|| {
-            Failure::invalid(format!("--numa {n}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa"))
-        })?,
-        None => text,
-    };
+    // A fio job file's jobs are each a plan of their own, made below.
+    let plan = if fio { None } else { Some(crate::session::sweep::load(&text, args.numa)?) };
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
     let resume = if args.resume {
         Resume::Required
@@ -233,14 +229,14 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
         destructive: args.destructive.clone(),
         wait_settings_s: super::wait_settings(&args.wait_settings).map_err(Failure::invalid)?,
     };
-    if fio {
+    let Some(plan) = plan else {
         // Each job a sweep: --resume continues the unfinished one and leaves the finished ones alone.
         let how = PlanRun { resume: if how.resume == Resume::Required { Resume::Auto } else { how.resume }, ..how };
         return super::export::sweep_fio(&args.plan, &text, &args.fio_ignore, &targets, how.dry_run, &mut |plan| {
-            run_plan(plan, &[], &[], &how)
+            run_plan(&crate::session::sweep::load(plan, None)?, &[], &[], &how)
         });
-    }
-    run_plan(&text, &targets, &[], &how)
+    };
+    run_plan(&plan, &targets, &[], &how)
 }
 
 pub struct PlanRun {
@@ -295,13 +291,11 @@ pub(crate) fn print_energy(energy: &EnergyOptions) {
     }
 }
 
-/// Run plan text (from a file or a built-in suite) and say how it went. `unsupported`: parts of
+/// Run a plan (from a file or a built-in suite) and say how it went. `unsupported`: parts of
 /// the study that cannot run here, stored as skipped runs with their reason.
-pub(crate) fn run_plan(text: &str, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, Failure> {
+pub(crate) fn run_plan(plan: &Plan, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, Failure> {
     if how.dry_run {
-        let mut e = expand(text, targets).map_err(|e| Failure::invalid(e.to_string()))?;
-        e.allow_writing(&how.destructive);
-        let verdicts: Vec<Result<(), String>> = target_uses(e.configs.iter().map(|c| &c.job)).iter().map(TargetUse::check).collect();
+        let DryRun { expansion: e, verdicts } = crate::session::sweep::dry_run(plan, targets, &how.destructive)?;
         print_plan(&e, e.order.len(), true, how.verbose);
         print_targets(&e, Some(&verdicts));
         print_energy(&how.energy);
@@ -327,7 +321,7 @@ pub(crate) fn run_plan(text: &str, targets: &[String], unsupported: &[(String, S
         label: String::new(),
     };
     let plan = SweepPlan {
-        text,
+        plan,
         targets,
         destructive: &how.destructive,
         unsupported,

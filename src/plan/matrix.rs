@@ -239,7 +239,7 @@ impl Set {
 }
 
 /// The plan's `[matrix]`: each dimension's values, in `DIMENSIONS` order (empty: not listed).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Matrix {
     values: [Vec<Level>; DIMENSIONS.len()],
 }

@@ -6,6 +6,8 @@ pub mod size;
 pub mod sweep;
 pub mod validate;
 
+pub use sweep::Plan;
+
 use crate::failure::{Failure, FailureKind};
 use serde::{Deserialize, Serialize};
 
@@ -127,6 +129,19 @@ pub struct Job {
     /// System settings for the run, restored after.
     #[serde(flatten)]
     pub system: crate::settings::Requested,
+}
+
+impl Job {
+    /// The job as a sweep stores a planned run of it: its spec, every field at the top level.
+    /// [`Job::from_spec`] reads it back.
+    pub(crate) fn to_spec(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a job serialises")
+    }
+
+    /// The job a planned run's stored spec ([`Job::to_spec`]) was made from.
+    pub(crate) fn from_spec(spec: &serde_json::Value) -> Result<Job, serde_json::Error> {
+        Job::deserialize(spec)
+    }
 }
 
 /// What a job issues.
@@ -281,5 +296,17 @@ mod tests {
             assert!(plain.get(key).is_none(), "{key}");
         }
         assert_eq!(plain["sq_idle_ms"], 1000);
+    }
+
+    /// A planned run's spec is written and read by one pair: what `to_spec` writes reads back
+    /// as the same job, and a spec stored before reads and writes the same.
+    #[test]
+    fn a_planned_runs_spec_is_written_and_read_by_one_pair() {
+        let stored: serde_json::Value = serde_json::from_str(STORED_BEFORE).unwrap();
+        let job = Job::from_spec(&stored).unwrap();
+        assert_eq!(job.to_spec(), stored);
+        let wide = Job { workload: Workload { numa: Numa::Node(1), qd: 8, ..Workload::default() }, ..Job::default() };
+        assert_eq!(Job::from_spec(&wide.to_spec()).unwrap().to_spec(), wide.to_spec());
+        assert!(Job::from_spec(&serde_json::json!({ "unsupported": "x" })).is_err(), "a configuration stored as unsupported is no job");
     }
 }

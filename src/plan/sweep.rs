@@ -33,7 +33,7 @@ use serde::Deserialize;
 
 /// Options every run of the plan shares: the plan's own, and the interfaces' (`sq_cpu`, ...),
 /// which their options parts read (`interfaces::Options::plan_value`).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     pub buffered: bool,
     pub cpus: Option<Vec<usize>>,
@@ -95,7 +95,7 @@ impl<'de> Deserialize<'de> for Options {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     pub when: toml::Table,
@@ -104,7 +104,7 @@ pub struct Rule {
     pub reason: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanFile {
     pub name: Option<String>,
@@ -261,35 +261,94 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
-/// The plan with every run's `options.numa` set to `numa` (`iolab sweep --numa`, `iolab suite run
-/// --numa`); None for a plan that varies it in its matrix.
-pub(crate) fn with_numa(text: &str, numa: super::Numa) -> Result<Option<String>, PlanError> {
-    let mut plan: toml::Table = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
-    if plan.get("matrix").and_then(|m| m.get("numa")).is_some() {
-        return Ok(None);
-    }
-    let options = plan.entry("options").or_insert_with(|| toml::Value::Table(Default::default()));
-    let toml::Value::Table(options) = options else { return PlanError::plan("plan: options is not a table") };
-    options.insert("numa".into(), toml::Value::String(numa.to_string()));
-    toml::to_string(&plan).map(Some).map_err(|e| PlanError::Plan(format!("plan: {e}")))
+/// A sweep plan, parsed once: the plan file's values, and the text they were read from. The
+/// text is the plan's identity: stored with its sweep, and hashed ([`Plan::hash`]) to find that
+/// sweep again to resume it. An edit (`--numa`, a suite's preconditioning) changes the values and
+/// the text together, the text written as iolab always wrote it, so an edited plan's stored
+/// sweep is found again too.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    file: PlanFile,
+    text: String,
 }
 
-/// Parse and expand a plan. `cli_targets`, the command line's, replace the plan's `targets`
-/// and its `[matrix] target`: each is a target or a set driven together (joined by '+'); one
-/// value is every run's, as the plan's `targets`, unless the matrix lists targets; several are
-/// the `target` dimension's values, a configuration each. Errors are one line.
+impl Plan {
+    /// Read a plan's TOML. Errors are one line, with the plan's line number and key.
+    pub fn parse(text: &str) -> Result<Plan, PlanError> {
+        let file = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
+        Ok(Plan { file, text: text.to_string() })
+    }
+
+    /// The plan's text: what a sweep of it stores, and its identity.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The fingerprint of the plan and the command line's targets that finds its sweep.
+    pub fn hash(&self, targets: &[String]) -> String {
+        plan_hash(&self.text, targets)
+    }
+
+    /// Every run's `options.numa` set to `numa` (`iolab sweep --numa`, `iolab suite run --numa`);
+    /// false, and the plan left as it is, when its matrix varies numa. The text is the plan's
+    /// TOML written out again with the option in it, as iolab always stored such a plan.
+    pub(crate) fn override_numa(&mut self, numa: super::Numa) -> Result<bool, PlanError> {
+        if self.file.matrix.lists(dimension("numa").expect("numa is a dimension")) {
+            return Ok(false);
+        }
+        let text = &self.text;
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
+        let options = table.entry("options").or_insert_with(|| toml::Value::Table(Default::default()));
+        let toml::Value::Table(options) = options else { return PlanError::plan("plan: options is not a table") };
+        options.insert("numa".into(), toml::Value::String(numa.to_string()));
+        self.text = toml::to_string(&table).map_err(|e| PlanError::Plan(format!("plan: {e}")))?;
+        self.file.options.numa = Some(numa);
+        Ok(true)
+    }
+
+    /// What preconditioning the targets had, in words (a suite's), kept with the stored plan: a
+    /// top-level key written first, as iolab always wrote it. Err: the plan says it already.
+    pub(crate) fn set_preconditioned(&mut self, said: &str) -> Result<(), PlanError> {
+        if self.file.preconditioned.is_some() {
+            return PlanError::plan("plan: preconditioned is written by the suite, and this plan gives it already: leave it out");
+        }
+        self.text = format!("preconditioned = {}\n{}", toml::Value::String(said.to_string()), self.text);
+        self.file.preconditioned = Some(said.to_string());
+        Ok(())
+    }
+
+    /// The plan expanded into its configurations and their order. `cli_targets`, the command
+    /// line's, replace the plan's `targets` and its `[matrix] target`: each is a target or a set
+    /// driven together (joined by '+'); one value is every run's, as the plan's `targets`, unless
+    /// the matrix lists targets; several are the `target` dimension's values, a configuration
+    /// each. Errors are one line.
+    pub fn expand(&self, cli_targets: &[String]) -> Result<Expansion, PlanError> {
+        expand_file(&self.file, cli_targets)
+    }
+}
+
+/// Parse and expand plan text (a plan file's, or a stored sweep's): [`Plan::parse`], then
+/// [`Plan::expand`].
 pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, PlanError> {
-    let mut plan: PlanFile = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
+    Plan::parse(text)?.expand(cli_targets)
+}
+
+/// [`Plan::expand`] of the parsed plan file.
+fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, PlanError> {
     let listed = plan.matrix.lists(dimension("target").expect("target is a dimension"));
+    // The command line's several targets are the matrix's `target` values, in a copy of it.
+    let mut with_targets = None;
     let targets = match cli_targets {
         [] => plan.targets.clone(),
         [one] if !listed => target_set(one)?,
         many => {
-            plan.matrix.set_targets(many)?;
+            let mut m = plan.matrix.clone();
+            m.set_targets(many)?;
+            with_targets = Some(m);
             Vec::new()
         }
     };
-    let m = &plan.matrix;
+    let m = with_targets.as_ref().unwrap_or(&plan.matrix);
     let budget = match (&plan.runtime, plan.ios, &plan.bytes) {
         (None, None, None) => Budget::Seconds(10.0),
         (Some(r), None, None) => Budget::Seconds(parse_seconds(r).map_err(|e| PlanError::Plan(format!("plan runtime: {e}")))?),
@@ -837,11 +896,15 @@ reason = "small blocks on b"
         let e = expand("ios = 5\n[matrix]\nnuma = [\"local\", \"off\", 0]\n", &[]).unwrap();
         let keys: Vec<&str> = e.configs.iter().map(|c| c.key.rsplit(',').next().unwrap()).collect();
         assert_eq!(keys, ["numa=local", "numa=off", "numa=0"]);
+        let with_numa = |text: &str, numa| {
+            let mut plan = Plan::parse(text).unwrap();
+            plan.override_numa(numa).map(|applied| applied.then_some(plan))
+        };
         let over = with_numa("ios = 5\n[options]\ncpus = [0]\n", Numa::Node(0)).unwrap().unwrap();
-        assert_eq!(expand(&over, &[]).unwrap_err().to_string(), "plan: every configuration was dropped, nothing is left to run (1 by: --numa 0 chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both): change the matrix or the rules");
+        assert_eq!(over.expand(&[]).unwrap_err().to_string(), "plan: every configuration was dropped, nothing is left to run (1 by: --numa 0 chooses the CPUs itself: give --numa or --cpus/--sq-cpu, not both): change the matrix or the rules");
         let over = with_numa("ios = 5\n", Numa::Local).unwrap().unwrap();
-        assert_eq!(expand(&over, &[]).unwrap().configs[0].job.workload.numa, Numa::Local);
-        assert_eq!(with_numa("ios = 5\n[matrix]\nnuma = [\"off\"]\n", Numa::Local), Ok(None), "the matrix varies it");
+        assert_eq!(over.expand(&[]).unwrap().configs[0].job.workload.numa, Numa::Local);
+        assert!(matches!(with_numa("ios = 5\n[matrix]\nnuma = [\"off\"]\n", Numa::Local), Ok(None)), "the matrix varies it");
         assert!(expand("ios = 5\n[options]\nnuma = \"near\"\n", &[]).unwrap_err().to_string().contains("is not a NUMA node"));
     }
 
@@ -932,5 +995,92 @@ reason = "small blocks on b"
         assert!(matches!("near".parse::<Numa>(), Err(PlanError::Value(_))));
         let job = Job { workload: Workload { qd: 0, ..Job::default().workload }, ..Job::default() };
         assert_eq!(validate(&job), Err(PlanError::Job("--qd 0 is out of range: use 1 to 1024".into())));
+    }
+
+    /// The plan as `iolab sweep --numa 1` stored it before plans were parsed once (written out by
+    /// `toml::to_string` of the plan's table, `options.numa` added): pinned, byte for byte.
+    const PLAN_NUMA_1: &str = r#"cooldown = "1s"
+name = "t"
+ramp = "1s"
+replicates = 3
+runtime = "2s"
+seed = 7
+targets = ["/tmp/x"]
+
+[matrix]
+bs = ["4k", 16384]
+complete = ["irq", "poll"]
+interface = ["psync", "io_uring"]
+qd = [1, 8]
+
+[options]
+numa = "1"
+
+[[rule]]
+action = "drop"
+reason = "io_uring at QD1 is covered elsewhere"
+
+[rule.when]
+interface = "io_uring"
+qd = "<2"
+"#;
+
+    /// A plan parsed once and edited as a value: its text and hash are those iolab stored for
+    /// the same plan and edits before (computed then with the text functions, pinned here), and
+    /// its expansion is that of its text parsed again, so a stored sweep is found, resumed and
+    /// expanded the same.
+    #[test]
+    fn a_plan_edited_as_a_value_keeps_the_stored_text_and_hash() {
+        // Whether a configuration runs here depends on the machine (NUMA node 1 may not exist):
+        // the same either way.
+        let same_as_its_text = |p: &Plan, targets: &[String]| match (p.expand(targets), Plan::parse(p.text()).unwrap().expand(targets)) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(stored_plan(&a), stored_plan(&b), "{}", p.text());
+                assert_eq!(
+                    (a.name, a.replicates, a.cooldown_s, a.seconds_per_run, a.profile),
+                    (b.name, b.replicates, b.cooldown_s, b.seconds_per_run, b.profile)
+                );
+            }
+            (a, b) => assert_eq!(a.err(), b.err(), "{}", p.text()),
+        };
+        let plain = Plan::parse(PLAN).unwrap();
+        assert_eq!((plain.text(), plain.hash(&[])), (PLAN, plan_hash(PLAN, &[])));
+        assert_eq!(stored_plan(&plain.expand(&[]).unwrap()), stored_plan(&expand(PLAN, &[]).unwrap()));
+
+        let mut numa = plain.clone();
+        assert_eq!(numa.override_numa(Numa::Node(1)), Ok(true));
+        assert_eq!(numa.text(), PLAN_NUMA_1);
+        assert_eq!(numa.hash(&[]), "76dd1a9ee919e5b5");
+        assert_eq!(numa.file.options.numa, Some(Numa::Node(1)));
+        same_as_its_text(&numa, &[]);
+
+        // A suite's words go first, as a top-level key.
+        let mut pre = plain.clone();
+        pre.set_preconditioned("done: 3 sequential fills of /dev/a").unwrap();
+        assert_eq!(pre.text(), format!("preconditioned = \"done: 3 sequential fills of /dev/a\"\n{PLAN}"));
+        assert_eq!(pre.hash(&[]), "e4ecf9f6b79c2c9c");
+        same_as_its_text(&pre, &[]);
+        assert!(pre.set_preconditioned("again").unwrap_err().to_string().contains("preconditioned"), "written once");
+
+        // Both, as a suite run with --numa does: numa first, then the words.
+        let mut both =
+            Plan::parse("ios = 5\n[options]\ncpus = [0]\nsq_idle_ms = 50\n[matrix]\ninterface = [\"io_uring\"]\nqd = [1, 4]\n").unwrap();
+        assert_eq!(both.override_numa(Numa::Local), Ok(true));
+        both.set_preconditioned("not done: \"x\" said").unwrap();
+        assert_eq!(both.text(), "preconditioned = 'not done: \"x\" said'\nios = 5\n\n[matrix]\ninterface = [\"io_uring\"]\nqd = [1, 4]\n\n[options]\ncpus = [0]\nnuma = \"local\"\nsq_idle_ms = 50\n");
+        assert_eq!((both.hash(&[]), both.hash(&["/dev/a".into()])), ("715b1a33d5f38a65".into(), "29c27b317b62092d".into()));
+        same_as_its_text(&both, &["/dev/a".into()]);
+
+        // A plan that varies numa is left as it was.
+        let varies = "name = \"d\"\nios = 5\n[matrix]\nnuma = [\"off\", 0]\n";
+        let mut v = Plan::parse(varies).unwrap();
+        assert_eq!(v.override_numa(Numa::Local), Ok(false));
+        assert_eq!(v.text(), varies);
+
+        // Bad text is refused when it is parsed, with the error expanding it gave.
+        for bad in ["ios = 5\nreplicates = 0\n", "ios = \"5\"\n", "[matrix]\ncolor = [1]\n"] {
+            let e = Plan::parse(bad).and_then(|p| p.expand(&[])).unwrap_err();
+            assert_eq!(e, expand(bad, &[]).unwrap_err(), "{bad}");
+        }
     }
 }

@@ -6,8 +6,8 @@
 //! what is left. What the caller shows comes through [`SweepUi`]; nothing here prints.
 use super::{execute, Failure, FailureKind, Measure, RunError, RunUi};
 use crate::energy::record::{measure_idle, EnergyOptions};
-use crate::plan::sweep::{expand, plan_hash, Expansion};
-use crate::plan::Job;
+use crate::plan::sweep::Expansion;
+use crate::plan::{Job, Numa, Plan};
 use crate::record::{RunRecord, RunStatus};
 use crate::store::{PlannedStatus, Store, StoreError};
 use std::path::Path;
@@ -26,9 +26,9 @@ pub enum Resume {
     Auto,
 }
 
-/// A sweep to run: plan text (from a file or a built-in suite) and where it is kept.
+/// A sweep to run: its plan (from a file or a built-in suite) and where it is kept.
 pub struct SweepPlan<'a> {
-    pub text: &'a str,
+    pub plan: &'a Plan,
     /// Targets for every run, replacing the plan's.
     pub targets: &'a [String],
     /// Devices named as safe to overwrite, beside the plan's `destructive`.
@@ -205,9 +205,9 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
 /// bad input; the database: the store's; a planned run that cannot be read: the store's; a
 /// temporary target that cannot be made: failed).
 pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> {
-    let (text, targets) = (plan.text, plan.targets);
+    let targets = plan.targets;
     // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
-    let mut e = expand(text, targets).map_err(|e| Failure::invalid(e.to_string()))?;
+    let mut e = plan.plan.expand(targets).map_err(|e| Failure::invalid(e.to_string()))?;
     e.allow_writing(plan.destructive);
     // As `iolab run` refuses before any I/O: every run of the sweep would meet it.
     if plan.energy.require {
@@ -217,7 +217,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> 
             return Err(Failure::unsupported(format!("--require-energy: no energy source can measure here ({})", why.join("; "))));
         }
     }
-    let hash = plan_hash(text, targets);
+    let hash = plan.plan.hash(targets);
     let mut store = Store::open(plan.db)?;
     let db = crate::secret::redact_path(plan.db);
     let unfinished = store.unfinished_sweep(&hash)?;
@@ -374,6 +374,38 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> 
     Ok(Outcome::Ran(r))
 }
 
+/// A plan file's text as `iolab sweep` runs it: parsed, with `--numa` in place of its
+/// `options.numa`. Err: bad input, one line (the plan's error, or a plan that varies numa in its
+/// matrix given `--numa`).
+pub(crate) fn load(text: &str, numa: Option<Numa>) -> Result<Plan, Failure> {
+    // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
+    let invalid = |e: crate::plan::PlanError| Failure::invalid(e.to_string());
+    let mut plan = Plan::parse(text).map_err(invalid)?;
+    if let Some(n) = numa {
+        if !plan.override_numa(n).map_err(invalid)? {
+            return Err(Failure::invalid(format!("--numa {n}: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa")));
+        }
+    }
+    Ok(plan)
+}
+
+/// A sweep planned and not run (`--dry-run`): the plan expanded with this command's targets and
+/// consent to write, and the write-safety verdict on each target it uses ([`target_uses`]'s
+/// order).
+pub struct DryRun {
+    pub expansion: Expansion,
+    pub verdicts: Vec<Result<(), String>>,
+}
+
+/// Plan the sweep `run` would make and check its targets, running nothing. Err: the plan's
+/// error, bad input.
+pub(crate) fn dry_run(plan: &Plan, targets: &[String], destructive: &[String]) -> Result<DryRun, Failure> {
+    let mut e = plan.expand(targets).map_err(|e| Failure::invalid(e.to_string()))?;
+    e.allow_writing(destructive);
+    let verdicts = target_uses(e.configs.iter().map(|c| &c.job)).iter().map(TargetUse::check).collect();
+    Ok(DryRun { expansion: e, verdicts })
+}
+
 /// How far one share of a plan has got in a database (a fleet task's): runs done (stored,
 /// failed or skipped) and runs in the share, of the plan's newest sweep there; None when the
 /// database has no sweep of this plan yet.
@@ -481,18 +513,15 @@ fn keep(store: &mut Store, planned_id: i64, rec: &RunRecord, r: &mut SweepRun) -
 
 /// A new sweep of the plan in the database, with what cannot run here stored as skipped.
 fn create(store: &mut Store, e: &Expansion, plan: &SweepPlan, hash: &str) -> Result<i64, StoreError> {
-    let mut runs: Vec<(i64, u32, String, serde_json::Value)> = e
-        .order
-        .iter()
-        .enumerate()
-        .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).expect("job serialises")))
-        .collect();
+    let mut runs: Vec<(i64, u32, String, serde_json::Value)> =
+        e.order.iter().enumerate().map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), e.configs[*i].job.to_spec())).collect();
     let first_unsupported = runs.len() as i64;
     for (n, (what, _)) in plan.unsupported.iter().enumerate() {
         runs.push((first_unsupported + n as i64, 0, what.clone(), serde_json::json!({ "unsupported": what })));
     }
     let identity = crate::store::SweepIdentity::new(plan.split);
-    let id = store.create_sweep_as(&identity, &e.name, plan.text, hash, e.configs.first().map_or(1, |c| c.job.workload.seed), &runs)?;
+    let id =
+        store.create_sweep_as(&identity, &e.name, plan.plan.text(), hash, e.configs.first().map_or(1, |c| c.job.workload.seed), &runs)?;
     // What cannot run here is kept, as skipped with the reason, not left out.
     for p in store.planned_runs(id)?.iter().filter(|p| p.spec.get("unsupported").is_some()) {
         let why = plan.unsupported.iter().find(|(w, _)| *w == p.config_key).map_or("", |x| x.1.as_str());
@@ -507,7 +536,7 @@ mod tests {
 
     #[test]
     fn shares_are_disjoint_cover_the_plan_and_reject_bad_input() {
-        let e = expand("[matrix]\ninterface = [\"null\"]\nqd = [1, 2, 4, 8, 16]\n", &[]).unwrap();
+        let e = Plan::parse("[matrix]\ninterface = [\"null\"]\nqd = [1, 2, 4, 8, 16]\n").unwrap().expand(&[]).unwrap();
         let shares: Vec<Vec<&str>> = (0..3).map(|i| Share { index: i, count: 3 }.keys(&e)).collect();
         assert_eq!(shares.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
         let mut all: Vec<&str> = shares.concat();
@@ -559,9 +588,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("t.db");
         let text = "name = \"unit\"\nreplicates = 2\nios = 100\nsize = \"1m\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n";
+        let parsed = Plan::parse(text).unwrap();
         let energy = EnergyOptions::default();
         let plan = |resume| SweepPlan {
-            text,
+            plan: &parsed,
             targets: &[],
             destructive: &[],
             unsupported: &[],
@@ -590,5 +620,22 @@ mod tests {
         assert!(matches!(run(&plan(Resume::Auto), &mut Seen::default()).unwrap(), Outcome::AlreadyDone { .. }));
         let e = run(&plan(Resume::Required), &mut Seen::default()).err().unwrap();
         assert!(e.message.contains("no unfinished sweep") && e.code() == 2, "{e}");
+    }
+
+    /// `iolab sweep`'s plan, parsed once with `--numa` in it; bad input in one line.
+    #[test]
+    fn a_plan_loads_with_numa_or_says_why_not() {
+        let plan = load("ios = 5\n", Some(Numa::Local)).unwrap();
+        assert_eq!(plan.text(), "ios = 5\n\n[options]\nnuma = \"local\"\n");
+        assert_eq!(load("ios = 5\n", None).unwrap().text(), "ios = 5\n");
+        let e = load("ios = 5\n[matrix]\nnuma = [\"off\"]\n", Some(Numa::Node(0))).err().unwrap();
+        assert_eq!(
+            (e.code(), e.message.as_str()),
+            (2, "--numa 0: the plan varies numa in its matrix; drop --numa or the plan's matrix.numa")
+        );
+        let e = load("ios = \"5\"\n", Some(Numa::Local)).err().unwrap();
+        assert!(e.code() == 2 && e.message.starts_with("plan line 1, ios: "), "{e}");
+        let dry = dry_run(&load("ios = 5\n[matrix]\ninterface = [\"null\"]\n", None).unwrap(), &[], &[]).unwrap();
+        assert_eq!((dry.expansion.configs.len(), dry.verdicts.len()), (1, 0));
     }
 }

@@ -124,7 +124,7 @@ impl PlannedRun {
     /// The Job this run was planned from, read back from its stored spec; Err says why it
     /// cannot be (a spec no Job reads, or a configuration stored as unsupported here).
     pub fn job(&self) -> Result<crate::plan::Job, String> {
-        serde_json::from_value(self.spec.clone()).map_err(|e| format!("planned run {} has an unreadable spec: {e}", self.id))
+        crate::plan::Job::from_spec(&self.spec).map_err(|e| format!("planned run {} has an unreadable spec: {e}", self.id))
     }
 }
 

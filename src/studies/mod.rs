@@ -434,7 +434,7 @@ impl Part {
     pub(crate) fn plan_counted(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
         let Some(text) = self.plan(quick, given)? else { return Ok(None) };
         let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
-        let e = crate::plan::sweep::expand(&text, &[])?;
+        let e = crate::plan::Plan::parse(&text)?.expand(&[])?;
         let mut stacks: Vec<(Stack, Result<Found, String>)> = Vec::new();
         for c in &e.configs {
             let (s, qd) = (Stack::of_job(&c.job), c.job.workload.qd);
@@ -447,6 +447,14 @@ impl Part {
         self.plan_at(quick, given, &Saturations { part: at.of, sweep: 0, stacks })
     }
 
+    /// The part's size at a scale, as `iolab suite list` shows it: its runs and their estimated
+    /// seconds (None for count budgets); None when nothing of it runs here. A part measured at
+    /// saturation is counted at one queue depth per stack, as it will run ([`Part::plan_counted`]).
+    pub(crate) fn counted(&self, quick: bool) -> Option<Result<(usize, Option<f64>), crate::plan::PlanError>> {
+        let text = self.plan_counted(quick, &Given::default()).ok().flatten()?;
+        Some(crate::plan::Plan::parse(&text).and_then(|p| p.expand(&[])).map(|e| (e.order.len(), e.estimate_s(e.order.len()))))
+    }
+
     /// The plan of a part measured at saturation ([`Part::at_saturation`]): [`Part::plan`] with
     /// each stack kept at its own saturation point in `found` (and at the part's `keep` queue
     /// depths), its other queue depths left out by rules that say why; a stack `found` has no
@@ -454,7 +462,7 @@ impl Part {
     pub(crate) fn plan_at(&self, quick: bool, given: &Given, found: &Saturations) -> Result<Option<String>, String> {
         let Some(text) = self.plan(quick, given)? else { return Ok(None) };
         let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
-        let e = crate::plan::sweep::expand(&text, &[])?;
+        let e = crate::plan::Plan::parse(&text)?.expand(&[])?;
         let mut stacks: Vec<Stack> = e.configs.iter().map(|c| Stack::of_job(&c.job)).collect();
         stacks.sort();
         stacks.dedup();

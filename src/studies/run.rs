@@ -5,7 +5,7 @@
 //! through [`SuiteUi`], which also runs each part's sweep; nothing here prints.
 use super::{Given, Part, Saturations, Study};
 use crate::failure::Failure;
-use crate::plan::Numa;
+use crate::plan::{Numa, Plan};
 use crate::session::precondition::{precondition, PreconditionUi, Preconditioning};
 use crate::session::sweep::SweepEnd;
 use std::path::PathBuf;
@@ -59,8 +59,8 @@ pub trait SuiteUi {
     fn event(&mut self, event: Event);
     /// How a preconditioning fill shows.
     fn precondition(&mut self) -> &mut dyn PreconditionUi;
-    /// Run one part's sweep: its plan text (its targets in it) and what of it cannot run here.
-    fn run_part(&mut self, plan: &str, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure>;
+    /// Run one part's sweep: its plan (its targets in it) and what of it cannot run here.
+    fn run_part(&mut self, plan: &Plan, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure>;
 }
 
 /// How one selected part ended.
@@ -170,7 +170,7 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
             end.parts.push((p.name, PartEnd::NothingToRun));
             continue;
         };
-        let (plan, numa_kept) = as_run(plan, s, preconditioned)?;
+        let (plan, numa_kept) = as_run(&plan, s, preconditioned)?;
         if let (true, Some(n)) = (numa_kept, s.numa) {
             ui.event(Event::NumaNotApplied(n));
         }
@@ -189,22 +189,22 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
     Ok(end)
 }
 
-/// A part's plan text as this suite run runs it: with `--numa` (true: not applied, the part
-/// varies numa itself), and the preconditioning words first (a top-level key, kept with the
-/// stored plan, whose text is the sweep's identity: written as it always was, so a suite run
-/// again continues the sweeps an earlier one stored).
-fn as_run(plan: String, s: &SuiteRun, preconditioned: Option<&str>) -> Result<(String, bool), Failure> {
+/// A part's plan as this suite run runs it: with `--numa` (true: not applied, the part varies
+/// numa itself), and the preconditioning in words (kept with the stored plan, whose text is the
+/// sweep's identity: written as it always was, so a suite run again continues the sweeps an
+/// earlier one stored).
+fn as_run(text: &str, s: &SuiteRun, preconditioned: Option<&str>) -> Result<(Plan, bool), Failure> {
     // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
-    let (plan, kept) =
-        match s.numa.map(|n| crate::plan::sweep::with_numa(&plan, n)).transpose().map_err(|e| Failure::invalid(e.to_string()))? {
-            Some(Some(over)) => (over, false),
-            Some(None) => (plan, true),
-            None => (plan, false),
-        };
-    Ok(match preconditioned {
-        Some(p) => (format!("preconditioned = {}\n{plan}", toml::Value::String(p.to_string())), kept),
-        None => (plan, kept),
-    })
+    let invalid = |e: crate::plan::PlanError| Failure::invalid(e.to_string());
+    let mut plan = Plan::parse(text).map_err(invalid)?;
+    let kept = match s.numa {
+        Some(n) => !plan.override_numa(n).map_err(invalid)?,
+        None => false,
+    };
+    if let Some(p) = preconditioned {
+        plan.set_preconditioned(p).map_err(invalid)?;
+    }
+    Ok((plan, kept))
 }
 
 /// Each stack's saturation point in the stored sweep of the part `p` is measured at
@@ -223,12 +223,12 @@ fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Opt
         )))
     };
     let Some(text) = of.plan(s.quick, given).map_err(Failure::invalid)? else { return none(format!("{} runs nothing here", of.name)) };
-    let (text, _) = as_run(text, s, preconditioned)?;
+    let (plan, _) = as_run(&text, s, preconditioned)?;
     if !crate::store::exists(&s.db) {
         return none(format!("{db} does not exist"));
     }
     let store = crate::store::Store::open_existing(&s.db)?;
-    let hash = crate::plan::sweep::plan_hash(&text, &[]);
+    let hash = plan.hash(&[]);
     let Some(info) = store.sweep_infos()?.into_iter().filter(|x| x.plan_hash == hash).max_by_key(|x| x.id) else {
         return none(format!("{db} has no sweep of it at this scale on these devices"));
     };
@@ -274,4 +274,49 @@ fn fill_plan(s: &SuiteRun, fills: u32, paper: u32) -> Fills {
         ),
     };
     Fills { said, fill, scale }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each S2 part's plan as a suite run with `--numa local` and preconditioning stores it (and
+    /// without them): the hashes iolab stored before plans were parsed once, pinned, so a suite
+    /// run again finds and continues the sweeps an earlier one stored.
+    #[test]
+    fn a_suite_runs_each_part_under_the_identity_it_always_had() {
+        let study = crate::studies::find("S2").unwrap();
+        let targets = vec!["/dev/a".to_string(), "/dev/b".to_string()];
+        let s = |numa| SuiteRun {
+            study,
+            targets: targets.clone(),
+            quick: true,
+            part: None,
+            size: Some("1g".into()),
+            destructive: targets.clone(),
+            db: "unused.db".into(),
+            dry_run: false,
+            numa,
+        };
+        let given = Given { targets: &targets, size: Some("1g"), destructive: &targets };
+        let mut got = Vec::new();
+        for p in study.parts {
+            let Some(text) = p.plan(true, &given).unwrap() else { continue };
+            let (edited, kept) = as_run(&text, &s(Some(Numa::Local)), Some("done: 2 sequential fills")).unwrap();
+            let (plain, _) = as_run(&text, &s(None), None).unwrap();
+            assert_eq!(plain.text(), text);
+            got.push(format!("{} {kept} {} {}", p.name, edited.hash(&[]), plain.hash(&[])));
+        }
+        assert_eq!(
+            got,
+            [
+                "S2.1-qd1 false 9e4d850a837a1d20 81d5e29ada2546e8",
+                "S2.2-jcurve false 1de466f012e07ab5 8cca6f2052f4f423",
+                "S2.3-cores true a70c70405e74ecae 035dfd247f3288c5",
+                "S2.4-schedulers true f99b4749e5d2969e 46b0a74a636963c9",
+                "S2.5-where-the-time-goes false 87cb47729ac6f563 04264999df9889e8",
+                "S2.6-request-stages false 144e1ca0610c6008 3128a2456aafbcd5",
+            ]
+        );
+    }
 }
