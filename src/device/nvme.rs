@@ -513,6 +513,106 @@ pub(crate) fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<Pat
     }
 }
 
+// ------------------------------------------------------------------ power management
+
+/// Admin Get Features.
+pub const ADMIN_GET_FEATURES: u8 = 0x0a;
+/// Feature 02h, Power Management: dword 11 / the completion's dword 0 carry the power state
+/// (PS, bits 0-4) and the workload hint (WH, bits 5-7).
+pub const FEATURE_POWER_MANAGEMENT: u32 = 0x02;
+/// Feature 0Ch, Autonomous Power State Transition: dword 11 bit 0 enables it (APSTE); its data
+/// is a 256-byte table, one 8-byte entry per power state.
+pub const FEATURE_APST: u32 = 0x0c;
+/// The APST table's size.
+pub const APST_TABLE: usize = 256;
+
+/// One power state descriptor of Identify Controller (32 bytes at 2048 + 32 * state).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct PowerState {
+    pub state: u8,
+    /// The most the controller draws in this state, watts (MP in units of 0.01 W, or of 0.0001 W
+    /// where MXPS is set).
+    pub max_power_w: f64,
+    /// A non-operational state (NOPS): no I/O is processed in it; a command brings the controller
+    /// back to an operational one.
+    pub non_operational: bool,
+    /// Entry and exit latency (ENLAT, EXLAT), µs; 0 where the controller does not report them.
+    pub entry_latency_us: u32,
+    pub exit_latency_us: u32,
+}
+
+/// What Identify Controller says of power management.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PowerStates {
+    /// The states, 0 to NPSS (byte 263, zero-based).
+    pub states: Vec<PowerState>,
+    /// Whether the controller supports autonomous power state transitions (APSTA, byte 265 bit 0).
+    pub apst_supported: bool,
+}
+
+/// Parse the power states of an Identify Controller page.
+pub(crate) fn parse_power_states(page: &[u8]) -> Result<PowerStates, String> {
+    if page.len() < 4096 {
+        return Err(format!("Identify Controller data is {} bytes, want 4096", page.len()));
+    }
+    let npss = page[263] as usize;
+    let states = (0..=npss.min(31))
+        .map(|i| {
+            let d = &page[2048 + 32 * i..2048 + 32 * (i + 1)];
+            let mp = u16::from_le_bytes([d[0], d[1]]) as f64;
+            let scale = if d[3] & 1 != 0 { 0.0001 } else { 0.01 };
+            PowerState {
+                state: i as u8,
+                max_power_w: (mp * scale * 10_000.0).round() / 10_000.0,
+                non_operational: d[3] & 2 != 0,
+                entry_latency_us: u32::from_le_bytes(d[4..8].try_into().expect("4 bytes")),
+                exit_latency_us: u32::from_le_bytes(d[8..12].try_into().expect("4 bytes")),
+            }
+        })
+        .collect();
+    Ok(PowerStates { states, apst_supported: page[265] & 1 != 0 })
+}
+
+/// An admin command through `NVME_IOCTL_ADMIN_CMD` on a controller's character device
+/// (`/dev/nvmeN`): the completion's dword 0, or a one-line error naming `what`.
+fn admin(fd: RawFd, mut cmd: NvmeCmd, what: &str) -> Result<u32, String> {
+    // SAFETY: cmd is a valid struct nvme_passthru_cmd; its buffer, where it has one, is data_len
+    // bytes the caller keeps alive and writable for the call.
+    let r = unsafe { libc::ioctl(fd, NVME_IOCTL_ADMIN_CMD as _, &mut cmd as *mut NvmeCmd) };
+    if r < 0 {
+        return Err(format!("{what} (NVME_IOCTL_ADMIN_CMD) failed: {}", io::Error::last_os_error()));
+    }
+    if r > 0 {
+        return Err(format!("{what} failed: {}", status_text(r as u64)));
+    }
+    Ok(cmd.rsvd2)
+}
+
+/// Identify Controller's power states, from the controller's character device.
+pub(crate) fn power_states(fd: RawFd) -> Result<PowerStates, String> {
+    let mut page = Box::new(Page([0; 4096]));
+    let cmd =
+        NvmeCmd { opcode: ADMIN_IDENTIFY, addr: page.0.as_mut_ptr() as u64, data_len: 4096, cdw10: CNS_CONTROLLER, ..Default::default() };
+    admin(fd, cmd, "Identify Controller")?;
+    parse_power_states(&page.0)
+}
+
+/// Get Features (the current value) of feature `fid`: its dword 0; `data`, where given, receives
+/// the feature's data structure (the APST table).
+pub(crate) fn get_feature(fd: RawFd, fid: u32, data: Option<&mut [u8]>) -> Result<u32, String> {
+    let (addr, len) = data.map(|d| (d.as_mut_ptr() as u64, d.len() as u32)).unwrap_or((0, 0));
+    let cmd = NvmeCmd { opcode: ADMIN_GET_FEATURES, addr, data_len: len, cdw10: fid, ..Default::default() };
+    admin(fd, cmd, &format!("Get Features {fid:#04x}"))
+}
+
+/// Set Features `fid` to `cdw11` (not saved across a power cycle), with its data structure where
+/// it has one (the APST table).
+pub(crate) fn set_feature(fd: RawFd, fid: u32, cdw11: u32, data: Option<&mut [u8]>) -> Result<u32, String> {
+    let (addr, len) = data.map(|d| (d.as_mut_ptr() as u64, d.len() as u32)).unwrap_or((0, 0));
+    let cmd = NvmeCmd { opcode: ADMIN_SET_FEATURES, addr, data_len: len, cdw10: fid, cdw11, ..Default::default() };
+    admin(fd, cmd, &format!("Set Features {fid:#04x}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

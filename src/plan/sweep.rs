@@ -347,6 +347,11 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, PlanError
         .map_err(|e| PlanError::Plan(format!("plan profile: {e}")))?
         .unwrap_or_default();
     let o = &plan.options;
+    // A setting no machine takes (no such name, cpu_freq_khz=NaN) refuses the plan before the
+    // sweep is stored; what this machine lacks is each run's to find out.
+    for spec in &o.set {
+        crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Plan(format!("plan options.set: {e}")))?;
+    }
     // What every configuration shares; the dimensions the matrix lists are set on it.
     let defaults = Job::default();
     let base = Job {
