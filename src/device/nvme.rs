@@ -617,6 +617,43 @@ pub(crate) fn set_feature(fd: RawFd, fid: u32, cdw11: u32, data: Option<&mut [u8
 mod tests {
     use super::*;
 
+    /// Identify Controller's power-management bytes as a drive with five power states reports
+    /// them (nvme-cli's `id-ctrl`: ps 0-2 operational at 7.80, 6.00 and 3.40 W; ps 3 and 4
+    /// non-operational at 0.0700 and 0.0100 W, in the 0.0001 W scale, entry/exit 210/1200 and
+    /// 2000/8000 µs), byte for byte: NPSS at 263, APSTA at 265, the descriptors from 2048.
+    #[test]
+    fn power_states_parse_from_identify_controller() {
+        let mut page = vec![0u8; 4096];
+        page[263] = 4; // NPSS, zero-based
+        page[265] = 0x01; // APSTA
+        let psd = [
+            "0c03000000000000000000000000000000000000000000000000000000000000",
+            "5802000000000000000000000101010100000000000000000000000000000000",
+            "5401000000000000000000000202020200000000000000000000000000000000",
+            "bc020003d2000000b00400000303030300000000000000000000000000000000",
+            "64000003d0070000401f00000404040400000000000000000000000000000000",
+        ];
+        for (i, hex) in psd.iter().enumerate() {
+            for j in 0..32 {
+                page[2048 + 32 * i + j] = u8::from_str_radix(&hex[2 * j..2 * j + 2], 16).unwrap();
+            }
+        }
+        let ps = parse_power_states(&page).unwrap();
+        assert!(ps.apst_supported);
+        let got: Vec<(u8, f64, bool, u32, u32)> =
+            ps.states.iter().map(|s| (s.state, s.max_power_w, s.non_operational, s.entry_latency_us, s.exit_latency_us)).collect();
+        assert_eq!(
+            got,
+            [(0, 7.8, false, 0, 0), (1, 6.0, false, 0, 0), (2, 3.4, false, 0, 0), (3, 0.07, true, 210, 1200), (4, 0.01, true, 2000, 8000)]
+        );
+        // One state and no APST, as QEMU's controller reports: 25 W (MP 2500).
+        let mut qemu = vec![0u8; 4096];
+        qemu[2048..2050].copy_from_slice(&2500u16.to_le_bytes());
+        let ps = parse_power_states(&qemu).unwrap();
+        assert_eq!((ps.states.len(), ps.states[0].max_power_w, ps.apst_supported), (1, 25.0, false));
+        assert!(parse_power_states(&qemu[..4000]).unwrap_err().contains("4000 bytes"));
+    }
+
     #[test]
     fn ioctl_numbers() {
         // As the C macros compute them for 72-byte structs.

@@ -241,6 +241,21 @@ impl Change {
     }
 }
 
+/// Put `setting`=`value` into a job's `set`, in place of an entry of the same setting: a matrix
+/// dimension's value over the plan's `options.set` (`plan::matrix`).
+pub(crate) fn put(set: &mut Vec<String>, setting: Setting, value: &str) {
+    set.retain(|spec| spec.split_once('=').and_then(|(n, _)| Setting::from_name(n)) != Some(setting));
+    set.push(format!("{}={value}", setting.name()));
+}
+
+/// The value a job's `set` gives `setting`, if any.
+pub(crate) fn value_in(set: &[String], setting: Setting) -> Option<String> {
+    set.iter().rev().find_map(|spec| {
+        let (n, v) = spec.split_once('=')?;
+        (Setting::from_name(n) == Some(setting)).then(|| v.trim().to_string())
+    })
+}
+
 /// One file a change writes: the device's queue file, or one per CPU for the governor.
 struct Target {
     path: PathBuf,
