@@ -241,7 +241,7 @@ fn vm_kernel_trixie() {
 /// disconnecting it after kill -9.
 #[test]
 fn vm_nvme_without_poll_queues() {
-    boot("poll-queues-0", &["--poll-queues", "0"], &["nopoll.sh", "nbd.sh"]);
+    boot("poll-queues-0", &["--poll-queues", "0"], &["nopoll.sh", "nbd.sh", "power.sh"]);
 }
 
 /// iolab's own user-space NVMe driver (-i vfio-nvme) through VFIO type-1 under QEMU's emulated

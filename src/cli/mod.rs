@@ -166,7 +166,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub scheduler: Option<String>,
     /// A system setting for the run, restored after: nomerges=2, read_ahead_kb=0, wbt_lat_usec=0,
-    /// io_poll_delay=-1, governor=performance (repeatable).
+    /// io_poll_delay=-1, governor=performance, cpu_freq_khz=2000000 (or MIN-MAX), cpuidle_max_state=1,
+    /// nvme_power_state=0, nvme_apst=off (repeatable).
     #[arg(long, value_name = "NAME=VALUE")]
     pub set: Vec<String>,
     /// Fail when polling was asked for but completions were not observed to be polled.

@@ -5,6 +5,7 @@
 use super::size::parse_size;
 use super::{Complete, Job, Numa, PlanError, Rw, Submit};
 use crate::interfaces::{InterfaceKind, POLL_DELAY};
+use crate::settings::{self, Setting};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -88,7 +89,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 13] = [
+pub const DIMENSIONS: [Dimension; 17] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -157,7 +158,40 @@ pub const DIMENSIONS: [Dimension; 13] = [
         value: |j| Text(j.workload.numa.to_string()),
         shown: Shown::IfListed,
     },
+    // The energy knobs (`settings`), each a `set` entry a configuration varies: its value
+    // replaces the plan's `options.set` entry of the same setting.
+    Dimension {
+        name: "cpu_freq_khz",
+        set: Set::Text(|j, v| settings::put(&mut j.system.set, Setting::CpuFreqKhz, v)),
+        value: |j| Text(settings::value_in(&j.system.set, Setting::CpuFreqKhz).unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "cpuidle_max_state",
+        set: Set::Signed(|j, v| settings::put(&mut j.system.set, Setting::CpuidleMaxState, &v.to_string())),
+        value: |j| settings_number(j, Setting::CpuidleMaxState),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "nvme_power_state",
+        set: Set::Signed(|j, v| settings::put(&mut j.system.set, Setting::NvmePowerState, &v.to_string())),
+        value: |j| settings_number(j, Setting::NvmePowerState),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "nvme_apst",
+        set: Set::Text(|j, v| settings::put(&mut j.system.set, Setting::NvmeApst, v)),
+        value: |j| Text(settings::value_in(&j.system.set, Setting::NvmeApst).unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
 ];
+
+/// A numeric setting of the job's `set` as a configuration's key shows it (text where it is
+/// not a number: `validate` refuses that configuration).
+fn settings_number(j: &Job, s: Setting) -> toml::Value {
+    let v = settings::value_in(&j.system.set, s).unwrap_or_default();
+    v.parse::<i64>().map(Integer).unwrap_or(Text(v))
+}
 
 /// Joins the targets of a set driven together in one run, in a `target` value of a plan's
 /// matrix and on the command line: `/dev/nvme0n1+/dev/nvme1n1`. Not ',' (it separates a
@@ -451,7 +485,7 @@ mod tests {
             ]
         );
         let numeric: Vec<&str> = DIMENSIONS.iter().filter(|d| d.numeric()).map(|d| d.name).collect();
-        assert_eq!(numeric, ["poll_delay", "write_mix", "bs", "qd", "threads", "batch"]);
+        assert_eq!(numeric, ["poll_delay", "write_mix", "bs", "qd", "threads", "batch", "cpuidle_max_state", "nvme_power_state"]);
     }
 
     #[test]

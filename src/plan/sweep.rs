@@ -406,6 +406,11 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         .map_err(|e| PlanError::Plan(format!("plan profile: {e}")))?
         .unwrap_or_default();
     let o = &plan.options;
+    // A setting no machine takes (no such name, cpu_freq_khz=NaN) refuses the plan before the
+    // sweep is stored; what this machine lacks is each run's to find out.
+    for spec in &o.set {
+        crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Plan(format!("plan options.set: {e}")))?;
+    }
     // What every configuration shares; the dimensions the matrix lists are set on it.
     let defaults = Job::default();
     let base = Job {
@@ -596,6 +601,25 @@ reason = "io_uring at QD1 is covered elsewhere"
         assert_eq!((j.timing.ramp_s, j.timing.budget, j.targets.paths.clone()), (1.0, Budget::Seconds(2.0), vec!["/tmp/x".to_string()]));
     }
 
+    /// The energy knobs vary as `[matrix]` dimensions: each value a `set` entry of its
+    /// configuration, over the plan's `options.set` entry of the same setting; a value no machine
+    /// takes refuses the plan (options) or drops its configuration with the reason (matrix).
+    #[test]
+    fn energy_knobs_are_matrix_dimensions_over_options_set() {
+        let plan = "ios = 5\ntargets = [\"/tmp/x\"]\n[matrix]\ncpu_freq_khz = [\"1200000\", \"800000-3000000\"]\ncpuidle_max_state = [0, 9000]\nnvme_apst = [\"off\"]\n[options]\nset = [\"governor=performance\", \"cpu_freq_khz=2000000\"]\n";
+        let e = expand(plan, &[]).unwrap();
+        let keys: Vec<&str> = e.configs.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(keys.len(), 2, "cpuidle_max_state 9000 dropped: {keys:?} {:?}", e.dropped);
+        assert!(keys[0].ends_with(",cpu_freq_khz=1200000,cpuidle_max_state=0,nvme_apst=off"), "{keys:?}");
+        assert_eq!(
+            e.configs[1].job.system.set,
+            ["governor=performance", "cpu_freq_khz=800000-3000000", "cpuidle_max_state=0", "nvme_apst=off"]
+        );
+        assert!(e.dropped.iter().all(|(_, why)| why.contains("cpuidle_max_state must be")), "{:?}", e.dropped);
+        let e = expand("ios = 5\n[options]\nset = [\"cpu_freq_khz=NaN\"]\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("plan options.set: cpu_freq_khz must be a frequency in kHz"), "{e}");
+    }
+
     #[test]
     fn replicates_are_interleaved_in_a_seeded_order() {
         let e = expand(PLAN, &[]).unwrap();
@@ -691,7 +715,7 @@ reason = "io_uring at QD1 is covered elsewhere"
     #[test]
     fn matrix_errors_name_the_line_and_key() {
         for (plan, want) in [
-            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`"),
+            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`, `cpu_freq_khz`, `cpuidle_max_state`, `nvme_power_state`, `nvme_apst`"),
             ("ios = 5\n[matrix]\nqd = [\n  1,\n  \"x\",\n]\n", "plan line 5: invalid type: string \"x\", expected u32"),
             ("[matrix]\nsubmit = [\"sideways\"]\n", "plan line 2, matrix.submit: unknown variant `sideways`, expected `syscall` or `sqpoll`"),
             (

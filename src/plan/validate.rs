@@ -116,6 +116,10 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
     if job.policy.verify && !job.io.direct {
         return PlanError::job("--verify needs O_DIRECT so reads come from the device, not the page cache: drop --buffered");
     }
+    // A setting's name and the form of its value, before anything is opened or changed.
+    for spec in &job.system.set {
+        crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Job(e.to_string()))?;
+    }
     Ok(())
 }
 

@@ -363,9 +363,19 @@ fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings:
     use crate::settings::{Change, Setting};
     let poll_delay = (job.io.interface.rules().block_poll_delay)(&job.io);
     let mut devices: Vec<&str> = Vec::new();
+    // The CPUs' settings (governor, cpu_freq_khz, cpuidle_max_state) once, whatever the targets.
+    let mut out = Vec::new();
+    let mut device_set = false;
+    for spec in &job.system.set {
+        let c = Change::parse(spec, None)?;
+        device_set |= c.setting.is_device_setting();
+        if !c.setting.is_device_setting() && !out.contains(&c) {
+            out.push(c);
+        }
+    }
     for t in targets {
         let Some(d) = t.device.as_deref() else {
-            if job.system.scheduler.is_some() || !job.system.set.is_empty() {
+            if job.system.scheduler.is_some() || device_set {
                 return Err(format!("{} has no block device behind it whose settings could be changed", t.path));
             }
             continue;
@@ -374,7 +384,6 @@ fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings:
             devices.push(d);
         }
     }
-    let mut out = Vec::new();
     for d in &devices {
         if let Some(s) = &job.system.scheduler {
             out.push(Change::new(Setting::Scheduler, Some(d), s.clone()));

@@ -66,8 +66,12 @@ pub struct JournalEntry {
     /// The value before iolab changed it (for the scheduler: the selected one's name); for a
     /// setting shared by several owners (a sysctl), the value before the first of them.
     pub original: String,
-    /// The value iolab wrote (or found, where a sharing owner's value was low enough).
+    /// The value iolab wrote (or found, where a sharing owner's value was low enough); where the
+    /// kernel clamped what was asked (a CPU frequency), the value in force.
     pub new: String,
+    /// What was asked, where the kernel put another value in force (`new`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
 }
 
 impl JournalEntry {

@@ -6,9 +6,11 @@
 //! anything, restores them when the run ends (the `AppliedGuard`'s drop, or `restore()`), rolls
 //! back on a failure midway, and `Settings::restore_journal` (behind `iolab restore`) undoes what
 //! a killed process left changed. See docs/settings.md.
+mod cpu;
 pub mod crash;
 pub mod error;
 mod journal;
+mod nvme;
 pub mod pci;
 mod sysfs;
 mod value;
@@ -72,6 +74,19 @@ pub enum Setting {
     /// `kernel.kptr_restrict`: lowered by `--profile layers` where /proc/kallsyms hides the
     /// kernel's addresses from this process, not by `--set`.
     KptrRestrict,
+    /// `cpu_freq_khz`: the frequency limits of every cpufreq policy, "N" (min = max = N) or
+    /// "MIN-MAX" in kHz; one entry per policy, its `scaling_max_freq` standing for both files
+    /// (`cpu.rs`).
+    CpuFreqKhz,
+    /// `cpuidle_max_state`: the deepest CPU idle state allowed; every deeper state's `disable`
+    /// is set to 1 on every CPU, one entry per file (`cpu.rs`).
+    CpuidleMaxState,
+    /// `nvme_power_state`: the power state of the NVMe controller behind a target (Set Features
+    /// 02h), one entry per controller (`nvme.rs`).
+    NvmePowerState,
+    /// `nvme_apst`: autonomous power state transitions of that controller, on or off (Set
+    /// Features 0Ch).
+    NvmeApst,
 }
 
 /// The pool of 2 MiB hugepages, under the sysfs root.
@@ -79,7 +94,7 @@ pub const HUGEPAGES_2M: &str = "kernel/mm/hugepages/hugepages-2048kB";
 
 impl Setting {
     /// The settings users change (`--scheduler`, `--set`; tracefs is mounted by `--profile stages`).
-    pub const ALL: [Setting; 7] = [
+    pub const ALL: [Setting; 11] = [
         Setting::Scheduler,
         Setting::Nomerges,
         Setting::IoPollDelay,
@@ -87,6 +102,10 @@ impl Setting {
         Setting::WbtLatUsec,
         Setting::Governor,
         Setting::Tracefs,
+        Setting::CpuFreqKhz,
+        Setting::CpuidleMaxState,
+        Setting::NvmePowerState,
+        Setting::NvmeApst,
     ];
     /// The settings iolab changes on its own, for the user-space NVMe driver.
     pub const DRIVER: [Setting; 2] = [Setting::PciDriver, Setting::Hugepages];
@@ -107,6 +126,10 @@ impl Setting {
             Setting::Hugepages => "hugepages_2m",
             Setting::PerfEventParanoid => "perf_event_paranoid",
             Setting::KptrRestrict => "kptr_restrict",
+            Setting::CpuFreqKhz => "cpu_freq_khz",
+            Setting::CpuidleMaxState => "cpuidle_max_state",
+            Setting::NvmePowerState => "nvme_power_state",
+            Setting::NvmeApst => "nvme_apst",
         }
     }
 
@@ -117,13 +140,24 @@ impl Setting {
             Setting::Tracefs => "tracing",
             Setting::PciDriver => "driver_override",
             Setting::Hugepages => "nr_hugepages",
+            Setting::CpuFreqKhz => "scaling_max_freq",
+            Setting::CpuidleMaxState => "disable",
             s => s.name(),
         }
     }
 
     /// Whether the setting belongs to a block device.
     pub(crate) fn is_device_setting(self) -> bool {
-        !matches!(self, Setting::Governor | Setting::Tracefs | Setting::PciDriver | Setting::Hugepages) && !self.is_sysctl()
+        !matches!(
+            self,
+            Setting::Governor | Setting::Tracefs | Setting::PciDriver | Setting::Hugepages | Setting::CpuFreqKhz | Setting::CpuidleMaxState
+        ) && !self.is_sysctl()
+    }
+
+    /// Whether the setting belongs to the NVMe controller behind a block device, which several
+    /// namespaces share.
+    pub(crate) fn per_controller(self) -> bool {
+        matches!(self, Setting::NvmePowerState | Setting::NvmeApst)
     }
 
     /// Whether the setting is a sysctl, `kernel.NAME`.
@@ -142,6 +176,10 @@ impl Setting {
             "wbt_lat_usec" | "wbt" => Setting::WbtLatUsec,
             "governor" | "scaling_governor" | "cpu_governor" => Setting::Governor,
             "tracefs" => Setting::Tracefs,
+            "cpu_freq_khz" | "cpu_freq" | "cpufreq" => Setting::CpuFreqKhz,
+            "cpuidle_max_state" | "cpuidle" | "max_cstate" => Setting::CpuidleMaxState,
+            "nvme_power_state" | "nvme_ps" => Setting::NvmePowerState,
+            "nvme_apst" | "apst" => Setting::NvmeApst,
             _ => return None,
         })
     }
@@ -162,7 +200,7 @@ impl std::str::FromStr for Setting {
     type Err = String;
     fn from_str(s: &str) -> Result<Setting, String> {
         Setting::from_name(s).ok_or_else(|| {
-            format!("unknown setting \"{s}\": choose one of scheduler, nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec, governor")
+            format!("unknown setting \"{s}\": choose one of scheduler, nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec, governor, cpu_freq_khz, cpuidle_max_state, nvme_power_state, nvme_apst")
         })
     }
 }
@@ -189,9 +227,33 @@ impl Change {
             return Err(SettingsError::Invalid(format!("setting \"{spec}\" needs the form name=value, e.g. scheduler=none")));
         };
         let setting: Setting = name.parse().map_err(SettingsError::Invalid)?;
+        // A value no machine takes is bad input, refused before anything (a sweep's plan) is stored.
+        match setting {
+            Setting::CpuFreqKhz => cpu::parse_khz(value).map(drop),
+            Setting::CpuidleMaxState => cpu::parse_state(value).map(drop),
+            Setting::NvmePowerState => nvme::parse_state(value).map(drop),
+            Setting::NvmeApst => nvme::parse_apst(value).map(drop),
+            _ => Ok(()),
+        }
+        .map_err(SettingsError::Invalid)?;
         let device = if setting.is_device_setting() { device } else { None };
         Ok(Change::new(setting, device, value.trim()))
     }
+}
+
+/// Put `setting`=`value` into a job's `set`, in place of an entry of the same setting: a matrix
+/// dimension's value over the plan's `options.set` (`plan::matrix`).
+pub(crate) fn put(set: &mut Vec<String>, setting: Setting, value: &str) {
+    set.retain(|spec| spec.split_once('=').and_then(|(n, _)| Setting::from_name(n)) != Some(setting));
+    set.push(format!("{}={value}", setting.name()));
+}
+
+/// The value a job's `set` gives `setting`, if any.
+pub(crate) fn value_in(set: &[String], setting: Setting) -> Option<String> {
+    set.iter().rev().find_map(|spec| {
+        let (n, v) = spec.split_once('=')?;
+        (Setting::from_name(n) == Some(setting)).then(|| v.trim().to_string())
+    })
 }
 
 /// One file a change writes: the device's queue file, or one per CPU for the governor.
@@ -199,6 +261,9 @@ struct Target {
     path: PathBuf,
     /// The device or CPU name, for messages.
     label: String,
+    /// What this file is set to, where it is not the change's value as given (a cpuidle state's
+    /// `disable` is set to 1; a policy's frequency is "MIN-MAX").
+    value: Option<String>,
 }
 
 static NEXT_GUARD: AtomicU64 = AtomicU64::new(1);
@@ -313,7 +378,7 @@ impl Settings {
                 // CPUs of one policy share a file (cpuN/cpufreq -> ../cpufreq/policyM).
                 let canon = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
                 if seen.insert(canon) {
-                    found.push((n, Target { path, label: name }));
+                    found.push((n, Target { path, label: name, value: None }));
                 }
             }
         }
@@ -334,25 +399,37 @@ impl Settings {
             if !path.is_dir() {
                 return Err(format!("{} is missing: this kernel has no tracefs mount point", path.display()));
             }
-            return Ok(vec![Target { path, label: "tracefs".into() }]);
+            return Ok(vec![Target { path, label: "tracefs".into(), value: None }]);
         }
         let targets = if c.setting == Setting::Governor {
             self.governor_files()?
+        } else if c.setting == Setting::CpuFreqKhz {
+            cpu::freq_targets(&self.sysfs, &c.value)?
+        } else if c.setting == Setting::CpuidleMaxState {
+            cpu::idle_targets(&self.sysfs, &c.value)?
+        } else if matches!(c.setting, Setting::NvmePowerState | Setting::NvmeApst) {
+            // Not a file: the controller's character device answers for it (`nvme::open`).
+            let (dev, _) = self.device_dir(c.device.as_deref(), c.setting)?;
+            return Ok(vec![nvme::target(&self.sysfs, &dev, c.setting, &c.value)?]);
         } else if c.setting == Setting::PciDriver {
             let path = pci::override_path(&self.sysfs, c.device.as_deref())?;
-            vec![Target { label: path.parent().and_then(Path::file_name).unwrap_or_default().to_string_lossy().into_owned(), path }]
+            vec![Target {
+                label: path.parent().and_then(Path::file_name).unwrap_or_default().to_string_lossy().into_owned(),
+                path,
+                value: None,
+            }]
         } else if c.setting.is_sysctl() {
             let path = self.sysctl_path(c.setting);
             if !path.exists() {
                 return Err(format!("this kernel has no kernel.{} ({} is missing)", c.setting.name(), path.display()));
             }
-            vec![Target { path, label: "kernel".into() }]
+            vec![Target { path, label: "kernel".into(), value: None }]
         } else if c.setting == Setting::Hugepages {
             let path = self.sysfs.join(HUGEPAGES_2M).join("nr_hugepages");
             if !path.exists() {
                 return Err(format!("this kernel has no 2 MiB hugepages ({} is missing)", path.display()));
             }
-            vec![Target { path, label: "hugepages-2048kB".into() }]
+            vec![Target { path, label: "hugepages-2048kB".into(), value: None }]
         } else {
             let (dev, dir) = self.device_dir(c.device.as_deref(), c.setting)?;
             let path = dir.join("queue").join(c.setting.file_name());
@@ -363,7 +440,7 @@ impl Settings {
                     c.setting.name()
                 ));
             }
-            vec![Target { path, label: dev }]
+            vec![Target { path, label: dev, value: None }]
         };
         for t in &targets {
             writable(&t.path, c.setting)?;
@@ -438,6 +515,8 @@ impl Settings {
                     return Err(format!("hugepages_2m must be a number of pages, not \"{v}\""));
                 }
             }
+            // Checked with their targets: the value's form and the hardware's range.
+            Setting::CpuFreqKhz | Setting::CpuidleMaxState | Setting::NvmePowerState | Setting::NvmeApst => {}
             Setting::PerfEventParanoid | Setting::KptrRestrict => {
                 if v.parse::<i32>().is_err() {
                     return Err(format!("kernel.{name} must be a number, not \"{v}\""));
@@ -531,6 +610,11 @@ impl Settings {
         let mut entries: Vec<JournalEntry> = Vec::new();
         for (c, targets) in &planned {
             for t in targets {
+                let new = t.value.clone().unwrap_or_else(|| c.value.clone());
+                // Two namespaces of one controller ask the same of it: once.
+                if entries.iter().any(|e| e.path == t.path && e.setting == c.setting && e.new == new && e.setting.per_controller()) {
+                    continue;
+                }
                 if let Some(prev) = entries.iter().find(|e| e.path == t.path) {
                     return Err(Refusal::Other(format!("{} is changed twice in one run: give each setting once", prev.label())));
                 }
@@ -543,7 +627,8 @@ impl Settings {
                     target: t.label.clone(),
                     path: t.path.clone(),
                     original,
-                    new: c.value.clone(),
+                    new,
+                    asked: None,
                 });
             }
         }
@@ -586,11 +671,22 @@ impl Settings {
         journal::store(&self.journal, &j)?;
         crash::arm(&self.journal);
 
-        for (i, e) in entries.iter().enumerate() {
+        for i in 0..entries.len() {
             if !write[i] {
                 continue;
             }
-            if let Err(err) = value::write_verified(e.setting, &e.path, &e.new, &e.target) {
+            let e = &entries[i];
+            let err = match value::write_in_force(e.setting, &e.path, &e.new, &e.target) {
+                Ok(None) => continue,
+                Ok(Some(in_force)) => {
+                    // The kernel clamped it: what is in force is recorded, beside what was asked.
+                    let e = &mut entries[i];
+                    e.asked = Some(std::mem::replace(&mut e.new, in_force));
+                    continue;
+                }
+                Err(err) => err,
+            };
+            {
                 // Roll back the applied ones and the failed one (it may have half taken); a
                 // shared sysctl to the value its other owner set.
                 let back: Vec<JournalEntry> = entries[..=i]
@@ -742,6 +838,7 @@ impl Settings {
         let mut distinct: Vec<&Value> = governors.values().collect();
         distinct.dedup();
         let governor = if distinct.len() == 1 { distinct[0].clone() } else { Value::Null };
+        let (cpufreq, cpuidle) = cpu::snapshot(&self.sysfs);
         json!({
             "device": dev,
             "scheduler": sched,
@@ -754,6 +851,9 @@ impl Settings {
             "nr_requests": num("nr_requests"),
             "governor": governor,
             "governors": if governors.is_empty() { Value::Null } else { Value::Object(governors) },
+            "cpufreq": cpufreq,
+            "cpuidle": cpuidle,
+            "nvme_power": if ok_name { nvme::snapshot(&self.sysfs, dev) } else { Value::Null },
         })
     }
 }
@@ -776,6 +876,10 @@ fn example(s: Setting) -> &'static str {
         Setting::Hugepages => "16",
         Setting::PerfEventParanoid => "0",
         Setting::KptrRestrict => "1",
+        Setting::CpuFreqKhz => "2000000",
+        Setting::CpuidleMaxState => "1",
+        Setting::NvmePowerState => "0",
+        Setting::NvmeApst => "off",
     }
 }
 
@@ -923,6 +1027,7 @@ fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {
         let owner_dir = e.path.parent().and_then(Path::parent);
         let gone = match e.setting {
             Setting::PciDriver => pci::gone(&e.path),
+            Setting::NvmePowerState | Setting::NvmeApst => nvme::gone(&e.path),
             _ => !e.path.exists() && owner_dir.map(|d| !d.exists()).unwrap_or(true),
         };
         if gone {
@@ -965,7 +1070,13 @@ pub struct AppliedGuard {
 impl AppliedGuard {
     /// What was changed, as lines for the user ("loop0 scheduler: none -> kyber").
     pub fn changes(&self) -> Vec<String> {
-        self.entries.iter().map(|e| format!("{}: {} -> {}", e.label(), e.original, e.new)).collect()
+        self.entries
+            .iter()
+            .map(|e| match &e.asked {
+                Some(asked) => format!("{}: {} -> {} (asked {asked}; the kernel clamped it)", e.label(), e.original, e.new),
+                None => format!("{}: {} -> {}", e.label(), e.original, e.new),
+            })
+            .collect()
     }
 
     /// The journal entries this guard owns.

@@ -13,6 +13,12 @@ pub(crate) fn read_current(setting: Setting, path: &Path) -> Result<String, Stri
     if setting == Setting::PciDriver {
         return super::pci::current(path);
     }
+    if setting == Setting::CpuFreqKhz {
+        return super::cpu::read_freq(path);
+    }
+    if setting.per_controller() {
+        return super::nvme::read(setting, path);
+    }
     let raw = read_raw(path)?;
     if setting == Setting::Scheduler {
         return parse_scheduler(&raw).0.ok_or_else(|| format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display()));
@@ -26,7 +32,7 @@ pub(crate) fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
         return true;
     }
     match setting {
-        Setting::Scheduler | Setting::Governor | Setting::PciDriver => false,
+        Setting::Scheduler | Setting::Governor | Setting::PciDriver | Setting::CpuFreqKhz | Setting::NvmeApst => false,
         Setting::WbtLatUsec if want.trim() == "-1" => {
             // -1 asks for the kernel's default, which reads back as that default (or 0 when wbt
             // cannot run on this queue).
@@ -46,6 +52,10 @@ pub(crate) fn write_verified(setting: Setting, path: &Path, value: &str, label: 
     }
     if setting == Setting::Tracefs {
         mount_tracefs(path, value == "mounted")?;
+    } else if setting == Setting::CpuFreqKhz {
+        super::cpu::write_freq(path, value)?;
+    } else if setting.per_controller() {
+        super::nvme::write(setting, path, value)?;
     } else {
         write_value(path, value)?;
     }
@@ -61,6 +71,18 @@ pub(crate) fn write_verified(setting: Setting, path: &Path, value: &str, label: 
     };
     let got = if got.is_empty() { "nothing".to_string() } else { got };
     Err(format!("the kernel ignored {}={value} on {label} (reads back {got}){hint}", setting.name()))
+}
+
+/// Write a change's value: Ok(None) when it reads back as written (`write_verified`), Ok(Some(in
+/// force)) where the kernel clamped a CPU frequency within the hardware's range (the run goes on
+/// with what is in force, recorded beside what was asked). Restoring uses `write_verified`: an
+/// original is put back exactly.
+pub(crate) fn write_in_force(setting: Setting, path: &Path, value: &str, label: &str) -> Result<Option<String>, String> {
+    if setting != Setting::CpuFreqKhz {
+        return write_verified(setting, path, value, label).map(|()| None);
+    }
+    let got = super::cpu::write_freq(path, value)?;
+    Ok((got != value).then_some(got))
 }
 
 /// Mount tracefs on `path`, or unmount it.

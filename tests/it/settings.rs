@@ -845,3 +845,217 @@ fn real_two_iolabs_on_two_loop_devices_share_one_journal_without_blocking() {
     assert_eq!(real_sched(a.name()).0, oa, "the first put its original back");
     assert!(!journal.exists(), "nothing left in the journal");
 }
+
+// The energy knobs: cpufreq limits per policy and the deepest CPU idle state, against fixture
+// sysfs trees (no cpufreq or cpuidle on a VM).
+
+const CPUINFO: (&str, &str) = ("800000", "3600000");
+const IDLE: &[(&str, &str, &str)] = &[("POLL", "0", "0"), ("C1", "2", "2"), ("C1E", "10", "20"), ("C6", "133", "600")];
+
+/// Two cpufreq policies (limits 800000-3600000, running at 1200000) and four idle states on each
+/// of cpu0 and cpu1, none disabled.
+fn cpu_knobs(f: &Fake) {
+    for p in ["policy0", "policy1"] {
+        let d = f.root().join("devices/system/cpu/cpufreq").join(p);
+        fs::create_dir_all(&d).unwrap();
+        for (file, v) in [
+            ("cpuinfo_min_freq", CPUINFO.0),
+            ("cpuinfo_max_freq", CPUINFO.1),
+            ("scaling_min_freq", CPUINFO.0),
+            ("scaling_max_freq", CPUINFO.1),
+            ("scaling_cur_freq", "1200000"),
+        ] {
+            fs::write(d.join(file), format!("{v}\n")).unwrap();
+        }
+    }
+    for cpu in ["cpu0", "cpu1"] {
+        for (i, (name, latency, residency)) in IDLE.iter().enumerate() {
+            let d = f.root().join("devices/system/cpu").join(cpu).join(format!("cpuidle/state{i}"));
+            fs::create_dir_all(&d).unwrap();
+            for (file, v) in [("name", *name), ("latency", *latency), ("residency", *residency), ("disable", "0")] {
+                fs::write(d.join(file), format!("{v}\n")).unwrap();
+            }
+        }
+    }
+}
+
+fn freq(f: &Fake, policy: &str) -> (String, String) {
+    let d = f.root().join("devices/system/cpu/cpufreq").join(policy);
+    let r = |n: &str| fs::read_to_string(d.join(n)).unwrap().trim().to_string();
+    (r("scaling_min_freq"), r("scaling_max_freq"))
+}
+
+fn disabled(f: &Fake, cpu: &str) -> Vec<String> {
+    (0..IDLE.len())
+        .map(|i| {
+            let p = f.root().join("devices/system/cpu").join(cpu).join(format!("cpuidle/state{i}/disable"));
+            fs::read_to_string(p).unwrap().trim().to_string()
+        })
+        .collect()
+}
+
+fn assert_cpu_originals(f: &Fake) {
+    for p in ["policy0", "policy1"] {
+        assert_eq!(freq(f, p), (CPUINFO.0.to_string(), CPUINFO.1.to_string()), "{p}");
+    }
+    for cpu in ["cpu0", "cpu1"] {
+        assert_eq!(disabled(f, cpu), ["0", "0", "0", "0"], "{cpu}");
+    }
+}
+
+#[test]
+fn fake_cpu_freq_and_idle_states_are_set_read_back_and_restored() {
+    let f = Fake::new();
+    cpu_knobs(&f);
+    let s = f.settings();
+    let fixed = Change::parse("cpu_freq_khz=2000000", None).unwrap();
+    let idle = Change::parse("cpuidle_max_state=1", None).unwrap();
+    assert_eq!((fixed.setting, idle.setting), (Setting::CpuFreqKhz, Setting::CpuidleMaxState));
+    let g = s.apply(&[fixed, idle]).unwrap();
+    for p in ["policy0", "policy1"] {
+        assert_eq!(freq(&f, p), ("2000000".to_string(), "2000000".to_string()), "{p}: min = max");
+    }
+    for cpu in ["cpu0", "cpu1"] {
+        assert_eq!(disabled(&f, cpu), ["0", "0", "1", "1"], "{cpu}: C1E and C6 disabled, POLL and C1 left");
+    }
+    let changes = g.changes();
+    assert!(changes.contains(&"policy0 cpu_freq_khz: 800000-3600000 -> 2000000-2000000".to_string()), "{changes:?}");
+    assert!(changes.contains(&"cpu1/state3 cpuidle_max_state: 0 -> 1".to_string()), "{changes:?}");
+    assert_eq!(changes.len(), 2 + 4, "{changes:?}");
+    // The record's read-back: the limits in force, the frequency, the states and which are off.
+    let v = s.snapshot("loop9");
+    assert_eq!(v["cpufreq"]["policy1"]["scaling_min_khz"], 2_000_000);
+    assert_eq!(v["cpufreq"]["policy1"]["cpuinfo_max_khz"], 3_600_000);
+    assert_eq!(v["cpufreq"]["policy0"]["cur_khz"], 1_200_000);
+    assert_eq!(v["cpuidle"]["states"][3]["name"], "C6");
+    assert_eq!(v["cpuidle"]["states"][3]["exit_latency_us"], 133);
+    assert_eq!(v["cpuidle"]["disabled"]["cpu0"], serde_json::json!([2, 3]));
+    let lines = g.restore().unwrap();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    assert_cpu_originals(&f);
+    assert!(!f.journal().exists());
+
+    // A range, from limits the new minimum is above (the maximum goes first), and back.
+    let d = f.root().join("devices/system/cpu/cpufreq/policy0");
+    fs::write(d.join("scaling_max_freq"), "1000000\n").unwrap();
+    let g = s.apply(&[Change::parse("cpu_freq_khz=2000000-3000000", None).unwrap()]).unwrap();
+    assert_eq!(freq(&f, "policy0"), ("2000000".to_string(), "3000000".to_string()));
+    drop(g);
+    assert_eq!(freq(&f, "policy0"), ("800000".to_string(), "1000000".to_string()), "both files put back exactly");
+}
+
+#[test]
+fn fake_cpu_knobs_refuse_bad_values_in_one_line_changing_nothing() {
+    let f = Fake::new();
+    cpu_knobs(&f);
+    let s = f.settings();
+    // Bad input: refused when parsed, whatever the machine.
+    for bad in [
+        "cpu_freq_khz=NaN",
+        "cpu_freq_khz=-2000000",
+        "cpu_freq_khz=1e99",
+        "cpu_freq_khz=3000000-1000000",
+        "cpuidle_max_state=-1",
+        "cpuidle_max_state=deep",
+    ] {
+        let e = Change::parse(bad, None).unwrap_err();
+        assert_eq!(e.kind(), iolab::failure::FailureKind::Invalid, "{bad}: {e}");
+        assert!(!e.to_string().contains('\n'), "{e}");
+    }
+    // What this machine does not have: outside the hardware's range, a state it lacks.
+    for (c, want) in [
+        (Change::new(Setting::CpuFreqKhz, None, "4000000"), "outside policy0's range 800000-3600000 kHz"),
+        (Change::new(Setting::CpuFreqKhz, None, "500000-2000000"), "outside policy0's range"),
+        (Change::new(Setting::CpuidleMaxState, None, "4"), "cpu0 has no idle state 4 (it has 0 POLL, 1 C1, 2 C1E, 3 C6)"),
+    ] {
+        let e = s.check(&c).unwrap_err();
+        assert_eq!(e.kind(), iolab::failure::FailureKind::Unsupported, "{e}");
+        assert!(e.to_string().contains(want) && !e.to_string().contains('\n'), "{e}");
+        assert!(s.apply(&[Change::new(Setting::Governor, None, "performance"), c]).is_err());
+        assert!(!f.journal().exists());
+        assert_cpu_originals(&f);
+        f.assert_originals();
+    }
+    // No cpufreq, no cpuidle: unsupported, saying so.
+    fs::remove_dir_all(f.root().join("devices/system/cpu/cpufreq/policy0")).unwrap();
+    fs::remove_dir_all(f.root().join("devices/system/cpu/cpufreq/policy1")).unwrap();
+    let e = s.check(&Change::new(Setting::CpuFreqKhz, None, "2000000")).unwrap_err().to_string();
+    assert!(e.contains("no CPU frequency scaling here") && e.contains("drop cpu_freq_khz"), "{e}");
+    for cpu in ["cpu0", "cpu1"] {
+        fs::remove_dir_all(f.root().join("devices/system/cpu").join(cpu).join("cpuidle")).unwrap();
+    }
+    let e = s.check(&Change::new(Setting::CpuidleMaxState, None, "1")).unwrap_err().to_string();
+    assert!(e.contains("no CPU idle states here"), "{e}");
+}
+
+#[test]
+fn cli_cpu_knobs_bad_values_exit_2_in_one_line_before_anything_changes() {
+    let f = Fake::new();
+    cpu_knobs(&f);
+    let data = f.dir.path().join("data");
+    fs::File::create(&data).unwrap().set_len(1 << 20).unwrap();
+    let data = data.to_str().unwrap();
+    for (set, want) in [
+        ("cpu_freq_khz=NaN", "cpu_freq_khz must be a frequency in kHz"),
+        ("cpu_freq_khz=-1", "cpu_freq_khz must be a frequency in kHz"),
+        ("cpu_freq_khz=99999999999", "is not a CPU frequency"),
+        ("cpu_freq_khz=9000000", "outside policy0's range"),
+        ("cpuidle_max_state=7", "cpu0 has no idle state 7"),
+        ("cpuidle_max_state=1.5", "cpuidle_max_state must be"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
+            .args(["run", "-q", "--ios", "10", "--set", set, data])
+            .env("IOLAB_SYSFS", f.root())
+            .env("IOLAB_JOURNAL", f.journal())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{set}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{set}: {stderr}");
+        assert!(stderr.contains(want), "{set}: {stderr}");
+        assert_cpu_originals(&f);
+        assert!(!f.journal().exists(), "{set}: nothing journaled");
+    }
+}
+
+#[test]
+fn cli_run_killed_9_holding_the_cpu_knobs_is_undone_by_iolab_restore() {
+    let f = Fake::new();
+    cpu_knobs(&f);
+    let data = f.dir.path().join("data");
+    fs::File::create(&data).unwrap().set_len(1 << 20).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "-q", "--runtime", "60s", "--set", "cpu_freq_khz=1000000-2000000", "--set", "cpuidle_max_state=0"])
+        .arg(&data)
+        .env("IOLAB_SYSFS", f.root())
+        .env("IOLAB_JOURNAL", f.journal())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // The last change written: cpu1's deepest state (policies first, then the idle states).
+    while disabled(&f, "cpu1")[3] != "1" {
+        if std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("the knobs were never applied: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL: nothing of iolab runs
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(freq(&f, "policy1"), ("1000000".to_string(), "2000000".to_string()), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(disabled(&f, "cpu0"), ["0", "1", "1", "1"]);
+    let restore = Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .arg("restore")
+        .env("IOLAB_SYSFS", f.root())
+        .env("IOLAB_JOURNAL", f.journal())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&restore.stdout).into_owned() + &String::from_utf8_lossy(&restore.stderr);
+    assert!(restore.status.success(), "{said}");
+    assert!(said.contains("policy0 cpu_freq_khz: 1000000-2000000 -> 800000-3600000 (restored)"), "{said}");
+    assert_cpu_originals(&f);
+    assert!(!f.journal().exists(), "{said}");
+}
