@@ -4,6 +4,7 @@
 pub mod access;
 pub mod cpu;
 pub mod diskstat;
+pub mod error;
 pub mod flame;
 pub mod interrupts;
 pub mod perf;
@@ -18,6 +19,7 @@ pub mod tracefs;
 use crate::device::sysinfo::{sysfs_disk_for, TargetInfo};
 use crate::engine::WindowHooks;
 use diskstat::DiskStat;
+pub use error::MetersError;
 use interrupts::IrqLine;
 use perf::{CounterSet, CounterValues};
 use procstat::SystemCpu;
@@ -293,7 +295,7 @@ impl WindowMeter for PerfCounters {
 }
 
 /// `--profile layers`: the sampler, or why it could not be opened.
-struct LayerProfile(Result<profile::Profiler, String>);
+struct LayerProfile(Result<profile::Profiler, MetersError>);
 
 impl WindowMeter for LayerProfile {
     fn start(&mut self, _: &[i32]) {
@@ -315,13 +317,13 @@ impl WindowMeter for LayerProfile {
         let Some(cost) = measured.cost.as_mut() else { return };
         cost.profile = Some(match &self.0 {
             Ok(p) => p.report(std::process::id(), ios_per_target.iter().sum()),
-            Err(unavailable) => profile::ProfileResult::Unavailable { unavailable: unavailable.clone() },
+            Err(unavailable) => profile::ProfileResult::Unavailable { unavailable: unavailable.to_string() },
         });
     }
 }
 
 /// `--profile stages`: the tracepoints, or why they could not be opened.
-struct StageTrace(Result<stages::Tracer, String>);
+struct StageTrace(Result<stages::Tracer, MetersError>);
 
 impl WindowMeter for StageTrace {
     fn start(&mut self, workload_tids: &[i32]) {
@@ -343,7 +345,7 @@ impl WindowMeter for StageTrace {
         let Some(cost) = measured.cost.as_mut() else { return };
         cost.stages = Some(match &self.0 {
             Ok(t) => t.report(std::process::id()),
-            Err(unavailable) => stages::StagesResult::Unavailable { unavailable: unavailable.clone() },
+            Err(unavailable) => stages::StagesResult::Unavailable { unavailable: unavailable.to_string() },
         });
     }
 }

@@ -16,6 +16,7 @@ pub mod symbols;
 
 use super::access::{Sysctls, PARANOID_CPU_WIDE};
 use super::ring::{enable, open_event, open_in_group, Ring};
+use super::MetersError;
 pub use attribute::{
     attribute, attribute_counts, FunctionShare, Hardware, HardwareCounts, LayerProfile, LayerShare, ModuleShare, ProfileResult, RunCpu,
     Space, Unprofiled, TOP_FUNCTIONS,
@@ -170,11 +171,11 @@ pub struct Profiler {
 impl Profiler {
     /// One sampling event per online CPU, not yet counting. Err: why profiling cannot be done.
     /// Where the kernel wants `perf_event_paranoid` or `kptr_restrict` lower, `sysctls` lowers them.
-    pub fn open(ncpu: usize, sysctls: &mut Sysctls) -> Result<Profiler, String> {
+    pub fn open(ncpu: usize, sysctls: &mut Sysctls) -> Result<Profiler, MetersError> {
         let rings = (0..ncpu as i32)
             .map(|cpu| sysctls.open_perf(PARANOID_CPU_WIDE, || open_ring(cpu)))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("perf_event_open of a cpu-clock sampling event failed: {e}"))?;
+            .map_err(|e| MetersError::Refused(format!("perf_event_open of a cpu-clock sampling event failed: {e}")))?;
         let kernel_symbols = sysctls.kallsyms(KernelSymbols::parse);
         // After the cpu-clock rings: they lowered perf_event_paranoid where it had to be.
         let hardware = HardwareSampler::open(ncpu);
