@@ -40,6 +40,7 @@ fn main() {
         Cmd::Fleet(cmd) => cli::fleet::main(cmd),
         Cmd::Energy(cmd) => cli::energy::main(cmd),
         Cmd::Export(cmd) => cli::export::main(cmd),
+        Cmd::Import(cmd) => cli::import::main(cmd),
         Cmd::Serve(args) => cli::serve::main(args),
         Cmd::Nbd(cmd) => cli::serve::nbd_main(cmd),
     };

@@ -3,6 +3,7 @@
 //! through the typed, lenient view in [`read`]. A run's record assembles itself from what the
 //! run produced ([`assemble::Outcome`], `RunRecord::assemble`).
 pub mod assemble;
+pub(crate) mod fio;
 pub mod read;
 
 use crate::device::sysinfo::TargetInfo;

@@ -3,6 +3,7 @@ pub mod compare;
 pub mod energy;
 pub mod export;
 pub mod fleet;
+pub mod import;
 pub mod interfaces_cmd;
 pub mod merge;
 pub mod precondition;
@@ -77,6 +78,9 @@ pub enum Cmd {
     /// A plan written as another tool's job file (`iolab export fio PLAN.toml`).
     #[command(subcommand)]
     Export(export::ExportCmd),
+    /// Another tool's results stored beside iolab's (`iolab import fio RESULT.json`).
+    #[command(subcommand)]
+    Import(import::ImportCmd),
     /// Serve a target as a network block device (the NBD protocol) through one of iolab's
     /// interfaces, until Ctrl-C; then what it served and its CPU per request.
     Serve(serve::ServeArgs),

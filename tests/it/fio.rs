@@ -127,6 +127,103 @@ fn fio_rand_read_runs_on_a_scratch_file() {
     assert!(crate::common::u(&rec, "/results/total/ios") > 0, "{rec}");
 }
 
+/// fio's own JSON output (json+) of fio-rand-read.fio on a scratch file imports with fio's
+/// numbers exactly, once however often it is imported, and sits beside iolab's run of the same
+/// job under the same configuration key.
+#[test]
+fn fio_json_of_fio_rand_read_imports_beside_iolabs_run() {
+    let test = "fio_json_of_fio_rand_read_imports_beside_iolabs_run";
+    let Some(files) = examples(test) else { return };
+    let example = files.iter().find(|f| f.ends_with("fio-rand-read.fio")).expect("fio-rand-read.fio is an example");
+    let dir = tempdir();
+    // The example pointed at a scratch file (its relative filename, in this directory), 16 MiB
+    // for its 10 GiB and 1 s for its 900 s, with O_DIRECT (iolab runs libaio only so), and
+    // time_based written with a value: fio's JSON leaves out options written without one.
+    let original = std::fs::read_to_string(example).unwrap();
+    let mut text = original.clone();
+    for (from, to) in [("size=10G", "size=16m"), ("runtime=900", "runtime=1"), ("direct=0", "direct=1"), ("time_based\n", "time_based=1\n")]
+    {
+        assert!(text.contains(from), "{} changed: no '{from}' in it:\n{original}", example.display());
+        text = text.replace(from, to);
+    }
+    let job = write(dir.path(), "fio-rand-read.fio", &text);
+    let scratch = zero_file(dir.path(), "fio-rand-read", 16 << 20);
+    let result = dir.path().join("fio-rand-read.json").display().to_string();
+    let Ok(fio) = std::process::Command::new("fio")
+        .args(["--output-format=json+", &format!("--output={result}"), "fio-rand-read.fio"])
+        .current_dir(dir.path())
+        .output()
+    else {
+        skip_or_fail(test, "fio is not installed: `apt-get install fio` (.ci/run installs it)");
+        return;
+    };
+    assert!(fio.status.success(), "{}", crate::common::said(&fio));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    let read = &json["jobs"][0]["read"];
+    let (iops, bytes, p99) =
+        (read["iops"].as_f64().unwrap(), read["io_bytes"].as_u64().unwrap(), read["clat_ns"]["percentile"]["99.000000"].as_f64().unwrap());
+    assert!(read["clat_ns"]["bins"].is_object(), "json+ gives the bins: {json}");
+
+    let db = dir.path().join("both.db").display().to_string();
+    let import = iolab(&["import", "fio", &result, "--db", &db]);
+    import.assert_ok();
+    assert!(import.stdout.contains("1 fio runs stored"), "{}", import.describe());
+    let again = iolab(&["import", "fio", &result, "--db", &db]);
+    again.assert_ok();
+    assert!(again.stdout.contains("already stored") && again.stdout.contains("0 fio runs stored"), "{}", again.describe());
+
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (n, stored_iops, stored_p99, record): (i64, f64, f64, String) = conn
+        .query_row("SELECT count(*), max(iops), max(lat_p99_ns), max(record) FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .unwrap();
+    assert_eq!(n, 1, "imported twice, stored once");
+    assert_eq!(stored_iops, iops, "fio's IOPS, exactly");
+    assert_eq!(stored_p99, p99, "fio's 99th percentile completion latency");
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert_eq!(record["tool"], serde_json::json!({"name": "fio", "version": json["fio version"]}), "{record}");
+    assert_eq!(record["results"]["read"]["bytes"].as_u64(), Some(bytes), "{record}");
+    assert_eq!(record["results"]["read"]["lat_source"], "clat", "{record}");
+    assert_eq!(record["results"]["cpu"]["fio_usr_pct"], json["jobs"][0]["usr_cpu"], "{record}");
+    assert_eq!(record["results"]["cpu"]["cores"], serde_json::Value::Null, "iolab's own CPU figures: fio has none");
+    assert_eq!(record["completion_path"]["observed"], serde_json::Value::Null, "{record}");
+    let histograms: i64 = conn.query_row("SELECT count(*) FROM histograms", [], |r| r.get(0)).unwrap();
+    assert!(histograms >= 1, "json+'s bins are the run's histogram");
+
+    // The same job through iolab, into the same database: the same configuration.
+    iolab(&["sweep", &job, &scratch.display().to_string(), "--db", &db, "-q"]).assert_ok();
+    let keys: Vec<String> =
+        conn.prepare("SELECT config_key FROM runs ORDER BY id").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(keys[0], keys[1], "fio's run and iolab's run of one job have one configuration");
+    let listed = iolab(&["results", "--db", &db, "--config", &keys[0]]);
+    listed.assert_ok();
+    assert!(listed.stdout.contains("2 runs") && listed.stdout.contains("libaio"), "{}", listed.describe());
+}
+
+/// What is not fio's JSON output is refused in one line, before a database is made.
+#[test]
+fn import_fio_refuses_what_is_not_fios_json() {
+    let dir = tempdir();
+    let db = dir.path().join("none.db");
+    for (name, text, says) in [
+        ("text.json", "fio: this is not JSON\n", "text.json: not JSON"),
+        (
+            "other.json",
+            "{\"jobs\": [{\"jobname\": \"j\"}]}",
+            "other.json: not fio's JSON output (--output-format=json): it has no \"fio version\"",
+        ),
+        ("empty.json", "{\"fio version\": \"fio-3.33\", \"jobs\": []}", "empty.json: fio's JSON output has no jobs"),
+        ("nothing.json", "", "nothing.json: empty"),
+    ] {
+        let f = write(dir.path(), name, text);
+        let line = iolab(&["import", "fio", &f, "--db", &db.display().to_string()]).assert_usage_error();
+        assert!(line.starts_with(&format!("iolab: {says}")), "{name}: {line}");
+        assert!(!db.exists(), "{name}: refused before anything was made");
+    }
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();

@@ -124,6 +124,23 @@ pub fn plans(path: &Path, text: &str, only: Option<&str>, ignore: &[String], tar
     Ok(out)
 }
 
+/// One job of fio's JSON output as a plan, through the same table as a job file: `printed` is
+/// the job's options as fio printed them (its `global options`, then its `job options`), each
+/// named with where it was printed (`at`). `ignore`: `--fio-ignore`'s options. The job stands
+/// alone (a result, run beside nothing that iolab would run).
+pub(crate) fn plan_of_printed(stem: &str, name: &str, printed: &[(String, String, String)], ignore: &[String]) -> Result<Mapped, String> {
+    let written: Vec<Opt> =
+        printed.iter().map(|(key, value, at)| Opt { key: key.clone(), value: Some(value.clone()), at: at.clone() }).collect();
+    for i in ignore {
+        if i != CONCURRENCY && table::find(i).is_none() {
+            return Err(format!("--fio-ignore {i}: not a fio option (docs/fio.md lists them)"));
+        }
+    }
+    let mut ignore = ignore.to_vec();
+    ignore.push(CONCURRENCY.into());
+    translate(stem, name, &written, &[], &ignore, &[])
+}
+
 /// A plan's configurations as a fio job file: one job per configuration, in the plan's order,
 /// each after the one before (stonewall), through the table's reverse direction.
 pub fn export(plan_name: &str, text: &str) -> Result<String, String> {
