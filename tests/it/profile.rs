@@ -1,6 +1,7 @@
 //! `--profile layers` on a real kernel: a file on this machine's disk shows its layers; the
 //! sysctls the kernel wants lower for it are lowered for the run and put back.
 use crate::common::{self, iolab_in};
+use iolab::meters::profile::events::PERIOD_NS;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -298,14 +299,16 @@ fn a_user_who_may_not_lower_perf_event_paranoid_is_told_so_in_one_line() {
 }
 
 /// Per layer, the most iolab's split of the run's CPU and Linux perf's may differ when both
-/// sample every CPU with `cpu-clock` at 4 kHz over the same window, in percentage points of the
+/// sample every CPU with `cpu-clock` at iolab's period (~3950 Hz) over the same window, in percentage points of the
 /// run's samples (docs/profiling.md, "Against Linux perf"): over five runs of this test on a
 /// 2-CPU VM other builds share, the layer that differed most differed by 3.6 to 7.9 points (the
 /// device driver's, in four of them), with ~1800 samples a side.
 const PERF_TOLERANCE_POINTS: f64 = 10.0;
 
 /// Issue 28 item 3: iolab's layer split agrees with Debian's `perf record -a -e cpu-clock -c
-/// 250000 -g` of the same command, perf's samples taken as iolab takes the run's (its process,
+/// PERIOD_NS -g` of the same command (iolab's period: at 250 µs, a divisor of the 4 ms tick, both
+/// samplers alias with a run that a loaded CPU schedules in step with the tick, each by the phase
+/// it started at: `meters::profile::events::PERIOD_NS`), perf's samples taken as iolab takes the run's (its process,
 /// and interrupt work on an idle CPU), inside the profiled window (perf's clock is the wall
 /// clock, `-k CLOCK_REALTIME`), each frame put in its layer by iolab's map, a lock's sample its
 /// caller's; per layer within [`PERF_TOLERANCE_POINTS`].
@@ -353,7 +356,7 @@ fn one_comparison(perf: &Path) -> Result<String, String> {
         json.display()
     );
     let out = Command::new(perf)
-        .args(["record", "-q", "-k", "CLOCK_REALTIME", "-a", "-e", "cpu-clock", "-c", "250000", "-g", "-o"])
+        .args(["record", "-q", "-k", "CLOCK_REALTIME", "-a", "-e", "cpu-clock", "-c", &PERIOD_NS.to_string(), "-g", "-o"])
         .arg(&data)
         .args(["--", "sh", "-c", &script])
         .env("TMPDIR", dir.path())
