@@ -47,7 +47,8 @@ fn fio(a: &FioArgs) -> Result<(), Failure> {
         // The sweep's plan carries the job's identity, so the same job imported again is found.
         let plan_text = format!("# fio's JSON output {file}, job '{}' ({}), identity {uid}\n{}", j.jobname, read.version, j.plan.text);
         let hash = crate::plan::sweep::plan_hash(&plan_text, &[]);
-        if let Some(s) = store.sweep_infos()?.into_iter().find(|s| s.plan_hash == hash) {
+        // Found by its identity alone: the same output under another file name is the same run.
+        if let Some(s) = store.sweep_infos()?.into_iter().find(|s| s.plan_text.contains(&format!(", identity {uid}\n"))) {
             println!("fio job '{}': already stored (sweep {}), not stored again", j.jobname, s.id);
             had += 1;
             continue;

@@ -104,6 +104,10 @@ pub(crate) fn read(file: &str, text: &str, ignore: &[String]) -> Result<FioFile,
                 "fio job '{jobname}' ({file}): numjobs={clones}: fio reported each of its clones alone, and iolab's run is all {clones} together: run fio with group_reporting to import it"
             ));
         }
+        let mut printed = printed;
+        if let Some(why) = time_based_shown(&printed, j) {
+            printed.push(("time_based".into(), "1".into(), format!("{file}: not printed; {why}")));
+        }
         let plan = crate::plan::fio::plan_of_printed(file, jobname, &printed, ignore)?;
         let e = crate::plan::sweep::expand(&plan.text, &[]).map_err(|e| format!("fio job '{jobname}' ({file}): {e}"))?;
         let c = e.configs.into_iter().next().ok_or_else(|| format!("fio job '{jobname}' ({file}): its plan has no configuration"))?;
@@ -112,6 +116,24 @@ pub(crate) fn read(file: &str, text: &str, ignore: &[String]) -> Result<FioFile,
         out.push(FioJob { jobname: jobname.to_string(), plan, key: c.key, job: c.job, record, identity });
     }
     Ok(FioFile { version, note, jobs: out })
+}
+
+/// fio prints no option written without a value, so a bare `time_based` is missing from its
+/// JSON. Without it fio never does more than the job's bytes (`io_size`, else `size`, times
+/// `loops` and `numjobs`), so a job that did more ran time_based: Some(why) then, None when the
+/// job printed time_based, has no runtime, or did no more than its bytes.
+fn time_based_shown(printed: &[(String, String, String)], j: &Value) -> Option<String> {
+    let value = |k: &str| printed.iter().rev().find(|(n, ..)| n == k).map(|(_, v, _)| v.as_str());
+    value("runtime")?;
+    if value("time_based").is_some() {
+        return None;
+    }
+    let kb = if value("kb_base").map(str::trim) == Some("1000") { 1000 } else { 1024 };
+    let per_clone = crate::plan::fio::parse::size(value("io_size").or(value("size"))?, kb).ok()?;
+    let times = |k: &str| value(k).map_or(Some(1), |v| v.trim().parse::<u64>().ok());
+    let bytes = per_clone.checked_mul(times("loops")?)?.checked_mul(times("numjobs")?.max(1))?;
+    let done: u64 = ["read", "write", "trim"].iter().filter_map(|d| j.get(*d)?.get("io_bytes")?.as_u64()).sum();
+    (done > bytes).then(|| format!("fio did {done} bytes, more than the job's {bytes}, which it does only with time_based"))
 }
 
 fn num(v: &Value, k: &str) -> Value {
@@ -326,6 +348,19 @@ mod tests {
         // Read back as the store reads a record: fio's numbers, iolab's own CPU unknown.
         let back = super::super::read::Record::of(r);
         assert_eq!((back.results.total.iops, back.results.total.lat_ns.p99, back.results.cpu.cores), (Some(999.000999), Some(800.0), None));
+    }
+
+    /// A bare time_based, which fio's JSON leaves out, is seen in what fio did.
+    #[test]
+    fn a_time_based_fio_left_out_is_seen_in_its_bytes() {
+        let bare = DOC.replace("\"time_based\": \"1\", ", "").replace("\"size\": \"16m\"", "\"size\": \"1m\"");
+        assert!(!bare.contains("time_based"));
+        let f = read("r.json", &bare, &[]).unwrap();
+        assert_eq!(f.jobs[0].job.timing.budget, crate::plan::Budget::Seconds(1.0), "4096000 bytes done of a 1m job");
+        assert!(f.jobs[0].plan.lines.iter().any(|(o, _)| o == "time_based=1"), "{:?}", f.jobs[0].plan.lines);
+        // No more than its size done: fio may have stopped at either, and iolab says so.
+        let small = bare.replace("\"size\": \"1m\"", "\"size\": \"1g\"");
+        assert!(read("r.json", &small, &[]).err().unwrap().contains("runtime=1: without time_based"));
     }
 
     #[test]

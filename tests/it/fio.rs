@@ -168,9 +168,14 @@ fn fio_json_of_fio_rand_read_imports_beside_iolabs_run() {
     let import = iolab(&["import", "fio", &result, "--db", &db]);
     import.assert_ok();
     assert!(import.stdout.contains("1 fio runs stored"), "{}", import.describe());
-    let again = iolab(&["import", "fio", &result, "--db", &db]);
-    again.assert_ok();
-    assert!(again.stdout.contains("already stored") && again.stdout.contains("0 fio runs stored"), "{}", again.describe());
+    // Again, and under another name: the same output, stored once.
+    let renamed = dir.path().join("renamed.json").display().to_string();
+    std::fs::copy(&result, &renamed).unwrap();
+    for f in [&result, &renamed] {
+        let again = iolab(&["import", "fio", f, "--db", &db]);
+        again.assert_ok();
+        assert!(again.stdout.contains("already stored") && again.stdout.contains("0 fio runs stored"), "{}", again.describe());
+    }
 
     let conn = rusqlite::Connection::open(&db).unwrap();
     let (n, stored_iops, stored_p99, record): (i64, f64, f64, String) = conn

@@ -59,6 +59,27 @@ What a job becomes:
   `--fio-ignore OPTION` (repeatable) drops it, shown in the dry run and recorded in the plan's
   description (a sweep stores it with the plan; `iolab run --fio` keeps it in the record's command
   line).
+
+**fio's results beside iolab's**: `iolab import fio RESULT.json --db DB` stores fio's JSON output
+(`--output-format=json`, or `json+`, whose latency bins become the run's histogram; of the several
+documents `--status-interval` writes, the last, the whole run, and it says so) as runs of fio's,
+one per job fio reports (with `group_reporting`, one for the group; numjobs clones reported one by
+one are refused, since iolab's run is all of them together). Each job is a sweep of its own, named
+`RESULT.json/JOB`, whose configuration comes from the options fio printed (its `global options`,
+then the job's `job options`) through this same table, so fio's run and iolab's run of one job file
+have one configuration key (`iolab results --config KEY` lists both; an option iolab refuses is
+refused here too, and `--fio-ignore` drops it). fio prints no option written without a value
+(`time_based`, `hipri`, `sqthread_poll`, `fixedbufs` as bare words): a bare `time_based` is seen in
+what fio did (more bytes than the job's, which fio does only time_based, and the mapping line says
+so); write the others with a value (`hipri=1`) for the import to see them. The record carries
+`\"tool\": {\"name\": \"fio\", \"version\": \"fio-3.33\"}`, the options as fio printed them (`fio.options`) and fio's numbers as printed, never recomputed: IOPS,
+bytes per second, bytes and I/Os per direction (the total is the one direction that did I/O, or the
+two added), mean, min, max and percentile latency (fio's completion latency `clat`, or `lat` where
+`lat_percentiles` gave it the percentiles: `lat_source` says which; a percentile fio did not print
+is null), the run time, and fio's `usr_cpu`, `sys_cpu` and `ctx` (`results.cpu.fio_usr_pct`,
+`fio_sys_pct`, `fio_ctx`). What fio does not report is null: iolab's own CPU figures, the
+completion path the device showed, the cost by thread class, energy, the host and kernel. A file
+imported again stores nothing twice (each job's identity is derived from the file's content).
 ";
 
 /// Is this plan file a fio job file: named `*.fio`, or holding a `[section]` that no plan has
