@@ -687,6 +687,43 @@ fn a_database_migrated_from_version_1_holds_what_the_same_records_stored_fresh_h
     assert_eq!(a, b);
 }
 
+/// fio's runs of a configuration (as `iolab import fio` stores them, with a `tool` object) beside
+/// iolab's: `results` says which tool made each and selects by tool, the CSV keeps its released
+/// columns first and adds the tool and the efficiencies after them, and `compare --by tool`
+/// compares the tools, energy efficiency among the metrics.
+#[test]
+fn results_and_compare_tell_another_tool_s_runs_apart() {
+    let d = tmp();
+    let db = d.path().join("iolab.db");
+    let mut s = Store::open(&db).unwrap();
+    let sw = s.create_sweep("s", "", "h", 1, &plan(1, 6)).unwrap();
+    for (i, p) in s.planned_runs(sw).unwrap().iter().enumerate() {
+        let mut r = if i < 3 { efficient_record() } else { fio_record() };
+        r["results"]["total"]["iops"] = json!(1000.0 + 10.0 * i as f64);
+        r["energy"] =
+            json!({"efficiency": [{"component": "ssd", "iops_per_joule": if i < 3 { 100.0 + i as f64 } else { 200.0 + i as f64 }}]});
+        s.record_run(Some(p.id), &r).unwrap();
+    }
+    drop(s);
+    let db = db.to_str().unwrap();
+    let list = crate::common::iolab_in(d.path(), &["results", "--db", db]);
+    list.assert_ok();
+    let lines: Vec<&str> = list.stdout.lines().collect();
+    assert!(lines[0].contains(" tool"), "{}", list.describe());
+    assert_eq!(lines.iter().filter(|l| l.contains(" fio ")).count(), 3, "{}", list.describe());
+    let fio = crate::common::iolab_in(d.path(), &["results", "--db", db, "--tool", "fio"]);
+    assert!(fio.assert_ok().stdout.contains("\n3 runs\n"), "{}", fio.describe());
+    let csv = crate::common::iolab_in(d.path(), &["results", "--db", db, "--csv", "-"]);
+    let header = csv_cells(csv.assert_ok().stdout.lines().next().unwrap());
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    assert!(at("fell_back") < at("error") && at("error") < at("tool") && at("tool") < at("ssd_iops_per_joule"), "{header:?}");
+    let by = crate::common::iolab_in(d.path(), &["compare", "cfg0", "--by", "tool", "--db", db]);
+    by.assert_ok();
+    assert!(by.stdout.contains("by tool, each against A = iolab") && by.stdout.contains("B = fio"), "{}", by.describe());
+    let eff = by.stdout.lines().find(|l| l.starts_with("ssd_iops_per_joule")).unwrap_or_else(|| panic!("{}", by.describe()));
+    assert!(eff.contains("faster"), "{}", by.describe());
+}
+
 #[test]
 fn foreign_newer_and_damaged_databases_are_refused_in_one_line() {
     let d = tmp();
