@@ -26,6 +26,13 @@ pub enum Metric {
     /// Energy per I/O over the measured window, joules, when the record has an energy reading
     /// (see [`Metric::of_record`]).
     JoulesPerIo,
+    /// I/Os per joule of the drive (`runs.ssd_iops_per_joule`, the record's `energy.efficiency`;
+    /// higher is better).
+    SsdIopsPerJoule,
+    /// I/Os per joule of the CPU package (`runs.cpu_iops_per_joule`).
+    CpuIopsPerJoule,
+    /// I/Os per joule of the whole system (`runs.system_iops_per_joule`).
+    SystemIopsPerJoule,
 }
 
 /// Which scope of an energy report counts, in order of preference. Scopes overlap and are never
@@ -84,7 +91,16 @@ fn cpu_ns_per_io(cores: Option<f64>, iops: Option<f64>) -> Option<f64> {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [Metric::Iops, Metric::LatMeanNs, Metric::LatP99Ns, Metric::CpuNsPerIo, Metric::JoulesPerIo];
+    pub const ALL: [Metric; 8] = [
+        Metric::Iops,
+        Metric::LatMeanNs,
+        Metric::LatP99Ns,
+        Metric::CpuNsPerIo,
+        Metric::JoulesPerIo,
+        Metric::SsdIopsPerJoule,
+        Metric::CpuIopsPerJoule,
+        Metric::SystemIopsPerJoule,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -93,12 +109,16 @@ impl Metric {
             Metric::LatP99Ns => "lat_p99_ns",
             Metric::CpuNsPerIo => "cpu_ns_per_io",
             Metric::JoulesPerIo => "joules_per_io",
+            Metric::SsdIopsPerJoule => "ssd_iops_per_joule",
+            Metric::CpuIopsPerJoule => "cpu_iops_per_joule",
+            Metric::SystemIopsPerJoule => "system_iops_per_joule",
         }
     }
 
-    /// True for throughput; false for latencies and costs, where lower is better.
+    /// True for throughput and I/Os per joule; false for latencies and costs, where lower is
+    /// better.
     pub(crate) fn higher_is_better(self) -> bool {
-        matches!(self, Metric::Iops)
+        matches!(self, Metric::Iops | Metric::SsdIopsPerJoule | Metric::CpuIopsPerJoule | Metric::SystemIopsPerJoule)
     }
 
     /// The metric's value in a stored run's row; None when the run did not measure it (and
@@ -110,6 +130,9 @@ impl Metric {
             Metric::LatP99Ns => r.metrics.lat_p99_ns,
             Metric::CpuNsPerIo => cpu_ns_per_io(r.metrics.cpu_cores, r.metrics.iops),
             Metric::JoulesPerIo => None,
+            Metric::SsdIopsPerJoule => r.metrics.ssd_iops_per_joule,
+            Metric::CpuIopsPerJoule => r.metrics.cpu_iops_per_joule,
+            Metric::SystemIopsPerJoule => r.metrics.system_iops_per_joule,
         };
         v.filter(|x| x.is_finite())
     }
@@ -126,13 +149,21 @@ impl Metric {
             Metric::LatP99Ns => total.lat_ns.p99,
             Metric::CpuNsPerIo => cpu_ns_per_io(rec.results.cpu.cores, total.iops),
             Metric::JoulesPerIo => joules_per_io(rec.energy.as_ref()?, total.ios).map(|(j, _)| j),
+            m @ (Metric::SsdIopsPerJoule | Metric::CpuIopsPerJoule | Metric::SystemIopsPerJoule) => {
+                let all = crate::store::columns::Metrics::of(rec);
+                match m {
+                    Metric::SsdIopsPerJoule => all.ssd_iops_per_joule,
+                    Metric::CpuIopsPerJoule => all.cpu_iops_per_joule,
+                    _ => all.system_iops_per_joule,
+                }
+            }
         };
         v.filter(|x| x.is_finite())
     }
 }
 
 /// How configuration b stands against a in one metric. "Faster" means better in the metric's
-/// direction (more IOPS; less latency, CPU or energy per I/O).
+/// direction (more IOPS or I/Os per joule; less latency, CPU or energy per I/O).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -326,6 +357,22 @@ mod tests {
         let m = crate::store::columns::Metrics::of(&r);
         assert_eq!((m.iops, m.completion_observed.as_deref(), m.busy_cores), (Some(1000.0), Some("polled"), Some(0.5)));
         assert_eq!(Metric::JoulesPerIo.of_record(&r), Some(0.01));
+    }
+
+    /// The efficiencies the store keeps are compared as metrics, higher being better, read alike
+    /// from a row and from a record.
+    #[test]
+    fn efficiency_is_a_metric_read_from_the_row_and_the_record() {
+        let rec = Record::of(&serde_json::json!({"energy": {"efficiency": [
+            {"component": "ssd", "iops_per_joule": 900.0}, {"component": "system", "iops_per_joule": 30.0}]}}));
+        assert_eq!(Metric::SsdIopsPerJoule.of_record(&rec), Some(900.0));
+        assert_eq!(Metric::SystemIopsPerJoule.of_record(&rec), Some(30.0));
+        assert_eq!(Metric::CpuIopsPerJoule.of_record(&rec), None);
+        assert_eq!(verdict(Metric::SsdIopsPerJoule, Some(0.01), 5.0, ALPHA), Verdict::Faster);
+        let a = Replicates { config_key: "a".into(), values: vec![(Metric::SystemIopsPerJoule, vec![10.0, 11.0, 10.5])] };
+        let b = Replicates { config_key: "b".into(), values: vec![(Metric::SystemIopsPerJoule, vec![20.0, 21.0, 20.5])] };
+        let c = compare(&a, &b, ALPHA);
+        assert_eq!((c.len(), c[0].metric, c[0].verdict), (1, Metric::SystemIopsPerJoule, Verdict::Faster));
     }
 
     #[test]

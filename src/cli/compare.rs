@@ -20,10 +20,49 @@ pub struct CompareArgs {
     /// Database holding B (default: --db).
     #[arg(long)]
     pub db_b: Option<PathBuf>,
-    /// Configuration A across machines (a merged database): one column per host, kernel or
-    /// target device, each against the first.
+    /// Configuration A across machines (a merged database) or tools: one column per host,
+    /// kernel, target device or tool (iolab, fio for runs `iolab import fio` stored), each against
+    /// the first.
     #[arg(long, value_enum, conflicts_with_all = ["b", "db_b"])]
-    pub by: Option<Machine>,
+    pub by: Option<By>,
+}
+
+/// What `--by` tells runs of one configuration apart by: a machine, or the tool that made them.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    Host,
+    Kernel,
+    Device,
+    /// The tool that made the run (`runs.tool`).
+    Tool,
+}
+
+impl By {
+    fn machine(self) -> Option<Machine> {
+        match self {
+            By::Host => Some(Machine::Host),
+            By::Kernel => Some(Machine::Kernel),
+            By::Device => Some(Machine::Device),
+            By::Tool => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        self.machine().map_or("tool", Machine::name)
+    }
+
+    /// The run's host, kernel, device or tool.
+    fn of(self, r: &crate::store::RunRow) -> Option<String> {
+        self.machine().map_or_else(|| Some(r.tool.clone()), |m| m.of(r))
+    }
+
+    /// `f` narrowed to the runs of `value`.
+    fn only(self, f: &RunFilter, value: &str) -> RunFilter {
+        match self.machine() {
+            Some(m) => m.only(f, value),
+            None => RunFilter { tool: Some(value.into()), ..f.clone() },
+        }
+    }
 }
 
 fn fmt(m: Metric, x: f64) -> String {
@@ -32,6 +71,7 @@ fn fmt(m: Metric, x: f64) -> String {
         Metric::Iops => format_count(x),
         Metric::LatMeanNs | Metric::LatP99Ns | Metric::CpuNsPerIo => format_ns(x),
         Metric::JoulesPerIo => format!("{:.3} mJ", x * 1e3),
+        Metric::SsdIopsPerJoule | Metric::CpuIopsPerJoule | Metric::SystemIopsPerJoule => format!("{} IO/J", format_count(x)),
     }
 }
 
@@ -82,21 +122,26 @@ fn table(ra: &Replicates, rb: &Replicates) {
     }
 }
 
-/// One configuration on every machine of a database: the first (by name) is A, each other B.
-fn across(args: &CompareArgs, by: Machine) -> Result<(), Failure> {
+/// One configuration on every machine (or by every tool) of a database: the first (by name;
+/// by tool, iolab) is A, each other B.
+fn across(args: &CompareArgs, by: By) -> Result<(), Failure> {
     let store = Store::open_existing(&args.db)?;
     let rows = store.list_runs(&RunFilter { config_key: Some(args.a.clone()), status: Some("ok".into()), ..Default::default() })?;
     let mut machines: Vec<String> = rows.iter().filter_map(|r| by.of(r)).collect();
-    machines.sort();
+    // By tool, iolab's own runs are A where there are any.
+    machines.sort_by_key(|m| (by == By::Tool && m != "iolab", m.clone()));
     machines.dedup();
     let what = by.name();
     if machines.len() < 2 {
         return Err(Failure::invalid(format!(
-            "'{}' in {} was measured on {} {what}{}: --by {what} needs runs from two or more (merge databases with `iolab merge`)",
+            "'{}' in {} was measured {} {} {what}{}: --by {what} needs runs {} two or more ({})",
             args.a,
             crate::secret::redact_path(&args.db),
+            if by == By::Tool { "by" } else { "on" },
             machines.len(),
-            machines.first().map(|m| format!(" ({m})")).unwrap_or_default()
+            machines.first().map(|m| format!(" ({m})")).unwrap_or_default(),
+            if by == By::Tool { "of" } else { "from" },
+            if by == By::Tool { "store another tool's runs with `iolab import`" } else { "merge databases with `iolab merge`" }
         )));
     }
     let select = |m: &str| by.only(&RunFilter { config_key: Some(args.a.clone()), status: Some("ok".into()), ..Default::default() }, m);
@@ -108,7 +153,8 @@ fn across(args: &CompareArgs, by: Machine) -> Result<(), Failure> {
         table(&ra, &rb);
     }
     println!(
-        "\nWelch's t-test (unequal variances), two-sided, alpha {ALPHA}, each machine against A without correction for the {} comparisons.",
+        "\nWelch's t-test (unequal variances), two-sided, alpha {ALPHA}, each {} against A without correction for the {} comparisons.",
+        if by == By::Tool { "tool" } else { "machine" },
         machines.len() - 1
     );
     Ok(())

@@ -31,6 +31,9 @@ pub struct ResultsArgs {
     /// Only runs with this device among their targets (e.g. nvme0n1).
     #[arg(long)]
     pub device: Option<String>,
+    /// Only runs made by this tool (iolab, or e.g. fio for runs `iolab import fio` stored).
+    #[arg(long)]
+    pub tool: Option<String>,
     #[arg(long)]
     pub limit: Option<usize>,
     /// List the sweeps instead of runs.
@@ -87,6 +90,7 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
         hostname: a.host.clone(),
         kernel: a.kernel.clone(),
         device: a.device.clone(),
+        tool: a.tool.clone(),
         limit: a.limit,
         ..Default::default()
     };
@@ -104,8 +108,10 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
     let machine = |r: &crate::store::RunRow| format!("{} {}", r.hostname.as_deref().unwrap_or("?"), r.kernel.as_deref().unwrap_or("?"));
     let machines: std::collections::BTreeSet<String> = rows.iter().map(machine).collect();
     let several = machines.len() > 1;
+    // Runs another tool made (`iolab import fio`): each row says which tool.
+    let tools = rows.iter().any(|r| r.tool != "iolab");
     println!(
-        "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}",
+        "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}{}",
         "run",
         "sweep",
         "rep",
@@ -122,12 +128,13 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
         "p99",
         "cores",
         "path",
+        if tools { " tool      " } else { "" },
         if several { " machine (host kernel)" } else { "" }
     );
     for r in &rows {
         let opt = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
         println!(
-            "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}",
+            "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}{}",
             r.id,
             r.sweep_id.map(|s| s.to_string()).unwrap_or("-".into()),
             r.replicate.map(|x| (x + 1).to_string()).unwrap_or("-".into()),
@@ -144,6 +151,7 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
             opt(r.metrics.lat_p99_ns, &format_ns),
             opt(r.metrics.cpu_cores, &|x| format!("{x:.2}")),
             r.metrics.completion_observed.clone().unwrap_or("-".into()),
+            if tools { format!(" {:<10}", r.tool) } else { String::new() },
             if several { format!(" {}", machine(r)) } else { String::new() }
         );
     }

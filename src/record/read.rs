@@ -290,6 +290,18 @@ lenient_structs! {
         sources: Option<Vec<EnergySource>>,
         /// A bare total without sources (hand-made records).
         joules: Option<f64>,
+        /// I/Os and bytes per joule of the drive, the CPU and the system (`ComponentEfficiency`).
+        efficiency: Vec<Efficiency>,
+    }
+
+    /// `energy::record::ComponentEfficiency`.
+    pub struct Efficiency {
+        /// ssd, cpu or system.
+        component: Option<String>,
+        iops_per_joule: Option<f64>,
+        bytes_per_joule: Option<f64>,
+        iops_per_dynamic_joule: Option<f64>,
+        bytes_per_dynamic_joule: Option<f64>,
     }
 
     pub struct EnergySource {

@@ -1,73 +1,18 @@
 //! CSV export: one row per run, RFC 4180 quoting, empty cells for unknown values.
 
-use super::columns::{cell as o, RUN_METRICS};
+use super::columns::csv_layout;
 use super::RunRow;
 use std::io::Write;
 
-/// The CSV header: identity, spec and environment, the metrics (`RUN_METRICS`), the error last.
+/// The CSV header (`columns::csv_layout`): identity, spec and environment, the metrics, the
+/// error, as released; then the columns of later schema versions (`tool`, `tool_version`, the
+/// energy efficiencies).
 pub fn csv_columns() -> Vec<&'static str> {
-    let head = [
-        "run_id",
-        "sweep_id",
-        "planned_id",
-        "replicate",
-        "config_key",
-        "status",
-        "started_at",
-        "hostname",
-        "kernel",
-        "iolab_version",
-        "devices",
-        "interface",
-        "submit",
-        "complete",
-        "rw",
-        "write_mix",
-        "bs",
-        "qd",
-        "threads",
-        "batch_submit",
-        "batch_reap",
-        "direct",
-        "budget_kind",
-        "budget_value",
-        "targets",
-    ];
-    head.into_iter().chain(RUN_METRICS.iter().map(|c| c.name)).chain(["error"]).collect()
+    csv_layout().into_iter().map(|c| c.header).collect()
 }
 
 fn cells(r: &RunRow) -> Vec<String> {
-    [
-        r.id.to_string(),
-        o(&r.sweep_id),
-        o(&r.planned_id),
-        o(&r.replicate),
-        o(&r.config_key),
-        r.status.clone(),
-        r.started_at.to_string(),
-        o(&r.hostname),
-        o(&r.kernel),
-        o(&r.iolab_version),
-        o(&r.devices),
-        r.interface.clone(),
-        r.submit.clone(),
-        r.complete.clone(),
-        r.rw.clone(),
-        r.write_mix.to_string(),
-        r.bs.to_string(),
-        r.qd.to_string(),
-        r.threads.to_string(),
-        r.batch_submit.to_string(),
-        r.batch_reap.to_string(),
-        r.direct.to_string(),
-        o(&r.budget_kind),
-        o(&r.budget_value),
-        r.targets.join(";"),
-    ]
-    .into_iter()
-    .chain(r.metrics.cells())
-    .chain([o(&r.error)])
-    .collect()
+    r.cells()
 }
 
 /// RFC 4180 quoting of one cell. A text cell a spreadsheet would take for a formula (starting

@@ -1,25 +1,16 @@
 //! From a run record (the JSON value of `record::RunRecord`) to the columns, histograms and
 //! series the database keeps, and back.
 
-use super::columns::Metrics;
+use super::columns::{self, need};
 use crate::record::read::{CpuPart, Record, RunCpu};
 use rusqlite::types::Value as Sql;
 use serde_json::{Map, Value};
 
 pub const DIRECTIONS: [&str; 3] = ["read", "write", "total"];
 
-/// A required spec field, as text or integer.
-fn need(path: &str, col: Sql) -> Result<Sql, String> {
-    if matches!(col, Sql::Null) {
-        Err(format!("run record has no usable {path}"))
-    } else {
-        Ok(col)
-    }
-}
-
 /// What `record_run` writes for one record.
 pub struct Extracted {
-    /// (column, value) for the `runs` row, without the store's own columns; `status` first.
+    /// (column, value) for the `runs` row, without the store's own columns (`columns::record_values`).
     pub columns: Vec<(&'static str, Sql)>,
     /// The record with histograms set to null and the series emptied (they live in their own
     /// tables and are put back by `reassemble`).
@@ -105,40 +96,11 @@ pub(crate) fn extract(record: &Value) -> Result<Extracted, String> {
         return Err("run record is not a JSON object".into());
     }
     let r = Record::of(record);
-    let status = need("status", Sql::from(r.status.map(|s| s.name().to_string())))?;
+    need("status", Sql::from(r.status.map(|s| s.name().to_string())))?;
     if !record.get("spec").is_some_and(Value::is_object) {
         return Err("run record has no spec".into());
     }
-    let (spec, env) = (&r.spec, &r.environment);
-    let text = |v: &Option<String>| Sql::from(v.clone());
-    let started = env.started_at_unix_s.unwrap_or_else(super::now);
-    let devices: Vec<&str> = env.targets.iter().filter_map(|t| t.device.as_deref()).collect();
-    let targets = spec.targets.clone().unwrap_or(Value::Array(vec![]));
-    let mut columns = vec![
-        ("status", status),
-        ("error", text(&r.error)),
-        ("record_schema", Sql::from(r.schema_version)),
-        ("started_at", Sql::Real(started)),
-        ("hostname", text(&env.hostname)),
-        ("kernel", text(&env.kernel)),
-        ("iolab_version", text(&env.iolab_version)),
-        ("devices", if devices.is_empty() { Sql::Null } else { Sql::Text(devices.join(",")) }),
-        ("interface", need("spec.interface", text(&spec.interface))?),
-        ("submit", need("spec.submit", text(&spec.submit))?),
-        ("complete", need("spec.complete", text(&spec.complete))?),
-        ("rw", need("spec.rw", text(&spec.rw))?),
-        ("write_mix", need("spec.write_mix", Sql::from(spec.write_mix))?),
-        ("bs", need("spec.bs", Sql::from(spec.bs))?),
-        ("qd", need("spec.qd", Sql::from(spec.qd))?),
-        ("threads", need("spec.threads", Sql::from(spec.threads))?),
-        ("batch_submit", need("spec.batch_submit", Sql::from(spec.batch_submit))?),
-        ("batch_reap", need("spec.batch_reap", Sql::from(spec.batch_reap))?),
-        ("direct", need("spec.direct", Sql::from(spec.direct))?),
-        ("budget_kind", text(&spec.budget.kind)),
-        ("budget_value", Sql::from(spec.budget.value)),
-        ("targets", Sql::Text(targets.to_string())),
-    ];
-    columns.extend(Metrics::of(&r).values());
+    let columns = columns::record_values(&r, record)?;
 
     let mut stripped = record.clone();
     let mut histograms = Vec::new();

@@ -28,7 +28,7 @@ use serde_json::Value;
 use std::path::Path;
 
 pub use backend::is_postgres_url;
-pub use columns::{Metrics, RUN_METRICS};
+pub use columns::{Metrics, RunRow, RUN_METRICS};
 pub use export::{csv_columns, quote as csv_quote};
 pub use extract::DIRECTIONS;
 
@@ -204,6 +204,9 @@ pub struct RunFilter {
     /// Started at or after / before this unix time.
     pub since: Option<f64>,
     pub until: Option<f64>,
+    /// The tool that made the run (`runs.tool`: iolab, or e.g. fio for a run `iolab import fio`
+    /// stored).
+    pub tool: Option<String>,
     /// Keep only the most recent N matching runs (still returned oldest first).
     pub limit: Option<usize>,
 }
@@ -248,44 +251,6 @@ impl Machine {
     }
 }
 
-/// A stored run: identity, spec and key metrics. Metrics are None when the run measured nothing.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunRow {
-    pub id: i64,
-    pub sweep_id: Option<i64>,
-    pub planned_id: Option<i64>,
-    pub replicate: Option<u32>,
-    pub config_key: Option<String>,
-    /// The record's status: ok, failed, interrupted.
-    pub status: String,
-    pub error: Option<String>,
-    pub started_at: f64,
-    pub recorded_at: f64,
-    pub hostname: Option<String>,
-    pub kernel: Option<String>,
-    pub iolab_version: Option<String>,
-    /// The target devices, comma separated.
-    pub devices: Option<String>,
-    pub interface: String,
-    pub submit: String,
-    pub complete: String,
-    pub rw: String,
-    pub write_mix: u32,
-    pub bs: u64,
-    pub qd: u32,
-    pub threads: u32,
-    pub batch_submit: u32,
-    pub batch_reap: u32,
-    pub direct: bool,
-    /// seconds | ios | bytes
-    pub budget_kind: Option<String>,
-    pub budget_value: Option<f64>,
-    pub targets: Vec<String>,
-    /// The metric columns (`columns.rs`).
-    #[serde(flatten)]
-    pub metrics: Metrics,
-}
-
 /// One second of a run's series.
 #[derive(Clone, Debug, Serialize)]
 pub struct SeriesPoint {
@@ -295,54 +260,19 @@ pub struct SeriesPoint {
     pub mean_lat_ns: Option<f64>,
 }
 
-/// The `runs` columns a `RunRow` holds (a SELECT list): the named ones, then the metrics.
+/// The `runs` columns a `RunRow` holds (a SELECT list): `columns::select_list`.
 const RUN_COLUMNS: RunColumns = RunColumns;
 
 struct RunColumns;
 
 impl std::fmt::Display for RunColumns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(
-            "id, sweep_id, planned_id, replicate, config_key, status, error, started_at, recorded_at, hostname, kernel, \
-             iolab_version, devices, interface, submit, complete, rw, write_mix, bs, qd, threads, batch_submit, batch_reap, \
-             direct, budget_kind, budget_value, targets",
-        )?;
-        RUN_METRICS.iter().try_for_each(|c| write!(f, ", {}", c.name))
+        f.write_str(&columns::select_list())
     }
 }
 
 fn run_row(r: &DbRow) -> Result<RunRow, DbError> {
-    let targets: String = r.get("targets")?;
-    Ok(RunRow {
-        id: r.get("id")?,
-        sweep_id: r.get("sweep_id")?,
-        planned_id: r.get("planned_id")?,
-        replicate: r.get("replicate")?,
-        config_key: r.get("config_key")?,
-        status: r.get("status")?,
-        error: r.get("error")?,
-        started_at: r.get("started_at")?,
-        recorded_at: r.get("recorded_at")?,
-        hostname: r.get("hostname")?,
-        kernel: r.get("kernel")?,
-        iolab_version: r.get("iolab_version")?,
-        devices: r.get("devices")?,
-        interface: r.get("interface")?,
-        submit: r.get("submit")?,
-        complete: r.get("complete")?,
-        rw: r.get("rw")?,
-        write_mix: r.get("write_mix")?,
-        bs: r.get::<i64>("bs")? as u64,
-        qd: r.get("qd")?,
-        threads: r.get("threads")?,
-        batch_submit: r.get("batch_submit")?,
-        batch_reap: r.get("batch_reap")?,
-        direct: r.get("direct")?,
-        budget_kind: r.get("budget_kind")?,
-        budget_value: r.get("budget_value")?,
-        targets: serde_json::from_str(&targets).unwrap_or_default(),
-        metrics: Metrics::read(r)?,
-    })
+    RunRow::read(r)
 }
 
 fn planned_row(r: &DbRow) -> Result<PlannedRun, DbError> {
@@ -382,6 +312,7 @@ fn filter_sql(f: &RunFilter) -> (String, Vec<Sql>) {
     eq("threads = ?", f.threads.map(|x| Sql::Integer(x as i64)));
     eq("hostname = ?", t(&f.hostname));
     eq("kernel = ?", t(&f.kernel));
+    eq("tool = ?", t(&f.tool));
     // One of the run's devices, exactly: the name's `%`, `_` and `\` are escaped, so they stand
     // for themselves and not for any device (`--device %` matched every run).
     let like = |s: &String| s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
@@ -763,9 +694,9 @@ impl Store {
                 ("run_uid", text(run_uid)),
                 ("record", Sql::Text(x.stripped.to_string())),
             ];
-            let status = match &x.columns[0] {
-                (_, Sql::Text(s)) => s.clone(),
-                _ => unreachable!("status is the first column"),
+            let status = match x.columns.iter().find(|c| c.0 == "status") {
+                Some((_, Sql::Text(s))) => s.clone(),
+                _ => unreachable!("extract refuses a record without a status"),
             };
             cols.extend(x.columns);
             let names: Vec<&str> = cols.iter().map(|c| c.0).collect();

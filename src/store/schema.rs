@@ -8,7 +8,7 @@
 //! a change to the schema is a new step at the end.
 
 use super::backend::{self, Db, DbError};
-use super::columns::RUN_METRICS;
+use super::columns::{RUN_COLUMNS, RUN_METRICS};
 use super::StoreError;
 use rusqlite::{Connection, OptionalExtension};
 
@@ -17,17 +17,20 @@ pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
 /// Ordered migration steps; index i migrates version i to version i + 1 (with the metric
 /// columns of version i + 1: `step`).
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The SQL taking a database from version `v - 1` to `v`: `MIGRATIONS[v - 1]` with its
-/// `{metrics}` line replaced by the metric columns (`columns::RUN_METRICS`) that version added:
-/// column definitions in version 1's `CREATE TABLE runs`, `ALTER TABLE` statements after it.
+/// `{metrics}` line replaced by the columns that version added: the metric columns
+/// (`columns::RUN_METRICS`) as column definitions in version 1's `CREATE TABLE runs` and as
+/// `ALTER TABLE` statements after it, and from version 7 on the `runs!` columns
+/// (`columns::RUN_COLUMNS`) too (those of versions 1 to 6 are written out in their released text).
 pub fn step(v: u32) -> String {
-    let added = RUN_METRICS.iter().filter(|c| c.since == v);
+    let own = RUN_COLUMNS.iter().filter(|c| c.since == v && v > RUN_COLUMNS_WRITTEN_OUT).map(|c| (c.name, c.sql));
+    let added = own.chain(RUN_METRICS.iter().filter(|c| c.since == v).map(|c| (c.name, c.sql)));
     let columns: String = if v == 1 {
-        added.map(|c| format!("    {:<14} {},\n", c.name, c.sql)).collect()
+        added.map(|(name, sql)| format!("    {name:<14} {sql},\n")).collect()
     } else {
-        added.map(|c| format!("ALTER TABLE runs ADD COLUMN {} {};\n", c.name, c.sql)).collect()
+        added.map(|(name, sql)| format!("ALTER TABLE runs ADD COLUMN {name} {sql};\n")).collect()
     };
     MIGRATIONS[v as usize - 1].replacen(METRICS_MARK, &columns, 1)
 }
@@ -36,6 +39,10 @@ pub fn step(v: u32) -> String {
 pub fn step_for_postgres(v: u32) -> String {
     backend::postgres_sql(&step(v))
 }
+
+/// The last version whose `runs!` columns its released SQL writes out (`step` writes those of
+/// later versions from `columns::RUN_COLUMNS`).
+const RUN_COLUMNS_WRITTEN_OUT: u32 = 6;
 
 /// Where a step's metric columns go.
 const METRICS_MARK: &str = "{metrics}\n";
@@ -233,6 +240,15 @@ CREATE INDEX sweeps_uid ON sweeps(uid);
 CREATE INDEX sweeps_split ON sweeps(split);
 "#;
 
+/// Version 7: the tool that made a run (`tool`, NOT NULL, 'iolab' for iolab's own runs;
+/// `tool_version`) and the energy efficiency of the drive, the CPU and the system (I/Os and bytes
+/// per joule, and per joule above idle), all from `columns.rs`, filled from the stored records in
+/// Rust by `fill`.
+const V7: &str = r#"
+{metrics}
+CREATE INDEX runs_tool ON runs(tool);
+"#;
+
 /// The identity of a run stored before version 6: a 128-bit FNV-1a hash of its stored record
 /// with its JSON written the one way serde_json writes it (so the same record re-indented gets
 /// the same id); the record holds the host, start time and every measurement.
@@ -282,29 +298,29 @@ fn fnv128(parts: &[&[u8]]) -> String {
 }
 
 /// What migrating to version `to` fills from the runs already stored, done here in Rust through
-/// the reading `record_run` uses (`record::read`, `Metrics::of`, `extract::profile_parts`), so
-/// it runs alike on SQLite and PostgreSQL, one run at a time (a database of large records is
-/// never read whole): the metric columns version `to` added (version 2: the completion path),
-/// the profile parts (version 3: layers and stages; version 4: the run's modules and
-/// functions), the identities (version 6, `fill_uids`).
+/// the reading `record_run` uses (`record::read`, `columns::added_values`, which reads each column
+/// as `record_run` does, `extract::profile_parts`), so it runs alike on SQLite and PostgreSQL,
+/// one run at a time (a database of large records is never read whole): the columns version `to`
+/// added (version 2: the completion path; version 7: the tool and the energy efficiencies), the
+/// profile parts (version 3: layers and stages; version 4: the run's modules and functions), the
+/// identities (version 6, `fill_uids`).
 fn fill(tx: &mut backend::Tx, to: u32) -> Result<(), DbError> {
-    use super::columns::Metrics;
     use crate::record::read::Record;
     let kinds: &[&str] = match to {
         3 => &["layer", "stage"],
         4 => &["module", "function"],
         _ => &[],
     };
-    let added: Vec<&str> = RUN_METRICS.iter().filter(|c| c.since == to && to > 1).map(|c| c.name).collect();
-    if !added.is_empty() || !kinds.is_empty() {
+    let own = RUN_COLUMNS.iter().any(|c| c.since == to && c.from.is_some());
+    let adds = to > 1 && (own || RUN_METRICS.iter().any(|c| c.since == to));
+    if adds || !kinds.is_empty() {
         let mut last = i64::MIN;
         while let Some(r) = tx.row("SELECT id, record FROM runs WHERE id > ?1 ORDER BY id LIMIT 1", &[last.into()])? {
             last = r.get(0)?;
-            let Ok(record) = serde_json::from_str::<serde_json::Value>(&r.get::<String>(1)?) else { continue };
-            let record = Record::of(&record);
-            if !added.is_empty() {
-                let values: Vec<(&str, rusqlite::types::Value)> =
-                    Metrics::of(&record).values().into_iter().filter(|(name, _)| added.contains(name)).collect();
+            let Ok(json) = serde_json::from_str::<serde_json::Value>(&r.get::<String>(1)?) else { continue };
+            let record = Record::of(&json);
+            let values = if adds { super::columns::added_values(&record, &json, to) } else { Vec::new() };
+            if !values.is_empty() {
                 let set: Vec<String> = values.iter().enumerate().map(|(i, (c, _))| format!("{c} = ?{}", i + 1)).collect();
                 let mut p: Vec<rusqlite::types::Value> = values.into_iter().map(|(_, v)| v).collect();
                 p.push(last.into());
@@ -488,6 +504,37 @@ pub(crate) fn migrate(db: &mut Db) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each step's written-out text and the column tables cannot drift apart: the `runs` columns
+    /// each step creates (version 1's `CREATE TABLE` as written, version 6's `run_uid`, the
+    /// `ALTER TABLE`s made from the tables) are, name, type and NOT NULL, the `runs!` and
+    /// `metrics!` columns of that version (and, in version 1, `record`).
+    #[test]
+    fn the_columns_each_step_creates_are_the_tables_columns_of_its_version() {
+        let c = Connection::open_in_memory().unwrap();
+        let mut have: Vec<String> = Vec::new();
+        for v in 1..=LATEST {
+            c.execute_batch(&step(v)).unwrap();
+            let mut st = c.prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('runs')").unwrap();
+            let cols: Vec<(String, String, bool)> =
+                st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect();
+            let mut made: Vec<(String, String, bool)> = cols.into_iter().filter(|c| !have.contains(&c.0)).collect();
+            have.extend(made.iter().map(|c| c.0.clone()));
+            let of = |name: &str, sql: &str| (name.to_string(), sql.split(' ').next().unwrap().to_string(), sql.contains("NOT NULL"));
+            let mut want: Vec<(String, String, bool)> = RUN_COLUMNS
+                .iter()
+                .filter(|c| c.since == v)
+                .map(|c| of(c.name, c.sql))
+                .chain(RUN_METRICS.iter().filter(|c| c.since == v).map(|c| of(c.name, c.sql)))
+                .collect();
+            if v == 1 {
+                want.push(of("record", "TEXT NOT NULL"));
+            }
+            made.sort();
+            want.sort();
+            assert_eq!(made, want, "the runs columns of version {v}");
+        }
+    }
 
     #[test]
     fn every_metric_column_belongs_to_a_step_that_places_it() {

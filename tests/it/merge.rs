@@ -179,14 +179,23 @@ fn a_run_is_recognised_by_its_uid_not_its_record_text() {
     assert_eq!(counts(&d.join("all.db")), (4, 1, 4));
 }
 
-/// A database as iolab wrote it at schema version 5 (before run and sweep ids), from one made now.
+/// A database as iolab wrote it at schema version 5 (before run and sweep ids, and version 7's
+/// tool and efficiency columns), from one made now.
 fn as_version_5(db: &Path) {
     let c = Connection::open(db).unwrap();
-    c.execute_batch(
-        "DROP INDEX runs_run_uid; DROP INDEX sweeps_uid; DROP INDEX sweeps_split;
+    let later = iolab::store::columns::RUN_COLUMNS
+        .iter()
+        .map(|c| (c.name, c.since))
+        .chain(iolab::store::RUN_METRICS.iter().map(|c| (c.name, c.since)));
+    let drops: String = later
+        .filter(|(name, v)| *v >= 7 && *name != "run_uid")
+        .map(|(name, _)| format!("ALTER TABLE runs DROP COLUMN {name};\n"))
+        .collect();
+    c.execute_batch(&format!(
+        "DROP INDEX runs_tool;\n{drops}DROP INDEX runs_run_uid; DROP INDEX sweeps_uid; DROP INDEX sweeps_split;
          ALTER TABLE runs DROP COLUMN run_uid; ALTER TABLE sweeps DROP COLUMN uid; ALTER TABLE sweeps DROP COLUMN split;
          UPDATE meta SET value = '5' WHERE key = 'schema_version'; PRAGMA user_version = 5;",
-    )
+    ))
     .unwrap();
 }
 

@@ -280,7 +280,8 @@ const PASSWORD_IN_URL: &str = "Pw%407f3k%2FQz9";
 /// `iolab ARGS` in `dir` with only the PostgreSQL variables of `env` (none of the caller's) and
 /// `dir` as its home (no ~/.pgpass or ~/.pg_service.conf of the machine's).
 /// A server's store made by version 1 of iolab, with a run, migrates with what the later
-/// versions fill from the stored records (the completion path, the profile parts): done in Rust,
+/// versions fill from the stored records (the completion path, the profile parts, the tool and
+/// the energy efficiencies): done in Rust,
 /// on PostgreSQL as on SQLite (before, iolab refused: its fills were SQLite's JSON functions).
 #[test]
 fn a_version_1_postgres_store_with_runs_is_migrated_and_filled() {
@@ -290,6 +291,8 @@ fn a_version_1_postgres_store_with_runs_is_migrated_and_filled() {
         Err(why) => return common::skip_or_fail(test, &why),
     };
     let rec = serde_json::json!({"status": "ok", "completion_path": {"observed": "polled", "fell_back": true},
+        "tool": {"name": "fio", "version": "fio-3.33"},
+        "energy": {"efficiency": [{"component": "cpu", "iops_per_joule": 250.0, "bytes_per_joule": 1024000.0}]},
         "cost": {"stages": {"stages": [{"from": "request issued", "to": "interrupt", "layer": "device (issue to interrupt)",
             "requests": 10, "p50_ns": 30000.0, "p99_ns": 60000.0, "mean_ns": 32000.0, "share": 0.4}]},
             "profile": {"layers": [{"layer": "block layer", "self_share": 0.05, "self_ns_per_io": 900.0}],
@@ -317,6 +320,10 @@ fn a_version_1_postgres_store_with_runs_is_migrated_and_filled() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].metrics.completion_observed.as_deref(), Some("polled"));
     assert_eq!(rows[0].metrics.fell_back, Some(true));
+    // Version 7's columns, filled in Rust as on SQLite: the tool, and the CPU's efficiency.
+    assert_eq!((rows[0].tool.as_str(), rows[0].tool_version.as_deref()), ("fio", Some("fio-3.33")));
+    let m = &rows[0].metrics;
+    assert_eq!((m.cpu_iops_per_joule, m.cpu_bytes_per_joule, m.ssd_iops_per_joule), (Some(250.0), Some(1024000.0), None));
     let parts = pg.sql("iolab_v1", "SELECT kind || '|' || name || '|' || share FROM profile_parts ORDER BY kind").unwrap();
     assert_eq!(
         parts.lines().collect::<Vec<_>>(),

@@ -108,16 +108,16 @@ fn open_creates_a_versioned_wal_database() {
     assert!(Store::open_existing(&db).unwrap_err().to_string().contains("no results database"));
     let s = Store::open(&db).unwrap();
     assert_eq!(s.schema_version().unwrap(), schema::LATEST);
-    assert_eq!(schema::LATEST, 6);
+    assert_eq!(schema::LATEST, 7);
     drop(s);
     let c = Connection::open(&db).unwrap();
     let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "6");
+    assert_eq!(meta, "7");
     // Reopening an up-to-date database changes nothing.
     let s = Store::open_existing(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 6);
+    assert_eq!(s.schema_version().unwrap(), 7);
 }
 
 #[test]
@@ -524,7 +524,8 @@ fn the_schema_made_from_the_column_table_is_the_released_one() {
     assert_eq!(new, layout(&released));
     assert_eq!(new, layout(&Connection::open(d.path().join("v1.db")).unwrap()));
     let runs = &new.0.iter().find(|t| t.0 == "runs").unwrap().1;
-    assert_eq!(runs.len(), 48);
+    // 48 up to version 6; version 7 adds the tool, its version and 12 energy efficiencies.
+    assert_eq!(runs.len(), 62);
 }
 
 #[test]
@@ -562,7 +563,7 @@ fn a_version_1_database_is_migrated() {
         assert!(c.prepare("SELECT completion_observed FROM runs").is_err());
     }
     let mut s = Store::open(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 6);
+    assert_eq!(s.schema_version().unwrap(), schema::LATEST);
     // Version 3 filled the profile parts from the stored record, version 4 the run's modules
     // and functions.
     let parts: Vec<(String, String, f64)> = Connection::open(&db)
@@ -594,12 +595,12 @@ fn a_version_1_database_is_migrated() {
     drop(s);
     let c = Connection::open(&db).unwrap();
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "6");
+    assert_eq!(meta, schema::LATEST.to_string());
     let idx: i64 =
         c.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'runs_config_key'", [], |r| r.get(0)).unwrap();
     assert_eq!(idx, 1);
     let uv: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(uv, 6);
+    assert_eq!(uv, i64::from(schema::LATEST));
     // Version 6 gave the old run and sweep ids derived from what they hold (the same on every
     // migration of this database); the new run has a random one.
     let (uid, rec): (String, String) =
@@ -609,6 +610,118 @@ fn a_version_1_database_is_migrated() {
     assert_eq!(sweep, schema::derived_sweep_uid("s", "h", 5, 1.0));
     let fresh: String = c.query_row("SELECT run_uid FROM runs WHERE id = 2", [], |r| r.get(0)).unwrap();
     assert!(fresh.len() == 32 && fresh != uid, "{fresh}");
+}
+
+/// A real record as another tool's run (`iolab import fio` stores fio's results so).
+fn fio_record() -> Value {
+    let mut r = real_record();
+    r["tool"] = json!({"name": "fio", "version": "fio-3.33"});
+    r
+}
+
+/// A real record with an energy report's efficiencies: the drive's, and the system's above idle.
+fn efficient_record() -> Value {
+    let mut r = real_record();
+    r["energy"] = json!({"status": "measured", "sources": [], "efficiency": [
+        {"component": "ssd", "source": "s", "scope": "ssd", "mean_watts": 5.0, "iops_per_joule": 1000.0, "bytes_per_joule": 4096000.0},
+        {"component": "system", "source": "w", "scope": "wall_ac", "mean_watts": 50.0, "iops_per_joule": 100.0,
+         "bytes_per_joule": 409600.0, "iops_per_dynamic_joule": 400.0, "bytes_per_dynamic_joule": 1638400.0}]});
+    r
+}
+
+/// Every `runs` column of every row, by id, but the run's uid.
+fn runs_values(db: &Path) -> Vec<Vec<(String, rusqlite::types::Value)>> {
+    let c = Connection::open(db).unwrap();
+    let cols: Vec<String> = c
+        .prepare("SELECT name FROM pragma_table_info('runs') WHERE name <> 'run_uid' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut st = c.prepare(&format!("SELECT {} FROM runs ORDER BY id", cols.join(", "))).unwrap();
+    let rows = st.query_map([], |r| (0..cols.len()).map(|i| Ok((cols[i].clone(), r.get(i)?))).collect()).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+/// The migrations fill in Rust through the reading `record_run` uses: runs stored in a database
+/// of version 1 (its released SQL, each column `record_run` wrote then) and migrated to the
+/// latest hold, column for column, what the same records stored fresh hold (the completion path
+/// of version 2, the tool and efficiencies of version 7).
+#[test]
+fn a_database_migrated_from_version_1_holds_what_the_same_records_stored_fresh_hold() {
+    let d = tmp();
+    let fresh = d.path().join("fresh.db");
+    let mut s = Store::open(&fresh).unwrap();
+    for r in [real_record(), failed_record(), fio_record(), efficient_record()] {
+        s.record_run(None, &r).unwrap();
+    }
+    drop(s);
+    let old = d.path().join("v1.db");
+    let c = Connection::open(&old).unwrap();
+    c.execute_batch(&format!("{RELEASED_V1}INSERT INTO meta VALUES ('schema_version', '1'); PRAGMA user_version = 1;")).unwrap();
+    let cols: Vec<String> =
+        c.prepare("SELECT name FROM pragma_table_info('runs')").unwrap().query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    c.execute("ATTACH ?1 AS fresh", [fresh.to_str().unwrap()]).unwrap();
+    c.execute_batch(&format!("INSERT INTO runs({0}) SELECT {0} FROM fresh.runs; DETACH fresh;", cols.join(", "))).unwrap();
+    drop(c);
+    let s = Store::open(&old).unwrap();
+    assert_eq!(s.schema_version().unwrap(), schema::LATEST);
+    let rows = s.list_runs(&RunFilter::default()).unwrap();
+    let tools: Vec<(&str, Option<&str>)> = rows.iter().map(|r| (r.tool.as_str(), r.tool_version.as_deref())).collect();
+    let iolab = real_record()["environment"]["iolab_version"].as_str().map(String::from);
+    assert_eq!(tools, [("iolab", iolab.as_deref()), ("iolab", iolab.as_deref()), ("fio", Some("fio-3.33")), ("iolab", iolab.as_deref())]);
+    let m = &rows[3].metrics;
+    assert_eq!((m.ssd_iops_per_joule, m.ssd_bytes_per_joule, m.ssd_iops_per_dynamic_joule), (Some(1000.0), Some(4096000.0), None));
+    assert_eq!((m.system_iops_per_dynamic_joule, m.cpu_iops_per_joule), (Some(400.0), None));
+    assert_eq!(rows[0].metrics.ssd_iops_per_joule, None);
+    assert_eq!(s.list_runs(&RunFilter { tool: Some("fio".into()), ..Default::default() }).unwrap().len(), 1);
+    drop(s);
+    let (a, b) = (runs_values(&fresh), runs_values(&old));
+    assert_eq!(a.len(), 4);
+    for (x, y) in a.iter().zip(&b) {
+        for (cx, cy) in x.iter().zip(y) {
+            assert_eq!(cx, cy);
+        }
+    }
+    assert_eq!(a, b);
+}
+
+/// fio's runs of a configuration (as `iolab import fio` stores them, with a `tool` object) beside
+/// iolab's: `results` says which tool made each and selects by tool, the CSV keeps its released
+/// columns first and adds the tool and the efficiencies after them, and `compare --by tool`
+/// compares the tools, energy efficiency among the metrics.
+#[test]
+fn results_and_compare_tell_another_tool_s_runs_apart() {
+    let d = tmp();
+    let db = d.path().join("iolab.db");
+    let mut s = Store::open(&db).unwrap();
+    let sw = s.create_sweep("s", "", "h", 1, &plan(1, 6)).unwrap();
+    for (i, p) in s.planned_runs(sw).unwrap().iter().enumerate() {
+        let mut r = if i < 3 { efficient_record() } else { fio_record() };
+        r["results"]["total"]["iops"] = json!(1000.0 + 10.0 * i as f64);
+        r["energy"] =
+            json!({"efficiency": [{"component": "ssd", "iops_per_joule": if i < 3 { 100.0 + i as f64 } else { 200.0 + i as f64 }}]});
+        s.record_run(Some(p.id), &r).unwrap();
+    }
+    drop(s);
+    let db = db.to_str().unwrap();
+    let list = crate::common::iolab_in(d.path(), &["results", "--db", db]);
+    list.assert_ok();
+    let lines: Vec<&str> = list.stdout.lines().collect();
+    assert!(lines[0].contains(" tool"), "{}", list.describe());
+    assert_eq!(lines.iter().filter(|l| l.contains(" fio ")).count(), 3, "{}", list.describe());
+    let fio = crate::common::iolab_in(d.path(), &["results", "--db", db, "--tool", "fio"]);
+    assert!(fio.assert_ok().stdout.contains("\n3 runs\n"), "{}", fio.describe());
+    let csv = crate::common::iolab_in(d.path(), &["results", "--db", db, "--csv", "-"]);
+    let header = csv_cells(csv.assert_ok().stdout.lines().next().unwrap());
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    assert!(at("fell_back") < at("error") && at("error") < at("tool") && at("tool") < at("ssd_iops_per_joule"), "{header:?}");
+    let by = crate::common::iolab_in(d.path(), &["compare", "cfg0", "--by", "tool", "--db", db]);
+    by.assert_ok();
+    assert!(by.stdout.contains("by tool, each against A = iolab") && by.stdout.contains("B = fio"), "{}", by.describe());
+    let eff = by.stdout.lines().find(|l| l.starts_with("ssd_iops_per_joule")).unwrap_or_else(|| panic!("{}", by.describe()));
+    assert!(eff.contains("faster"), "{}", by.describe());
 }
 
 #[test]
