@@ -149,7 +149,8 @@ impl Fleet {
 
     pub(crate) fn save(&self) -> Result<(), FleetError> {
         let text = serde_json::to_string_pretty(self).map_err(|e| FleetError::Refused(e.to_string()))?;
-        crate::output::write_bytes(&Fleet::state_file(&self.results).display().to_string(), text.as_bytes()).map_err(FleetError::Refused)
+        crate::output::write_bytes(&Fleet::state_file(&self.results).display().to_string(), text.as_bytes())
+            .map_err(|e| FleetError::Refused(e.into()))
     }
 
     /// A submission again into the results directory of `before` continues that fleet: what is

@@ -8,6 +8,7 @@
 //! new one, never wider), written, fsynced and renamed over the name with `renameat` on the same
 //! directory. A name that is a symbolic link is refused. Only sinks (/dev/null, terminals,
 //! FIFOs) are written in place, and a FIFO nobody reads is refused after a short wait.
+use crate::failure::{Failure, FailureKind};
 use std::ffi::{CString, OsStr};
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -15,6 +16,44 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// Why a file was not written, typed: a destination iolab refuses (a device, a link, a
+/// directory, a name it cannot create a file next to) is bad input, exit 2 before anything is
+/// done; an I/O error while the file is written is a failed command, exit 1. Each is one line
+/// naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The destination is refused or cannot be used as given. Bad input.
+    #[error("{0}")]
+    Refused(String),
+    /// Writing, syncing or renaming the file failed. A failed command.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl OutputError {
+    /// What kind of failure this is: it decides the exit code.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            OutputError::Refused(_) => FailureKind::Invalid,
+            OutputError::Io(_) => FailureKind::Failed,
+        }
+    }
+}
+
+impl From<OutputError> for Failure {
+    fn from(e: OutputError) -> Failure {
+        Failure::new(e.kind(), e.to_string())
+    }
+}
+
+/// For the callers that say an output's problem as a line of text inside their own message
+/// (a report's `--out`, a run's `--json`): the message, the kind left to them.
+impl From<OutputError> for String {
+    fn from(e: OutputError) -> String {
+        e.to_string()
+    }
+}
 
 /// Where the bytes for `dest` really go: a sink (see `sink`) is written in place, because
 /// renaming over it would replace a device node; anything else is replaced in its directory.
@@ -82,28 +121,28 @@ fn link_refusal(shown: &str, path: &Path) -> String {
 }
 
 /// Where `dest` goes, or why iolab will not write there (`flag` names the option in messages).
-fn destination(flag: &str, dest: &str) -> Result<Destination, String> {
+fn destination(flag: &str, dest: &str) -> Result<Destination, OutputError> {
     if dest == "-" {
         return Ok(Destination::Stdout);
     }
     if dest.is_empty() {
-        return Err(format!("{flag} is empty: give a file name, or - for standard output"));
+        return Err(OutputError::Refused(format!("{flag} is empty: give a file name, or - for standard output")));
     }
     let path = Path::new(dest);
     let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     // metadata follows symlinks: a link to a device is judged as the device.
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => Err(format!("{flag} {dest} is a directory: give a file name")),
+        Ok(m) if m.is_dir() => Err(OutputError::Refused(format!("{flag} {dest} is a directory: give a file name"))),
         // A link to a sink (/dev/stdout, ...) is written in place: nothing is replaced through it,
         // and what is opened is checked to be a sink again.
         Ok(m) if sink(&m) => Ok(Destination::InPlace(path.to_path_buf())),
         Ok(m) if link && !m.is_file() => {
             let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            Err(refusal(flag, dest, &m, &format!(" (a link to {})", real.display())))
+            Err(OutputError::Refused(refusal(flag, dest, &m, &format!(" (a link to {})", real.display()))))
         }
-        _ if link => Err(link_refusal(&format!("{flag} {dest}"), path)),
+        _ if link => Err(OutputError::Refused(link_refusal(&format!("{flag} {dest}"), path))),
         Ok(m) if m.is_file() => Ok(Destination::Replace(path.to_path_buf())),
-        Ok(m) => Err(refusal(flag, dest, &m, "")),
+        Ok(m) => Err(OutputError::Refused(refusal(flag, dest, &m, ""))),
         Err(_) => Ok(Destination::Replace(path.to_path_buf())),
     }
 }
@@ -136,8 +175,8 @@ pub struct Dir {
 
 impl Dir {
     /// Open `path`, a directory that is not a symbolic link; the error is one line naming it.
-    pub fn open(path: &Path) -> Result<Dir, String> {
-        let c = cstr(path.as_os_str()).map_err(|e| format!("cannot open directory {}: {e}", path.display()))?;
+    pub fn open(path: &Path) -> Result<Dir, OutputError> {
+        let c = cstr(path.as_os_str()).map_err(|e| OutputError::Refused(format!("cannot open directory {}: {e}", path.display())))?;
         // SAFETY: c is a NUL-terminated path alive for the call.
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
         match check(fd) {
@@ -148,15 +187,17 @@ impl Dir {
     }
 
     /// `open`, creating the directory (and its parents) first when it does not exist.
-    pub fn create(path: &Path) -> Result<Dir, String> {
+    pub fn create(path: &Path) -> Result<Dir, OutputError> {
         if std::fs::symlink_metadata(path).is_err() {
-            std::fs::create_dir_all(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            std::fs::create_dir_all(path).map_err(|e| OutputError::Refused(format!("cannot create {}: {e}", path.display())))?;
         }
         Dir::open(path)
     }
 
-    fn why(path: &Path, e: std::io::Error) -> String {
-        match std::fs::symlink_metadata(path) {
+    /// Why the directory cannot be opened: refused (a link, not a directory, none there, or
+    /// not to be opened by this user).
+    fn why(path: &Path, e: std::io::Error) -> OutputError {
+        OutputError::Refused(match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => format!(
                 "directory {} is a symbolic link: iolab does not write through links in a directory others may write; give its own path",
                 path.display()
@@ -164,7 +205,7 @@ impl Dir {
             Ok(m) if !m.is_dir() => format!("{} is {}, not a directory", path.display(), kind(&m)),
             Err(_) => format!("directory {} does not exist", path.display()),
             _ => format!("cannot open directory {}: {e}", path.display()),
-        }
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -173,15 +214,15 @@ impl Dir {
 
     /// The sub-directory `name`, opened without following a link; created (0755) when missing
     /// if `create`, else None when missing.
-    pub fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>, String> {
+    pub fn sub(&self, name: &str, create: bool) -> Result<Option<Dir>, OutputError> {
         let path = self.path.join(name);
-        let c = cstr(OsStr::new(name)).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let c = cstr(OsStr::new(name)).map_err(|e| OutputError::Refused(format!("cannot open {}: {e}", path.display())))?;
         if create {
             // SAFETY: c is a NUL-terminated name alive for the call; self.fd is open.
             let r = unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), 0o755) };
             if let Err(e) = check(r) {
                 if e.kind() != std::io::ErrorKind::AlreadyExists {
-                    return Err(format!("cannot create {}: {e}", path.display()));
+                    return Err(OutputError::Io(format!("cannot create {}: {e}", path.display())));
                 }
             }
         }
@@ -194,12 +235,14 @@ impl Dir {
             Ok(fd) => Ok(Some(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path })),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(None),
             Err(e) => Err(match self.stat(OsStr::new(name)) {
-                Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => format!(
+                Ok(Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => OutputError::Refused(format!(
                     "{} is a symbolic link: iolab does not write through links in a directory others may write; remove it",
                     path.display()
-                ),
-                Ok(Some(st)) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => format!("{} is not a directory: remove it", path.display()),
-                _ => format!("cannot open {}: {e}", path.display()),
+                )),
+                Ok(Some(st)) if st.st_mode & libc::S_IFMT != libc::S_IFDIR => {
+                    OutputError::Refused(format!("{} is not a directory: remove it", path.display()))
+                }
+                _ => OutputError::Io(format!("cannot open {}: {e}", path.display())),
             }),
         }
     }
@@ -226,21 +269,24 @@ impl Dir {
 
     /// Whether `name` may be replaced here: missing, or a regular file (never a link, a
     /// directory or a device); the error is one line naming `shown`.
-    fn replaceable(&self, name: &OsStr, shown: &str) -> Result<Option<libc::stat>, String> {
-        let st = self.stat(name).map_err(|e| format!("cannot write {shown}: {e}"))?;
+    fn replaceable(&self, name: &OsStr, shown: &str) -> Result<Option<libc::stat>, OutputError> {
+        let io = |e: std::io::Error| OutputError::Io(format!("cannot write {shown}: {e}"));
+        let st = self.stat(name).map_err(io)?;
         match st {
-            Some(s) if s.st_mode & libc::S_IFMT == libc::S_IFLNK => Err(link_refusal(shown, &self.path.join(name))),
-            Some(s) if s.st_mode & libc::S_IFMT == libc::S_IFDIR => Err(format!("{shown} is a directory: give a file name")),
+            Some(s) if s.st_mode & libc::S_IFMT == libc::S_IFLNK => Err(OutputError::Refused(link_refusal(shown, &self.path.join(name)))),
+            Some(s) if s.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+                Err(OutputError::Refused(format!("{shown} is a directory: give a file name")))
+            }
             Some(s) if s.st_mode & libc::S_IFMT != libc::S_IFREG => {
-                let m = std::fs::symlink_metadata(self.path.join(name)).map_err(|e| format!("cannot write {shown}: {e}"))?;
-                Err(format!("{shown} is {}: iolab writes results only to regular files; give a file name", kind(&m)))
+                let m = std::fs::symlink_metadata(self.path.join(name)).map_err(io)?;
+                Err(OutputError::Refused(format!("{shown} is {}: iolab writes results only to regular files; give a file name", kind(&m))))
             }
             other => Ok(other),
         }
     }
 
     /// Check that `name` may be replaced here (see `replaceable`), writing nothing.
-    pub(crate) fn check_name(&self, name: &OsStr, shown: &str) -> Result<(), String> {
+    pub(crate) fn check_name(&self, name: &OsStr, shown: &str) -> Result<(), OutputError> {
         self.replaceable(name, shown).map(drop)
     }
 
@@ -269,10 +315,13 @@ impl Dir {
     }
 
     /// Check that `name` could be written here now (it may be replaced, and a file can be
-    /// created in the directory), leaving nothing behind.
-    pub(crate) fn check_writable(&self, name: &OsStr, shown: &str) -> Result<(), String> {
+    /// created in the directory), leaving nothing behind. A directory that takes no new file is
+    /// refused here: checked before any work, it is the destination given that is wrong.
+    pub(crate) fn check_writable(&self, name: &OsStr, shown: &str) -> Result<(), OutputError> {
         self.replaceable(name, shown)?;
-        let (tmp, file) = self.temporary().map_err(|e| format!("cannot write {shown}: {} is not writable ({e})", self.path.display()))?;
+        let (tmp, file) = self
+            .temporary()
+            .map_err(|e| OutputError::Refused(format!("cannot write {shown}: {} is not writable ({e})", self.path.display())))?;
         drop(file);
         self.unlink(&tmp);
         Ok(())
@@ -280,13 +329,19 @@ impl Dir {
 
     /// Replace `name` here whole and durably with what `f` writes (`shown` names it in
     /// messages): a temporary file with the mode of the file it replaces (0644 for a new one),
-    /// fsync, `renameat` over the name, fsync of the directory.
-    pub(crate) fn write_with(&self, name: &OsStr, shown: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
+    /// fsync, `renameat` over the name, fsync of the directory. `f`'s own error is the caller's
+    /// (what it writes may fail its own way); this one's become it.
+    pub(crate) fn write_with<E: From<OutputError>>(
+        &self,
+        name: &OsStr,
+        shown: &str,
+        f: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), E> {
         let old = self.replaceable(name, shown)?;
         // The mode of the file replaced, less set-id bits, never wider; results for sharing are
         // readable like any new file.
         let mode = old.map(|s| s.st_mode & 0o777).unwrap_or(0o644);
-        let (tmp, file) = self.temporary().map_err(|e| format!("cannot write {shown}: {e}"))?;
+        let (tmp, file) = self.temporary().map_err(|e| OutputError::Io(format!("cannot write {shown}: {e}")))?;
         let written = self.fill(file, &tmp, name, shown, mode, f);
         if written.is_err() {
             self.unlink(&tmp);
@@ -300,16 +355,16 @@ impl Dir {
     }
 
     /// Give the temporary file `tmp` its mode, `f`'s bytes and rename it over `name`.
-    fn fill(
+    fn fill<E: From<OutputError>>(
         &self,
         file: std::fs::File,
         tmp: &CString,
         name: &OsStr,
         shown: &str,
         mode: libc::mode_t,
-        f: impl FnOnce(&mut dyn Write) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let err = |e: std::io::Error| format!("cannot write {shown}: {e}");
+        f: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let err = |e: std::io::Error| OutputError::Io(format!("cannot write {shown}: {e}"));
         // SAFETY: file's descriptor is open.
         check(unsafe { libc::fchmod(file.as_raw_fd(), mode) }).map_err(err)?;
         let mut w = std::io::BufWriter::new(&file);
@@ -319,7 +374,8 @@ impl Dir {
         file.sync_all().map_err(err)?;
         let to = cstr(name).map_err(err)?;
         // SAFETY: both names are NUL-terminated and alive for the call; self.fd is open.
-        check(unsafe { libc::renameat(self.fd.as_raw_fd(), tmp.as_ptr(), self.fd.as_raw_fd(), to.as_ptr()) }).map(drop).map_err(err)
+        check(unsafe { libc::renameat(self.fd.as_raw_fd(), tmp.as_ptr(), self.fd.as_raw_fd(), to.as_ptr()) }).map_err(err)?;
+        Ok(())
     }
 
     /// The text of `name` if it is a regular file (not a link) owned by this process's user;
@@ -350,29 +406,29 @@ impl Dir {
 }
 
 /// The directory of `p` and the name in it.
-fn split(p: &Path) -> Result<(&Path, &OsStr), String> {
-    let name = p.file_name().ok_or_else(|| format!("{} names no file: give a file name", p.display()))?;
+fn split(p: &Path) -> Result<(&Path, &OsStr), OutputError> {
+    let name = p.file_name().ok_or_else(|| OutputError::Refused(format!("{} names no file: give a file name", p.display())))?;
     Ok((parent(p), name))
 }
 
 /// Check before any work that `dest` can be written (its directory exists and takes a new file,
 /// or it is a sink that may be written), so a long run is not wasted on a typo and nothing is
-/// done for an output iolab will refuse.
-pub(crate) fn check_writable(flag: &str, dest: &str) -> Result<(), String> {
+/// done for an output iolab will refuse. Every error is a refusal (bad input): nothing is written.
+pub(crate) fn check_writable(flag: &str, dest: &str) -> Result<(), OutputError> {
     match destination(flag, dest)? {
         Destination::Stdout => Ok(()),
         // access(2), not open: opening a FIFO for writing waits for its reader.
         Destination::InPlace(p) => {
-            let c = cstr(p.as_os_str()).map_err(|_| format!("{flag} {dest}: the name holds a NUL byte"))?;
+            let c = cstr(p.as_os_str()).map_err(|_| OutputError::Refused(format!("{flag} {dest}: the name holds a NUL byte")))?;
             // SAFETY: c is a NUL-terminated path alive for the call.
             if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
-                return Err(format!("cannot write {flag} {dest}: {}", std::io::Error::last_os_error()));
+                return Err(OutputError::Refused(format!("cannot write {flag} {dest}: {}", std::io::Error::last_os_error())));
             }
             Ok(())
         }
         Destination::Replace(p) => {
-            let (dir, name) = split(&p).map_err(|e| format!("{flag} {e}"))?;
-            let dir = Dir::open(dir).map_err(|e| format!("cannot write {flag} {dest}: {e}"))?;
+            let (dir, name) = split(&p).map_err(|e| OutputError::Refused(format!("{flag} {e}")))?;
+            let dir = Dir::open(dir).map_err(|e| OutputError::Refused(format!("cannot write {flag} {dest}: {e}")))?;
             dir.check_writable(name, &format!("{flag} {dest}"))
         }
     }
@@ -383,7 +439,7 @@ const FIFO_WAIT: Duration = Duration::from_secs(3);
 
 /// Open the sink `p` for writing without blocking: a FIFO with no reader is retried for
 /// `FIFO_WAIT` (an interrupt ends the wait) and then refused.
-fn open_sink(p: &Path, dest: &str) -> Result<std::fs::File, String> {
+fn open_sink(p: &Path, dest: &str) -> Result<std::fs::File, OutputError> {
     use std::os::unix::fs::OpenOptionsExt;
     let start = Instant::now();
     loop {
@@ -399,47 +455,51 @@ fn open_sink(p: &Path, dest: &str) -> Result<std::fs::File, String> {
             }
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
                 if start.elapsed() >= FIFO_WAIT || crate::cancel::interrupt().is_cancelled() {
-                    return Err(format!(
+                    return Err(OutputError::Refused(format!(
                         "cannot write {dest}: it is a FIFO and no process opened it for reading within {} s; start the reader first",
                         FIFO_WAIT.as_secs()
-                    ));
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => return Err(format!("cannot write {dest}: {e}")),
+            Err(e) => return Err(OutputError::Io(format!("cannot write {dest}: {e}"))),
         }
     }
 }
 
-/// Write `dest` atomically and durably (see the module's comment). `-` is stdout.
-pub(crate) fn write_with(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), String>) -> Result<(), String> {
+/// Write `dest` atomically and durably (see the module's comment). `-` is stdout. `f`'s own
+/// error is the caller's (a database read while the bytes are made keeps its kind); this
+/// module's become it.
+pub(crate) fn write_with<E: From<OutputError>>(dest: &str, f: impl FnOnce(&mut dyn Write) -> Result<(), E>) -> Result<(), E> {
+    let io = |e: std::io::Error| OutputError::Io(format!("cannot write {dest}: {e}"));
     match destination("output", dest)? {
         Destination::Stdout => {
             let stdout = std::io::stdout();
             let mut lock = stdout.lock();
             f(&mut lock)?;
-            lock.flush().map_err(|e| format!("cannot write to stdout: {e}"))
+            lock.flush().map_err(|e| OutputError::Io(format!("cannot write to stdout: {e}")))?;
         }
         Destination::InPlace(p) => {
             let mut file = open_sink(&p, dest)?;
             // What was opened, not what the path named a moment ago (a link may have changed).
-            let m = file.metadata().map_err(|e| format!("cannot write {dest}: {e}"))?;
+            let m = file.metadata().map_err(io)?;
             if !sink(&m) {
-                return Err(refusal("output", dest, &m, ""));
+                return Err(OutputError::Refused(refusal("output", dest, &m, "")).into());
             }
             f(&mut file)?;
-            file.flush().map_err(|e| format!("cannot write {dest}: {e}"))
+            file.flush().map_err(io)?;
         }
         Destination::Replace(p) => {
             let (dir, name) = split(&p)?;
-            let dir = Dir::open(dir).map_err(|e| format!("cannot write {dest}: {e}"))?;
-            dir.write_with(name, dest, f)
+            let dir = Dir::open(dir).map_err(|e| OutputError::Refused(format!("cannot write {dest}: {e}")))?;
+            dir.write_with(name, dest, f)?;
         }
     }
+    Ok(())
 }
 
-pub(crate) fn write_bytes(dest: &str, bytes: &[u8]) -> Result<(), String> {
-    write_with(dest, |w| w.write_all(bytes).map_err(|e| format!("cannot write {dest}: {e}")))
+pub(crate) fn write_bytes(dest: &str, bytes: &[u8]) -> Result<(), OutputError> {
+    write_with(dest, |w| w.write_all(bytes).map_err(|e| OutputError::Io(format!("cannot write {dest}: {e}"))))
 }
 
 #[cfg(test)]
@@ -465,12 +525,12 @@ mod tests {
         check_writable("--json", fifo.to_str().unwrap()).unwrap();
         check_writable("--json", "/dev/zero").unwrap();
         for (dest, why) in [("/dev/full", "character device (1:7)"), ("", "is empty")] {
-            assert!(check_writable("--json", dest).unwrap_err().contains(why), "{dest}");
-            assert!(write_bytes(dest, b"{}").unwrap_err().contains(why), "{dest}");
+            assert!(check_writable("--json", dest).unwrap_err().to_string().contains(why), "{dest}");
+            assert!(write_bytes(dest, b"{}").unwrap_err().to_string().contains(why), "{dest}");
         }
         let link = dir.path().join("full.json");
         std::os::unix::fs::symlink("/dev/full", &link).unwrap();
-        let e = check_writable("--json", link.to_str().unwrap()).unwrap_err();
+        let e = check_writable("--json", link.to_str().unwrap()).unwrap_err().to_string();
         assert!(e.contains("a link to /dev/full") && e.contains("1:7"), "{e}");
     }
 
@@ -486,9 +546,9 @@ mod tests {
         let dangling = dir.path().join("dangling.json");
         std::os::unix::fs::symlink(dir.path().join("none"), &dangling).unwrap();
         for l in [&link, &dangling] {
-            let e = check_writable("--csv", l.to_str().unwrap()).unwrap_err();
+            let e = check_writable("--csv", l.to_str().unwrap()).unwrap_err().to_string();
             assert!(e.contains("is a symbolic link") && !e.contains('\n'), "{e}");
-            let e = write_bytes(l.to_str().unwrap(), b"new").unwrap_err();
+            let e = write_bytes(l.to_str().unwrap(), b"new").unwrap_err().to_string();
             assert!(e.contains("is a symbolic link") && e.contains(l.to_str().unwrap()), "{e}");
         }
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
@@ -499,7 +559,7 @@ mod tests {
         let real = dir.path().join("real");
         std::fs::create_dir(&real).unwrap();
         std::os::unix::fs::symlink(&real, dir.path().join("via")).unwrap();
-        let e = write_bytes(dir.path().join("via/x.json").to_str().unwrap(), b"x").unwrap_err();
+        let e = write_bytes(dir.path().join("via/x.json").to_str().unwrap(), b"x").unwrap_err().to_string();
         assert!(e.contains("is a symbolic link"), "{e}");
         assert!(std::fs::read_dir(&real).unwrap().next().is_none());
     }
@@ -518,7 +578,7 @@ mod tests {
         write_bytes(q.to_str().unwrap(), b"x").unwrap();
         assert_eq!(std::fs::metadata(&q).unwrap().permissions().mode() & 0o7777, 0o644);
         // A failed write leaves the old file and no temporary file.
-        let e = write_with(p.to_str().unwrap(), |_| Err("boom".into())).unwrap_err();
+        let e: String = write_with(p.to_str().unwrap(), |_| Err("boom".into())).unwrap_err();
         assert_eq!(e, "boom");
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
@@ -532,7 +592,7 @@ mod tests {
         // SAFETY: c is a NUL-terminated path alive for the call.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let start = std::time::Instant::now();
-        let e = write_bytes(fifo.to_str().unwrap(), b"{}").unwrap_err();
+        let e = write_bytes(fifo.to_str().unwrap(), b"{}").unwrap_err().to_string();
         assert!(start.elapsed() < std::time::Duration::from_secs(10), "waited {:?}", start.elapsed());
         assert!(e.contains("FIFO") && e.contains("no process"), "{e}");
         // With a reader, the bytes go through.
@@ -547,7 +607,7 @@ mod tests {
         let p = dir.path().join("out.json");
         write_bytes(p.to_str().unwrap(), b"abc").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"abc");
-        assert!(check_writable("--json", dir.path().to_str().unwrap()).unwrap_err().contains("is a directory"));
-        assert!(check_writable("--json", "/nonexistent-dir/x.json").unwrap_err().contains("does not exist"));
+        assert!(check_writable("--json", dir.path().to_str().unwrap()).unwrap_err().to_string().contains("is a directory"));
+        assert!(check_writable("--json", "/nonexistent-dir/x.json").unwrap_err().to_string().contains("does not exist"));
     }
 }

@@ -41,11 +41,11 @@ fn export(cmd: &ExportCmd) -> Result<i32, Failure> {
         return Err(Failure::invalid(format!("{} is a fio job file already: export takes an iolab plan (TOML)", path.display())));
     }
     if let Some(dest) = &a.output {
-        crate::output::check_writable("--output", dest).map_err(Failure::invalid)?;
+        crate::output::check_writable("--output", dest)?;
     }
     let job_file = fio::export(&path.display().to_string(), &text).map_err(Failure::invalid)?;
     match &a.output {
-        Some(dest) => crate::output::write_bytes(dest, job_file.as_bytes()).map_err(Failure::failed)?,
+        Some(dest) => crate::output::write_bytes(dest, job_file.as_bytes())?,
         None => print!("{job_file}"),
     }
     Ok(0)

@@ -207,7 +207,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
         if file.exists() && std::fs::read_to_string(file).ok().as_ref() != Some(text) {
             return Err(bad(format!("{} differs from {}: the fleet's plan cannot change between submissions", file.display(), a.work)));
         }
-        crate::output::write_bytes(&file.display().to_string(), text.as_bytes()).map_err(bad)?;
+        crate::output::write_bytes(&file.display().to_string(), text.as_bytes()).map_err(|e| bad(e.into()))?;
     }
     // Only the tasks with runs left go again.
     let plans = fleet.plans()?;
@@ -217,7 +217,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
         return Ok(0);
     }
     let script_path = results.join("fleet.sbatch");
-    crate::output::write_bytes(&script_path.display().to_string(), fleet.batch_script().as_bytes()).map_err(bad)?;
+    crate::output::write_bytes(&script_path.display().to_string(), fleet.batch_script().as_bytes()).map_err(|e| bad(e.into()))?;
     let array = |ts: &[usize]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
     let submissions: Vec<Vec<String>> = if fleet.nodes.is_empty() {
         vec![vec![format!("--array={}", array(&todo))]]

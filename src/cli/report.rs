@@ -155,7 +155,7 @@ fn check_out(out: &std::path::Path) -> Result<(), String> {
             out.display(),
             crate::output::kind(&m)
         )),
-        Ok(_) => crate::output::check_writable("--out", &out.join("report.html").to_string_lossy()),
+        Ok(_) => Ok(crate::output::check_writable("--out", &out.join("report.html").to_string_lossy())?),
         Err(_) => Ok(()),
     }
 }

@@ -70,7 +70,7 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
     // Before the database is opened: an output iolab will refuse costs nothing.
     for (flag, dest) in [("--csv", &a.csv), ("--json", &a.json)] {
         if let Some(d) = dest {
-            crate::output::check_writable(flag, d).map_err(Failure::invalid)?;
+            crate::output::check_writable(flag, d)?;
         }
     }
     let store = Store::open_existing(&a.db)?;
@@ -174,18 +174,10 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The selected runs written to `dest` by `f`: an output refused is bad input, a database that
-/// fails while it is read keeps its kind.
+/// The selected runs written to `dest` by `f`: an output refused is bad input, one that fails
+/// while it is written a failed command, a database that fails while it is read keeps its kind.
 fn export(dest: &str, f: impl FnOnce(&mut dyn std::io::Write) -> Result<(), StoreError>) -> Result<(), Failure> {
-    let mut failed = None;
-    crate::output::write_with(dest, |w| {
-        f(w).map_err(|e| {
-            let line = e.to_string();
-            failed = Some(e);
-            line
-        })
-    })
-    .map_err(|line| failed.take().map_or_else(|| Failure::invalid(line), Failure::from))
+    crate::output::write_with(dest, |w| f(w).map_err(Failure::from))
 }
 
 /// Planned runs that were never made (skipped, or still to run), with the reason.

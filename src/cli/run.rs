@@ -43,13 +43,13 @@ pub fn restore_main(after: Option<u32>) -> i32 {
 /// Check before any I/O that a JSON destination can be written, so a long or destructive run
 /// is not wasted on a typo.
 pub(crate) fn check_output(dest: &str) -> Result<(), String> {
-    crate::output::check_writable("--json", dest)
+    Ok(crate::output::check_writable("--json", dest)?)
 }
 
 /// Write JSON whole or not at all (see `output`).
 pub(crate) fn write_json(dest: &str, value: &impl serde::Serialize) -> Result<(), String> {
     let text = serde_json::to_string_pretty(value).map_err(|e| format!("cannot encode JSON: {e}"))?;
-    crate::output::write_bytes(dest, format!("{text}\n").as_bytes())
+    Ok(crate::output::write_bytes(dest, format!("{text}\n").as_bytes())?)
 }
 
 /// Live IOPS from successive progress calls.

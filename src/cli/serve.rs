@@ -1,6 +1,6 @@
 //! `iolab serve TARGET`: an NBD server over one of iolab's interfaces (`serve`), until Ctrl-C or
 //! SIGTERM; then what it served and what it cost.
-use crate::serve::{ServeConfig, ServeUi, Summary};
+use crate::serve::{ServeConfig, ServeError, ServeUi, Summary};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -41,13 +41,18 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    pub fn config(&self) -> Result<ServeConfig, String> {
+    /// The server's configuration; Err (bad input) names the option.
+    pub fn config(&self) -> Result<ServeConfig, ServeError> {
         let listen = self.listen.parse().map_err(|_| {
-            format!("--listen '{}' is not an address and port: give e.g. 127.0.0.1:{}", self.listen, crate::serve::NBD_PORT)
+            ServeError::Invalid(format!(
+                "--listen '{}' is not an address and port: give e.g. 127.0.0.1:{}",
+                self.listen,
+                crate::serve::NBD_PORT
+            ))
         })?;
         Ok(ServeConfig {
             target: self.target.clone(),
-            interface: self.interface.parse()?,
+            interface: self.interface.parse().map_err(ServeError::Invalid)?,
             listen,
             listen_any: self.listen_any,
             export: self.export.clone(),
@@ -76,7 +81,7 @@ pub fn main(args: &ServeArgs) -> i32 {
 }
 
 fn run(args: &ServeArgs) -> Result<i32, crate::failure::Failure> {
-    let config = args.config().map_err(crate::failure::Failure::invalid)?;
+    let config = args.config()?;
     if let Some(dest) = &args.json {
         super::run::check_output(dest).map_err(crate::failure::Failure::invalid)?;
     }
@@ -163,15 +168,15 @@ fn nbd(cmd: &NbdCmd) -> Result<i32, crate::failure::Failure> {
             if *connections == 0 || *connections > 64 {
                 return Err(crate::failure::Failure::invalid(format!("--connections {connections}: give 1 to 64")));
             }
-            client::available().map_err(crate::failure::Failure::unsupported)?;
+            client::available()?;
             let cancel = crate::engine::install_interrupt_handler();
-            let i = client::connect(addr, export, *index, *connections, *block_size).map_err(crate::failure::Failure::invalid)?;
+            let i = client::connect(addr, export, *index, *connections, *block_size)?;
             println!("/dev/nbd{i} connected to {addr} (export '{export}'); Ctrl-C or SIGTERM disconnects it");
             let _ = std::io::stdout().flush();
             while !cancel.is_cancelled() {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
-            client::disconnect(i).map_err(crate::failure::Failure::failed)?;
+            client::disconnect(i)?;
             println!("/dev/nbd{i} disconnected");
             Ok(0)
         }
@@ -179,8 +184,8 @@ fn nbd(cmd: &NbdCmd) -> Result<i32, crate::failure::Failure> {
             let n = device.trim_start_matches("/dev/nbd");
             let i: u32 =
                 n.parse().map_err(|_| crate::failure::Failure::invalid(format!("'{device}' is not an NBD device: give N or /dev/nbdN")))?;
-            client::available().map_err(crate::failure::Failure::unsupported)?;
-            client::disconnect(i).map_err(crate::failure::Failure::failed)?;
+            client::available()?;
+            client::disconnect(i)?;
             println!("/dev/nbd{i} disconnected");
             Ok(0)
         }

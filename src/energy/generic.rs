@@ -11,7 +11,7 @@
 //! more than two seconds the record says by how much, and samples it puts outside the window
 //! cover nothing of it, so the coverage says what was lost; no time is shifted silently.
 use super::stream::{self, Bins};
-use super::{Channel, ChannelKind, Scope, Source, SourceEnergy, MAX_SAMPLE_WATTS};
+use super::{Channel, ChannelKind, EnergyError, Scope, Source, SourceEnergy, MAX_SAMPLE_WATTS};
 use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,7 +119,9 @@ impl Input {
 }
 
 impl Generic {
-    pub fn open(cfg: &GenericConfig) -> Result<(Generic, Vec<String>), String> {
+    /// Err: a meter given wrongly (bad input), or a command that does not start or a socket
+    /// that does not answer (external).
+    pub fn open(cfg: &GenericConfig) -> Result<(Generic, Vec<String>), EnergyError> {
         let (input, child, what) = match (&cfg.command, &cfg.socket) {
             (Some(c), None) => {
                 use std::os::unix::process::CommandExt;
@@ -132,23 +134,27 @@ impl Generic {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::null())
                     .spawn()
-                    .map_err(|e| format!("meter command {c:?}: {e}"))?;
-                let out = child.stdout.take().ok_or("meter command: no stdout")?;
+                    .map_err(|e| EnergyError::Unreachable(format!("meter command {c:?}: {e}")))?;
+                let out = child.stdout.take().ok_or_else(|| EnergyError::Failed("meter command: no stdout".into()))?;
                 (Input::Pipe(out), Some(child), format!("command {c:?}"))
             }
             (None, Some(addr)) => {
                 use std::net::ToSocketAddrs;
                 let a = addr
                     .to_socket_addrs()
-                    .map_err(|e| format!("meter socket {addr}: {e}"))?
+                    .map_err(|e| EnergyError::Unreachable(format!("meter socket {addr}: {e}")))?
                     .next()
-                    .ok_or_else(|| format!("meter socket {addr}: no address"))?;
-                let s =
-                    std::net::TcpStream::connect_timeout(&a, Duration::from_secs(3)).map_err(|e| format!("meter socket {addr}: {e}"))?;
+                    .ok_or_else(|| EnergyError::Unreachable(format!("meter socket {addr}: no address")))?;
+                let s = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(3))
+                    .map_err(|e| EnergyError::Unreachable(format!("meter socket {addr}: {e}")))?;
                 (Input::Tcp(s), None, format!("socket {addr}"))
             }
-            (Some(_), Some(_)) => return Err("a generic meter is a command or a socket, not both".into()),
-            (None, None) => return Err("no meter command or socket given (--energy-command CMD or --energy-socket HOST:PORT)".into()),
+            (Some(_), Some(_)) => return Err(EnergyError::Invalid("a generic meter is a command or a socket, not both".into())),
+            (None, None) => {
+                return Err(EnergyError::Invalid(
+                    "no meter command or socket given (--energy-command CMD or --energy-socket HOST:PORT)".into(),
+                ))
+            }
         };
         let shared = Arc::new(Mutex::new(Shared::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -156,7 +162,7 @@ impl Generic {
         let thread = std::thread::Builder::new()
             .name("energy-generic".into())
             .spawn(move || reader(input, sh, st))
-            .map_err(|e| format!("{what}: no thread: {e}"))?;
+            .map_err(|e| EnergyError::Failed(format!("{what}: no thread: {e}")))?;
         let channels =
             vec![Channel { scope: cfg.scope, label: what.clone(), kind: ChannelKind::Power { max_gap_s: MAX_GAP_S, edge_hold_s: 0.0 } }];
         Ok((Generic { what, scope: cfg.scope, channels, shared, stop, thread: Some(thread), child }, Vec::new()))

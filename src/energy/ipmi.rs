@@ -4,7 +4,7 @@
 //! used asctime(). A reading is rejected when the state is not "activated", the value is 0 or
 //! 65535 W, or the timestamp is in 1970 (BMCs that never started power monitoring).
 //! FreeIPMI's "Current Power : N Watts" is accepted too.
-use super::{Channel, ChannelKind, Reading, Scope, Source};
+use super::{Channel, ChannelKind, EnergyError, Reading, Scope, Source};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -125,11 +125,15 @@ pub const IPMI_INTERVAL: Duration = Duration::from_secs(1);
 impl Ipmi {
     /// `prog`: explicit ipmitool path (config or IOLAB_IPMITOOL), else looked up on PATH.
     /// `extra_args`: e.g. ["-I","lanplus","-H","bmc","-U","user","-E"] (password from IPMI_PASSWORD).
-    pub fn open(prog: Option<&Path>, extra_args: &[String]) -> Result<(Ipmi, Vec<String>), String> {
+    /// Err: no ipmitool (unsupported), or ipmitool or the BMC gave no reading (external).
+    pub fn open(prog: Option<&Path>, extra_args: &[String]) -> Result<(Ipmi, Vec<String>), EnergyError> {
         let prog = match prog {
             Some(p) => p.to_path_buf(),
-            None => lookup_in_path("ipmitool", &std::env::var("PATH").unwrap_or_default())
-                .ok_or("ipmitool not found on PATH (install ipmitool; needs a BMC with DCMI and /dev/ipmi0 or a LAN interface)")?,
+            None => lookup_in_path("ipmitool", &std::env::var("PATH").unwrap_or_default()).ok_or_else(|| {
+                EnergyError::Unsupported(
+                    "ipmitool not found on PATH (install ipmitool; needs a BMC with DCMI and /dev/ipmi0 or a LAN interface)".into(),
+                )
+            })?,
         };
         let mut args: Vec<String> = extra_args.to_vec();
         args.extend(["dcmi", "power", "reading"].map(String::from));
@@ -142,8 +146,8 @@ impl Ipmi {
                 kind: ChannelKind::Power { max_gap_s: 5.0, edge_hold_s: 1.5 },
             }],
         };
-        let out = run_with_timeout(&me.prog, &me.args, Duration::from_secs(10))?;
-        let r = parse_dcmi(&out)?;
+        let out = run_with_timeout(&me.prog, &me.args, Duration::from_secs(10)).map_err(EnergyError::Unreachable)?;
+        let r = parse_dcmi(&out).map_err(EnergyError::Unreachable)?;
         Ok((me, vec![format!("first reading {} W", r.instantaneous_w)]))
     }
 }

@@ -12,6 +12,7 @@
 //!
 //! Sampling: one background thread per source (never an I/O thread), counters every
 //! `sample_interval` (default 250 ms, at most 1 s so RAPL wraps are caught), BMCs about 1 Hz.
+mod error;
 pub mod generic;
 pub mod integrate;
 pub mod ipmi;
@@ -25,6 +26,7 @@ pub mod record;
 pub mod redfish;
 pub mod stream;
 
+pub use error::EnergyError;
 pub use meterlog::ClockCorrection;
 pub use redfish::RedfishConfig;
 use serde::{Deserialize, Serialize};
@@ -99,7 +101,8 @@ pub trait Source: Send {
     fn name(&self) -> &'static str;
     fn method(&self, scope: Scope) -> String;
     fn channels(&self) -> &[Channel];
-    /// One value per channel, in order; errors are gaps.
+    /// One value per channel, in order; errors are gaps, their message what the record keeps
+    /// (the first one, in a note or a reason).
     fn read(&mut self) -> Vec<Result<Reading, String>>;
     /// Cheap to read (sysfs, perf, NVML): read synchronously at start.
     fn fast(&self) -> bool {
@@ -194,18 +197,22 @@ impl EnergyConfig {
         }
     }
 
-    fn clock_correction(&self) -> Result<ClockCorrection, String> {
+    /// The meter clock's correction; Err (bad input) says which value cannot be used.
+    fn clock_correction(&self) -> Result<ClockCorrection, EnergyError> {
         match self.meter_sync {
-            Some((m1, m2)) => ClockCorrection::from_sync_marks(m1, m2),
+            Some((m1, m2)) => ClockCorrection::from_sync_marks(m1, m2).map_err(EnergyError::Invalid),
             None => Ok(ClockCorrection { offset_s: self.meter_offset_s, drift_ppm: self.meter_drift_ppm, anchor_meter_s: None }),
         }
         .and_then(|c| {
             // Also for a config not made from the command line's checked options.
             if !(c.offset_s.is_finite() && c.offset_s.abs() <= MAX_CLOCK_OFFSET_S) {
-                return Err(format!("meter clock offset {} s is not a finite number within a year", c.offset_s));
+                return Err(EnergyError::Invalid(format!("meter clock offset {} s is not a finite number within a year", c.offset_s)));
             }
             if !(c.drift_ppm.is_finite() && c.drift_ppm.abs() <= MAX_DRIFT_PPM) {
-                return Err(format!("meter clock drift {} ppm is not a finite number within ±{MAX_DRIFT_PPM} ppm", c.drift_ppm));
+                return Err(EnergyError::Invalid(format!(
+                    "meter clock drift {} ppm is not a finite number within ±{MAX_DRIFT_PPM} ppm",
+                    c.drift_ppm
+                )));
             }
             Ok(c)
         })
@@ -223,7 +230,7 @@ pub struct SourceStatus {
     pub notes: Vec<String>,
 }
 
-type Opened = Result<(Box<dyn Source>, Vec<String>), String>;
+type Opened = Result<(Box<dyn Source>, Vec<String>), EnergyError>;
 
 fn open_backend(cfg: &EnergyConfig, b: &str) -> Opened {
     match b {
@@ -235,7 +242,7 @@ fn open_backend(cfg: &EnergyConfig, b: &str) -> Opened {
         }
         "redfish" => match &cfg.redfish {
             Some(r) => redfish::Redfish::open(r).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
-            None => Err("no Redfish URL configured".into()),
+            None => Err(EnergyError::Invalid("no Redfish URL configured".into())),
         },
         "nvml" => {
             let lib = cfg.nvml_library.clone().or_else(|| std::env::var_os("IOLAB_NVML_LIB").map(PathBuf::from));
@@ -243,17 +250,19 @@ fn open_backend(cfg: &EnergyConfig, b: &str) -> Opened {
         }
         "powersensor" => match &cfg.powersensor {
             Some(p) => powersensor::PowerSensor::open(p).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
-            None => Err("no PowerSensor3 device given (--powersensor DEVICE --powersensor-rails PAIRS)".into()),
+            None => Err(EnergyError::Invalid("no PowerSensor3 device given (--powersensor DEVICE --powersensor-rails PAIRS)".into())),
         },
         "netio" => match &cfg.netio {
             Some(n) => netio::Netio::open(n).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
-            None => Err("no NETIO PDU given (--netio-url URL --netio-outlets N)".into()),
+            None => Err(EnergyError::Invalid("no NETIO PDU given (--netio-url URL --netio-outlets N)".into())),
         },
         "generic" => match &cfg.generic {
             Some(g) => generic::Generic::open(g).map(|(s, n)| (Box::new(s) as Box<dyn Source>, n)),
-            None => Err("no meter command or socket given (--energy-command CMD or --energy-socket HOST:PORT)".into()),
+            None => {
+                Err(EnergyError::Invalid("no meter command or socket given (--energy-command CMD or --energy-socket HOST:PORT)".into()))
+            }
         },
-        other => Err(format!("unknown energy source {other:?} (known: {})", BACKENDS.join(", "))),
+        other => Err(EnergyError::Invalid(format!("unknown energy source {other:?} (known: {})", BACKENDS.join(", ")))),
     }
 }
 
@@ -321,7 +330,11 @@ fn open_all(cfg: &EnergyConfig) -> (Vec<Box<dyn Source>>, Vec<SourceStatus>) {
                 });
                 live.push(s);
             }
-            Err(why) => st.push(SourceStatus { backend: b.into(), available: false, scopes: vec![], detail: why, notes: vec![] }),
+            // Whatever its kind, an unavailable source is a reason in the record (`--require-energy`
+            // decides what none measuring means).
+            Err(why) => {
+                st.push(SourceStatus { backend: b.into(), available: false, scopes: vec![], detail: why.to_string(), notes: vec![] })
+            }
         }
     }
     (live, st)
@@ -502,8 +515,13 @@ fn number_list(flag: &str, text: &str, lo: u32, hi: u32) -> Result<Vec<u32>, Str
 }
 
 impl SourceArgs {
-    /// Check the options and put them in `cfg`; Err is one line naming the option.
-    pub fn apply(&self, cfg: &mut EnergyConfig) -> Result<(), String> {
+    /// Check the options and put them in `cfg`; Err (bad input) is one line naming the option.
+    pub fn apply(&self, cfg: &mut EnergyConfig) -> Result<(), EnergyError> {
+        self.apply_checked(cfg).map_err(EnergyError::Invalid)
+    }
+
+    /// `apply`'s checks, each refusal a line of text (all of them bad input).
+    fn apply_checked(&self, cfg: &mut EnergyConfig) -> Result<(), String> {
         match (&self.powersensor, &self.powersensor_rails) {
             (Some(dev), Some(r)) => {
                 let rails = number_list("--powersensor-rails", r, 0, powersensor::MAX_PAIRS as u32 - 1)?;
@@ -612,7 +630,12 @@ pub(crate) fn meter_log_problem(path: &Path) -> Option<String> {
 
 /// A meter log's text: a regular file only (a FIFO or device is refused without blocking on
 /// it), at most MAX_METER_LOG_BYTES (also when its size is not known up front, as in /proc).
-pub(crate) fn read_meter_log(path: &Path) -> Result<String, String> {
+/// Err (bad input): the file given cannot be read as a meter log.
+pub(crate) fn read_meter_log(path: &Path) -> Result<String, EnergyError> {
+    read_meter_log_text(path).map_err(EnergyError::Invalid)
+}
+
+fn read_meter_log_text(path: &Path) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
@@ -631,8 +654,8 @@ pub(crate) fn read_meter_log(path: &Path) -> Result<String, String> {
 }
 
 /// Read a meter log and integrate it over a host UNIX-time window.
-pub fn import_meter_log(path: &Path, cfg: &EnergyConfig, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
-    MeterLogFile::load(path, cfg)?.over(window_unix)
+pub fn import_meter_log(path: &Path, cfg: &EnergyConfig, window_unix: (f64, f64)) -> Result<SourceEnergy, EnergyError> {
+    MeterLogFile::load(path, cfg)?.over(window_unix).map_err(EnergyError::Failed)
 }
 
 /// A meter log read and parsed once, with its clock correction: `iolab energy import` matches
@@ -646,9 +669,10 @@ pub struct MeterLogFile {
 }
 
 impl MeterLogFile {
-    pub fn load(path: &Path, cfg: &EnergyConfig) -> Result<MeterLogFile, String> {
+    /// Err (bad input): a log that cannot be read or parsed, or a clock correction that cannot be used.
+    pub fn load(path: &Path, cfg: &EnergyConfig) -> Result<MeterLogFile, EnergyError> {
         let text = read_meter_log(path)?;
-        let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
+        let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref()).map_err(EnergyError::Invalid)?;
         let corr = cfg.clock_correction()?;
         let corrected = meterlog::CorrectedLog::new(&log, &corr);
         Ok(MeterLogFile { path: path.to_path_buf(), log, corr, corrected })
@@ -660,7 +684,8 @@ impl MeterLogFile {
         (self.corr.apply(first, first), self.corr.apply(last, first))
     }
 
-    /// The wall energy of a host UNIX-time window; Err says why the log gives none for it.
+    /// The wall energy of a host UNIX-time window; Err says why the log gives none for it (the
+    /// run's reason, or the import's for that run: the message is what is kept).
     pub fn over(&self, window_unix: (f64, f64)) -> Result<SourceEnergy, String> {
         let (log, corr) = (&self.log, &self.corr);
         let (lo, hi) = self.span_unix();
@@ -941,14 +966,16 @@ pub(crate) fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<S
 
 /// A credentials file of a networked source (`what`: redfish, netio): "user:password" on one
 /// line, or the user and the password on two lines (a password may then hold ':').
-pub(crate) fn read_credentials_file(what: &str, f: &Path) -> Result<(String, String), String> {
-    let text = std::fs::read_to_string(f).map_err(|e| format!("{what} credentials file {}: {e}", f.display()))?;
+/// Err (bad input): the file cannot be read or holds no credentials.
+pub(crate) fn read_credentials_file(what: &str, f: &Path) -> Result<(String, String), EnergyError> {
+    let bad = |why: String| EnergyError::Invalid(format!("{what} credentials file {}{why}", f.display()));
+    let text = std::fs::read_to_string(f).map_err(|e| bad(format!(": {e}")))?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let first = lines.next().ok_or_else(|| format!("{what} credentials file {} is empty", f.display()))?;
+    let first = lines.next().ok_or_else(|| bad(" is empty".into()))?;
     match (first.split_once(':'), lines.next()) {
         (_, Some(p)) => Ok((first.trim().to_string(), p.trim_end().to_string())),
         (Some((u, p)), None) => Ok((u.to_string(), p.to_string())),
-        (None, None) => Err(format!("{what} credentials file {}: expected user:password or two lines", f.display())),
+        (None, None) => Err(bad(": expected user:password or two lines".into())),
     }
 }
 
@@ -965,7 +992,8 @@ mod tests {
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let e = read_meter_log(&fifo).unwrap_err();
-        assert!(e.contains("is a FIFO"), "{e}");
-        assert!(read_meter_log(Path::new("/dev/zero")).unwrap_err().contains("character device"));
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        assert_eq!(e.kind(), crate::failure::FailureKind::Invalid);
+        assert!(read_meter_log(Path::new("/dev/zero")).unwrap_err().to_string().contains("character device"));
     }
 }

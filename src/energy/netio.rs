@@ -16,7 +16,7 @@
 //! or a file (`user:password` or two lines), or `user:password@` in the URL, which is taken out
 //! of it at once. No password is shown: every URL and message iolab prints or records passes
 //! `secret::redact`, and the URL kept has no user part.
-use super::{Channel, ChannelKind, Reading, Scope, Source, MAX_SAMPLE_WATTS};
+use super::{Channel, ChannelKind, EnergyError, Reading, Scope, Source, MAX_SAMPLE_WATTS};
 use crate::secret::redact;
 use base64::Engine;
 use serde_json::Value;
@@ -49,7 +49,7 @@ impl std::fmt::Debug for NetioConfig {
 
 impl NetioConfig {
     /// (user, password) from the config, the file, or the URL's user part; and the URL without it.
-    pub(crate) fn credentials(&self) -> Result<(Option<(String, String)>, String), String> {
+    pub(crate) fn credentials(&self) -> Result<(Option<(String, String)>, String), EnergyError> {
         let (url, from_url) = split_userinfo(&self.url);
         if let (Some(u), Some(p)) = (&self.username, &self.password) {
             return Ok((Some((u.clone(), p.clone())), url));
@@ -123,13 +123,15 @@ impl Netio {
         }
     }
 
-    pub fn open(cfg: &NetioConfig) -> Result<(Netio, Vec<String>), String> {
+    /// Err: a URL, credentials or outlets that cannot be used (bad input), or a PDU that does
+    /// not answer (external).
+    pub fn open(cfg: &NetioConfig) -> Result<(Netio, Vec<String>), EnergyError> {
         let (creds, url) = cfg.credentials()?;
         if !(url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(format!("netio url {:?} must start with https:// or http://", redact(&url)));
+            return Err(EnergyError::Invalid(format!("netio url {:?} must start with https:// or http://", redact(&url))));
         }
         if cfg.outlets.is_empty() {
-            return Err("no NETIO outlets named (--netio-outlets, the output IDs that feed the server)".into());
+            return Err(EnergyError::Invalid("no NETIO outlets named (--netio-outlets, the output IDs that feed the server)".into()));
         }
         let url = if url.trim_end_matches('/').ends_with("/netio.json") {
             url.trim_end_matches('/').to_string()
@@ -154,10 +156,11 @@ impl Netio {
                 .collect(),
         };
         let host = super::unix_now();
-        let v = me.get()?;
+        let v = me.get().map_err(EnergyError::Unreachable)?;
         let mut notes = Vec::new();
         for &o in &me.outlets {
-            let w = outlet_load(&v, o)?;
+            // The PDU answered: an outlet it does not meter is one named wrongly.
+            let w = outlet_load(&v, o).map_err(EnergyError::Invalid)?;
             notes.push(format!("output {o} first reading {w} W"));
         }
         if let Some(skew) = clock_skew_s(&v, host) {

@@ -1,7 +1,7 @@
 //! NVIDIA GPUs through NVML, loaded at run time (dlopen of libnvidia-ml.so.1, or the path in
 //! IOLAB_NVML_LIB / the config): `nvmlDeviceGetTotalEnergyConsumption` (mJ since the driver
 //! loaded, Volta and later) per GPU, summed over GPUs (disjoint devices) as scope `gpu`.
-use super::{Channel, ChannelKind, Reading, Scope, Source};
+use super::{Channel, ChannelKind, EnergyError, Reading, Scope, Source};
 use libloading::{Library, Symbol};
 use std::ffi::{c_char, c_void, CStr};
 use std::path::Path;
@@ -38,48 +38,58 @@ fn err_string(lib: &Library, r: Ret) -> String {
 }
 
 impl Nvml {
-    pub fn open(lib_path: Option<&Path>) -> Result<(Nvml, Vec<String>), String> {
+    /// Err: no NVML or no GPU that counts energy here (unsupported), or NVML failed (failed).
+    pub fn open(lib_path: Option<&Path>) -> Result<(Nvml, Vec<String>), EnergyError> {
         let name = lib_path.map(|p| p.display().to_string()).unwrap_or_else(|| "libnvidia-ml.so.1".into());
         // SAFETY: loading NVML runs its (trusted, vendor) initialisers.
-        let lib = unsafe { Library::new(&name) }.map_err(|e| format!("{name} not loadable (no NVIDIA driver/GPU): {e}"))?;
+        let lib = unsafe { Library::new(&name) }
+            .map_err(|e| EnergyError::Unsupported(format!("{name} not loadable (no NVIDIA driver/GPU): {e}")))?;
         let mut me = Nvml { lib, devices: Vec::new(), channels: Vec::new(), libname: name };
         let mut notes = Vec::new();
         // SAFETY: signatures as declared in nvml.h.
         unsafe {
-            let init: Symbol<unsafe extern "C" fn() -> Ret> = me.lib.get(b"nvmlInit_v2\0").map_err(|e| format!("nvmlInit_v2: {e}"))?;
+            let init: Symbol<unsafe extern "C" fn() -> Ret> =
+                me.lib.get(b"nvmlInit_v2\0").map_err(|e| EnergyError::Unsupported(format!("nvmlInit_v2: {e}")))?;
             let r = init();
             if r != NVML_SUCCESS {
-                return Err(format!("nvmlInit_v2: {}", err_string(&me.lib, r)));
+                return Err(EnergyError::Failed(format!("nvmlInit_v2: {}", err_string(&me.lib, r))));
             }
             let count: Symbol<unsafe extern "C" fn(*mut u32) -> Ret> =
-                me.lib.get(b"nvmlDeviceGetCount_v2\0").map_err(|e| format!("nvmlDeviceGetCount_v2: {e}"))?;
-            let handle: Symbol<unsafe extern "C" fn(u32, *mut *mut c_void) -> Ret> =
-                me.lib.get(b"nvmlDeviceGetHandleByIndex_v2\0").map_err(|e| format!("nvmlDeviceGetHandleByIndex_v2: {e}"))?;
+                me.lib.get(b"nvmlDeviceGetCount_v2\0").map_err(|e| EnergyError::Unsupported(format!("nvmlDeviceGetCount_v2: {e}")))?;
+            let handle: Symbol<unsafe extern "C" fn(u32, *mut *mut c_void) -> Ret> = me
+                .lib
+                .get(b"nvmlDeviceGetHandleByIndex_v2\0")
+                .map_err(|e| EnergyError::Unsupported(format!("nvmlDeviceGetHandleByIndex_v2: {e}")))?;
             let energy: Symbol<unsafe extern "C" fn(*mut c_void, *mut u64) -> Ret> =
-                me.lib.get(b"nvmlDeviceGetTotalEnergyConsumption\0").map_err(|e| format!("nvmlDeviceGetTotalEnergyConsumption: {e}"))?;
+                me.lib
+                    .get(b"nvmlDeviceGetTotalEnergyConsumption\0")
+                    .map_err(|e| EnergyError::Unsupported(format!("nvmlDeviceGetTotalEnergyConsumption: {e}")))?;
             let mut n = 0u32;
             let r = count(&mut n);
             if r != NVML_SUCCESS {
-                return Err(format!("nvmlDeviceGetCount_v2: {}", err_string(&me.lib, r)));
+                return Err(EnergyError::Failed(format!("nvmlDeviceGetCount_v2: {}", err_string(&me.lib, r))));
             }
             let mut devs = Vec::new();
             for i in 0..n {
                 let mut h: *mut c_void = std::ptr::null_mut();
                 let r = handle(i, &mut h);
                 if r != NVML_SUCCESS {
-                    return Err(format!("GPU {i}: nvmlDeviceGetHandleByIndex_v2: {}", err_string(&me.lib, r)));
+                    return Err(EnergyError::Failed(format!("GPU {i}: nvmlDeviceGetHandleByIndex_v2: {}", err_string(&me.lib, r))));
                 }
                 let mut mj = 0u64;
                 let r = energy(h, &mut mj);
                 if r != NVML_SUCCESS {
                     // Every GPU must count, or the gpu scope would under-count.
-                    return Err(format!("GPU {i}: nvmlDeviceGetTotalEnergyConsumption: {} (needs Volta or later)", err_string(&me.lib, r)));
+                    return Err(EnergyError::Unsupported(format!(
+                        "GPU {i}: nvmlDeviceGetTotalEnergyConsumption: {} (needs Volta or later)",
+                        err_string(&me.lib, r)
+                    )));
                 }
                 devs.push(h);
                 notes.push(format!("GPU {i}: {mj} mJ since driver load"));
             }
             if devs.is_empty() {
-                return Err("NVML reports no GPUs".into());
+                return Err(EnergyError::Unsupported("NVML reports no GPUs".into()));
             }
             me.channels = (0..devs.len())
                 .map(|i| Channel {

@@ -3,7 +3,7 @@
 //! not reported) with `.scale` (joules per count) and `.unit` files. System-wide counters opened
 //! on each CPU of `cpumask` (one per package); 64-bit counts that do not wrap on the user side.
 //! Needs CAP_PERFMON or kernel.perf_event_paranoid <= 0.
-use super::{Channel, ChannelKind, Reading, Scope, Source};
+use super::{Channel, ChannelKind, EnergyError, Reading, Scope, Source};
 use perf_event_open_sys as sys;
 use std::path::{Path, PathBuf};
 use sys::bindings as b;
@@ -53,17 +53,17 @@ pub(crate) fn parse_event_config(s: &str) -> Option<u64> {
     config
 }
 
-pub fn describe(sysfs_root: &Path) -> Result<PmuDesc, String> {
+pub fn describe(sysfs_root: &Path) -> Result<PmuDesc, EnergyError> {
     let dir = pmu_dir(sysfs_root);
-    let rd = |p: PathBuf| std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()));
+    let rd = |p: PathBuf| std::fs::read_to_string(&p).map_err(|e| EnergyError::Failed(format!("{}: {e}", p.display())));
     if !dir.exists() {
-        return Err(format!(
+        return Err(EnergyError::Unsupported(format!(
             "no {} (no RAPL perf PMU: not exposed in VMs; needs an Intel/AMD host kernel with the rapl PMU)",
             dir.display()
-        ));
+        )));
     }
-    let pmu_type: u32 = rd(dir.join("type"))?.trim().parse().map_err(|_| "power/type is not a number".to_string())?;
-    let cpus = parse_cpulist(&rd(dir.join("cpumask"))?).ok_or("power/cpumask is not a CPU list")?;
+    let pmu_type: u32 = rd(dir.join("type"))?.trim().parse().map_err(|_| EnergyError::Failed("power/type is not a number".into()))?;
+    let cpus = parse_cpulist(&rd(dir.join("cpumask"))?).ok_or_else(|| EnergyError::Failed("power/cpumask is not a CPU list".into()))?;
     let mut events = Vec::new();
     let mut notes = Vec::new();
     for (name, scope) in [
@@ -91,7 +91,7 @@ pub fn describe(sysfs_root: &Path) -> Result<PmuDesc, String> {
         }
     }
     if events.is_empty() {
-        return Err(format!("{}: no usable energy events ({})", dir.display(), notes.join("; ")));
+        return Err(EnergyError::Unsupported(format!("{}: no usable energy events ({})", dir.display(), notes.join("; "))));
     }
     Ok(PmuDesc { pmu_type, cpus, events, notes })
 }
@@ -116,7 +116,7 @@ impl Drop for PerfPower {
 }
 
 impl PerfPower {
-    pub fn open(sysfs_root: &Path) -> Result<(PerfPower, Vec<String>), String> {
+    pub fn open(sysfs_root: &Path) -> Result<(PerfPower, Vec<String>), EnergyError> {
         let desc = describe(sysfs_root)?;
         let mut me = PerfPower { desc: desc.clone(), fds: Vec::new(), channels: Vec::new() };
         for ev in &desc.events {
@@ -136,7 +136,7 @@ impl PerfPower {
                         Some(libc::ENOENT) | Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => "event not supported by this CPU/kernel".into(),
                         _ => String::new(),
                     };
-                    return Err(format!("perf_event_open({} on cpu {cpu}): {e}; {hint}", ev.name));
+                    return Err(EnergyError::Failed(format!("perf_event_open({} on cpu {cpu}): {e}; {hint}", ev.name)));
                 }
                 me.fds.push(fd);
                 me.channels.push(Channel {

@@ -29,7 +29,7 @@
 //! The serial line is put in raw mode (`cfmakeraw`: the library leaves ICRNL on, which turns a
 //! 0x0D byte into 0x0A).
 use super::stream::{self, Bins};
-use super::{Channel, ChannelKind, Scope, Source, SourceEnergy};
+use super::{Channel, ChannelKind, EnergyError, Scope, Source, SourceEnergy};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -275,19 +275,28 @@ fn signed_s(t: Instant, t0: Instant) -> f64 {
 
 impl PowerSensor {
     /// Open the device, read its sensors' configuration, check the rails and start streaming.
-    pub fn open(cfg: &PowerSensorConfig) -> Result<(PowerSensor, Vec<String>), String> {
+    /// Err: a device or rails that cannot be used as given (bad input), or a device that
+    /// fails while it is set up (failed).
+    pub fn open(cfg: &PowerSensorConfig) -> Result<(PowerSensor, Vec<String>), EnergyError> {
         let dev = cfg.device.display().to_string();
         if cfg.rails.is_empty() {
-            return Err(format!("PowerSensor3 {dev}: no rails named (--powersensor-rails, sensor pairs 0-{})", MAX_PAIRS - 1));
+            return Err(EnergyError::Invalid(format!(
+                "PowerSensor3 {dev}: no rails named (--powersensor-rails, sensor pairs 0-{})",
+                MAX_PAIRS - 1
+            )));
         }
         if let Some(r) = cfg.rails.iter().find(|&&r| r >= MAX_PAIRS) {
-            return Err(format!("PowerSensor3 rail {r} does not exist: the device has sensor pairs 0-{}", MAX_PAIRS - 1));
+            return Err(EnergyError::Invalid(format!(
+                "PowerSensor3 rail {r} does not exist: the device has sensor pairs 0-{}",
+                MAX_PAIRS - 1
+            )));
         }
-        let c = std::ffi::CString::new(dev.as_str()).map_err(|_| format!("PowerSensor3 device {dev:?} holds a NUL byte"))?;
+        let c = std::ffi::CString::new(dev.as_str())
+            .map_err(|_| EnergyError::Invalid(format!("PowerSensor3 device {dev:?} holds a NUL byte")))?;
         // SAFETY: a valid C string; the descriptor is owned below.
         let raw = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) };
         if raw < 0 {
-            return Err(errno_msg(&format!("PowerSensor3 {dev}")));
+            return Err(EnergyError::Invalid(errno_msg(&format!("PowerSensor3 {dev}"))));
         }
         // SAFETY: `raw` is an open descriptor no one else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
@@ -295,43 +304,44 @@ impl PowerSensor {
         // steal half the bytes.
         // SAFETY: an open descriptor.
         if unsafe { libc::flock(raw, libc::LOCK_EX | libc::LOCK_NB) } < 0 {
-            return Err(format!("PowerSensor3 {dev} is in use by another program (it holds the device's lock)"));
+            return Err(EnergyError::Invalid(format!("PowerSensor3 {dev} is in use by another program (it holds the device's lock)")));
         }
         // SAFETY: termios of an open descriptor, a zeroed struct filled by tcgetattr.
         unsafe {
             let mut t: libc::termios = std::mem::zeroed();
             if libc::tcgetattr(raw, &mut t) < 0 {
-                return Err(errno_msg(&format!("PowerSensor3 {dev} is not a serial device: tcgetattr")));
+                return Err(EnergyError::Invalid(errno_msg(&format!("PowerSensor3 {dev} is not a serial device: tcgetattr"))));
             }
             libc::cfmakeraw(&mut t);
             t.c_cflag |= libc::CLOCAL | libc::CREAD;
             t.c_cc[libc::VMIN] = 1;
             t.c_cc[libc::VTIME] = 0;
             if libc::tcsetattr(raw, libc::TCSANOW, &t) < 0 {
-                return Err(errno_msg(&format!("PowerSensor3 {dev}: tcsetattr")));
+                return Err(EnergyError::Failed(errno_msg(&format!("PowerSensor3 {dev}: tcsetattr"))));
             }
             // A device left streaming by a program that died: stop it, drop what it sent.
-            write_byte(raw, b'T').map_err(|e| format!("PowerSensor3 {dev}: {e}"))?;
+            write_byte(raw, b'T').map_err(|e| EnergyError::Failed(format!("PowerSensor3 {dev}: {e}")))?;
             std::thread::sleep(Duration::from_millis(50));
             libc::tcflush(raw, libc::TCIFLUSH);
         }
-        let sensors = read_config(raw).map_err(|e| format!("PowerSensor3 {dev}: reading its sensor configuration: {e}"))?;
+        let sensors =
+            read_config(raw).map_err(|e| EnergyError::Failed(format!("PowerSensor3 {dev}: reading its sensor configuration: {e}")))?;
         let mut rails = Vec::new();
         for &p in &cfg.rails {
             let (i, v) = (&sensors[2 * p], &sensors[2 * p + 1]);
             if !(i.in_use && v.in_use) {
-                return Err(format!(
+                return Err(EnergyError::Invalid(format!(
                     "PowerSensor3 {dev}: rail {p} is not in use (current sensor {} {}, voltage sensor {} {}): configure it with psconfig",
                     2 * p,
                     if i.in_use { "in use" } else { "unused" },
                     2 * p + 1,
                     if v.in_use { "in use" } else { "unused" }
-                ));
+                )));
             }
             if i.sensitivity == 0.0 || v.sensitivity == 0.0 || !i.sensitivity.is_finite() || !v.sensitivity.is_finite() {
-                return Err(format!(
+                return Err(EnergyError::Invalid(format!(
                     "PowerSensor3 {dev}: rail {p} has a sensitivity of 0 or not a number in its EEPROM: calibrate it with psconfig"
-                ));
+                )));
             }
             let name = if i.pair_name.is_empty() { format!("rail {p}") } else { format!("rail {p} ({})", i.pair_name) };
             rails.push((p, name));
@@ -347,7 +357,7 @@ impl PowerSensor {
                 )
             })
             .collect();
-        write_byte(raw, b'S').map_err(|e| format!("PowerSensor3 {dev}: {e}"))?;
+        write_byte(raw, b'S').map_err(|e| EnergyError::Failed(format!("PowerSensor3 {dev}: {e}")))?;
         let shared = Arc::new(Mutex::new(Shared { bins: vec![Bins::default(); rails.len()], ..Default::default() }));
         let stop = Arc::new(AtomicBool::new(false));
         let calib: Vec<(usize, SensorConfig, SensorConfig)> =
@@ -356,7 +366,7 @@ impl PowerSensor {
         let thread = std::thread::Builder::new()
             .name("energy-powersensor".into())
             .spawn(move || reader(fd, calib, sh, st))
-            .map_err(|e| format!("PowerSensor3 {dev}: no thread: {e}"))?;
+            .map_err(|e| EnergyError::Failed(format!("PowerSensor3 {dev}: no thread: {e}")))?;
         let channels = rails
             .iter()
             .map(|(_, name)| Channel {

@@ -5,7 +5,7 @@
 //! packages (sockets or dies) into `cpu_package`, their DRAM sub-zones into `dram`, psys alone
 //! as `platform`. core/uncore are inside the package and are not reported. Counters wrap at
 //! `max_energy_range_uj`, read per zone.
-use super::{Channel, ChannelKind, Reading, Scope, Source};
+use super::{Channel, ChannelKind, EnergyError, Reading, Scope, Source};
 use std::path::{Path, PathBuf};
 
 /// Highest power one zone may plausibly draw: bounds the wrap-safe interval and rejects glitches.
@@ -43,17 +43,17 @@ pub(crate) fn read_energy_uj(p: &Path) -> Result<u64, String> {
 }
 
 /// Discover the zones to use. Ok((zones, notes)) or Err(why RAPL is unavailable).
-pub(crate) fn discover(sysfs_root: &Path) -> Result<(Vec<Zone>, Vec<String>), String> {
+pub(crate) fn discover(sysfs_root: &Path) -> Result<(Vec<Zone>, Vec<String>), EnergyError> {
     let class = sysfs_root.join("class/powercap");
     let entries = match std::fs::read_dir(&class) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
+            return Err(EnergyError::Unsupported(format!(
                 "no {} (no RAPL: usual in VMs and containers, which do not expose or mask /sys/devices/virtual/powercap)",
                 class.display()
-            ))
+            )))
         }
-        Err(e) => return Err(format!("{}: {e}", class.display())),
+        Err(e) => return Err(EnergyError::Failed(format!("{}: {e}", class.display()))),
     };
     let mut ids: Vec<String> =
         entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains(':')).collect();
@@ -126,7 +126,7 @@ pub(crate) fn discover(sysfs_root: &Path) -> Result<(Vec<Zone>, Vec<String>), St
         if !notes.is_empty() {
             why.push_str(&format!(" ({})", notes.join("; ")));
         }
-        return Err(why);
+        return Err(EnergyError::Unsupported(why));
     }
     Ok((zones, notes))
 }
@@ -139,10 +139,10 @@ pub struct Rapl {
 impl Rapl {
     /// Discover and read every zone once: a zone that cannot be read makes RAPL unavailable
     /// (a scope with a missing socket would under-count).
-    pub fn open(sysfs_root: &Path) -> Result<(Rapl, Vec<String>), String> {
+    pub fn open(sysfs_root: &Path) -> Result<(Rapl, Vec<String>), EnergyError> {
         let (zones, notes) = discover(sysfs_root)?;
         for z in &zones {
-            read_energy_uj(&z.energy_path)?;
+            read_energy_uj(&z.energy_path).map_err(EnergyError::Failed)?;
         }
         let channels = zones
             .iter()

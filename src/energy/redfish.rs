@@ -7,7 +7,7 @@
 //! file (`IOLAB_REDFISH_CREDENTIALS` or `RedfishConfig::credentials_file`: "user:password" or
 //! user and password on two lines), never from the command line. The scheme comes from the
 //! URL: https (rustls, the webpki root certificates) or plain http (tests, lab networks).
-use super::{Channel, ChannelKind, Reading, Scope, Source};
+use super::{Channel, ChannelKind, EnergyError, Reading, Scope, Source};
 use base64::Engine;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -39,7 +39,7 @@ impl std::fmt::Debug for RedfishConfig {
 
 impl RedfishConfig {
     /// (user, password) if any are configured.
-    pub(crate) fn credentials(&self) -> Result<Option<(String, String)>, String> {
+    pub(crate) fn credentials(&self) -> Result<Option<(String, String)>, EnergyError> {
         if let (Some(u), Some(p)) = (&self.username, &self.password) {
             return Ok(Some((u.clone(), p.clone())));
         }
@@ -101,9 +101,11 @@ impl Redfish {
         }
     }
 
-    pub fn open(cfg: &RedfishConfig) -> Result<(Redfish, Vec<String>), String> {
+    /// Err: a URL or credentials that cannot be used (bad input), or a BMC that does not answer
+    /// with a power reading (external).
+    pub fn open(cfg: &RedfishConfig) -> Result<(Redfish, Vec<String>), EnergyError> {
         if !(cfg.url.starts_with("https://") || cfg.url.starts_with("http://")) {
-            return Err(format!("redfish url {:?} must start with https:// or http://", cfg.url));
+            return Err(EnergyError::Invalid(format!("redfish url {:?} must start with https:// or http://", cfg.url)));
         }
         let agent = ureq::AgentBuilder::new().timeout(cfg.timeout.unwrap_or(Duration::from_secs(5))).build();
         let auth =
@@ -116,7 +118,7 @@ impl Redfish {
             resource: Resource::EnvironmentMetrics,
             channels: Vec::new(),
         };
-        let coll = me.get("/redfish/v1/Chassis")?;
+        let coll = me.get("/redfish/v1/Chassis").map_err(EnergyError::Unreachable)?;
         let members: Vec<String> = coll
             .get("Members")
             .and_then(|m| m.as_array())
@@ -154,11 +156,11 @@ impl Redfish {
                 }
             }
         }
-        Err(format!(
+        Err(EnergyError::Unreachable(format!(
             "no chassis with a power reading at {}{}",
             cfg.url,
             if tried.is_empty() { String::new() } else { format!(" ({})", tried.join("; ")) }
-        ))
+        )))
     }
 }
 

@@ -4,7 +4,7 @@
 //! The ring is created with a raw io_uring_setup so that flags the crate has no builder for
 //! (HYBRID_IOPOLL) can be set, then handed to the `io-uring` crate.
 use super::{raw_syscall, Behaviour, Completion, Interface, InterfaceInfo, InterfaceKind, IoInterface, Request, Setup};
-use super::{Complete, Feature, IoChoice, Submit};
+use super::{Complete, Feature, InterfaceError, IoChoice, Submit};
 use crate::host::kernel_release;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use serde::{Deserialize, Serialize};
@@ -267,22 +267,24 @@ pub(crate) fn missing_opcodes<S: squeue::EntryMarker, C: cqueue::EntryMarker>(
     want.iter().filter(|o| !probed || !probe.is_supported(o.0)).map(|o| format!("IORING_OP_{} (Linux {})", o.1, o.2)).collect()
 }
 
-pub fn machine_support() -> Result<(), String> {
+pub fn machine_support() -> Result<(), InterfaceError> {
     if let Ok(v) = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
         if v.trim() == "2" {
-            return Err("io_uring is disabled (kernel.io_uring_disabled = 2): set it to 0".into());
+            return Err(InterfaceError::Unsupported("io_uring is disabled (kernel.io_uring_disabled = 2): set it to 0".into()));
         }
     }
-    let ring = create_ring_exact(2, 0, None, 0).map_err(|e| match e.raw_os_error() {
-        // CLAMP is the only flag of a bare ring.
-        Some(libc::EINVAL) => {
-            format!("io_uring_setup refused IORING_SETUP_CLAMP ({e}): this kernel's io_uring predates Linux 5.6, which iolab needs")
-        }
-        _ => format!("io_uring_setup failed: {e}"),
+    let ring = create_ring_exact(2, 0, None, 0).map_err(|e| {
+        InterfaceError::Unsupported(match e.raw_os_error() {
+            // CLAMP is the only flag of a bare ring.
+            Some(libc::EINVAL) => {
+                format!("io_uring_setup refused IORING_SETUP_CLAMP ({e}): this kernel's io_uring predates Linux 5.6, which iolab needs")
+            }
+            _ => format!("io_uring_setup failed: {e}"),
+        })
     })?;
     let missing = missing_opcodes(&ring, OPCODES);
     if !missing.is_empty() {
-        return Err(format!("this kernel's io_uring lacks {}, which iolab submits", missing.join(", ")));
+        return Err(InterfaceError::Unsupported(format!("this kernel's io_uring lacks {}, which iolab submits", missing.join(", "))));
     }
     Ok(())
 }
@@ -475,8 +477,13 @@ impl super::OptionsPart for RingOptions {
 
 /// Does this kernel accept the rings a job asks for? The ring setup the run gets (cost-only
 /// flags the kernel lacks dropped); an error blames the flag of the mode the kernel refused.
-/// `big`: nvme-passthru's rings (128-byte SQEs, 32-byte CQEs).
-pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, String> {
+/// `big`: nvme-passthru's rings (128-byte SQEs, 32-byte CQEs). Err: unsupported here.
+pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, InterfaceError> {
+    setup_for(io, big).map(Some).map_err(InterfaceError::Unsupported)
+}
+
+/// `check_ring`'s setup; Err is the line naming what the kernel refused.
+fn setup_for(io: &IoChoice, big: bool) -> Result<RingSetup, String> {
     let k = kernel_release();
     if io.complete == Complete::Hybrid && !big {
         match hybrid_via() {
@@ -512,7 +519,7 @@ pub(crate) fn check_ring(io: &IoChoice, big: bool) -> Result<Option<RingSetup>, 
     if io.submit == Submit::Sqpoll && !io.options.ring.register_files && !params.is_feature_sqpoll_nonfixed() {
         return Err(format!("kernel {k}'s io_uring SQPOLL thread only takes registered files (IORING_FEAT_SQPOLL_NONFIXED came in Linux 5.11): use --register-files true or --submit syscall"));
     }
-    Ok(Some(setup))
+    Ok(setup)
 }
 
 pub struct Uring {
@@ -745,13 +752,13 @@ impl Interface for Uring {
         bypasses_kernel: false,
     };
 
-    fn machine_support() -> Result<(), String> {
+    fn machine_support() -> Result<(), InterfaceError> {
         machine_support()
     }
     fn machine_notes() -> Option<String> {
         setup_notes(false)
     }
-    fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, String> {
+    fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, InterfaceError> {
         check_ring(io, false)
     }
     fn kernel_features() -> Vec<Feature> {

@@ -44,12 +44,15 @@ pub struct Libaio {
     events: Vec<IoEvent>,
 }
 
-fn machine_support() -> Result<(), String> {
+fn machine_support() -> Result<(), super::InterfaceError> {
     let mut ctx: libc::c_ulong = 0;
     // SAFETY: io_setup writes the context id into ctx.
     let rc = unsafe { libc::syscall(libc::SYS_io_setup, 1, &mut ctx) };
     if rc < 0 {
-        return Err(format!("io_setup failed: {} (kernel without CONFIG_AIO, or fs.aio-max-nr exhausted)", io::Error::last_os_error()));
+        return Err(super::InterfaceError::Unsupported(format!(
+            "io_setup failed: {} (kernel without CONFIG_AIO, or fs.aio-max-nr exhausted)",
+            io::Error::last_os_error()
+        )));
     }
     unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
     Ok(())
@@ -158,7 +161,7 @@ impl Interface for Libaio {
         bypasses_kernel: false,
     };
 
-    fn machine_support() -> Result<(), String> {
+    fn machine_support() -> Result<(), super::InterfaceError> {
         machine_support()
     }
 }

@@ -5,6 +5,7 @@
 //! the kernel and completions back. Timing, offsets, buffers and accounting live in the shared
 //! hot loop (`engine::hotloop`), so every interface is measured the same way.
 pub mod block_poll;
+mod error;
 pub mod io_uring;
 pub mod libaio;
 pub mod memory;
@@ -16,6 +17,8 @@ pub mod pvsync2;
 pub mod target;
 #[cfg(target_endian = "little")]
 pub mod vfio_nvme;
+
+pub use error::InterfaceError;
 
 use crate::device::{sysinfo::TargetInfo, Target};
 use crate::failure::Failure;
@@ -122,7 +125,8 @@ pub trait OptionsPart: Clone + Default + std::fmt::Debug + Serialize + serde::de
         Err(serde::de::Error::custom(format!("no plan key {key}")))
     }
     /// Its rules on a job's choice: an option the chosen interface or mode does not use is
-    /// refused, naming the flag.
+    /// refused, naming the flag. The line is the value: the plan's checks (and the server's)
+    /// wrap it as bad input.
     fn check(&self, _io: &IoChoice) -> Result<(), String> {
         Ok(())
     }
@@ -299,12 +303,13 @@ pub trait Interface: IoInterface {
     /// Its target part (`target.rs`): acquired for a run, described, given to each thread's open
     /// as its handle, released. Files and block devices through `device` for most.
     type Target: Acquire<Handle = Self::Handle>;
-    /// Checks only this interface makes on a job, before any target or kernel is touched.
+    /// Checks only this interface makes on a job, before any target or kernel is touched; the
+    /// line is wrapped as bad input by the plan's checks (`PlanError::Job`) and the server's.
     fn check_job(_io: &IoChoice) -> Result<(), String> {
         Ok(())
     }
-    /// Whether this machine can run the interface at all; Err carries the reason.
-    fn machine_support() -> Result<(), String> {
+    /// Whether this machine can run the interface at all; Err (unsupported here) carries the reason.
+    fn machine_support() -> Result<(), InterfaceError> {
         Ok(())
     }
     /// What this kernel refuses that iolab does without, for `iolab interfaces`.
@@ -313,12 +318,12 @@ pub trait Interface: IoInterface {
     }
     /// Checks on a target once it is open (an NVMe namespace's limits, say), for requests of
     /// `bs` bytes from `offset`.
-    fn check_target(_io: &IoChoice, _bs: u64, _offset: u64, _target: &Target) -> Result<(), String> {
+    fn check_target(_io: &IoChoice, _bs: u64, _offset: u64, _target: &Target) -> Result<(), InterfaceError> {
         Ok(())
     }
     /// Checks that need the kernel. Interfaces that set up kernel objects with flags (io_uring's
     /// rings) answer the setup the run gets.
-    fn check_kernel(_io: &IoChoice) -> Result<Option<KernelSetup>, String> {
+    fn check_kernel(_io: &IoChoice) -> Result<Option<KernelSetup>, InterfaceError> {
         Ok(None)
     }
     /// The completion path the kernel is expected to take, and why when that is not what was
@@ -434,7 +439,7 @@ pub trait VisitTarget<'h> {
 fn acquire<T: Interface>(req: &TargetRequest) -> Result<T::Target, Failure> {
     let target = T::Target::acquire(req)?;
     for t in target.files() {
-        T::check_target(req.io, req.access.bs, req.access.targets.offset, t).map_err(Failure::unsupported)?;
+        T::check_target(req.io, req.access.bs, req.access.targets.offset, t)?;
     }
     Ok(target)
 }
@@ -572,9 +577,9 @@ interface_table! {
 /// An interface's rules (its policy) as plain functions, taken from its `Interface` impl.
 pub struct Rules {
     pub check_job: fn(&IoChoice) -> Result<(), String>,
-    pub machine_support: fn() -> Result<(), String>,
+    pub machine_support: fn() -> Result<(), InterfaceError>,
     pub machine_notes: fn() -> Option<String>,
-    pub check_kernel: fn(&IoChoice) -> Result<Option<KernelSetup>, String>,
+    pub check_kernel: fn(&IoChoice) -> Result<Option<KernelSetup>, InterfaceError>,
     pub expected_path: fn(&IoChoice, &[TargetInfo]) -> (Path, Option<String>),
     pub block_poll_delay: fn(&IoChoice) -> Option<i64>,
     pub mechanism: fn(&IoChoice) -> String,
@@ -664,9 +669,10 @@ pub fn help() -> String {
     format!("I/O interface: {}.", each.join(", "))
 }
 
-/// Whether this machine can run the named interface at all; Err carries the reason.
-pub fn machine_support(name: &str) -> Result<(), String> {
-    (name.parse::<InterfaceKind>()?.rules().machine_support)()
+/// Whether this machine can run the named interface at all; Err carries the reason (an unknown
+/// name is bad input).
+pub fn machine_support(name: &str) -> Result<(), InterfaceError> {
+    (name.parse::<InterfaceKind>().map_err(InterfaceError::Invalid)?.rules().machine_support)()
 }
 
 /// The errno of the last failed libc call, as a negative completion result.

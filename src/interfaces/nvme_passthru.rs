@@ -16,9 +16,9 @@
 //! The commands, the namespace's identity and its devices are `device::nvme`'s.
 use super::io_uring::{check_ring, create_ring_big, create_ring_big_exact, flags_for, missing_opcodes, RingDriver, RingSetup};
 use super::target::Files;
-use super::Feature;
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup, SyncReader, TargetKind, DEVICE_STATUS};
 use super::{Complete, IoChoice, Submit};
+use super::{Feature, InterfaceError};
 #[cfg(test)]
 use crate::device::nvme::status_text;
 use crate::device::nvme::{generic_devices, read_sync, Namespace, NvmeCmd, NVME_URING_CMD_IO};
@@ -84,17 +84,20 @@ fn kernel_features() -> Vec<Feature> {
     ]
 }
 
-fn machine_support() -> Result<(), String> {
+fn machine_support() -> Result<(), InterfaceError> {
     super::io_uring::machine_support()?;
     // The kernel before the devices: 5.10 to 5.18 have no URING_CMD, and before 5.13 no /dev/ng*.
-    let ring = create_ring_big_exact(2, 0, None, 0)
-        .map_err(|e| format!("io_uring_setup with 128-byte SQEs and 32-byte CQEs failed (IORING_SETUP_SQE128 needs Linux 5.19+): {e}"))?;
+    let ring = create_ring_big_exact(2, 0, None, 0).map_err(|e| {
+        InterfaceError::Unsupported(format!(
+            "io_uring_setup with 128-byte SQEs and 32-byte CQEs failed (IORING_SETUP_SQE128 needs Linux 5.19+): {e}"
+        ))
+    })?;
     let missing = missing_opcodes(&ring, &[(opcode::UringCmd80::CODE, "URING_CMD", "5.19")]);
     if !missing.is_empty() {
-        return Err(format!("this kernel's io_uring lacks {}", missing.join(", ")));
+        return Err(InterfaceError::Unsupported(format!("this kernel's io_uring lacks {}", missing.join(", "))));
     }
     if generic_devices().is_empty() {
-        return Err("no NVMe generic character devices (/dev/ng*)".into());
+        return Err(InterfaceError::Unsupported("no NVMe generic character devices (/dev/ng*)".into()));
     }
     Ok(())
 }
@@ -246,7 +249,7 @@ impl Interface for Passthru {
         }
         Ok(())
     }
-    fn machine_support() -> Result<(), String> {
+    fn machine_support() -> Result<(), InterfaceError> {
         machine_support()
     }
     fn machine_notes() -> Option<String> {
@@ -255,12 +258,14 @@ impl Interface for Passthru {
     fn kernel_features() -> Vec<Feature> {
         kernel_features()
     }
-    fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, String> {
+    fn check_kernel(io: &IoChoice) -> Result<Option<RingSetup>, InterfaceError> {
         check_ring(io, true)
     }
-    fn check_target(_io: &IoChoice, bs: u64, offset: u64, target: &Target) -> Result<(), String> {
+    fn check_target(_io: &IoChoice, bs: u64, offset: u64, target: &Target) -> Result<(), InterfaceError> {
         match &target.namespace {
-            Some(ns) => check_namespace(bs, offset, &target.path.display().to_string(), ns, &target.info),
+            Some(ns) => {
+                check_namespace(bs, offset, &target.path.display().to_string(), ns, &target.info).map_err(InterfaceError::Unsupported)
+            }
             None => Ok(()),
         }
     }

@@ -61,11 +61,11 @@ impl Interface for Pvsync2 {
         bypasses_kernel: false,
     };
 
-    fn check_kernel(io: &IoChoice) -> Result<Option<super::KernelSetup>, String> {
+    fn check_kernel(io: &IoChoice) -> Result<Option<super::KernelSetup>, super::InterfaceError> {
         match block_poll::hybrid_unreachable(false) {
-            Some(why) if io.complete == Complete::Hybrid => Err(format!(
+            Some(why) if io.complete == Complete::Hybrid => Err(super::InterfaceError::Unsupported(format!(
                 "pvsync2 cannot use hybrid polling here: {why} (io_uring's HYBRID_IOPOLL, Linux 6.13+, is the hybrid polling left)"
-            )),
+            ))),
             _ => Ok(None),
         }
     }

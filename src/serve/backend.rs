@@ -85,9 +85,10 @@ pub struct Through<T: Interface> {
 
 impl<T: Interface> Through<T> {
     /// Opens the interface for one connection over the acquired target.
-    pub fn open(io: &IoChoice, target: &OpenTarget, handle: &T::Handle) -> Result<Through<T>, String> {
+    pub fn open(io: &IoChoice, target: &OpenTarget, handle: &T::Handle) -> Result<Through<T>, super::ServeError> {
         let slots = slots_for::<T>();
-        let bufs = AlignedBuf::new(CHUNK as usize * slots as usize, T::buffer_memory(io))?;
+        let bufs =
+            AlignedBuf::new(CHUNK as usize * slots as usize, T::buffer_memory(io)).map_err(|e| super::ServeError::Failed(e.to_string()))?;
         // The user-space driver's one namespace is a descriptor-less target (-1), as in a run.
         let fds = [target.fd];
         let setup = Setup {
@@ -102,7 +103,7 @@ impl<T: Interface> Through<T> {
             io,
             sq_cpu: None,
         };
-        let opened = T::open(&setup, handle).map_err(|e| format!("{}: setup failed: {e}", T::INFO.name))?;
+        let opened = T::open(&setup, handle).map_err(|e| super::ServeError::Failed(format!("{}: setup failed: {e}", T::INFO.name)))?;
         Ok(Through {
             io: opened,
             bufs,

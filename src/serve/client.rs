@@ -5,12 +5,12 @@
 //!
 //! A connected device is journaled before it is connected (its index once the kernel gave it):
 //! `iolab restore` disconnects what an iolab that is no longer alive left connected.
-use super::proto;
+use super::{proto, ServeError};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
@@ -68,11 +68,11 @@ fn attrs(mut b: &[u8]) -> Vec<(u16, Vec<u8>)> {
 }
 
 impl Genl {
-    fn open() -> Result<Genl, String> {
+    fn open() -> Result<Genl, ServeError> {
         // SAFETY: plain socket creation; the descriptor is owned below.
         let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_GENERIC) };
         if fd < 0 {
-            return Err(format!("cannot open a generic netlink socket: {}", std::io::Error::last_os_error()));
+            return Err(ServeError::Failed(format!("cannot open a generic netlink socket: {}", std::io::Error::last_os_error())));
         }
         // SAFETY: fd was just created and is ours.
         Ok(Genl { fd: unsafe { OwnedFd::from_raw_fd(fd) }, seq: 1 })
@@ -137,7 +137,7 @@ impl Genl {
     }
 
     /// The nbd family's id, or why there is none.
-    fn nbd_family(&mut self) -> Result<u16, String> {
+    fn nbd_family(&mut self) -> Result<u16, ServeError> {
         let body = attr(CTRL_ATTR_FAMILY_NAME, b"nbd\0");
         match self.request(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, &body) {
             Ok(msgs) => msgs
@@ -145,9 +145,9 @@ impl Genl {
                 .flat_map(|m| attrs(m))
                 .find(|(k, v)| *k == CTRL_ATTR_FAMILY_ID && v.len() >= 2)
                 .map(|(_, v)| u16::from_ne_bytes([v[0], v[1]]))
-                .ok_or_else(|| "the kernel answered without the nbd family's id".to_string()),
-            Err(libc::ENOENT) => Err(no_nbd()),
-            Err(e) => Err(format!("cannot look up the nbd netlink family: {}", std::io::Error::from_raw_os_error(e))),
+                .ok_or_else(|| ServeError::Failed("the kernel answered without the nbd family's id".to_string())),
+            Err(libc::ENOENT) => Err(ServeError::Unsupported(no_nbd())),
+            Err(e) => Err(ServeError::Failed(format!("cannot look up the nbd netlink family: {}", std::io::Error::from_raw_os_error(e)))),
         }
     }
 }
@@ -157,9 +157,14 @@ fn no_nbd() -> String {
     "this kernel has no NBD client (no nbd netlink family: `modprobe nbd`, or a kernel built with CONFIG_BLK_DEV_NBD)".into()
 }
 
-/// Whether this kernel has the NBD client; Err says why not.
-pub fn available() -> Result<(), String> {
-    Genl::open()?.nbd_family().map(|_| ())
+/// Whether this kernel has the NBD client; Err (unsupported here) says why not.
+pub fn available() -> Result<(), ServeError> {
+    // Asked before anything is done: whatever keeps netlink from answering, this kernel's NBD
+    // client cannot be driven here.
+    Genl::open().and_then(|mut g| g.nbd_family()).map(drop).map_err(|e| match e {
+        ServeError::Failed(why) => ServeError::Unsupported(why),
+        other => other,
+    })
 }
 
 /// What a server said of its export.
@@ -171,7 +176,13 @@ pub struct Negotiated {
 
 /// Fixed newstyle negotiation up to NBD_OPT_GO on one socket (no structured replies: the
 /// kernel's client takes simple replies only).
-pub(crate) fn negotiate(s: &mut TcpStream, export: &str) -> Result<Negotiated, String> {
+/// Every error is the server's answer to what was asked: bad input.
+pub(crate) fn negotiate(s: &mut TcpStream, export: &str) -> Result<Negotiated, ServeError> {
+    negotiate_go(s, export).map_err(ServeError::Invalid)
+}
+
+/// `negotiate`'s conversation; Err is the line saying what the server did.
+fn negotiate_go(s: &mut TcpStream, export: &str) -> Result<Negotiated, String> {
     use proto::*;
     let io = |e: std::io::Error| format!("the server closed the negotiation: {e}");
     let mut g = [0u8; 18];
@@ -240,64 +251,72 @@ pub(crate) fn journal_path() -> PathBuf {
     j.with_file_name(name)
 }
 
-fn load() -> Result<Vec<Connection>, String> {
-    match std::fs::read_to_string(journal_path()) {
-        Ok(t) => serde_json::from_str(&t).map_err(|e| format!("{} is damaged: {e}", journal_path().display())),
+fn load(path: &Path) -> Result<Vec<Connection>, ServeError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t).map_err(|e| ServeError::Failed(format!("{} is damaged: {e}", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(format!("cannot read {}: {e}", journal_path().display())),
+        Err(e) => Err(ServeError::Failed(format!("cannot read {}: {e}", path.display()))),
     }
 }
 
 /// Writes the journal durably (temporary file, fsync, rename), under its lock.
-fn store(entries: &[Connection]) -> Result<(), String> {
-    let path = journal_path();
+fn store(path: &Path, entries: &[Connection]) -> Result<(), ServeError> {
+    let failed = |what: &Path, e: std::io::Error| ServeError::Failed(format!("cannot write {}: {e}", what.display()));
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| ServeError::Failed(format!("cannot create {}: {e}", dir.display())))?;
     }
     let tmp = path.with_extension("nbd.tmp");
-    let text = serde_json::to_string_pretty(entries).map_err(|e| e.to_string())?;
-    let mut f = std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    let text = serde_json::to_string_pretty(entries).map_err(|e| ServeError::Failed(e.to_string()))?;
+    let mut f = std::fs::File::create(&tmp).map_err(|e| failed(&tmp, e))?;
+    f.write_all(text.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| failed(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| failed(path, e))
 }
 
-fn with_journal<T>(f: impl FnOnce(&mut Vec<Connection>) -> T) -> Result<T, String> {
+/// `f` over the journal of connected devices, under its lock; Err: the journal failed (a
+/// failed command, whatever was asked).
+fn with_journal<T>(f: impl FnOnce(&mut Vec<Connection>) -> T) -> Result<T, ServeError> {
+    with_journal_at(&journal_path(), f)
+}
+
+/// `with_journal` on the journal at `path`.
+fn with_journal_at<T>(path: &Path, f: impl FnOnce(&mut Vec<Connection>) -> T) -> Result<T, ServeError> {
     // One read-modify-write at a time, machine-wide: an advisory lock on `<journal>.lock`.
-    let path = journal_path();
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| ServeError::Failed(format!("cannot create {}: {e}", dir.display())))?;
     }
     let lock_path = path.with_extension("nbd.lock");
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&lock_path)
-        .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+        .map_err(|e| ServeError::Failed(format!("cannot open {}: {e}", lock_path.display())))?;
     // SAFETY: flock on an open descriptor; released when the file closes.
     if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(format!("cannot lock {}: {}", lock_path.display(), std::io::Error::last_os_error()));
+        return Err(ServeError::Failed(format!("cannot lock {}: {}", lock_path.display(), std::io::Error::last_os_error())));
     }
-    let mut entries = load()?;
+    let mut entries = load(path)?;
     let out = f(&mut entries);
-    store(&entries)?;
+    store(path, &entries)?;
     Ok(out)
 }
 
 /// Connects the kernel's client to `server` with `connections` sockets, as /dev/nbd`index`
-/// (None: the kernel picks a free one). Journaled first. Returns the index.
-pub fn connect(server: SocketAddr, export: &str, index: Option<u32>, connections: u32, block_size: u64) -> Result<u32, String> {
+/// (None: the kernel picks a free one). Journaled first. Returns the index. Err: what was asked
+/// is refused (bad input: the device in use, the server unreachable or refusing), or netlink,
+/// the kernel or the journal failed (a failed command).
+pub fn connect(server: SocketAddr, export: &str, index: Option<u32>, connections: u32, block_size: u64) -> Result<u32, ServeError> {
     let mut genl = Genl::open()?;
     let family = genl.nbd_family()?;
     if let Some(i) = index {
         if std::fs::read_to_string(format!("/sys/block/nbd{i}/pid")).is_ok() {
-            return Err(format!("/dev/nbd{i} is already connected"));
+            return Err(ServeError::Invalid(format!("/dev/nbd{i} is already connected")));
         }
     }
     let mut socks = Vec::new();
     let mut first: Option<Negotiated> = None;
     for _ in 0..connections.max(1) {
         let mut s = TcpStream::connect_timeout(&server, std::time::Duration::from_secs(10))
-            .map_err(|e| format!("cannot reach the NBD server at {server}: {e}"))?;
+            .map_err(|e| ServeError::Invalid(format!("cannot reach the NBD server at {server}: {e}")))?;
         let _ = s.set_nodelay(true);
         let n = negotiate(&mut s, export)?;
         first.get_or_insert(n);
@@ -305,7 +324,7 @@ pub fn connect(server: SocketAddr, export: &str, index: Option<u32>, connections
     }
     let n = first.expect("one connection at least");
     if n.flags & proto::FLAG_CAN_MULTI_CONN == 0 && socks.len() > 1 {
-        return Err("the server does not allow several connections to one export (no NBD_FLAG_CAN_MULTI_CONN)".into());
+        return Err(ServeError::Invalid("the server does not allow several connections to one export (no NBD_FLAG_CAN_MULTI_CONN)".into()));
     }
     let me = Connection { index, server: server.to_string(), owner: crate::settings::Holder::us() };
     with_journal(|j| j.push(me.clone()))?;
@@ -328,12 +347,13 @@ pub fn connect(server: SocketAddr, export: &str, index: Option<u32>, connections
         Ok(m) => m,
         Err(e) => {
             with_journal(forget)?;
-            return Err(format!("the kernel refused NBD_CMD_CONNECT: {}", std::io::Error::from_raw_os_error(e)));
+            // What was asked (a device, a size) the kernel will not take.
+            return Err(ServeError::Invalid(format!("the kernel refused NBD_CMD_CONNECT: {}", std::io::Error::from_raw_os_error(e))));
         }
     };
     let got = msgs.iter().flat_map(|m| attrs(m)).find(|(k, v)| *k == NBD_ATTR_INDEX && v.len() >= 4);
     let Some(i) = got.map(|(_, v)| u32::from_ne_bytes(v[..4].try_into().expect("4"))).or(index) else {
-        return Err("the kernel connected a device without saying which".into());
+        return Err(ServeError::Failed("the kernel connected a device without saying which".into()));
     };
     with_journal(|j| {
         if let Some(c) = j.iter_mut().find(|c| **c == me) {
@@ -346,17 +366,17 @@ pub fn connect(server: SocketAddr, export: &str, index: Option<u32>, connections
 }
 
 /// Disconnects /dev/nbd`index` and forgets it.
-pub fn disconnect(index: u32) -> Result<(), String> {
+pub fn disconnect(index: u32) -> Result<(), ServeError> {
     let mut genl = Genl::open()?;
     let family = genl.nbd_family()?;
     let r = genl.request(family, NBD_CMD_DISCONNECT, NBD_GENL_VERSION, &attr(NBD_ATTR_INDEX, &index.to_ne_bytes()));
     with_journal(|j| j.retain(|c| c.index != Some(index)))?;
-    r.map(|_| ()).map_err(|e| format!("cannot disconnect /dev/nbd{index}: {}", std::io::Error::from_raw_os_error(e)))
+    r.map(|_| ()).map_err(|e| ServeError::Failed(format!("cannot disconnect /dev/nbd{index}: {}", std::io::Error::from_raw_os_error(e))))
 }
 
 /// Disconnects every device an iolab that is no longer alive left connected: lines saying what
 /// was done.
-pub fn restore() -> Result<Vec<String>, String> {
+pub fn restore() -> Result<Vec<String>, ServeError> {
     if !journal_path().exists() {
         return Ok(Vec::new());
     }
@@ -384,6 +404,24 @@ pub fn restore() -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A journal that cannot be written fails the command (exit 1), whatever was asked: `nbd
+    /// connect` said it as bad input (exit 2).
+    #[test]
+    fn a_journal_that_cannot_be_written_is_a_failed_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let e = with_journal_at(&file.join("journal.nbd"), |j| j.len()).unwrap_err();
+        assert_eq!(e.kind(), crate::failure::FailureKind::Failed, "{e}");
+        assert_eq!(crate::failure::Failure::from(e).code(), 1);
+        let damaged = dir.path().join("damaged.nbd");
+        std::fs::write(&damaged, "not json").unwrap();
+        let e = with_journal_at(&damaged, |j| j.len()).unwrap_err();
+        assert!(e.to_string().contains("is damaged"), "{e}");
+        assert_eq!(e.kind(), crate::failure::FailureKind::Failed);
+        assert_eq!(with_journal_at(&dir.path().join("new.nbd"), |j| j.len()).unwrap(), 0);
+    }
 
     #[test]
     fn attributes_are_padded_and_read_back() {

@@ -10,6 +10,7 @@
 //! cost beside the client's results. Nothing here prints: notes come through [`ServeUi`].
 pub mod backend;
 pub mod client;
+mod error;
 pub mod proto;
 
 use crate::cancel::Cancel;
@@ -17,6 +18,7 @@ use crate::failure::{Failure, FailureKind};
 use crate::interfaces::{Acquired, Interface, InterfaceKind, IoChoice, OpenTarget, VisitTarget};
 use crate::plan::{Job, Rw};
 use backend::{Backend, IoFailure, Through};
+pub use error::ServeError;
 use serde::Serialize;
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -143,22 +145,22 @@ struct Export {
 }
 
 /// Checks that need nothing but the configuration: Err is one line, bad input.
-pub fn check(c: &ServeConfig) -> Result<(), String> {
+pub fn check(c: &ServeConfig) -> Result<(), ServeError> {
     if !INTERFACES.contains(&c.interface) {
         let names: Vec<&str> = INTERFACES.iter().map(|k| k.name()).collect();
-        return Err(format!("iolab serve does its I/O through {}, not {}", names.join(", "), c.interface));
+        return Err(ServeError::Invalid(format!("iolab serve does its I/O through {}, not {}", names.join(", "), c.interface)));
     }
     if !c.listen.ip().is_loopback() && !c.listen_any {
-        return Err(format!(
+        return Err(ServeError::Invalid(format!(
             "--listen {}: the server authenticates no one, so it listens only on loopback unless --listen-any is given",
             c.listen
-        ));
+        )));
     }
     if c.connections == 0 || c.connections > 64 {
-        return Err(format!("--connections {}: serve 1 to 64 connections at once", c.connections));
+        return Err(ServeError::Invalid(format!("--connections {}: serve 1 to 64 connections at once", c.connections)));
     }
     if c.export.len() > 4096 {
-        return Err("--export: the protocol takes names of at most 4096 bytes".into());
+        return Err(ServeError::Invalid("--export: the protocol takes names of at most 4096 bytes".into()));
     }
     Ok(())
 }
@@ -201,12 +203,12 @@ impl crate::interfaces::Visit for Slots {
 /// Serve until `cancel` (SIGINT, SIGTERM): bind, acquire the target, accept connections, and
 /// at the end give the target back. Bad input and refusals come before anything is changed.
 pub fn serve(c: &ServeConfig, cancel: Cancel, ui: &mut dyn ServeUi) -> Result<Summary, Failure> {
-    check(c).map_err(Failure::invalid)?;
+    check(c)?;
     let job = job_for(c);
     let rules = c.interface.rules();
     (rules.check_job)(&job.io).map_err(Failure::invalid)?;
-    (rules.machine_support)().map_err(|e| Failure::unsupported(format!("{} is not usable here: {e}", c.interface)))?;
-    (rules.check_kernel)(&job.io).map_err(Failure::unsupported)?;
+    (rules.machine_support)().map_err(|e| Failure::new(e.kind(), format!("{} is not usable here: {e}", c.interface)))?;
+    (rules.check_kernel)(&job.io)?;
     if !c.target.exists() {
         return Err(Failure::invalid(format!("target {} does not exist: give a file or block device to serve", c.target.display())));
     }
@@ -360,7 +362,7 @@ fn accept_loop<B: Backend>(
     listener: &TcpListener,
     cancel: Cancel,
     ui: &mut dyn ServeUi,
-    open: &(dyn Fn() -> Result<B, String> + Sync),
+    open: &(dyn Fn() -> Result<B, ServeError> + Sync),
 ) {
     std::thread::scope(|s| {
         let mut next_id = 0u64;
@@ -431,7 +433,7 @@ fn thread_cpu() -> Cpu {
 
 /// One connection: negotiation, then requests until the client disconnects. Returns what it
 /// served, and whether it reached the transmission phase.
-fn connection<B: Backend>(mut s: TcpStream, export: &Export, open: &(dyn Fn() -> Result<B, String> + Sync)) -> (Requests, bool) {
+fn connection<B: Backend>(mut s: TcpStream, export: &Export, open: &(dyn Fn() -> Result<B, ServeError> + Sync)) -> (Requests, bool) {
     let structured = match negotiate(&mut s, export) {
         Ok(Some(structured)) => structured,
         Ok(None) | Err(_) => return (Requests::default(), false),

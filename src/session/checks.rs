@@ -1,6 +1,6 @@
 //! What the kernel and the targets allow a job, and which completion path it will take.
 use crate::device::{sysinfo::TargetInfo, Target};
-use crate::interfaces::KernelSetup;
+use crate::interfaces::{InterfaceError, KernelSetup};
 use crate::meters::Cost;
 use crate::plan::{Complete, Job};
 use crate::record::{CompletionPath, Path};
@@ -8,9 +8,9 @@ use crate::record::{CompletionPath, Path};
 /// Checks that need the kernel: can this machine run the interface at all, and does the kernel
 /// take what the job asks of it? Interfaces that set up kernel objects (rings) answer the setup
 /// the run gets.
-pub fn check_kernel(job: &Job) -> Result<Option<KernelSetup>, String> {
+pub fn check_kernel(job: &Job) -> Result<Option<KernelSetup>, InterfaceError> {
     let rules = job.io.interface.rules();
-    (rules.machine_support)().map_err(|e| format!("{} is not usable here: {e}", job.io.interface))?;
+    (rules.machine_support)().map_err(|e| InterfaceError::Unsupported(format!("{} is not usable here: {e}", job.io.interface)))?;
     (rules.check_kernel)(&job.io)
 }
 

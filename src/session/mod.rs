@@ -118,7 +118,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
 fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord, Option<String>), Failure> {
     check(job)?;
     // Whatever the kernel lacks or refuses, this machine cannot do.
-    let ring = check_kernel(job).map_err(Failure::unsupported)?;
+    let ring = check_kernel(job)?;
     check_energy(measure.energy)?;
     // Ctrl-C from here on stops cleanly: the fill, the idle baseline and the run all check it.
     let cancel = engine::install_interrupt_handler();

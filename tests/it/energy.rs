@@ -571,7 +571,7 @@ fn a_non_finite_result_is_never_measured() {
     for (offset, drift) in [(0.0, f64::NAN), (0.0, -1e6), (0.0, 1e5), (f64::NAN, 0.0), (f64::INFINITY, 0.0), (1e12, 0.0)] {
         let cfg = EnergyConfig { meter_log: Some(p.clone()), meter_offset_s: offset, meter_drift_ppm: drift, ..Default::default() };
         let e = energy::import_meter_log(&p, &cfg, (T0, T0 + 60.0)).unwrap_err();
-        assert!(e.contains("meter clock"), "{offset} s {drift} ppm: {e}");
+        assert!(e.to_string().contains("meter clock"), "{offset} s {drift} ppm: {e}");
         let mut r = energy::EnergyReport::unavailable(vec![]);
         r.window_start_unix_s = T0;
         r.window_end_unix_s = T0 + 60.0;

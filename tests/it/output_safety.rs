@@ -583,3 +583,19 @@ fn json_into_a_fifo_nobody_reads_returns_with_one_line() {
     assert!(start.elapsed() < Duration::from_secs(10), "took {:?}:\n{}", start.elapsed(), r.describe());
     assert!(r.assert_usage_error().contains("FIFO"), "{}", r.describe());
 }
+
+/// An output refused is bad input whichever command writes it: `export fio -o FIFO` with no
+/// reader said so with exit 1 (a failed command) where `results --json FIFO` said 2.
+#[test]
+fn export_into_a_fifo_nobody_reads_is_bad_input_like_results() {
+    let d = tempdir();
+    let plan = d.path().join("p.toml");
+    std::fs::write(&plan, "name = \"x\"\nios = 100\n[matrix]\ninterface = [\"null\"]\nrw = [\"randread\"]\nbs = [\"4k\"]\nqd = [1]\n")
+        .unwrap();
+    let fifo = d.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let start = Instant::now();
+    let r = iolab_bounded(&["export", "fio", plan.to_str().unwrap(), "-o", fifo.to_str().unwrap()]);
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}:\n{}", start.elapsed(), r.describe());
+    assert!(r.assert_usage_error().contains("FIFO"), "{}", r.describe());
+}

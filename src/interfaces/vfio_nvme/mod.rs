@@ -400,7 +400,7 @@ impl Interface for UserDriver {
         Ok(())
     }
 
-    fn machine_support() -> Result<(), String> {
+    fn machine_support() -> Result<(), crate::interfaces::InterfaceError> {
         vfio::machine_support(crate::settings::Settings::system().sysfs_root())
     }
 

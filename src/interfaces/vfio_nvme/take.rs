@@ -75,7 +75,7 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
         ctrl::resolve(w.target, &sys)
             .map_err(|e| if Path::new(w.target).exists() { Failure::unsupported(e) } else { Failure::invalid(e) })?;
     ctrl::check_takeover(&target, w.writes, w.destructive, &sys, Path::new("/dev")).map_err(Failure::invalid)?;
-    super::vfio::check_iommu(&target.bdf, &sys, w.allow_noiommu).map_err(Failure::unsupported)?;
+    super::vfio::check_iommu(&target.bdf, &sys, w.allow_noiommu)?;
     if let Some(left) = system.left_changed()? {
         return Err(Failure::new(FailureKind::SettingsNotRestored, left));
     }

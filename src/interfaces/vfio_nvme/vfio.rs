@@ -18,6 +18,7 @@
 use super::{DmaMemory, DmaRegion, Registers, PAGE};
 pub use crate::interfaces::memory::HUGEPAGE;
 use crate::interfaces::memory::{self, AlignedBuf};
+use crate::interfaces::InterfaceError;
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -278,21 +279,22 @@ fn noiommu_enabled(sys: &Path) -> bool {
 
 /// Ok when controller `bdf`, once bound to vfio-pci, can be opened: it has an IOMMU group, or
 /// no-IOMMU mode is on and allowed. Checked before it is taken from the kernel.
-pub(crate) fn check_iommu(bdf: &str, sys: &Path, allow_noiommu: bool) -> Result<(), String> {
+/// Err: unsupported here.
+pub(crate) fn check_iommu(bdf: &str, sys: &Path, allow_noiommu: bool) -> Result<(), InterfaceError> {
     if sys.join("bus/pci/devices").join(bdf).join("iommu_group").exists() {
         return Ok(());
     }
     match (noiommu_enabled(sys), allow_noiommu) {
         (true, true) => Ok(()),
-        (true, false) => Err(format!(
+        (true, false) => Err(InterfaceError::Unsupported(format!(
             "{bdf} has no IOMMU: VFIO offers it only in the unsafe no-IOMMU mode (the device can reach all memory): pass --vfio-noiommu to allow that"
-        )),
-        (false, _) => Err(no_group_reason(bdf)),
+        ))),
+        (false, _) => Err(InterfaceError::Unsupported(no_group_reason(bdf))),
     }
 }
 
 /// Whether this machine could run the driver at all (no target named): the reasons it cannot.
-pub fn machine_support(sys: &Path) -> Result<(), String> {
+pub fn machine_support(sys: &Path) -> Result<(), InterfaceError> {
     let mut why = Vec::new();
     let nvme = std::fs::read_dir(sys.join("bus/pci/devices"))
         .into_iter()
@@ -315,7 +317,7 @@ pub fn machine_support(sys: &Path) -> Result<(), String> {
     if why.is_empty() {
         Ok(())
     } else {
-        Err(why.join("; "))
+        Err(InterfaceError::Unsupported(why.join("; ")))
     }
 }
 
