@@ -274,18 +274,18 @@ pub struct Plan {
 
 impl Plan {
     /// Read a plan's TOML. Errors are one line, with the plan's line number and key.
-    pub fn parse(text: &str) -> Result<Plan, PlanError> {
+    pub(crate) fn parse(text: &str) -> Result<Plan, PlanError> {
         let file = toml::from_str(text).map_err(|e| PlanError::Plan(toml_error(text, &e)))?;
         Ok(Plan { file, text: text.to_string() })
     }
 
     /// The plan's text: what a sweep of it stores, and its identity.
-    pub fn text(&self) -> &str {
+    pub(crate) fn text(&self) -> &str {
         &self.text
     }
 
     /// The fingerprint of the plan and the command line's targets that finds its sweep.
-    pub fn hash(&self, targets: &[String]) -> String {
+    pub(crate) fn hash(&self, targets: &[String]) -> String {
         plan_hash(&self.text, targets)
     }
 
@@ -322,7 +322,7 @@ impl Plan {
     /// driven together (joined by '+'); one value is every run's, as the plan's `targets`, unless
     /// the matrix lists targets; several are the `target` dimension's values, a configuration
     /// each. Errors are one line.
-    pub fn expand(&self, cli_targets: &[String]) -> Result<Expansion, PlanError> {
+    pub(crate) fn expand(&self, cli_targets: &[String]) -> Result<Expansion, PlanError> {
         expand_file(&self.file, cli_targets)
     }
 }

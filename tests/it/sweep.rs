@@ -538,3 +538,36 @@ fn s2_measures_table_2_at_each_stack_s_saturation_point_found_in_s2_2_s_stored_r
     assert!(!html.contains("stands for its saturation point"), "the QD128 note stayed");
     drop(lo);
 }
+
+/// `iolab sweep --numa` reads the plan file once: a bad plan's error names the line of the
+/// user's file (with --numa it named a line of iolab's rewritten text, where `ios` had moved to
+/// line 1), and the sweep stores the plan with the option in it, under that text's hash, as
+/// before.
+#[test]
+fn a_plan_given_numa_is_read_once_and_stored_as_before() {
+    let dir = work_dir();
+    let d = dir.path();
+    let bad = d.join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\nreplicates = 1\nios = \"5\"\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    for numa in [&[][..], &["--numa", "local"]] {
+        let mut args = vec!["sweep", "--dry-run", bad];
+        args.extend(numa);
+        let line = crate::common::iolab(&args).assert_usage_error();
+        assert!(line.starts_with("iolab: plan line 3, ios: invalid type"), "{numa:?}: {line}");
+    }
+
+    let p = d.join("null.toml");
+    std::fs::write(&p, "name = \"numa-null\"\nios = 100\nsize = \"1m\"\n[matrix]\ninterface = [\"null\"]\n").unwrap();
+    let db = d.join("n.db");
+    let out = iolab()
+        .args(["sweep", "-q", "--numa", "off", "--db", db.to_str().unwrap(), p.to_str().unwrap()])
+        .env("IOLAB_JOURNAL", d.join("journal.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sweeps = Store::open_existing(&db).unwrap().sweep_infos().unwrap();
+    let stored = "ios = 100\nname = \"numa-null\"\nsize = \"1m\"\n\n[matrix]\ninterface = [\"null\"]\n\n[options]\nnuma = \"off\"\n";
+    assert_eq!((sweeps.len(), sweeps[0].plan_text.as_str()), (1, stored));
+    assert_eq!(sweeps[0].plan_hash, iolab::plan::sweep::plan_hash(stored, &[]));
+}
