@@ -91,16 +91,17 @@ fn cpu_ns_per_io(cores: Option<f64>, iops: Option<f64>) -> Option<f64> {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 8] = [
-        Metric::Iops,
-        Metric::LatMeanNs,
-        Metric::LatP99Ns,
-        Metric::CpuNsPerIo,
-        Metric::JoulesPerIo,
-        Metric::SsdIopsPerJoule,
-        Metric::CpuIopsPerJoule,
-        Metric::SystemIopsPerJoule,
-    ];
+    /// The performance and cost metrics.
+    pub const ALL: [Metric; 5] = [Metric::Iops, Metric::LatMeanNs, Metric::LatP99Ns, Metric::CpuNsPerIo, Metric::JoulesPerIo];
+
+    /// The energy efficiencies the store keeps per component (schema version 7), compared after
+    /// `ALL` where both sides have them.
+    pub const EFFICIENCY: [Metric; 3] = [Metric::SsdIopsPerJoule, Metric::CpuIopsPerJoule, Metric::SystemIopsPerJoule];
+
+    /// Every metric `compare` compares: `ALL`, then `EFFICIENCY`.
+    pub fn compared() -> impl Iterator<Item = Metric> {
+        Metric::ALL.into_iter().chain(Metric::EFFICIENCY)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -238,11 +239,10 @@ impl Replicates {
     }
 }
 
-/// Compare every metric both configurations have, in [`Metric::ALL`] order.
+/// Compare every metric both configurations have, in [`Metric::compared`] order.
 pub fn compare(a: &Replicates, b: &Replicates, alpha: f64) -> Vec<MetricComparison> {
-    Metric::ALL
-        .iter()
-        .filter_map(|&m| match (a.get(m), b.get(m)) {
+    Metric::compared()
+        .filter_map(|m| match (a.get(m), b.get(m)) {
             (Some(x), Some(y)) => compare_metric(m, x, y, alpha),
             _ => None,
         })
@@ -328,16 +328,16 @@ pub fn config_values(store: &Store, config_key: &str, metric: Metric) -> Result<
     metric_values(store, &RunFilter { config_key: Some(config_key.to_string()), ..Default::default() }, metric)
 }
 
-/// Every metric a configuration has at least one value of, in [`Metric::ALL`] order.
+/// Every metric a configuration has at least one value of, in [`Metric::compared`] order.
 pub fn config_replicates(store: &Store, config_key: &str) -> Result<Replicates, crate::store::StoreError> {
     replicates_where(store, &RunFilter { config_key: Some(config_key.to_string()), ..Default::default() })
 }
 
 /// Every metric the runs a filter selects have at least one value of (e.g. one configuration's
-/// runs on one host), in [`Metric::ALL`] order.
+/// runs on one host), in [`Metric::compared`] order.
 pub(crate) fn replicates_where(store: &Store, filter: &RunFilter) -> Result<Replicates, crate::store::StoreError> {
     let mut values = Vec::new();
-    for m in Metric::ALL {
+    for m in Metric::compared() {
         let v = metric_values(store, filter, m)?;
         if !v.is_empty() {
             values.push((m, v));
