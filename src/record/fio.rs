@@ -154,7 +154,7 @@ fn direction(d: Option<&Value>) -> Result<(Value, Option<hdrhistogram::Histogram
     let ios = d.get("total_ios").and_then(Value::as_u64).unwrap_or(0);
     let has_pct = |k: &str| d.get(k).and_then(|l| l.get("percentile")).is_some_and(Value::is_object);
     let source = if has_pct("clat_ns") || !has_pct("lat_ns") { "clat" } else { "lat" };
-    let lat = d.get(&format!("{source}_ns")).cloned().unwrap_or(Value::Null);
+    let lat = d.get(format!("{source}_ns")).cloned().unwrap_or(Value::Null);
     let pct = lat.get("percentile").and_then(Value::as_object);
     let mut hist = None;
     if let Some(bins) = lat.get("bins").and_then(Value::as_object).filter(|_| ios > 0) {

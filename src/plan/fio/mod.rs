@@ -72,7 +72,8 @@ refused here too, and `--fio-ignore` drops it). fio prints no option written wit
 (`time_based`, `hipri`, `sqthread_poll`, `fixedbufs` as bare words): a bare `time_based` is seen in
 what fio did (more bytes than the job's, which fio does only time_based, and the mapping line says
 so); write the others with a value (`hipri=1`) for the import to see them. The record carries
-`\"tool\": {\"name\": \"fio\", \"version\": \"fio-3.33\"}`, the options as fio printed them (`fio.options`) and fio's numbers as printed, never recomputed: IOPS,
+`\"tool\": {\"name\": \"fio\", \"version\": \"fio-3.33\"}`, the options as fio printed them (`fio.options`)
+and fio's numbers as printed, never recomputed: IOPS,
 bytes per second, bytes and I/Os per direction (the total is the one direction that did I/O, or the
 two added), mean, min, max and percentile latency (fio's completion latency `clat`, or `lat` where
 `lat_percentiles` gave it the percentiles: `lat_source` says which; a percentile fio did not print
