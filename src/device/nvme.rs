@@ -605,6 +605,14 @@ pub(crate) fn get_feature(fd: RawFd, fid: u32, data: Option<&mut [u8]>) -> Resul
     admin(fd, cmd, &format!("Get Features {fid:#04x}"))
 }
 
+/// Whether feature `fid` may be changed: Get Features with Select 3 (supported capabilities,
+/// dword 0 bit 2 CHANGEABLE). None where the controller does not answer Select 3 (it need not:
+/// ONCS bit 4); QEMU's controller reports its power management feature not changeable.
+pub(crate) fn feature_changeable(fd: RawFd, fid: u32) -> Option<bool> {
+    let cmd = NvmeCmd { opcode: ADMIN_GET_FEATURES, cdw10: fid | (3 << 8), ..Default::default() };
+    admin(fd, cmd, "Get Features (supported capabilities)").ok().map(|caps| caps & 4 != 0)
+}
+
 /// Set Features `fid` to `cdw11` (not saved across a power cycle), with its data structure where
 /// it has one (the APST table).
 pub(crate) fn set_feature(fd: RawFd, fid: u32, cdw11: u32, data: Option<&mut [u8]>) -> Result<u32, String> {

@@ -671,10 +671,7 @@ impl Settings {
         journal::store(&self.journal, &j)?;
         crash::arm(&self.journal);
 
-        for i in 0..entries.len() {
-            if !write[i] {
-                continue;
-            }
+        for i in (0..entries.len()).filter(|&i| write[i]) {
             let e = &entries[i];
             let err = match value::write_in_force(e.setting, &e.path, &e.new, &e.target) {
                 Ok(None) => continue,

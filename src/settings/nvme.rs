@@ -118,6 +118,13 @@ pub(super) fn target(sysfs: &Path, dev: &str, setting: Setting, value: &str) -> 
             }
         }
     }
+    let fid = if setting == Setting::NvmePowerState { nvme::FEATURE_POWER_MANAGEMENT } else { nvme::FEATURE_APST };
+    if nvme::feature_changeable(f.as_raw_fd(), fid) == Some(false) {
+        return Err(format!(
+            "{ctrl} does not let {} change (Get Features {fid:#04x}, supported capabilities: not changeable): drop it",
+            setting.name()
+        ));
+    }
     Ok(Target { path: sysfs.join("class/nvme").join(&ctrl).join(setting.file_name()), label: ctrl, value: None })
 }
 
@@ -149,6 +156,11 @@ pub(super) fn read(setting: Setting, path: &Path) -> Result<String, String> {
 /// Set Features: the power state (workload hint 0), or APST on/off with the table the
 /// controller holds now (the kernel's, kept as it is).
 pub(super) fn write(setting: Setting, path: &Path, value: &str) -> Result<(), String> {
+    // Already in force: no Set Features (a restore of a value never changed, on a controller
+    // that refuses the feature's change, must not fail).
+    if read(setting, path).is_ok_and(|now| now == value.trim()) {
+        return Ok(());
+    }
     let ctrl = controller_in(path);
     let f = open(&ctrl)?;
     let fd = f.as_raw_fd();
