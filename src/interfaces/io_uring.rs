@@ -22,6 +22,57 @@ pub const SETUP_SINGLE_ISSUER: u32 = 1 << 12;
 pub const SETUP_DEFER_TASKRUN: u32 = 1 << 13;
 pub const SETUP_HYBRID_IOPOLL: u32 = 1 << 17;
 const ENTER_GETEVENTS: u32 = 1 << 0;
+const ENTER_REGISTERED_RING: u32 = 1 << 4;
+const REGISTER_RING_FDS: u32 = 20;
+const UNREGISTER_RING_FDS: u32 = 21;
+/// The ring-setup name of a registered ring fd (IORING_REGISTER_RING_FDS, Linux 5.18) in the
+/// record's `ring`.
+pub const REGISTERED_RING: &str = "REGISTER_RING_FDS";
+
+/// The kernel's `struct io_uring_rsrc_update`: which registered-ring slot holds which fd.
+#[repr(C)]
+struct RsrcUpdate {
+    offset: u32,
+    resv: u32,
+    data: u64,
+}
+
+/// Register ring `fd` with this thread (IORING_REGISTER_RING_FDS, Linux 5.18), so that
+/// io_uring_enter takes the returned index with IORING_ENTER_REGISTERED_RING and skips looking
+/// the ring's file up on every call (t/io_uring's -X1). Registered rings belong to the thread
+/// that registers them: only it may enter by the index.
+pub(crate) fn register_ring_fd(fd: i32) -> io::Result<u32> {
+    let mut up = RsrcUpdate { offset: u32::MAX, resv: 0, data: fd as u64 };
+    // SAFETY: `up` is one valid io_uring_rsrc_update the kernel reads and fills in.
+    let r = unsafe { libc::syscall(libc::SYS_io_uring_register, fd, REGISTER_RING_FDS, &mut up as *mut RsrcUpdate, 1) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(up.offset)
+}
+
+/// Give up this thread's registered ring `index` (the ring's file is held until then).
+pub(crate) fn unregister_ring_fd(fd: i32, index: u32) {
+    let mut up = RsrcUpdate { offset: index, resv: 0, data: 0 };
+    // SAFETY: as in register_ring_fd.
+    unsafe { libc::syscall(libc::SYS_io_uring_register, fd, UNREGISTER_RING_FDS, &mut up as *mut RsrcUpdate, 1) };
+}
+
+/// Whether this kernel lets a thread register a ring fd: tried on `fd` (a fresh ring) and given
+/// back at once. Ok, or whether the kernel refused it (EINVAL: it has no such registration) and
+/// what the record says in place of using it.
+fn try_register_ring_fd(fd: i32) -> Result<(), (bool, String)> {
+    match register_ring_fd(fd) {
+        Ok(index) => {
+            unregister_ring_fd(fd, index);
+            Ok(())
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            Err((true, format!("{REGISTERED_RING} not used: the kernel refused it ({e}; it came in Linux 5.18): io_uring_enter looks the ring's file up on every call")))
+        }
+        Err(e) => Err((false, format!("{REGISTERED_RING} not used: registering the ring fd failed ({e}): io_uring_enter looks the ring's file up on every call"))),
+    }
+}
 
 /// Setup flags that change what completing costs, not what is measured: a kernel without one
 /// gets a ring without it ([`step_down`]). The others (IOPOLL, SQPOLL, HYBRID_IOPOLL) are the
@@ -131,7 +182,28 @@ pub type RingSetup = super::KernelSetup;
 /// From the job's flags and those [`step_down`] got; `extra` are the flags every ring of the
 /// kind carries (CLAMP, SQ_AFF, SQE128 | CQE32).
 pub(crate) fn ring_setup(asked: u32, used: u32, extra: u32) -> RingSetup {
-    RingSetup { asked: flag_names(asked | extra), used: flag_names(used | extra), dropped: flag_names(asked & !used), features: Vec::new() }
+    RingSetup {
+        asked: flag_names(asked | extra),
+        used: flag_names(used | extra),
+        dropped: flag_names(asked & !used),
+        features: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+/// The record's ring setup with the ring fd's registration: asked for, and used, or dropped (the
+/// kernel refused it: EINVAL) with the reason in `notes` either way it was not used.
+pub(crate) fn with_registered_ring(setup: &mut RingSetup, registered: Result<(), (bool, String)>) {
+    setup.asked.push(REGISTERED_RING);
+    match registered {
+        Ok(()) => setup.used.push(REGISTERED_RING),
+        Err((refused, why)) => {
+            if refused {
+                setup.dropped.push(REGISTERED_RING);
+            }
+            setup.notes.push(why);
+        }
+    }
 }
 
 /// The flags every ring of a kind is set up with besides the mode's.
@@ -143,14 +215,24 @@ pub(crate) fn ring_extra(big: bool, flags: u32, sq_cpu: Option<u32>) -> u32 {
 /// Set up a 2-entry ring as a job's would be (NVMe passthrough's big one if `big`): what setup it
 /// gets and the kernel's parameters (its feature bits), or why not.
 pub(crate) fn try_setup(big: bool, flags: u32, sq_cpu: Option<u32>, sq_idle_ms: u32) -> Result<(RingSetup, io_uring::Parameters), Refused> {
+    let mut registered = Ok(());
     let (params, used) = setup_with(flags, |f| {
         if big {
             create_ring_big_exact(2, f, sq_cpu, sq_idle_ms).map(|r| r.params().clone())
         } else {
-            create_ring_exact(2, f, sq_cpu, sq_idle_ms).map(|r| r.params().clone())
+            let r = create_ring_exact(2, f, sq_cpu, sq_idle_ms)?;
+            if f & SETUP_SQPOLL == 0 {
+                registered = try_register_ring_fd(r.as_raw_fd());
+            }
+            Ok(r.params().clone())
         }
     })?;
-    let setup = RingSetup { features: feature_bits(&params), ..ring_setup(flags, used, ring_extra(big, flags, sq_cpu)) };
+    let mut setup = RingSetup { features: feature_bits(&params), ..ring_setup(flags, used, ring_extra(big, flags, sq_cpu)) };
+    // Plain rings register their fd with their thread where the kernel lets them (Uring::open);
+    // the SQPOLL thread submits for the others (they enter only to wake it).
+    if !big && flags & SETUP_SQPOLL == 0 {
+        with_registered_ring(&mut setup, registered);
+    }
     Ok((setup, params))
 }
 
@@ -537,6 +619,9 @@ pub struct Uring {
 pub(crate) struct RingDriver {
     /// SQEs pushed since the last io_uring_enter.
     unsubmitted: u32,
+    /// The ring's index among this thread's registered rings, entered with
+    /// IORING_ENTER_REGISTERED_RING; None: entered by its fd.
+    registered: Option<u32>,
     /// Requests pushed and not yet reaped.
     outstanding: usize,
     sqpoll: bool,
@@ -549,7 +634,34 @@ impl RingDriver {
     pub fn new(submit: Submit, complete: Complete) -> Self {
         let sqpoll = submit == Submit::Sqpoll;
         let polled = complete != Complete::Irq;
-        RingDriver { unsubmitted: 0, outstanding: 0, sqpoll, enter_to_poll: polled && !sqpoll, spin_on_cq: polled && sqpoll }
+        RingDriver {
+            unsubmitted: 0,
+            registered: None,
+            outstanding: 0,
+            sqpoll,
+            enter_to_poll: polled && !sqpoll,
+            spin_on_cq: polled && sqpoll,
+        }
+    }
+
+    /// Register ring `fd` with the calling thread (the one that will drive it) where the kernel
+    /// has IORING_REGISTER_RING_FDS; a kernel without it (EINVAL, before 5.18) leaves the ring
+    /// entered by its fd, as the run's record says (`with_registered_ring`). Other errors are
+    /// returned. Give it back with [`RingDriver::unregister`].
+    pub(crate) fn register(&mut self, fd: i32) -> io::Result<()> {
+        match register_ring_fd(fd) {
+            Ok(index) => self.registered = Some(index),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Give the registered ring index back (a registered ring holds its file until then).
+    pub(crate) fn unregister(&mut self, fd: i32) {
+        if let Some(index) = self.registered.take() {
+            unregister_ring_fd(fd, index);
+        }
     }
 
     /// Submit what was pushed and make at least `min` completions visible in the CQ ring.
@@ -652,8 +764,12 @@ impl RingDriver {
     #[inline]
     fn enter(&mut self, fd: i32, want: usize) -> io::Result<()> {
         let to_submit = self.unsubmitted as usize;
+        let (fd, flags) = match self.registered {
+            Some(index) => (index as usize, ENTER_GETEVENTS | ENTER_REGISTERED_RING),
+            None => (fd as usize, ENTER_GETEVENTS),
+        };
         retry_eintr(|| {
-            let args = [fd as usize, to_submit, want, ENTER_GETEVENTS as usize, 0, 0];
+            let args = [fd, to_submit, want, flags as usize, 0, 0];
             // SAFETY: the SQ tail was published when the submission queue was dropped.
             match unsafe { raw_syscall(libc::SYS_io_uring_enter, args) } {
                 r if r < 0 => Err(io::Error::from_raw_os_error(-r as i32)),
@@ -699,13 +815,18 @@ impl IoInterface for Uring {
             // SAFETY: the buffer region outlives the ring (owned by the hot loop's caller).
             unsafe { ring.submitter().register_buffers(&[iov])? };
         }
+        let mut driver = RingDriver::new(setup.submit, setup.complete);
+        // Opened on the thread that drives the ring: its io_uring_enter calls skip the fd lookup.
+        if setup.submit == Submit::Syscall {
+            driver.register(ring.as_raw_fd())?;
+        }
         Ok(Uring {
             ring,
             fixed_files: opts.register_files,
             fixed_bufs: opts.register_buffers,
             sqe_flags: if opts.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
             fds: setup.fds.to_vec(),
-            driver: RingDriver::new(setup.submit, setup.complete),
+            driver,
         })
     }
 
@@ -731,6 +852,12 @@ impl IoInterface for Uring {
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
         self.driver.reap(&mut self.ring, min, out, |c| Completion { tag: c.user_data() as u32, result: c.result() as i64 })
+    }
+}
+
+impl Drop for Uring {
+    fn drop(&mut self) {
+        self.driver.unregister(self.ring.as_raw_fd());
     }
 }
 
@@ -914,11 +1041,63 @@ mod tests {
         }
         let flags = flags_for(Submit::Syscall, Complete::Irq);
         let (setup, _) = try_setup(false, flags, None, 1).unwrap();
+        if crate::host::kernel_version() >= (5, 18) {
+            assert!(setup.used.contains(&REGISTERED_RING) && setup.notes.is_empty(), "{setup:?}");
+        }
         if crate::host::kernel_version() >= (6, 1) {
             assert!(setup.dropped.is_empty(), "{setup:?}");
             assert_eq!(setup_notes(false).is_some(), crate::host::kernel_version() < (6, 13));
         } else {
             assert!(setup.dropped.contains(&"DEFER_TASKRUN"), "{setup:?}");
         }
+    }
+
+    /// A kernel that refuses the registration: the record says it was asked for, not used, and
+    /// why; any other failure is not called a refusal by the kernel.
+    #[test]
+    fn an_unregistered_ring_says_why() {
+        let mut s = ring_setup(0, 0, 0);
+        with_registered_ring(&mut s, Ok(()));
+        assert_eq!((s.used.last(), s.dropped.len(), s.notes.len()), (Some(&REGISTERED_RING), 0, 0));
+        let mut s = ring_setup(0, 0, 0);
+        with_registered_ring(&mut s, Err((true, "why".into())));
+        assert_eq!(
+            (s.asked.last(), s.used.contains(&REGISTERED_RING), s.dropped.clone(), s.notes.clone()),
+            (Some(&REGISTERED_RING), false, vec![REGISTERED_RING], vec!["why".to_string()])
+        );
+        let mut s = ring_setup(0, 0, 0);
+        with_registered_ring(&mut s, Err((false, "busy".into())));
+        assert_eq!((s.dropped.len(), s.notes.clone()), (0, vec!["busy".to_string()]));
+        assert_eq!(serde_json::to_value(&s).unwrap()["notes"][0], "busy");
+        assert!(serde_json::to_value(ring_setup(0, 0, 0)).unwrap().get("notes").is_none());
+    }
+
+    /// The driver enters by the registered index on this kernel (5.18+) and still completes.
+    #[test]
+    fn the_driver_enters_a_registered_ring() {
+        if machine_support().is_err() || crate::host::kernel_version() < (5, 18) {
+            eprintln!("skipped: no registered rings here");
+            return;
+        }
+        let (mut ring, _) = create_ring(4, flags_for(Submit::Syscall, Complete::Irq), None, 1).unwrap();
+        let mut d = RingDriver::new(Submit::Syscall, Complete::Irq);
+        d.register(ring.as_raw_fd()).unwrap();
+        assert!(d.registered.is_some());
+        let mut out = [Completion::default(); 4];
+        for round in 0..3u32 {
+            let reqs = [Request { tag: round, ..Request::default() }, Request { tag: round + 10, ..Request::default() }];
+            assert_eq!(d.push(&mut ring, &reqs, |r| opcode::Nop::new().build().user_data(r.tag as u64)).unwrap(), 2);
+            let mut tags = Vec::new();
+            while tags.len() < 2 {
+                let n = d
+                    .reap(&mut ring, 2 - tags.len(), &mut out, |c| Completion { tag: c.user_data() as u32, result: c.result() as i64 })
+                    .unwrap();
+                tags.extend(out[..n].iter().map(|c| c.tag));
+            }
+            tags.sort();
+            assert_eq!(tags, [round, round + 10]);
+        }
+        d.unregister(ring.as_raw_fd());
+        assert!(d.registered.is_none());
     }
 }

@@ -383,6 +383,9 @@ pub struct KernelSetup {
     /// The kernel's feature bits iolab relies on that it has (IORING_FEAT_*, by name): without
     /// NATIVE_WORKERS the SQPOLL and io-wq threads are kernel threads.
     pub features: Vec<&'static str>,
+    /// What was asked for and not used, and why (io_uring: the ring fd's registration).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One kernel feature an interface uses, as this kernel has it: `iolab probe` lists them with

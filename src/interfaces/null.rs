@@ -190,6 +190,8 @@ impl IoInterface for Null {
     }
 
     #[inline]
+    // Element by element on purpose: see below.
+    #[allow(clippy::manual_memcpy)]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
         if self.scripted.is_some() {
             return Ok(self.reap_scripted(min, out));

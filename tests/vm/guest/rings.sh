@@ -19,6 +19,8 @@ if kernel_at_least 6 1; then USED="CLAMP SINGLE_ISSUER DEFER_TASKRUN"; DROPPED="
 elif kernel_at_least 6 0; then USED="CLAMP COOP_TASKRUN SINGLE_ISSUER"; DROPPED="DEFER_TASKRUN"
 elif kernel_at_least 5 19; then USED="CLAMP COOP_TASKRUN"; DROPPED="SINGLE_ISSUER DEFER_TASKRUN"
 else USED="CLAMP"; DROPPED="SINGLE_ISSUER DEFER_TASKRUN"; fi
+# And its fd registered with the thread that drives it (IORING_REGISTER_RING_FDS, 5.18).
+if kernel_at_least 5 18; then USED="$USED REGISTER_RING_FDS"; else DROPPED="$DROPPED REGISTER_RING_FDS"; fi
 
 # ring_list FIELD: ring.FIELD of the last run, space-separated.
 ring_list() { awk -v k="ring.$1." 'index($0, k) == 1 { sub(/^[^=]*=/, ""); printf "%s%s", s, $0; s = " " }' "/tmp/$RUN_NAME.flat"; }
