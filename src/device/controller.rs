@@ -6,7 +6,6 @@
 //! target namespace follow `--destructive` as for a block device (`safety.rs`).
 use super::safety::{self, Findings};
 use super::sysfs::{names_in, read_trim};
-use crate::settings::pci::is_pci_address;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -211,6 +210,13 @@ pub(crate) fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[
             "refusing to write to NVMe namespace {t} without consent: its contents will be destroyed; pass --destructive {t} to allow it"
         )),
     }
+}
+
+/// Is `s` a PCI address as sysfs names devices, domain:bus:device.function ("0000:00:04.0")?
+pub(crate) fn is_pci_address(s: &str) -> bool {
+    let b = s.as_bytes();
+    let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
+    b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && hex(0..4) && hex(5..7) && hex(8..10) && (b'0'..=b'7').contains(&b[11])
 }
 
 #[cfg(test)]

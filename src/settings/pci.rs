@@ -7,14 +7,8 @@
 //! A bind is: unbind from the current driver, `driver_override` = the driver (no other may take
 //! the device), `drivers_probe`, then `driver_override` cleared again. The override only matters
 //! at probe time; cleared at once, the binding itself is all there is to restore.
+use crate::device::controller::is_pci_address;
 use std::path::{Path, PathBuf};
-
-/// Is `s` a PCI address as sysfs names devices, domain:bus:device.function ("0000:00:04.0")?
-pub(crate) fn is_pci_address(s: &str) -> bool {
-    let b = s.as_bytes();
-    let hex = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_hexdigit);
-    b.len() == 12 && b[4] == b':' && b[7] == b':' && b[10] == b'.' && hex(0..4) && hex(5..7) && hex(8..10) && (b'0'..=b'7').contains(&b[11])
-}
 
 /// The `driver_override` file of device `bdf`, or why it cannot be rebound.
 pub(super) fn override_path(sysfs: &Path, bdf: Option<&str>) -> Result<PathBuf, String> {
