@@ -84,7 +84,8 @@ fi
 # and not blamed on IOPOLL.
 if kernel_at_least 6 13; then
   if [ "$(qattr $DEV io_poll)" = 1 ]; then
-    ring rings_syscall_hybrid polled "IOPOLL $USED HYBRID_IOPOLL" "$DROPPED" --qd 8 --complete hybrid
+    # REGISTER_RING_FDS is no setup flag: the record lists it after them.
+    ring rings_syscall_hybrid polled "IOPOLL ${USED% REGISTER_RING_FDS} HYBRID_IOPOLL REGISTER_RING_FDS" "$DROPPED" --qd 8 --complete hybrid
     ring rings_sqpoll_hybrid polled "IOPOLL SQPOLL SQ_AFF CLAMP HYBRID_IOPOLL" "" --qd 8 --submit sqpoll --sq-cpu 1 --complete hybrid
   else
     result rings_hybrid SKIP "$DEV cannot poll (queue/io_poll=0)"
