@@ -213,8 +213,7 @@ fn prepare(job: &Job, ui: &mut dyn RunUi, measure: Measure, cancel: Cancel) -> R
     let infos: Vec<TargetInfo> = if guard.is_some() { acquired.describe_again() } else { infos };
     let path = expected_path(job, &infos);
     let mut env = environment(infos);
-    let nvme_knobs = job.system.set.iter().chain(&job.system.setup).any(|s| s.trim_start().starts_with("nvme_"));
-    env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d, nvme_knobs)).collect();
+    env.device_settings = env.targets.iter().filter_map(|t| t.device.as_deref()).map(|d| system.snapshot(d)).collect();
     env.settings_changed = guard.as_ref().map(|g| g.changes()).unwrap_or_default();
     env.settings_changed.extend(acquired.changes());
     env.setup_not_applied = setup_not_applied;
@@ -406,7 +405,7 @@ fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings:
                     ))
                 }
                 Some(_) => {}
-                None if system.snapshot(d, false)["io_poll_delay"].as_i64() != Some(want) => {
+                None if system.snapshot(d)["io_poll_delay"].as_i64() != Some(want) => {
                     out.push(Change::new(Setting::IoPollDelay, Some(d), want.to_string()))
                 }
                 None => {}

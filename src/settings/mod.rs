@@ -807,11 +807,8 @@ impl Settings {
 
     /// Current values of all settings for a device, for the environment record. Missing ones
     /// are null. `governor` is the CPUs' common governor (null when they differ or there is no
-    /// cpufreq); `governors` maps each CPU to its governor. `nvme_power` (the controller's power
-    /// states and knobs, read with admin commands) only where `nvme_power` is asked: a run that
-    /// sets no NVMe knob sends its controller no admin command (every run on the rig's emulated
-    /// NVMe doing so hung two boots in a soft lockup, 2026-11-27).
-    pub fn snapshot(&self, device: &str, nvme_power: bool) -> Value {
+    /// cpufreq); `governors` maps each CPU to its governor.
+    pub fn snapshot(&self, device: &str) -> Value {
         let dev = device.trim();
         let dev = dev.strip_prefix("/dev/").unwrap_or(dev);
         let q = self.sysfs.join("block").join(dev).join("queue");
@@ -853,7 +850,7 @@ impl Settings {
             "governors": if governors.is_empty() { Value::Null } else { Value::Object(governors) },
             "cpufreq": cpufreq,
             "cpuidle": cpuidle,
-            "nvme_power": if ok_name && nvme_power { nvme::snapshot(&self.sysfs, dev) } else { Value::Null },
+            "nvme_power": if ok_name { nvme::snapshot(&self.sysfs, dev) } else { Value::Null },
         })
     }
 }

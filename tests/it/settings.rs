@@ -538,7 +538,7 @@ fn fake_damaged_journal_is_reported() {
 fn fake_snapshot_lists_everything() {
     let f = Fake::new();
     fs::remove_file(f.q("loop9", "wbt_lat_usec")).unwrap();
-    let v = f.settings().snapshot("loop9", false);
+    let v = f.settings().snapshot("loop9");
     assert_eq!(v["scheduler"], "none");
     assert_eq!(v["schedulers_available"], serde_json::json!(["none", "mq-deadline", "kyber"]));
     assert_eq!(v["nomerges"], 0);
@@ -549,7 +549,7 @@ fn fake_snapshot_lists_everything() {
     assert_eq!(v["nr_requests"], 256);
     assert_eq!(v["governor"], "schedutil");
     assert_eq!(v["governors"]["cpu1"], "schedutil");
-    let none = f.settings().snapshot("nope", false);
+    let none = f.settings().snapshot("nope");
     assert!(none["scheduler"].is_null() && none["nr_requests"].is_null());
 }
 
@@ -651,7 +651,7 @@ fn real_loop_device_apply_and_restore() {
     } else {
         eprintln!("note: {dev} offers one scheduler only ({sched0}); not switching it");
     }
-    let snap = s.snapshot(&dev, false);
+    let snap = s.snapshot(&dev);
     assert_eq!(snap["scheduler"], sched0.as_str());
 
     let g = s.apply(&changes).unwrap();
@@ -660,7 +660,7 @@ fn real_loop_device_apply_and_restore() {
     }
     assert_eq!(sys(&dev, "read_ahead_kb"), ra1);
     assert_eq!(sys(&dev, "nomerges"), nm1);
-    assert_eq!(s.snapshot(&dev, false)["read_ahead_kb"], ra1.parse::<i64>().unwrap());
+    assert_eq!(s.snapshot(&dev)["read_ahead_kb"], ra1.parse::<i64>().unwrap());
 
     let lines = g.restore().unwrap();
     assert_eq!(lines.len(), changes.len(), "{lines:?}");
@@ -923,7 +923,7 @@ fn fake_cpu_freq_and_idle_states_are_set_read_back_and_restored() {
     assert!(changes.contains(&"cpu1/state3 cpuidle_max_state: 0 -> 1".to_string()), "{changes:?}");
     assert_eq!(changes.len(), 2 + 4, "{changes:?}");
     // The record's read-back: the limits in force, the frequency, the states and which are off.
-    let v = s.snapshot("loop9", false);
+    let v = s.snapshot("loop9");
     assert_eq!(v["cpufreq"]["policy1"]["scaling_min_khz"], 2_000_000);
     assert_eq!(v["cpufreq"]["policy1"]["cpuinfo_max_khz"], 3_600_000);
     assert_eq!(v["cpufreq"]["policy0"]["cur_khz"], 1_200_000);
