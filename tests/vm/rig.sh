@@ -350,9 +350,13 @@ mkdir -p "$O/bin" "$O/vm/tests"
 if command -v objcopy >/dev/null; then objcopy --strip-debug "$IOLAB_BIN" "$O/bin/iolab" 2>/dev/null || cp "$IOLAB_BIN" "$O/bin/iolab"
 else cp "$IOLAB_BIN" "$O/bin/iolab"; fi
 chmod 755 "$O/bin/iolab"
-ldd "$IOLAB_BIN" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}' | while read -r l; do
-  [ -e "$l" ] && install -D -m755 "$(readlink -f "$l")" "$O$l"
-done
+# The libraries `ldd` names for binary $1, each installed once into the overlay at its path.
+install_libs() {
+  ldd "$1" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}' | while read -r l; do
+    [ -e "$O$l" ] || { [ -e "$l" ] && install -D -m755 "$(readlink -f "$l")" "$O$l"; }
+  done
+}
+install_libs "$IOLAB_BIN"
 # Host tools the guest scripts use that busybox lacks, with their libraries: mke2fs as mkfs.ext4
 # (nbd.sh makes ext4 on the kernel's NBD client). A host without one leaves it out and the guest
 # check that needs it says so.
@@ -360,9 +364,7 @@ for t in mke2fs; do
   tp=$(command -v "$t" 2>/dev/null) || { echo "vm-rig: note: host has no $t (the guest goes without it)"; continue; }
   install -D -m755 "$(readlink -f "$tp")" "$O/usr/sbin/$t"
   [ "$t" = mke2fs ] && ln -sf mke2fs "$O/usr/sbin/mkfs.ext4"
-  ldd "$tp" 2>/dev/null | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}' | while read -r l; do
-    [ -e "$O$l" ] || { [ -e "$l" ] && install -D -m755 "$(readlink -f "$l")" "$O$l"; }
-  done
+  install_libs "$tp"
 done
 install -m644 "$HERE/guest/lib.sh" "$O/vm/lib.sh"
 i=0
