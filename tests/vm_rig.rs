@@ -180,9 +180,12 @@ fn save_log(name: &str, console: &str, stderr: &str) -> PathBuf {
 /// nvme module in the driver layer, polling only under IOPOLL) and `--profile stages` (the nvme
 /// points, an interrupt only when not polled, no bio for passthrough); those two add 10 to 14 s.
 /// 276 s of guest time on this machine and 292 s on CI's (2026-11-27), hence its 480 s limit.
+/// Then S6 (IISWC'26's energy study) at quick scale on the namespace (s6.sh): polled runs
+/// observed polled, what the guest lacks (cpufreq, a controller that changes power state)
+/// skipped with the reason, every part in the report.
 #[test]
 fn vm_nvme_with_poll_queues() {
-    let scripts = ["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh", "profile.sh", "stages.sh"];
+    let scripts = ["interfaces.sh", "verify.sh", "passthru.sh", "rings.sh", "polling.sh", "profile.sh", "stages.sh", "s6.sh"];
     boot_within("poll-queues-1", &["--poll-queues", "1"], &scripts, 480);
 }
 

@@ -49,7 +49,7 @@ pub enum FleetCmd {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SubmitArgs {
-    /// A plan file (TOML) or a suite (S1 to S5).
+    /// A plan file (TOML) or a suite (S1 to S6).
     pub work: String,
     /// Targets on every node (the same paths on each).
     pub targets: Vec<PathBuf>,
@@ -118,7 +118,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
     } else if let Some(study) = crate::studies::find(&a.work) {
         Work::Suite { id: study.id.to_string(), quick: a.quick }
     } else {
-        return Err(bad(format!("{}: neither a plan file nor a suite (S1 to S5, see `iolab suite list`)", a.work)));
+        return Err(bad(format!("{}: neither a plan file nor a suite (S1 to S6, see `iolab suite list`)", a.work)));
     };
     // The URL goes into the batch script and the fleet's state, files the cluster reads: a
     // password in it would be stored in the clear, so it is refused (libpq's ways give one).

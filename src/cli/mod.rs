@@ -58,7 +58,7 @@ pub enum Cmd {
         #[arg(long, hide = true, value_name = "PID")]
         after: Option<u32>,
     },
-    /// The five studies as built-in sweeps.
+    /// The six studies as built-in sweeps.
     #[command(subcommand)]
     Suite(suite::SuiteCmd),
     /// Two configurations (or two databases) side by side with ratios and significance.

@@ -11,7 +11,7 @@ pub struct ReportArgs {
     /// Results database.
     #[arg(long, default_value = crate::store::DEFAULT_PATH)]
     pub db: PathBuf,
-    /// Report a suite (S1 to S5): for each of its parts, the newest sweep of that name.
+    /// Report a suite (S1 to S6): for each of its parts, the newest sweep of that name.
     #[arg(long)]
     pub suite: Option<String>,
     /// Only runs of this sweep (repeatable).

@@ -1,4 +1,4 @@
-//! `iolab suite list` and `iolab suite run NAME`: the five studies as built-in sweeps.
+//! `iolab suite list` and `iolab suite run NAME`: the six studies (the five papers and IISWC'26's energy study) as built-in sweeps.
 use super::sweep::{run_plan, PlanRun, Resume};
 use crate::failure::Failure;
 use crate::session::precondition::PreconditionUi;
@@ -19,7 +19,7 @@ pub enum SuiteCmd {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SuiteRunArgs {
-    /// S1 to S5.
+    /// S1 to S6.
     pub name: String,
     /// Devices (default: one temporary file); each part uses them as its paper did (`suite list`
     /// says how): all together, each alone (a line per device), or the first alone and all

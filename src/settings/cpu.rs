@@ -39,6 +39,34 @@ pub(crate) fn parse_khz(v: &str) -> Result<(u64, u64), String> {
     Ok((min, max))
 }
 
+/// What a `cpu_freq_khz` value asks for: limits in kHz, or one frequency at a share of each
+/// policy's hardware range (`min` 0, `max` 1, `P%`), resolved per policy when the run applies it,
+/// so one plan names the lowest and highest frequency of any machine (IISWC'26's DVFS sweep).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum FreqAsk {
+    Khz(u64, u64),
+    Share(f64),
+}
+
+/// `cpu_freq_khz`'s value: `min`, `max`, `P%` (0 to 100, of cpuinfo_min_freq..cpuinfo_max_freq),
+/// or [`parse_khz`]'s kHz forms; a one-line error otherwise.
+pub(crate) fn parse_ask(v: &str) -> Result<FreqAsk, String> {
+    let t = v.trim();
+    match t {
+        "min" => return Ok(FreqAsk::Share(0.0)),
+        "max" => return Ok(FreqAsk::Share(1.0)),
+        _ => {}
+    }
+    if let Some(p) = t.strip_suffix('%') {
+        let ok = !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        return match p.parse::<f64>() {
+            Ok(x) if ok && x.is_finite() && (0.0..=100.0).contains(&x) => Ok(FreqAsk::Share(x / 100.0)),
+            _ => Err(format!("cpu_freq_khz {t}: a share of the hardware range is 0% to 100% (min and max name its ends)")),
+        };
+    }
+    parse_khz(t).map(|(a, b)| FreqAsk::Khz(a, b))
+}
+
 /// `cpuidle_max_state`'s K: a state's index, or a one-line error.
 pub(crate) fn parse_state(v: &str) -> Result<usize, String> {
     let v = v.trim();
@@ -79,7 +107,7 @@ fn read_khz(path: &Path) -> Result<u64, String> {
 /// One target per policy (its `scaling_max_freq`, standing for both limits), the value "MIN-MAX";
 /// refused where there is no cpufreq, or the frequency is outside a policy's hardware range.
 pub(super) fn freq_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, String> {
-    let (min, max) = parse_khz(value)?;
+    let ask = parse_ask(value)?;
     let found = policies(sysfs);
     if found.is_empty() {
         return Err(format!(
@@ -90,6 +118,13 @@ pub(super) fn freq_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, Str
     let mut out = Vec::new();
     for (n, dir) in found {
         let (lo, hi) = (read_khz(&dir.join("cpuinfo_min_freq"))?, read_khz(&dir.join("cpuinfo_max_freq"))?);
+        let (min, max) = match ask {
+            FreqAsk::Khz(min, max) => (min, max),
+            FreqAsk::Share(s) => {
+                let f = lo + ((hi.saturating_sub(lo)) as f64 * s).round() as u64;
+                (f, f)
+            }
+        };
         if min < lo || max > hi {
             return Err(format!(
                 "cpu_freq_khz={value} is outside policy{n}'s range {lo}-{hi} kHz (cpuinfo_min_freq-cpuinfo_max_freq): give a frequency within it"
@@ -217,9 +252,35 @@ mod tests {
             let e = parse_khz(bad).unwrap_err();
             assert!(e.starts_with("cpu_freq_khz") && !e.contains('\n'), "{bad}: {e}");
         }
+        assert_eq!(parse_ask("min"), Ok(FreqAsk::Share(0.0)));
+        assert_eq!(parse_ask(" max"), Ok(FreqAsk::Share(1.0)));
+        assert_eq!(parse_ask("25%"), Ok(FreqAsk::Share(0.25)));
+        assert_eq!(parse_ask("2000000"), Ok(FreqAsk::Khz(2_000_000, 2_000_000)));
+        for bad in ["NaN%", "inf%", "101%", "-5%", "%", "1e2%", "mid"] {
+            let e = parse_ask(bad).unwrap_err();
+            assert!(e.starts_with("cpu_freq_khz") && !e.contains('\n'), "{bad}: {e}");
+        }
         assert_eq!(parse_state("2"), Ok(2));
         for bad in ["-1", "x", "1.0", "999"] {
             assert!(parse_state(bad).is_err(), "{bad}");
         }
+    }
+
+    /// `min`, `max` and `P%` resolve per policy against its own hardware range.
+    #[test]
+    fn a_share_of_the_range_resolves_per_policy() {
+        let dir = std::env::temp_dir().join(format!("iolab-freq-{}", std::process::id()));
+        for (n, lo, hi) in [(0, 800_000, 3_000_000), (1, 1_000_000, 2_000_000)] {
+            let p = dir.join(format!("devices/system/cpu/cpufreq/policy{n}"));
+            std::fs::create_dir_all(&p).unwrap();
+            for (f, v) in [("cpuinfo_min_freq", lo), ("cpuinfo_max_freq", hi), ("scaling_min_freq", lo), ("scaling_max_freq", hi)] {
+                std::fs::write(p.join(f), format!("{v}\n")).unwrap();
+            }
+        }
+        let values = |v: &str| freq_targets(&dir, v).unwrap().into_iter().map(|t| t.value.unwrap()).collect::<Vec<_>>();
+        assert_eq!(values("min"), ["800000-800000", "1000000-1000000"]);
+        assert_eq!(values("max"), ["3000000-3000000", "2000000-2000000"]);
+        assert_eq!(values("50%"), ["1900000-1900000", "1500000-1500000"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

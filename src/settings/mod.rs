@@ -229,7 +229,7 @@ impl Change {
         let setting: Setting = name.parse().map_err(SettingsError::Invalid)?;
         // A value no machine takes is bad input, refused before anything (a sweep's plan) is stored.
         match setting {
-            Setting::CpuFreqKhz => cpu::parse_khz(value).map(drop),
+            Setting::CpuFreqKhz => cpu::parse_ask(value).map(drop),
             Setting::CpuidleMaxState => cpu::parse_state(value).map(drop),
             Setting::NvmePowerState => nvme::parse_state(value).map(drop),
             Setting::NvmeApst => nvme::parse_apst(value).map(drop),

@@ -1,5 +1,5 @@
-//! The five studies iolab exists to run (HotStorage'23, CHEOPS'23, HotStorage'22, IISWC'19,
-//! FPL'18), one file each. A study is a list of parts; a part is one sweep: its plan at the
+//! The studies iolab exists to run: the five papers (HotStorage'23, CHEOPS'23, HotStorage'22,
+//! IISWC'19, FPL'18) and IISWC'26's energy study (S6), one file each. A study is a list of parts; a part is one sweep: its plan at the
 //! papers' scale and at a `--quick` scale that finishes in minutes, and the report panels that
 //! turn its stored runs into the paper's tables and figures. What iolab or the machine cannot run
 //! is listed with the reason, never left out silently. `STUDIES` is the one table `iolab suite`
@@ -12,6 +12,7 @@ pub mod s2;
 pub mod s3;
 pub mod s4;
 pub mod s5;
+pub mod s6;
 
 use crate::analysis::saturation::{saturation_point, CurvePoint, Saturation, SaturationRule};
 use crate::plan::matrix::{dimension, target_set, DIMENSIONS, TARGET_SET};
@@ -114,9 +115,9 @@ pub enum Report {
     ConfigurationsOnly(&'static str),
 }
 
-pub const STUDIES: &[Study] = &[s1::STUDY, s2::STUDY, s3::STUDY, s4::STUDY, s5::STUDY];
+pub const STUDIES: &[Study] = &[s1::STUDY, s2::STUDY, s3::STUDY, s4::STUDY, s5::STUDY, s6::STUDY];
 
-/// A study by its id (S1 to S5, any case).
+/// A study by its id (S1 to S6, any case).
 pub fn find(id: &str) -> Option<&'static Study> {
     STUDIES.iter().find(|s| s.id.eq_ignore_ascii_case(id))
 }

@@ -9,14 +9,14 @@
 //! overlay two), and every planned run is stored through the store API as a real `iolab run`
 //! record with its spec replaced by the planned job and deterministic synthetic numbers (the
 //! report reads only the store). Profiled parts get a 13-layer split, stages and the run's CPU by
-//! module. `IOLAB_REPORT_STUDIES_OUT=DIR` keeps each study's report in DIR/S1 … DIR/S5.
+//! module. `IOLAB_REPORT_STUDIES_OUT=DIR` keeps each study's report in DIR/S1 … DIR/S6.
 use crate::common::iolab;
 use iolab::studies::{Given, STUDIES};
 use serde_json::{json, Value};
 use std::path::Path;
 
-const PAPERS: [(&str, &str); 5] =
-    [("S1", "HotStorage'23"), ("S2", "CHEOPS'23"), ("S3", "HotStorage'22"), ("S4", "IISWC'19"), ("S5", "FPL'18")];
+const PAPERS: [(&str, &str); 6] =
+    [("S1", "HotStorage'23"), ("S2", "CHEOPS'23"), ("S3", "HotStorage'22"), ("S4", "IISWC'19"), ("S5", "FPL'18"), ("S6", "IISWC'26")];
 
 /// Thirteen layers drawn (and idle, which the bars leave out): more than the old palette's ten.
 const LAYERS: [&str; 14] = [
@@ -66,6 +66,14 @@ fn record(base: &Value, job: &Value, key: &str, replicate: u32, profiled: (bool,
         t["lat_ns"]["p99_999"] = json!(lat * 9.0);
     }
     r["results"]["cpu"]["cores"] = json!(0.2 + spread(key));
+    // Per-component efficiency, as the energy layer writes it where sources measured the drive
+    // and the CPU (the whole system left unmeasured, as on most machines).
+    let (ssd_w, cpu_w) = (5.0 + 3.0 * spread(&format!("{key} ssd")), 30.0 + 20.0 * spread(&format!("{key} cpu")));
+    let eff = |component: &str, scope: &str, w: f64| {
+        json!({"component": component, "source": "fixture", "scope": scope, "mean_watts": w,
+               "iops_per_joule": iops / w, "bytes_per_joule": iops * bs / w})
+    };
+    r["energy"]["efficiency"] = json!([eff("ssd", "ssd", ssd_w), eff("cpu", "cpu_package", cpu_w)]);
     let per_io = json!({"instructions": 4000.0 + 3000.0 * spread(key), "ipc": 1.1, "cache_miss_rate": 0.02});
     r["cost"]["counters"] = json!({"workload_per_io": per_io, "system_per_io": per_io});
     let complete = job["complete"].as_str().unwrap_or("irq");
