@@ -357,11 +357,7 @@ def main():
                         runs.setdefault((kind, key), []).append(r)
     finally:
         os.chdir(root)
-        if zram:
-            zram.close()
-        if pagefile:
-            pagefile.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        vf.clean_up(zram, pagefile, workdir)
 
     summaries = {}
     for kind in kinds:

@@ -578,11 +578,7 @@ def main():
                         all_runs[(kind, row[0])].append(run_until_quiet(tool, cmds[tool], kind, row[0], rep, args,
                                                                         workdir, hz, pagefile))
     finally:
-        if zram:
-            zram.close()
-        if pagefile:
-            pagefile.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        clean_up(zram, pagefile, workdir)
 
     summaries = {}
     for kind in kinds:
@@ -619,6 +615,16 @@ TARGET_TITLE = {
     "pagecache": "file in the page cache, buffered (io_uring reads complete inline)",
     "null": "no I/O (iolab -i null, fio --ioengine=null): each tool's own cost per I/O",
 }
+
+
+def clean_up(zram, pagefile, workdir):
+    """A benchmark's end, whatever happened: its targets put back (zram reset where it was set up,
+    the page-cache file removed where made) and its work directory removed."""
+    if zram:
+        zram.close()
+    if pagefile:
+        pagefile.close()
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 def all_pass(summary):

@@ -74,6 +74,35 @@ impl FailureKind {
     }
 }
 
+/// A layer's error: one line (its `Display`) and the kind of failure it is. Every layer's error
+/// type (`DeviceError`, `SettingsError`, `StoreError`, ...) implements it, and one `From` turns
+/// any of them into a `Failure` with `?`, its kind kept; a layer adds no conversion of its own.
+pub trait Kinded: std::fmt::Display {
+    /// What kind of failure this is: it decides the exit code and what a sweep does.
+    fn kind(&self) -> FailureKind;
+}
+
+impl<E: Kinded> From<E> for Failure {
+    fn from(e: E) -> Failure {
+        Failure::new(e.kind(), e.to_string())
+    }
+}
+
+/// `From<E> for String`, the line with its kind left behind, for a layer's error that callers
+/// still say inside a message of their own (a `Result<_, String>` reached with `?`): one line,
+/// `crate::failure::into_text!(PlanError);`, in the error's own file. (`String` is not this
+/// crate's, so no blanket impl can do it; `Failure` keeps the kind, and is what a command returns.)
+macro_rules! into_text {
+    ($e:ty) => {
+        impl From<$e> for String {
+            fn from(e: $e) -> String {
+                e.to_string()
+            }
+        }
+    };
+}
+pub(crate) use into_text;
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.message)

@@ -7,7 +7,7 @@
 //! commands (`sbatch`, `scontrol`, `sinfo`, `squeue`, `sacct`) are run through [`Slurm`], which
 //! returns their output parsed; errors are typed ([`FleetError`]): a failed Slurm command is not
 //! bad input.
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -29,20 +29,14 @@ pub enum FleetError {
     Store(#[from] StoreError),
 }
 
-impl FleetError {
+impl Kinded for FleetError {
     /// What kind of failure this is: it decides the exit code.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             FleetError::Refused(_) => FailureKind::Invalid,
             FleetError::Slurm(_) => FailureKind::External,
             FleetError::Store(e) => e.kind(),
         }
-    }
-}
-
-impl From<FleetError> for Failure {
-    fn from(e: FleetError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
     }
 }
 

@@ -8,7 +8,7 @@
 //! new one, never wider), written, fsynced and renamed over the name with `renameat` on the same
 //! directory. A name that is a symbolic link is refused. Only sinks (/dev/null, terminals,
 //! FIFOs) are written in place, and a FIFO nobody reads is refused after a short wait.
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 use std::ffi::{CString, OsStr};
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -31,9 +31,9 @@ pub enum OutputError {
     Io(String),
 }
 
-impl OutputError {
+impl Kinded for OutputError {
     /// What kind of failure this is: it decides the exit code.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             OutputError::Refused(_) => FailureKind::Invalid,
             OutputError::Io(_) => FailureKind::Failed,
@@ -41,19 +41,9 @@ impl OutputError {
     }
 }
 
-impl From<OutputError> for Failure {
-    fn from(e: OutputError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
-/// For the callers that say an output's problem as a line of text inside their own message
-/// (a report's `--out`, a run's `--json`): the message, the kind left to them.
-impl From<OutputError> for String {
-    fn from(e: OutputError) -> String {
-        e.to_string()
-    }
-}
+// For the callers that say an output's problem inside their own message (a report's `--out`, a
+// run's `--json`): the line, the kind left to them.
+crate::failure::into_text!(OutputError);
 
 /// Where the bytes for `dest` really go: a sink (see `sink`) is written in place, because
 /// renaming over it would replace a device node; anything else is replaced in its directory.

@@ -291,7 +291,8 @@ impl EnergyArgs {
             socket: self.energy_socket.clone(),
             scope: self.energy_scope.clone(),
         }
-        .apply(&mut config)?;
+        .apply(&mut config)
+        .map_err(|e| e.to_string())?;
         // What can be known about the meter log before the run; it is read at the run's end.
         check_meter_format(self.meter_format.as_deref())?;
         if let Some(why) = self.meter_log.as_deref().and_then(crate::energy::meter_log_problem) {

@@ -3,7 +3,7 @@
 //! unsupported here (a sweep skips the run); a device that fails while it is read is a failed
 //! run (exit 1, a sweep goes on). Each error is one line naming the target.
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -21,9 +21,9 @@ pub enum DeviceError {
     Io(String),
 }
 
-impl DeviceError {
+impl Kinded for DeviceError {
     /// What kind of failure this is: it decides the exit code and what a sweep does.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             DeviceError::Refused(_) => FailureKind::Invalid,
             DeviceError::Unsupported(_) => FailureKind::Unsupported,
@@ -32,15 +32,10 @@ impl DeviceError {
     }
 }
 
-impl From<DeviceError> for Failure {
-    fn from(e: DeviceError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::Failure;
 
     #[test]
     fn each_error_keeps_its_kind_into_a_failure() {

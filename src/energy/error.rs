@@ -7,7 +7,7 @@
 //! `--require-energy`): an unavailable source is a reason in the record, never an exit of its
 //! own, whatever its kind.
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnergyError {
@@ -29,9 +29,9 @@ pub enum EnergyError {
     Failed(String),
 }
 
-impl EnergyError {
+impl Kinded for EnergyError {
     /// What kind of failure this is: it decides the exit code.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             EnergyError::Invalid(_) => FailureKind::Invalid,
             EnergyError::Unsupported(_) => FailureKind::Unsupported,
@@ -41,23 +41,10 @@ impl EnergyError {
     }
 }
 
-impl From<EnergyError> for Failure {
-    fn from(e: EnergyError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
-/// For the callers that say an energy option's refusal inside their own checks of the command
-/// line (`EnergyArgs::options`, all bad input): the message, the kind left to them.
-impl From<EnergyError> for String {
-    fn from(e: EnergyError) -> String {
-        e.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::Failure;
 
     #[test]
     fn each_error_keeps_its_kind_into_a_failure() {

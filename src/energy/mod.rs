@@ -993,7 +993,7 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let e = read_meter_log(&fifo).unwrap_err();
         assert!(e.to_string().contains("is a FIFO"), "{e}");
-        assert_eq!(e.kind(), crate::failure::FailureKind::Invalid);
+        assert_eq!(crate::failure::Kinded::kind(&e), crate::failure::FailureKind::Invalid);
         assert!(read_meter_log(Path::new("/dev/zero")).unwrap_err().to_string().contains("character device"));
     }
 }

@@ -4,7 +4,7 @@
 //! device or driver that fails while it is set up or given back is a failed run (exit 1, a
 //! sweep goes on). Each error is one line.
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InterfaceError {
@@ -20,9 +20,9 @@ pub enum InterfaceError {
     Failed(String),
 }
 
-impl InterfaceError {
+impl Kinded for InterfaceError {
     /// What kind of failure this is: it decides the exit code and what a sweep does.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             InterfaceError::Invalid(_) => FailureKind::Invalid,
             InterfaceError::Unsupported(_) => FailureKind::Unsupported,
@@ -31,23 +31,10 @@ impl InterfaceError {
     }
 }
 
-impl From<InterfaceError> for Failure {
-    fn from(e: InterfaceError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
-/// For the callers that say an interface's refusal inside their own message (a plan's job
-/// error, the engine's set-up): the message, the kind left to them.
-impl From<InterfaceError> for String {
-    fn from(e: InterfaceError) -> String {
-        e.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::Failure;
 
     #[test]
     fn each_error_keeps_its_kind_into_a_failure() {

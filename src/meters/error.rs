@@ -4,7 +4,7 @@
 //! cannot be mapped or shared) is a failure. Each error is one line, and the run's record keeps
 //! it as the profile's `unavailable` reason.
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MetersError {
@@ -21,9 +21,9 @@ pub enum MetersError {
     Io(String),
 }
 
-impl MetersError {
+impl Kinded for MetersError {
     /// What kind of failure this is: it decides the exit code and what a sweep does.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             MetersError::Unavailable(_) | MetersError::Refused(_) => FailureKind::Unsupported,
             MetersError::Io(_) => FailureKind::Failed,
@@ -31,15 +31,10 @@ impl MetersError {
     }
 }
 
-impl From<MetersError> for Failure {
-    fn from(e: MetersError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::Failure;
 
     #[test]
     fn each_error_keeps_its_kind_and_its_line_into_a_failure() {

@@ -8,7 +8,7 @@ pub mod validate;
 
 pub use sweep::Plan;
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 use serde::{Deserialize, Serialize};
 
 /// Why a job, a plan or one of their values is refused: always bad input (exit 2; a sweep stops
@@ -26,12 +26,17 @@ pub enum PlanError {
     Job(String),
 }
 
-impl PlanError {
+impl Kinded for PlanError {
     /// What kind of failure it is: bad input, whichever part was refused.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         FailureKind::Invalid
     }
+}
 
+// For callers whose own errors are still messages (a study's plan, fio's export): the line.
+crate::failure::into_text!(PlanError);
+
+impl PlanError {
     pub(crate) fn value<T>(message: String) -> Result<T, PlanError> {
         Err(PlanError::Value(message))
     }
@@ -40,19 +45,6 @@ impl PlanError {
     }
     pub(crate) fn job<T>(message: impl Into<String>) -> Result<T, PlanError> {
         Err(PlanError::Job(message.into()))
-    }
-}
-
-impl From<PlanError> for Failure {
-    fn from(e: PlanError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
-/// For callers whose own errors are still messages: the message.
-impl From<PlanError> for String {
-    fn from(e: PlanError) -> String {
-        e.to_string()
     }
 }
 

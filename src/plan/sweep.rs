@@ -1012,7 +1012,7 @@ reason = "small blocks on b"
     fn plan_errors_are_bad_input() {
         let e = expand("ios = 5\nreplicates = 0\n", &[]).unwrap_err();
         assert_eq!(e, PlanError::Plan("plan: replicates must be at least 1".into()));
-        assert_eq!(e.kind(), crate::failure::FailureKind::Invalid);
+        assert_eq!(crate::failure::Kinded::kind(&e), crate::failure::FailureKind::Invalid);
         let f = crate::failure::Failure::from(e);
         assert_eq!((f.code(), f.message.as_str()), (2, "plan: replicates must be at least 1"));
         assert!(matches!(parse_size("4q"), Err(PlanError::Value(_))));

@@ -404,6 +404,7 @@ pub fn restore() -> Result<Vec<String>, ServeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::Kinded;
 
     /// A journal that cannot be written fails the command (exit 1), whatever was asked: `nbd
     /// connect` said it as bad input (exit 2).

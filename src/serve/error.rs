@@ -3,7 +3,7 @@
 //! without the NBD client is unsupported here (exit 2); a socket, the netlink conversation or
 //! the connection journal failing is a failed command (exit 1). Each error is one line.
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -20,9 +20,9 @@ pub enum ServeError {
     Failed(String),
 }
 
-impl ServeError {
+impl Kinded for ServeError {
     /// What kind of failure this is: it decides the exit code.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             ServeError::Invalid(_) => FailureKind::Invalid,
             ServeError::Unsupported(_) => FailureKind::Unsupported,
@@ -31,15 +31,10 @@ impl ServeError {
     }
 }
 
-impl From<ServeError> for Failure {
-    fn from(e: ServeError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::Failure;
 
     #[test]
     fn each_error_keeps_its_kind_into_a_failure() {

@@ -14,7 +14,7 @@ mod error;
 pub mod proto;
 
 use crate::cancel::Cancel;
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{Failure, FailureKind, Kinded};
 use crate::interfaces::{Acquired, Interface, InterfaceKind, IoChoice, OpenTarget, VisitTarget};
 use crate::plan::{Job, Rw};
 use backend::{Backend, IoFailure, Through};

@@ -343,10 +343,17 @@ pub(crate) fn error_chunk(cookie: u64, error: u32, message: &str) -> Vec<u8> {
     b
 }
 
-/// Writes all of `parts` (one write call where the socket takes it).
-pub fn send(w: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
-    let mut slices: Vec<io::IoSlice> = parts.iter().filter(|p| !p.is_empty()).map(|p| io::IoSlice::new(p)).collect();
-    let mut bufs = &mut slices[..];
+/// Writes all of `parts` (one write call where the socket takes it). The slices live on the
+/// stack, `N` of them (a reply is a header and at most its data): no allocation per reply.
+pub fn send<const N: usize>(w: &mut impl Write, parts: &[&[u8]; N]) -> io::Result<()> {
+    // Empty parts left out: a write of nothing would read as a client that stopped reading.
+    let mut slices = [io::IoSlice::new(&[]); N];
+    let mut k = 0;
+    for p in parts.iter().filter(|p| !p.is_empty()) {
+        slices[k] = io::IoSlice::new(p);
+        k += 1;
+    }
+    let mut bufs = &mut slices[..k];
     while !bufs.is_empty() {
         let n = w.write_vectored(bufs)?;
         if n == 0 {

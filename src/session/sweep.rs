@@ -9,7 +9,7 @@ use crate::energy::record::{measure_idle, EnergyOptions};
 use crate::plan::sweep::Expansion;
 use crate::plan::{Job, Numa, Plan};
 use crate::record::{RunRecord, RunStatus};
-use crate::store::{PlannedStatus, Store, StoreError};
+use crate::store::{PlannedRun, PlannedStatus, Store, StoreError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -205,11 +205,55 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
 /// bad input; the database: the store's; a planned run that cannot be read: the store's; a
 /// temporary target that cannot be made: failed).
 pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> {
-    let targets = plan.targets;
+    let e = expand(plan)?;
+    let hash = plan.plan.hash(plan.targets);
+    let mut store = Store::open(plan.db)?;
+    let Some(sweep_id) = find_or_create(plan, &e, &hash, &mut store)? else {
+        return Ok(Outcome::AlreadyDone { name: e.name });
+    };
+    let mut planned = store.planned_runs(sweep_id)?;
+    if let Some(share) = plan.share {
+        let ours = share.keys(&e);
+        planned.retain(|r| ours.contains(&r.config_key.as_str()));
+    }
+    let pending: Vec<_> = planned.iter().filter(|r| r.status == PlannedStatus::Planned).collect();
+    ui.planned(&e, sweep_id, pending.len(), planned.len());
+    hand_over(plan, &store)?;
+    // Each run's spec read back as the Job it was planned from, once.
+    let jobs: Vec<Result<Job, String>> = pending.iter().map(|r| r.job()).collect();
+    let cancel = crate::engine::install_interrupt_handler();
+    let shared = match before_runs(plan, &e, &jobs, cancel, ui)? {
+        Ok(shared) => shared,
+        Err(message) => return Ok(Outcome::InterruptedBeforeRuns { message }),
+    };
+    ui.begin(pending.len());
+    // The plan's own profiling (a suite part that explains a figure) and `--profile`'s, together.
+    let mut s = Sweeping::new(plan, store, sweep_id, shared, plan.profile.union(e.profile));
+    for (n, (run, job)) in pending.iter().zip(jobs).enumerate() {
+        if cancel.is_cancelled() {
+            s.r.interrupted = true;
+            break;
+        }
+        s.run_one(run, job, (n, pending.len()), ui)?;
+        if s.r.interrupted || s.r.stopped.is_some() {
+            break;
+        }
+        ui.run_done();
+        if n + 1 < pending.len() {
+            cool_down(e.cooldown_s, cancel);
+        }
+    }
+    ui.end();
+    s.finish(pending.len())
+}
+
+/// The plan expanded with this command's targets and consent to write. Err, before the database
+/// is opened: the plan's error (bad input), or `--require-energy` where no source can measure
+/// (unsupported here, as `iolab run` refuses before any I/O: every run would meet it).
+fn expand(plan: &SweepPlan) -> Result<Expansion, Failure> {
     // A plan's error is bad input (`e.to_string()`: the plan's error type, whatever it is, as its line).
-    let mut e = plan.plan.expand(targets).map_err(|e| Failure::invalid(e.to_string()))?;
+    let mut e = plan.plan.expand(plan.targets).map_err(|e| Failure::invalid(e.to_string()))?;
     e.allow_writing(plan.destructive);
-    // As `iolab run` refuses before any I/O: every run of the sweep would meet it.
     if plan.energy.require {
         let found = crate::energy::probe(&plan.energy.config);
         if !found.iter().any(|s| s.available) {
@@ -217,19 +261,23 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> 
             return Err(Failure::unsupported(format!("--require-energy: no energy source can measure here ({})", why.join("; "))));
         }
     }
-    let hash = plan.plan.hash(targets);
-    let mut store = Store::open(plan.db)?;
+    Ok(e)
+}
+
+/// The sweep to run, as `plan.resume` says: an unfinished one of this plan, or a new one; None
+/// where a suite's part (`Resume::Auto`) was done already. Every target of the plan (of this
+/// share) is checked before a new sweep is stored: a device refused halfway would leave a sweep
+/// that can neither finish nor be redone.
+fn find_or_create(plan: &SweepPlan, e: &Expansion, hash: &str, store: &mut Store) -> Result<Option<i64>, Failure> {
     let db = crate::secret::redact_path(plan.db);
-    let unfinished = store.unfinished_sweep(&hash)?;
+    let unfinished = store.unfinished_sweep(hash)?;
     if plan.resume == Resume::Auto && unfinished.is_none() && store.sweep_infos()?.iter().any(|s| s.plan_hash == hash) {
-        return Ok(Outcome::AlreadyDone { name: e.name });
+        return Ok(None);
     }
-    // Every target of the plan (of this share) before its first run and before the sweep is
-    // stored: a device refused halfway would leave a sweep that can neither finish nor be redone.
-    let ours = plan.share.map(|s| s.keys(&e));
+    let ours = plan.share.map(|s| s.keys(e));
     let uses = target_uses(e.configs.iter().filter(|c| ours.as_ref().is_none_or(|k| k.contains(&c.key.as_str()))).map(|c| &c.job));
     refused(&uses.iter().map(TargetUse::check).collect::<Vec<_>>()).map_err(Failure::invalid)?;
-    let sweep_id = match (plan.resume, unfinished) {
+    let id = match (plan.resume, unfinished) {
         (Resume::Required | Resume::Auto, Some(id)) => id,
         (Resume::Required, None) => {
             return Err(Failure::invalid(format!("no unfinished sweep of this plan in {db}: run without --resume to start one")))
@@ -239,139 +287,178 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> 
                 "sweep #{id} of this plan in {db} is unfinished: continue it with --resume, or start over with --new"
             )))
         }
-        _ => create(&mut store, &e, plan, &hash)?,
+        _ => create(store, e, plan, hash)?,
     };
-    let mut planned = store.planned_runs(sweep_id)?;
-    if let Some(share) = plan.share {
-        let ours = share.keys(&e);
-        planned.retain(|r| ours.contains(&r.config_key.as_str()));
-    }
-    let pending: Vec<_> = planned.iter().filter(|r| r.status == PlannedStatus::Planned).collect();
-    ui.planned(&e, sweep_id, pending.len(), planned.len());
-    let hand_over = |store: &Store| plan.handover.map_or(Ok(()), |to| store.copy_to(to));
-    hand_over(&store)?;
+    Ok(Some(id))
+}
 
-    // One temporary target for the whole sweep when the plan names none (and a run opens one:
-    // a diskless interface, null, opens nothing).
-    // Each run's spec read back as the Job it was planned from, once.
-    let jobs: Vec<Result<Job, String>> = pending.iter().map(|r| r.job()).collect();
-    let needs_temp = jobs.iter().any(|j| j.as_ref().is_ok_and(needs_target));
-    let cancel = crate::engine::install_interrupt_handler();
-    let temp = if needs_temp {
+/// `--handover`: the database copied there, between runs (never inside a measurement), so a
+/// finished run survives this machine.
+fn hand_over(plan: &SweepPlan, store: &Store) -> Result<(), StoreError> {
+    plan.handover.map_or(Ok(()), |to| store.copy_to(to))
+}
+
+/// What every run of a sweep shares, made once before its first run.
+struct Shared {
+    /// One temporary target for the whole sweep when the plan names none (and a run opens one:
+    /// a diskless interface, null, opens nothing).
+    temp: Option<crate::device::TempTarget>,
+    /// Idle power, measured once for the whole sweep, not before every run.
+    idle: Option<Vec<crate::energy::record::IdlePower>>,
+}
+
+/// Make what the runs share. Ok(Err(message)): Ctrl-C came while the temporary target was made
+/// or idle power measured (every run stays to do). Err: a temporary target that cannot be made.
+fn before_runs(
+    plan: &SweepPlan,
+    e: &Expansion,
+    jobs: &[Result<Job, String>],
+    cancel: crate::cancel::Cancel,
+    ui: &mut impl SweepUi,
+) -> Result<Result<Shared, String>, Failure> {
+    let temp = if jobs.iter().any(|j| j.as_ref().is_ok_and(needs_target)) {
         let size = e.configs[0].job.targets.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
         match crate::device::create_default_target(size, cancel) {
             Ok(t) => Some(t),
-            Err(message) if cancel.is_cancelled() => return Ok(Outcome::InterruptedBeforeRuns { message }),
+            Err(message) if cancel.is_cancelled() => return Ok(Err(message)),
             Err(m) => return Err(Failure::failed(m)),
         }
     } else {
         None
     };
-
-    // Idle power once for the whole sweep, before its first run, not before every run.
-    let idle = match plan.energy.idle_baseline_s.filter(|_| !pending.is_empty()) {
+    let idle = match plan.energy.idle_baseline_s.filter(|_| !jobs.is_empty()) {
         Some(s) => {
             ui.line(&format!("measuring idle power for {s} s, once for every run of this sweep"));
             let idle = measure_idle(&plan.energy.config, s, cancel);
             if cancel.is_cancelled() {
-                return Ok(Outcome::InterruptedBeforeRuns { message: "interrupted while measuring idle power".into() });
+                return Ok(Err("interrupted while measuring idle power".into()));
             }
             Some(idle)
         }
         None => None,
     };
+    Ok(Ok(Shared { temp, idle }))
+}
 
-    // The plan's own profiling (a suite part that explains a figure) and `--profile`'s, together.
-    let profile = plan.profile.union(e.profile);
-    ui.begin(pending.len());
-    let mut r =
-        SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
-    let mut reasons: Vec<String> = Vec::new();
-    let mut mapped: Vec<String> = Vec::new();
-    for (n, (run, job)) in pending.iter().zip(jobs).enumerate() {
-        if cancel.is_cancelled() {
-            r.interrupted = true;
-            break;
-        }
-        // A stored spec no Job of this iolab reads (another version's): a database that cannot
-        // be used as given, as the store says of a newer schema.
-        let mut job = job.map_err(|m| Failure::invalid(m.to_string()))?;
-        // This command's consent, also for runs planned by an earlier one (a resume).
-        job.targets
-            .destructive
-            .extend(plan.destructive.iter().filter(|d| !job.targets.destructive.contains(d)).cloned().collect::<Vec<_>>());
-        // A setting another iolab holds is waited for, as this command allows, not failed at once.
-        job.system.wait_settings_s = Some(plan.wait_settings_s);
-        if needs_target(&job) {
-            if let Some(t) = &temp {
-                job.targets.paths = vec![t.path.display().to_string()];
-            }
-        }
-        ui.run_start(n, pending.len(), &format!("{} #{}", run.config_key, run.replicate + 1));
+/// The pause between two runs (the plan's `cooldown`), cut short by Ctrl-C.
+fn cool_down(seconds: f64, cancel: crate::cancel::Cancel) {
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    while Instant::now() < until && !cancel.is_cancelled() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A sweep under way: its database, what its runs share, and what they came to so far.
+struct Sweeping<'p, 'a> {
+    plan: &'p SweepPlan<'a>,
+    store: Store,
+    shared: Shared,
+    profile: crate::plan::profile::Profile,
+    r: SweepRun,
+    /// The reasons said so far: each distinct one is said once (the database keeps it for
+    /// every run).
+    reasons: Vec<String>,
+    /// The lines said so far about a device standing in for a target, each once.
+    mapped: Vec<String>,
+}
+
+impl<'p, 'a> Sweeping<'p, 'a> {
+    fn new(plan: &'p SweepPlan<'a>, store: Store, sweep_id: i64, shared: Shared, profile: crate::plan::profile::Profile) -> Self {
+        let r =
+            SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
+        Sweeping { plan, store, shared, profile, r, reasons: Vec::new(), mapped: Vec::new() }
+    }
+
+    /// Run planned run `n` of `of`: its job made ready, run, its outcome stored and said, the
+    /// database handed over.
+    fn run_one(
+        &mut self,
+        run: &PlannedRun,
+        job: Result<Job, String>,
+        (n, of): (usize, usize),
+        ui: &mut impl SweepUi,
+    ) -> Result<(), Failure> {
+        let mut job = self.job_for(job)?;
+        ui.run_start(n, of, &format!("{} #{}", run.config_key, run.replicate + 1));
         let outcome = match passthrough_targets(&mut job) {
             Ok(said) => {
-                if let Some(line) = said.filter(|l| !mapped.contains(l)) {
+                if let Some(line) = said.filter(|l| !self.mapped.contains(l)) {
                     ui.line(&line);
-                    mapped.push(line);
+                    self.mapped.push(line);
                 }
-                execute(&job, ui, Measure { energy: Some(plan.energy), idle: idle.as_deref(), profile })
+                let measure = Measure { energy: Some(self.plan.energy), idle: self.shared.idle.as_deref(), profile: self.profile };
+                execute(&job, ui, measure)
             }
             Err(why) => Err(RunError { failure: Failure::unsupported(why), record: None }),
         };
-        let said = match step(outcome) {
-            Step::Keep(rec) => {
-                keep(&mut store, run.id, &rec, &mut r)?;
-                None
+        if let Some((what, why)) = self.store_step(run, step(outcome))? {
+            // Each distinct reason once; the database keeps it for every run.
+            let line = if self.reasons.contains(&why) {
+                format!("{what} {}", run.config_key)
+            } else {
+                format!("{what} {}: {why}", run.config_key)
+            };
+            self.reasons.push(why);
+            ui.line(&line);
+        }
+        hand_over(self.plan, &self.store)?;
+        Ok(())
+    }
+
+    /// A planned run's job as this command runs it. Err: a stored spec no Job of this iolab
+    /// reads (another version's): a database that cannot be used as given, as the store says of
+    /// a newer schema.
+    fn job_for(&self, job: Result<Job, String>) -> Result<Job, Failure> {
+        let mut job = job.map_err(|m| Failure::invalid(m.to_string()))?;
+        // This command's consent, also for runs planned by an earlier one (a resume).
+        let consent: Vec<String> = self.plan.destructive.iter().filter(|d| !job.targets.destructive.contains(d)).cloned().collect();
+        job.targets.destructive.extend(consent);
+        // A setting another iolab holds is waited for, as this command allows, not failed at once.
+        job.system.wait_settings_s = Some(self.plan.wait_settings_s);
+        if needs_target(&job) {
+            if let Some(t) = &self.shared.temp {
+                job.targets.paths = vec![t.path.display().to_string()];
             }
+        }
+        Ok(job)
+    }
+
+    /// Store what one run came to, counted. Some((what, why)): the line to say of a run
+    /// skipped or failed before measuring.
+    fn store_step(&mut self, run: &PlannedRun, step: Step) -> Result<Option<(&'static str, String)>, StoreError> {
+        let r = &mut self.r;
+        match step {
+            Step::Keep(rec) => keep(&mut self.store, run.id, &rec, r)?,
             Step::Skip(why) => {
-                store.record_skip(run.id, &why)?;
+                self.store.record_skip(run.id, &why)?;
                 r.skipped += 1;
-                Some(("skipped", why))
+                return Ok(Some(("skipped", why)));
             }
             Step::Fail(why) => {
-                store.record_failure(run.id, &why)?;
+                self.store.record_failure(run.id, &why)?;
                 r.early += 1;
-                Some(("failed", why))
+                return Ok(Some(("failed", why)));
             }
-            Step::Interrupted => {
-                r.interrupted = true;
-                None
-            }
+            Step::Interrupted => r.interrupted = true,
             Step::Stop(f, record) => {
                 if let Some(rec) = &record {
-                    keep(&mut store, run.id, rec, &mut r)?;
+                    keep(&mut self.store, run.id, rec, r)?;
                 }
                 r.stopped = Some(match f.kind {
                     FailureKind::Invalid => Failure::new(f.kind, format!("run {} #{}: {}", run.config_key, run.replicate + 1, f.message)),
                     _ => f,
                 });
-                None
-            }
-        };
-        if let Some((what, why)) = said {
-            // Each distinct reason once; the database keeps it for every run.
-            let line =
-                if reasons.contains(&why) { format!("{what} {}", run.config_key) } else { format!("{what} {}: {why}", run.config_key) };
-            reasons.push(why);
-            ui.line(&line);
-        }
-        // Between runs, never inside a measurement: a finished run survives this machine.
-        hand_over(&store)?;
-        if r.interrupted || r.stopped.is_some() {
-            break;
-        }
-        ui.run_done();
-        if n + 1 < pending.len() {
-            let until = Instant::now() + Duration::from_secs_f64(e.cooldown_s);
-            while Instant::now() < until && !cancel.is_cancelled() {
-                std::thread::sleep(Duration::from_millis(50));
             }
         }
+        Ok(None)
     }
-    ui.end();
-    r.left = pending.len() - r.stored - r.skipped - r.early;
-    r.all_failed = store.sweep(sweep_id)?.map_or(0, |s| s.failed);
-    Ok(Outcome::Ran(r))
+
+    /// The runs counted, `pending` of them planned this time.
+    fn finish(mut self, pending: usize) -> Result<Outcome, Failure> {
+        self.r.left = pending - self.r.stored - self.r.skipped - self.r.early;
+        self.r.all_failed = self.store.sweep(self.r.sweep_id)?.map_or(0, |s| s.failed);
+        Ok(Outcome::Ran(self.r))
+    }
 }
 
 /// A plan file's text as `iolab sweep` runs it: parsed, with `--numa` in place of its

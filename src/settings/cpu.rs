@@ -4,25 +4,30 @@
 //! journal entry per file). Both apply to every CPU, as the governor does: the kernel's own work
 //! for a run (completions, the SQPOLL thread, interrupts) runs on CPUs other than its threads'.
 use super::sysfs::{read_raw, write_value};
-use super::Target;
+use super::{SettingsError, Target};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 /// No CPU runs at 100 GHz: a value above this is a typo (a frequency in Hz, say).
 const MAX_KHZ: u64 = 100_000_000;
 
-/// "N" (min = max = N) or "MIN-MAX", in kHz: (min, max), or a one-line error.
-pub(crate) fn parse_khz(v: &str) -> Result<(u64, u64), String> {
-    let bad =
-        || format!("cpu_freq_khz must be a frequency in kHz (2000000 for 2 GHz) or a range MIN-MAX in kHz (800000-2000000), not \"{v}\"");
-    let num = |s: &str| -> Result<u64, String> {
+/// "N" (min = max = N) or "MIN-MAX", in kHz: (min, max), or a one-line error (bad input).
+pub(crate) fn parse_khz(v: &str) -> Result<(u64, u64), SettingsError> {
+    let bad = || {
+        SettingsError::Invalid(format!(
+            "cpu_freq_khz must be a frequency in kHz (2000000 for 2 GHz) or a range MIN-MAX in kHz (800000-2000000), not \"{v}\""
+        ))
+    };
+    let num = |s: &str| -> Result<u64, SettingsError> {
         let s = s.trim();
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad());
         }
         let n: u64 = s.parse().map_err(|_| bad())?;
         if n == 0 || n > MAX_KHZ {
-            return Err(format!("cpu_freq_khz {s} kHz is not a CPU frequency (1 to {MAX_KHZ} kHz): give it in kHz, 2000000 for 2 GHz"));
+            return Err(SettingsError::Invalid(format!(
+                "cpu_freq_khz {s} kHz is not a CPU frequency (1 to {MAX_KHZ} kHz): give it in kHz, 2000000 for 2 GHz"
+            )));
         }
         Ok(n)
     };
@@ -34,7 +39,7 @@ pub(crate) fn parse_khz(v: &str) -> Result<(u64, u64), String> {
         }
     };
     if min > max {
-        return Err(format!("cpu_freq_khz {min}-{max}: the minimum is above the maximum: give MIN-MAX"));
+        return Err(SettingsError::Invalid(format!("cpu_freq_khz {min}-{max}: the minimum is above the maximum: give MIN-MAX")));
     }
     Ok((min, max))
 }
@@ -50,7 +55,7 @@ pub(crate) enum FreqAsk {
 
 /// `cpu_freq_khz`'s value: `min`, `max`, `P%` (0 to 100, of cpuinfo_min_freq..cpuinfo_max_freq),
 /// or [`parse_khz`]'s kHz forms; a one-line error otherwise.
-pub(crate) fn parse_ask(v: &str) -> Result<FreqAsk, String> {
+pub(crate) fn parse_ask(v: &str) -> Result<FreqAsk, SettingsError> {
     let t = v.trim();
     match t {
         "min" => return Ok(FreqAsk::Share(0.0)),
@@ -61,20 +66,20 @@ pub(crate) fn parse_ask(v: &str) -> Result<FreqAsk, String> {
         let ok = !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit() || b == b'.');
         return match p.parse::<f64>() {
             Ok(x) if ok && x.is_finite() && (0.0..=100.0).contains(&x) => Ok(FreqAsk::Share(x / 100.0)),
-            _ => Err(format!("cpu_freq_khz {t}: a share of the hardware range is 0% to 100% (min and max name its ends)")),
+            _ => Err(SettingsError::Invalid(format!("cpu_freq_khz {t}: a share of the hardware range is 0% to 100% (min and max name its ends)"))),
         };
     }
     parse_khz(t).map(|(a, b)| FreqAsk::Khz(a, b))
 }
 
-/// `cpuidle_max_state`'s K: a state's index, or a one-line error.
-pub(crate) fn parse_state(v: &str) -> Result<usize, String> {
+/// `cpuidle_max_state`'s K: a state's index, or a one-line error (bad input).
+pub(crate) fn parse_state(v: &str) -> Result<usize, SettingsError> {
     let v = v.trim();
     match v.parse::<usize>() {
         Ok(k) if v.bytes().all(|b| b.is_ascii_digit()) && k < 64 => Ok(k),
-        _ => Err(format!(
+        _ => Err(SettingsError::Invalid(format!(
             "cpuidle_max_state must be the index of the deepest idle state allowed (0 for the shallowest, as in cpuidle/stateN), not \"{v}\""
-        )),
+        ))),
     }
 }
 
@@ -99,21 +104,22 @@ fn policies(sysfs: &Path) -> Vec<(u32, PathBuf)> {
     numbered(&sysfs.join("devices/system/cpu/cpufreq"), "policy").into_iter().filter(|(_, p)| p.join("scaling_max_freq").exists()).collect()
 }
 
-fn read_khz(path: &Path) -> Result<u64, String> {
+fn read_khz(path: &Path) -> Result<u64, SettingsError> {
     let raw = read_raw(path)?;
-    raw.parse().map_err(|_| format!("{} reads \"{raw}\", not a frequency in kHz", path.display()))
+    raw.parse().map_err(|_| SettingsError::Failed(format!("{} reads \"{raw}\", not a frequency in kHz", path.display())))
 }
 
 /// One target per policy (its `scaling_max_freq`, standing for both limits), the value "MIN-MAX";
-/// refused where there is no cpufreq, or the frequency is outside a policy's hardware range.
-pub(super) fn freq_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, String> {
+/// refused where there is no cpufreq, or the frequency is outside a policy's hardware range
+/// (unsupported here).
+pub(super) fn freq_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, SettingsError> {
     let ask = parse_ask(value)?;
     let found = policies(sysfs);
     if found.is_empty() {
-        return Err(format!(
+        return Err(SettingsError::Unsupported(format!(
             "no CPU frequency scaling here ({}/policy* is missing; common in VMs): drop cpu_freq_khz",
             sysfs.join("devices/system/cpu/cpufreq").display()
-        ));
+        )));
     }
     let mut out = Vec::new();
     for (n, dir) in found {
@@ -126,9 +132,9 @@ pub(super) fn freq_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, Str
             }
         };
         if min < lo || max > hi {
-            return Err(format!(
+            return Err(SettingsError::Unsupported(format!(
                 "cpu_freq_khz={value} is outside policy{n}'s range {lo}-{hi} kHz (cpuinfo_min_freq-cpuinfo_max_freq): give a frequency within it"
-            ));
+            )));
         }
         super::writable(&dir.join("scaling_min_freq"), super::Setting::CpuFreqKhz)?;
         out.push(Target { path: dir.join("scaling_max_freq"), label: format!("policy{n}"), value: Some(format!("{min}-{max}")) });
@@ -137,7 +143,7 @@ pub(super) fn freq_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, Str
 }
 
 /// A policy's limits in force, "MIN-MAX" (`path` is its `scaling_max_freq`).
-pub(super) fn read_freq(path: &Path) -> Result<String, String> {
+pub(super) fn read_freq(path: &Path) -> Result<String, SettingsError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     Ok(format!("{}-{}", read_khz(&dir.join("scaling_min_freq"))?, read_khz(&dir.join("scaling_max_freq"))?))
 }
@@ -145,7 +151,7 @@ pub(super) fn read_freq(path: &Path) -> Result<String, String> {
 /// Write a policy's limits "MIN-MAX" in the order that keeps min <= max at every step (the
 /// maximum first where the new minimum is above the maximum in force, else the minimum first),
 /// and return the limits in force after (the kernel may clamp them).
-pub(super) fn write_freq(path: &Path, value: &str) -> Result<String, String> {
+pub(super) fn write_freq(path: &Path, value: &str) -> Result<String, SettingsError> {
     let (min, max) = parse_khz(value)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let (min_file, max_file) = (dir.join("scaling_min_freq"), dir.join("scaling_max_freq"));
@@ -171,20 +177,23 @@ fn idle_states(sysfs: &Path) -> Vec<(u32, Vec<(u32, PathBuf)>)> {
 
 /// The `disable` file of every state deeper than K on every CPU, the value "1"; refused where
 /// there is no cpuidle or a CPU has no state K.
-pub(super) fn idle_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, String> {
+pub(super) fn idle_targets(sysfs: &Path, value: &str) -> Result<Vec<Target>, SettingsError> {
     let k = parse_state(value)?;
     let cpus = idle_states(sysfs);
     if cpus.is_empty() {
-        return Err(format!(
+        return Err(SettingsError::Unsupported(format!(
             "no CPU idle states here ({}/cpu*/cpuidle is missing: no cpuidle driver, common in VMs): drop cpuidle_max_state",
             sysfs.join("devices/system/cpu").display()
-        ));
+        )));
     }
     let mut out = Vec::new();
     for (cpu, states) in cpus {
         if !states.iter().any(|(i, _)| *i as usize == k) {
             let names: Vec<String> = states.iter().map(|(i, d)| format!("{i} {}", read_raw(&d.join("name")).unwrap_or_default())).collect();
-            return Err(format!("cpuidle_max_state={k}: cpu{cpu} has no idle state {k} (it has {}): pick one of those", names.join(", ")));
+            return Err(SettingsError::Unsupported(format!(
+                "cpuidle_max_state={k}: cpu{cpu} has no idle state {k} (it has {}): pick one of those",
+                names.join(", ")
+            )));
         }
         for (i, d) in states.into_iter().filter(|(i, _)| *i as usize > k) {
             out.push(Target { path: d.join("disable"), label: format!("cpu{cpu}/state{i}"), value: Some("1".into()) });
@@ -250,6 +259,9 @@ mod tests {
         assert_eq!(parse_khz(" 800000-2000000 "), Ok((800_000, 2_000_000)));
         for bad in ["NaN", "-5", "2e6", "", "1.5", "+5", "0", "200000000", "3000000-1000000", "1-", "-"] {
             let e = parse_khz(bad).unwrap_err();
+            // Bad input: a value no machine takes.
+            assert!(matches!(e, SettingsError::Invalid(_)), "{bad}: {e:?}");
+            let e = e.to_string();
             assert!(e.starts_with("cpu_freq_khz") && !e.contains('\n'), "{bad}: {e}");
         }
         assert_eq!(parse_ask("min"), Ok(FreqAsk::Share(0.0)));
@@ -258,11 +270,13 @@ mod tests {
         assert_eq!(parse_ask("2000000"), Ok(FreqAsk::Khz(2_000_000, 2_000_000)));
         for bad in ["NaN%", "inf%", "101%", "-5%", "%", "1e2%", "mid"] {
             let e = parse_ask(bad).unwrap_err();
+            assert!(matches!(e, SettingsError::Invalid(_)), "{bad}: {e:?}");
+            let e = e.to_string();
             assert!(e.starts_with("cpu_freq_khz") && !e.contains('\n'), "{bad}: {e}");
         }
         assert_eq!(parse_state("2"), Ok(2));
         for bad in ["-1", "x", "1.0", "999"] {
-            assert!(parse_state(bad).is_err(), "{bad}");
+            assert!(matches!(parse_state(bad), Err(SettingsError::Invalid(_))), "{bad}");
         }
     }
 

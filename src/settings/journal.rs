@@ -4,7 +4,7 @@
 //! of the machine, guarded by an advisory lock on `<journal>.lock` held only for each
 //! read-modify-write; each entry names the process that owns it, so two iolabs changing
 //! different settings never wait for each other.
-use super::Setting;
+use super::{Setting, SettingsError};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
@@ -199,9 +199,9 @@ fn parent_dir(p: &Path) -> PathBuf {
     }
 }
 
-fn fsync_dir(dir: &Path) -> Result<(), String> {
-    let d = File::open(dir).map_err(|e| format!("cannot open {} to sync it: {e}", dir.display()))?;
-    d.sync_all().map_err(|e| format!("cannot sync directory {}: {e}", dir.display()))
+fn fsync_dir(dir: &Path) -> Result<(), SettingsError> {
+    let d = File::open(dir).map_err(|e| SettingsError::Failed(format!("cannot open {} to sync it: {e}", dir.display())))?;
+    d.sync_all().map_err(|e| SettingsError::Failed(format!("cannot sync directory {}: {e}", dir.display())))
 }
 
 /// An exclusive lock on the journal, held until dropped.
@@ -210,28 +210,27 @@ pub struct JournalLock {
 }
 
 /// Take the journal lock, creating the journal's directory if needed.
-pub fn lock(journal: &Path) -> Result<JournalLock, String> {
+pub fn lock(journal: &Path) -> Result<JournalLock, SettingsError> {
     lock_with(journal, libc::LOCK_EX).map(|l| l.expect("a blocking lock is taken"))
 }
 
 /// The journal lock if it is free now; None when it is held (never waits).
-pub(crate) fn try_lock(journal: &Path) -> Result<Option<JournalLock>, String> {
+pub(crate) fn try_lock(journal: &Path) -> Result<Option<JournalLock>, SettingsError> {
     lock_with(journal, libc::LOCK_EX | libc::LOCK_NB)
 }
 
-fn lock_with(journal: &Path, how: libc::c_int) -> Result<Option<JournalLock>, String> {
+fn lock_with(journal: &Path, how: libc::c_int) -> Result<Option<JournalLock>, SettingsError> {
     let dir = parent_dir(journal);
     std::fs::create_dir_all(&dir).map_err(|e| {
-        format!("cannot create the settings journal directory {}: {e} (set IOLAB_JOURNAL to a writable path)", dir.display())
+        SettingsError::Failed(format!(
+            "cannot create the settings journal directory {}: {e} (set IOLAB_JOURNAL to a writable path)",
+            dir.display()
+        ))
     })?;
     let lp = with_suffix(journal, ".lock");
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lp)
-        .map_err(|e| format!("cannot open the settings journal lock {}: {e} (set IOLAB_JOURNAL to a writable path)", lp.display()))?;
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lp).map_err(|e| {
+        SettingsError::Failed(format!("cannot open the settings journal lock {}: {e} (set IOLAB_JOURNAL to a writable path)", lp.display()))
+    })?;
     loop {
         // SAFETY: f is an open file descriptor.
         let rc = unsafe { libc::flock(f.as_raw_fd(), how) };
@@ -243,24 +242,27 @@ fn lock_with(journal: &Path, how: libc::c_int) -> Result<Option<JournalLock>, St
             return Ok(None);
         }
         if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(format!("cannot lock {}: {e}", lp.display()));
+            return Err(SettingsError::Failed(format!("cannot lock {}: {e}", lp.display())));
         }
     }
     Ok(Some(JournalLock { _file: f }))
 }
 
 /// Read the journal; None when there is none.
-pub fn load(journal: &Path) -> Result<Option<Journal>, String> {
+pub fn load(journal: &Path) -> Result<Option<Journal>, SettingsError> {
     let text = match std::fs::read_to_string(journal) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read the settings journal {}: {e}", journal.display())),
+        Err(e) => return Err(SettingsError::Failed(format!("cannot read the settings journal {}: {e}", journal.display()))),
     };
     if text.trim().is_empty() {
         return Ok(None);
     }
     let damaged = |e: serde_json::Error| {
-        format!("the settings journal {} is damaged ({e}): put back the values it lists by hand, then delete it", journal.display())
+        SettingsError::Failed(format!(
+            "the settings journal {} is damaged ({e}): put back the values it lists by hand, then delete it",
+            journal.display()
+        ))
     };
     let mut j: Journal = serde_json::from_str(&text).map_err(damaged)?;
     if j.version <= 1 {
@@ -270,30 +272,30 @@ pub fn load(journal: &Path) -> Result<Option<Journal>, String> {
         j.version = JOURNAL_VERSION;
     }
     if j.version > JOURNAL_VERSION {
-        return Err(format!(
+        return Err(SettingsError::Failed(format!(
             "the settings journal {} has version {} (this iolab knows {JOURNAL_VERSION}): restore with a newer iolab",
             journal.display(),
             j.version
-        ));
+        )));
     }
     Ok(Some(j))
 }
 
 /// Write the journal atomically and durably: temp file + fsync + rename + fsync of the directory.
 /// An empty journal removes the file (durably too).
-pub fn store(journal: &Path, j: &Journal) -> Result<(), String> {
+pub fn store(journal: &Path, j: &Journal) -> Result<(), SettingsError> {
     let j = &Journal { version: JOURNAL_VERSION, entries: j.entries.clone() };
     let dir = parent_dir(journal);
     if j.entries.is_empty() {
         match std::fs::remove_file(journal) {
             Ok(()) => return fsync_dir(&dir),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(format!("cannot remove the settings journal {}: {e}", journal.display())),
+            Err(e) => return Err(SettingsError::Failed(format!("cannot remove the settings journal {}: {e}", journal.display()))),
         }
     }
     let name = journal.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "journal".into());
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let text = serde_json::to_string_pretty(j).map_err(|e| format!("cannot encode the settings journal: {e}"))?;
+    let text = serde_json::to_string_pretty(j).map_err(|e| SettingsError::Failed(format!("cannot encode the settings journal: {e}")))?;
     let write = || -> std::io::Result<()> {
         let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         f.write_all(text.as_bytes())?;
@@ -303,7 +305,10 @@ pub fn store(journal: &Path, j: &Journal) -> Result<(), String> {
     };
     if let Err(e) = write() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(format!("cannot write the settings journal {}: {e} (set IOLAB_JOURNAL to a writable path)", journal.display()));
+        return Err(SettingsError::Failed(format!(
+            "cannot write the settings journal {}: {e} (set IOLAB_JOURNAL to a writable path)",
+            journal.display()
+        )));
     }
     fsync_dir(&dir)
 }

@@ -197,10 +197,11 @@ impl std::fmt::Display for Setting {
 }
 
 impl std::str::FromStr for Setting {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Setting, String> {
+    type Err = SettingsError;
+    /// Err: bad input, the settings there are.
+    fn from_str(s: &str) -> Result<Setting, SettingsError> {
         Setting::from_name(s).ok_or_else(|| {
-            format!("unknown setting \"{s}\": choose one of scheduler, nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec, governor, cpu_freq_khz, cpuidle_max_state, nvme_power_state, nvme_apst")
+            SettingsError::Invalid(format!("unknown setting \"{s}\": choose one of scheduler, nomerges, io_poll_delay, read_ahead_kb, wbt_lat_usec, governor, cpu_freq_khz, cpuidle_max_state, nvme_power_state, nvme_apst"))
         })
     }
 }
@@ -226,7 +227,7 @@ impl Change {
         let Some((name, value)) = spec.split_once('=') else {
             return Err(SettingsError::Invalid(format!("setting \"{spec}\" needs the form name=value, e.g. scheduler=none")));
         };
-        let setting: Setting = name.parse().map_err(SettingsError::Invalid)?;
+        let setting: Setting = name.parse()?;
         // A value no machine takes is bad input, refused before anything (a sweep's plan) is stored.
         match setting {
             Setting::CpuFreqKhz => cpu::parse_ask(value).map(drop),
@@ -234,8 +235,7 @@ impl Change {
             Setting::NvmePowerState => nvme::parse_state(value).map(drop),
             Setting::NvmeApst => nvme::parse_apst(value).map(drop),
             _ => Ok(()),
-        }
-        .map_err(SettingsError::Invalid)?;
+        }?;
         let device = if setting.is_device_setting() { device } else { None };
         Ok(Change::new(setting, device, value.trim()))
     }
@@ -342,28 +342,31 @@ impl Settings {
         &self.journal
     }
 
-    /// The device's sysfs directory, or a one-line error.
-    fn device_dir(&self, device: Option<&str>, setting: Setting) -> Result<(String, PathBuf), String> {
+    /// The device's sysfs directory, or a one-line error: a name that is none is bad input; no
+    /// device (a target on a file system without one), or none such here, unsupported here.
+    fn device_dir(&self, device: Option<&str>, setting: Setting) -> Result<(String, PathBuf), SettingsError> {
         let Some(dev) = device else {
-            return Err(format!("{} needs a block device (e.g. nvme0n1)", setting.name()));
+            return Err(SettingsError::Unsupported(format!("{} needs a block device (e.g. nvme0n1)", setting.name())));
         };
         let dev = dev.trim();
         let dev = dev.strip_prefix("/dev/").unwrap_or(dev);
         if dev.is_empty() || dev.contains('/') || dev == "." || dev == ".." {
-            return Err(format!("\"{dev}\" is not a block device name: give one as listed in /sys/block, e.g. nvme0n1"));
+            return Err(SettingsError::Invalid(format!(
+                "\"{dev}\" is not a block device name: give one as listed in /sys/block, e.g. nvme0n1"
+            )));
         }
         let dir = self.sysfs.join("block").join(dev);
         if !dir.is_dir() {
-            return Err(format!(
+            return Err(SettingsError::Unsupported(format!(
                 "no block device {dev} ({} is missing): give a whole disk as listed in /sys/block (partitions have no queue settings)",
                 dir.display()
-            ));
+            )));
         }
         Ok((dev.to_string(), dir))
     }
 
-    /// The governor files of all CPUs (one per cpufreq policy).
-    fn governor_files(&self) -> Result<Vec<Target>, String> {
+    /// The governor files of all CPUs (one per cpufreq policy). Err: unsupported here.
+    fn governor_files(&self) -> Result<Vec<Target>, SettingsError> {
         let cpus = self.sysfs.join("devices/system/cpu");
         let mut found: Vec<(u32, Target)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -384,20 +387,21 @@ impl Settings {
         }
         found.sort_by_key(|(n, _)| *n);
         if found.is_empty() {
-            return Err(format!(
+            return Err(SettingsError::Unsupported(format!(
                 "no CPU frequency scaling here ({}/cpu*/cpufreq is missing; common in VMs): drop the governor setting",
                 cpus.display()
-            ));
+            )));
         }
         Ok(found.into_iter().map(|(_, t)| t).collect())
     }
 
-    /// The files a change writes, each checked to exist and be writable.
-    fn targets(&self, c: &Change) -> Result<Vec<Target>, String> {
+    /// The files a change writes, each checked to exist and be writable. Err: mostly what this
+    /// machine does not offer (unsupported here).
+    fn targets(&self, c: &Change) -> Result<Vec<Target>, SettingsError> {
         if c.setting == Setting::Tracefs {
             let path = self.tracefs();
             if !path.is_dir() {
-                return Err(format!("{} is missing: this kernel has no tracefs mount point", path.display()));
+                return Err(SettingsError::Unsupported(format!("{} is missing: this kernel has no tracefs mount point", path.display())));
             }
             return Ok(vec![Target { path, label: "tracefs".into(), value: None }]);
         }
@@ -421,24 +425,28 @@ impl Settings {
         } else if c.setting.is_sysctl() {
             let path = self.sysctl_path(c.setting);
             if !path.exists() {
-                return Err(format!("this kernel has no kernel.{} ({} is missing)", c.setting.name(), path.display()));
+                return Err(SettingsError::Unsupported(format!(
+                    "this kernel has no kernel.{} ({} is missing)",
+                    c.setting.name(),
+                    path.display()
+                )));
             }
             vec![Target { path, label: "kernel".into(), value: None }]
         } else if c.setting == Setting::Hugepages {
             let path = self.sysfs.join(HUGEPAGES_2M).join("nr_hugepages");
             if !path.exists() {
-                return Err(format!("this kernel has no 2 MiB hugepages ({} is missing)", path.display()));
+                return Err(SettingsError::Unsupported(format!("this kernel has no 2 MiB hugepages ({} is missing)", path.display())));
             }
             vec![Target { path, label: "hugepages-2048kB".into(), value: None }]
         } else {
             let (dev, dir) = self.device_dir(c.device.as_deref(), c.setting)?;
             let path = dir.join("queue").join(c.setting.file_name());
             if !path.exists() {
-                return Err(format!(
+                return Err(SettingsError::Unsupported(format!(
                     "{dev} has no queue/{} on this kernel or driver: drop the {} setting",
                     c.setting.file_name(),
                     c.setting.name()
-                ));
+                )));
             }
             vec![Target { path, label: dev, value: None }]
         };
@@ -449,39 +457,43 @@ impl Settings {
     }
 
     /// Check a change is possible: the file exists and is writable, and the value is one the
-    /// setting allows. The error is one line saying what is wrong and how to fix it: what this
-    /// machine does not offer (unsupported here).
+    /// setting allows. The error is one line saying what is wrong and how to fix it, always of
+    /// one kind, what this machine does not offer (unsupported here): a change this machine
+    /// cannot make as asked, whatever the reason, skips the run (a sweep goes on), where the
+    /// finer kind `check_value` gives would stop a sweep at a value one device refuses.
     pub fn check(&self, c: &Change) -> Result<(), SettingsError> {
-        self.check_value(c).map_err(SettingsError::Unsupported)
+        self.check_value(c).map_err(SettingsError::unsupported)
     }
 
-    fn check_value(&self, c: &Change) -> Result<(), String> {
+    /// A value of the wrong form is bad input; one this machine does not offer, unsupported here.
+    fn check_value(&self, c: &Change) -> Result<(), SettingsError> {
         let targets = self.targets(c)?;
         let v = c.value.trim();
         let name = c.setting.name();
+        let invalid = |m: String| Err(SettingsError::Invalid(m));
         if v.is_empty() {
-            return Err(format!("{name} needs a value, e.g. {name}={}", example(c.setting)));
+            return invalid(format!("{name} needs a value, e.g. {name}={}", example(c.setting)));
         }
         match c.setting {
             Setting::Scheduler => {
                 let t = &targets[0];
                 let (_, avail) = parse_scheduler(&sysfs::read_raw(&t.path)?);
                 if !avail.iter().any(|a| a == v) {
-                    return Err(format!(
+                    return Err(SettingsError::Unsupported(format!(
                         "scheduler {v} is not available for {} (available: {}): pick one of those or load its kernel module",
                         t.label,
                         avail.join(" ")
-                    ));
+                    )));
                 }
             }
             Setting::Nomerges => {
                 if !matches!(v, "0" | "1" | "2") {
-                    return Err(format!("nomerges must be 0 (merge), 1 (only simple merges) or 2 (no merges), not \"{v}\""));
+                    return invalid(format!("nomerges must be 0 (merge), 1 (only simple merges) or 2 (no merges), not \"{v}\""));
                 }
             }
             Setting::IoPollDelay => {
                 if !v.parse::<i64>().map(|n| n >= -1).unwrap_or(false) {
-                    return Err(format!(
+                    return invalid(format!(
                         "io_poll_delay must be -1 (classic polling), 0 (hybrid polling) or a delay in microseconds, not \"{v}\""
                     ));
                 }
@@ -491,7 +503,7 @@ impl Settings {
                 match v.parse::<u64>() {
                     Ok(n) if n % page_kb == 0 => {}
                     _ => {
-                        return Err(format!(
+                        return invalid(format!(
                             "read_ahead_kb must be a whole number of KiB, a multiple of {page_kb} (the page size), not \"{v}\""
                         ))
                     }
@@ -499,38 +511,39 @@ impl Settings {
             }
             Setting::WbtLatUsec => {
                 if !v.parse::<i64>().map(|n| n >= -1).unwrap_or(false) {
-                    return Err(format!(
+                    return invalid(format!(
                         "wbt_lat_usec must be -1 (kernel default), 0 (writeback throttling off) or a target latency in microseconds, not \"{v}\""
                     ));
                 }
             }
             Setting::Tracefs => {
                 if v != "mounted" {
-                    return Err(format!("tracefs can only be mounted by a run, not \"{v}\""));
+                    return invalid(format!("tracefs can only be mounted by a run, not \"{v}\""));
                 }
             }
             Setting::PciDriver => pci::check_driver(&targets[0].path, v)?,
             Setting::Hugepages => {
                 if v.parse::<u64>().is_err() {
-                    return Err(format!("hugepages_2m must be a number of pages, not \"{v}\""));
+                    return invalid(format!("hugepages_2m must be a number of pages, not \"{v}\""));
                 }
             }
             // Checked with their targets: the value's form and the hardware's range.
             Setting::CpuFreqKhz | Setting::CpuidleMaxState | Setting::NvmePowerState | Setting::NvmeApst => {}
             Setting::PerfEventParanoid | Setting::KptrRestrict => {
                 if v.parse::<i32>().is_err() {
-                    return Err(format!("kernel.{name} must be a number, not \"{v}\""));
+                    return invalid(format!("kernel.{name} must be a number, not \"{v}\""));
                 }
             }
             Setting::Governor => {
                 for t in &targets {
                     let avail_path = t.path.with_file_name("scaling_available_governors");
-                    let avail = sysfs::read_raw(&avail_path).map_err(|e| format!("{e}: cannot tell which governors {} offers", t.label))?;
+                    let avail = sysfs::read_raw(&avail_path)
+                        .map_err(|e| e.context(|m| format!("{m}: cannot tell which governors {} offers", t.label)))?;
                     if !avail.split_whitespace().any(|a| a == v) {
-                        return Err(format!(
+                        return Err(SettingsError::Unsupported(format!(
                             "governor {v} is not available on {} (available: {}): pick one of those or load its cpufreq module",
                             t.label, avail
-                        ));
+                        )));
                     }
                 }
             }
@@ -704,7 +717,7 @@ impl Settings {
                 if failed.is_empty() && !j.entries.iter().any(|x| x.guard == guard_id) {
                     crash::disarm();
                 }
-                let mut msg = err;
+                let mut msg = err.into_message();
                 if i > 0 {
                     msg.push_str(&format!(" (rolled back the {i} change(s) made before it)"));
                 }
@@ -726,7 +739,7 @@ impl Settings {
 
     /// Whether another live iolab holds `setting` (a sysctl, `Setting::SYSCTLS`) in the journal:
     /// a value it lowered, which this process then relies on too and must share.
-    pub(crate) fn held_by_others(&self, setting: Setting) -> Result<bool, String> {
+    pub(crate) fn held_by_others(&self, setting: Setting) -> Result<bool, SettingsError> {
         let path = self.sysctl_path(setting);
         let Some(j) = journal::load(&self.journal)? else { return Ok(false) };
         Ok(j.entries.iter().any(|e| e.path == path && matches!(e.owner(), Owner::AliveOther(_))))
@@ -737,7 +750,7 @@ impl Settings {
     /// this process's guards still in force). One line naming them and `iolab restore`; None when
     /// nothing is left (or a live other iolab owns them).
     pub fn left_changed(&self) -> Result<Option<String>, SettingsError> {
-        let Some(j) = journal::load(&self.journal).map_err(SettingsError::Failed)? else { return Ok(None) };
+        let Some(j) = journal::load(&self.journal)? else { return Ok(None) };
         let live = live_guards().clone();
         let left: Vec<&JournalEntry> = j
             .entries
@@ -762,8 +775,10 @@ impl Settings {
     /// Undo what the journal records for processes no longer running (what a killed iolab left
     /// changed) and this process's own; the settings of other live iolabs are theirs and left
     /// alone (said in a line each). Returns what was done, as lines for the user; empty when
-    /// there was nothing to restore. Idempotent; removes the journal when it is empty.
-    pub fn restore_journal(&self) -> Result<Vec<String>, String> {
+    /// there was nothing to restore. Idempotent; removes the journal when it is empty. Err: a
+    /// journal that cannot be read or written (failed), or settings that stay changed (not
+    /// restored).
+    pub fn restore_journal(&self) -> Result<Vec<String>, SettingsError> {
         let _lock = journal::lock(&self.journal)?;
         let Some(mut j) = journal::load(&self.journal)? else { return Ok(Vec::new()) };
         if j.entries.is_empty() {
@@ -784,22 +799,23 @@ impl Settings {
                 lines
             })
             .map_err(|failed| {
-                format!(
+                SettingsError::NotRestored(format!(
                     "could not restore {} setting(s): {} (they stay in {}; fix and rerun `iolab restore`)",
                     failed.len(),
                     failed.join("; "),
                     self.journal.display()
-                )
+                ))
             })
     }
 
     /// The change that makes `pages` free 2 MiB hugepages available (the pool grown by what is
-    /// missing), or None when that many are free already.
-    pub(crate) fn hugepages_for(&self, pages: u64) -> Result<Option<Change>, String> {
+    /// missing), or None when that many are free already. Err: unsupported here.
+    pub(crate) fn hugepages_for(&self, pages: u64) -> Result<Option<Change>, SettingsError> {
         let dir = self.sysfs.join(HUGEPAGES_2M);
-        let read = |f: &str| -> Result<u64, String> {
-            let raw = sysfs::read_raw(&dir.join(f)).map_err(|e| format!("{e}: this kernel has no 2 MiB hugepages"))?;
-            raw.parse().map_err(|_| format!("{} reads \"{raw}\", not a number", dir.join(f).display()))
+        let read = |f: &str| -> Result<u64, SettingsError> {
+            let raw = sysfs::read_raw(&dir.join(f))
+                .map_err(|e| SettingsError::Unsupported(format!("{e}: this kernel has no 2 MiB hugepages")))?;
+            raw.parse().map_err(|_| SettingsError::Unsupported(format!("{} reads \"{raw}\", not a number", dir.join(f).display())))
         };
         let (total, free) = (read("nr_hugepages")?, read("free_hugepages")?);
         Ok((free < pages).then(|| Change::new(Setting::Hugepages, None, (total + pages - free).to_string())))
@@ -890,22 +906,26 @@ fn page_kb() -> u64 {
     }
 }
 
-/// A one-line error unless `path` is a file this process may write.
-fn writable(path: &Path, setting: Setting) -> Result<(), String> {
+/// A one-line error unless `path` is a file this process may write: unsupported here.
+fn writable(path: &Path, setting: Setting) -> Result<(), SettingsError> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot inspect {}: {e}", path.display()))?;
+    let no = |m: String| Err(SettingsError::Unsupported(m));
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) => return no(format!("cannot inspect {}: {e}", path.display())),
+    };
     if meta.is_dir() {
-        return Err(format!("{} is not a settings file", path.display()));
+        return no(format!("{} is not a settings file", path.display()));
     }
     if meta.permissions().mode() & 0o222 == 0 {
-        return Err(format!("{} is read-only: this kernel or driver does not let {} change", path.display(), setting.name()));
+        return no(format!("{} is read-only: this kernel or driver does not let {} change", path.display(), setting.name()));
     }
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("bad path {}", path.display()))?;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return no(format!("bad path {}", path.display())) };
     // SAFETY: c is NUL-terminated.
     if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(format!("cannot write {} ({e}): run iolab as root (sudo) to change {}", path.display(), setting.name()));
+        return no(format!("cannot write {} ({e}): run iolab as root (sudo) to change {}", path.display(), setting.name()));
     }
     Ok(())
 }
@@ -942,9 +962,11 @@ impl Refusal {
     }
 }
 
-impl From<String> for Refusal {
-    fn from(m: String) -> Refusal {
-        Refusal::Other(m)
+/// A refusal of the layer's own, said as its line: `apply` gives it its kind (failed, or
+/// settings not restored) by what is left changed.
+impl From<SettingsError> for Refusal {
+    fn from(e: SettingsError) -> Refusal {
+        Refusal::Other(e.into_message())
     }
 }
 
@@ -980,7 +1002,7 @@ fn settle(path: &Path, j: &mut Journal, pick: impl Fn(&JournalEntry) -> bool) ->
     }
     j.entries = keep;
     if let Err(e) = journal::store(path, j) {
-        failed.push(e);
+        failed.push(e.into_message());
     }
     if failed.is_empty() {
         Ok(lines)
@@ -994,8 +1016,8 @@ fn settle(path: &Path, j: &mut Journal, pick: impl Fn(&JournalEntry) -> bool) ->
 /// A PCI device bound to vfio-pci is left (the bool says so): this process still has it open,
 /// and vfio-pci's unbind waits for it to be closed, which would hang the panic here; the
 /// restore the abort starts (`iolab restore --after`) binds it back once the process is gone.
-fn restore_own_after_crash(path: &Path) -> Result<(Vec<String>, bool), String> {
-    let _lock = journal::try_lock(path)?.ok_or("the settings journal is locked")?;
+fn restore_own_after_crash(path: &Path) -> Result<(Vec<String>, bool), SettingsError> {
+    let _lock = journal::try_lock(path)?.ok_or_else(|| SettingsError::Failed("the settings journal is locked".into()))?;
     let Some(mut j) = journal::load(path)? else { return Ok((Vec::new(), false)) };
     let ours = |e: &JournalEntry| e.owner() == Owner::Us;
     if !j.entries.iter().any(ours) {
@@ -1003,7 +1025,7 @@ fn restore_own_after_crash(path: &Path) -> Result<(Vec<String>, bool), String> {
     }
     let held = |e: &JournalEntry| e.setting == Setting::PciDriver;
     let left = j.entries.iter().any(|e| ours(e) && held(e));
-    settle(path, &mut j, |e| ours(e) && !held(e)).map(|lines| (lines, left)).map_err(|failed| failed.join("; "))
+    settle(path, &mut j, |e| ours(e) && !held(e)).map(|lines| (lines, left)).map_err(|failed| SettingsError::NotRestored(failed.join("; ")))
 }
 
 fn restore_entries(entries: &[JournalEntry]) -> Vec<Outcome> {

@@ -5,30 +5,30 @@
 //! (one entry per controller and knob, so ownership works as for a sysfs file) and the value is
 //! read with Get Features and written with Set Features. A controller the user-space driver holds
 //! has no block device, so it is refused before this (out of scope).
-use super::{Setting, Target};
+use super::{Setting, SettingsError, Target};
 use crate::device::nvme;
 use serde_json::{json, Value};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-/// `nvme_power_state`'s value: a power state's number.
-pub(crate) fn parse_state(v: &str) -> Result<u8, String> {
+/// `nvme_power_state`'s value: a power state's number. Err: bad input.
+pub(crate) fn parse_state(v: &str) -> Result<u8, SettingsError> {
     let v = v.trim();
     match v.parse::<u8>() {
         Ok(n) if n < 32 && v.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-        _ => Err(format!(
+        _ => Err(SettingsError::Invalid(format!(
             "nvme_power_state must be a power state's number (0 is the fastest, as Identify Controller lists them), not \"{v}\""
-        )),
+        ))),
     }
 }
 
-/// `nvme_apst`'s value: on or off.
-pub(crate) fn parse_apst(v: &str) -> Result<bool, String> {
+/// `nvme_apst`'s value: on or off. Err: bad input.
+pub(crate) fn parse_apst(v: &str) -> Result<bool, SettingsError> {
     match v.trim() {
         "on" => Ok(true),
         "off" => Ok(false),
-        v => Err(format!("nvme_apst must be on or off, not \"{v}\"")),
+        v => Err(SettingsError::Invalid(format!("nvme_apst must be on or off, not \"{v}\""))),
     }
 }
 
@@ -37,9 +37,11 @@ fn is_controller(name: &str) -> bool {
 }
 
 /// The controller ("nvme0") behind block device `dev`: its `device` link leads to the controller,
-/// or to the subsystem of a multipath namespace (then its one controller).
-pub(super) fn controller_of(sysfs: &Path, dev: &str) -> Result<String, String> {
-    let not = || format!("{dev} is not an NVMe namespace: the NVMe power settings need one (they act on its controller)");
+/// or to the subsystem of a multipath namespace (then its one controller). Err: unsupported here.
+pub(super) fn controller_of(sysfs: &Path, dev: &str) -> Result<String, SettingsError> {
+    let not = || {
+        SettingsError::Unsupported(format!("{dev} is not an NVMe namespace: the NVMe power settings need one (they act on its controller)"))
+    };
     let link = std::fs::canonicalize(sysfs.join("block").join(dev).join("device")).map_err(|_| not())?;
     let name = link.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     if is_controller(&name) {
@@ -58,30 +60,31 @@ pub(super) fn controller_of(sysfs: &Path, dev: &str) -> Result<String, String> {
     ctrls.sort();
     match ctrls.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(format!("{dev}'s subsystem {name} lists no controller")),
-        many => Err(format!(
+        [] => Err(SettingsError::Unsupported(format!("{dev}'s subsystem {name} lists no controller"))),
+        many => Err(SettingsError::Unsupported(format!(
             "{dev} is reached through {} controllers ({}): iolab sets one controller's power state, not a multipath subsystem's",
             many.len(),
             many.join(", ")
-        )),
+        ))),
     }
 }
 
-/// The controller's character device, open for admin commands.
-fn open(controller: &str) -> Result<std::fs::File, String> {
+/// The controller's character device, open for admin commands. Err: unsupported here (no such
+/// device, or not this process's to open).
+fn open(controller: &str) -> Result<std::fs::File, SettingsError> {
     if !is_controller(controller) {
-        return Err(format!("\"{controller}\" is not an NVMe controller's name"));
+        return Err(SettingsError::Unsupported(format!("\"{controller}\" is not an NVMe controller's name")));
     }
     let path = PathBuf::from("/dev").join(controller);
-    let meta = std::fs::metadata(&path).map_err(|e| format!("cannot examine {}: {e}", path.display()))?;
+    let meta = std::fs::metadata(&path).map_err(|e| SettingsError::Unsupported(format!("cannot examine {}: {e}", path.display())))?;
     if !meta.file_type().is_char_device() {
-        return Err(format!("{} is not a character device", path.display()));
+        return Err(SettingsError::Unsupported(format!("{} is not a character device", path.display())));
     }
     std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
-        format!(
+        SettingsError::Unsupported(format!(
             "cannot open {} for admin commands ({e}): run iolab as root (sudo) to change the controller's power settings",
             path.display()
-        )
+        ))
     })
 }
 
@@ -92,38 +95,38 @@ fn controller_in(path: &Path) -> String {
 
 /// The one target of an NVMe power setting on `dev`'s controller, after checking the value
 /// against what Identify Controller reports: a state the controller does not have, or APST on a
-/// controller without it, is refused in one line before anything changes.
-pub(super) fn target(sysfs: &Path, dev: &str, setting: Setting, value: &str) -> Result<Target, String> {
+/// controller without it, is refused in one line before anything changes (unsupported here).
+pub(super) fn target(sysfs: &Path, dev: &str, setting: Setting, value: &str) -> Result<Target, SettingsError> {
     let ctrl = controller_of(sysfs, dev)?;
     let f = open(&ctrl)?;
-    let ps = nvme::power_states(f.as_raw_fd()).map_err(|e| format!("{ctrl}: {e}"))?;
+    let ps = nvme::power_states(f.as_raw_fd()).map_err(|e| SettingsError::Failed(format!("{ctrl}: {e}")))?;
     match setting {
         Setting::NvmePowerState => {
             let n = parse_state(value)?;
             if n as usize >= ps.states.len() {
                 let have: Vec<String> = ps.states.iter().map(describe).collect();
-                return Err(format!(
+                return Err(SettingsError::Unsupported(format!(
                     "{ctrl} has no power state {n}: it has {} ({}): pick one of those",
                     if ps.states.len() == 1 { "only state 0".to_string() } else { format!("states 0-{}", ps.states.len() - 1) },
                     have.join("; ")
-                ));
+                )));
             }
         }
         _ => {
             parse_apst(value)?;
             if !ps.apst_supported {
-                return Err(format!(
+                return Err(SettingsError::Unsupported(format!(
                     "{ctrl} does not support autonomous power state transitions (APSTA is 0 in Identify Controller): drop nvme_apst"
-                ));
+                )));
             }
         }
     }
     let fid = if setting == Setting::NvmePowerState { nvme::FEATURE_POWER_MANAGEMENT } else { nvme::FEATURE_APST };
     if nvme::feature_changeable(f.as_raw_fd(), fid) == Some(false) {
-        return Err(format!(
+        return Err(SettingsError::Unsupported(format!(
             "{ctrl} does not let {} change (Get Features {fid:#04x}, supported capabilities: not changeable): drop it",
             setting.name()
-        ));
+        )));
     }
     Ok(Target { path: sysfs.join("class/nvme").join(&ctrl).join(setting.file_name()), label: ctrl, value: None })
 }
@@ -140,11 +143,11 @@ fn describe(s: &nvme::PowerState) -> String {
 }
 
 /// The value in force: the power state's number, or APST "on"/"off".
-pub(super) fn read(setting: Setting, path: &Path) -> Result<String, String> {
+pub(super) fn read(setting: Setting, path: &Path) -> Result<String, SettingsError> {
     let ctrl = controller_in(path);
     let f = open(&ctrl)?;
     let fd = f.as_raw_fd();
-    let label = |e: String| format!("{ctrl}: {e}");
+    let label = |e: String| SettingsError::Failed(format!("{ctrl}: {e}"));
     if setting == Setting::NvmePowerState {
         return Ok((nvme::get_feature(fd, nvme::FEATURE_POWER_MANAGEMENT, None).map_err(label)? & 0x1f).to_string());
     }
@@ -155,7 +158,7 @@ pub(super) fn read(setting: Setting, path: &Path) -> Result<String, String> {
 
 /// Set Features: the power state (workload hint 0), or APST on/off with the table the
 /// controller holds now (the kernel's, kept as it is).
-pub(super) fn write(setting: Setting, path: &Path, value: &str) -> Result<(), String> {
+pub(super) fn write(setting: Setting, path: &Path, value: &str) -> Result<(), SettingsError> {
     // Already in force: no Set Features (a restore of a value never changed, on a controller
     // that refuses the feature's change, must not fail).
     if read(setting, path).is_ok_and(|now| now == value.trim()) {
@@ -164,7 +167,7 @@ pub(super) fn write(setting: Setting, path: &Path, value: &str) -> Result<(), St
     let ctrl = controller_in(path);
     let f = open(&ctrl)?;
     let fd = f.as_raw_fd();
-    let label = |e: String| format!("{ctrl}: {e}");
+    let label = |e: String| SettingsError::Failed(format!("{ctrl}: {e}"));
     if setting == Setting::NvmePowerState {
         let n = parse_state(value)?;
         return nvme::set_feature(fd, nvme::FEATURE_POWER_MANAGEMENT, n as u32, None).map(drop).map_err(label);

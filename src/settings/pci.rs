@@ -7,34 +7,43 @@
 //! A bind is: unbind from the current driver, `driver_override` = the driver (no other may take
 //! the device), `drivers_probe`, then `driver_override` cleared again. The override only matters
 //! at probe time; cleared at once, the binding itself is all there is to restore.
+use super::SettingsError;
 use crate::device::controller::is_pci_address;
 use std::path::{Path, PathBuf};
 
 /// The `driver_override` file of device `bdf`, or why it cannot be rebound.
-pub(super) fn override_path(sysfs: &Path, bdf: Option<&str>) -> Result<PathBuf, String> {
+/// A name that is no PCI address is bad input; a device or kernel without it, unsupported here.
+pub(super) fn override_path(sysfs: &Path, bdf: Option<&str>) -> Result<PathBuf, SettingsError> {
     let bdf = bdf.map(str::trim).unwrap_or("");
     if !is_pci_address(bdf) {
-        return Err(format!("\"{bdf}\" is not a PCI address: give one as listed in /sys/bus/pci/devices, e.g. 0000:00:04.0"));
+        return Err(SettingsError::Invalid(format!(
+            "\"{bdf}\" is not a PCI address: give one as listed in /sys/bus/pci/devices, e.g. 0000:00:04.0"
+        )));
     }
     let dev = sysfs.join("bus/pci/devices").join(bdf);
     if !dev.is_dir() {
-        return Err(format!("no PCI device {bdf} ({} is missing)", dev.display()));
+        return Err(SettingsError::Unsupported(format!("no PCI device {bdf} ({} is missing)", dev.display())));
     }
     let path = dev.join("driver_override");
     if !path.exists() {
-        return Err(format!("{bdf} has no driver_override (Linux 3.16 or later has it): it cannot be rebound safely"));
+        return Err(SettingsError::Unsupported(format!(
+            "{bdf} has no driver_override (Linux 3.16 or later has it): it cannot be rebound safely"
+        )));
     }
     Ok(path)
 }
 
 /// Whether driver `driver` is registered with the PCI bus whose device `path` is: "" (no
-/// driver) always is.
-pub(super) fn check_driver(path: &Path, driver: &str) -> Result<(), String> {
+/// driver) always is. Err: unsupported here.
+pub(super) fn check_driver(path: &Path, driver: &str) -> Result<(), SettingsError> {
     if driver.is_empty() || bus(path).join("drivers").join(driver).is_dir() {
         return Ok(());
     }
     let hint = if driver == "vfio-pci" { ": load it with modprobe vfio-pci" } else { ": load its module" };
-    Err(format!("the PCI driver {driver} is not loaded (no {}){hint}", bus(path).join("drivers").join(driver).display()))
+    Err(SettingsError::Unsupported(format!(
+        "the PCI driver {driver} is not loaded (no {}){hint}",
+        bus(path).join("drivers").join(driver).display()
+    )))
 }
 
 /// The device's directory and its PCI address, from its `driver_override` path.
@@ -54,42 +63,44 @@ pub(super) fn gone(path: &Path) -> bool {
 }
 
 /// The driver bound to the device whose `driver_override` is `path`: "" when none.
-pub(super) fn current(path: &Path) -> Result<String, String> {
+pub(super) fn current(path: &Path) -> Result<String, SettingsError> {
     let (dev, bdf) = device(path);
     match std::fs::read_link(dev.join("driver")) {
         Ok(l) => Ok(l.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(format!("cannot tell which driver {bdf} is bound to: {e}")),
+        Err(e) => Err(SettingsError::Failed(format!("cannot tell which driver {bdf} is bound to: {e}"))),
     }
 }
 
 /// Binds the device whose `driver_override` is `path` to `driver` ("": leaves it unbound) and
 /// checks that it took.
-pub(super) fn bind(path: &Path, driver: &str, label: &str) -> Result<(), String> {
+pub(super) fn bind(path: &Path, driver: &str, label: &str) -> Result<(), SettingsError> {
     let (dev, bdf) = device(path);
     let now = current(path)?;
     if now == driver {
         return Ok(());
     }
     if !now.is_empty() {
-        poke(&dev.join("driver/unbind"), &bdf).map_err(|e| format!("{label}: unbinding from {now}: {e}"))?;
+        poke(&dev.join("driver/unbind"), &bdf).map_err(|e| e.context(|m| format!("{label}: unbinding from {now}: {m}")))?;
     }
     if !driver.is_empty() {
         check_driver(path, driver)?;
         poke(path, driver)?;
         let probed = poke(&bus(path).join("drivers_probe"), &bdf);
         let cleared = poke(path, "");
-        probed.and(cleared).map_err(|e| format!("{label}: binding to {driver}: {e}"))?;
+        probed.and(cleared).map_err(|e| e.context(|m| format!("{label}: binding to {driver}: {m}")))?;
     }
     match current(path)? {
         got if got == driver => Ok(()),
-        got if got.is_empty() => Err(format!("{label}: the kernel did not bind it to {driver} (no driver took it; see dmesg)")),
-        got => Err(format!("{label}: the kernel bound it to {got}, not {driver}")),
+        got if got.is_empty() => {
+            Err(SettingsError::Failed(format!("{label}: the kernel did not bind it to {driver} (no driver took it; see dmesg)")))
+        }
+        got => Err(SettingsError::Failed(format!("{label}: the kernel bound it to {got}, not {driver}"))),
     }
 }
 
 /// One write to a PCI sysfs file.
-fn poke(path: &Path, value: &str) -> Result<(), String> {
+fn poke(path: &Path, value: &str) -> Result<(), SettingsError> {
     super::sysfs::write_value(path, value)?;
     #[cfg(test)]
     tests::fake_pci_core(path, value);

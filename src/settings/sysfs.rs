@@ -1,4 +1,7 @@
-//! Reading and writing single sysfs attribute files: the primitives every setting uses.
+//! Reading and writing single sysfs attribute files: the primitives every setting uses. A file
+//! that cannot be read or written is a failure (`SettingsError::Failed`); the callers that know
+//! better (a file this machine lacks) say so in their own kind.
+use super::SettingsError;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -8,10 +11,11 @@ use std::path::Path;
 const MAX_READ: u64 = 64 * 1024;
 
 /// The file's content, trimmed.
-pub fn read_raw(path: &Path) -> Result<String, String> {
-    let f = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn read_raw(path: &Path) -> Result<String, SettingsError> {
+    let unreadable = |e: std::io::Error| SettingsError::Failed(format!("cannot read {}: {e}", path.display()));
+    let f = File::open(path).map_err(unreadable)?;
     let mut buf = Vec::new();
-    f.take(MAX_READ).read_to_end(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    f.take(MAX_READ).read_to_end(&mut buf).map_err(unreadable)?;
     Ok(String::from_utf8_lossy(&buf).trim().to_string())
 }
 
@@ -36,13 +40,16 @@ pub fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
 }
 
 /// Write `value` to a sysfs file in one write(2), as `echo value > file` would.
-pub(crate) fn write_value(path: &Path, value: &str) -> Result<(), String> {
-    let mut f =
-        OpenOptions::new().write(true).truncate(true).open(path).map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
+pub(crate) fn write_value(path: &Path, value: &str) -> Result<(), SettingsError> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| SettingsError::Failed(format!("cannot open {} for writing: {e}", path.display())))?;
     let data = format!("{value}\n");
     match f.write(data.as_bytes()) {
         Ok(n) if n == data.len() => Ok(()),
-        Ok(n) => Err(format!("short write of {value} to {} ({n} of {} bytes)", path.display(), data.len())),
-        Err(e) => Err(format!("the kernel refused {value} for {}: {e}", path.display())),
+        Ok(n) => Err(SettingsError::Failed(format!("short write of {value} to {} ({n} of {} bytes)", path.display(), data.len()))),
+        Err(e) => Err(SettingsError::Failed(format!("the kernel refused {value} for {}: {e}", path.display()))),
     }
 }

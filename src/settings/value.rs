@@ -1,12 +1,14 @@
 //! One setting's value, read, written and read back: most are one sysfs attribute (`sysfs.rs`),
-//! the PCI driver binding is several (`pci.rs`), tracefs is a mount.
+//! the PCI driver binding is several (`pci.rs`), tracefs is a mount. A value that cannot be read,
+//! written or made to take is a failure (`SettingsError::Failed`): what it means for the run
+//! (rolled back, or left changed) is decided by whoever applies or restores it.
 use super::sysfs::{parse_scheduler, read_raw, write_value};
-use super::Setting;
+use super::{Setting, SettingsError};
 use std::path::Path;
 
 /// The current value of a setting's file, as it would be written back (for the scheduler: the
 /// selected one's name).
-pub(crate) fn read_current(setting: Setting, path: &Path) -> Result<String, String> {
+pub(crate) fn read_current(setting: Setting, path: &Path) -> Result<String, SettingsError> {
     if setting == Setting::Tracefs {
         return Ok(if crate::settings::tracefs_mounted(path) { "mounted" } else { "unmounted" }.into());
     }
@@ -21,7 +23,9 @@ pub(crate) fn read_current(setting: Setting, path: &Path) -> Result<String, Stri
     }
     let raw = read_raw(path)?;
     if setting == Setting::Scheduler {
-        return parse_scheduler(&raw).0.ok_or_else(|| format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display()));
+        return parse_scheduler(&raw)
+            .0
+            .ok_or_else(|| SettingsError::Failed(format!("cannot tell the selected scheduler from \"{raw}\" in {}", path.display())));
     }
     Ok(raw)
 }
@@ -46,7 +50,7 @@ pub(crate) fn value_matches(setting: Setting, want: &str, got: &str) -> bool {
 }
 
 /// Write and read back. Err when the write fails or the kernel kept another value.
-pub(crate) fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -> Result<(), String> {
+pub(crate) fn write_verified(setting: Setting, path: &Path, value: &str, label: &str) -> Result<(), SettingsError> {
     if setting == Setting::PciDriver {
         return super::pci::bind(path, value, label);
     }
@@ -70,14 +74,14 @@ pub(crate) fn write_verified(setting: Setting, path: &Path, value: &str, label: 
         _ => "; drop this setting",
     };
     let got = if got.is_empty() { "nothing".to_string() } else { got };
-    Err(format!("the kernel ignored {}={value} on {label} (reads back {got}){hint}", setting.name()))
+    Err(SettingsError::Failed(format!("the kernel ignored {}={value} on {label} (reads back {got}){hint}", setting.name())))
 }
 
 /// Write a change's value: Ok(None) when it reads back as written (`write_verified`), Ok(Some(in
 /// force)) where the kernel clamped a CPU frequency within the hardware's range (the run goes on
 /// with what is in force, recorded beside what was asked). Restoring uses `write_verified`: an
 /// original is put back exactly.
-pub(crate) fn write_in_force(setting: Setting, path: &Path, value: &str, label: &str) -> Result<Option<String>, String> {
+pub(crate) fn write_in_force(setting: Setting, path: &Path, value: &str, label: &str) -> Result<Option<String>, SettingsError> {
     if setting != Setting::CpuFreqKhz {
         return write_verified(setting, path, value, label).map(|()| None);
     }
@@ -86,9 +90,10 @@ pub(crate) fn write_in_force(setting: Setting, path: &Path, value: &str, label: 
 }
 
 /// Mount tracefs on `path`, or unmount it.
-fn mount_tracefs(path: &Path, mount: bool) -> Result<(), String> {
+fn mount_tracefs(path: &Path, mount: bool) -> Result<(), SettingsError> {
     use std::os::unix::ffi::OsStrExt;
-    let at = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("bad path {}", path.display()))?;
+    let at =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| SettingsError::Failed(format!("bad path {}", path.display())))?;
     // SAFETY: NUL-terminated strings; a null data argument is what tracefs takes.
     let rc = unsafe {
         if mount {
@@ -99,7 +104,7 @@ fn mount_tracefs(path: &Path, mount: bool) -> Result<(), String> {
     };
     if rc != 0 {
         let what = if mount { "mount tracefs on" } else { "unmount tracefs from" };
-        return Err(format!("cannot {what} {}: {}", path.display(), std::io::Error::last_os_error()));
+        return Err(SettingsError::Failed(format!("cannot {what} {}: {}", path.display(), std::io::Error::last_os_error())));
     }
     Ok(())
 }

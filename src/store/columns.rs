@@ -38,17 +38,45 @@ pub fn cell<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map(ToString::to_string).unwrap_or_default()
 }
 
-impl Stored for Option<f64> {
-    const SQL: &'static str = "REAL";
-    fn to_sql(&self) -> Sql {
-        self.map_or(Sql::Null, Sql::Real)
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        cell(self)
-    }
+/// `Stored` for a type a row reads back as it is, and for its `Option`: `$sql` its SQL type
+/// (NOT NULL for the type itself; NULL for an `Option` that is unknown, whose CSV cell is then
+/// empty), `$to` its value in SQL, from a reference to it.
+macro_rules! stored {
+    ($($ty:ty: $sql:literal, $to:expr;)*) => {$(
+        impl Stored for $ty {
+            const SQL: &'static str = concat!($sql, " NOT NULL");
+            fn to_sql(&self) -> Sql {
+                ($to)(self)
+            }
+            fn read(r: &Row, col: &str) -> Result<Self, DbError> {
+                r.get(col)
+            }
+            fn cell(&self) -> String {
+                self.to_string()
+            }
+        }
+
+        impl Stored for Option<$ty> {
+            const SQL: &'static str = $sql;
+            fn to_sql(&self) -> Sql {
+                self.as_ref().map_or(Sql::Null, $to)
+            }
+            fn read(r: &Row, col: &str) -> Result<Self, DbError> {
+                r.get(col)
+            }
+            fn cell(&self) -> String {
+                cell(self)
+            }
+        }
+    )*};
+}
+
+stored! {
+    f64: "REAL", |x: &f64| Sql::Real(*x);
+    i64: "INTEGER", |x: &i64| Sql::Integer(*x);
+    u32: "INTEGER", |x: &u32| Sql::Integer((*x).into());
+    bool: "INTEGER", |b: &bool| Sql::Integer((*b).into());
+    String: "TEXT", |s: &String| Sql::Text(s.clone());
 }
 
 /// Stored as i64 bit for bit (SQLite has no unsigned integer).
@@ -65,7 +93,7 @@ impl Stored for Option<u64> {
     }
 }
 
-/// A count that is always known (0 when the record gives none).
+/// A count that is always known (0 when the record gives none), stored as `Option<u64>` is.
 impl Stored for u64 {
     const SQL: &'static str = "INTEGER NOT NULL";
     fn to_sql(&self) -> Sql {
@@ -76,124 +104,6 @@ impl Stored for u64 {
     }
     fn cell(&self) -> String {
         self.to_string()
-    }
-}
-
-impl Stored for Option<String> {
-    const SQL: &'static str = "TEXT";
-    fn to_sql(&self) -> Sql {
-        self.clone().map_or(Sql::Null, Sql::Text)
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        cell(self)
-    }
-}
-
-impl Stored for Option<bool> {
-    const SQL: &'static str = "INTEGER";
-    fn to_sql(&self) -> Sql {
-        self.map_or(Sql::Null, |b| Sql::Integer(b as i64))
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        cell(self)
-    }
-}
-
-/// Stored as i64 bit for bit, as `Option<u64>`.
-impl Stored for Option<i64> {
-    const SQL: &'static str = "INTEGER";
-    fn to_sql(&self) -> Sql {
-        self.map_or(Sql::Null, Sql::Integer)
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        cell(self)
-    }
-}
-
-impl Stored for Option<u32> {
-    const SQL: &'static str = "INTEGER";
-    fn to_sql(&self) -> Sql {
-        self.map_or(Sql::Null, |x| Sql::Integer(x.into()))
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        cell(self)
-    }
-}
-
-impl Stored for i64 {
-    const SQL: &'static str = "INTEGER NOT NULL";
-    fn to_sql(&self) -> Sql {
-        Sql::Integer(*self)
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl Stored for u32 {
-    const SQL: &'static str = "INTEGER NOT NULL";
-    fn to_sql(&self) -> Sql {
-        Sql::Integer((*self).into())
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl Stored for f64 {
-    const SQL: &'static str = "REAL NOT NULL";
-    fn to_sql(&self) -> Sql {
-        Sql::Real(*self)
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl Stored for bool {
-    const SQL: &'static str = "INTEGER NOT NULL";
-    fn to_sql(&self) -> Sql {
-        Sql::Integer((*self).into())
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        self.to_string()
-    }
-}
-
-impl Stored for String {
-    const SQL: &'static str = "TEXT NOT NULL";
-    fn to_sql(&self) -> Sql {
-        Sql::Text(self.clone())
-    }
-    fn read(r: &Row, col: &str) -> Result<Self, DbError> {
-        r.get(col)
-    }
-    fn cell(&self) -> String {
-        self.clone()
     }
 }
 

@@ -4,7 +4,7 @@
 //! that cannot be reached) is the store's own kind (exit 3). Each error is one line naming the
 //! database (its URL's password hidden).
 
-use crate::failure::{Failure, FailureKind};
+use crate::failure::{FailureKind, Kinded};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -19,35 +19,22 @@ pub enum StoreError {
     Failed(String),
 }
 
-impl StoreError {
+impl Kinded for StoreError {
     /// What kind of failure this is: it decides the exit code.
-    pub fn kind(&self) -> FailureKind {
+    fn kind(&self) -> FailureKind {
         match self {
             StoreError::Refused(_) => FailureKind::Invalid,
             StoreError::Failed(_) => FailureKind::Store,
         }
     }
+}
 
+impl StoreError {
     /// The same error, its message given context (`results database X: ...`), its kind kept.
     pub fn context(self, f: impl FnOnce(String) -> String) -> StoreError {
         match self {
             StoreError::Refused(m) => StoreError::Refused(f(m)),
             StoreError::Failed(m) => StoreError::Failed(f(m)),
         }
-    }
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Failure {
-        Failure::new(e.kind(), e.to_string())
-    }
-}
-
-/// For the callers whose own errors are still one line of text (a report, an analysis): the
-/// message, the kind left behind. A command turns a `StoreError` into its exit code through
-/// `Failure`, which keeps it.
-impl From<StoreError> for String {
-    fn from(e: StoreError) -> String {
-        e.to_string()
     }
 }

@@ -1,5 +1,6 @@
 //! System settings: apply, verify, restore — against a fake sysfs root in a temp dir, and on a
 //! real loop device (needs root and losetup; skipped with the reason on stderr otherwise).
+use iolab::failure::{Failure, FailureKind, Kinded};
 use iolab::settings::{Change, Setting, Settings};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -161,7 +162,7 @@ fn fake_failure_midway_rolls_back_what_was_applied() {
     ];
     let err = s.apply(&changes).unwrap_err();
     // One entry could not be rolled back: settings are left changed, and the error says so by its kind.
-    assert_eq!(err.kind(), iolab::failure::FailureKind::SettingsNotRestored, "{err}");
+    assert_eq!(err.kind(), FailureKind::SettingsNotRestored, "{err}");
     let err = err.to_string();
     assert!(err.contains("refused") && err.contains("rolled back the 2 change(s)"), "{err}");
     assert!(!err.contains('\n'));
@@ -186,7 +187,7 @@ fn fake_kernel_ignoring_a_write_is_an_error_and_rolls_back() {
     let s = f.settings();
     let err = s.apply(&[dev(Setting::Nomerges, "2"), dev(Setting::IoPollDelay, "5")]).unwrap_err();
     // Rolled back whole: nothing is left changed, so the run failed and a sweep goes on.
-    assert_eq!(err.kind(), iolab::failure::FailureKind::Failed, "{err}");
+    assert_eq!(err.kind(), FailureKind::Failed, "{err}");
     let err = err.to_string();
     assert!(err.contains("the kernel ignored io_poll_delay=5 on loop9"), "{err}");
     assert_eq!(f.read("loop9", "nomerges"), "0");
@@ -262,7 +263,7 @@ fn fake_journal_of_dead_process_blocks_its_setting_until_restored() {
     plant(&f.journal(), &f.q("loop9", "read_ahead_kb"), "read_ahead_kb", "loop9", DEAD, "iolab run", ("128", "1024"));
     let s = f.settings();
     let err = s.apply(&[dev(Setting::ReadAheadKb, "64")]).unwrap_err();
-    assert_eq!(err.kind(), iolab::failure::FailureKind::SettingsNotRestored, "{err}");
+    assert_eq!(err.kind(), FailureKind::SettingsNotRestored, "{err}");
     let err = err.to_string();
     assert!(err.contains("a previous iolab run") && err.contains("iolab restore"), "{err}");
     assert_eq!(f.read("loop9", "read_ahead_kb"), "1024", "nothing changed");
@@ -287,7 +288,7 @@ fn fake_live_other_owner_holds_its_setting_and_no_other() {
     // The same setting: refused, naming who holds it.
     let err = s.apply(&[dev(Setting::Scheduler, "mq-deadline")]).unwrap_err();
     // Another live iolab's setting is not left changed: the run failed, nothing to restore.
-    assert_eq!(err.kind(), iolab::failure::FailureKind::Failed, "{err}");
+    assert_eq!(err.kind(), FailureKind::Failed, "{err}");
     let err = err.to_string();
     assert!(err.contains(&format!("loop9 scheduler is held by iolab pid {} (iolab suite run S1)", other.pid())), "{err}");
     assert!(err.contains("--wait-settings"), "{err}");
@@ -497,7 +498,10 @@ fn fake_bad_changes_are_rejected_in_one_line() {
         (Change::new(Setting::Nomerges, None, "1"), "needs a block device"),
     ];
     for (c, want) in cases {
-        let err = s.check(&c).unwrap_err().to_string();
+        let err = s.check(&c).unwrap_err();
+        // Whatever the cause, a change this machine cannot make as asked skips the run.
+        assert_eq!(err.kind(), FailureKind::Unsupported, "{c:?}: {err}");
+        let err = err.to_string();
         assert!(err.contains(want), "{c:?}: {err}");
         assert!(!err.contains('\n'), "{err}");
         // apply refuses too, before recording anything.
@@ -529,9 +533,27 @@ fn fake_damaged_journal_is_reported() {
     fs::create_dir_all(f.journal().parent().unwrap()).unwrap();
     fs::write(f.journal(), "{ not json").unwrap();
     let err = f.settings().restore_journal().unwrap_err();
+    // A journal that cannot be read is a failure (exit 1), said in its one line.
+    assert_eq!((err.kind(), Failure::from(err.clone()).code()), (FailureKind::Failed, 1), "{err}");
+    let err = err.to_string();
     assert!(err.contains("damaged") && !err.contains('\n'), "{err}");
     assert!(f.settings().apply(&[dev(Setting::Nomerges, "1")]).is_err());
     assert_eq!(f.read("loop9", "nomerges"), "0");
+}
+
+#[test]
+fn fake_restore_that_cannot_put_a_setting_back_says_settings_are_not_restored() {
+    let f = Fake::new();
+    let p = f.q("loop9", "nomerges");
+    plant(&f.journal(), &p, "nomerges", "loop9", DEAD, "iolab run", ("0", "1"));
+    // Every write to it fails (ENOSPC): the original cannot be put back.
+    fs::remove_file(&p).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &p).unwrap();
+    let err = f.settings().restore_journal().unwrap_err();
+    assert_eq!(err.kind(), FailureKind::SettingsNotRestored, "{err}");
+    let err = err.to_string();
+    assert!(err.contains("could not restore 1 setting(s): loop9 nomerges") && !err.contains('\n'), "{err}");
+    assert!(f.journal().exists(), "the entry stays journaled");
 }
 
 #[test]
@@ -562,7 +584,7 @@ fn change_parse_and_setting_names() {
     assert!(Change::parse("scheduler", None).unwrap_err().to_string().contains("name=value"));
     assert!(Change::parse("bogus=1", None).unwrap_err().to_string().contains("unknown setting"));
     // A setting asked for wrongly is bad input (exit 2, a sweep stops), never a skip.
-    assert_eq!(Change::parse("bogus=1", None).unwrap_err().kind(), iolab::failure::FailureKind::Invalid);
+    assert_eq!(Change::parse("bogus=1", None).unwrap_err().kind(), FailureKind::Invalid);
     for s in Setting::ALL {
         assert_eq!(s.name().parse::<Setting>().unwrap(), s);
     }
@@ -959,7 +981,7 @@ fn fake_cpu_knobs_refuse_bad_values_in_one_line_changing_nothing() {
         "cpuidle_max_state=deep",
     ] {
         let e = Change::parse(bad, None).unwrap_err();
-        assert_eq!(e.kind(), iolab::failure::FailureKind::Invalid, "{bad}: {e}");
+        assert_eq!(e.kind(), FailureKind::Invalid, "{bad}: {e}");
         assert!(!e.to_string().contains('\n'), "{e}");
     }
     // What this machine does not have: outside the hardware's range, a state it lacks.
@@ -969,7 +991,7 @@ fn fake_cpu_knobs_refuse_bad_values_in_one_line_changing_nothing() {
         (Change::new(Setting::CpuidleMaxState, None, "4"), "cpu0 has no idle state 4 (it has 0 POLL, 1 C1, 2 C1E, 3 C6)"),
     ] {
         let e = s.check(&c).unwrap_err();
-        assert_eq!(e.kind(), iolab::failure::FailureKind::Unsupported, "{e}");
+        assert_eq!(e.kind(), FailureKind::Unsupported, "{e}");
         assert!(e.to_string().contains(want) && !e.to_string().contains('\n'), "{e}");
         assert!(s.apply(&[Change::new(Setting::Governor, None, "performance"), c]).is_err());
         assert!(!f.journal().exists());

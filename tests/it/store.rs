@@ -1,6 +1,7 @@
 //! The results database: sweeps and planned runs, atomic run commits, resume, no duplicates,
 //! filters, CSV/JSON export, schema migration, and survival of `kill -9`.
 //! The record used throughout is real: produced by `iolab run` once per test binary.
+use iolab::failure::Kinded;
 use iolab::store::{schema, RunFilter, Store};
 use rusqlite::Connection;
 use serde_json::{json, Value};

@@ -85,7 +85,7 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
     }
     let mut changes = vec![Change::new(Setting::PciDriver, Some(&target.bdf), "vfio-pci")];
     let buffers = if w.allow_noiommu { BufferMemory::Hugepages } else { BufferMemory::Heap };
-    changes.extend(system.hugepages_for(hugepages_needed(w.threads, w.qd, w.bs, buffers)).map_err(Failure::unsupported)?);
+    changes.extend(system.hugepages_for(hugepages_needed(w.threads, w.qd, w.bs, buffers))?);
     for c in &changes {
         system.check(c)?;
     }
