@@ -4,6 +4,7 @@
 //! outputs, a loopback Redfish server (plain HTTP: the scheme is taken from the URL), meter logs
 //! with a known integral, offset and drift, a fake NVML built with cc, and this machine itself,
 //! which has no source.
+use crate::common;
 use iolab::energy::integrate::integrate_counter;
 use iolab::energy::meterlog::parse_meter_log;
 use iolab::energy::{self, EnergyConfig, EnergyMeter, RedfishConfig};
@@ -752,4 +753,116 @@ fn this_machine_has_no_source_and_says_so() {
         assert!(!text.contains(k), "no number without a source: {text}");
     }
     assert!(r.require_measured().is_err());
+}
+
+// ---- io_uring's waits counted as iowait or not (`--iowait off`) ----
+
+/// The kernel's per-task delay accounting switched on for a test (`kernel.task_delayacct`, Linux
+/// 5.14+), and back to what it was when dropped.
+struct DelayAcct(String);
+
+impl DelayAcct {
+    const PATH: &'static str = "/proc/sys/kernel/task_delayacct";
+    fn on() -> Result<DelayAcct, String> {
+        let was = std::fs::read_to_string(Self::PATH).map_err(|e| format!("no {} ({e})", Self::PATH))?;
+        std::fs::write(Self::PATH, "1").map_err(|e| format!("cannot write {}: {e}", Self::PATH))?;
+        Ok(DelayAcct(was))
+    }
+}
+
+impl Drop for DelayAcct {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, self.0.trim());
+    }
+}
+
+/// One QD1 O_DIRECT read run of the default target (a file on this machine's disk, filled and
+/// synced: the reads reach the device, not the page cache), pinned to CPU 0 for 3 s: its record,
+/// and the clock ticks its worker thread spent asleep in iowait (`delayacct_blkio_ticks`, field 42
+/// of /proc/PID/task/TID/stat: every sleep with `in_iowait` set, whether or not the CPU had
+/// anything else to run), read while it runs.
+fn qd1_reads_on_cpu0(dir: &Path, iowait: &str) -> (serde_json::Value, u64) {
+    let json = dir.join(format!("iowait-{iowait}.json"));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "-i", "io_uring", "--rw", "randread", "--qd", "1", "--cpus", "0", "--size", "32m", "--runtime", "3s", "-q"])
+        .args(["--iowait", iowait, "--json"])
+        .arg(&json)
+        .env("TMPDIR", dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ticks = 0;
+    while child.try_wait().unwrap().is_none() {
+        for t in std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten() {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            if let Some((comm, rest)) = stat.rsplit_once(") ") {
+                if comm.ends_with("(iolab-w0") {
+                    ticks = ticks.max(rest.split_whitespace().nth(39).and_then(|x| x.parse().ok()).unwrap_or(0));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "--iowait {iowait}: {}", String::from_utf8_lossy(&out.stderr));
+    (serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap(), ticks)
+}
+
+/// A CPU's iowait over the run's window, from the record.
+fn cpu_iowait(rec: &serde_json::Value, cpu: &str) -> f64 {
+    rec["cost"]["system"]["iowait_by_cpu_s"][cpu]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no iowait of CPU {cpu} in the record: {:#}", rec["cost"]["system"]))
+}
+
+/// `--iowait off` (IORING_ENTER_NO_IOWAIT, Linux 6.15) on this kernel: the record's ring says the
+/// flag was used; the worker's waits are iowait by default and never with the flag (its
+/// delay-accounting blkio ticks); and the run's CPU shows no iowait in the record with the flag.
+/// The record's per-CPU iowait of the default run is only checked where the machine had idle time
+/// (a CPU counts iowait only while idle: under load it is 0 either way). The other way round is
+/// what the rig checks on older kernels (tests/vm/guest/rings.sh: refused before 6.15, exit 2
+/// naming IORING_FEAT_NO_IOWAIT).
+#[test]
+fn io_uring_waits_count_as_iowait_unless_iowait_off() {
+    const NAME: &str = "io_uring_waits_count_as_iowait_unless_iowait_off";
+    if common::kernel_version() < (6, 15) {
+        common::skip(NAME, "IORING_ENTER_NO_IOWAIT needs Linux 6.15");
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("iolab-iowait-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let acct = DelayAcct::on();
+    let (on, on_ticks) = qd1_reads_on_cpu0(dir.path(), "on");
+    let (off, off_ticks) = qd1_reads_on_cpu0(dir.path(), "off");
+    let used = |r: &serde_json::Value| r["ring"]["used"].as_array().unwrap().iter().any(|f| f == "ENTER_NO_IOWAIT");
+    assert!(!used(&on) && used(&off), "ring: on {:#}, off {:#}", on["ring"], off["ring"]);
+    assert_eq!((on["spec"].get("iowait"), off["spec"]["iowait"].as_str()), (None, Some("off")), "{:#}", off["spec"]);
+    match &acct {
+        Ok(_) => {
+            assert!(on_ticks >= 10 && off_ticks == 0, "the worker's iowait ticks: {on_ticks} by default, {off_ticks} with --iowait off")
+        }
+        Err(why) => common::skip(NAME, &format!("the worker's own iowait is not read: {why}")),
+    }
+    let (a, b) = (cpu_iowait(&on, "0"), cpu_iowait(&off, "0"));
+    assert!(b <= 0.05, "CPU 0 had {b} s of iowait with --iowait off (default: {a} s)");
+    let idle = on["cost"]["system"]["cpu"]["idle_s"].as_f64().unwrap();
+    if idle >= 1.0 {
+        assert!(a >= 0.1, "CPU 0 had {a} s of iowait by default though the machine had {idle} s idle");
+    } else {
+        common::skip(NAME, &format!("the record's per-CPU iowait of the default run is not checked: the machine was busy ({idle} s idle)"));
+    }
+}
+
+/// `--iowait off` is a ring's option: another interface refuses it before anything runs, and so
+/// does a value that is neither on nor off.
+#[test]
+fn iowait_off_is_refused_where_no_ring_waits() {
+    let dir = common::tempdir();
+    let target = common::verify_file(dir.path(), "t.dat", 8 << 20).display().to_string();
+    let r = common::iolab_in(dir.path(), &["run", "-i", "psync", "--iowait", "off", "--ios", "10", &target]);
+    let line = r.assert_usage_error();
+    assert!(line.contains("--iowait off applies only to io_uring"), "{line}");
+    let r = common::iolab_in(dir.path(), &["run", "-i", "io_uring", "--iowait", "maybe", "--ios", "10", &target]);
+    let line = r.assert_usage_error();
+    assert!(line.contains("maybe"), "{line}");
 }
