@@ -866,3 +866,93 @@ fn iowait_off_is_refused_where_no_ring_waits() {
     let line = r.assert_usage_error();
     assert!(line.contains("maybe"), "{line}");
 }
+
+// ---- efficiency per component: compared and plotted ----
+
+/// A sweep of the null interface named `name` (a study part's name makes the report draw that
+/// part's panels), each run measured by the generic meter in `scope` at a constant 7.25 W.
+fn metered_sweep(dir: &Path, db: &Path, name: &str, matrix: &str, scope: &str) {
+    let plan = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &plan,
+        format!("name = \"{name}\"\nreplicates = 2\nruntime = \"1s\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n{matrix}"),
+    )
+    .unwrap();
+    let meter = "while :; do echo \"$(date +%s.%N) 7.25\"; sleep 0.05; done";
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["sweep", "-q", "--db"])
+        .arg(db)
+        .arg(&plan)
+        .args(["--energy", "generic", "--energy-command", meter, "--energy-scope", scope, "--require-energy"])
+        .env("TMPDIR", dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Records carrying energy from a fixture source (the generic meter) in the ssd scope and in the
+/// wall scope: `compare` compares the efficiencies each side measured, named as the columns (and
+/// none it did not: no zero); the report draws I/Os per joule per component a run measured, a bar
+/// per configuration, and says which components were not measured and why; S4's Fig 7a comes
+/// from the ssd scope, and Fig 8, with only a wall meter, from the system's with the sentence
+/// that this differs from the paper.
+#[test]
+fn efficiency_per_component_in_compare_and_the_report() {
+    let dir = tempfile::Builder::new().prefix("iolab-eff-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let db = dir.path().join("e.db");
+    metered_sweep(dir.path(), &db, "S4.1-latency", "rw = [\"randread\"]\nqd = [1, 2]\n", "ssd");
+    metered_sweep(dir.path(), &db, "S4.4-gc", "rw = [\"randwrite\"]\nqd = [4]\n", "wall_ac");
+    let store = iolab::store::Store::open(&db).unwrap();
+    let mut keys: Vec<String> =
+        store.list_runs(&iolab::store::RunFilter::default()).unwrap().into_iter().filter_map(|r| r.config_key).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    drop(store);
+
+    let db_s = db.to_str().unwrap();
+    let cmp = common::iolab_in(dir.path(), &["compare", &keys[0], &keys[1], "--db", db_s]);
+    cmp.assert_ok();
+    for metric in ["ssd_iops_per_joule", "ssd_bytes_per_joule"] {
+        let line = cmp.stdout.lines().find(|l| l.starts_with(metric)).unwrap_or_else(|| panic!("no {metric}: {}", cmp.describe()));
+        assert!(line.contains("/J"), "{line}");
+    }
+    for absent in ["cpu_iops_per_joule", "system_iops_per_joule", "ssd_iops_per_dynamic_joule"] {
+        assert!(!cmp.stdout.contains(absent), "{absent} was not measured: {}", cmp.describe());
+    }
+
+    let out = dir.path().join("report");
+    common::iolab_in(dir.path(), &["report", "--db", db_s, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // One efficiency figure per sweep, of the component its meter measured.
+    assert!(
+        html.contains("S4.1-latency: I/Os per joule of the SSD&#39;s own power")
+            || html.contains("S4.1-latency: I/Os per joule of the SSD's own power"),
+        "{html}"
+    );
+    assert!(html.contains("S4.4-gc: I/Os per joule of the whole system"), "{html}");
+    assert!(!html.contains("I/Os per joule of the CPU package"), "no source measured the CPU: no figure");
+    assert!(html.contains("not measured in this sweep (no figure, never a zero): cpu: no source measured the cpu"), "{html}");
+    let figures: Vec<PathBuf> = std::fs::read_dir(out.join("figures")).unwrap().map(|e| e.unwrap().path()).collect();
+    let svg = figures
+        .iter()
+        .find(|p| {
+            p.to_string_lossy().contains("s4-1-latency")
+                && p.to_string_lossy().contains("per-joule")
+                && p.extension().is_some_and(|e| e == "svg")
+        })
+        .unwrap_or_else(|| panic!("no efficiency figure among {figures:?}"));
+    assert_eq!(std::fs::read_to_string(svg).unwrap().matches("class=\"mark\"").count(), 2, "a bar per configuration");
+    // S4: Fig 7a from the drive's own power; Fig 8 from the system's, said to differ.
+    assert!(html.contains("Power per access pattern (Fig 7a); scope: ssd"), "{html}");
+    assert!(
+        html.contains("Garbage collection: per-second power (Fig 8); scope: wall power (meter), the whole system, not the SSD"),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("This differs from the paper: IISWC&#39;19 plotted the SSD").count()
+            + html.matches("This differs from the paper: IISWC'19 plotted the SSD").count(),
+        1,
+        "{html}"
+    );
+}
