@@ -609,4 +609,21 @@ mod ssd_power_tests {
         let uncovered = json!({"scope": "ssd", "mean_watts": 6.5});
         assert_eq!(ssd_watts(&rec(json!([uncovered]))), None);
     }
+
+    /// Figs 7a and 8 fall back to the whole system (wall, then BMC, then psys), never to the CPU
+    /// package alone.
+    #[test]
+    fn s4_power_is_the_ssd_s_else_the_whole_system_s() {
+        use super::PowerScope;
+        let rec = |sources| Record::of(&json!({"energy": {"sources": sources}}));
+        let scope = |r: &Record, p: PowerScope| p.source(r).and_then(|s| s.scope.clone());
+        let cpu = json!({"scope": "cpu_package", "mean_watts": 40.0, "iops_per_joule": 50.0});
+        let psys = json!({"scope": "platform", "mean_watts": 60.0, "iops_per_joule": 30.0});
+        let wall = json!({"scope": "wall_ac", "mean_watts": 180.0, "iops_per_joule": 10.0});
+        let r = rec(json!([cpu, psys, wall]));
+        assert_eq!((scope(&r, PowerScope::Ssd), scope(&r, PowerScope::System)), (None, Some("wall_ac".into())));
+        assert_eq!(scope(&rec(json!([cpu, psys])), PowerScope::System), Some("platform".into()));
+        assert_eq!(scope(&rec(json!([cpu])), PowerScope::System), None);
+        assert!(PowerScope::DIFFERS.starts_with("This differs from the paper") && PowerScope::DIFFERS.ends_with('.'));
+    }
 }
