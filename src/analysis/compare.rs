@@ -33,6 +33,19 @@ pub enum Metric {
     CpuIopsPerJoule,
     /// I/Os per joule of the whole system (`runs.system_iops_per_joule`).
     SystemIopsPerJoule,
+    /// Bytes per joule of each component (`runs.<component>_bytes_per_joule`).
+    SsdBytesPerJoule,
+    CpuBytesPerJoule,
+    SystemBytesPerJoule,
+    /// I/Os per joule above idle (`runs.<component>_iops_per_dynamic_joule`: with an idle
+    /// baseline measured by the same source).
+    SsdIopsPerDynamicJoule,
+    CpuIopsPerDynamicJoule,
+    SystemIopsPerDynamicJoule,
+    /// Bytes per joule above idle (`runs.<component>_bytes_per_dynamic_joule`).
+    SsdBytesPerDynamicJoule,
+    CpuBytesPerDynamicJoule,
+    SystemBytesPerDynamicJoule,
 }
 
 /// Which scope of an energy report counts, in order of preference. Scopes overlap and are never
@@ -95,8 +108,22 @@ impl Metric {
     pub const ALL: [Metric; 5] = [Metric::Iops, Metric::LatMeanNs, Metric::LatP99Ns, Metric::CpuNsPerIo, Metric::JoulesPerIo];
 
     /// The energy efficiencies the store keeps per component (schema version 7), compared after
-    /// `ALL` where both sides have them.
-    pub const EFFICIENCY: [Metric; 3] = [Metric::SsdIopsPerJoule, Metric::CpuIopsPerJoule, Metric::SystemIopsPerJoule];
+    /// `ALL` where both sides have them: I/Os, then bytes, per joule, then the same above idle,
+    /// each for the drive, the CPU and the whole system.
+    pub const EFFICIENCY: [Metric; 12] = [
+        Metric::SsdIopsPerJoule,
+        Metric::CpuIopsPerJoule,
+        Metric::SystemIopsPerJoule,
+        Metric::SsdBytesPerJoule,
+        Metric::CpuBytesPerJoule,
+        Metric::SystemBytesPerJoule,
+        Metric::SsdIopsPerDynamicJoule,
+        Metric::CpuIopsPerDynamicJoule,
+        Metric::SystemIopsPerDynamicJoule,
+        Metric::SsdBytesPerDynamicJoule,
+        Metric::CpuBytesPerDynamicJoule,
+        Metric::SystemBytesPerDynamicJoule,
+    ];
 
     /// Every metric `compare` compares: `ALL`, then `EFFICIENCY`.
     pub fn compared() -> impl Iterator<Item = Metric> {
@@ -113,13 +140,51 @@ impl Metric {
             Metric::SsdIopsPerJoule => "ssd_iops_per_joule",
             Metric::CpuIopsPerJoule => "cpu_iops_per_joule",
             Metric::SystemIopsPerJoule => "system_iops_per_joule",
+            Metric::SsdBytesPerJoule => "ssd_bytes_per_joule",
+            Metric::CpuBytesPerJoule => "cpu_bytes_per_joule",
+            Metric::SystemBytesPerJoule => "system_bytes_per_joule",
+            Metric::SsdIopsPerDynamicJoule => "ssd_iops_per_dynamic_joule",
+            Metric::CpuIopsPerDynamicJoule => "cpu_iops_per_dynamic_joule",
+            Metric::SystemIopsPerDynamicJoule => "system_iops_per_dynamic_joule",
+            Metric::SsdBytesPerDynamicJoule => "ssd_bytes_per_dynamic_joule",
+            Metric::CpuBytesPerDynamicJoule => "cpu_bytes_per_dynamic_joule",
+            Metric::SystemBytesPerDynamicJoule => "system_bytes_per_dynamic_joule",
         }
+    }
+
+    /// An efficiency's value among a run's metric columns (None for the other metrics).
+    fn efficiency(self, m: &crate::store::columns::Metrics) -> Option<f64> {
+        match self {
+            Metric::SsdIopsPerJoule => m.ssd_iops_per_joule,
+            Metric::CpuIopsPerJoule => m.cpu_iops_per_joule,
+            Metric::SystemIopsPerJoule => m.system_iops_per_joule,
+            Metric::SsdBytesPerJoule => m.ssd_bytes_per_joule,
+            Metric::CpuBytesPerJoule => m.cpu_bytes_per_joule,
+            Metric::SystemBytesPerJoule => m.system_bytes_per_joule,
+            Metric::SsdIopsPerDynamicJoule => m.ssd_iops_per_dynamic_joule,
+            Metric::CpuIopsPerDynamicJoule => m.cpu_iops_per_dynamic_joule,
+            Metric::SystemIopsPerDynamicJoule => m.system_iops_per_dynamic_joule,
+            Metric::SsdBytesPerDynamicJoule => m.ssd_bytes_per_dynamic_joule,
+            Metric::CpuBytesPerDynamicJoule => m.cpu_bytes_per_dynamic_joule,
+            Metric::SystemBytesPerDynamicJoule => m.system_bytes_per_dynamic_joule,
+            Metric::Iops | Metric::LatMeanNs | Metric::LatP99Ns | Metric::CpuNsPerIo | Metric::JoulesPerIo => None,
+        }
+    }
+
+    /// One of [`Metric::EFFICIENCY`].
+    pub(crate) fn is_efficiency(self) -> bool {
+        Metric::EFFICIENCY.contains(&self)
+    }
+
+    /// Bytes rather than I/Os per joule.
+    pub(crate) fn is_bytes_per_joule(self) -> bool {
+        self.is_efficiency() && self.name().contains("_bytes_per_")
     }
 
     /// True for throughput and I/Os per joule; false for latencies and costs, where lower is
     /// better.
     pub(crate) fn higher_is_better(self) -> bool {
-        matches!(self, Metric::Iops | Metric::SsdIopsPerJoule | Metric::CpuIopsPerJoule | Metric::SystemIopsPerJoule)
+        self == Metric::Iops || self.is_efficiency()
     }
 
     /// The metric's value in a stored run's row; None when the run did not measure it (and
@@ -131,9 +196,7 @@ impl Metric {
             Metric::LatP99Ns => r.metrics.lat_p99_ns,
             Metric::CpuNsPerIo => cpu_ns_per_io(r.metrics.cpu_cores, r.metrics.iops),
             Metric::JoulesPerIo => None,
-            Metric::SsdIopsPerJoule => r.metrics.ssd_iops_per_joule,
-            Metric::CpuIopsPerJoule => r.metrics.cpu_iops_per_joule,
-            Metric::SystemIopsPerJoule => r.metrics.system_iops_per_joule,
+            m => m.efficiency(&r.metrics),
         };
         v.filter(|x| x.is_finite())
     }
@@ -150,14 +213,7 @@ impl Metric {
             Metric::LatP99Ns => total.lat_ns.p99,
             Metric::CpuNsPerIo => cpu_ns_per_io(rec.results.cpu.cores, total.iops),
             Metric::JoulesPerIo => joules_per_io(rec.energy.as_ref()?, total.ios).map(|(j, _)| j),
-            m @ (Metric::SsdIopsPerJoule | Metric::CpuIopsPerJoule | Metric::SystemIopsPerJoule) => {
-                let all = crate::store::columns::Metrics::of(rec);
-                match m {
-                    Metric::SsdIopsPerJoule => all.ssd_iops_per_joule,
-                    Metric::CpuIopsPerJoule => all.cpu_iops_per_joule,
-                    _ => all.system_iops_per_joule,
-                }
-            }
+            m => m.efficiency(&crate::store::columns::Metrics::of(rec)),
         };
         v.filter(|x| x.is_finite())
     }

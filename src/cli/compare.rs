@@ -71,7 +71,8 @@ fn fmt(m: Metric, x: f64) -> String {
         Metric::Iops => format_count(x),
         Metric::LatMeanNs | Metric::LatP99Ns | Metric::CpuNsPerIo => format_ns(x),
         Metric::JoulesPerIo => format!("{:.3} mJ", x * 1e3),
-        Metric::SsdIopsPerJoule | Metric::CpuIopsPerJoule | Metric::SystemIopsPerJoule => format!("{} IO/J", format_count(x)),
+        m if m.is_bytes_per_joule() => format!("{}/J", crate::plan::size::format_bytes(x)),
+        _ => format!("{} IO/J", format_count(x)),
     }
 }
 

@@ -22,7 +22,15 @@ pub const SETUP_SINGLE_ISSUER: u32 = 1 << 12;
 pub const SETUP_DEFER_TASKRUN: u32 = 1 << 13;
 pub const SETUP_HYBRID_IOPOLL: u32 = 1 << 17;
 const ENTER_GETEVENTS: u32 = 1 << 0;
+const ENTER_SQ_WAKEUP: u32 = 1 << 1;
 const ENTER_REGISTERED_RING: u32 = 1 << 4;
+/// IORING_ENTER_NO_IOWAIT (Linux 6.15): the enter's wait for completions is not counted as
+/// iowait (the sleeping task's `in_iowait` stays clear).
+const ENTER_NO_IOWAIT: u32 = 1 << 7;
+/// IORING_FEAT_NO_IOWAIT: the kernel takes [`ENTER_NO_IOWAIT`].
+const FEAT_NO_IOWAIT: u32 = 1 << 17;
+/// The enter flag's name in the record's `ring` (asked and used with `--iowait off`).
+pub const NO_IOWAIT: &str = "ENTER_NO_IOWAIT";
 const REGISTER_RING_FDS: u32 = 20;
 const UNREGISTER_RING_FDS: u32 = 21;
 /// The ring-setup name of a registered ring fd (IORING_REGISTER_RING_FDS, Linux 5.18) in the
@@ -476,6 +484,8 @@ pub(crate) fn kernel_features() -> Vec<Feature> {
           "completion work runs when the kernel gets to it rather than in a batch when iolab reaps: more context switches per I/O"),
         f("IORING_SETUP_HYBRID_IOPOLL", "6.13", Some(accepts(SETUP_IOPOLL | SETUP_HYBRID_IOPOLL)), setup,
           "--complete hybrid polls through the block layer's io_poll_delay before Linux 5.16, and is refused after"),
+        f("IORING_FEAT_NO_IOWAIT", "6.15", bare.as_ref().map(|r| raw_features(r.params()) & FEAT_NO_IOWAIT != 0), features,
+          "--iowait off is refused: a task waiting in io_uring_enter always counts as iowait"),
     ]
 }
 
@@ -518,16 +528,45 @@ pub struct RingOptions {
     #[arg(long)]
     #[serde(default)]
     pub force_async: bool,
+    /// io_uring: whether the ring's waits for completions count as iowait (`on`, the kernel's
+    /// default) or not (`off`: IORING_ENTER_NO_IOWAIT, Linux 6.15+), which decides whether the
+    /// CPU's frequency is boosted and deep idle states are avoided while it waits.
+    #[arg(long, value_enum, value_name = "ON|OFF", default_value_t = Iowait::On)]
+    #[serde(default, skip_serializing_if = "Iowait::is_on")]
+    pub iowait: Iowait,
+}
+
+/// Whether io_uring's waits count as iowait (`RingOptions::iowait`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Iowait {
+    /// The kernel's default: a task waiting in io_uring_enter with requests in flight is in iowait.
+    #[default]
+    On,
+    /// IORING_ENTER_NO_IOWAIT on every enter.
+    Off,
+}
+
+impl Iowait {
+    pub fn is_on(&self) -> bool {
+        *self == Iowait::On
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Iowait::On => "on",
+            Iowait::Off => "off",
+        }
+    }
 }
 
 impl Default for RingOptions {
     fn default() -> Self {
-        RingOptions { sq_cpu: None, sq_idle_ms: 1000, register_buffers: true, register_files: true, force_async: false }
+        RingOptions { sq_cpu: None, sq_idle_ms: 1000, register_buffers: true, register_files: true, force_async: false, iowait: Iowait::On }
     }
 }
 
 impl super::OptionsPart for RingOptions {
-    const PLAN_KEYS: &'static [&'static str] = &["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async"];
+    const PLAN_KEYS: &'static [&'static str] = &["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async", "iowait"];
 
     fn plan_value<'de, A: serde::de::MapAccess<'de>>(&mut self, key: &str, map: &mut A) -> Result<(), A::Error> {
         match key {
@@ -535,6 +574,7 @@ impl super::OptionsPart for RingOptions {
             "sq_idle_ms" => self.sq_idle_ms = map.next_value()?,
             "register_buffers" => self.register_buffers = map.next_value()?,
             "register_files" => self.register_files = map.next_value()?,
+            "iowait" => self.iowait = map.next_value()?,
             _ => self.force_async = map.next_value()?,
         }
         Ok(())
@@ -548,6 +588,12 @@ impl super::OptionsPart for RingOptions {
         }
         if self.sq_cpu.is_some() && io.submit != Submit::Sqpoll {
             return Err("--sq-cpu only applies with --submit sqpoll".into());
+        }
+        if self.iowait == Iowait::Off && !matches!(io.interface, InterfaceKind::IoUring | InterfaceKind::NvmePassthru) {
+            return Err(format!(
+                "--iowait off applies only to io_uring's rings (-i io_uring or nvme-passthru), not -i {}",
+                io.interface.name()
+            ));
         }
         Ok(())
     }
@@ -601,7 +647,34 @@ fn setup_for(io: &IoChoice, big: bool) -> Result<RingSetup, String> {
     if io.submit == Submit::Sqpoll && !io.options.ring.register_files && !params.is_feature_sqpoll_nonfixed() {
         return Err(format!("kernel {k}'s io_uring SQPOLL thread only takes registered files (IORING_FEAT_SQPOLL_NONFIXED came in Linux 5.11): use --register-files true or --submit syscall"));
     }
+    let mut setup = setup;
+    with_iowait(&mut setup, io.options.ring.iowait, raw_features(&params)).map_err(|why| format!("kernel {k}: {why}"))?;
     Ok(setup)
+}
+
+/// The feature bits (IORING_FEAT_*) the kernel answered io_uring_setup with.
+fn raw_features(p: &io_uring::Parameters) -> u32 {
+    // SAFETY: Parameters is repr(transparent) over the kernel's struct, as RawParams is (sizes
+    // asserted above); both are plain integers.
+    unsafe { std::mem::transmute::<io_uring::Parameters, RawParams>(p.clone()) }.features
+}
+
+/// The record's ring setup with the job's `--iowait`: `off` asks for [`NO_IOWAIT`] on every enter
+/// and uses it, or is refused (Err, the reason) where the kernel's `features` lack
+/// IORING_FEAT_NO_IOWAIT: such a kernel answers EINVAL to the enter flag, so the run could not
+/// start. `on` (the default, every kernel's behaviour) adds nothing.
+pub(crate) fn with_iowait(setup: &mut RingSetup, iowait: Iowait, features: u32) -> Result<(), String> {
+    if iowait == Iowait::On {
+        return Ok(());
+    }
+    if features & FEAT_NO_IOWAIT == 0 {
+        return Err(
+            "--iowait off needs Linux 6.15+; this kernel lacks IORING_FEAT_NO_IOWAIT (its io_uring waits always count as iowait)".into()
+        );
+    }
+    setup.asked.push(NO_IOWAIT);
+    setup.used.push(NO_IOWAIT);
+    Ok(())
 }
 
 pub struct Uring {
@@ -628,10 +701,15 @@ pub(crate) struct RingDriver {
     /// Completions are only found by entering the kernel (IOPOLL without SQPOLL).
     enter_to_poll: bool,
     spin_on_cq: bool,
+    /// The flags of every io_uring_enter iolab makes itself: GETEVENTS, and NO_IOWAIT with
+    /// `--iowait off`; computed once, so the hot loop does no more per call.
+    enter_flags: u32,
 }
 
 impl RingDriver {
-    pub fn new(submit: Submit, complete: Complete) -> Self {
+    /// `iowait`: whether its waits count as iowait (`off` needs the kernel's
+    /// IORING_FEAT_NO_IOWAIT, which `check_ring` checked before the run).
+    pub fn new(submit: Submit, complete: Complete, iowait: Iowait) -> Self {
         let sqpoll = submit == Submit::Sqpoll;
         let polled = complete != Complete::Irq;
         RingDriver {
@@ -641,6 +719,7 @@ impl RingDriver {
             sqpoll,
             enter_to_poll: polled && !sqpoll,
             spin_on_cq: polled && sqpoll,
+            enter_flags: ENTER_GETEVENTS | if iowait == Iowait::Off { ENTER_NO_IOWAIT } else { 0 },
         }
     }
 
@@ -674,8 +753,17 @@ impl RingDriver {
             }
         } else if self.sqpoll {
             if ready < min {
-                // Handles the SQ thread's wakeup flag.
-                retry_eintr(|| ring.submit_and_wait(min - ready))?;
+                // The SQ thread submits: enter only to wait (and to wake it if it went idle), as
+                // the crate's submit_and_wait would, with the run's enter flags.
+                let flags = self.enter_flags | if ring.submission().need_wakeup() { ENTER_SQ_WAKEUP } else { 0 };
+                let args = [ring.as_raw_fd() as usize, 0, min - ready, flags as usize, 0, 0];
+                retry_eintr(|| {
+                    // SAFETY: the SQ tail was published by `push`; no argument pointer is passed.
+                    match unsafe { raw_syscall(libc::SYS_io_uring_enter, args) } {
+                        r if r < 0 => Err(io::Error::from_raw_os_error(-r as i32)),
+                        r => Ok(r as usize),
+                    }
+                })?;
             }
         } else if self.enter_to_poll {
             if self.unsubmitted > 0 || min > 0 {
@@ -765,8 +853,8 @@ impl RingDriver {
     fn enter(&mut self, fd: i32, want: usize) -> io::Result<()> {
         let to_submit = self.unsubmitted as usize;
         let (fd, flags) = match self.registered {
-            Some(index) => (index as usize, ENTER_GETEVENTS | ENTER_REGISTERED_RING),
-            None => (fd as usize, ENTER_GETEVENTS),
+            Some(index) => (index as usize, self.enter_flags | ENTER_REGISTERED_RING),
+            None => (fd as usize, self.enter_flags),
         };
         retry_eintr(|| {
             let args = [fd, to_submit, want, flags as usize, 0, 0];
@@ -815,7 +903,7 @@ impl IoInterface for Uring {
             // SAFETY: the buffer region outlives the ring (owned by the hot loop's caller).
             unsafe { ring.submitter().register_buffers(&[iov])? };
         }
-        let mut driver = RingDriver::new(setup.submit, setup.complete);
+        let mut driver = RingDriver::new(setup.submit, setup.complete, opts.iowait);
         // Opened on the thread that drives the ring: its io_uring_enter calls skip the fd lookup.
         if setup.submit == Submit::Syscall {
             driver.register(ring.as_raw_fd())?;
@@ -1052,6 +1140,50 @@ mod tests {
         }
     }
 
+    /// `--iowait off`: the enter flag is in the record's ring where the kernel advertises
+    /// IORING_FEAT_NO_IOWAIT, and refused in one line naming 6.15 where it does not; `on` adds
+    /// nothing. The driver's enter flags carry it, computed once.
+    #[test]
+    fn no_iowait_is_used_where_the_kernel_has_it_and_refused_where_not() {
+        let mut s = ring_setup(0, 0, 0);
+        with_iowait(&mut s, Iowait::On, 0).unwrap();
+        assert!(!s.used.contains(&NO_IOWAIT) && !s.asked.contains(&NO_IOWAIT));
+        let why = with_iowait(&mut s, Iowait::Off, FEAT_NO_IOWAIT - 1).unwrap_err();
+        assert!(why.contains("needs Linux 6.15+; this kernel lacks IORING_FEAT_NO_IOWAIT") && !why.contains('\n'), "{why}");
+        with_iowait(&mut s, Iowait::Off, FEAT_NO_IOWAIT).unwrap();
+        assert_eq!((s.asked.last(), s.used.last()), (Some(&NO_IOWAIT), Some(&NO_IOWAIT)));
+        assert_eq!(RingDriver::new(Submit::Syscall, Complete::Irq, Iowait::Off).enter_flags, ENTER_GETEVENTS | ENTER_NO_IOWAIT);
+        assert_eq!(RingDriver::new(Submit::Sqpoll, Complete::Irq, Iowait::On).enter_flags, ENTER_GETEVENTS);
+        // Only rings take it.
+        let mut io = IoChoice { interface: InterfaceKind::Psync, ..IoChoice::default() };
+        io.options.ring.iowait = Iowait::Off;
+        assert!(io.check_options().unwrap_err().starts_with("--iowait off applies only to io_uring"));
+        io.interface = InterfaceKind::IoUring;
+        io.check_options().unwrap();
+        // The option's value in a stored job: absent when on (jobs stored before read the same).
+        assert!(serde_json::to_value(RingOptions::default()).unwrap().get("iowait").is_none());
+        assert_eq!(serde_json::to_value(io.options.ring).unwrap()["iowait"], "off");
+    }
+
+    /// On this kernel (6.15+): a ring's waits kept out of iowait, checked and set up as a run's.
+    #[test]
+    fn no_iowait_on_this_kernel() {
+        if machine_support().is_err() || crate::host::kernel_version() < (6, 15) {
+            eprintln!("skipped: no IORING_FEAT_NO_IOWAIT before Linux 6.15");
+            return;
+        }
+        let mut io = IoChoice { interface: InterfaceKind::IoUring, ..IoChoice::default() };
+        io.options.ring.iowait = Iowait::Off;
+        let setup = setup_for(&io, false).unwrap();
+        assert!(setup.used.contains(&NO_IOWAIT), "{setup:?}");
+        // A wait with the flag completes (the kernel takes it).
+        let (mut ring, _) = create_ring(4, flags_for(Submit::Syscall, Complete::Irq), None, 1).unwrap();
+        let mut d = RingDriver::new(Submit::Syscall, Complete::Irq, Iowait::Off);
+        let mut out = [Completion::default(); 1];
+        d.push(&mut ring, &[Request::default()], |r| opcode::Nop::new().build().user_data(r.tag as u64)).unwrap();
+        assert_eq!(d.reap(&mut ring, 1, &mut out, |c| Completion { tag: c.user_data() as u32, result: c.result() as i64 }).unwrap(), 1);
+    }
+
     /// A kernel that refuses the registration: the record says it was asked for, not used, and
     /// why; any other failure is not called a refusal by the kernel.
     #[test]
@@ -1080,7 +1212,7 @@ mod tests {
             return;
         }
         let (mut ring, _) = create_ring(4, flags_for(Submit::Syscall, Complete::Irq), None, 1).unwrap();
-        let mut d = RingDriver::new(Submit::Syscall, Complete::Irq);
+        let mut d = RingDriver::new(Submit::Syscall, Complete::Irq, Iowait::On);
         d.register(ring.as_raw_fd()).unwrap();
         assert!(d.registered.is_some());
         let mut out = [Completion::default(); 4];

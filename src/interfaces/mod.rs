@@ -20,6 +20,7 @@ pub mod vfio_nvme;
 
 pub use error::InterfaceError;
 
+pub use self::io_uring::Iowait;
 use crate::device::{sysinfo::TargetInfo, Target};
 use crate::failure::Failure;
 pub use block_poll::POLL_DELAY;
@@ -739,7 +740,7 @@ mod tests {
         assert_eq!(io.check_options().unwrap_err(), "--sq-cpu only applies with --submit sqpoll");
         io.submit = Submit::Sqpoll;
         assert_eq!(io.pinned_cpus(), [1]);
-        assert_eq!(Options::plan_keys(), ["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async"]);
+        assert_eq!(Options::plan_keys(), ["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async", "iowait"]);
     }
 
     #[test]

@@ -184,7 +184,7 @@ impl IoInterface for Passthru {
             fixed_bufs,
             fds: setup.fds.to_vec(),
             ns,
-            driver: RingDriver::new(setup.submit, setup.complete),
+            driver: RingDriver::new(setup.submit, setup.complete, opts.iowait),
         })
     }
 

@@ -359,6 +359,8 @@ struct Snapshot {
     others: Vec<TaskSample>,
     other_procs: Vec<tasks::ProcSample>,
     system: Option<SystemCpu>,
+    /// Each CPU's iowait, seconds by CPU number (read with `system`).
+    iowait_by_cpu: std::collections::BTreeMap<u32, f64>,
     irqs: Vec<IrqLine>,
     disks: Vec<Option<DiskStat>>,
     rusage: cpu::Rusage,
@@ -401,13 +403,14 @@ impl CpuAndDevices {
     fn snapshot(&self) -> Snapshot {
         // The instant and /proc/stat first, together: the window's length pairs with its idle time.
         let at = std::time::Instant::now();
-        let system = procstat::sample();
+        let (system, iowait_by_cpu) = procstat::sample().map_or((None, Default::default()), |(s, c)| (Some(s), c));
         // Device counters next, before the slower walk over every task.
         let disks = self.devices.iter().map(|d| d.stat_path.as_deref().and_then(diskstat::sample)).collect();
         let irqs = interrupts::sample();
         Snapshot {
             at,
             system,
+            iowait_by_cpu,
             disks,
             irqs,
             own: tasks::sample_process(self.pid, self.hz),
@@ -472,6 +475,11 @@ pub struct SystemCost {
     pub busy_s: f64,
     pub busy_cores: f64,
     pub busy_ns_per_io: Option<f64>,
+    /// Each CPU's iowait over the window (seconds, by CPU number; /proc/stat's `cpuN` lines): a
+    /// run pinned with `--cpus` reads its own CPUs' here (io_uring's `--iowait off` keeps them
+    /// at 0).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub iowait_by_cpu_s: std::collections::BTreeMap<u32, f64>,
 }
 
 /// Do the classes add up to what the whole system was busy for?
@@ -715,6 +723,11 @@ impl CpuAndDevices {
             busy_s: busy,
             busy_cores: busy / window.max(1e-9),
             busy_ns_per_io: (ios > 0).then(|| busy * 1e9 / ios as f64),
+            iowait_by_cpu_s: b
+                .iowait_by_cpu
+                .iter()
+                .filter_map(|(cpu, end)| a.iowait_by_cpu.get(cpu).map(|start| (*cpu, ((end - start) * 1e6).round() / 1e6)))
+                .collect(),
         })
     }
 

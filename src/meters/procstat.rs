@@ -64,6 +64,32 @@ pub fn parse(text: &str, hz: f64) -> Option<SystemCpu> {
     })
 }
 
-pub fn sample() -> Option<SystemCpu> {
-    parse(&std::fs::read_to_string("/proc/stat").ok()?, user_hz())
+/// Each CPU's iowait (the fifth field of its `cpuN` line), in seconds, by CPU number: time the
+/// CPU was idle while a task that sleeps on it waits for I/O with `in_iowait` set.
+pub fn parse_iowait_by_cpu(text: &str, hz: f64) -> std::collections::BTreeMap<u32, f64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu = f.next()?.strip_prefix("cpu")?.parse::<u32>().ok()?;
+            let ticks = f.nth(4)?.parse::<f64>().ok()?;
+            Some((cpu, ticks / hz))
+        })
+        .collect()
+}
+
+/// The aggregate line and each CPU's iowait, from one read of /proc/stat.
+pub fn sample() -> Option<(SystemCpu, std::collections::BTreeMap<u32, f64>)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let hz = user_hz();
+    Some((parse(&text, hz)?, parse_iowait_by_cpu(&text, hz)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn iowait_by_cpu_is_each_cpu_lines_fifth_field() {
+        let text = "cpu  10 0 20 300 45 1 2 0 0 0\ncpu0 5 0 10 150 40 1 1 0 0 0\ncpu1 5 0 10 150 5 0 1 0 0 0\nintr 1 2\nctxt 9\n";
+        let m = super::parse_iowait_by_cpu(text, 100.0);
+        assert_eq!(m.into_iter().collect::<Vec<_>>(), [(0, 0.4), (1, 0.05)]);
+    }
 }

@@ -4,7 +4,7 @@
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
 use super::{Complete, Job, Numa, PlanError, Rw, Submit};
-use crate::interfaces::{InterfaceKind, POLL_DELAY};
+use crate::interfaces::{InterfaceKind, Iowait, POLL_DELAY};
 use crate::settings::{self, Setting};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -47,6 +47,7 @@ pub enum Set {
     /// A file or device, or several driven together joined by [`TARGET_SET`].
     Targets(fn(&mut Job, Vec<String>)),
     Numa(fn(&mut Job, Numa)),
+    Iowait(fn(&mut Job, Iowait)),
 }
 
 /// One value of a dimension, as the plan gives it.
@@ -63,6 +64,7 @@ pub enum Level {
     Size(SizeValue),
     Targets(Vec<String>),
     Numa(Numa),
+    Iowait(Iowait),
 }
 
 /// When a configuration's key names a dimension.
@@ -89,7 +91,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 17] = [
+pub const DIMENSIONS: [Dimension; 18] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -184,6 +186,14 @@ pub const DIMENSIONS: [Dimension; 17] = [
         value: |j| Text(settings::value_in(&j.system.set, Setting::NvmeApst).unwrap_or_default()),
         shown: Shown::IfListed,
     },
+    // io_uring's waits counted as iowait or not (IORING_ENTER_NO_IOWAIT), an energy knob of the
+    // ring's options.
+    Dimension {
+        name: "iowait",
+        set: Set::Iowait(|j, v| j.io.options.ring.iowait = v),
+        value: |j| Text(j.io.options.ring.iowait.name().into()),
+        shown: Shown::IfListed,
+    },
 ];
 
 /// A numeric setting of the job's `set` as a configuration's key shows it (text where it is
@@ -250,6 +260,7 @@ impl Set {
                 Vec::<String>::deserialize(d)?.iter().map(|v| target_set(v).map(Level::Targets).map_err(de::Error::custom)).collect()
             }
             Set::Numa(_) => list(d, Level::Numa),
+            Set::Iowait(_) => list(d, Level::Iowait),
         }
     }
 
@@ -267,6 +278,7 @@ impl Set {
             (Set::Size(f), Level::Size(v)) => f(job, v.bytes().expect("Matrix::jobs checks sizes first")),
             (Set::Targets(f), Level::Targets(v)) => f(job, v.clone()),
             (Set::Numa(f), Level::Numa(v)) => f(job, *v),
+            (Set::Iowait(f), Level::Iowait(v)) => f(job, *v),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
         }
     }
@@ -519,5 +531,10 @@ mod tests {
         let (key, v) = job("scheduler", "\"kyber\"");
         assert_eq!(v, Text("kyber".into()));
         assert_eq!(key, "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1,scheduler=kyber");
+        let (key, v) = job("iowait", "\"off\"");
+        assert_eq!(v, Text("off".into()));
+        assert!(key.ends_with(",iowait=off"), "{key}");
+        let e = toml::from_str::<Matrix>("iowait = [\"maybe\"]").err().unwrap().to_string();
+        assert!(e.contains("maybe"), "{e}");
     }
 }

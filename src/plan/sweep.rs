@@ -715,7 +715,7 @@ reason = "io_uring at QD1 is covered elsewhere"
     #[test]
     fn matrix_errors_name_the_line_and_key() {
         for (plan, want) in [
-            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`, `cpu_freq_khz`, `cpuidle_max_state`, `nvme_power_state`, `nvme_apst`"),
+            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`, `cpu_freq_khz`, `cpuidle_max_state`, `nvme_power_state`, `nvme_apst`, `iowait`"),
             ("ios = 5\n[matrix]\nqd = [\n  1,\n  \"x\",\n]\n", "plan line 5: invalid type: string \"x\", expected u32"),
             ("[matrix]\nsubmit = [\"sideways\"]\n", "plan line 2, matrix.submit: unknown variant `sideways`, expected `syscall` or `sqpoll`"),
             (
@@ -995,7 +995,7 @@ reason = "small blocks on b"
         let e = expand("ios = 5\n[options]\ncolor = 1\n", &[]).unwrap_err().to_string();
         assert!(
             e.contains("unknown field `color`, expected one of `buffered`")
-                && e.ends_with("`sq_cpu`, `sq_idle_ms`, `register_buffers`, `register_files`, `force_async`"),
+                && e.ends_with("`sq_cpu`, `sq_idle_ms`, `register_buffers`, `register_files`, `force_async`, `iowait`"),
             "{e}"
         );
         assert!(expand("ios = 5\n[options]\nsq_cpu = 0\n", &[])

@@ -426,7 +426,14 @@ pub(crate) mod tests {
                     involuntary_ctx_switches: Some(0),
                     ctx_switches_per_io: Some(0.5),
                 }],
-                system: Some(meters::SystemCost { cpus: 8, cpu: Default::default(), busy_s: 1.0, busy_cores: 0.5, busy_ns_per_io: None }),
+                system: Some(meters::SystemCost {
+                    cpus: 8,
+                    cpu: Default::default(),
+                    busy_s: 1.0,
+                    busy_cores: 0.5,
+                    busy_ns_per_io: None,
+                    iowait_by_cpu_s: Default::default(),
+                }),
                 accounting: Some(WrittenAccounting {
                     classes_s: 0.9,
                     busy_s: 1.0,

@@ -222,13 +222,6 @@ impl Run {
         self.energy_source()?.mean_watts
     }
 
-    /// Power in each second of the window from the source of this run's energy figures, when it
-    /// gave one: power over time beside the per-second series.
-    pub(crate) fn watts_per_second(&self) -> Option<&[Option<f64>]> {
-        let s = &self.energy_source()?.per_second_watts;
-        (!s.is_empty()).then_some(s.as_slice())
-    }
-
     /// The scope of this run's energy figures (`ENERGY_SCOPES`' first with a covered source).
     pub(crate) fn energy_scope(&self) -> Option<&'static str> {
         crate::analysis::compare::joules_per_io_with_scope(&self.record).map(|(_, scope)| scope)

@@ -7,6 +7,7 @@
 pub mod ctx;
 pub mod data;
 pub mod dimensions;
+pub mod efficiency;
 pub mod flame;
 pub mod html;
 pub mod panels;

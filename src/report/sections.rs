@@ -84,6 +84,7 @@ fn section(sweep: &SweepRuns, part: Option<Part>) -> Section {
             None if sweep.id.is_some() => drawn = dimensions::figures(&mut ctx),
             None => {}
         }
+        super::efficiency::panels(&mut ctx);
         super::profiles::panels(&mut ctx);
         configurations(&mut ctx);
     }

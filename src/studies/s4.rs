@@ -208,42 +208,93 @@ fn latency_panels(ctx: &mut Ctx) {
             vec![],
         );
     }
-    // Fig 7a: power per access pattern: the SSD's own (scope ssd) where a source measured it.
+    // Fig 7a: power per access pattern: the SSD's own (scope ssd) where a source measured it,
+    // else the whole system's, said to differ from the paper.
     let runs = runs_of(&cs);
     let title = "Power per access pattern (Fig 7a)";
-    if runs.iter().any(|r| ssd_watts(&r.record).is_some()) {
-        let mut t = Table::new(format!("{title}; scope: ssd"), &["rw", "queue depth", "device", "SSD power (W)"]);
-        let mut sorted = cs.clone();
-        sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().qd, c.overlay()));
-        for c in &sorted {
-            t.rows.push(vec![c.first().rw.clone(), c.first().qd.to_string(), device_of(c), cell(c, &|r| ssd_watts(&r.record))]);
-        }
-        t.notes.push("The drive's own power (scope ssd: a sensor between slot and drive, e.g. a PowerSensor3), as IISWC'19 Fig 7a; \"not measured\" where no ssd source covered a configuration's runs.".into());
-        ctx.table(t, &runs);
+    let Some(scope) = power_scope(&runs) else {
+        ctx.unavailable(title, &power_gap(&runs), &runs);
         return;
-    }
-    if let Some(reason) = energy_gap(&runs) {
-        ctx.unavailable(title, &reason, &runs);
-        return;
-    }
-    let scope = energy_scope(&runs);
-    let mut t = Table::new(format!("{title}; {scope}"), &["rw", "queue depth", "device", "power (W)"]);
+    };
+    let mut t = Table::new(format!("{title}; {}", scope.label(&runs)), &["rw", "queue depth", "device", scope.column()]);
     let mut sorted = cs.clone();
     sorted.sort_by_key(|c| (c.first().rw.clone(), c.first().qd, c.overlay()));
     for c in &sorted {
-        t.rows.push(vec![c.first().rw.clone(), c.first().qd.to_string(), device_of(c), cell(c, &|r| r.watts())]);
+        t.rows.push(vec![c.first().rw.clone(), c.first().qd.to_string(), device_of(c), cell(c, &|r| scope.source(&r.record)?.mean_watts)]);
     }
-    t.notes.push(format!(
-        "No source measured the SSD (scope ssd: a PowerSensor3 or another meter between slot and drive, docs/energy.md). IISWC'19 Fig 7a is the SSD's own power; here the scope is {scope}, whatever source the runs had."
-    ));
+    t.notes.push(match scope {
+        PowerScope::Ssd => "The drive's own power (scope ssd: a sensor between slot and drive, e.g. a PowerSensor3), as IISWC'19 Fig 7a; \"not measured\" where no ssd source covered a configuration's runs.".into(),
+        PowerScope::System => format!("{} \"not measured\" where no whole-system source covered a configuration's runs.", PowerScope::DIFFERS),
+    });
     ctx.table(t, &runs);
+}
+
+/// Where S4's power figures (Fig 7a, Fig 8) come from: the SSD's own power where a source
+/// measured it, as the paper plotted; otherwise the whole system's, said to differ.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum PowerScope {
+    Ssd,
+    System,
+}
+
+impl PowerScope {
+    /// The sentence beside a figure drawn from the whole system's power.
+    const DIFFERS: &'static str = "This differs from the paper: IISWC'19 plotted the SSD's own power, which no source measured here (scope ssd: a PowerSensor3 or another meter between slot and drive, docs/energy.md); this is the whole system's power, CPU, memory, fans and power supply included.";
+
+    /// A run's source in this scope that covered the window (the energy layer gives it per-joule
+    /// ratios only then): its `ssd` source; the system's `wall_ac`, then `bmc_system`, then
+    /// `platform` (the record's `efficiency` component `system`).
+    fn source(self, r: &crate::record::read::Record) -> Option<&crate::record::read::EnergySource> {
+        let sources = r.energy.as_ref()?.sources.as_ref()?;
+        let scopes: &[&str] = match self {
+            PowerScope::Ssd => &["ssd"],
+            PowerScope::System => &["wall_ac", "bmc_system", "platform"],
+        };
+        scopes.iter().find_map(|sc| sources.iter().find(|s| s.scope.as_deref() == Some(sc) && s.iops_per_joule.is_some()))
+    }
+
+    /// The scope of the title: `ssd`, or the system scopes the runs' sources had.
+    fn label(self, runs: &[&Run]) -> String {
+        if self == PowerScope::Ssd {
+            return "scope: ssd (the drive's own power)".into();
+        }
+        let mut scopes: Vec<&str> = runs.iter().filter_map(|r| self.source(&r.record)?.scope.as_deref()).collect();
+        scopes.sort();
+        scopes.dedup();
+        let labels: Vec<&str> = scopes.iter().map(|s| crate::analysis::compare::scope_label(s)).collect();
+        format!("scope: {}, the whole system, not the SSD", labels.join(" and "))
+    }
+
+    fn column(self) -> &'static str {
+        match self {
+            PowerScope::Ssd => "SSD power (W)",
+            PowerScope::System => "system power (W)",
+        }
+    }
+}
+
+/// The scope of S4's power figures for these runs: ssd where a run's source measured the drive,
+/// else the whole system where one measured it, else None.
+fn power_scope(runs: &[&Run]) -> Option<PowerScope> {
+    [PowerScope::Ssd, PowerScope::System].into_iter().find(|p| runs.iter().any(|r| p.source(&r.record).is_some()))
+}
+
+/// Why no run has the SSD's or the whole system's power: the runs' energy reasons, or (a CPU
+/// package alone measured) that neither was.
+fn power_gap(runs: &[&Run]) -> String {
+    energy_gap(runs).unwrap_or_else(|| {
+        format!(
+            "no source measured the SSD (scope ssd) or the whole system (wall_ac, bmc_system, platform); the runs' energy is {}, which is neither",
+            energy_scope(runs).trim_start_matches("scope: ")
+        )
+    })
 }
 
 /// The drive's own mean power in a run: its `ssd` source, where one covered the window (the
 /// energy layer gives it per-joule ratios only then).
+#[cfg(test)]
 fn ssd_watts(r: &crate::record::read::Record) -> Option<f64> {
-    let sources = r.energy.as_ref()?.sources.as_ref()?;
-    sources.iter().find(|s| s.scope.as_deref() == Some("ssd") && s.iops_per_joule.is_some())?.mean_watts
+    PowerScope::Ssd.source(r)?.mean_watts
 }
 
 fn bandwidth_panels(ctx: &mut Ctx) {
@@ -318,10 +369,13 @@ fn gc_panels(ctx: &mut Ctx) {
     let mut rate = Vec::new();
     let mut power = Vec::new();
     let each: Vec<(&Config, &Run)> = ctx.configs(|_| true).into_iter().flat_map(|c| c.runs.iter().map(move |r| (c, r))).collect();
+    // Fig 8's power: the SSD's own where a source measured it, else the whole system's.
+    let scope = power_scope(&runs);
     for (c, r) in each {
         // One line per run, named with its device and machine where they are overlaid.
         let name = c.series(&format!("run {}", r.row.id));
-        if let Some(w) = r.watts_per_second() {
+        let per_second = scope.and_then(|p| p.source(&r.record)).map(|s| s.per_second_watts.as_slice()).filter(|w| !w.is_empty());
+        if let Some(w) = per_second {
             let points = w
                 .iter()
                 .enumerate()
@@ -371,14 +425,15 @@ fn gc_panels(ctx: &mut Ctx) {
     }
     ctx.note("Fig 7b's values are per-second means, drawn first; each second's p99 (the next figure, not in the paper) comes from that second's own latency counts over every thread (buckets ≤ 3.2 % wide, the bucket's highest value).");
     let title = "Garbage collection: per-second power (Fig 8)";
-    match energy_gap(&runs) {
-        Some(reason) => ctx.unavailable(title, &reason, &runs),
-        None if power.iter().all(|s| s.points.is_empty()) => {
+    match scope {
+        None => ctx.unavailable(title, &power_gap(&runs), &runs),
+        Some(_) if power.iter().all(|s| s.points.is_empty()) => {
             ctx.unavailable(title, "the energy sources gave no per-second power (records from an iolab before it)", &runs)
         }
-        None => {
-            let scope = energy_scope(&runs);
-            let w: Vec<String> = runs.iter().filter_map(|r| r.watts().map(|w| format!("run {}: {} W", r.row.id, num(w)))).collect();
+        Some(p) => {
+            let scope = p.label(&runs);
+            let w: Vec<String> =
+                runs.iter().filter_map(|r| p.source(&r.record)?.mean_watts.map(|w| format!("run {}: {} W", r.row.id, num(w)))).collect();
             let svg = svg::chart(&Chart {
                 title: format!("{title}; {scope}"),
                 x: axis("time in the window (s)", Scale::Linear),
@@ -387,10 +442,13 @@ fn gc_panels(ctx: &mut Ctx) {
                 callouts: vec![],
                 lines: true,
             });
-            let notes = vec![format!(
+            let mut notes = vec![format!(
                 "Each second's power integrated alone from the source's samples (a second less than half covered is left out, never drawn as 0 W); mean over the window: {}.",
                 w.join(", ")
             )];
+            if p == PowerScope::System {
+                notes.insert(0, PowerScope::DIFFERS.into());
+            }
             ctx.figure(&format!("{title}; {scope}"), svg, &runs, notes);
         }
     }
@@ -550,5 +608,22 @@ mod ssd_power_tests {
         assert_eq!(ssd_watts(&rec(json!([system, ssd]))), Some(6.5));
         let uncovered = json!({"scope": "ssd", "mean_watts": 6.5});
         assert_eq!(ssd_watts(&rec(json!([uncovered]))), None);
+    }
+
+    /// Figs 7a and 8 fall back to the whole system (wall, then BMC, then psys), never to the CPU
+    /// package alone.
+    #[test]
+    fn s4_power_is_the_ssd_s_else_the_whole_system_s() {
+        use super::PowerScope;
+        let rec = |sources| Record::of(&json!({"energy": {"sources": sources}}));
+        let scope = |r: &Record, p: PowerScope| p.source(r).and_then(|s| s.scope.clone());
+        let cpu = json!({"scope": "cpu_package", "mean_watts": 40.0, "iops_per_joule": 50.0});
+        let psys = json!({"scope": "platform", "mean_watts": 60.0, "iops_per_joule": 30.0});
+        let wall = json!({"scope": "wall_ac", "mean_watts": 180.0, "iops_per_joule": 10.0});
+        let r = rec(json!([cpu, psys, wall]));
+        assert_eq!((scope(&r, PowerScope::Ssd), scope(&r, PowerScope::System)), (None, Some("wall_ac".into())));
+        assert_eq!(scope(&rec(json!([cpu, psys])), PowerScope::System), Some("platform".into()));
+        assert_eq!(scope(&rec(json!([cpu])), PowerScope::System), None);
+        assert!(PowerScope::DIFFERS.starts_with("This differs from the paper") && PowerScope::DIFFERS.ends_with('.'));
     }
 }

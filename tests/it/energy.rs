@@ -4,6 +4,7 @@
 //! outputs, a loopback Redfish server (plain HTTP: the scheme is taken from the URL), meter logs
 //! with a known integral, offset and drift, a fake NVML built with cc, and this machine itself,
 //! which has no source.
+use crate::common;
 use iolab::energy::integrate::integrate_counter;
 use iolab::energy::meterlog::parse_meter_log;
 use iolab::energy::{self, EnergyConfig, EnergyMeter, RedfishConfig};
@@ -752,4 +753,206 @@ fn this_machine_has_no_source_and_says_so() {
         assert!(!text.contains(k), "no number without a source: {text}");
     }
     assert!(r.require_measured().is_err());
+}
+
+// ---- io_uring's waits counted as iowait or not (`--iowait off`) ----
+
+/// The kernel's per-task delay accounting switched on for a test (`kernel.task_delayacct`, Linux
+/// 5.14+), and back to what it was when dropped.
+struct DelayAcct(String);
+
+impl DelayAcct {
+    const PATH: &'static str = "/proc/sys/kernel/task_delayacct";
+    fn on() -> Result<DelayAcct, String> {
+        let was = std::fs::read_to_string(Self::PATH).map_err(|e| format!("no {} ({e})", Self::PATH))?;
+        std::fs::write(Self::PATH, "1").map_err(|e| format!("cannot write {}: {e}", Self::PATH))?;
+        Ok(DelayAcct(was))
+    }
+}
+
+impl Drop for DelayAcct {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, self.0.trim());
+    }
+}
+
+/// One QD1 O_DIRECT read run of the default target (a file on this machine's disk, filled and
+/// synced: the reads reach the device, not the page cache), pinned to CPU 0 for 3 s: its record,
+/// and the clock ticks its worker thread spent asleep in iowait (`delayacct_blkio_ticks`, field 42
+/// of /proc/PID/task/TID/stat: every sleep with `in_iowait` set, whether or not the CPU had
+/// anything else to run), read while it runs.
+fn qd1_reads_on_cpu0(dir: &Path, iowait: &str) -> (serde_json::Value, u64) {
+    let json = dir.join(format!("iowait-{iowait}.json"));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "-i", "io_uring", "--rw", "randread", "--qd", "1", "--cpus", "0", "--size", "32m", "--runtime", "3s", "-q"])
+        .args(["--iowait", iowait, "--json"])
+        .arg(&json)
+        .env("TMPDIR", dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ticks = 0;
+    while child.try_wait().unwrap().is_none() {
+        for t in std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten() {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            if let Some((comm, rest)) = stat.rsplit_once(") ") {
+                if comm.ends_with("(iolab-w0") {
+                    ticks = ticks.max(rest.split_whitespace().nth(39).and_then(|x| x.parse().ok()).unwrap_or(0));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "--iowait {iowait}: {}", String::from_utf8_lossy(&out.stderr));
+    (serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap(), ticks)
+}
+
+/// A CPU's iowait over the run's window, from the record.
+fn cpu_iowait(rec: &serde_json::Value, cpu: &str) -> f64 {
+    rec["cost"]["system"]["iowait_by_cpu_s"][cpu]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no iowait of CPU {cpu} in the record: {:#}", rec["cost"]["system"]))
+}
+
+/// `--iowait off` (IORING_ENTER_NO_IOWAIT, Linux 6.15) on this kernel: the record's ring says the
+/// flag was used; the worker's waits are iowait by default and never with the flag (its
+/// delay-accounting blkio ticks); and the run's CPU shows no iowait in the record with the flag.
+/// The record's per-CPU iowait of the default run is only checked where the machine had idle time
+/// (a CPU counts iowait only while idle: under load it is 0 either way). The other way round is
+/// what the rig checks on older kernels (tests/vm/guest/rings.sh: refused before 6.15, exit 2
+/// naming IORING_FEAT_NO_IOWAIT).
+#[test]
+fn io_uring_waits_count_as_iowait_unless_iowait_off() {
+    const NAME: &str = "io_uring_waits_count_as_iowait_unless_iowait_off";
+    if common::kernel_version() < (6, 15) {
+        common::skip(NAME, "IORING_ENTER_NO_IOWAIT needs Linux 6.15");
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("iolab-iowait-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let acct = DelayAcct::on();
+    let (on, on_ticks) = qd1_reads_on_cpu0(dir.path(), "on");
+    let (off, off_ticks) = qd1_reads_on_cpu0(dir.path(), "off");
+    let used = |r: &serde_json::Value| r["ring"]["used"].as_array().unwrap().iter().any(|f| f == "ENTER_NO_IOWAIT");
+    assert!(!used(&on) && used(&off), "ring: on {:#}, off {:#}", on["ring"], off["ring"]);
+    assert_eq!((on["spec"].get("iowait"), off["spec"]["iowait"].as_str()), (None, Some("off")), "{:#}", off["spec"]);
+    match &acct {
+        Ok(_) => {
+            assert!(on_ticks >= 10 && off_ticks == 0, "the worker's iowait ticks: {on_ticks} by default, {off_ticks} with --iowait off")
+        }
+        Err(why) => common::skip(NAME, &format!("the worker's own iowait is not read: {why}")),
+    }
+    let (a, b) = (cpu_iowait(&on, "0"), cpu_iowait(&off, "0"));
+    assert!(b <= 0.05, "CPU 0 had {b} s of iowait with --iowait off (default: {a} s)");
+    let idle = on["cost"]["system"]["cpu"]["idle_s"].as_f64().unwrap();
+    if idle >= 1.0 {
+        assert!(a >= 0.1, "CPU 0 had {a} s of iowait by default though the machine had {idle} s idle");
+    } else {
+        common::skip(NAME, &format!("the record's per-CPU iowait of the default run is not checked: the machine was busy ({idle} s idle)"));
+    }
+}
+
+/// `--iowait off` is a ring's option: another interface refuses it before anything runs, and so
+/// does a value that is neither on nor off.
+#[test]
+fn iowait_off_is_refused_where_no_ring_waits() {
+    let dir = common::tempdir();
+    let target = common::verify_file(dir.path(), "t.dat", 8 << 20).display().to_string();
+    let r = common::iolab_in(dir.path(), &["run", "-i", "psync", "--iowait", "off", "--ios", "10", &target]);
+    let line = r.assert_usage_error();
+    assert!(line.contains("--iowait off applies only to io_uring"), "{line}");
+    let r = common::iolab_in(dir.path(), &["run", "-i", "io_uring", "--iowait", "maybe", "--ios", "10", &target]);
+    let line = r.assert_usage_error();
+    assert!(line.contains("maybe"), "{line}");
+}
+
+// ---- efficiency per component: compared and plotted ----
+
+/// A sweep of the null interface named `name` (a study part's name makes the report draw that
+/// part's panels), each run measured by the generic meter in `scope` at a constant 7.25 W.
+fn metered_sweep(dir: &Path, db: &Path, name: &str, matrix: &str, scope: &str) {
+    let plan = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &plan,
+        format!("name = \"{name}\"\nreplicates = 2\nruntime = \"1s\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\n{matrix}"),
+    )
+    .unwrap();
+    let meter = "while :; do echo \"$(date +%s.%N) 7.25\"; sleep 0.05; done";
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["sweep", "-q", "--db"])
+        .arg(db)
+        .arg(&plan)
+        .args(["--energy", "generic", "--energy-command", meter, "--energy-scope", scope, "--require-energy"])
+        .env("TMPDIR", dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Records carrying energy from a fixture source (the generic meter) in the ssd scope and in the
+/// wall scope: `compare` compares the efficiencies each side measured, named as the columns (and
+/// none it did not: no zero); the report draws I/Os per joule per component a run measured, a bar
+/// per configuration, and says which components were not measured and why; S4's Fig 7a comes
+/// from the ssd scope, and Fig 8, with only a wall meter, from the system's with the sentence
+/// that this differs from the paper.
+#[test]
+fn efficiency_per_component_in_compare_and_the_report() {
+    let dir = tempfile::Builder::new().prefix("iolab-eff-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let db = dir.path().join("e.db");
+    metered_sweep(dir.path(), &db, "S4.1-latency", "rw = [\"randread\"]\nqd = [1, 2]\n", "ssd");
+    metered_sweep(dir.path(), &db, "S4.4-gc", "rw = [\"randwrite\"]\nqd = [4]\n", "wall_ac");
+    let store = iolab::store::Store::open(&db).unwrap();
+    let mut keys: Vec<String> =
+        store.list_runs(&iolab::store::RunFilter::default()).unwrap().into_iter().filter_map(|r| r.config_key).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    drop(store);
+
+    let db_s = db.to_str().unwrap();
+    let cmp = common::iolab_in(dir.path(), &["compare", &keys[0], &keys[1], "--db", db_s]);
+    cmp.assert_ok();
+    for metric in ["ssd_iops_per_joule", "ssd_bytes_per_joule"] {
+        let line = cmp.stdout.lines().find(|l| l.starts_with(metric)).unwrap_or_else(|| panic!("no {metric}: {}", cmp.describe()));
+        assert!(line.contains("/J"), "{line}");
+    }
+    for absent in ["cpu_iops_per_joule", "system_iops_per_joule", "ssd_iops_per_dynamic_joule"] {
+        assert!(!cmp.stdout.contains(absent), "{absent} was not measured: {}", cmp.describe());
+    }
+
+    let out = dir.path().join("report");
+    common::iolab_in(dir.path(), &["report", "--db", db_s, "--out", out.to_str().unwrap(), "--quiet"]).assert_ok();
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    // One efficiency figure per sweep, of the component its meter measured.
+    assert!(
+        html.contains("S4.1-latency: I/Os per joule of the SSD&#39;s own power")
+            || html.contains("S4.1-latency: I/Os per joule of the SSD's own power"),
+        "{html}"
+    );
+    assert!(html.contains("S4.4-gc: I/Os per joule of the whole system"), "{html}");
+    assert!(!html.contains("I/Os per joule of the CPU package"), "no source measured the CPU: no figure");
+    assert!(html.contains("not measured in this sweep (no figure, never a zero): cpu: no source measured the cpu"), "{html}");
+    let figures: Vec<PathBuf> = std::fs::read_dir(out.join("figures")).unwrap().map(|e| e.unwrap().path()).collect();
+    let svg = figures
+        .iter()
+        .find(|p| {
+            p.to_string_lossy().contains("s4-1-latency")
+                && p.to_string_lossy().contains("per-joule")
+                && p.extension().is_some_and(|e| e == "svg")
+        })
+        .unwrap_or_else(|| panic!("no efficiency figure among {figures:?}"));
+    assert_eq!(std::fs::read_to_string(svg).unwrap().matches("class=\"mark\"").count(), 2, "a bar per configuration");
+    // S4: Fig 7a from the drive's own power; Fig 8 from the system's, said to differ.
+    assert!(html.contains("Power per access pattern (Fig 7a); scope: ssd"), "{html}");
+    assert!(
+        html.contains("Garbage collection: per-second power (Fig 8); scope: wall power (meter), the whole system, not the SSD"),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("This differs from the paper: IISWC&#39;19 plotted the SSD").count()
+            + html.matches("This differs from the paper: IISWC'19 plotted the SSD").count(),
+        1,
+        "{html}"
+    );
 }

@@ -188,6 +188,9 @@ pub fn export(plan_name: &str, text: &str) -> Result<String, String> {
         {
             return Err(no("sq_idle_ms"));
         }
+        if j.io.options.ring.iowait == crate::interfaces::Iowait::Off {
+            return Err(no("iowait off (IORING_ENTER_NO_IOWAIT)"));
+        }
         out += &format!("\n; {}\n[{n}]\nstonewall\n", c.key);
         for o in table::TABLE {
             if let table::How::Sets { export: Some(x), .. } = &o.how {

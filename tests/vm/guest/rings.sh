@@ -102,6 +102,22 @@ else
   fi
 fi
 
+# io_uring's waits kept out of iowait (--iowait off: IORING_ENTER_NO_IOWAIT on every enter, 6.15):
+# from 6.15 the record's ring lists it as used, after the set-up flags (both ways of submitting:
+# the SQPOLL ring waits through its own enter); before, the run is refused before any I/O, exit 2,
+# naming 6.15 and the feature bit the kernel lacks.
+if kernel_at_least 6 15; then
+  ring rings_no_iowait interrupt "$USED ENTER_NO_IOWAIT" "$DROPPED" --qd 8 --iowait off
+  ring rings_sqpoll_no_iowait interrupt "SQPOLL SQ_AFF CLAMP ENTER_NO_IOWAIT" "" --qd 8 --submit sqpoll --sq-cpu 1 --iowait off
+else
+  run_iolab rings_no_iowait_refusal "" -i io_uring --iowait off --ios 20 "$DEV"
+  if [ "$RC" = 2 ] && grep -q '6\.15.*IORING_FEAT_NO_IOWAIT' "/tmp/$RUN_NAME.err" && [ "$(wc -l < "/tmp/$RUN_NAME.err")" = 1 ]; then
+    result rings_no_iowait_refusal PASS "$(head -1 "/tmp/$RUN_NAME.err")"
+  else
+    result rings_no_iowait_refusal FAIL "want exit 2 in one line naming 6.15 and IORING_FEAT_NO_IOWAIT, got exit $RC: $(head -c 300 "/tmp/$RUN_NAME.err" | tr '\n' ' ')"
+  fi
+fi
+
 # `iolab interfaces`: io_uring is available, and says which ring flags this kernel refuses.
 "$IOLAB" interfaces > /tmp/rings_interfaces.out 2>&1
 row=$(grep '^io_uring ' /tmp/rings_interfaces.out)
