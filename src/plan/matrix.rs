@@ -3,7 +3,7 @@
 //! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
-use super::{Complete, Job, Numa, PlanError, Rw, Submit};
+use super::{BsMix, Complete, Distribution, Job, Numa, PlanError, Rw, Submit};
 use crate::interfaces::{InterfaceKind, POLL_DELAY};
 use crate::settings::{self, Setting};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
@@ -47,6 +47,10 @@ pub enum Set {
     /// A file or device, or several driven together joined by [`TARGET_SET`].
     Targets(fn(&mut Job, Vec<String>)),
     Numa(fn(&mut Job, Numa)),
+    /// fio's bssplit or bsrange text ("4k/60:64k/40", "4k-64k").
+    Mix(fn(&mut Job, BsMix)),
+    /// fio's random_distribution text ("zipf:1.2").
+    Distribution(fn(&mut Job, Distribution)),
 }
 
 /// One value of a dimension, as the plan gives it.
@@ -63,6 +67,8 @@ pub enum Level {
     Size(SizeValue),
     Targets(Vec<String>),
     Numa(Numa),
+    Mix(BsMix),
+    Distribution(Distribution),
 }
 
 /// When a configuration's key names a dimension.
@@ -89,7 +95,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 17] = [
+pub const DIMENSIONS: [Dimension; 19] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -121,9 +127,27 @@ pub const DIMENSIONS: [Dimension; 17] = [
         name: "write_mix",
         set: Set::Percent(|j, v| j.workload.write_mix = v),
         value: |j| Integer(j.workload.write_mix.into()),
-        shown: Shown::If(|j| j.workload.rw == Rw::Randrw),
+        shown: Shown::If(|j| j.workload.rw.mixed()),
     },
     Dimension { name: "bs", set: Set::Size(|j, v| j.workload.bs = v), value: |j| Integer(j.workload.bs as i64), shown: Shown::Always },
+    // Several block sizes per run; the job's bs becomes the mix's largest.
+    Dimension {
+        name: "bssplit",
+        set: Set::Mix(|j, v| {
+            if let Some((_, largest)) = v.bounds() {
+                j.workload.bs = largest;
+            }
+            j.workload.bssplit = v;
+        }),
+        value: |j| Text(j.workload.bssplit.to_string()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "distribution",
+        set: Set::Distribution(|j, v| j.workload.distribution = v),
+        value: |j| Text(j.workload.distribution.to_string()),
+        shown: Shown::IfListed,
+    },
     Dimension { name: "qd", set: Set::Count(|j, v| j.workload.qd = v), value: |j| Integer(j.workload.qd.into()), shown: Shown::Always },
     Dimension {
         name: "threads",
@@ -250,6 +274,8 @@ impl Set {
                 Vec::<String>::deserialize(d)?.iter().map(|v| target_set(v).map(Level::Targets).map_err(de::Error::custom)).collect()
             }
             Set::Numa(_) => list(d, Level::Numa),
+            Set::Mix(_) => list(d, Level::Mix),
+            Set::Distribution(_) => list(d, Level::Distribution),
         }
     }
 
@@ -267,6 +293,8 @@ impl Set {
             (Set::Size(f), Level::Size(v)) => f(job, v.bytes().expect("Matrix::jobs checks sizes first")),
             (Set::Targets(f), Level::Targets(v)) => f(job, v.clone()),
             (Set::Numa(f), Level::Numa(v)) => f(job, *v),
+            (Set::Mix(f), Level::Mix(v)) => f(job, v.clone()),
+            (Set::Distribution(f), Level::Distribution(v)) => f(job, v.clone()),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
         }
     }
