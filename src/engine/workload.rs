@@ -228,7 +228,7 @@ impl Skew {
             Skew::Normal { stddev, off } => {
                 const GAUSS_ITERS: u64 = 12;
                 let mut sum: u64 = (0..GAUSS_ITERS).map(|_| rng.next_u64() % (n + 1)).sum();
-                sum = (sum + GAUSS_ITERS - 1) / GAUSS_ITERS;
+                sum = sum.div_ceil(GAUSS_ITERS);
                 if *stddev > 0 {
                     let mut dev = (*stddev as f64 * unit(rng)) as i64 - (*stddev / 2) as i64;
                     while dev != 0 && (sum as i64).wrapping_add(dev) as u64 >= n {
@@ -530,7 +530,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..10_000 {
             let io = Source::next_io(&mut s);
-            assert!(io.len % 4096 == 0 && (4096..=16384).contains(&io.len) && io.write, "{io:?}");
+            assert!(io.len.is_multiple_of(4096) && (4096..=16384).contains(&io.len) && io.write, "{io:?}");
             seen.insert(io.len);
         }
         assert_eq!(seen.len(), 4, "{seen:?}");

@@ -44,8 +44,8 @@ fn value_center(name: &str, rest: Option<&str>, default: f64) -> Result<(f64, Op
     };
     let v = number(name, v)?;
     let c = c.map(|c| number("center", c)).transpose()?;
-    if c.is_some_and(|c| !(0.0..=1.0).contains(&c)) {
-        return Err(format!("{name}'s center {} is out of range: give 0 to 1", c.unwrap()));
+    if let Some(c) = c.filter(|c| !(0.0..=1.0).contains(c)) {
+        return Err(format!("{name}'s center {c} is out of range: give 0 to 1"));
     }
     Ok((v, c))
 }
