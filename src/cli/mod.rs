@@ -110,6 +110,17 @@ pub struct RunArgs {
     /// Block size, 512 to 1m (e.g. 4k, 128k).
     #[arg(long, default_value = "4k")]
     pub bs: String,
+    /// Several block sizes, each with its share of I/Os, as fio's bssplit (e.g. 4k/60:64k/40);
+    /// the largest is the block size.
+    #[arg(long, value_name = "SIZE/PCT:...", conflicts_with = "bsrange")]
+    pub bssplit: Option<String>,
+    /// Block sizes drawn from a range in steps of the smallest, as fio's bsrange (e.g. 4k-64k).
+    #[arg(long, value_name = "MIN-MAX")]
+    pub bsrange: Option<String>,
+    /// How random offsets spread, as fio's random_distribution: random (uniform), zipf:THETA,
+    /// pareto:H, normal:DEV%, zoned:ACCESS%/RANGE%:..., zoned_abs:ACCESS%/SIZE:...
+    #[arg(long, default_value = "random")]
+    pub distribution: String,
     /// Requests in flight per thread.
     #[arg(long, default_value_t = 1)]
     pub qd: u32,
@@ -344,8 +355,21 @@ impl RunArgs {
             (None, None, Some(b)) => Budget::Bytes(size::parse_size(b).map_err(|e| format!("--bytes: {e}"))?),
             _ => return Err("give only one of --runtime, --ios and --bytes".into()),
         };
-        if self.write_mix.is_some() && self.rw != Rw::Randrw {
-            return Err("--write-mix applies only to --rw randrw".into());
+        if self.write_mix.is_some() && !self.rw.mixed() {
+            return Err("--write-mix applies only to --rw randrw and rw".into());
+        }
+        let bssplit: crate::plan::BsMix = match (&self.bssplit, &self.bsrange) {
+            (Some(m), _) => m.parse().map_err(|e| format!("--bssplit: {e}"))?,
+            (None, Some(r)) if !r.contains('/') => r.parse().map_err(|e| format!("--bsrange: {e}"))?,
+            (None, Some(r)) => return Err(format!("--bsrange '{r}' is not a range: give MIN-MAX (e.g. 4k-64k)")),
+            (None, None) => crate::plan::BsMix::One,
+        };
+        let mut bs = size::parse_size(&self.bs).map_err(|e| format!("--bs: {e}"))?;
+        if let Some((_, largest)) = bssplit.bounds() {
+            if self.bs != "4k" {
+                return Err("give --bs or a block size mix (--bssplit, --bsrange), not both: a mix's block size is its largest".into());
+            }
+            bs = largest;
         }
         Ok(Job {
             io: IoChoice {
@@ -358,7 +382,9 @@ impl RunArgs {
             workload: Workload {
                 rw: self.rw,
                 write_mix: self.write_mix.unwrap_or(50),
-                bs: size::parse_size(&self.bs).map_err(|e| format!("--bs: {e}"))?,
+                bs,
+                bssplit,
+                distribution: self.distribution.parse().map_err(|e| format!("--distribution: {e}"))?,
                 qd: self.qd,
                 threads: self.threads,
                 batch_submit: self.batch_submit,

@@ -5,7 +5,7 @@
 //! interface's own.
 use super::clock::Clock;
 use super::recorder::Recorder;
-use super::workload::Stream;
+use super::workload::Source;
 use crate::interfaces::{Completion, IoInterface, Request};
 use crate::verify;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -66,11 +66,11 @@ pub struct LoopEnd {
 pub type WrittenMap = Vec<Vec<u64>>;
 
 /// Everything one thread's loop works with, prepared before the start barrier.
-pub struct LoopCtx<'a> {
+pub struct LoopCtx<'a, S> {
     pub plan: LoopPlan,
     pub clock: &'a Clock,
-    pub stream: Stream,
-    /// The thread's slot buffers: `qd` x `bs` bytes, aligned.
+    pub stream: S,
+    /// The thread's slot buffers: `qd` x `bs` bytes, aligned (`bs` the largest of a mix).
     pub bufs: *mut u8,
     pub rec: Recorder,
     /// Run-wide stop request (Ctrl-C, or another thread's failed I/O).
@@ -88,7 +88,10 @@ struct Slot {
     submit_ns: u64,
 }
 
-pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, String> {
+/// Compiled once per interface and per kind of stream: with one block size (`S::FIXED_LEN`)
+/// every request is `plan.bs` long and the recorder multiplies; with a mix each request has
+/// its own length and the recorder adds it up.
+pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result<LoopEnd, String> {
     let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
     let (bufs, start) = (*bufs, *start);
     let qd = plan.qd as usize;
@@ -133,7 +136,8 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
                 gen += 1;
                 verify::fill(unsafe { std::slice::from_raw_parts_mut(buf, bs) }, next.offset, gen);
             }
-            let r = Request { tag, write: next.write, file: next.file, offset: next.offset, len: plan.bs, buf };
+            let len = if S::FIXED_LEN { plan.bs } else { next.len };
+            let r = Request { tag, write: next.write, file: next.file, offset: next.offset, len, buf };
             slots[tag as usize].req = r;
             pending[npending] = r;
             npending += 1;
@@ -212,6 +216,9 @@ pub fn run<I: IoInterface>(io: &mut I, cx: &mut LoopCtx) -> Result<LoopEnd, Stri
             }
             if in_window {
                 rec.record(r.write, r.file as usize, now - submit_ns);
+                if !S::FIXED_LEN {
+                    rec.add_bytes(r.write, r.len);
+                }
                 last_done = now;
             }
         }

@@ -17,7 +17,7 @@ use recorder::Recorder;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
-use workload::{region_for, Rng, Stream};
+use workload::{Rng, Source, Streams};
 
 /// Measurements taken around the measured window, by the coordinating thread (never by a
 /// worker): `window_start` when the ramp ends, `window_end` when the budget is spent.
@@ -114,7 +114,9 @@ fn quota_for(job: &Job, t: usize) -> Option<u64> {
     let total = match job.timing.budget {
         Budget::Seconds(_) => return None,
         Budget::Ios(n) => n,
-        Budget::Bytes(b) => b.div_ceil(job.workload.bs),
+        // A block size mix: as many I/Os as its mean size makes the bytes.
+        Budget::Bytes(b) if job.workload.bssplit.is_one() => b.div_ceil(job.workload.bs),
+        Budget::Bytes(b) => (b as f64 / job.workload.mean_bs()).ceil() as u64,
     };
     let threads = job.workload.threads as u64;
     Some(total / threads + u64::from((t as u64) < total % threads))
@@ -279,7 +281,7 @@ fn worker<T: Interface>(sh: &Shared, target: &T::Target, t: usize, all_started: 
 /// buffers it was given are freed.
 struct Prepared<T> {
     io: T,
-    stream: Stream,
+    stream: Streams,
     written: WrittenMap,
     bufs: AlignedBuf,
 }
@@ -295,20 +297,13 @@ fn prepare<T: Interface>(sh: &Shared, t: usize, handle: &T::Handle) -> Result<Pr
     let mut rng = Rng::for_thread(job.workload.seed, t as u32);
     // Incompressible data, so compressing devices cannot flatter writes.
     rng.fill(bufs.slice());
-    let regions = targets
-        .iter()
-        .map(|o| region_for(o.range_start, o.range_len, job.workload.bs, job.workload.rw.is_random(), t as u32, job.workload.threads))
-        .collect::<Vec<_>>();
-    if regions.iter().any(|r| r.blocks == 0) {
-        return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", job.workload.bs));
-    }
+    let ranges: Vec<(u64, u64)> = targets.iter().map(|o| (o.range_start, o.range_len)).collect();
+    let stream = workload::stream_for(&job.workload, &ranges, t as u32, rng)?;
     let written: WrittenMap = if job.policy.verify && job.workload.rw.writes(job.workload.write_mix) {
         targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.workload.bs).div_ceil(64) as usize]).collect()
     } else {
         targets.iter().map(|_| Vec::new()).collect()
     };
-    let stream =
-        Stream::new(rng, regions, job.workload.bs, job.workload.rw.is_random(), job.workload.rw.write_percent(job.workload.write_mix));
     let io = open_for(job, sh.placement.sq(t), targets, &bufs, handle)?;
     Ok(Prepared { io, stream, written, bufs })
 }
@@ -362,22 +357,41 @@ struct Ran {
 /// The loop: this thread's share of the budget through the hot loop, from the start instant.
 fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>) -> Result<Ran, String> {
     let Prepared { mut io, stream, written, bufs } = p;
+    // The loop compiled for the thread's kind of stream, chosen once.
+    let (rec, end, written) = match stream {
+        Streams::Plain(s) => loop_over(sh, t, &mut io, s, written, &bufs)?,
+        Streams::Mixed(s) => loop_over(sh, t, &mut io, s, written, &bufs)?,
+    };
+    Ok(Ran { rec, end, written, bufs })
+}
+
+/// The hot loop over one kind of stream: the recorder, how it ended, the blocks written.
+fn loop_over<T: Interface, S: Source>(
+    sh: &Shared,
+    t: usize,
+    io: &mut T,
+    stream: S,
+    written: WrittenMap,
+    bufs: &AlignedBuf,
+) -> Result<(Recorder, hotloop::LoopEnd, WrittenMap), String> {
     let start = sh.start_at.load(Ordering::Acquire);
     // The thread's own copy, as each read of it is on the hot path.
     let clock = sh.clock;
+    // With a block size mix the recorder counts each I/O's bytes (bs 0), else ios × bs.
+    let rec_bs = if S::FIXED_LEN { sh.job.workload.bs } else { 0 };
     let mut cx = hotloop::LoopCtx {
         plan: LoopPlan::for_job(sh.job, start, sh.ramp_ns, sh.run_ns, quota_for(sh.job, t)),
         clock: &clock,
         stream,
         bufs: bufs.ptr,
-        rec: Recorder::new(sh.series_len, sh.targets.len(), sh.job.workload.bs),
+        rec: Recorder::new(sh.series_len, sh.targets.len(), rec_bs),
         stop: &sh.stop,
         progress: &sh.progress[t],
         written,
         start,
     };
-    let end = hotloop::run(&mut io, &mut cx)?;
-    Ok(Ran { rec: cx.rec, end, written: cx.written, bufs })
+    let end = hotloop::run(io, &mut cx)?;
+    Ok((cx.rec, end, cx.written))
 }
 
 /// Linger: stay alive until the window's end has been measured, so the meters see this thread.

@@ -1,6 +1,7 @@
 //! The user-space NVMe driver (`interfaces::vfio_nvme`) driven by the shared hot loop, in
 //! process, against the simulated controller: no root, no device, no VFIO.
 use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
+use super::workload::{region_for, Stream};
 use super::*;
 use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::vfio_nvme::sim::{self, Attachment, Config, Script, SimDriver};

@@ -156,7 +156,8 @@ pub struct Recorder {
     pub per_target: Vec<u64>,
     /// Latency counts of reads and writes, until `finish`.
     counts: [LatCounts; 2],
-    /// Every request has the job's block size, so bytes are `ios * bs`.
+    /// Every request has the job's block size, so bytes are `ios * bs`; 0: a block size mix,
+    /// whose bytes are added up per I/O (`add_bytes`).
     bs: u64,
     /// Sum of all recorded latencies; the series takes differences of it per second.
     lat_sum_ns: u64,
@@ -259,6 +260,13 @@ impl Recorder {
         self.lat_sum_ns += lat_ns;
     }
 
+    /// The bytes of one successful I/O of the measured window, where sizes vary (bs 0).
+    #[inline(always)]
+    pub(crate) fn add_bytes(&mut self, write: bool, len: u32) {
+        let d = if write { &mut self.write } else { &mut self.read };
+        d.bytes += len as u64;
+    }
+
     #[inline(always)]
     pub fn error(&mut self, write: bool) {
         if write {
@@ -268,12 +276,14 @@ impl Recorder {
         }
     }
 
-    /// After the last I/O: close the current second, derive bytes and the single target's
+    /// After the last I/O: close the current second, derive bytes (one block size) and the single target's
     /// count, and build the latency histograms from the counts.
     pub fn finish(&mut self) {
         self.close_second(self.second);
         for (d, counts) in [(&mut self.read, &self.counts[0]), (&mut self.write, &self.counts[1])] {
-            d.bytes = d.ios * self.bs;
+            if self.bs > 0 {
+                d.bytes = d.ios * self.bs;
+            }
             d.lat = counts.to_histogram();
         }
         if let [only] = self.per_target.as_mut_slice() {

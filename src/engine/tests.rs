@@ -1,5 +1,6 @@
 //! The engine and its hot loop driven through `-i null`, in process: no root, no device, no file.
 use super::hotloop::{self, LoopCtx, LoopEnd, LoopPlan};
+use super::workload::{region_for, Stream};
 use super::*;
 use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::null::{self, Null};

@@ -1,7 +1,14 @@
-//! Workload generation: a fast seeded RNG and the per-thread stream of (target, offset, direction).
-//! Random workloads draw block-aligned offsets uniformly over the thread's range; sequential
+//! Workload generation: a fast seeded RNG and the per-thread stream of (target, offset, direction,
+//! length). Random workloads draw block-aligned offsets over the thread's range; sequential
 //! workloads split each target's range between threads and wrap within their share.
+//!
+//! Two sources, chosen once per run so the hot loop is compiled for each (see [`Source`]):
+//! [`Stream`], one block size at uniform or sequential offsets (the default workload, whose
+//! per-I/O instructions are those it always had), and [`MixStream`], for block size mixes
+//! (fio's bssplit, bsrange) and skewed offsets (fio's random_distribution), generated as fio's
+//! `lib/zipf.c`, `lib/gauss.c` and `io_u.c` do.
 
+use crate::plan::{BsMix, Distribution, Workload};
 pub use crate::rng::Rng;
 
 /// One thread's share of one target, in blocks of `bs`.
@@ -33,6 +40,25 @@ pub struct NextIo {
     pub file: u32,
     pub offset: u64,
     pub write: bool,
+    /// Bytes to transfer (read by the hot loop only where [`Source::FIXED_LEN`] is false).
+    pub len: u32,
+}
+
+/// What the hot loop draws its I/Os from; it is compiled once per source, so the default
+/// workload pays nothing for the others.
+pub trait Source {
+    /// Every I/O has the job's block size: the loop takes the length from its plan and the
+    /// recorder derives bytes from the count.
+    const FIXED_LEN: bool;
+    fn next_io(&mut self) -> NextIo;
+}
+
+impl Source for Stream {
+    const FIXED_LEN: bool = true;
+    #[inline(always)]
+    fn next_io(&mut self) -> NextIo {
+        Stream::next_io(self)
+    }
 }
 
 /// Per-thread generator of the I/O stream.
@@ -74,8 +100,308 @@ impl Stream {
             100 => true,
             p => self.rng.below(100) < p,
         };
-        NextIo { file, offset: r.start + block * self.bs, write }
+        NextIo { file, offset: r.start + block * self.bs, write, len: self.bs as u32 }
     }
+}
+
+/// fio's `__hash_u64`: spreads the hot blocks of a skewed distribution over the range.
+const GOLDEN_RATIO_64: u64 = 0x61C8_8646_80B5_83EB;
+
+/// A uniform draw in [0, 1), as fio's `__rand() / FRAND_MAX`.
+#[inline]
+fn unit(rng: &mut Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// fio's zipf (`lib/zipf.c`, Gray et al.'s quick method): ζ(n) over at most 10 M terms.
+#[derive(Clone, Debug)]
+struct Zipf {
+    n: u64,
+    theta: f64,
+    zetan: f64,
+    alpha: f64,
+    eta: f64,
+}
+
+impl Zipf {
+    fn new(n: u64, theta: f64) -> Zipf {
+        const ZIPF_MAX_GEN: u64 = 10_000_000;
+        let zetan: f64 = (0..n.min(ZIPF_MAX_GEN)).map(|i| (1.0 / (i + 1) as f64).powf(theta)).sum();
+        let zeta2 = 1.0 + 0.5f64.powf(theta);
+        let alpha = 1.0 / (1.0 - theta);
+        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        Zipf { n, theta, zetan, alpha, eta }
+    }
+
+    /// The rank drawn, from 0 (the hottest).
+    fn rank(&self, u: f64) -> u64 {
+        let z = u * self.zetan;
+        let val = if z < 1.0 {
+            1
+        } else if z < 1.0 + 0.5f64.powf(self.theta) {
+            2
+        } else {
+            1 + (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
+        };
+        val - 1
+    }
+}
+
+/// Where in its region a random I/O of a skewed distribution goes: block indices in [0, n).
+#[derive(Clone, Debug)]
+enum Skew {
+    Uniform,
+    Zipf {
+        z: Zipf,
+        off: u64,
+    },
+    Pareto {
+        pow: f64,
+        off: u64,
+    },
+    /// fio's normal: the mean of 12 uniform draws, widened by `stddev` blocks.
+    Normal {
+        stddev: u64,
+        off: u64,
+    },
+    /// For each percent of accesses (0..100), the zone it goes to: (first block, blocks).
+    Zoned(Box<[(u64, u64); 100]>),
+}
+
+impl Skew {
+    /// The generator for `d` over `n` blocks (the positions an I/O fits at), `unit` bytes
+    /// each; fio's offsets (`rand_off`) are drawn from `rng` unless a center is given.
+    fn new(d: &Distribution, n: u64, unit: u64, rng: &mut Rng) -> Result<Skew, String> {
+        let off = |rng: &mut Rng, center: &Option<f64>| match center {
+            Some(c) => (n as f64 * c) as u64,
+            None => rng.next_u64(),
+        };
+        Ok(match d {
+            Distribution::Random => Skew::Uniform,
+            Distribution::Zipf { theta, center } => Skew::Zipf { z: Zipf::new(n, *theta), off: off(rng, center) },
+            Distribution::Pareto { h, center } => Skew::Pareto { pow: h.ln() / (1.0 - h).ln(), off: off(rng, center) },
+            Distribution::Normal { dev, center } => {
+                let stddev = if *dev == 0.0 { 0 } else { ((n as f64 * dev / 100.0).ceil() as u64).min(n / 2) };
+                let off = center.map_or(0, |c| (n as f64 * (c - 0.5)) as i64 as u64);
+                Skew::Normal { stddev, off }
+            }
+            Distribution::Zoned(zones) => {
+                let z: Vec<(u32, u64, u64)> = {
+                    let (mut at, mut out) = (0u64, Vec::new());
+                    for &(access, pct) in zones {
+                        let (first, end) = (n * at / 100, n * (at + pct as u64) / 100);
+                        out.push((access, first, end));
+                        at += pct as u64;
+                    }
+                    out
+                };
+                Skew::Zoned(zone_table(&z, n))
+            }
+            Distribution::ZonedAbs(zones) => {
+                let (mut at, mut z) = (0u64, Vec::new());
+                for &(access, bytes) in zones {
+                    let (first, end) = (at / unit, (at + bytes) / unit);
+                    if end > n {
+                        return Err(format!(
+                            "--distribution {d}: its zones reach {} bytes into a range where I/Os fit in the first {}: give smaller zones or a larger --size",
+                            at + bytes,
+                            n * unit
+                        ));
+                    }
+                    z.push((access, first, end));
+                    at += bytes;
+                }
+                Skew::Zoned(zone_table(&z, n))
+            }
+        })
+    }
+
+    #[inline]
+    fn block(&self, rng: &mut Rng, n: u64) -> u64 {
+        match self {
+            Skew::Uniform => rng.below(n),
+            Skew::Zipf { z, off } => z.rank(unit(rng)).wrapping_mul(GOLDEN_RATIO_64).wrapping_add(*off) % n,
+            Skew::Pareto { pow, off } => {
+                let k = ((n - 1) as f64 * unit(rng).powf(*pow)) as u64;
+                k.wrapping_mul(GOLDEN_RATIO_64).wrapping_add(*off) % n
+            }
+            Skew::Normal { stddev, off } => {
+                const GAUSS_ITERS: u64 = 12;
+                let mut sum: u64 = (0..GAUSS_ITERS).map(|_| rng.next_u64() % (n + 1)).sum();
+                sum = sum.div_ceil(GAUSS_ITERS);
+                if *stddev > 0 {
+                    let mut dev = (*stddev as f64 * unit(rng)) as i64 - (*stddev / 2) as i64;
+                    while dev != 0 && (sum as i64).wrapping_add(dev) as u64 >= n {
+                        dev /= 2;
+                    }
+                    sum = (sum as i64 + dev) as u64;
+                }
+                sum.wrapping_mul(GOLDEN_RATIO_64).wrapping_add(*off) % n
+            }
+            Skew::Zoned(table) => {
+                let (first, blocks) = table[rng.below(100) as usize];
+                first + rng.below(blocks)
+            }
+        }
+    }
+}
+
+/// The percent-of-accesses table of zones (access %, first block, end block): zone sizes of
+/// no block take one block where there is one.
+fn zone_table(zones: &[(u32, u64, u64)], n: u64) -> Box<[(u64, u64); 100]> {
+    let mut table = Box::new([(0u64, 1u64); 100]);
+    let mut v = 0usize;
+    for &(access, first, end) in zones {
+        let first = first.min(n - 1);
+        let blocks = end.saturating_sub(first).max(1);
+        for slot in table.iter_mut().skip(v).take(access as usize) {
+            *slot = (first, blocks);
+        }
+        v += access as usize;
+    }
+    table
+}
+
+/// Per-I/O lengths of a block size mix.
+#[derive(Clone, Debug)]
+enum Lengths {
+    Fixed(u64),
+    /// Cumulative percentages and their sizes: a draw below 100 takes the first size whose
+    /// cumulative share is above it.
+    Split {
+        cum: Vec<u64>,
+        sizes: Vec<u64>,
+    },
+    /// fio's bsrange draw: min + ⌊u·max⌋, down to a multiple of min, at most max.
+    Range {
+        min: u64,
+        max: u64,
+    },
+}
+
+impl Lengths {
+    fn of(w: &Workload) -> Lengths {
+        match &w.bssplit {
+            BsMix::One => Lengths::Fixed(w.bs),
+            BsMix::Split(s) => {
+                let mut at = 0;
+                let cum = s.iter().map(|(_, p)| {
+                    at += *p as u64;
+                    at
+                });
+                Lengths::Split { cum: cum.collect(), sizes: s.iter().map(|p| p.0).collect() }
+            }
+            BsMix::Range(min, max) => Lengths::Range { min: *min, max: *max },
+        }
+    }
+
+    #[inline]
+    fn draw(&self, rng: &mut Rng) -> u64 {
+        match self {
+            Lengths::Fixed(bs) => *bs,
+            Lengths::Split { cum, sizes } => {
+                let r = rng.below(100);
+                let i = cum.iter().position(|&c| r < c).unwrap_or(sizes.len() - 1);
+                sizes[i]
+            }
+            Lengths::Range { min, max } => {
+                let l = min + rng.below(*max);
+                (l - l % min).min(*max)
+            }
+        }
+    }
+}
+
+/// One target of a [`MixStream`]: the thread's region in bytes and where its I/Os go.
+#[derive(Clone, Debug)]
+struct MixTarget {
+    start: u64,
+    bytes: u64,
+    /// Random: positions, `unit` bytes apart, where the largest I/O fits.
+    positions: u64,
+    /// Sequential: the next I/O's offset from `start`.
+    cursor: u64,
+    skew: Skew,
+}
+
+/// The I/O stream of a workload with a block size mix or a skewed distribution.
+pub struct MixStream {
+    rng: Rng,
+    targets: Vec<MixTarget>,
+    lens: Lengths,
+    unit: u64,
+    random: bool,
+    write_pct: u64,
+    next_file: u32,
+}
+
+impl MixStream {
+    /// `regions` in units of the workload's smallest block size ([`region_for`] with it).
+    pub(crate) fn new(mut rng: Rng, regions: &[Region], w: &Workload) -> Result<MixStream, String> {
+        let unit = w.min_bs();
+        let random = w.rw.is_random();
+        let targets = regions
+            .iter()
+            .map(|r| {
+                let bytes = r.blocks * unit;
+                let positions = (bytes.saturating_sub(w.bs)) / unit + 1;
+                let skew = if random { Skew::new(&w.distribution, positions, unit, &mut rng)? } else { Skew::Uniform };
+                Ok(MixTarget { start: r.start, bytes, positions, cursor: 0, skew })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(MixStream { rng, targets, lens: Lengths::of(w), unit, random, write_pct: w.rw.write_percent(w.write_mix) as u64, next_file: 0 })
+    }
+}
+
+impl Source for MixStream {
+    const FIXED_LEN: bool = false;
+    #[inline(always)]
+    fn next_io(&mut self) -> NextIo {
+        let file = self.next_file;
+        self.next_file += 1;
+        if self.next_file as usize == self.targets.len() {
+            self.next_file = 0;
+        }
+        let len = self.lens.draw(&mut self.rng);
+        let t = &mut self.targets[file as usize];
+        let offset = if self.random {
+            t.start + t.skew.block(&mut self.rng, t.positions) * self.unit
+        } else {
+            // Each I/O advances by its own length; one that would pass the end starts over.
+            if t.cursor + len > t.bytes {
+                t.cursor = 0;
+            }
+            let at = t.cursor;
+            t.cursor += len;
+            t.start + at
+        };
+        let write = match self.write_pct {
+            0 => false,
+            100 => true,
+            p => self.rng.below(100) < p,
+        };
+        NextIo { file, offset, write, len: len as u32 }
+    }
+}
+
+/// A thread's I/O stream, of the kind its workload needs (the hot loop is compiled for each).
+pub enum Streams {
+    Plain(Stream),
+    Mixed(MixStream),
+}
+
+/// Thread `t`'s stream over targets' ranges (start, length), seeded from the job's seed. Err:
+/// one line (a region too small for one I/O, zones past the range).
+pub(crate) fn stream_for(w: &Workload, ranges: &[(u64, u64)], t: u32, rng: Rng) -> Result<Streams, String> {
+    let unit = w.min_bs();
+    let regions: Vec<Region> = ranges.iter().map(|&(start, len)| region_for(start, len, unit, w.rw.is_random(), t, w.threads)).collect();
+    if regions.iter().any(|r| r.blocks * unit < w.bs || r.blocks == 0) {
+        return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", w.bs));
+    }
+    if w.bssplit.is_one() && w.distribution.is_random() {
+        return Ok(Streams::Plain(Stream::new(rng, regions, w.bs, w.rw.is_random(), w.rw.write_percent(w.write_mix))));
+    }
+    Ok(Streams::Mixed(MixStream::new(rng, &regions, w)?))
 }
 
 #[cfg(test)]
@@ -149,6 +475,149 @@ mod tests {
         let mut s = Stream::new(Rng::new(9), vec![r], 4096, true, 30);
         let writes = (0..100_000).filter(|_| s.next_io().write).count();
         assert!((29_000..31_000).contains(&writes), "writes {writes}");
+    }
+
+    fn workload(rw: crate::plan::Rw, mix: &str, dist: &str) -> Workload {
+        let bssplit: BsMix = mix.parse().unwrap();
+        let bs = bssplit.bounds().map_or(4096, |b| b.1);
+        Workload { rw, bssplit, bs, distribution: dist.parse().unwrap(), write_mix: 40, ..Workload::default() }
+    }
+
+    fn mixed(w: &Workload, bytes: u64) -> MixStream {
+        match stream_for(w, &[(1 << 20, bytes)], 0, Rng::new(11)).unwrap() {
+            Streams::Mixed(s) => s,
+            Streams::Plain(_) => panic!("a mix or a skew takes the mixed stream"),
+        }
+    }
+
+    /// The default workload keeps the plain stream (and so the hot loop it always had).
+    #[test]
+    fn the_default_workload_keeps_the_plain_stream() {
+        let w = Workload::default();
+        assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
+        let w = Workload { rw: crate::plan::Rw::ReadWrite, ..Workload::default() };
+        assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
+    }
+
+    /// fio's `rw=rw`: sequential offsets, the write choice independent of them, at the mix.
+    #[test]
+    fn sequential_read_write_mix() {
+        let w = Workload { rw: crate::plan::Rw::ReadWrite, write_mix: 40, ..Workload::default() };
+        let Streams::Plain(mut s) = stream_for(&w, &[(0, 1000 * 4096)], 0, Rng::new(5)).unwrap() else { panic!("plain") };
+        let ios: Vec<NextIo> = (0..100_000).map(|_| s.next_io()).collect();
+        assert!(ios.iter().enumerate().all(|(i, io)| io.offset == (i as u64 % 1000) * 4096), "sequential");
+        let writes = ios.iter().filter(|io| io.write).count();
+        assert!((39_000..41_000).contains(&writes), "writes {writes}");
+    }
+
+    /// bssplit: each size at its share, offsets aligned to the smallest and every I/O inside the
+    /// region; bsrange: multiples of the smallest up to the largest.
+    #[test]
+    fn bssplit_shares_and_aligned_offsets() {
+        let w = workload(crate::plan::Rw::Randread, "4k/60:16k/30:64k/10", "random");
+        let region = 10 << 20;
+        let mut s = mixed(&w, region);
+        let mut n = std::collections::BTreeMap::new();
+        for _ in 0..200_000 {
+            let io = Source::next_io(&mut s);
+            *n.entry(io.len).or_insert(0u32) += 1;
+            assert_eq!(io.offset % 4096, 0);
+            assert!(io.offset >= 1 << 20 && io.offset + io.len as u64 <= (1 << 20) + region, "{io:?}");
+        }
+        let share = |len: u32| n[&len] as f64 / 200_000.0;
+        assert!((share(4096) - 0.6).abs() < 0.01 && (share(16384) - 0.3).abs() < 0.01 && (share(65536) - 0.1).abs() < 0.01, "{n:?}");
+        let mut s = mixed(&workload(crate::plan::Rw::Randwrite, "4k-16k", "random"), region);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..10_000 {
+            let io = Source::next_io(&mut s);
+            assert!(io.len.is_multiple_of(4096) && (4096..=16384).contains(&io.len) && io.write, "{io:?}");
+            seen.insert(io.len);
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+    }
+
+    /// A sequential mix advances by each I/O's own length and starts over where the next would
+    /// pass the region's end.
+    #[test]
+    fn sequential_mix_advances_by_each_length() {
+        let w = workload(crate::plan::Rw::ReadWrite, "4k/50:64k/50", "random");
+        let region = 1 << 20;
+        let mut s = mixed(&w, region);
+        let mut next = 1 << 20;
+        let mut writes = 0;
+        for _ in 0..10_000 {
+            let io = Source::next_io(&mut s);
+            if next + io.len as u64 > (1 << 20) + region {
+                next = 1 << 20;
+            }
+            assert_eq!(io.offset, next, "{io:?}");
+            next += io.len as u64;
+            writes += io.write as u32;
+        }
+        assert!((3_600..4_400).contains(&writes), "writes {writes}");
+    }
+
+    /// The share of the hottest tenth of the blocks hit, counted as fio's t/fio-genzipf counts it
+    /// (as many draws as blocks, 1 GiB of 4 KiB blocks); genzipf's output (fio 3.33 source, seed
+    /// 1) is the reference: zipf 1.2 88.76 %, pareto 0.2 63.55 %.
+    fn top_tenth_share(dist: &str) -> f64 {
+        let n = 262_144u64;
+        let w = workload(crate::plan::Rw::Randread, "", dist);
+        let mut s = mixed(&w, n * 4096);
+        let mut hits = vec![0u32; n as usize];
+        for _ in 0..n {
+            hits[((Source::next_io(&mut s).offset - (1 << 20)) / 4096) as usize] += 1;
+        }
+        let mut hit: Vec<u32> = hits.into_iter().filter(|h| *h > 0).collect();
+        hit.sort_unstable_by(|a, b| b.cmp(a));
+        let step = (hit.len() - 1) / 10 + 1;
+        hit[..step].iter().map(|h| *h as f64).sum::<f64>() / n as f64
+    }
+
+    #[test]
+    fn zipf_and_pareto_concentrate_as_fio_genzipf_says() {
+        let zipf = top_tenth_share("zipf:1.2");
+        assert!((zipf - 0.8876).abs() < 0.015, "zipf 1.2: the top tenth took {zipf}");
+        let pareto = top_tenth_share("pareto:0.2");
+        assert!((pareto - 0.6355).abs() < 0.015, "pareto 0.2: the top tenth took {pareto}");
+        // A uniform draw spreads: its top tenth of blocks hit takes far less.
+        let normal = top_tenth_share("normal:10");
+        assert!(normal < zipf, "normal {normal}");
+    }
+
+    /// zoned:50/5:30/15:20/ (fio's rand-zones.fio): half the accesses in the first 5 % of the
+    /// range, 30 % in the next 15 %, the rest in the last 80 %.
+    #[test]
+    fn zoned_puts_each_share_in_its_zone() {
+        let w = workload(crate::plan::Rw::Randread, "", "zoned:50/5:30/15:20/");
+        let blocks = 10_000u64;
+        let mut s = mixed(&w, blocks * 4096);
+        let mut zone = [0u32; 3];
+        for _ in 0..100_000 {
+            let b = (Source::next_io(&mut s).offset - (1 << 20)) / 4096;
+            zone[if b < 500 {
+                0
+            } else if b < 2000 {
+                1
+            } else {
+                2
+            }] += 1;
+        }
+        for (got, want) in zone.iter().zip([50_000, 30_000, 20_000]) {
+            assert!((*got as i64 - want).abs() < 1_000, "{zone:?}");
+        }
+        let w = workload(crate::plan::Rw::Randread, "", "zoned_abs:50/4m:50/100m");
+        assert!(stream_for(&w, &[(0, 64 << 20)], 0, Rng::new(1)).is_err(), "zones past the range");
+    }
+
+    /// The same seed gives the same skewed stream.
+    #[test]
+    fn skewed_streams_repeat_from_the_seed() {
+        let w = workload(crate::plan::Rw::Randrw, "4k/50:8k/50", "zipf:1.1");
+        let (mut a, mut b) = (mixed(&w, 1 << 26), mixed(&w, 1 << 26));
+        for _ in 0..1000 {
+            assert_eq!(Source::next_io(&mut a), Source::next_io(&mut b));
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
 //! over `DIMENSIONS`, in their order (see `combinations`).
 use super::size::parse_size;
-use super::{Complete, Job, Numa, PlanError, Rw, Submit};
+use super::{BsMix, Complete, Distribution, Job, Numa, PlanError, Rw, Submit};
 use crate::interfaces::{InterfaceKind, Iowait, POLL_DELAY};
 use crate::settings::{self, Setting};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
@@ -48,6 +48,10 @@ pub enum Set {
     Targets(fn(&mut Job, Vec<String>)),
     Numa(fn(&mut Job, Numa)),
     Iowait(fn(&mut Job, Iowait)),
+    /// fio's bssplit or bsrange text ("4k/60:64k/40", "4k-64k").
+    Mix(fn(&mut Job, BsMix)),
+    /// fio's random_distribution text ("zipf:1.2").
+    Distribution(fn(&mut Job, Distribution)),
 }
 
 /// One value of a dimension, as the plan gives it.
@@ -65,6 +69,8 @@ pub enum Level {
     Targets(Vec<String>),
     Numa(Numa),
     Iowait(Iowait),
+    Mix(BsMix),
+    Distribution(Distribution),
 }
 
 /// When a configuration's key names a dimension.
@@ -91,7 +97,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 18] = [
+pub const DIMENSIONS: [Dimension; 20] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -123,9 +129,27 @@ pub const DIMENSIONS: [Dimension; 18] = [
         name: "write_mix",
         set: Set::Percent(|j, v| j.workload.write_mix = v),
         value: |j| Integer(j.workload.write_mix.into()),
-        shown: Shown::If(|j| j.workload.rw == Rw::Randrw),
+        shown: Shown::If(|j| j.workload.rw.mixed()),
     },
     Dimension { name: "bs", set: Set::Size(|j, v| j.workload.bs = v), value: |j| Integer(j.workload.bs as i64), shown: Shown::Always },
+    // Several block sizes per run; the job's bs becomes the mix's largest.
+    Dimension {
+        name: "bssplit",
+        set: Set::Mix(|j, v| {
+            if let Some((_, largest)) = v.bounds() {
+                j.workload.bs = largest;
+            }
+            j.workload.bssplit = v;
+        }),
+        value: |j| Text(j.workload.bssplit.to_string()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "distribution",
+        set: Set::Distribution(|j, v| j.workload.distribution = v),
+        value: |j| Text(j.workload.distribution.to_string()),
+        shown: Shown::IfListed,
+    },
     Dimension { name: "qd", set: Set::Count(|j, v| j.workload.qd = v), value: |j| Integer(j.workload.qd.into()), shown: Shown::Always },
     Dimension {
         name: "threads",
@@ -261,6 +285,8 @@ impl Set {
             }
             Set::Numa(_) => list(d, Level::Numa),
             Set::Iowait(_) => list(d, Level::Iowait),
+            Set::Mix(_) => list(d, Level::Mix),
+            Set::Distribution(_) => list(d, Level::Distribution),
         }
     }
 
@@ -279,6 +305,8 @@ impl Set {
             (Set::Targets(f), Level::Targets(v)) => f(job, v.clone()),
             (Set::Numa(f), Level::Numa(v)) => f(job, *v),
             (Set::Iowait(f), Level::Iowait(v)) => f(job, *v),
+            (Set::Mix(f), Level::Mix(v)) => f(job, v.clone()),
+            (Set::Distribution(f), Level::Distribution(v)) => f(job, v.clone()),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
         }
     }

@@ -1,11 +1,13 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
 pub mod fio;
 pub mod matrix;
+pub mod mix;
 pub mod profile;
 pub mod size;
 pub mod sweep;
 pub mod validate;
 
+pub use mix::{BsMix, Distribution};
 pub use sweep::Plan;
 
 use crate::failure::{FailureKind, Kinded};
@@ -57,6 +59,10 @@ pub enum Rw {
     Randread,
     Randwrite,
     Randrw,
+    /// Sequential, reads and writes mixed as randrw's (fio's `rw`/`readwrite`).
+    #[serde(rename = "rw", alias = "readwrite")]
+    #[value(name = "rw", alias = "readwrite")]
+    ReadWrite,
 }
 
 impl Rw {
@@ -67,17 +73,22 @@ impl Rw {
             Rw::Randread => "randread",
             Rw::Randwrite => "randwrite",
             Rw::Randrw => "randrw",
+            Rw::ReadWrite => "rw",
         }
     }
     pub(crate) fn is_random(self) -> bool {
         matches!(self, Rw::Randread | Rw::Randwrite | Rw::Randrw)
+    }
+    /// Does it mix reads and writes (and so take a write mix)?
+    pub(crate) fn mixed(self) -> bool {
+        matches!(self, Rw::Randrw | Rw::ReadWrite)
     }
     /// Percentage of I/Os that are writes.
     pub(crate) fn write_percent(self, mix: u8) -> u8 {
         match self {
             Rw::Read | Rw::Randread => 0,
             Rw::Write | Rw::Randwrite => 100,
-            Rw::Randrw => mix,
+            Rw::Randrw | Rw::ReadWrite => mix,
         }
     }
     pub fn writes(self, mix: u8) -> bool {
@@ -140,9 +151,17 @@ impl Job {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Workload {
     pub rw: Rw,
-    /// Percentage of writes for randrw.
+    /// Percentage of writes for randrw and rw.
     pub write_mix: u8,
+    /// The block size; with a mix (`bssplit`), its largest size.
     pub bs: u64,
+    /// Several block sizes per run (fio's bssplit or bsrange). Left out when one, so the specs
+    /// (and stored plans) of runs before it read the same.
+    #[serde(default, skip_serializing_if = "BsMix::is_one")]
+    pub bssplit: BsMix,
+    /// How random offsets spread (fio's random_distribution). Left out when uniform.
+    #[serde(default, skip_serializing_if = "Distribution::is_random")]
+    pub distribution: Distribution,
     pub qd: u32,
     pub threads: u32,
     pub batch_submit: u32,
@@ -218,12 +237,26 @@ impl<'de> Deserialize<'de> for Numa {
     }
 }
 
+impl Workload {
+    /// The smallest block size: the unit random offsets are aligned to (fio's rule without
+    /// bs_unaligned: offsets on multiples of the smallest size).
+    pub(crate) fn min_bs(&self) -> u64 {
+        self.bssplit.bounds().map_or(self.bs, |b| b.0)
+    }
+    /// Mean bytes per I/O, for a byte budget.
+    pub(crate) fn mean_bs(&self) -> f64 {
+        self.bssplit.mean().unwrap_or(self.bs as f64)
+    }
+}
+
 impl Default for Workload {
     fn default() -> Workload {
         Workload {
             rw: Rw::Randread,
             write_mix: 50,
             bs: 4096,
+            bssplit: BsMix::One,
+            distribution: Distribution::Random,
             qd: 1,
             threads: 1,
             batch_submit: 1,

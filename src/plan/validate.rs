@@ -48,6 +48,7 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
     if !(MIN_BS..=MAX_BS).contains(&job.workload.bs) || !job.workload.bs.is_multiple_of(512) {
         return PlanError::job(format!("--bs {} is out of range: use a multiple of 512 from 512 to 1m", job.workload.bs));
     }
+    check_mixes(job)?;
     if !(1..=MAX_QD).contains(&job.workload.qd) {
         return PlanError::job(format!("--qd {} is out of range: use 1 to {MAX_QD}", job.workload.qd));
     }
@@ -119,6 +120,41 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
     // A setting's name and the form of its value, before anything is opened or changed.
     for spec in &job.system.set {
         crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Job(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// A block size mix's sizes (each a block size, multiples of the smallest, the largest the
+/// job's bs) and a distribution's pattern (random only).
+fn check_mixes(job: &Job) -> Result<(), PlanError> {
+    let w = &job.workload;
+    if let Some((small, large)) = w.bssplit.bounds() {
+        let mix = &w.bssplit;
+        let sizes: Vec<u64> = match mix {
+            super::BsMix::Split(s) => s.iter().map(|p| p.0).collect(),
+            _ => vec![small, large],
+        };
+        if let Some(b) = sizes.iter().find(|b| !(MIN_BS..=MAX_BS).contains(*b) || !b.is_multiple_of(512)) {
+            return PlanError::job(format!("--bssplit {mix}: size {b} is out of range: use multiples of 512 from 512 to 1m"));
+        }
+        if let Some(b) = sizes.iter().find(|b| !b.is_multiple_of(small)) {
+            return PlanError::job(format!(
+                "--bssplit {mix}: {b} is not a multiple of the smallest size {small}, the alignment of every offset (fio would round it down): give multiples of it"
+            ));
+        }
+        if w.bs != large {
+            return PlanError::job(format!("--bs {} with --bssplit {mix}: a mix's block size is its largest, {large}: drop --bs", w.bs));
+        }
+        if job.policy.verify {
+            return PlanError::job(format!("--verify checks blocks of one size: drop --bssplit {mix} or --verify"));
+        }
+    }
+    if !w.distribution.is_random() && !w.rw.is_random() {
+        return PlanError::job(format!(
+            "--distribution {} spreads random offsets, and --rw {} is sequential: use randread, randwrite or randrw, or drop it",
+            w.distribution,
+            w.rw.name()
+        ));
     }
     Ok(())
 }

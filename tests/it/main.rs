@@ -29,3 +29,4 @@ mod stages;
 mod store;
 mod sweep;
 mod targets;
+mod workload;

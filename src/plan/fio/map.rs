@@ -182,7 +182,7 @@ pub fn rw(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     }
     let name = match v.as_str() {
         "read" | "write" | "randread" | "randwrite" | "randrw" => v.clone(),
-        "rw" | "readwrite" => return Err("iolab mixes reads and writes only at random offsets (randrw), not sequentially".into()),
+        "rw" | "readwrite" => "rw".into(),
         "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => return Err("iolab issues reads and writes, no trims".into()),
         other => return Err(format!("'{other}' is not an access pattern fio knows")),
     };
@@ -191,7 +191,7 @@ pub fn rw(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
 
 /// The write percentage of a randrw job from rwmixread or rwmixwrite (whichever came last).
 fn mix(t: &mut Tr, which: &str) -> Result<String, String> {
-    if t.value("rw").map(str::to_ascii_lowercase).as_deref() != Some("randrw") {
+    if !matches!(t.value("rw").map(str::to_ascii_lowercase).as_deref(), Some("randrw" | "rw" | "readwrite")) {
         return Ok("(no effect: only a mixed job reads it)".into());
     }
     let other = if which == "rwmixread" { "rwmixwrite" } else { "rwmixread" };
@@ -241,17 +241,81 @@ pub(crate) fn bsrange(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
             let n = *lo as i64;
             Ok(t.set_matrix("bs", Value::Integer(n)))
         }
-        _ => Err("iolab issues one block size per run: give a range of one size (4k-4k) or bs=".into()),
+        [(lo, hi), rest @ ..] if rest.iter().all(|r| *r == (*lo, *hi)) => {
+            let mix: crate::plan::BsMix = format!("{lo}-{hi}").parse().map_err(|e: crate::plan::PlanError| e.to_string())?;
+            Ok(t.set_matrix("bssplit", Value::String(mix.to_string())))
+        }
+        _ => Err("iolab has one block size range for reads and writes: give one range".into()),
     }
 }
 
+/// fio's `bssplit=4k/60:64k/40` (sizes in fio's units, shares as fio fills them in).
+pub(crate) fn bssplit(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let v = v.unwrap_or("").trim();
+    let mut forms: Vec<&str> = v.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    forms.dedup();
+    let [form] = forms.as_slice() else {
+        return Err("iolab has one block size split for reads and writes: give one, without ','".into());
+    };
+    let mut parts = Vec::new();
+    for part in form.split(':') {
+        let (b, p) = part.split_once('/').unwrap_or((part, ""));
+        parts.push(format!("{}/{}", t.size(b)?, p.trim()));
+    }
+    let mix: crate::plan::BsMix = parts.join(":").parse().map_err(|e: crate::plan::PlanError| e.to_string())?;
+    Ok(t.set_matrix("bssplit", Value::String(mix.to_string())))
+}
+
+/// fio's `random_distribution` (zoned_abs sizes in fio's units).
+pub(crate) fn random_distribution(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let v = v.unwrap_or("").trim();
+    let text = match v.split_once(':') {
+        Some((name, zones)) if name.trim().eq_ignore_ascii_case("zoned_abs") => {
+            let mut parts = Vec::new();
+            for z in zones.split(':') {
+                let (a, r) = z.split_once('/').unwrap_or((z, ""));
+                parts.push(format!("{a}/{}", t.size(r)?));
+            }
+            format!("zoned_abs:{}", parts.join(":"))
+        }
+        _ => v.to_string(),
+    };
+    let d: crate::plan::Distribution = text.parse().map_err(|e: crate::plan::PlanError| e.to_string())?;
+    if d.is_random() {
+        return Ok("(uniform: iolab's default)".into());
+    }
+    Ok(t.set_matrix("distribution", Value::String(d.to_string())))
+}
+
+/// fio's `randrepeat=0` seeds from the clock: a seed drawn now, written in the plan (and so in
+/// every run's record), so the run can be repeated from it; randseed= wins, as in fio.
+pub(crate) fn randrepeat(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if flag(v)? {
+        return Ok("(iolab's way: the seed's stream)".into());
+    }
+    if t.value("randseed").is_some() {
+        return Ok("(randseed= gives the seed)".into());
+    }
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let seed = crate::rng::Rng::new(nanos ^ std::process::id() as u64).next_u64() >> 33;
+    let line = t.set_top("seed", Value::Integer(seed as i64));
+    Ok(format!("{line} (drawn now, as fio seeds from the clock; recorded with every run)"))
+}
+
 pub(crate) fn ba(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
-    let bs = match t.value("bs") {
-        Some(b) => one_bs(t, b)?,
-        None => 4096,
+    // A mix's offsets are aligned to its smallest size (fio's default blockalign).
+    let smallest = |key: &str, t: &Tr| -> Result<Option<u64>, String> {
+        let Some(v) = t.value(key) else { return Ok(None) };
+        let sizes = v.split([',', ':', '/', '-']).filter(|p| !p.trim().is_empty()).filter_map(|p| t.size(p).ok());
+        Ok(sizes.filter(|s| *s > 100).min())
+    };
+    let bs = match (smallest("bssplit", t)?, smallest("bsrange", t)?, t.value("bs")) {
+        (Some(b), _, _) | (None, Some(b), _) => b,
+        (None, None, Some(b)) => one_bs(t, b)?,
+        (None, None, None) => 4096,
     };
     if one_bs(t, v.unwrap_or(""))? != bs {
-        return Err("iolab aligns offsets to the block size".into());
+        return Err(format!("iolab aligns offsets to the (smallest) block size, {bs}"));
     }
     Ok("(the block size: iolab's alignment)".into())
 }
@@ -556,10 +620,19 @@ pub(crate) fn x_rw(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.rw.name().into()))
 }
 pub(crate) fn x_rwmixread(j: &Job) -> Result<Option<String>, String> {
-    Ok((j.workload.rw == crate::plan::Rw::Randrw).then(|| (100 - j.workload.write_mix.min(100)).to_string()))
+    Ok(j.workload.rw.mixed().then(|| (100 - j.workload.write_mix.min(100)).to_string()))
 }
 pub(crate) fn x_bs(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.bs.to_string()))
+}
+pub(crate) fn x_bssplit(j: &Job) -> Result<Option<String>, String> {
+    Ok(matches!(j.workload.bssplit, crate::plan::BsMix::Split(_)).then(|| j.workload.bssplit.to_string()))
+}
+pub(crate) fn x_bsrange(j: &Job) -> Result<Option<String>, String> {
+    Ok(matches!(j.workload.bssplit, crate::plan::BsMix::Range(..)).then(|| j.workload.bssplit.to_string()))
+}
+pub(crate) fn x_random_distribution(j: &Job) -> Result<Option<String>, String> {
+    Ok((!j.workload.distribution.is_random()).then(|| j.workload.distribution.to_string()))
 }
 pub(crate) fn x_randseed(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.seed.to_string()))

@@ -54,7 +54,13 @@ What a job becomes:
   libaio is then refused, since iolab runs libaio only with O_DIRECT), `fixedbufs=0` and
   `registerfiles=0` for io_uring, `iodepth_batch_complete_min=1`, the psync engine.
 - **Random offsets** are drawn with repeats, as fio's `norandommap`; fio's default random map
-  (every block once per pass) is not reproduced.
+  (every block once per pass) is not reproduced. `random_distribution` (zipf, pareto, normal,
+  zoned, zoned_abs) is the run's `distribution`, generated as fio's `lib/zipf.c`, `lib/gauss.c`
+  and zoned code do; `bssplit` and `bsrange` are its block size mix (`bssplit`; one for reads and
+  writes: fio's `read,write` form is refused where the two differ), offsets aligned to the
+  smallest size as fio's default `blockalign`; `rw=rw` (`readwrite`) is the sequential read/write
+  mix; `randrepeat=0` (fio seeds from the clock) is a seed drawn when the job file is planned,
+  written in the plan and so in every run's record, which repeats it.
 - An option iolab cannot honour is refused in one line naming the option and the job (exit 2);
   `--fio-ignore OPTION` (repeatable) drops it, shown in the dry run and recorded in the plan's
   description (a sweep stores it with the plan; `iolab run --fio` keeps it in the record's command

@@ -1,0 +1,342 @@
+//! A workload's mixes beyond one block size at uniform offsets: skewed random offsets (fio's
+//! `random_distribution`) and several block sizes in one run (fio's `bssplit` and `bsrange`).
+//! Each is written as fio writes it, on the command line, in a plan and in the stored spec;
+//! the engine's generators are in `engine::workload`.
+use super::size::parse_size;
+use super::PlanError;
+use serde::{Deserialize, Serialize};
+
+/// How random offsets spread over the range (`--distribution`, fio's `random_distribution`).
+/// Zipf, pareto and normal take fio's optional center (0 to 1) after a second ':'.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Distribution {
+    /// Uniform: every block equally likely.
+    #[default]
+    Random,
+    /// Zipf with exponent `theta` (not 1): a few blocks take most accesses.
+    Zipf { theta: f64, center: Option<f64> },
+    /// Pareto with power `h` (0 < h < 1): h = 0.2 gives fio's 80/20.
+    Pareto { h: f64, center: Option<f64> },
+    /// fio's normal: a bell over the blocks, `dev` percent of them wide.
+    Normal { dev: f64, center: Option<f64> },
+    /// (percent of accesses, percent of the range), zone after zone from the range's start.
+    Zoned(Vec<(u32, u32)>),
+    /// (percent of accesses, bytes), zone after zone from the range's start.
+    ZonedAbs(Vec<(u32, u64)>),
+}
+
+impl Distribution {
+    pub(crate) fn is_random(&self) -> bool {
+        *self == Distribution::Random
+    }
+}
+
+fn number(what: &str, text: &str) -> Result<f64, String> {
+    text.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| format!("{what} '{text}' is not a number"))
+}
+
+/// `text`'s "value[:center]" for zipf, pareto and normal (fio's defaults when left out).
+fn value_center(name: &str, rest: Option<&str>, default: f64) -> Result<(f64, Option<f64>), String> {
+    let Some(rest) = rest else { return Ok((default, None)) };
+    let (v, c) = match rest.split_once(':') {
+        Some((v, c)) => (v, Some(c)),
+        None => (rest, None),
+    };
+    let v = number(name, v)?;
+    let c = c.map(|c| number("center", c)).transpose()?;
+    if let Some(c) = c.filter(|c| !(0.0..=1.0).contains(c)) {
+        return Err(format!("{name}'s center {c} is out of range: give 0 to 1"));
+    }
+    Ok((v, c))
+}
+
+fn percent(text: &str, what: &str) -> Result<u32, String> {
+    text.trim().parse::<u32>().ok().filter(|p| *p <= 100).ok_or_else(|| format!("{what} '{text}' is not a whole percentage (0 to 100)"))
+}
+
+impl std::str::FromStr for Distribution {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Distribution, PlanError> {
+        parse_distribution(s.trim()).map_err(|e| {
+            PlanError::Value(format!(
+                "distribution '{s}': {e} (random, zipf:THETA, pareto:H, normal:DEV%, zoned:ACCESS%/RANGE%:..., zoned_abs:ACCESS%/SIZE:...)"
+            ))
+        })
+    }
+}
+
+fn parse_distribution(s: &str) -> Result<Distribution, String> {
+    let (name, rest) = match s.split_once(':') {
+        Some((n, r)) => (n.trim().to_ascii_lowercase(), Some(r)),
+        None => (s.to_ascii_lowercase(), None),
+    };
+    if rest.is_some_and(|r| r.contains(',')) {
+        return Err("iolab has one distribution for reads and writes: give one, without ','".into());
+    }
+    match name.as_str() {
+        "random" if rest.is_none() => Ok(Distribution::Random),
+        "zipf" => {
+            let (theta, center) = value_center("zipf theta", rest, 1.1)?;
+            if theta <= 0.0 || theta == 1.0 {
+                return Err(format!("zipf theta {theta} is out of range: give a positive number other than 1 (e.g. 1.2)"));
+            }
+            Ok(Distribution::Zipf { theta, center })
+        }
+        "pareto" => {
+            let (h, center) = value_center("pareto h", rest, 0.2)?;
+            if h <= 0.0 || h >= 1.0 {
+                return Err(format!("pareto h {h} is out of range: give more than 0 and less than 1 (e.g. 0.2)"));
+            }
+            Ok(Distribution::Pareto { h, center })
+        }
+        "normal" | "gauss" => {
+            let (dev, center) = value_center("normal deviation", rest, 0.0)?;
+            if !(0.0..100.0).contains(&dev) {
+                return Err(format!("normal deviation {dev} is out of range: give 0 to less than 100 (percent)"));
+            }
+            Ok(Distribution::Normal { dev, center })
+        }
+        "zoned" | "zoned_abs" => {
+            let abs = name == "zoned_abs";
+            let rest = rest.filter(|r| !r.trim().is_empty()).ok_or("zoned needs its zones, ACCESS%/RANGE (e.g. zoned:60/10:40/90)")?;
+            let mut zones: Vec<(u32, Option<u64>)> = Vec::new();
+            for part in rest.split(':') {
+                let (a, r) = part.split_once('/').ok_or_else(|| format!("zone '{part}' is not ACCESS%/RANGE"))?;
+                let a = percent(a, "a zone's access")?;
+                // fio's zoned: a zone without its range percentage shares what the others leave.
+                let r = match r.trim() {
+                    "" if !abs => None,
+                    r if abs => Some(parse_size(r).map_err(|e| e.to_string())?),
+                    r => Some(percent(r, "a zone's range")? as u64),
+                };
+                if r == Some(0) {
+                    return Err(format!("zone '{part}' covers nothing"));
+                }
+                zones.push((a, r));
+            }
+            let given: u64 = zones.iter().filter_map(|z| z.1).sum();
+            let missing = zones.iter().filter(|z| z.1.is_none()).count() as u64;
+            if missing > 0 && given >= 100 {
+                return Err("the zones' range percentages leave nothing for a zone without one".into());
+            }
+            let zones: Vec<(u32, u64)> = zones.iter().map(|(a, r)| (*a, r.unwrap_or_else(|| (100 - given) / missing.max(1)))).collect();
+            if zones.iter().map(|z| z.0).sum::<u32>() != 100 {
+                return Err("the zones' access percentages must add up to 100".into());
+            }
+            if abs {
+                Ok(Distribution::ZonedAbs(zones))
+            } else {
+                if zones.iter().map(|z| z.1).sum::<u64>() != 100 {
+                    return Err("the zones' range percentages must add up to 100".into());
+                }
+                Ok(Distribution::Zoned(zones.into_iter().map(|(a, r)| (a, r as u32)).collect()))
+            }
+        }
+        _ => Err(format!("'{name}' is no distribution iolab knows")),
+    }
+}
+
+impl std::fmt::Display for Distribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let with_center = |f: &mut std::fmt::Formatter, name: &str, v: f64, c: &Option<f64>| match c {
+            Some(c) => write!(f, "{name}:{v}:{c}"),
+            None => write!(f, "{name}:{v}"),
+        };
+        match self {
+            Distribution::Random => f.write_str("random"),
+            Distribution::Zipf { theta, center } => with_center(f, "zipf", *theta, center),
+            Distribution::Pareto { h, center } => with_center(f, "pareto", *h, center),
+            Distribution::Normal { dev, center } => with_center(f, "normal", *dev, center),
+            Distribution::Zoned(z) => {
+                let parts: Vec<String> = z.iter().map(|(a, r)| format!("{a}/{r}")).collect();
+                write!(f, "zoned:{}", parts.join(":"))
+            }
+            Distribution::ZonedAbs(z) => {
+                let parts: Vec<String> = z.iter().map(|(a, r)| format!("{a}/{r}")).collect();
+                write!(f, "zoned_abs:{}", parts.join(":"))
+            }
+        }
+    }
+}
+
+impl Serialize for Distribution {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Distribution {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Distribution, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The block sizes of a run (`--bssplit`, `--bsrange`; fio's `bssplit` and `bsrange`): the
+/// job's one `bs`, shares of several sizes, or a range. With a mix, the job's `bs` is its
+/// largest size (the slot buffers' size).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum BsMix {
+    #[default]
+    One,
+    /// (size, percent of I/Os), the percentages adding up to 100, as given.
+    Split(Vec<(u64, u32)>),
+    /// Sizes from `min` to `max` in steps of `min`, drawn as fio draws them.
+    Range(u64, u64),
+}
+
+impl BsMix {
+    pub(crate) fn is_one(&self) -> bool {
+        *self == BsMix::One
+    }
+
+    /// The smallest and largest size of a mix; None for one size.
+    pub(crate) fn bounds(&self) -> Option<(u64, u64)> {
+        match self {
+            BsMix::One => None,
+            BsMix::Split(s) => Some((s.iter().map(|p| p.0).min()?, s.iter().map(|p| p.0).max()?)),
+            BsMix::Range(lo, hi) => Some((*lo, *hi)),
+        }
+    }
+
+    /// Mean bytes per I/O (what a byte budget is divided by); None for one size.
+    pub(crate) fn mean(&self) -> Option<f64> {
+        match self {
+            BsMix::One => None,
+            BsMix::Split(s) => Some(s.iter().map(|(b, p)| *b as f64 * *p as f64 / 100.0).sum()),
+            BsMix::Range(lo, hi) => {
+                // fio's draw: lo + floor(u * hi) rounded down to a multiple of lo, capped at hi.
+                let steps = (lo + hi) / lo; // multiples of lo below lo + hi, from 1
+                let mut sum = 0.0;
+                for k in 1..=steps {
+                    let size = (k * lo).min(*hi);
+                    let width = ((k + 1) * lo).min(lo + hi) - k * lo;
+                    sum += size as f64 * width as f64;
+                }
+                Some(sum / *hi as f64)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for BsMix {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<BsMix, PlanError> {
+        parse_mix(s.trim()).map_err(|e| PlanError::Value(format!("block size mix '{s}': {e}")))
+    }
+}
+
+fn parse_mix(s: &str) -> Result<BsMix, String> {
+    if s.is_empty() {
+        return Ok(BsMix::One);
+    }
+    if s.contains(',') {
+        return Err("iolab has one mix for reads and writes: give one, without ','".into());
+    }
+    let size = |t: &str| parse_size(t.trim()).map_err(|e| e.to_string());
+    if !s.contains('/') {
+        let (lo, hi) = s.split_once('-').ok_or("give sizes with their shares (4k/60:64k/40) or a range (4k-64k)")?;
+        let (lo, hi) = (size(lo)?, size(hi)?);
+        if lo == 0 || lo > hi {
+            return Err(format!("the range's smallest size {lo} must be above 0 and at most its largest {hi}"));
+        }
+        return Ok(BsMix::Range(lo, hi));
+    }
+    // fio's rules: a size without a share splits what the others leave equally, what is still
+    // left goes to the last size, and sizes with share 0 are never issued.
+    let mut parts: Vec<(u64, Option<u32>)> = Vec::new();
+    for part in s.split(':') {
+        let (b, p) = part.split_once('/').unwrap_or((part, ""));
+        let p = if p.trim().is_empty() { None } else { Some(percent(p, "a share")?) };
+        parts.push((size(b)?, p));
+    }
+    let given: u32 = parts.iter().filter_map(|p| p.1).sum();
+    if given > 100 {
+        return Err(format!("the shares add up to {given}, more than 100"));
+    }
+    let missing = parts.iter().filter(|p| p.1.is_none()).count() as u32;
+    let mut split: Vec<(u64, u32)> = parts.iter().map(|(b, p)| (*b, p.unwrap_or_else(|| (100 - given) / missing.max(1)))).collect();
+    let sum: u32 = split.iter().map(|p| p.1).sum();
+    if let Some(last) = split.last_mut() {
+        last.1 += 100 - sum;
+    }
+    split.retain(|p| p.1 > 0);
+    if split.iter().any(|p| p.0 == 0) {
+        return Err("a size of 0 bytes".into());
+    }
+    Ok(BsMix::Split(split))
+}
+
+impl std::fmt::Display for BsMix {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let size = |b: u64| match b {
+            b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}m", b >> 20),
+            b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}k", b >> 10),
+            b => b.to_string(),
+        };
+        match self {
+            BsMix::One => Ok(()),
+            BsMix::Split(s) => {
+                let parts: Vec<String> = s.iter().map(|(b, p)| format!("{}/{p}", size(*b))).collect();
+                f.write_str(&parts.join(":"))
+            }
+            BsMix::Range(lo, hi) => write!(f, "{}-{}", size(*lo), size(*hi)),
+        }
+    }
+}
+
+impl Serialize for BsMix {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for BsMix {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BsMix, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distributions_read_and_write_as_fio_writes_them() {
+        for (text, want) in [
+            ("random", Distribution::Random),
+            ("zipf:1.2", Distribution::Zipf { theta: 1.2, center: None }),
+            ("zipf", Distribution::Zipf { theta: 1.1, center: None }),
+            ("pareto:0.2:0.5", Distribution::Pareto { h: 0.2, center: Some(0.5) }),
+            ("normal:10", Distribution::Normal { dev: 10.0, center: None }),
+            ("zoned:60/10:30/20:8/30:2/40", Distribution::Zoned(vec![(60, 10), (30, 20), (8, 30), (2, 40)])),
+            ("zoned_abs:60/20m:40/100m", Distribution::ZonedAbs(vec![(60, 20 << 20), (40, 100 << 20)])),
+            ("zoned:50/5:30/15:20/", Distribution::Zoned(vec![(50, 5), (30, 15), (20, 80)])),
+        ] {
+            let d: Distribution = text.parse().unwrap();
+            assert_eq!(d, want, "{text}");
+            assert_eq!(d.to_string().parse::<Distribution>().unwrap(), want, "{text} round trip");
+        }
+        for bad in ["zipf:1", "zipf:x", "pareto:1.5", "normal:100", "zoned:60/10:30/20", "zoned:50/50:50/40", "uniform", "zipf:1.2,1.1"] {
+            let e = bad.parse::<Distribution>().unwrap_err().to_string();
+            assert!(e.starts_with(&format!("distribution '{bad}'")) && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn mixes_read_as_fio_splits_them() {
+        let m: BsMix = "4k/60:64k/40".parse().unwrap();
+        assert_eq!(m, BsMix::Split(vec![(4096, 60), (65536, 40)]));
+        assert_eq!(m.to_string(), "4k/60:64k/40");
+        assert_eq!(m.bounds(), Some((4096, 65536)));
+        assert_eq!("4k/:8k/:16k/".parse::<BsMix>().unwrap(), BsMix::Split(vec![(4096, 33), (8192, 33), (16384, 34)]));
+        assert_eq!("4k/50:8k/".parse::<BsMix>().unwrap(), BsMix::Split(vec![(4096, 50), (8192, 50)]));
+        assert_eq!("4k/10:8k/0:16k/10".parse::<BsMix>().unwrap(), BsMix::Split(vec![(4096, 10), (16384, 90)]), "what is left goes last");
+        assert_eq!("4k-64k".parse::<BsMix>().unwrap(), BsMix::Range(4096, 65536));
+        assert_eq!("4k-64k".parse::<BsMix>().unwrap().to_string(), "4k-64k");
+        for bad in ["4k/60:64k/60", "4k", "4k/60,8k/40", "64k-4k", "4k/x"] {
+            assert!(bad.parse::<BsMix>().is_err(), "{bad}");
+        }
+        let mean = BsMix::Range(4096, 8192).mean().unwrap();
+        assert!((mean - 6144.0).abs() < 1.0, "{mean}");
+    }
+}
