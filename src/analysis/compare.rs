@@ -33,6 +33,10 @@ pub enum Metric {
     CpuIopsPerJoule,
     /// I/Os per joule of the whole system (`runs.system_iops_per_joule`).
     SystemIopsPerJoule,
+    /// A file-set run's median per-file latency, open to close (`runs.file_lat_p50_ns`).
+    FileLatP50Ns,
+    /// Its 99th-percentile per-file latency (`runs.file_lat_p99_ns`).
+    FileLatP99Ns,
 }
 
 /// Which scope of an energy report counts, in order of preference. Scopes overlap and are never
@@ -98,9 +102,13 @@ impl Metric {
     /// `ALL` where both sides have them.
     pub const EFFICIENCY: [Metric; 3] = [Metric::SsdIopsPerJoule, Metric::CpuIopsPerJoule, Metric::SystemIopsPerJoule];
 
-    /// Every metric `compare` compares: `ALL`, then `EFFICIENCY`.
+    /// A file-set run's per-file latencies (schema version 8), compared last where both sides
+    /// have them.
+    pub const FILESET: [Metric; 2] = [Metric::FileLatP50Ns, Metric::FileLatP99Ns];
+
+    /// Every metric `compare` compares: `ALL`, then `EFFICIENCY`, then `FILESET`.
     pub fn compared() -> impl Iterator<Item = Metric> {
-        Metric::ALL.into_iter().chain(Metric::EFFICIENCY)
+        Metric::ALL.into_iter().chain(Metric::EFFICIENCY).chain(Metric::FILESET)
     }
 
     pub fn name(self) -> &'static str {
@@ -113,6 +121,8 @@ impl Metric {
             Metric::SsdIopsPerJoule => "ssd_iops_per_joule",
             Metric::CpuIopsPerJoule => "cpu_iops_per_joule",
             Metric::SystemIopsPerJoule => "system_iops_per_joule",
+            Metric::FileLatP50Ns => "file_lat_p50_ns",
+            Metric::FileLatP99Ns => "file_lat_p99_ns",
         }
     }
 
@@ -134,6 +144,8 @@ impl Metric {
             Metric::SsdIopsPerJoule => r.metrics.ssd_iops_per_joule,
             Metric::CpuIopsPerJoule => r.metrics.cpu_iops_per_joule,
             Metric::SystemIopsPerJoule => r.metrics.system_iops_per_joule,
+            Metric::FileLatP50Ns => r.metrics.file_lat_p50_ns,
+            Metric::FileLatP99Ns => r.metrics.file_lat_p99_ns,
         };
         v.filter(|x| x.is_finite())
     }
@@ -158,6 +170,8 @@ impl Metric {
                     _ => all.system_iops_per_joule,
                 }
             }
+            Metric::FileLatP50Ns => rec.fileset.measured.file_lat_ns.p50,
+            Metric::FileLatP99Ns => rec.fileset.measured.file_lat_ns.p99,
         };
         v.filter(|x| x.is_finite())
     }
