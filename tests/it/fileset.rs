@@ -134,3 +134,65 @@ fn bad_file_sets_are_refused_in_one_line_before_anything_is_made() {
         assert!(entries(&target).is_empty(), "{args:?} made something through the link");
     }
 }
+
+/// A CSV line's cells (a quoted cell may hold commas: a configuration's key).
+fn cells(line: &str) -> Vec<String> {
+    let (mut out, mut cell, mut quoted) = (Vec::new(), String::new(), false);
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cell)),
+            c => cell.push(c),
+        }
+    }
+    out.push(cell);
+    out
+}
+
+/// Fig 23's grid as a plan: a `[fileset]` table and `rw` x `file_order` in the matrix over one
+/// directory; each run stored with its set's columns (schema version 8), `iolab results`
+/// showing each set's per-file p50 and p99, the CSV their values.
+#[test]
+fn a_plan_sweeps_the_file_set_grid_and_the_store_keeps_its_columns() {
+    let dir = tempdir();
+    let work = tempdir();
+    let buffered = if direct_works(dir.path()) { "" } else { "[options]\nbuffered = true\n" };
+    let plan = work.path().join("fig23.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"fig23\"\ntargets = [\"{}\"]\nios = 40\n[fileset]\nfiles = 30\nfsync = \"none\"\n[matrix]\nrw = [\"read\", \"write\"]\nfile_order = [\"seq\", \"random\"]\nfile_size = [\"4k-16k\"]\n{buffered}",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let db = work.path().join("r.db");
+    let (db_s, plan_s) = (db.display().to_string(), plan.display().to_string());
+    iolab(&["sweep", "-q", "--db", &db_s, &plan_s]).assert_ok();
+    assert!(entries(dir.path()).is_empty(), "a set was left behind: {:?}", entries(dir.path()));
+    let list = iolab(&["results", "--db", &db_s]);
+    list.assert_ok();
+    assert!(list.stdout.contains("file p50") && list.stdout.contains("file p99"), "{}", list.describe());
+    assert!(list.stdout.contains("30 seq") && list.stdout.contains("30 random"), "{}", list.describe());
+    let csv = iolab(&["results", "--csv", "-", "--db", &db_s]);
+    csv.assert_ok();
+    let mut lines = csv.stdout.lines();
+    let header = cells(lines.next().unwrap());
+    let rows: Vec<Vec<String>> = lines.map(cells).collect();
+    assert_eq!(rows.len(), 4, "{}", csv.stdout);
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    for r in &rows {
+        let r: Vec<&str> = r.iter().map(String::as_str).collect();
+        assert_eq!(r[col("fileset_files")], "30");
+        assert_eq!(r[col("file_size")], "4096-16384");
+        assert!(["seq", "random"].contains(&r[col("file_order")]), "{r:?}");
+        for c in ["create_s", "create_file_lat_p50_ns", "files_done", "files_per_s", "file_lat_p50_ns", "file_lat_p99_ns"] {
+            assert!(r[col(c)].parse::<f64>().is_ok_and(|x| x > 0.0), "{c} in {r:?}");
+        }
+        assert_eq!(r[col("fsyncs")], "0");
+    }
+    // A file set's dimension without a set: one line, exit 2.
+    std::fs::write(&plan, "ios = 5\n[matrix]\nfile_order = [\"seq\"]\n").unwrap();
+    let line = iolab(&["sweep", "-q", "--db", &db_s, &plan_s]).assert_usage_error();
+    assert!(line.contains("[fileset]"), "{line}");
+}
