@@ -28,7 +28,7 @@ pub struct FileSet {
     #[serde(default = "seq")]
     pub file_order: FileOrder,
     /// When written files are flushed (reads ignore it).
-    #[serde(default)]
+    #[serde(default = "no_fsync")]
     pub fsync: Fsync,
 }
 
@@ -67,10 +67,8 @@ fn seq() -> FileOrder {
     FileOrder::Seq
 }
 
-impl Default for Fsync {
-    fn default() -> Fsync {
-        Fsync::None
-    }
+fn no_fsync() -> Fsync {
+    Fsync::None
 }
 
 impl std::str::FromStr for FileSizes {

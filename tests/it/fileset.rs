@@ -52,7 +52,7 @@ fn a_run_reads_200_files_whole_and_records_each_file() {
     assert_eq!(u(set, "/files"), 200);
     assert_eq!((u(set, "/create/files"), u(set, "/create/bytes")), (200, bytes), "{set:#}");
     assert!(f(set, "/create/seconds") > 0.0 && u(set, "/create/file_lat_ns/p50") > 0, "{set:#}");
-    assert!(bytes % 4096 == 0 && (200 * 4096..=200 * 65536).contains(&bytes), "{bytes}");
+    assert!(bytes.is_multiple_of(4096) && (200 * 4096..=200 * 65536).contains(&bytes), "{bytes}");
     assert_eq!(first["spec"]["fileset"]["file_size"], "4096-65536");
     // One pass: the same seed draws the same set, and a budget of its bytes reads each file once.
     let budget = bytes.to_string();
