@@ -30,7 +30,13 @@ fn run_set(args: &[&str]) -> Value {
         a.push("--buffered".into());
     }
     a.extend([dir.path().display().to_string(), "--json".into(), out.display().to_string()]);
-    iolab(&a).assert_ok();
+    let run = iolab(&a);
+    run.assert_ok();
+    assert!(
+        run.stdout.contains("file set:") && run.stdout.contains("created:") && run.stdout.contains("per file p50"),
+        "{}",
+        run.describe()
+    );
     assert!(entries(dir.path()).is_empty(), "the set was not removed: {:?}", entries(dir.path()));
     record(&out)
 }
