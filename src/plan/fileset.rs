@@ -179,6 +179,11 @@ impl FileSet {
         if job.targets.paths.len() != 1 {
             return PlanError::job("--fileset needs one target: the directory to make the set in");
         }
+        if job.system.scheduler.is_some() || !job.system.set.is_empty() {
+            return PlanError::job(
+                "--scheduler and --set are not taken with --fileset (the set's run changes no system setting): drop them",
+            );
+        }
         if job.targets.size.is_some() || job.targets.offset != 0 {
             return PlanError::job("--size and --offset are not taken with --fileset: --fileset and --file-size give the set's size");
         }

@@ -130,6 +130,7 @@ fn bad_file_sets_are_refused_in_one_line_before_anything_is_made() {
         (&["--fileset", "10", "--rw", "read", "--fsync", "each", &d], "applies to writes"),
         (&["--fileset", "10", "--file-order", "sideways", &d], "seq or random"),
         (&["--fileset", "10"], "one target"),
+        (&["--fileset", "10", "--set", "nomerges=2", &d], "--set"),
     ];
     for (args, says) in cases {
         let mut a = vec!["run", "--ios", "10"];
