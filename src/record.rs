@@ -3,6 +3,7 @@
 //! through the typed, lenient view in [`read`]. A run's record assembles itself from what the
 //! run produced ([`assemble::Outcome`], `RunRecord::assemble`).
 pub mod assemble;
+pub mod fileset;
 pub(crate) mod fio;
 pub mod read;
 
@@ -46,6 +47,9 @@ pub struct RunRecord {
     /// io_uring and nvme-passthru: the ring setup flags asked for and those the rings got (a
     /// kernel without a cost-only flag gets a ring without it). Null for other interfaces.
     pub ring: Option<crate::interfaces::KernelSetup>,
+    /// A file-set run's set, its creation and its files (`--fileset`); left out otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fileset: Option<fileset::FileSetRecord>,
 }
 
 #[derive(Serialize)]

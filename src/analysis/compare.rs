@@ -46,6 +46,10 @@ pub enum Metric {
     SsdBytesPerDynamicJoule,
     CpuBytesPerDynamicJoule,
     SystemBytesPerDynamicJoule,
+    /// A file-set run's median per-file latency, open to close (`runs.file_lat_p50_ns`).
+    FileLatP50Ns,
+    /// Its 99th-percentile per-file latency (`runs.file_lat_p99_ns`).
+    FileLatP99Ns,
 }
 
 /// Which scope of an energy report counts, in order of preference. Scopes overlap and are never
@@ -125,9 +129,13 @@ impl Metric {
         Metric::SystemBytesPerDynamicJoule,
     ];
 
-    /// Every metric `compare` compares: `ALL`, then `EFFICIENCY`.
+    /// A file-set run's per-file latencies (schema version 8), compared last where both sides
+    /// have them.
+    pub const FILESET: [Metric; 2] = [Metric::FileLatP50Ns, Metric::FileLatP99Ns];
+
+    /// Every metric `compare` compares: `ALL`, then `EFFICIENCY`, then `FILESET`.
     pub fn compared() -> impl Iterator<Item = Metric> {
-        Metric::ALL.into_iter().chain(Metric::EFFICIENCY)
+        Metric::ALL.into_iter().chain(Metric::EFFICIENCY).chain(Metric::FILESET)
     }
 
     pub fn name(self) -> &'static str {
@@ -149,6 +157,8 @@ impl Metric {
             Metric::SsdBytesPerDynamicJoule => "ssd_bytes_per_dynamic_joule",
             Metric::CpuBytesPerDynamicJoule => "cpu_bytes_per_dynamic_joule",
             Metric::SystemBytesPerDynamicJoule => "system_bytes_per_dynamic_joule",
+            Metric::FileLatP50Ns => "file_lat_p50_ns",
+            Metric::FileLatP99Ns => "file_lat_p99_ns",
         }
     }
 
@@ -167,7 +177,13 @@ impl Metric {
             Metric::SsdBytesPerDynamicJoule => m.ssd_bytes_per_dynamic_joule,
             Metric::CpuBytesPerDynamicJoule => m.cpu_bytes_per_dynamic_joule,
             Metric::SystemBytesPerDynamicJoule => m.system_bytes_per_dynamic_joule,
-            Metric::Iops | Metric::LatMeanNs | Metric::LatP99Ns | Metric::CpuNsPerIo | Metric::JoulesPerIo => None,
+            Metric::Iops
+            | Metric::LatMeanNs
+            | Metric::LatP99Ns
+            | Metric::CpuNsPerIo
+            | Metric::JoulesPerIo
+            | Metric::FileLatP50Ns
+            | Metric::FileLatP99Ns => None,
         }
     }
 
@@ -196,6 +212,8 @@ impl Metric {
             Metric::LatP99Ns => r.metrics.lat_p99_ns,
             Metric::CpuNsPerIo => cpu_ns_per_io(r.metrics.cpu_cores, r.metrics.iops),
             Metric::JoulesPerIo => None,
+            Metric::FileLatP50Ns => r.metrics.file_lat_p50_ns,
+            Metric::FileLatP99Ns => r.metrics.file_lat_p99_ns,
             m => m.efficiency(&r.metrics),
         };
         v.filter(|x| x.is_finite())
@@ -213,6 +231,8 @@ impl Metric {
             Metric::LatP99Ns => total.lat_ns.p99,
             Metric::CpuNsPerIo => cpu_ns_per_io(rec.results.cpu.cores, total.iops),
             Metric::JoulesPerIo => joules_per_io(rec.energy.as_ref()?, total.ios).map(|(j, _)| j),
+            Metric::FileLatP50Ns => rec.fileset.measured.file_lat_ns.p50,
+            Metric::FileLatP99Ns => rec.fileset.measured.file_lat_ns.p99,
             m => m.efficiency(&crate::store::columns::Metrics::of(rec)),
         };
         v.filter(|x| x.is_finite())

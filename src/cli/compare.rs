@@ -69,7 +69,7 @@ fn fmt(m: Metric, x: f64) -> String {
     use crate::report::summary::{format_count, format_ns};
     match m {
         Metric::Iops => format_count(x),
-        Metric::LatMeanNs | Metric::LatP99Ns | Metric::CpuNsPerIo => format_ns(x),
+        Metric::LatMeanNs | Metric::LatP99Ns | Metric::CpuNsPerIo | Metric::FileLatP50Ns | Metric::FileLatP99Ns => format_ns(x),
         Metric::JoulesPerIo => format!("{:.3} mJ", x * 1e3),
         m if m.is_bytes_per_joule() => format!("{}/J", crate::plan::size::format_bytes(x)),
         _ => format!("{} IO/J", format_count(x)),

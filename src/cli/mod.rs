@@ -205,6 +205,20 @@ pub struct RunArgs {
     pub energy: EnergyArgs,
     #[command(flatten)]
     pub profile: crate::plan::profile::ProfileArg,
+    /// The file-set workload: make N files in the target directory (a fresh subdirectory,
+    /// removed after), their creation measured apart, then open, transfer whole and close each
+    /// (docs/server-client.md).
+    #[arg(long, value_name = "N")]
+    pub fileset: Option<u64>,
+    /// With --fileset: the files' sizes, a range drawn in steps of --bs (4k-64k) or a list (4k,16k,64k).
+    #[arg(long, value_name = "SIZES", requires = "fileset")]
+    pub file_size: Option<String>,
+    /// With --fileset: seq or random (default: random for --rw randread/randwrite, else seq).
+    #[arg(long, value_name = "seq|random", requires = "fileset")]
+    pub file_order: Option<String>,
+    /// With --fileset and writes: none, each (every file before its close) or end (once, at the end).
+    #[arg(long, value_name = "none|each|end", requires = "fileset")]
+    pub fsync: Option<String>,
     /// Run one job of a fio job file (docs/fio.md); targets, --runtime/--ios/--bytes and --size may replace its own.
     #[arg(long, value_name = "JOB.fio")]
     pub fio: Option<PathBuf>,
@@ -371,7 +385,9 @@ impl RunArgs {
             }
             bs = largest;
         }
+        let (rw, fileset) = self.fileset()?;
         Ok(Job {
+            fileset,
             io: IoChoice {
                 interface: self.interface.parse()?,
                 submit: self.submit,
@@ -380,7 +396,7 @@ impl RunArgs {
                 options: self.io_options.clone(),
             },
             workload: Workload {
-                rw: self.rw,
+                rw,
                 write_mix: self.write_mix.unwrap_or(50),
                 bs,
                 bssplit,
@@ -413,6 +429,33 @@ impl RunArgs {
                 wait_settings_s: self.wait_settings.as_deref().map(wait_settings).transpose()?,
             },
         })
+    }
+}
+
+impl RunArgs {
+    /// `--fileset` and its options as the job's file-set part, and the job's `rw`: with a set,
+    /// read or write, the order taken from `--file-order` or else from `--rw`'s rand prefix.
+    fn fileset(&self) -> Result<(Rw, Option<crate::plan::fileset::FileSet>), String> {
+        use crate::plan::fileset::{FileOrder, FileSet, Fsync};
+        let Some(files) = self.fileset else { return Ok((self.rw, None)) };
+        let rw = match self.rw {
+            Rw::Read | Rw::Randread => Rw::Read,
+            Rw::Write | Rw::Randwrite => Rw::Write,
+            Rw::Randrw | Rw::ReadWrite => {
+                return Err(format!("--rw {} with --fileset: a file set is read or written whole: use --rw read or write", self.rw.name()))
+            }
+        };
+        let order = match self.file_order.as_deref() {
+            None if self.rw.is_random() => FileOrder::Random,
+            None => FileOrder::Seq,
+            Some(o) => *FileOrder::ALL.iter().find(|x| x.name() == o).ok_or_else(|| format!("--file-order '{o}': use seq or random"))?,
+        };
+        let fsync = match self.fsync.as_deref() {
+            None => Fsync::None,
+            Some(f) => *Fsync::ALL.iter().find(|x| x.name() == f).ok_or_else(|| format!("--fsync '{f}': use none, each or end"))?,
+        };
+        let file_size = self.file_size.as_deref().unwrap_or("4k-64k").parse()?;
+        Ok((rw, Some(FileSet { files, file_size, file_order: order, fsync })))
     }
 }
 

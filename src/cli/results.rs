@@ -110,8 +110,10 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
     let several = machines.len() > 1;
     // Runs another tool made (`iolab import fio`): each row says which tool.
     let tools = rows.iter().any(|r| r.tool != "iolab");
+    // File-set runs (`--fileset`): each row says its set and its per-file p50 and p99.
+    let sets = rows.iter().any(|r| r.fileset_files.is_some());
     println!(
-        "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}{}",
+        "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}{}{}",
         "run",
         "sweep",
         "rep",
@@ -128,13 +130,14 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
         "p99",
         "cores",
         "path",
+        if sets { format!(" {:<16} {:>9} {:>9}", "file set", "file p50", "file p99") } else { String::new() },
         if tools { " tool      " } else { "" },
         if several { " machine (host kernel)" } else { "" }
     );
     for r in &rows {
         let opt = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
         println!(
-            "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}{}",
+            "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}{}{}",
             r.id,
             r.sweep_id.map(|s| s.to_string()).unwrap_or("-".into()),
             r.replicate.map(|x| (x + 1).to_string()).unwrap_or("-".into()),
@@ -151,6 +154,7 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
             opt(r.metrics.lat_p99_ns, &format_ns),
             opt(r.metrics.cpu_cores, &|x| format!("{x:.2}")),
             r.metrics.completion_observed.clone().unwrap_or("-".into()),
+            if sets { file_set_cells(r) } else { String::new() },
             if tools { format!(" {:<10}", r.tool) } else { String::new() },
             if several { format!(" {}", machine(r)) } else { String::new() }
         );
@@ -172,6 +176,18 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
         print_planned(&early, "runs failed before measuring");
     }
     Ok(())
+}
+
+/// A file-set run's cells in `iolab results`: its files and order, its per-file p50 and p99
+/// (dashes for a run without a set).
+fn file_set_cells(r: &crate::store::RunRow) -> String {
+    let opt = |x: Option<f64>| x.map(format_ns).unwrap_or_else(|| "-".into());
+    let set = match (r.fileset_files, r.file_order.as_deref()) {
+        (Some(n), Some(o)) => format!("{n} {o}"),
+        (Some(n), None) => n.to_string(),
+        _ => "-".into(),
+    };
+    format!(" {:<16} {:>9} {:>9}", set, opt(r.metrics.file_lat_p50_ns), opt(r.metrics.file_lat_p99_ns))
 }
 
 /// The selected runs written to `dest` by `f`: an output refused is bad input, one that fails

@@ -135,7 +135,10 @@ pub fn main(args: &super::RunArgs) -> i32 {
             return f.code();
         }
     };
-    let text = summary::render(&rec);
+    let mut text = summary::render(&rec);
+    if let Some(set) = &rec.fileset {
+        text.push_str(&file_set_lines(set));
+    }
     if args.json.as_deref() == Some("-") {
         eprint!("{text}")
     } else {
@@ -165,4 +168,26 @@ pub fn main(args: &super::RunArgs) -> i32 {
         RunStatus::Interrupted => 130,
         RunStatus::Ok => 0,
     }
+}
+
+/// A file-set run's lines after the run's summary: the set, its creation (measured apart) and its
+/// measured files with their per-file latency.
+fn file_set_lines(set: &crate::record::fileset::FileSetRecord) -> String {
+    use crate::plan::size::{format_bytes, format_ns};
+    let phase = |p: &crate::record::fileset::FilePhaseRecord| {
+        let lat = p.file_lat_ns.as_ref().map_or("-".to_string(), |l| {
+            format!("per file p50 {} p99 {} max {}", format_ns(l.p50 as f64), format_ns(l.p99 as f64), format_ns(l.max as f64))
+        });
+        format!("{} files, {} in {:.3} s ({:.0} files/s), {lat}", p.files, format_bytes(p.bytes as f64), p.seconds, p.files_per_s)
+    };
+    format!(
+        "file set:   {} files, {} ({}), in {}\n  created:  {}\n  measured: {}, {} fsyncs\n",
+        set.files,
+        format_bytes(set.bytes as f64),
+        set.sizes_drawn,
+        set.dir,
+        phase(&set.create),
+        phase(&set.measured),
+        set.fsyncs
+    )
 }

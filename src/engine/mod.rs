@@ -1,6 +1,7 @@
 //! The engine: runs one job's threads over already-open targets and hands back what it
 //! measured. It knows nothing of storage formats or reports.
 pub mod clock;
+pub mod fileset;
 pub mod hotloop;
 pub mod recorder;
 pub mod workload;

@@ -2,6 +2,7 @@
 //! (and so how they parse), how a value goes into a job, and how a job's value reads in a
 //! configuration's key and in a rule's `when`. A plan's matrix expands as one cartesian product
 //! over `DIMENSIONS`, in their order (see `combinations`).
+use super::fileset::{FileOrder, FileSizes, Fsync};
 use super::size::parse_size;
 use super::{BsMix, Complete, Distribution, Job, Numa, PlanError, Rw, Submit};
 use crate::interfaces::{InterfaceKind, Iowait, POLL_DELAY};
@@ -52,6 +53,9 @@ pub enum Set {
     Mix(fn(&mut Job, BsMix)),
     /// fio's random_distribution text ("zipf:1.2").
     Distribution(fn(&mut Job, Distribution)),
+    /// A word or text checked as the plan is read (`check`: one line naming what to write), then
+    /// set by `set`: the file set's dimensions.
+    Checked(fn(&str) -> Result<(), PlanError>, fn(&mut Job, &str)),
 }
 
 /// One value of a dimension, as the plan gives it.
@@ -97,7 +101,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 20] = [
+pub const DIMENSIONS: [Dimension; 23] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -218,7 +222,59 @@ pub const DIMENSIONS: [Dimension; 20] = [
         value: |j| Text(j.io.options.ring.iowait.name().into()),
         shown: Shown::IfListed,
     },
+    // The file set's (a plan's `[fileset]`, `iolab run --fileset`): Fig 23's grid is rw x
+    // file_order x file_size over one directory.
+    Dimension {
+        name: "file_size",
+        set: Set::Checked(
+            |v| v.parse::<FileSizes>().map(|_| ()),
+            |j, v| {
+                if let (Some(f), Ok(s)) = (j.fileset.as_mut(), v.parse()) {
+                    f.file_size = s
+                }
+            },
+        ),
+        value: |j| Text(j.fileset.as_ref().map(|f| f.file_size.to_string()).unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "file_order",
+        set: Set::Checked(
+            |v| word(FileOrder::ALL, FileOrder::name, "file_order", v).map(|_| ()),
+            |j, v| {
+                if let (Some(f), Ok(o)) = (j.fileset.as_mut(), word(FileOrder::ALL, FileOrder::name, "file_order", v)) {
+                    f.file_order = o
+                }
+            },
+        ),
+        value: |j| Text(j.fileset.as_ref().map(|f| f.file_order.name().to_string()).unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "fsync",
+        set: Set::Checked(
+            |v| word(Fsync::ALL, Fsync::name, "fsync", v).map(|_| ()),
+            |j, v| {
+                if let (Some(f), Ok(o)) = (j.fileset.as_mut(), word(Fsync::ALL, Fsync::name, "fsync", v)) {
+                    f.fsync = o
+                }
+            },
+        ),
+        value: |j| Text(j.fileset.as_ref().map(|f| f.fsync.name().to_string()).unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
 ];
+
+/// The names of the file set's dimensions: a plan that lists one needs a `[fileset]`.
+pub(crate) const FILESET_DIMENSIONS: [&str; 3] = ["file_size", "file_order", "fsync"];
+
+/// One of `all`'s words, or one line naming them.
+fn word<T: Copy>(all: &[T], name: fn(T) -> &'static str, key: &str, v: &str) -> Result<T, PlanError> {
+    all.iter()
+        .copied()
+        .find(|x| name(*x) == v)
+        .ok_or_else(|| PlanError::Plan(format!("plan {key} '{v}': use {}", all.iter().map(|x| name(*x)).collect::<Vec<_>>().join(", "))))
+}
 
 /// A numeric setting of the job's `set` as a configuration's key shows it (text where it is
 /// not a number: `validate` refuses that configuration).
@@ -287,6 +343,9 @@ impl Set {
             Set::Iowait(_) => list(d, Level::Iowait),
             Set::Mix(_) => list(d, Level::Mix),
             Set::Distribution(_) => list(d, Level::Distribution),
+            Set::Checked(check, _) => {
+                Vec::<String>::deserialize(d)?.into_iter().map(|v| check(&v).map(|()| Level::Text(v)).map_err(de::Error::custom)).collect()
+            }
         }
     }
 
@@ -307,6 +366,7 @@ impl Set {
             (Set::Iowait(f), Level::Iowait(v)) => f(job, *v),
             (Set::Mix(f), Level::Mix(v)) => f(job, v.clone()),
             (Set::Distribution(f), Level::Distribution(v)) => f(job, v.clone()),
+            (Set::Checked(_, f), Level::Text(v)) => f(job, v),
             (_, other) => unreachable!("{other:?} was not parsed for this dimension"),
         }
     }

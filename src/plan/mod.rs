@@ -1,4 +1,5 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
+pub mod fileset;
 pub mod fio;
 pub mod matrix;
 pub mod mix;
@@ -132,6 +133,10 @@ pub struct Job {
     /// System settings for the run, restored after.
     #[serde(flatten)]
     pub system: crate::settings::Requested,
+    /// The file-set workload (`fileset.rs`): its own part, written only when set, so every spec
+    /// without one reads (and hashes) as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fileset: Option<fileset::FileSet>,
 }
 
 impl Job {

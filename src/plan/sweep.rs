@@ -135,6 +135,9 @@ pub struct PlanFile {
     pub options: Options,
     #[serde(default, rename = "rule")]
     pub rules: Vec<Rule>,
+    /// `[fileset]`: every run is a file-set run (`files`, and `file_size`, `file_order`,
+    /// `fsync` unless the matrix lists them), in the plan's one target directory.
+    pub fileset: Option<super::fileset::FileSet>,
 }
 
 fn one() -> u32 {
@@ -395,6 +398,10 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
             plan.rules.len()
         ));
     }
+    if let (None, Some(d)) = (&plan.fileset, super::matrix::FILESET_DIMENSIONS.iter().find(|d| m.lists(dimension(d).expect("a dimension"))))
+    {
+        return PlanError::plan(format!("plan [matrix] {d} is a file set's: add a [fileset] table with files = N"));
+    }
     m.check_sizes()?; // before size and offset: the first error the plan has is the one said
     let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan size: {e}")))?;
     let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan offset: {e}")))?.unwrap_or(0);
@@ -419,12 +426,15 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
             cpus: o.cpus.clone().unwrap_or_default(),
             numa: o.numa.unwrap_or_default(),
             seed: plan.seed,
+            // A file set is read or written whole: reads unless the matrix says otherwise.
+            rw: if plan.fileset.is_some() { super::Rw::Read } else { defaults.workload.rw },
             ..defaults.workload
         },
         timing: Timing { ramp_s, budget },
         targets: Targets { paths: targets, size, offset, destructive: plan.destructive.clone() },
         policy: Policy { verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback, strict: o.strict },
         system: Requested { set: o.set.clone(), setup: o.setup.clone(), ..defaults.system },
+        fileset: plan.fileset.clone(),
     };
 
     let mut configs = Vec::new();
@@ -715,7 +725,7 @@ reason = "io_uring at QD1 is covered elsewhere"
     #[test]
     fn matrix_errors_name_the_line_and_key() {
         for (plan, want) in [
-            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `bssplit`, `distribution`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`, `cpu_freq_khz`, `cpuidle_max_state`, `nvme_power_state`, `nvme_apst`, `iowait`"),
+            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `bssplit`, `distribution`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`, `cpu_freq_khz`, `cpuidle_max_state`, `nvme_power_state`, `nvme_apst`, `iowait`, `file_size`, `file_order`, `fsync`"),
             ("ios = 5\n[matrix]\nqd = [\n  1,\n  \"x\",\n]\n", "plan line 5: invalid type: string \"x\", expected u32"),
             ("[matrix]\nsubmit = [\"sideways\"]\n", "plan line 2, matrix.submit: unknown variant `sideways`, expected `syscall` or `sqpoll`"),
             (

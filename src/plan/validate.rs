@@ -121,6 +121,9 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
     for spec in &job.system.set {
         crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Job(e.to_string()))?;
     }
+    if let Some(set) = &job.fileset {
+        set.check(job)?;
+    }
     Ok(())
 }
 

@@ -81,6 +81,7 @@ impl RunRecord {
             energy,
             completion_path: path,
             ring,
+            fileset: None,
         }
     }
 }

@@ -43,6 +43,34 @@ lenient_structs! {
         /// (recorded by an iolab without energy measurement).
         energy: Option<Energy>,
         completion_path: CompletionPath,
+        /// A file-set run's set, creation and files (`record::fileset`); empty otherwise.
+        fileset: FileSet,
+    }
+
+    /// The record's `fileset` (`record::fileset::FileSetRecord`).
+    pub struct FileSet {
+        files: Option<u64>,
+        bytes: Option<u64>,
+        create: FilePhase,
+        measured: FilePhase,
+        fsyncs: Option<u64>,
+    }
+
+    /// One phase over a set's files: files and bytes done whole, seconds, each file's latency.
+    pub struct FilePhase {
+        files: Option<u64>,
+        bytes: Option<u64>,
+        seconds: Option<f64>,
+        files_per_s: Option<f64>,
+        file_lat_ns: Latency,
+    }
+
+    /// The job's file-set part (`plan::fileset::FileSet`); empty without one.
+    pub struct FileSetSpec {
+        files: Option<u64>,
+        file_size: Option<String>,
+        file_order: Option<String>,
+        fsync: Option<String>,
     }
 
     /// The job (`plan::Job`).
@@ -65,6 +93,8 @@ lenient_structs! {
         scheduler: Option<String>,
         /// `--numa`: local or a node's number; None when off (or before it existed).
         numa: Option<String>,
+        /// `--fileset`: the file set's part; empty without one.
+        fileset: FileSetSpec,
     }
 
     /// `plan::Budget`: "seconds", "ios" or "bytes", and how many.
@@ -479,6 +509,7 @@ pub(crate) mod tests {
                 fell_back: false,
             },
             ring: None,
+            fileset: None,
         }
     }
 

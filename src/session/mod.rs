@@ -3,6 +3,7 @@
 //! What the caller shows while it works comes through [`RunUi`]; the session prints nothing.
 mod checks;
 pub mod energy_import;
+mod fileset;
 mod numa;
 pub mod precondition;
 pub mod probe;
@@ -77,6 +78,9 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
     use crate::meters::profile::{ProfileResult, Unprofiled};
     use crate::meters::stages::{StageProfile, StagesResult};
     use crate::plan::profile::Profile;
+    if job.fileset.is_some() && measure.profile.any() {
+        return Err(Failure::invalid("--profile is not taken with --fileset: drop it".into()).into());
+    }
     // Profiling perturbs what it measures: the same job unprofiled first, to show by how much.
     let unprofiled = if measure.profile.any() {
         ui.note("profiling: the same job runs first without profiling, for comparison");
@@ -116,6 +120,9 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
 /// window), restore (settings and targets put back); then the record assembles itself
 /// (`RunRecord::assemble`) from what the run produced.
 fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord, Option<String>), Failure> {
+    if job.fileset.is_some() {
+        return fileset::run(job, ui, measure);
+    }
     check(job)?;
     // Whatever the kernel lacks or refuses, this machine cannot do.
     let ring = check_kernel(job)?;

@@ -66,7 +66,9 @@ pub(crate) fn parse_ask(v: &str) -> Result<FreqAsk, SettingsError> {
         let ok = !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit() || b == b'.');
         return match p.parse::<f64>() {
             Ok(x) if ok && x.is_finite() && (0.0..=100.0).contains(&x) => Ok(FreqAsk::Share(x / 100.0)),
-            _ => Err(SettingsError::Invalid(format!("cpu_freq_khz {t}: a share of the hardware range is 0% to 100% (min and max name its ends)"))),
+            _ => Err(SettingsError::Invalid(format!(
+                "cpu_freq_khz {t}: a share of the hardware range is 0% to 100% (min and max name its ends)"
+            ))),
         };
     }
     parse_khz(t).map(|(a, b)| FreqAsk::Khz(a, b))

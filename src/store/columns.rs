@@ -288,6 +288,12 @@ runs! {
         Some(t) => t.get("version").and_then(Value::as_str).map(String::from),
         None => r.environment.iolab_version.clone(),
     }))];
+    /// A file-set run's set (`spec.fileset`): how many files, their sizes in bytes (`4096-65536`
+    /// or a list), the order visited (seq, random) and the fsync policy; NULL for other runs.
+    fileset_files: Option<u64>, since 8, csv Csv::Yes, from [|r, _v| Ok(Sql::from(r.spec.fileset.files.map(|n| n as i64)))];
+    file_size: Option<String>, since 8, csv Csv::Yes, from [|r, _v| Ok(Sql::from(r.spec.fileset.file_size.clone()))];
+    file_order: Option<String>, since 8, csv Csv::Yes, from [|r, _v| Ok(Sql::from(r.spec.fileset.file_order.clone()))];
+    fsync: Option<String>, since 8, csv Csv::Yes, from [|r, _v| Ok(Sql::from(r.spec.fileset.fsync.clone()))];
 }
 
 impl RunRow {
@@ -443,6 +449,19 @@ metrics! {
     system_bytes_per_joule: Option<f64>, since 7, |r| efficiency(r, "system", |e| e.bytes_per_joule);
     system_iops_per_dynamic_joule: Option<f64>, since 7, |r| efficiency(r, "system", |e| e.iops_per_dynamic_joule);
     system_bytes_per_dynamic_joule: Option<f64>, since 7, |r| efficiency(r, "system", |e| e.bytes_per_dynamic_joule);
+    /// A file-set run's creation, measured apart from its I/O (`fileset.create`): seconds (the
+    /// final syncfs included) and each file's latency (create, write, close).
+    create_s: Option<f64>, since 8, |r| r.fileset.create.seconds;
+    create_file_lat_p50_ns: Option<f64>, since 8, |r| r.fileset.create.file_lat_ns.p50;
+    create_file_lat_p99_ns: Option<f64>, since 8, |r| r.fileset.create.file_lat_ns.p99;
+    /// Its measured phase (`fileset.measured`): files done whole, per second, and each file's
+    /// latency (open, transfer, fsync where asked, close); the fsyncs made.
+    files_done: Option<u64>, since 8, |r| r.fileset.measured.files;
+    files_per_s: Option<f64>, since 8, |r| r.fileset.measured.files_per_s;
+    file_lat_mean_ns: Option<f64>, since 8, |r| r.fileset.measured.file_lat_ns.mean;
+    file_lat_p50_ns: Option<f64>, since 8, |r| r.fileset.measured.file_lat_ns.p50;
+    file_lat_p99_ns: Option<f64>, since 8, |r| r.fileset.measured.file_lat_ns.p99;
+    fsyncs: Option<u64>, since 8, |r| r.fileset.fsyncs;
 }
 
 #[cfg(test)]

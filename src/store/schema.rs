@@ -17,7 +17,7 @@ pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
 /// Ordered migration steps; index i migrates version i to version i + 1 (with the metric
 /// columns of version i + 1: `step`).
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The SQL taking a database from version `v - 1` to `v`: `MIGRATIONS[v - 1]` with its
 /// `{metrics}` line replaced by the columns that version added: the metric columns
@@ -247,6 +247,14 @@ CREATE INDEX sweeps_split ON sweeps(split);
 const V7: &str = r#"
 {metrics}
 CREATE INDEX runs_tool ON runs(tool);
+"#;
+
+/// Version 8: the file-set workload (`--fileset`): its part of the spec (`fileset_files`,
+/// `file_size`, `file_order`, `fsync`), its creation (`create_s`, per-file p50/p99) and its
+/// measured files (`files`, `files_per_s`, per-file mean/p50/p99, `fsyncs`), all from
+/// `columns.rs`, filled from the stored records in Rust by `fill` (NULL for other runs).
+const V8: &str = r#"
+{metrics}
 "#;
 
 /// The identity of a run stored before version 6: a 128-bit FNV-1a hash of its stored record

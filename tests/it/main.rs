@@ -8,6 +8,7 @@ mod crash_restore;
 mod energy;
 mod energy_run;
 mod energy_sources;
+mod fileset;
 mod fio;
 mod fleet;
 mod interfaces;

@@ -109,16 +109,16 @@ fn open_creates_a_versioned_wal_database() {
     assert!(Store::open_existing(&db).unwrap_err().to_string().contains("no results database"));
     let s = Store::open(&db).unwrap();
     assert_eq!(s.schema_version().unwrap(), schema::LATEST);
-    assert_eq!(schema::LATEST, 7);
+    assert_eq!(schema::LATEST, 8);
     drop(s);
     let c = Connection::open(&db).unwrap();
     let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
     assert_eq!(mode, "wal");
     let meta: String = c.query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0)).unwrap();
-    assert_eq!(meta, "7");
+    assert_eq!(meta, "8");
     // Reopening an up-to-date database changes nothing.
     let s = Store::open_existing(&db).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 7);
+    assert_eq!(s.schema_version().unwrap(), 8);
 }
 
 #[test]
@@ -525,8 +525,9 @@ fn the_schema_made_from_the_column_table_is_the_released_one() {
     assert_eq!(new, layout(&released));
     assert_eq!(new, layout(&Connection::open(d.path().join("v1.db")).unwrap()));
     let runs = &new.0.iter().find(|t| t.0 == "runs").unwrap().1;
-    // 48 up to version 6; version 7 adds the tool, its version and 12 energy efficiencies.
-    assert_eq!(runs.len(), 62);
+    // 48 up to version 6; version 7 adds the tool, its version and 12 energy efficiencies;
+    // version 8 the file set's 4 spec columns and 9 of its creation and files.
+    assert_eq!(runs.len(), 75);
 }
 
 #[test]

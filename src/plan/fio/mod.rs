@@ -98,7 +98,7 @@ pub(crate) fn is_fio(path: &Path, text: &str) -> bool {
     text.lines().map(|l| l.trim()).any(|l| {
         l.starts_with('[')
             && !l.starts_with("[[")
-            && !matches!(l.trim_end_matches(|c| c != ']').trim_matches(['[', ']', ' ']), "matrix" | "options")
+            && !matches!(l.trim_end_matches(|c| c != ']').trim_matches(['[', ']', ' ']), "matrix" | "options" | "fileset")
             && !l.contains('=')
     })
 }
