@@ -49,7 +49,7 @@ fn unknown_option_and_bad_values() {
     assert_mentions(&refused(&["--qd", "many", "TARGET"]), &["many"]);
     assert_mentions(&refused(&["--runtime", "forever", "TARGET"]), &["--runtime"]);
     assert_mentions(&refused(&["--cpus", "x", "--ios", "10", "TARGET"]), &["--cpus"]);
-    assert_mentions(&refused(&["--ios", "10", "--runtime", "1s", "TARGET"]), &["only one of"]);
+    assert_mentions(&refused(&["--ios", "10", "--bytes", "1m", "TARGET"]), &["only one of"]);
     assert_mentions(&refused(&["--ios", "0", "TARGET"]), &["--ios"]);
     assert_mentions(&refused(&["--rw", "randread", "--write-mix", "30", "--ios", "10", "TARGET"]), &["--write-mix"]);
     assert_mentions(&refused(&["--rw", "randrw", "--write-mix", "130", "--ios", "10", "TARGET"]), &["130"]);
