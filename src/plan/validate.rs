@@ -78,11 +78,6 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
             kinds.join(" or ")
         ));
     }
-    if info.async_needs_direct && !job.io.direct {
-        return PlanError::job(format!(
-            "{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"
-        ));
-    }
     if job.io.complete != Complete::Irq && !job.io.direct {
         return PlanError::job(format!(
             "--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered",

@@ -174,7 +174,6 @@ fn modes_an_interface_does_not_have() {
 
 #[test]
 fn page_cache_conflicts() {
-    assert_mentions(&refused(&["-i", "libaio", "--buffered", "--ios", "10", "TARGET"]), &["libaio", "O_DIRECT"]);
     assert_mentions(&refused(&["--verify", "--buffered", "--ios", "10", "TARGET"]), &["--verify", "--buffered"]);
     assert_mentions(&refused(&["-i", "pvsync2", "--complete", "poll", "--buffered", "--ios", "10", "TARGET"]), &["O_DIRECT"]);
     assert_mentions(&refused(&["-i", "io_uring", "--complete", "poll", "--buffered", "--ios", "10", "TARGET"]), &["O_DIRECT"]);

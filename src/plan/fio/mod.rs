@@ -51,8 +51,9 @@ What a job becomes:
 - **Targets**: `filename` (several joined by `:`, in `directory` when relative); a target on the
   command line replaces every job's. Without a filename, iolab's temporary target of `size` bytes
   (fio would lay out a file of its own). The null engine opens none.
-- **fio's defaults where iolab's differ** are written into the plan: `direct=0` (buffered; and
-  libaio is then refused, since iolab runs libaio only with O_DIRECT), `fixedbufs=0` and
+- **fio's defaults where iolab's differ** are written into the plan: `direct=0` (buffered; libaio
+  then runs as fio runs it, synchronously: buffered AIO in Linux does each I/O inside io_submit,
+  and the record's `completion_path.mechanism` says so), `fixedbufs=0` and
   `registerfiles=0` for io_uring, `iodepth_batch_complete_min=1`, the psync engine.
 - **Random offsets** are drawn with repeats, as fio's `norandommap`; fio's default random map
   (every block once per pass) is not reproduced.
@@ -325,18 +326,9 @@ fn translate(
             "fio job '{name}': stonewall: it has none, so fio starts it together with '{prev}', and iolab runs one job at a time: add stonewall to [{name}] (or --fio-ignore concurrency to run the jobs one after another)"
         ));
     }
-    // The libaio rule, named by the option that made the job buffered.
+    // Buffered libaio runs, as in fio, and the record says how the kernel ran it.
     if info.async_needs_direct && t.options.get("buffered").and_then(Value::as_bool) == Some(true) {
-        let why = format!(
-            "{} runs asynchronously only with O_DIRECT, so iolab refuses it buffered: set direct=1, or use ioengine=psync or io_uring",
-            kind.name()
-        );
-        return Err(match find_opt("direct").or_else(|| find_opt("buffered")) {
-            Some(o) => refuse(&o, &why),
-            None => format!(
-                "fio job '{name}': direct: fio's default is direct=0 (buffered), and {why} (--fio-ignore direct runs it with O_DIRECT)"
-            ),
-        });
+        lines.push((format!("(buffered {})", kind.name()), crate::interfaces::libaio::BUFFERED.into()));
     }
     if !t.diskless && t.cli_targets.is_empty() && t.targets.is_empty() {
         if t.region.is_none() {
@@ -552,8 +544,9 @@ mod tests {
         assert_eq!(t["matrix"]["submit"][0].as_str(), Some("sqpoll"));
         assert_eq!(t["options"]["register_buffers"].as_bool(), Some(false));
         assert_eq!(t["options"]["batch_reap"].as_integer(), Some(1));
-        let e = plan("[j]\nioengine=libaio\nsize=1m\n").unwrap_err();
-        assert!(e.starts_with("fio job 'j': direct: fio's default is direct=0"), "{e}");
+        let p = &plan("[j]\nioengine=libaio\nsize=1m\n").unwrap()[0];
+        assert_eq!(toml_of(p)["options"]["buffered"].as_bool(), Some(true), "fio's default direct=0, run buffered as fio runs it");
+        assert!(p.lines.iter().any(|(o, to)| o == "(buffered libaio)" && to.contains("synchronous")), "{:?}", p.lines);
         let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\n").unwrap_err();
         assert_eq!(e, "fio job 'j' (t.fio line 4): rate=1m: iolab issues I/O as fast as the queue allows: it has no rate or think time (--fio-ignore rate drops it)");
         let p = plans(Path::new("t.fio"), "[j]\nioengine=libaio\nsize=1m\ndirect=0\n", None, &["direct".into()], &[]).unwrap();
