@@ -147,6 +147,11 @@ pub struct Results {
     pub series: Vec<SecondPoint>,
     pub cpu: Cpu,
     pub verify: Option<Verify>,
+    /// Under a budget of a time and a count (whichever comes first), the limit that ended the
+    /// run: `seconds`, `ios` or `bytes`. Absent under a budget of one limit, and where a stop
+    /// (Ctrl-C, a failed I/O) ended the run before either.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<&'static str>,
 }
 
 /// What completion method was asked for, what the kernel rules predict, and what the device's

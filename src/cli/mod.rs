@@ -133,7 +133,8 @@ pub struct RunArgs {
     /// Completions to wait for when the queue is full.
     #[arg(long, default_value_t = 1)]
     pub batch_reap: u32,
-    /// Measured time (e.g. 10s, 2m); default 10s unless --ios or --bytes is given.
+    /// Measured time (e.g. 10s, 2m); default 10s unless --ios or --bytes is given. With --ios or
+    /// --bytes, the run ends at whichever comes first.
     #[arg(long)]
     pub runtime: Option<String>,
     /// Warm-up time excluded from every figure.
@@ -362,13 +363,10 @@ impl RunArgs {
     /// The job these arguments describe; Err is one line for the user. Every field comes from
     /// its flag, so all are named here; the flags' defaults are `Job::default()` (test `defaults`).
     pub fn to_job(&self) -> Result<Job, String> {
-        let budget = match (&self.runtime, self.ios, &self.bytes) {
-            (None, None, None) => Budget::Seconds(10.0),
-            (Some(r), None, None) => Budget::Seconds(size::parse_seconds(r).map_err(|e| format!("--runtime: {e}"))?),
-            (None, Some(n), None) => Budget::Ios(n),
-            (None, None, Some(b)) => Budget::Bytes(size::parse_size(b).map_err(|e| format!("--bytes: {e}"))?),
-            _ => return Err("give only one of --runtime, --ios and --bytes".into()),
-        };
+        let seconds = self.runtime.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--runtime: {e}"))?;
+        let bytes = self.bytes.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--bytes: {e}"))?;
+        let budget = Budget::of(seconds, self.ios, bytes)
+            .ok_or("give only one of --ios and --bytes (each with --runtime ends the run at whichever comes first)")?;
         if self.write_mix.is_some() && !self.rw.mixed() {
             return Err("--write-mix applies only to --rw randrw and rw".into());
         }
@@ -598,7 +596,15 @@ mod tests {
     fn count_budgets() {
         assert_eq!(parse(&["--ios", "1000"]).unwrap().timing.budget, Budget::Ios(1000));
         assert_eq!(parse(&["--bytes", "1m"]).unwrap().timing.budget, Budget::Bytes(1 << 20));
-        assert!(parse(&["--ios", "10", "--runtime", "1s"]).unwrap_err().contains("only one of"));
+        assert!(parse(&["--ios", "10", "--bytes", "1m"]).unwrap_err().contains("only one of --ios and --bytes"));
+    }
+
+    /// A time with a count: the run ends at whichever comes first.
+    #[test]
+    fn a_time_with_a_count_is_whichever_comes_first() {
+        let b = |args: &[&str]| parse(args).unwrap().timing.budget;
+        assert_eq!(b(&["--runtime", "60s", "--bytes", "1g"]), Budget::SecondsOrBytes { seconds: 60.0, bytes: 1 << 30 });
+        assert_eq!(b(&["--ios", "10", "--runtime", "1s"]), Budget::SecondsOrIos { seconds: 1.0, ios: 10 });
     }
 
     #[test]

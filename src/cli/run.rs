@@ -90,12 +90,10 @@ impl RunUi for RunBar {
     }
     fn progress(&mut self, elapsed: f64, total: Option<f64>, done: u64, ramp: bool) {
         let iops = self.iops.update(elapsed, done);
-        let frac = match (total, self.budget) {
-            (Some(t), _) => elapsed / t,
-            (None, crate::plan::Budget::Ios(n)) => done as f64 / n as f64,
-            (None, crate::plan::Budget::Bytes(n)) => done as f64 * self.bs as f64 / n as f64,
-            _ => 0.0,
-        };
+        // A time with a count: whichever is nearer its end.
+        let by_time = total.map_or(0.0, |t| elapsed / t);
+        let by_count = self.budget.ios(self.bs).map_or(0.0, |n| done as f64 / n as f64);
+        let frac = by_time.max(by_count);
         self.bar.set_position((frac * 1000.0).min(1000.0) as u64);
         self.bar.set_message(format!("{}{} IOPS", if ramp { "ramp " } else { "" }, summary::format_count(iops)));
     }

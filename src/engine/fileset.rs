@@ -288,10 +288,7 @@ fn measure<T: Interface<Handle = ()>>(
         flags |= libc::O_DIRECT;
     }
     let clock = Clock::calibrate();
-    let series = match job.timing.budget {
-        Budget::Seconds(s) => s.ceil() as usize + 2,
-        _ => 86_400,
-    };
+    let series = job.timing.budget.seconds().map_or(86_400, |s| s.ceil() as usize + 2);
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     hooks.window_start(&[tid]);
@@ -299,10 +296,7 @@ fn measure<T: Interface<Handle = ()>>(
     let mut ph = Phase {
         clock,
         start,
-        end: match job.timing.budget {
-            Budget::Seconds(s) => Some(start + (s * 1e9) as u64),
-            _ => None,
-        },
+        end: job.timing.budget.seconds().map(|s| start + (s * 1e9) as u64),
         rec: Recorder::new(series, 1, bs),
         next_second_at: start + 1_000_000_000,
         first_error: None,
@@ -319,6 +313,8 @@ fn measure<T: Interface<Handle = ()>>(
     let mut order_rng = Rng::for_thread(job.workload.seed, 1);
     let mut next_tick = start + 20_000_000;
     let (mut bytes_done, mut interrupted) = (0u64, false);
+    // Set before every check of the budget, the only way out of the passes.
+    let mut ended_by_time: bool;
     let result = 'passes: loop {
         if fileset.file_order == FileOrder::Random {
             // A new shuffled order each pass (Fisher-Yates): every file once per pass.
@@ -328,11 +324,14 @@ fn measure<T: Interface<Handle = ()>>(
         }
         for &f in &order {
             let now = ph.clock.now();
-            let spent = match job.timing.budget {
-                Budget::Seconds(_) => ph.end.is_some_and(|e| now >= e),
-                Budget::Ios(n) => ph.ios >= n,
-                Budget::Bytes(b) => bytes_done >= b,
-            };
+            // The time limit, or the count (a time with a count: whichever comes first).
+            ended_by_time = ph.end.is_some_and(|e| now >= e);
+            let spent = ended_by_time
+                || match job.timing.budget {
+                    Budget::Seconds(_) => false,
+                    Budget::Ios(n) | Budget::SecondsOrIos { ios: n, .. } => ph.ios >= n,
+                    Budget::Bytes(b) | Budget::SecondsOrBytes { bytes: b, .. } => bytes_done >= b,
+                };
             if ph.cancel.is_cancelled() {
                 interrupted = true;
             }
@@ -380,6 +379,7 @@ fn measure<T: Interface<Handle = ()>>(
         clock: clock.info(),
         verified_reads: 0,
         verified_written: 0,
+        ended_by_time,
     };
     drop(bufs);
     Ok(Measured { engine, files, fsyncs })

@@ -60,6 +60,8 @@ pub struct LoopEnd {
     pub first_error: Option<FailedIo>,
     /// Blocks written in the measured window and verify state (for the read-back pass).
     pub verified_reads: u64,
+    /// The loop stopped at the time limit (`end`), not at its quota, a stop request or a failure.
+    pub ended_by_time: bool,
 }
 
 /// Blocks written with verify data, per target, so they can be read back after the run.
@@ -111,8 +113,9 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
     // gives its place back). One counter instead of re-deriving it per request.
     let quota_after = |outstanding: usize| plan.quota.map_or(u64::MAX, |q| q.saturating_sub(outstanding as u64));
     let mut may_issue = if measuring { quota_after(0) } else { u64::MAX };
-    // `early`: stopped by a stop request or a failed I/O rather than by the budget.
-    let (mut stopping, mut early) = (false, false);
+    // `early`: stopped by a stop request or a failed I/O rather than by the budget; `timed`: by
+    // the time limit.
+    let (mut stopping, mut early, mut timed) = (false, false, false);
     let mut first_error: Option<FailedIo> = None;
     let mut now = start;
     // `now` was read right after a reap of one completion and nothing has been submitted since:
@@ -125,6 +128,7 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
     loop {
         if !stopping && (stop.load(Relaxed) || plan.end.is_some_and(|e| now >= e)) {
             early = stop.load(Relaxed);
+            timed = !early;
             stopping = true;
         }
         while !stopping && npending < pending.len() && may_issue > 0 {
@@ -227,11 +231,14 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
     }
     rec.finish();
     let measure_start = plan.ramp_end.max(start);
+    // Under a time limit the window ends at it; at a quota reached first (a time and a count),
+    // a stop or a failure, at the last completion.
+    let timed = timed && !early;
     let measure_end = match plan.end {
-        Some(e) if !early => e,
+        Some(e) if timed => e,
         _ => last_done.max(measure_start),
     };
-    Ok(LoopEnd { measure_start, measure_end, first_error, verified_reads: verified })
+    Ok(LoopEnd { measure_start, measure_end, first_error, verified_reads: verified, ended_by_time: timed })
 }
 
 /// A completion that is not simply a full transfer, or any under verify: the failure in words,

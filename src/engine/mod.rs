@@ -10,7 +10,7 @@ pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
 use crate::interfaces::memory::AlignedBuf;
 pub use crate::interfaces::OpenTarget;
 use crate::interfaces::{self, Acquire, Acquired, Interface, Setup, SyncReader, VisitTarget};
-use crate::plan::{Budget, Job};
+use crate::plan::Job;
 use crate::verify;
 use clock::{Clock, ClockInfo};
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
@@ -43,6 +43,9 @@ pub struct EngineOutput {
     pub clock: ClockInfo,
     pub verified_reads: u64,
     pub verified_written: u64,
+    /// Some thread's loop ended at the time limit (not at its count, a stop or a failure): under
+    /// a budget of a time and a count, the time came first.
+    pub ended_by_time: bool,
 }
 
 struct ThreadOut {
@@ -93,9 +96,9 @@ impl Placement {
 
 /// Per-second slots each thread allocates before its first I/O.
 fn series_len(job: &Job) -> usize {
-    match job.timing.budget {
-        Budget::Seconds(s) => s.ceil() as usize + 2,
-        _ => 86_400, // a day of seconds; count-based runs have no known length
+    match job.timing.budget.seconds() {
+        Some(s) => s.ceil() as usize + 2,
+        None => 86_400, // a day of seconds; count-based runs have no known length
     }
 }
 
@@ -109,16 +112,12 @@ pub(crate) fn memory_needed(job: &Job) -> u64 {
     job.workload.threads as u64 * (buffers + recorder + THREAD_STACK)
 }
 
-/// This thread's share of a count or byte budget (None under a time budget): the total split
-/// evenly, the first threads taking one more each for the remainder.
+/// This thread's share of a count or byte budget (None under a time budget alone): the total
+/// split evenly, the first threads taking one more each for the remainder.
 fn quota_for(job: &Job, t: usize) -> Option<u64> {
-    let total = match job.timing.budget {
-        Budget::Seconds(_) => return None,
-        Budget::Ios(n) => n,
-        // A block size mix: as many I/Os as its mean size makes the bytes.
-        Budget::Bytes(b) if job.workload.bssplit.is_one() => b.div_ceil(job.workload.bs),
-        Budget::Bytes(b) => (b as f64 / job.workload.mean_bs()).ceil() as u64,
-    };
+    // A block size mix: as many I/Os as its mean size makes the bytes.
+    let bs = if job.workload.bssplit.is_one() { job.workload.bs } else { job.workload.mean_bs().round().max(1.0) as u64 };
+    let total = job.timing.budget.ios(bs)?;
     let threads = job.workload.threads as u64;
     Some(total / threads + u64::from((t as u64) < total % threads))
 }
@@ -165,10 +164,7 @@ impl<'a> Shared<'a> {
             clock,
             clock_info: clock.info(),
             ramp_ns: (job.timing.ramp_s * 1e9) as u64,
-            run_ns: match job.timing.budget {
-                Budget::Seconds(s) => Some((s * 1e9) as u64),
-                _ => None,
-            },
+            run_ns: job.timing.budget.seconds().map(|s| (s * 1e9) as u64),
             series_len: series_len(job),
             ready: Barrier::new(threads + 1),
             go: Barrier::new(threads + 1),
@@ -505,6 +501,7 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
     let mut rec = Recorder::new(1, sh.targets.len(), sh.job.workload.bs);
     let (mut mstart, mut mend) = (u64::MAX, 0u64);
     let (mut first_error, mut verified_reads, mut verified_written) = (None, 0, 0);
+    let ended_by_time = outs.iter().any(|o| o.end.ended_by_time);
     for o in outs {
         rec.merge(&o.rec);
         mstart = mstart.min(o.end.measure_start);
@@ -526,6 +523,7 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
         clock: sh.clock_info.clone(),
         verified_reads,
         verified_written,
+        ended_by_time,
     }
 }
 

@@ -4,6 +4,7 @@ use super::workload::{region_for, Stream};
 use super::*;
 use crate::interfaces::memory::BufferMemory;
 use crate::interfaces::null::{self, Null};
+use crate::plan::Budget;
 
 struct NoHooks;
 impl WindowHooks for NoHooks {
@@ -93,6 +94,22 @@ fn a_time_budget_ends_the_window_on_time() {
     let out = run_null(&null_job(1, Budget::Seconds(0.1), None));
     assert!((0.09..0.5).contains(&out.window_s), "window {} s", out.window_s);
     assert!(out.rec.read.ios > 1000);
+}
+
+/// A time with a count: the count reached first ends the run at its last completion (not at
+/// the time limit), on every thread; the time reached first stops every thread, the window
+/// ending at the limit.
+#[test]
+fn a_time_with_a_count_ends_at_whichever_comes_first() {
+    let mut job = null_job(4, Budget::SecondsOrBytes { seconds: 30.0, bytes: 3001 * 4096 }, None);
+    job.workload.threads = 2;
+    let began = std::time::Instant::now();
+    let out = run_null(&job);
+    assert_eq!((out.rec.read.ios, out.ended_by_time), (3001, false));
+    assert!(began.elapsed() < std::time::Duration::from_secs(10) && out.window_s < 10.0, "{} s", out.window_s);
+    let out = run_null(&null_job(4, Budget::SecondsOrIos { seconds: 0.1, ios: u64::MAX / 2 }, Some("delay=20us")));
+    assert!(out.ended_by_time && out.rec.read.ios > 100, "{} ios", out.rec.read.ios);
+    assert!((0.09..0.5).contains(&out.window_s), "window {} s", out.window_s);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! libaio: Linux native AIO through raw io_setup/io_submit/io_getevents system calls (no
-//! libaio.so needed). Asynchronous only with O_DIRECT; buffered I/O blocks inside io_submit.
+//! libaio.so needed). Asynchronous only with O_DIRECT; buffered I/O blocks inside io_submit, and
+//! the record's mechanism says so.
 use super::{Behaviour, Completion, Interface, InterfaceInfo, IoInterface, Request, Setup};
 use super::{Complete, Submit};
 use std::io;
@@ -143,6 +144,9 @@ impl Drop for Libaio {
     }
 }
 
+/// How buffered libaio runs, in the record's `completion_path.mechanism` (and fio's dry run).
+pub(crate) const BUFFERED: &str = "synchronous: buffered (no O_DIRECT), Linux runs each AIO request inside io_submit, through the page cache, so io_submit returns with it done and io_getevents only collects it";
+
 impl Interface for Libaio {
     type Target = super::target::Files;
 
@@ -163,5 +167,10 @@ impl Interface for Libaio {
 
     fn machine_support() -> Result<(), super::InterfaceError> {
         machine_support()
+    }
+
+    /// Buffered, the kernel runs each request synchronously inside io_submit.
+    fn mechanism(io: &super::IoChoice) -> String {
+        if io.direct { "interrupt" } else { BUFFERED }.to_string()
     }
 }

@@ -283,7 +283,8 @@ pub struct InterfaceInfo {
     pub completes: &'static [Complete],
     /// What the completion modes mean for this interface.
     pub how: &'static str,
-    /// Asynchronous only with O_DIRECT (libaio silently blocks in io_submit otherwise).
+    /// Asynchronous only with O_DIRECT (libaio runs each request inside io_submit otherwise: run
+    /// so, and its record's mechanism says so).
     pub async_needs_direct: bool,
     /// Does no I/O and takes no target (fio's FIO_DISKLESSIO): `--size` is its address space.
     pub diskless: bool,

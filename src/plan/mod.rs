@@ -109,6 +109,63 @@ pub enum Budget {
     Ios(u64),
     /// Total bytes over all threads after the ramp.
     Bytes(u64),
+    /// Whichever comes first: the measured seconds, or the I/Os over all threads (fio's
+    /// `runtime` with `number_ios`).
+    SecondsOrIos { seconds: f64, ios: u64 },
+    /// Whichever comes first: the measured seconds, or the bytes over all threads (fio's
+    /// `runtime` without `time_based`: the time or one pass over the size).
+    SecondsOrBytes { seconds: f64, bytes: u64 },
+}
+
+impl Budget {
+    /// The budget of the limits given (`--runtime`, `--ios`, `--bytes`, or a plan's `runtime`,
+    /// `ios`, `bytes`): none, 10 s; a time with a count, whichever comes first. None for I/Os
+    /// and bytes together, which cannot both be the count.
+    pub(crate) fn of(seconds: Option<f64>, ios: Option<u64>, bytes: Option<u64>) -> Option<Budget> {
+        Some(match (seconds, ios, bytes) {
+            (None, None, None) => Budget::Seconds(10.0),
+            (Some(s), None, None) => Budget::Seconds(s),
+            (None, Some(n), None) => Budget::Ios(n),
+            (None, None, Some(b)) => Budget::Bytes(b),
+            (Some(seconds), Some(ios), None) => Budget::SecondsOrIos { seconds, ios },
+            (Some(seconds), None, Some(bytes)) => Budget::SecondsOrBytes { seconds, bytes },
+            (_, Some(_), Some(_)) => return None,
+        })
+    }
+
+    /// Its time limit: measured seconds after the ramp; None for a count alone.
+    pub fn seconds(self) -> Option<f64> {
+        match self {
+            Budget::Seconds(s) | Budget::SecondsOrIos { seconds: s, .. } | Budget::SecondsOrBytes { seconds: s, .. } => Some(s),
+            Budget::Ios(_) | Budget::Bytes(_) => None,
+        }
+    }
+
+    /// Its count limit in I/Os of `bs` bytes over all threads (bytes rounded up to whole
+    /// blocks); None for a time alone.
+    pub fn ios(self, bs: u64) -> Option<u64> {
+        match self {
+            Budget::Seconds(_) => None,
+            Budget::Ios(n) | Budget::SecondsOrIos { ios: n, .. } => Some(n),
+            Budget::Bytes(b) | Budget::SecondsOrBytes { bytes: b, .. } => Some(b.div_ceil(bs.max(1))),
+        }
+    }
+
+    /// The word of the limit that ends a run once it is reached: `seconds`, `ios` or `bytes`
+    /// (`by_time`: the time limit, for a budget that has one).
+    pub fn limit_word(self, by_time: bool) -> &'static str {
+        match self {
+            Budget::Seconds(_) => "seconds",
+            _ if by_time => "seconds",
+            Budget::Ios(_) | Budget::SecondsOrIos { .. } => "ios",
+            Budget::Bytes(_) | Budget::SecondsOrBytes { .. } => "bytes",
+        }
+    }
+
+    /// Ends at whichever of a time and a count comes first.
+    pub fn is_either(self) -> bool {
+        matches!(self, Budget::SecondsOrIos { .. } | Budget::SecondsOrBytes { .. })
+    }
 }
 
 /// Everything needed to rerun a measurement, in parts, each with its defaults (`iolab run`'s).
@@ -326,6 +383,31 @@ mod tests {
             assert!(plain.get(key).is_none(), "{key}");
         }
         assert_eq!(plain["sq_idle_ms"], 1000);
+    }
+
+    /// A time with a count is one budget, whichever comes first: its limits, how it is written
+    /// (an object of both for its value; the budgets of one limit are written as before), and
+    /// I/Os and bytes together refused.
+    #[test]
+    fn a_time_with_a_count_ends_at_whichever_comes_first() {
+        let b = Budget::of(Some(60.0), None, Some(10_000)).unwrap();
+        assert_eq!(b, Budget::SecondsOrBytes { seconds: 60.0, bytes: 10_000 });
+        assert_eq!((b.seconds(), b.ios(4096), b.is_either()), (Some(60.0), Some(3), true), "bytes round up to whole blocks");
+        assert_eq!((b.limit_word(true), b.limit_word(false)), ("seconds", "bytes"));
+        let i = Budget::of(Some(1.5), Some(7), None).unwrap();
+        assert_eq!((i.seconds(), i.ios(4096), i.limit_word(false)), (Some(1.5), Some(7), "ios"));
+        assert_eq!(Budget::of(None, None, None), Some(Budget::Seconds(10.0)));
+        assert_eq!(Budget::of(Some(2.0), None, None).map(|b| (b.seconds(), b.ios(1), b.is_either())), Some((Some(2.0), None, false)));
+        assert_eq!(Budget::of(None, Some(5), None).map(|b| (b.seconds(), b.ios(1))), Some((None, Some(5))));
+        assert_eq!(Budget::of(Some(1.0), Some(5), Some(5)), None);
+        assert_eq!(
+            serde_json::to_value(b).unwrap(),
+            serde_json::json!({"kind": "seconds_or_bytes", "value": {"seconds": 60.0, "bytes": 10_000}})
+        );
+        assert_eq!(serde_json::to_value(i).unwrap(), serde_json::json!({"kind": "seconds_or_ios", "value": {"seconds": 1.5, "ios": 7}}));
+        assert_eq!(serde_json::from_value::<Budget>(serde_json::json!({"kind": "bytes", "value": 5})).unwrap(), Budget::Bytes(5));
+        let job = Job { timing: Timing { ramp_s: 0.0, budget: b }, ..Job::default() };
+        assert_eq!(Job::from_spec(&job.to_spec()).unwrap().timing.budget, b);
     }
 
     /// A planned run's spec is written and read by one pair: what `to_spec` writes reads back

@@ -164,7 +164,8 @@ pub struct Expansion {
     pub order: Vec<(u32, usize)>,
     pub replicates: u32,
     pub cooldown_s: f64,
-    /// Seconds per run (ramp + runtime) when the budget is time; None for count budgets.
+    /// Seconds per run (ramp + runtime) when the budget has a time (at most that, with a count);
+    /// None for count budgets.
     pub seconds_per_run: Option<f64>,
     /// What the plan asks to profile in every run (`--profile` may add to it).
     pub profile: Profile,
@@ -352,12 +353,10 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         }
     };
     let m = with_targets.as_ref().unwrap_or(&plan.matrix);
-    let budget = match (&plan.runtime, plan.ios, &plan.bytes) {
-        (None, None, None) => Budget::Seconds(10.0),
-        (Some(r), None, None) => Budget::Seconds(parse_seconds(r).map_err(|e| PlanError::Plan(format!("plan runtime: {e}")))?),
-        (None, Some(n), None) => Budget::Ios(n),
-        (None, None, Some(b)) => Budget::Bytes(parse_size(b).map_err(|e| PlanError::Plan(format!("plan bytes: {e}")))?),
-        _ => return PlanError::plan("plan: give only one of runtime, ios and bytes"),
+    let seconds = plan.runtime.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan runtime: {e}")))?;
+    let bytes = plan.bytes.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan bytes: {e}")))?;
+    let Some(budget) = Budget::of(seconds, plan.ios, bytes) else {
+        return PlanError::plan("plan: give only one of ios and bytes (each with runtime ends a run at whichever comes first)");
     };
     let ramp_s =
         plan.ramp.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan ramp: {e}")))?.unwrap_or(0.0);
@@ -488,10 +487,8 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         }
         order.extend(idx.into_iter().map(|i| (r, i)));
     }
-    let seconds_per_run = match budget {
-        Budget::Seconds(s) => Some(ramp_s + s),
-        _ => None,
-    };
+    // A time with a count: at most that long.
+    let seconds_per_run = budget.seconds().map(|s| ramp_s + s);
     Ok(Expansion {
         name: plan.name.clone().unwrap_or_else(|| "sweep".into()),
         configs,
@@ -611,6 +608,19 @@ reason = "io_uring at QD1 is covered elsewhere"
         assert_eq!((j.timing.ramp_s, j.timing.budget, j.targets.paths.clone()), (1.0, Budget::Seconds(2.0), vec!["/tmp/x".to_string()]));
     }
 
+    /// A plan's runtime beside its ios or bytes ends each run at whichever comes first, and the
+    /// sweep's estimate takes the time as each run's longest.
+    #[test]
+    fn a_plans_runtime_with_a_count_is_whichever_comes_first() {
+        let e = expand("runtime = \"2s\"\nbytes = \"1m\"\n[matrix]\ninterface = [\"null\"]\n", &[]).unwrap();
+        assert_eq!(e.configs[0].job.timing.budget, Budget::SecondsOrBytes { seconds: 2.0, bytes: 1 << 20 });
+        assert_eq!(e.seconds_per_run, Some(2.0));
+        let e = expand("runtime = \"2s\"\nios = 5\n[matrix]\ninterface = [\"null\"]\n", &[]).unwrap();
+        assert_eq!(e.configs[0].job.timing.budget, Budget::SecondsOrIos { seconds: 2.0, ios: 5 });
+        let e = expand("ios = 5\nbytes = \"1m\"\n", &[]).unwrap_err().to_string();
+        assert!(e.contains("give only one of ios and bytes"), "{e}");
+    }
+
     /// The energy knobs vary as `[matrix]` dimensions: each value a `set` entry of its
     /// configuration, over the plan's `options.set` entry of the same setting; a value no machine
     /// takes refuses the plan (options) or drops its configuration with the reason (matrix).
@@ -669,7 +679,7 @@ reason = "io_uring at QD1 is covered elsewhere"
         for bad in [
             "replicates = 0",
             "[matrix]\nqd = [\"x\"]",
-            "runtime = \"2s\"\nios = 5",
+            "bytes = \"1m\"\nios = 5",
             "colour = 1",
             "[[rule]]\nwhen = { color = 1 }\naction = \"drop\"\nreason = \"x\"",
             "name = \"x\nios = 5",

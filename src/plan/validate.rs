@@ -79,11 +79,6 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
             kinds.join(" or ")
         ));
     }
-    if info.async_needs_direct && !job.io.direct {
-        return PlanError::job(format!(
-            "{name} is only asynchronous with O_DIRECT: with --buffered io_submit blocks; drop --buffered or use -i io_uring"
-        ));
-    }
     if job.io.complete != Complete::Irq && !job.io.direct {
         return PlanError::job(format!(
             "--complete {} needs O_DIRECT: the page cache is never polled; drop --buffered",
@@ -108,11 +103,13 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
         return PlanError::job("--ramp must not be negative");
     }
     check_duration("--ramp", job.timing.ramp_s)?;
-    match job.timing.budget {
-        super::Budget::Seconds(s) if s <= 0.0 => return PlanError::job("--runtime must be positive"),
-        super::Budget::Seconds(s) => check_duration("--runtime", s)?,
-        super::Budget::Ios(0) | super::Budget::Bytes(0) => return PlanError::job("--ios/--bytes must be positive"),
-        _ => {}
+    match job.timing.budget.seconds() {
+        Some(s) if s <= 0.0 => return PlanError::job("--runtime must be positive"),
+        Some(s) => check_duration("--runtime", s)?,
+        None => {}
+    }
+    if job.timing.budget.ios(job.workload.bs) == Some(0) {
+        return PlanError::job("--ios/--bytes must be positive");
     }
     if job.policy.verify && !job.io.direct {
         return PlanError::job("--verify needs O_DIRECT so reads come from the device, not the page cache: drop --buffered");

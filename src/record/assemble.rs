@@ -108,7 +108,16 @@ fn results(job: &Job, out: &EngineOutput, total: &Direction, rusage: &Rusage, me
         series: series(&out.rec),
         cpu: cpu(rusage, meter_window_s.unwrap_or(w), total.ios),
         verify: job.policy.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
+        ended_by: ended_by(job, out),
     }
+}
+
+/// Under a budget of a time and a count, which ended the run; None under one limit, or when a
+/// stop came first (Ctrl-C, or a failed I/O that stopped the run).
+fn ended_by(job: &Job, out: &EngineOutput) -> Option<&'static str> {
+    let stopped = out.interrupted || (out.first_error.is_some() && !job.policy.continue_on_error);
+    let b = job.timing.budget;
+    (b.is_either() && !stopped).then(|| b.limit_word(out.ended_by_time))
 }
 
 /// The energy record (per-joule ratios from the run's I/O, the dynamic part over the idle
@@ -190,6 +199,7 @@ mod tests {
             clock: crate::engine::clock::Clock::calibrate().info(),
             verified_reads: 0,
             verified_written: 0,
+            ended_by_time: false,
         };
         let (rusage, meter_window_s, cost, observed, ring) = (Rusage::default(), None, None, None, None);
         Outcome { engine, environment, rusage, meter_window_s, cost, energy, path, observed, ring }

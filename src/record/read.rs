@@ -97,7 +97,9 @@ lenient_structs! {
         fileset: FileSetSpec,
     }
 
-    /// `plan::Budget`: "seconds", "ios" or "bytes", and how many.
+    /// `plan::Budget`: "seconds", "ios" or "bytes", and how many; "seconds_or_ios" and
+    /// "seconds_or_bytes" (whichever comes first) have an object of both for a value, read as
+    /// None here.
     pub struct Budget {
         kind: Option<String>,
         value: Option<f64>,
@@ -441,6 +443,7 @@ pub(crate) mod tests {
                 series: vec![],
                 cpu: record::cpu(&meters::cpu::Rusage { user_s: 0.1, system_s: 0.3, ..Default::default() }, 2.0, 2000),
                 verify: None,
+                ended_by: None,
             }),
             cost: Some(meters::Cost {
                 window_s: 2.0,

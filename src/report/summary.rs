@@ -81,9 +81,15 @@ pub fn render(rec: &RunRecord) -> String {
     let Some(r) = &rec.results else {
         return out;
     };
+    // A time with a count: which came first.
+    let ended = match r.ended_by {
+        Some("seconds") => ", ended by the time limit".to_string(),
+        Some(count) => format!(", ended by its {count} before the time limit"),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "  window {:.2} s measured (after {} s ramp){}",
+        "  window {:.2} s measured (after {} s ramp){ended}{}",
         r.window_s,
         s.timing.ramp_s,
         if rec.status == crate::record::RunStatus::Interrupted { ", INTERRUPTED" } else { "" }

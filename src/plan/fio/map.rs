@@ -682,8 +682,8 @@ fn per_clone(j: &Job, n: u64, what: &str) -> Result<u64, String> {
 }
 pub(crate) fn x_io_size(j: &Job) -> Result<Option<String>, String> {
     Ok(match j.timing.budget {
-        Budget::Bytes(n) => Some(per_clone(j, n, "bytes")?.to_string()),
-        Budget::Ios(n) => Some((per_clone(j, n, "ios")? * j.workload.bs).to_string()),
+        Budget::Bytes(n) | Budget::SecondsOrBytes { bytes: n, .. } => Some(per_clone(j, n, "bytes")?.to_string()),
+        Budget::Ios(n) | Budget::SecondsOrIos { ios: n, .. } => Some((per_clone(j, n, "ios")? * j.workload.bs).to_string()),
         Budget::Seconds(_) => None,
     })
 }
@@ -692,7 +692,7 @@ pub(crate) fn x_offset(j: &Job) -> Result<Option<String>, String> {
 }
 pub(crate) fn x_number_ios(j: &Job) -> Result<Option<String>, String> {
     Ok(match j.timing.budget {
-        Budget::Ios(n) => Some(per_clone(j, n, "ios")?.to_string()),
+        Budget::Ios(n) | Budget::SecondsOrIos { ios: n, .. } => Some(per_clone(j, n, "ios")?.to_string()),
         _ => None,
     })
 }
@@ -703,10 +703,8 @@ pub(crate) fn x_numjobs(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.workload.threads.to_string()))
 }
 pub(crate) fn x_runtime(j: &Job) -> Result<Option<String>, String> {
-    Ok(match j.timing.budget {
-        Budget::Seconds(s) => Some(format!("{}ms", (s * 1000.0).round() as u64)),
-        _ => None,
-    })
+    // Without time_based (a time with a count), fio ends at whichever comes first.
+    Ok(j.timing.budget.seconds().map(|s| format!("{}ms", (s * 1000.0).round() as u64)))
 }
 pub(crate) fn x_time_based(j: &Job) -> Result<Option<String>, String> {
     Ok(matches!(j.timing.budget, Budget::Seconds(_)).then(|| "1".into()))

@@ -45,13 +45,15 @@ What a job becomes:
 - **The budget** is fio's: with `time_based`, `runtime` seconds (after `ramp_time`); without it,
   the job's bytes (`io_size`, else `size`, else `filesize`, else the whole target, read for its
   size before the run) x `loops` x `numjobs`, or `number_ios` x `numjobs` I/Os where that comes
-  first. fio ends a job with `runtime` but no `time_based` at whichever comes first, time or bytes;
-  iolab's budget is one of them, so that is refused (naming `runtime`).
+  first; with a `runtime` (or `timeout`) too, whichever of the time and that count comes first,
+  as fio ends such a job (the plan's `runtime` beside its `bytes` or `ios`; the record's
+  `results.ended_by` says which limit ended the run).
 - **Targets**: `filename` (several joined by `:`, in `directory` when relative); a target on the
   command line replaces every job's. Without a filename, iolab's temporary target of `size` bytes
   (fio would lay out a file of its own). The null engine opens none.
-- **fio's defaults where iolab's differ** are written into the plan: `direct=0` (buffered; and
-  libaio is then refused, since iolab runs libaio only with O_DIRECT), `fixedbufs=0` and
+- **fio's defaults where iolab's differ** are written into the plan: `direct=0` (buffered; libaio
+  then runs as fio runs it, synchronously: buffered AIO in Linux does each I/O inside io_submit,
+  and the record's `completion_path.mechanism` says so), `fixedbufs=0` and
   `registerfiles=0` for io_uring, `iodepth_batch_complete_min=1`, the psync engine.
 - **Random offsets** are drawn with repeats, as fio's `norandommap`; fio's default random map
   (every block once per pass) is not reproduced. `random_distribution` (zipf, pareto, normal,
@@ -333,18 +335,9 @@ fn translate(
             "fio job '{name}': stonewall: it has none, so fio starts it together with '{prev}', and iolab runs one job at a time: add stonewall to [{name}] (or --fio-ignore concurrency to run the jobs one after another)"
         ));
     }
-    // The libaio rule, named by the option that made the job buffered.
+    // Buffered libaio runs, as in fio, and the record says how the kernel ran it.
     if info.async_needs_direct && t.options.get("buffered").and_then(Value::as_bool) == Some(true) {
-        let why = format!(
-            "{} runs asynchronously only with O_DIRECT, so iolab refuses it buffered: set direct=1, or use ioengine=psync or io_uring",
-            kind.name()
-        );
-        return Err(match find_opt("direct").or_else(|| find_opt("buffered")) {
-            Some(o) => refuse(&o, &why),
-            None => format!(
-                "fio job '{name}': direct: fio's default is direct=0 (buffered), and {why} (--fio-ignore direct runs it with O_DIRECT)"
-            ),
-        });
+        lines.push((format!("(buffered {})", kind.name()), crate::interfaces::libaio::BUFFERED.into()));
     }
     if !t.diskless && t.cli_targets.is_empty() && t.targets.is_empty() {
         if t.region.is_none() {
@@ -377,19 +370,15 @@ fn translate(
     if let Some(r) = t.region {
         t.top.insert("size".into(), Value::String(r.to_string()));
     }
-    let budget_line;
-    if time_based {
+    let budget_line = if time_based {
         let Some(r) = runtime.filter(|r| *r > 0.0) else {
             return Err(refuse(&find_opt("time_based").unwrap(), "runs until runtime=, and the job gives none"));
         };
         if let Some(o) = find_opt("number_ios") {
             return Err(refuse(&o, "with time_based fio ends at whichever comes first, number_ios or runtime; iolab ends at one"));
         }
-        budget_line = t.set_top("runtime", Value::String(format!("{r}s")));
+        t.set_top("runtime", Value::String(format!("{r}s")))
     } else {
-        if let Some(o) = find_opt("runtime") {
-            return Err(refuse(&o, "without time_based fio ends at whichever comes first, runtime or the job's size; iolab ends at one: add time_based to run for the time, or drop runtime to run for the bytes"));
-        }
         if let Some(o) = find_opt("ramp_time") {
             return Err(refuse(&o, "without time_based fio counts the ramp's I/O in the job's size; iolab's budget starts after the ramp: add time_based with runtime="));
         }
@@ -418,7 +407,7 @@ fn translate(
             None => 4096,
         };
         let ios = value("number_ios").map(|v| count(Some(&v))).transpose().map_err(|w| refuse(&find_opt("number_ios").unwrap(), &w))?;
-        budget_line = match ios {
+        let count = match ios {
             Some(n) if n > 0 && (n as u64).saturating_mul(clones).saturating_mul(bs) < bytes => {
                 format!("{} (number_ios x numjobs)", t.set_top("ios", Value::Integer(n.saturating_mul(clones as i64))))
             }
@@ -427,7 +416,15 @@ fn translate(
         if bytes == 0 {
             return Err(format!("fio job '{name}': size: the job has no bytes to do"));
         }
-    }
+        // Without time_based, a runtime (0: none) ends the job if it comes before the count.
+        match runtime.filter(|r| *r > 0.0) {
+            Some(r) => format!(
+                "{} or {count}, whichever comes first (fio's runtime without time_based)",
+                t.set_top("runtime", Value::String(format!("{r}s")))
+            ),
+            None => count,
+        }
+    };
     lines.push(("(budget)".into(), budget_line));
     // Unless the job sets batch_reap, fio waits for one completion (iodepth_batch_complete_min=1).
     if t.matrix.contains_key("batch") && !t.options.contains_key("batch_reap") {
@@ -488,6 +485,7 @@ const FLAGS: [(&str, &str); 14] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Budget;
 
     fn plan(text: &str) -> Result<Vec<Mapped>, String> {
         plans(Path::new("t.fio"), text, None, &[], &[])
@@ -530,8 +528,19 @@ mod tests {
         assert_eq!(p["ios"].as_integer(), Some(20));
         let p = t("[j]\nsize=1g\ntime_based\nruntime=5m\nramp_time=2s\ndirect=1\n");
         assert_eq!((p["runtime"].as_str(), p["ramp"].as_str()), (Some("300s"), Some("2s")));
-        let e = plan("[j]\nsize=1g\nruntime=60\ndirect=1\n").unwrap_err();
-        assert!(e.contains("runtime=60: without time_based fio ends at whichever comes first"), "{e}");
+        // Without time_based, whichever comes first of the runtime and the size (or number_ios).
+        let budget = |text: &str| {
+            let m = &plan(text).unwrap()[0];
+            crate::plan::sweep::expand(&m.text, &[]).unwrap().configs[0].job.timing.budget
+        };
+        assert_eq!(budget("[j]\nsize=1g\nruntime=60\ndirect=1\n"), Budget::SecondsOrBytes { seconds: 60.0, bytes: 1 << 30 });
+        assert_eq!(
+            budget("[j]\nsize=1g\ntimeout=1m\nnumber_ios=100\nnumjobs=2\ndirect=1\n"),
+            Budget::SecondsOrIos { seconds: 60.0, ios: 200 }
+        );
+        assert_eq!(budget("[j]\nsize=1m\nruntime=0\ndirect=1\n"), Budget::Bytes(1 << 20), "runtime=0: no time limit");
+        let e = plan("[j]\nsize=1g\nruntime=60\nramp_time=5\ndirect=1\n").unwrap_err();
+        assert!(e.contains("ramp_time=5: without time_based fio counts the ramp's I/O"), "{e}");
         let e = plan("[j]\ndirect=1\n").unwrap_err();
         assert!(e.contains("size:"), "{e}");
     }
@@ -544,8 +553,9 @@ mod tests {
         assert_eq!(t["matrix"]["submit"][0].as_str(), Some("sqpoll"));
         assert_eq!(t["options"]["register_buffers"].as_bool(), Some(false));
         assert_eq!(t["options"]["batch_reap"].as_integer(), Some(1));
-        let e = plan("[j]\nioengine=libaio\nsize=1m\n").unwrap_err();
-        assert!(e.starts_with("fio job 'j': direct: fio's default is direct=0"), "{e}");
+        let p = &plan("[j]\nioengine=libaio\nsize=1m\n").unwrap()[0];
+        assert_eq!(toml_of(p)["options"]["buffered"].as_bool(), Some(true), "fio's default direct=0, run buffered as fio runs it");
+        assert!(p.lines.iter().any(|(o, to)| o == "(buffered libaio)" && to.contains("synchronous")), "{:?}", p.lines);
         let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\n").unwrap_err();
         assert_eq!(e, "fio job 'j' (t.fio line 4): rate=1m: iolab issues I/O as fast as the queue allows: it has no rate or think time (--fio-ignore rate drops it)");
         let p = plans(Path::new("t.fio"), "[j]\nioengine=libaio\nsize=1m\ndirect=0\n", None, &["direct".into()], &[]).unwrap();
