@@ -10,7 +10,7 @@ pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
 use crate::interfaces::memory::AlignedBuf;
 pub use crate::interfaces::OpenTarget;
 use crate::interfaces::{self, Acquire, Acquired, Interface, Setup, SyncReader, VisitTarget};
-use crate::plan::Job;
+use crate::plan::{Budget, Job};
 use crate::verify;
 use clock::{Clock, ClockInfo};
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
@@ -115,9 +115,13 @@ pub(crate) fn memory_needed(job: &Job) -> u64 {
 /// This thread's share of a count or byte budget (None under a time budget alone): the total
 /// split evenly, the first threads taking one more each for the remainder.
 fn quota_for(job: &Job, t: usize) -> Option<u64> {
-    // A block size mix: as many I/Os as its mean size makes the bytes.
-    let bs = if job.workload.bssplit.is_one() { job.workload.bs } else { job.workload.mean_bs().round().max(1.0) as u64 };
-    let total = job.timing.budget.ios(bs)?;
+    let total = match job.timing.budget {
+        // A block size mix: as many I/Os as its mean size makes the bytes.
+        Budget::Bytes(b) | Budget::SecondsOrBytes { bytes: b, .. } if !job.workload.bssplit.is_one() => {
+            (b as f64 / job.workload.mean_bs()).ceil() as u64
+        }
+        budget => budget.ios(job.workload.bs)?,
+    };
     let threads = job.workload.threads as u64;
     Some(total / threads + u64::from((t as u64) < total % threads))
 }

@@ -7,7 +7,7 @@
 //! interrupts never stands as polled), its CPU is split by thread class, and each knob's value in
 //! force is read back into the record. Energy is measured, never modelled: where no source covers
 //! a component its figure says so.
-use super::{Budget, Devices, Part, Report, Runs, Study};
+use super::{pick, Budget, Devices, Part, Report, Runs, Study};
 use crate::plan::matrix::{dimension, KeyValue};
 use crate::report::data::{Config, Run};
 use crate::report::panels::{axis, bs_name, cell, distinct, energy_gap, num, plot_by, runs_of, PlotBy};
@@ -84,10 +84,6 @@ const WORKLOADS: (&str, &str) = (
     "Filebench, YCSB on RocksDB and TPC-C",
     "the paper's application workloads; iolab drives the block and file interfaces directly, as its fio and SPDK runs did",
 );
-
-fn pick(quick: bool, full: &str, small: &str) -> String {
-    if quick { small } else { full }.to_string()
-}
 
 fn size_depth_matrix(q: bool) -> String {
     format!(
