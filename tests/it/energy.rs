@@ -818,9 +818,9 @@ fn cpu_iowait(rec: &serde_json::Value, cpu: &str) -> f64 {
 
 /// `--iowait off` (IORING_ENTER_NO_IOWAIT, Linux 6.15) on this kernel: the record's ring says the
 /// flag was used; the worker's waits are iowait by default and never with the flag (its
-/// delay-accounting blkio ticks); and the run's CPU shows no iowait in the record with the flag.
-/// The record's per-CPU iowait of the default run is only checked where the machine had idle time
-/// (a CPU counts iowait only while idle: under load it is 0 either way). The other way round is
+/// delay-accounting blkio ticks, per task, so tests running beside it do not count); the record
+/// carries the run's CPU's iowait (the whole CPU's, any task's: checked against the flag only where
+/// the worker's own ticks cannot be read). The other way round is
 /// what the rig checks on older kernels (tests/vm/guest/rings.sh: refused before 6.15, exit 2
 /// naming IORING_FEAT_NO_IOWAIT).
 #[test]
@@ -837,19 +837,23 @@ fn io_uring_waits_count_as_iowait_unless_iowait_off() {
     let used = |r: &serde_json::Value| r["ring"]["used"].as_array().unwrap().iter().any(|f| f == "ENTER_NO_IOWAIT");
     assert!(!used(&on) && used(&off), "ring: on {:#}, off {:#}", on["ring"], off["ring"]);
     assert_eq!((on["spec"].get("iowait"), off["spec"]["iowait"].as_str()), (None, Some("off")), "{:#}", off["spec"]);
-    match &acct {
-        Ok(_) => {
-            assert!(on_ticks >= 10 && off_ticks == 0, "the worker's iowait ticks: {on_ticks} by default, {off_ticks} with --iowait off")
-        }
-        Err(why) => common::skip(NAME, &format!("the worker's own iowait is not read: {why}")),
-    }
     let (a, b) = (cpu_iowait(&on, "0"), cpu_iowait(&off, "0"));
-    assert!(b <= 0.05, "CPU 0 had {b} s of iowait with --iowait off (default: {a} s)");
-    let idle = on["cost"]["system"]["cpu"]["idle_s"].as_f64().unwrap();
-    if idle >= 1.0 {
-        assert!(a >= 0.1, "CPU 0 had {a} s of iowait by default though the machine had {idle} s idle");
-    } else {
-        common::skip(NAME, &format!("the record's per-CPU iowait of the default run is not checked: the machine was busy ({idle} s idle)"));
+    match &acct {
+        // The proof is the worker's own: per task, so no other process on the machine counts.
+        // The record's per-CPU iowait is the whole CPU's (any task's block-I/O sleep while the CPU
+        // idles, e.g. tests running beside this one), so it is only checked to be there.
+        Ok(_) => {
+            assert!(on_ticks >= 10 && off_ticks == 0, "the worker's iowait ticks: {on_ticks} by default, {off_ticks} with --iowait off");
+            assert!(a.is_finite() && a >= 0.0 && b.is_finite() && b >= 0.0, "CPU 0's iowait: {a} s by default, {b} s with --iowait off");
+        }
+        Err(why) => {
+            common::skip(NAME, &format!("the worker's own iowait is not read ({why}); the whole CPU's is checked instead"));
+            assert!(b <= 0.05, "CPU 0 had {b} s of iowait with --iowait off (default: {a} s)");
+            let idle = on["cost"]["system"]["cpu"]["idle_s"].as_f64().unwrap();
+            if idle >= 1.0 {
+                assert!(a >= 0.1, "CPU 0 had {a} s of iowait by default though the machine had {idle} s idle");
+            }
+        }
     }
 }
 
