@@ -37,6 +37,10 @@ pub struct TargetInfo {
     /// The NUMA node the device hangs off (`host::device_numa_node`); None where sysfs gives
     /// none (one node, a virtual device).
     pub numa_node: Option<u32>,
+    /// Opened with O_NOATIME: the run's reads left the file's access time alone. False where the
+    /// kernel refused it (not the file's owner) and every read may update it, as an
+    /// application's would.
+    pub noatime: bool,
 }
 
 fn read_trim(p: impl AsRef<Path>) -> Option<String> {

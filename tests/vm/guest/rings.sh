@@ -19,6 +19,10 @@ if kernel_at_least 6 1; then USED="CLAMP SINGLE_ISSUER DEFER_TASKRUN"; DROPPED="
 elif kernel_at_least 6 0; then USED="CLAMP COOP_TASKRUN SINGLE_ISSUER"; DROPPED="DEFER_TASKRUN"
 elif kernel_at_least 5 19; then USED="CLAMP COOP_TASKRUN"; DROPPED="SINGLE_ISSUER DEFER_TASKRUN"
 else USED="CLAMP"; DROPPED="SINGLE_ISSUER DEFER_TASKRUN"; fi
+# Every ring asks for NO_SQARRAY (6.6), listed after the other set-up flags but HYBRID_IOPOLL: SQA
+# is what a SQPOLL ring uses of it, SQD what it drops.
+if kernel_at_least 6 6; then SQA=" NO_SQARRAY"; SQD=""; USED="$USED NO_SQARRAY"
+else SQA=""; SQD="NO_SQARRAY"; DROPPED="${DROPPED:+$DROPPED }NO_SQARRAY"; fi
 # And its fd registered with the thread that drives it (IORING_REGISTER_RING_FDS, 5.18).
 if kernel_at_least 5 18; then USED="$USED REGISTER_RING_FDS"; else DROPPED="$DROPPED REGISTER_RING_FDS"; fi
 
@@ -42,7 +46,7 @@ if [ "$(qattr $DEV io_poll)" = 1 ]; then
 else
   result rings_syscall_poll SKIP "$DEV cannot poll (queue/io_poll=0)"
 fi
-ring rings_sqpoll_irq interrupt "SQPOLL SQ_AFF CLAMP" "" --qd 8 --submit sqpoll --sq-cpu 1
+ring rings_sqpoll_irq interrupt "SQPOLL SQ_AFF CLAMP$SQA" "$SQD" --qd 8 --submit sqpoll --sq-cpu 1
 # The SQPOLL thread's CPU lands in the record's sqpoll class: a thread of iolab's process from 5.12
 # (IORING_FEAT_NATIVE_WORKERS), a kernel thread named io_uring-sq before, found by its name.
 sq=$(awk -F= '/^cost\.classes\.[0-9]+\.class=sqpoll$/ { split($1, p, "."); i = p[3] }
@@ -67,7 +71,7 @@ report rings_psync
 # bit (IORING_FEAT_SQPOLL_NONFIXED), not the version: Debian's 5.10 carries 5.15's io_uring
 # (backported in 5.10.162) and has it. Either the run works or it is refused naming 5.11.
 if kernel_at_least 5 11; then
-  ring rings_sqpoll_unregistered interrupt "SQPOLL CLAMP" "" --qd 8 --submit sqpoll --register-files false
+  ring rings_sqpoll_unregistered interrupt "SQPOLL CLAMP$SQA" "$SQD" --qd 8 --submit sqpoll --register-files false
 else
   run_iolab rings_sqpoll_unregistered "$CTRL" -i io_uring --qd 8 --submit sqpoll --register-files false --ios $IOS "$DEV"
   if [ "$RC" = 2 ] && grep -q 'registered files.*5\.11' "/tmp/$RUN_NAME.err"; then
@@ -86,7 +90,7 @@ if kernel_at_least 6 13; then
   if [ "$(qattr $DEV io_poll)" = 1 ]; then
     # REGISTER_RING_FDS is no setup flag: the record lists it after them.
     ring rings_syscall_hybrid polled "IOPOLL ${USED% REGISTER_RING_FDS} HYBRID_IOPOLL REGISTER_RING_FDS" "$DROPPED" --qd 8 --complete hybrid
-    ring rings_sqpoll_hybrid polled "IOPOLL SQPOLL SQ_AFF CLAMP HYBRID_IOPOLL" "" --qd 8 --submit sqpoll --sq-cpu 1 --complete hybrid
+    ring rings_sqpoll_hybrid polled "IOPOLL SQPOLL SQ_AFF CLAMP$SQA HYBRID_IOPOLL" "$SQD" --qd 8 --submit sqpoll --sq-cpu 1 --complete hybrid
   else
     result rings_hybrid SKIP "$DEV cannot poll (queue/io_poll=0)"
   fi
@@ -108,7 +112,7 @@ fi
 # naming 6.15 and the feature bit the kernel lacks.
 if kernel_at_least 6 15; then
   ring rings_no_iowait interrupt "$USED ENTER_NO_IOWAIT" "$DROPPED" --qd 8 --iowait off
-  ring rings_sqpoll_no_iowait interrupt "SQPOLL SQ_AFF CLAMP ENTER_NO_IOWAIT" "" --qd 8 --submit sqpoll --sq-cpu 1 --iowait off
+  ring rings_sqpoll_no_iowait interrupt "SQPOLL SQ_AFF CLAMP$SQA ENTER_NO_IOWAIT" "$SQD" --qd 8 --submit sqpoll --sq-cpu 1 --iowait off
 else
   run_iolab rings_no_iowait_refusal "" -i io_uring --iowait off --ios 20 "$DEV"
   if [ "$RC" = 2 ] && grep -q '6\.15.*IORING_FEAT_NO_IOWAIT' "/tmp/$RUN_NAME.err" && [ "$(wc -l < "/tmp/$RUN_NAME.err")" = 1 ]; then
