@@ -423,12 +423,14 @@ pub fn machine_support() -> Result<(), InterfaceError> {
 /// for). A plain ring must already work (machine_support). `big`: NVMe passthrough's rings.
 pub(crate) fn setup_notes(big: bool) -> Option<String> {
     let refuses = |f: u32| {
-        let r = if big { create_ring_big_exact(2, f, None, 1).map(drop) } else { create_ring_exact(2, f, None, 1).map(drop) };
+        // Exactly these flags: not NO_SQARRAY unless asked.
+        let r = if big { create_ring_big_with(2, f, None, 1).map(drop) } else { create_ring_raw(2, f, None, 1).map(drop) };
         r.is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
     };
     // Each cost-only flag as the kernel would need it (DEFER_TASKRUN with SINGLE_ISSUER).
     let mut cost = 0;
-    for (f, with) in [(SETUP_COOP_TASKRUN, 0), (SETUP_SINGLE_ISSUER, 0), (SETUP_DEFER_TASKRUN, SETUP_SINGLE_ISSUER)] {
+    let each = [(SETUP_COOP_TASKRUN, 0), (SETUP_SINGLE_ISSUER, 0), (SETUP_DEFER_TASKRUN, SETUP_SINGLE_ISSUER), (SETUP_NO_SQARRAY, 0)];
+    for (f, with) in each {
         if refuses(f | with) {
             cost |= f;
         }
@@ -1174,9 +1176,11 @@ mod tests {
         if crate::host::kernel_version() >= (5, 18) {
             assert!(setup.used.contains(&REGISTERED_RING) && setup.notes.is_empty(), "{setup:?}");
         }
-        if crate::host::kernel_version() >= (6, 1) {
-            assert!(setup.dropped.is_empty(), "{setup:?}");
+        if crate::host::kernel_version() >= (6, 6) {
+            assert!(setup.dropped.is_empty() && setup.used.contains(&"NO_SQARRAY"), "{setup:?}");
             assert_eq!(setup_notes(false).is_some(), crate::host::kernel_version() < (6, 13));
+        } else if crate::host::kernel_version() >= (6, 1) {
+            assert_eq!(setup.dropped, ["NO_SQARRAY"], "{setup:?}");
         } else {
             assert!(setup.dropped.contains(&"DEFER_TASKRUN"), "{setup:?}");
         }
