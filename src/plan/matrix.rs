@@ -443,6 +443,30 @@ impl Matrix {
     }
 }
 
+/// The dimensions that shape the I/O itself beyond the always-shown ones: a run made outside a
+/// sweep names each where its value is not `iolab run`'s default.
+const SHAPE: &[&str] = &["bssplit", "distribution", "file_size", "file_order", "fsync"];
+
+/// A configuration key for a run made outside a sweep (no matrix to say which dimensions vary):
+/// the always-shown dimensions, those shown by the job's own values, and each of [`SHAPE`] that
+/// differs from the default job. Two lone runs are replicates only if their keys are equal.
+pub(crate) fn lone_key(job: &Job) -> String {
+    let default = Job::default();
+    DIMENSIONS
+        .iter()
+        .filter(|d| match d.shown {
+            Shown::Always => true,
+            Shown::If(shown) => shown(job),
+            Shown::IfListed => SHAPE.contains(&d.name) && (d.value)(job) != (d.value)(&default),
+        })
+        .map(|d| match (d.value)(job) {
+            Text(s) => format!("{}={s}", d.name),
+            v => format!("{}={v}", d.name),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 impl Dimension {
     /// Are its values numbers (sizes, counts, percentages), so that a chart can put them on an axis?
     pub(crate) fn numeric(&self) -> bool {
@@ -586,6 +610,23 @@ mod tests {
         );
         let numeric: Vec<&str> = DIMENSIONS.iter().filter(|d| d.numeric()).map(|d| d.name).collect();
         assert_eq!(numeric, ["poll_delay", "write_mix", "bs", "qd", "threads", "batch", "cpuidle_max_state", "nvme_power_state"]);
+    }
+
+    /// A run made outside a sweep is keyed by the always-shown dimensions, plus a block size
+    /// mix or a distribution where it has one: two lone runs that differ only there are not
+    /// replicates of each other.
+    #[test]
+    fn a_lone_runs_key_names_its_mix_and_distribution() {
+        let plain = Job::default();
+        let key = lone_key(&plain);
+        assert_eq!(key, "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,qd=1,threads=1");
+        let mut mixed = plain.clone();
+        mixed.workload.bssplit = "4k/50:64k/50".parse().unwrap();
+        mixed.workload.distribution = "zipf:1.2".parse().unwrap();
+        let k = lone_key(&mixed);
+        let shape =
+            "interface=psync,submit=syscall,complete=irq,rw=randread,bs=4096,bssplit=4k/50:64k/50,distribution=zipf:1.2,qd=1,threads=1";
+        assert_eq!(k, shape);
     }
 
     #[test]

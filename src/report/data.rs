@@ -60,8 +60,12 @@ pub fn load(store: &Store, filter: &RunFilter) -> Result<Vec<SweepRuns>, Failure
             sweep.not_ok += 1;
             continue;
         }
-        let record = store.run_record(row.id)?.map(|v| Record::of(&v)).unwrap_or_default();
-        let key = row.config_key.clone().unwrap_or_else(|| lone_key(&row));
+        let raw = store.run_record(row.id)?;
+        let record = raw.as_ref().map(Record::of).unwrap_or_default();
+        // A lone run's key from its spec (block size mixes, distributions and file sets apart),
+        // or from its columns where the spec cannot be read as a job.
+        let spec = raw.as_ref().and_then(|v| v.get("spec")).and_then(|s| crate::plan::Job::from_spec(s).ok());
+        let key = row.config_key.clone().unwrap_or_else(|| spec.as_ref().map_or_else(|| lone_key(&row), crate::plan::matrix::lone_key));
         match sweep.configs.iter_mut().find(|c| c.key == key) {
             Some(c) => c.runs.push(Run { row, record }),
             None => sweep.configs.push(Config { dims: read_key(&key), key, runs: vec![Run { row, record }], machine: None }),
