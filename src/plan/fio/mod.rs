@@ -151,7 +151,29 @@ pub fn plans(path: &Path, text: &str, only: Option<&str>, ignore: &[String], tar
         }
         earlier.push(s.name.clone());
     }
+    name_groups(&stem, &mut out);
     Ok(out)
+}
+
+/// The groups of jobs run together: a job that nothing orders after the one above joins its
+/// group. A group of two or more is named `FILE/gN` (N counting every group from 1, one job
+/// alone included) and each member's dry run says whom it starts with.
+fn name_groups(stem: &str, jobs: &mut [Mapped]) {
+    let mut starts: Vec<usize> = (0..jobs.len()).filter(|&i| i == 0 || !jobs[i].joins_previous).collect();
+    starts.push(jobs.len());
+    for (g, w) in starts.windows(2).enumerate() {
+        let members = &mut jobs[w[0]..w[1]];
+        if members.len() < 2 {
+            continue;
+        }
+        let id = format!("{stem}/g{}", g + 1);
+        let names: Vec<String> = members.iter().map(|m| m.name.rsplit('/').next().unwrap_or("").to_string()).collect();
+        for m in members.iter_mut() {
+            let delay = if m.start_delay_s > 0.0 { format!(", {} s after its start", m.start_delay_s) } else { String::new() };
+            m.lines.push(("(group)".into(), format!("{id}: runs together with {}{delay} (fio starts them at once)", names.join(", "))));
+            m.group = Some(id.clone());
+        }
+    }
 }
 
 /// One job of fio's JSON output as a plan, through the same table as a job file: `printed` is
@@ -329,12 +351,13 @@ fn translate(
     if sequential && !earlier.is_empty() && !t.after_previous {
         dropped.push(format!("{CONCURRENCY} (run after '{}', not beside it)", earlier.last().unwrap()));
     }
-    if !sequential && !earlier.is_empty() && !t.after_previous {
-        let prev = earlier.last().unwrap();
-        return Err(format!(
-            "fio job '{name}': stonewall: it has none, so fio starts it together with '{prev}', and iolab runs one job at a time: add stonewall to [{name}] (or --fio-ignore concurrency to run the jobs one after another)"
-        ));
-    }
+    // Without stonewall, fio starts the job together with the one above: one group.
+    let joins_previous = !sequential && !earlier.is_empty() && !t.after_previous;
+    let start_delay_s = value("startdelay")
+        .map(|v| parse::seconds(&v))
+        .transpose()
+        .map_err(|w| refuse(&find_opt("startdelay").unwrap(), &w))?
+        .unwrap_or(0.0);
     // Buffered libaio runs, as in fio, and the record says how the kernel ran it.
     if info.async_needs_direct && t.options.get("buffered").and_then(Value::as_bool) == Some(true) {
         lines.push((format!("(buffered {})", kind.name()), crate::interfaces::libaio::BUFFERED.into()));
@@ -461,7 +484,7 @@ fn translate(
             None => format!("fio job '{name}': iolab refuses the job it maps to: {inner}"),
         });
     }
-    Ok(Mapped { name: plan_name, text, lines })
+    Ok(Mapped { name: plan_name, text, lines, group: None, start_delay_s, joins_previous })
 }
 
 /// iolab's flags, as its checks name them, and the fio options that set them.
