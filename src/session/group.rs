@@ -170,3 +170,34 @@ fn put_back(prepared: &mut Vec<Prepared>) {
 fn named(name: &str, f: Failure) -> Failure {
     Failure::new(f.kind, format!("job '{name}': {}", f.message))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member<'a>(name: &str, job: &'a Job) -> Member<'a> {
+        Member { name: name.into(), job, start_delay_s: 0.0 }
+    }
+
+    /// A group's jobs share one machine: settings asked differently, a file set, a bad delay or
+    /// profiling are refused in one line naming the job, before anything is touched.
+    #[test]
+    fn a_group_is_refused_before_anything_is_touched() {
+        let a = Job::default();
+        let mut b = Job::default();
+        b.system.set = vec!["nomerges=2".into()];
+        let none = Measure::default();
+        let e = check_group(&[member("a", &a), member("b", &b)], &none).unwrap_err();
+        assert_eq!(e.kind, crate::failure::FailureKind::Invalid);
+        assert!(e.message.starts_with("job 'b' asks for other system settings than 'a'"), "{}", e.message);
+        // How long to wait for a setting is not a setting.
+        let mut c = Job::default();
+        c.system.wait_settings_s = Some(30);
+        assert!(check_group(&[member("a", &a), member("c", &c)], &none).is_ok());
+        let late = Member { start_delay_s: f64::NAN, ..member("c", &c) };
+        assert!(check_group(&[member("a", &a), late], &none).unwrap_err().message.contains("start delay"));
+        let profiled = Measure { profile: crate::plan::profile::Profile { layers: false, stages: true }, ..none };
+        assert!(check_group(&[member("a", &a)], &profiled).unwrap_err().message.starts_with("--profile is not taken"));
+        assert!(check_group(&[], &none).is_err());
+    }
+}
