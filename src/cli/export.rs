@@ -62,6 +62,12 @@ fn target(targets: &[String]) -> Result<Vec<String>, String> {
     }
 }
 
+/// Runs a group of a fio job file's jobs together: its name and members.
+pub(crate) type RunTogether<'a> = dyn FnMut(&str, &[&fio::Mapped]) -> Result<SweepEnd, Failure> + 'a;
+
+/// A fio job file that is one group: its name, and each member with its job.
+pub(crate) type OneGroup = (String, Vec<(fio::Mapped, Job)>);
+
 /// `iolab sweep JOB.fio`: every job of the file as a plan of its own, in file order, each run
 /// by `run` (a sweep, or a dry run's listing) after its mapping is shown; the jobs of a group
 /// (fio's jobs without stonewall between them) run together by `together` (its name and
@@ -73,7 +79,7 @@ pub(crate) fn sweep_fio(
     targets: &[String],
     dry_run: bool,
     run: &mut dyn FnMut(&str) -> Result<SweepEnd, Failure>,
-    together: &mut dyn FnMut(&str, &[&fio::Mapped]) -> Result<SweepEnd, Failure>,
+    together: &mut RunTogether,
 ) -> Result<SweepEnd, Failure> {
     let jobs = fio::plans(path, text, None, ignore, &target(targets).map_err(Failure::invalid)?).map_err(Failure::invalid)?;
     let mut end = SweepEnd { code: 0, finished: true };
@@ -117,7 +123,7 @@ pub(crate) fn sweep_fio(
 /// `iolab run --fio JOB.fio` without `--job`, where the file's jobs are one group run together
 /// (fio starts them at once): its name and each member with its job, as `run_job` makes one.
 /// None: the file is not one group (one job, or jobs one after another).
-pub(crate) fn run_group(args: &super::RunArgs) -> Result<Option<(String, Vec<(fio::Mapped, Job)>)>, String> {
+pub(crate) fn run_group(args: &super::RunArgs) -> Result<Option<OneGroup>, String> {
     let Some(path) = &args.fio else { return Ok(None) };
     if args.job.is_some() {
         return Ok(None);
