@@ -5,6 +5,7 @@
 pub mod assemble;
 pub mod fileset;
 pub(crate) mod fio;
+pub mod group;
 pub mod read;
 
 use crate::device::sysinfo::TargetInfo;
@@ -50,6 +51,10 @@ pub struct RunRecord {
     /// A file-set run's set, its creation and its files (`--fileset`); left out otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fileset: Option<fileset::FileSetRecord>,
+    /// A run of a group run together (fio's jobs without stonewall): the group, this run's
+    /// place and window in it, and what its meters share with the others; left out otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<group::GroupRecord>,
 }
 
 #[derive(Serialize)]

@@ -62,9 +62,16 @@ fn target(targets: &[String]) -> Result<Vec<String>, String> {
     }
 }
 
+/// Runs a group of a fio job file's jobs together: its name and members.
+pub(crate) type RunTogether<'a> = dyn FnMut(&str, &[&fio::Mapped]) -> Result<SweepEnd, Failure> + 'a;
+
+/// A fio job file that is one group: its name, and each member with its job.
+pub(crate) type OneGroup = (String, Vec<(fio::Mapped, Job)>);
+
 /// `iolab sweep JOB.fio`: every job of the file as a plan of its own, in file order, each run
-/// by `run` (a sweep, or a dry run's listing) after its mapping is shown. Stops at the first job
-/// that does not end well.
+/// by `run` (a sweep, or a dry run's listing) after its mapping is shown; the jobs of a group
+/// (fio's jobs without stonewall between them) run together by `together` (its name and
+/// members). Stops at the first job or group that does not end well.
 pub(crate) fn sweep_fio(
     path: &Path,
     text: &str,
@@ -72,18 +79,40 @@ pub(crate) fn sweep_fio(
     targets: &[String],
     dry_run: bool,
     run: &mut dyn FnMut(&str) -> Result<SweepEnd, Failure>,
+    together: &mut RunTogether,
 ) -> Result<SweepEnd, Failure> {
     let jobs = fio::plans(path, text, None, ignore, &target(targets).map_err(Failure::invalid)?).map_err(Failure::invalid)?;
     let mut end = SweepEnd { code: 0, finished: true };
-    for (n, m) in jobs.iter().enumerate() {
-        println!("fio job {} of {} -> plan {}", n + 1, jobs.len(), m.name);
-        if dry_run {
-            let width = m.lines.iter().map(|(o, _)| o.len()).max().unwrap_or(0);
-            for (opt, to) in &m.lines {
-                println!("  {opt:width$}  -> {to}");
+    let mut n = 0;
+    while n < jobs.len() {
+        let m = &jobs[n];
+        let members: Vec<&fio::Mapped> = match &m.group {
+            Some(g) => jobs[n..].iter().take_while(|j| j.group.as_ref() == Some(g)).collect(),
+            None => vec![m],
+        };
+        for (k, m) in members.iter().enumerate() {
+            println!("fio job {} of {} -> plan {}", n + k + 1, jobs.len(), m.name);
+            if dry_run {
+                let width = m.lines.iter().map(|(o, _)| o.len()).max().unwrap_or(0);
+                for (opt, to) in &m.lines {
+                    println!("  {opt:width$}  -> {to}");
+                }
             }
         }
-        end = run(&m.text)?;
+        end = match (&m.group, dry_run) {
+            (Some(g), false) => together(g, &members)?,
+            _ => {
+                let mut end = SweepEnd { code: 0, finished: true };
+                for m in &members {
+                    end = run(&m.text)?;
+                    if end.code != 0 || !end.finished {
+                        break;
+                    }
+                }
+                end
+            }
+        };
+        n += members.len();
         if end.code != 0 || !end.finished {
             break;
         }
@@ -91,20 +120,34 @@ pub(crate) fn sweep_fio(
     Ok(end)
 }
 
+/// `iolab run --fio JOB.fio` without `--job`, where the file's jobs are one group run together
+/// (fio starts them at once): its name and each member with its job, as `run_job` makes one.
+/// None: the file is not one group (one job, or jobs one after another).
+pub(crate) fn run_group(args: &super::RunArgs) -> Result<Option<OneGroup>, String> {
+    let Some(path) = &args.fio else { return Ok(None) };
+    if args.job.is_some() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fio job file {}: {e}", path.display()))?;
+    let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
+    let jobs = fio::plans(path, &text, None, &args.fio_ignore, &target(&targets)?)?;
+    let Some(id) = jobs.first().and_then(|j| j.group.clone()) else { return Ok(None) };
+    if jobs.iter().any(|j| j.group.as_deref() != Some(id.as_str())) {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    for m in jobs {
+        let job = job_of(args, &m)?;
+        out.push((m, job));
+    }
+    Ok(Some((id, out)))
+}
+
 /// `iolab run`'s job: from its flags, or with `--fio` from one job of a fio job file (the
 /// command line may add targets, a budget, --size, --destructive and --wait-settings).
 pub(crate) fn run_job(args: &super::RunArgs) -> Result<Job, String> {
     let given = args.to_job()?;
     let Some(path) = &args.fio else { return Ok(given) };
-    let (set, default) = (serde_json::to_value(&given).unwrap_or_default(), serde_json::to_value(Job::default()).unwrap_or_default());
-    let may = ["targets", "size", "budget", "destructive", "wait_settings_s"];
-    if let Some((k, _)) =
-        set.as_object().into_iter().flatten().find(|(k, v)| !may.contains(&k.as_str()) && default.get(k.as_str()) != Some(v))
-    {
-        return Err(format!(
-            "--fio: the job file gives the job, so {k} cannot be set beside it (only targets, --runtime/--ios/--bytes, --size, --destructive and --wait-settings)"
-        ));
-    }
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fio job file {}: {e}", path.display()))?;
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
     let jobs = fio::plans(path, &text, args.job.as_deref(), &args.fio_ignore, &target(&targets)?)?;
@@ -115,6 +158,21 @@ pub(crate) fn run_job(args: &super::RunArgs) -> Result<Job, String> {
             return Err(format!("--fio {} holds {} jobs ({}): choose one with --job NAME", path.display(), many.len(), names.join(", ")));
         }
     };
+    job_of(args, m)
+}
+
+/// The job of one fio job's plan, with what the command line may add.
+fn job_of(args: &super::RunArgs, m: &fio::Mapped) -> Result<Job, String> {
+    let given = args.to_job()?;
+    let (set, default) = (serde_json::to_value(&given).unwrap_or_default(), serde_json::to_value(Job::default()).unwrap_or_default());
+    let may = ["targets", "size", "budget", "destructive", "wait_settings_s"];
+    if let Some((k, _)) =
+        set.as_object().into_iter().flatten().find(|(k, v)| !may.contains(&k.as_str()) && default.get(k.as_str()) != Some(v))
+    {
+        return Err(format!(
+            "--fio: the job file gives the job, so {k} cannot be set beside it (only targets, --runtime/--ios/--bytes, --size, --destructive and --wait-settings)"
+        ));
+    }
     let e = crate::plan::sweep::expand(&m.text, &[])?;
     let mut job = e.configs[0].job.clone();
     if args.runtime.is_some() || args.ios.is_some() || args.bytes.is_some() {

@@ -104,6 +104,14 @@ impl RunUi for RunBar {
 
 /// `iolab run`: returns the process exit code.
 pub fn main(args: &super::RunArgs) -> i32 {
+    match super::export::run_group(args) {
+        Ok(Some((id, members))) => return run_group(args, &id, &members),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            return 2;
+        }
+    }
     let job = match super::export::run_job(args) {
         Ok(j) => j,
         Err(e) => {
@@ -166,6 +174,72 @@ pub fn main(args: &super::RunArgs) -> i32 {
         RunStatus::Interrupted => 130,
         RunStatus::Ok => 0,
     }
+}
+
+/// `iolab run --fio JOB.fio` whose jobs are one group run together: each member's summary
+/// under its name, `--json` the members' records as one array, in the group's order.
+fn run_group(args: &super::RunArgs, id: &str, members: &[(crate::plan::fio::Mapped, crate::plan::Job)]) -> i32 {
+    use crate::session::group::{execute_group, Member};
+    if let Some(Err(e)) = args.json.as_deref().map(check_output) {
+        eprintln!("iolab: {e}");
+        return 2;
+    }
+    let energy = match args.energy.options() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("iolab: {e}");
+            return 2;
+        }
+    };
+    let group: Vec<Member> = members.iter().map(|(m, job)| Member { name: m.name.clone(), job, start_delay_s: m.start_delay_s }).collect();
+    let mut ui = Quiet;
+    let ran = match execute_group(id, &group, &mut ui, Measure { energy: Some(&energy), profile: args.profile.profile, idle: None }) {
+        Ok(r) => r,
+        Err(f) => {
+            eprintln!("iolab: {}", f.message);
+            return f.code();
+        }
+    };
+    let mut code = 0;
+    let mut text = String::new();
+    let mut records = Vec::new();
+    for (m, rec) in group.iter().zip(&ran.runs) {
+        match rec {
+            Ok(r) => {
+                text.push_str(&format!("== {} (group {id}, started {} s after it)\n", m.name, m.start_delay_s));
+                text.push_str(&summary::render(r));
+                if let Some(e) = &r.error {
+                    eprintln!("iolab: {}: {e}", m.name);
+                }
+                code = code.max(match r.status {
+                    RunStatus::Ok => 0,
+                    RunStatus::Failed => 1,
+                    RunStatus::Interrupted => 130,
+                });
+                records.push(r);
+            }
+            Err(f) => {
+                eprintln!("iolab: {}: {}", m.name, f.message);
+                code = code.max(f.code());
+            }
+        }
+    }
+    if args.json.as_deref() == Some("-") {
+        eprint!("{text}")
+    } else {
+        print!("{text}")
+    }
+    if let Some(dest) = &args.json {
+        if let Err(e) = write_json(dest, &records) {
+            eprintln!("iolab: {e}");
+            return 1;
+        }
+    }
+    if let Some(m) = ran.not_restored {
+        eprintln!("iolab: {m}");
+        return code.max(1);
+    }
+    code
 }
 
 /// A file-set run's lines after the run's summary: the set, its creation (measured apart) and its

@@ -232,11 +232,73 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
     let Some(plan) = plan else {
         // Each job a sweep: --resume continues the unfinished one and leaves the finished ones alone.
         let how = PlanRun { resume: if how.resume == Resume::Required { Resume::Auto } else { how.resume }, ..how };
-        return super::export::sweep_fio(&args.plan, &text, &args.fio_ignore, &targets, how.dry_run, &mut |plan| {
-            run_plan(&crate::session::sweep::load(plan, None)?, &[], &[], &how)
-        });
+        return super::export::sweep_fio(
+            &args.plan,
+            &text,
+            &args.fio_ignore,
+            &targets,
+            how.dry_run,
+            &mut |plan| run_plan(&crate::session::sweep::load(plan, None)?, &[], &[], &how),
+            &mut |id, members| run_together(id, members, &how),
+        );
     };
     run_plan(&plan, &targets, &[], &how)
+}
+
+/// A group of a fio job file's jobs run together (`session::group`), each stored as a sweep of
+/// its own, as the file's other jobs are: its plan, its one planned run, its record (or why it
+/// failed). A group is run whole each time (it is not resumed member by member).
+fn run_together(id: &str, members: &[&crate::plan::fio::Mapped], how: &PlanRun) -> Result<SweepEnd, Failure> {
+    use crate::session::group::{execute_group, Member};
+    let mut jobs = Vec::with_capacity(members.len());
+    for m in members {
+        let e = crate::plan::sweep::expand(&m.text, &[]).map_err(|e| Failure::invalid(e.to_string()))?;
+        let Some(c) = e.configs.first() else {
+            return Err(Failure::invalid(format!("fio job {}: its plan has no configuration", m.name)));
+        };
+        let mut job = c.job.clone();
+        job.targets.destructive.extend(how.destructive.iter().filter(|d| !c.job.targets.destructive.contains(d)).cloned());
+        job.system.wait_settings_s = Some(how.wait_settings_s);
+        jobs.push((c.key.clone(), job));
+    }
+    // The database is opened before anything runs: one that cannot be used changes nothing.
+    let mut store = crate::store::Store::open(&how.db)?;
+    let group: Vec<Member> =
+        members.iter().zip(&jobs).map(|(m, (_, job))| Member { name: m.name.clone(), job, start_delay_s: m.start_delay_s }).collect();
+    let energy = crate::session::Measure { energy: Some(&how.energy), profile: how.profile, idle: None };
+    let mut ui = crate::session::Quiet;
+    let ran = execute_group(id, &group, &mut ui, energy)?;
+    let mut code = 0;
+    for ((m, (key, job)), rec) in members.iter().zip(&jobs).zip(&ran.runs) {
+        let spec = serde_json::to_value(job).map_err(|e| Failure::failed(format!("{}: {e}", m.name)))?;
+        let hash = crate::plan::sweep::plan_hash(&m.text, &[]);
+        let sweep = store.create_sweep(&m.name, &m.text, &hash, job.workload.seed, &[(0, 0, key.clone(), spec)])?;
+        let planned = store.planned_runs(sweep)?.into_iter().next().map(|p| p.id);
+        match rec {
+            Ok(r) => {
+                let run = store.record_run(planned, r)?;
+                let iops = r.results.as_ref().map_or(0.0, |x| x.total.iops);
+                println!("{}: run {run} (sweep {sweep}, {key}), {iops:.0} IOPS, in group {id}", m.name);
+                code = code.max(match r.status {
+                    crate::record::RunStatus::Ok => 0,
+                    crate::record::RunStatus::Failed => 1,
+                    crate::record::RunStatus::Interrupted => 130,
+                });
+            }
+            Err(f) => {
+                if let Some(p) = planned {
+                    store.record_failure(p, &f.message)?;
+                }
+                eprintln!("iolab: {}: {}", m.name, f.message);
+                code = code.max(f.code());
+            }
+        }
+    }
+    if let Some(m) = &ran.not_restored {
+        eprintln!("iolab: {m}");
+        return Ok(SweepEnd { code: 1, finished: false });
+    }
+    Ok(SweepEnd { code, finished: true })
 }
 
 pub struct PlanRun {

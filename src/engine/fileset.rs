@@ -380,6 +380,7 @@ fn measure<T: Interface<Handle = ()>>(
         verified_reads: 0,
         verified_written: 0,
         ended_by_time,
+        started_unix_s: 0.0,
     };
     drop(bufs);
     Ok(Measured { engine, files, fsyncs })

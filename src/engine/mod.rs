@@ -46,6 +46,31 @@ pub struct EngineOutput {
     /// Some thread's loop ended at the time limit (not at its count, a stop or a failure): under
     /// a budget of a time and a count, the time came first.
     pub ended_by_time: bool,
+    /// The wall-clock instant the threads were let go (the ramp, if any, starts here), Unix
+    /// seconds: a group's members are compared by it.
+    pub started_unix_s: f64,
+}
+
+/// The start shared by a group of jobs run together (fio's jobs without stonewall): each
+/// member's engine, once its own threads are prepared, waits here for every other member's;
+/// if any member could not prepare, no member runs.
+pub struct Together {
+    members: Barrier,
+    failed: AtomicBool,
+}
+
+impl Together {
+    /// A start for `members` jobs; each must call [`run_in_group`] once.
+    pub fn new(members: usize) -> Together {
+        Together { members: Barrier::new(members), failed: AtomicBool::new(false) }
+    }
+}
+
+/// One member's place in a group's start: the shared start, and how long after it this member
+/// starts (fio's `startdelay`), seconds.
+pub struct GroupStart<'a> {
+    pub together: &'a Together,
+    pub delay_s: f64,
 }
 
 struct ThreadOut {
@@ -155,10 +180,14 @@ struct Shared<'a> {
     /// Some thread could not prepare (or panicked before the start): nobody runs.
     prep_failed: AtomicBool,
     tids: Vec<AtomicI32>,
+    /// Run together with other jobs: their common start.
+    group: Option<&'a GroupStart<'a>>,
+    /// The wall-clock start instant, Unix seconds (f64 bits).
+    started_unix: AtomicU64,
 }
 
 impl<'a> Shared<'a> {
-    fn new(job: &'a Job, placement: &'a Placement, targets: &'a [OpenTarget]) -> Shared<'a> {
+    fn new(job: &'a Job, placement: &'a Placement, targets: &'a [OpenTarget], group: Option<&'a GroupStart<'a>>) -> Shared<'a> {
         let threads = job.workload.threads as usize;
         let clock = Clock::calibrate();
         Shared {
@@ -179,6 +208,8 @@ impl<'a> Shared<'a> {
             stop: AtomicBool::new(false),
             prep_failed: AtomicBool::new(false),
             tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
+            group,
+            started_unix: AtomicU64::new(0),
         }
     }
 }
@@ -194,13 +225,46 @@ pub fn run(
     progress: ProgressFn,
     hooks: &mut dyn WindowHooks,
 ) -> Result<EngineOutput, String> {
+    run_with(job, placement, acquired, cancel, progress, hooks, None)
+}
+
+/// [`run`] as one member of a group of jobs run together: its threads start when every member's
+/// are prepared (`group.together`), `group.delay_s` later. Each member calls it once, on its own
+/// thread; a member that fails to prepare keeps every member from running.
+pub fn run_in_group(
+    job: &Job,
+    placement: &Placement,
+    acquired: &Acquired,
+    cancel: Cancel,
+    progress: ProgressFn,
+    hooks: &mut dyn WindowHooks,
+    group: &GroupStart,
+) -> Result<EngineOutput, String> {
+    run_with(job, placement, acquired, cancel, progress, hooks, Some(group))
+}
+
+fn run_with(
+    job: &Job,
+    placement: &Placement,
+    acquired: &Acquired,
+    cancel: Cancel,
+    progress: ProgressFn,
+    hooks: &mut dyn WindowHooks,
+    group: Option<&GroupStart>,
+) -> Result<EngineOutput, String> {
     let targets = acquired.open_targets();
-    let shared = Shared::new(job, placement, &targets);
+    let shared = Shared::new(job, placement, &targets, group);
     let sh = &shared;
     let (workers, coordinated) = std::thread::scope(|s| -> Result<_, String> {
         // The one place the interface chosen at run time becomes the type its loop is compiled
         // for, with its acquired target part.
-        let handles = acquired.visit(Spawn { s, sh })?;
+        let handles = acquired.visit(Spawn { s, sh }).inspect_err(|_| {
+            // The other members are not left waiting for this one.
+            if let Some(g) = group {
+                g.together.failed.store(true, Ordering::Release);
+                g.together.members.wait();
+            }
+        })?;
         let coordinated = coordinator(sh, cancel, progress, hooks);
         let workers: Vec<_> = handles.into_iter().map(|h| h.join().map_err(panic_message).and_then(|r| r)).collect();
         Ok((workers, coordinated))
@@ -210,6 +274,9 @@ pub fn run(
     }
     // The first failure, in thread order.
     let outs = workers.into_iter().filter_map(Result::transpose).collect::<Result<Vec<_>, _>>()?;
+    if outs.is_empty() && group.is_some_and(|g| g.together.failed.load(Ordering::Acquire)) {
+        return Err("another job of its group could not prepare, so no job of the group ran".into());
+    }
     Ok(merge(sh, &outs, cancel.is_cancelled()))
 }
 
@@ -428,6 +495,9 @@ fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
 /// returned, to be resumed once they are joined.
 fn coordinator(sh: &Shared, cancel: Cancel, progress: ProgressFn, hooks: &mut dyn WindowHooks) -> std::thread::Result<()> {
     sh.ready.wait();
+    if let Some(g) = sh.group {
+        group_start(sh, g, cancel);
+    }
     let tids: Vec<i32> = sh.tids.iter().map(|t| t.load(Ordering::Acquire)).collect();
     let started = sh.ramp_ns == 0 && !sh.prep_failed.load(Ordering::Acquire);
     // No ramp: measure the starting state before the first I/O is issued.
@@ -437,6 +507,8 @@ fn coordinator(sh: &Shared, cancel: Cancel, progress: ProgressFn, hooks: &mut dy
     }
     let start = sh.clock.now();
     sh.start_at.store(start, Ordering::Release);
+    let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    sh.started_unix.store(unix.to_bits(), Ordering::Relaxed);
     sh.go.wait();
     let coordinated = opened.and_then(|_| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| coordinate(sh, cancel, start, started, &tids, progress, hooks)))
@@ -449,6 +521,27 @@ fn coordinator(sh: &Shared, cancel: Cancel, progress: ProgressFn, hooks: &mut dy
     }
     sh.closing.wait();
     coordinated
+}
+
+/// A group member's side of the group's start: every member's threads prepared (or none runs),
+/// then this member's own delay, cut short by a cancel.
+fn group_start(sh: &Shared, g: &GroupStart, cancel: Cancel) {
+    if sh.prep_failed.load(Ordering::Acquire) {
+        g.together.failed.store(true, Ordering::Release);
+    }
+    g.together.members.wait();
+    if g.together.failed.load(Ordering::Acquire) {
+        sh.prep_failed.store(true, Ordering::Release);
+        return;
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(g.delay_s.max(0.0));
+    while !cancel.is_cancelled() {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(std::time::Duration::from_millis(20)));
+    }
 }
 
 /// Coordinate, until every worker's loop is over: sample at the ramp's end and the run's end
@@ -528,6 +621,7 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
         verified_reads,
         verified_written,
         ended_by_time,
+        started_unix_s: f64::from_bits(sh.started_unix.load(Ordering::Relaxed)),
     }
 }
 

@@ -173,6 +173,48 @@ fn writes_go_through_null_too() {
     assert!(out.rec.read.ios > 50 && out.rec.write.ios > 50);
 }
 
+/// Two jobs run as one group, each on its own thread: (the first's, the second's) outcome.
+fn run_pair(a: &Job, b: &Job, delays: [f64; 2]) -> (Result<EngineOutput, String>, Result<EngineOutput, String>) {
+    let together = Together::new(2);
+    let never = AtomicBool::new(false);
+    let one = |job: &Job, delay_s: f64| {
+        let target = null_target(job);
+        let start = GroupStart { together: &together, delay_s };
+        run_in_group(job, &Placement::of_job(job), &target, Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks, &start)
+    };
+    std::thread::scope(|s| {
+        let x = s.spawn(|| one(a, delays[0]));
+        let y = s.spawn(|| one(b, delays[1]));
+        (x.join().unwrap(), y.join().unwrap())
+    })
+}
+
+/// A group's members start together, each its own delay after the group's start.
+#[test]
+fn a_groups_members_start_together_each_after_its_delay() {
+    let job = null_job(2, Budget::Ios(2000), None);
+    let (a, b) = run_pair(&job, &job, [0.0, 0.25]);
+    let (a, b) = (a.expect("the first runs"), b.expect("the second runs"));
+    assert_eq!((a.rec.read.ios, b.rec.read.ios), (2000, 2000));
+    let gap = b.started_unix_s - a.started_unix_s;
+    assert!((0.2..2.0).contains(&gap), "the second started {gap} s after the first");
+}
+
+/// One member that cannot prepare keeps every member from running, and none is left waiting.
+#[test]
+fn a_group_member_that_cannot_prepare_keeps_every_member_from_running() {
+    let good = null_job(1, Budget::Seconds(30.0), None);
+    let mut bad = good.clone();
+    // 2^62 bytes of buffers: no machine allocates them.
+    (bad.workload.bs, bad.workload.qd) = (1 << 50, 4096);
+    let began = std::time::Instant::now();
+    let (a, b) = run_pair(&good, &bad, [0.0, 0.0]);
+    assert!(began.elapsed() < std::time::Duration::from_secs(10), "took {:?}", began.elapsed());
+    let a = a.err().expect("the good member did not run");
+    assert!(a.contains("another job of its group could not prepare"), "{a}");
+    assert!(b.err().expect("the bad member failed").contains("out of memory"));
+}
+
 #[test]
 fn buffers_that_cannot_be_allocated_fail_the_run_instead_of_aborting() {
     // 4 EiB: beyond any x86-64 address space, so even overcommit cannot hand it out.

@@ -82,6 +82,7 @@ impl RunRecord {
             completion_path: path,
             ring,
             fileset: None,
+            group: None,
         }
     }
 }
@@ -200,6 +201,7 @@ mod tests {
             verified_reads: 0,
             verified_written: 0,
             ended_by_time: false,
+            started_unix_s: 0.0,
         };
         let (rusage, meter_window_s, cost, observed, ring) = (Rusage::default(), None, None, None, None);
         Outcome { engine, environment, rusage, meter_window_s, cost, energy, path, observed, ring }

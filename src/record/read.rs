@@ -45,6 +45,17 @@ lenient_structs! {
         completion_path: CompletionPath,
         /// A file-set run's set, creation and files (`record::fileset`); empty otherwise.
         fileset: FileSet,
+        /// A run of a group run together (`record::group::GroupRecord`); empty alone.
+        group: Group,
+    }
+
+    /// The record's `group`: its name, its members and this run's place among them.
+    pub struct Group {
+        id: Option<String>,
+        members: Vec<String>,
+        member: Option<u64>,
+        start_delay_s: Option<f64>,
+        window_unix_s: Vec<f64>,
     }
 
     /// The record's `fileset` (`record::fileset::FileSetRecord`).
@@ -513,6 +524,7 @@ pub(crate) mod tests {
             },
             ring: None,
             fileset: None,
+            group: None,
         }
     }
 

@@ -4,6 +4,7 @@
 mod checks;
 pub mod energy_import;
 mod fileset;
+pub mod group;
 mod numa;
 pub mod precondition;
 pub mod probe;
@@ -137,10 +138,26 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
         (Err(f), None) => return Err(f),
         (Err(f), Some(r)) => return Err(Failure::new(FailureKind::SettingsNotRestored, format!("{}; {r}", f.message))),
     };
-    let mut env = run.env;
     let measured = run.meters.measured(&out.rec.per_target);
-    run.placed.threads = measured.placement;
-    env.placement = Some(run.placed);
+    let not_restored = restored.not_restored.clone();
+    Ok((finish(job, run, out, measured, restored, measure, ring), not_restored))
+}
+
+/// The record, from what the run produced: the engine's output, the meters' measurements, what
+/// the restore saw; the temporary target removed.
+fn finish(
+    job: &Job,
+    run: Prepared,
+    out: engine::EngineOutput,
+    measured: crate::meters::Measured,
+    restored: Restored,
+    measure: Measure,
+    ring: Option<interfaces::KernelSetup>,
+) -> RunRecord {
+    let mut env = run.env;
+    let mut placed = run.placed;
+    placed.threads = measured.placement;
+    env.placement = Some(placed);
     let mut path = run.path;
     if let Some(c) = &measured.cost {
         observe_path(&mut path, job, c);
@@ -159,7 +176,7 @@ fn run_job(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(RunRecord
     };
     let rec = RunRecord::assemble(job, outcome);
     drop(run.temp);
-    Ok((rec, restored.not_restored))
+    rec
 }
 
 /// Before anything is touched: the job is valid and fits this machine's memory.
@@ -281,8 +298,26 @@ fn idle_power(ui: &mut dyn RunUi, measure: Measure, cancel: Cancel) -> Option<Ve
 
 /// The engine over the prepared targets, the meters sampling its window.
 fn measure_window(job: &Job, ui: &mut dyn RunUi, run: &mut Prepared, cancel: Cancel) -> Result<engine::EngineOutput, Failure> {
+    measure_window_with(job, ui, &run.placement, &run.acquired, &mut run.meters, cancel, None)
+}
+
+/// [`measure_window`] over the parts it needs; `group`: the start of the group of jobs this one
+/// runs together with.
+fn measure_window_with(
+    job: &Job,
+    ui: &mut dyn RunUi,
+    placement: &engine::Placement,
+    acquired: &interfaces::Acquired,
+    meters: &mut crate::meters::Meters,
+    cancel: Cancel,
+    group: Option<&engine::GroupStart>,
+) -> Result<engine::EngineOutput, Failure> {
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
-    let out = engine::run(job, &run.placement, &run.acquired, cancel, &mut progress, &mut run.meters).map_err(|m| {
+    let ran = match group {
+        None => engine::run(job, placement, acquired, cancel, &mut progress, meters),
+        Some(g) => engine::run_in_group(job, placement, acquired, cancel, &mut progress, meters, g),
+    };
+    let out = ran.map_err(|m| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
         let kind = if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed };
         Failure::new(kind, m)

@@ -41,6 +41,13 @@ pub struct Mapped {
     pub text: String,
     /// (fio option as written, what it became).
     pub lines: Vec<(String, String)>,
+    /// The group of jobs it runs together with (fio's jobs without stonewall between them),
+    /// named `FILE/gN`; None when it runs alone.
+    pub group: Option<String>,
+    /// fio's `startdelay`: how long after its group's start it starts, seconds.
+    pub start_delay_s: f64,
+    /// Nothing orders it after the job above, so fio starts it together with that one.
+    pub joins_previous: bool,
 }
 
 fn one<T: Into<Value>>(v: T) -> Value {
@@ -113,20 +120,33 @@ pub(crate) fn wait_for(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     if !t.earlier.contains(&name) {
         return Err(format!("waits for '{name}', which is no job above it"));
     }
-    if t.earlier.last() == Some(&name) {
-        t.after_previous = true;
-        return Ok(format!("(runs after '{name}', as every job: {SEQUENCE_NOTE})"));
+    if t.earlier.last() != Some(&name) {
+        return Err(format!(
+            "waits for '{name}', which is not the job just above it: iolab starts a job with the jobs above it or after them all"
+        ));
     }
-    Ok(format!("(runs after '{name}')"))
+    t.after_previous = true;
+    Ok(format!("(runs after '{name}': {SEQUENCE_NOTE})"))
 }
 
-const SEQUENCE_NOTE: &str = "one at a time, in file order";
+const SEQUENCE_NOTE: &str = "a new group, started when the jobs above have ended";
 
 pub(crate) fn stonewall(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     if flag(v)? {
         t.after_previous = true;
     }
     Ok(format!("(run order: {SEQUENCE_NOTE})"))
+}
+
+/// fio's `startdelay`: the job starts that long after its group (a range, fio's random delay,
+/// is refused).
+pub(crate) fn startdelay(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let v = v.unwrap_or("0");
+    if v.contains('-') && !v.trim_start().starts_with('(') {
+        return Err("a range is a random delay, and iolab's start delay is one duration".into());
+    }
+    let s = parse::seconds(v)?;
+    Ok(format!("(starts {s} s after its group's start, its window its own)"))
 }
 
 /// fio's file names: ':' separates several, '\:' is a colon in a name.

@@ -2,7 +2,8 @@
 //! does; `table.rs` is the one table from fio's options to iolab's plan keys; `map.rs` turns
 //! one job into a plan (the TOML `iolab sweep` takes, checked by the plan's own parser) and a
 //! planned job back into fio's options. Each job of a file is a plan of its own, run in file
-//! order (fio's jobs without stonewall run together; iolab runs one at a time and says so).
+//! order; fio's jobs without stonewall between them are one group, run together
+//! (`session::group`).
 pub mod map;
 pub mod parse;
 pub mod table;
@@ -20,8 +21,8 @@ use toml::Value;
 pub const CONCURRENCY: &str = "concurrency";
 
 /// The guide at the head of docs/fio.md (the table of every option follows it).
-pub const GUIDE: &str = "iolab reads fio job files: `iolab sweep JOB.fio [TARGET]` runs every job of the file, one after
-another in file order, each as a sweep of its own (named `FILE/JOB`, stored with its plan), and
+pub const GUIDE: &str = "iolab reads fio job files: `iolab sweep JOB.fio [TARGET]` runs every job of the file, in file
+order and together where fio runs them together, each as a sweep of its own (named `FILE/JOB`, stored with its plan), and
 `iolab run --fio JOB.fio [--job NAME] [TARGET]` runs one job. `--dry-run` shows, for every job, each
 fio option and the iolab plan key it became. `iolab export fio PLAN.toml` writes a plan's
 configurations as a fio job file (one job per configuration, each after the previous), through the
@@ -37,10 +38,25 @@ unless `kb_base=1000`, which swaps them; `0x` hexadecimal); times with `d h m s 
 
 What a job becomes:
 
-- **Each job is a plan** of one configuration, and the jobs run one at a time in file order. fio
-  starts jobs together unless `stonewall` (or `wait_for_previous`, or `wait_for=` the job above)
-  separates them; a job that fio would start beside the one above is refused, naming `stonewall`,
-  unless `--fio-ignore concurrency` asks to run them one after another.
+- **Each job is a plan** of one configuration, with its own record. fio starts the jobs of a
+  group together: a job joins the group of the job above unless `stonewall` (or
+  `wait_for_previous`, or `wait_for=` the job just above; `wait_for` a job further up is refused)
+  starts a new group, which starts when the jobs above have ended. iolab does the same: the jobs of
+  a group (named `FILE/gN`; the dry run's `(group)` line says whom a job runs with) are checked
+  and prepared one by one (targets acquired, each job its own temporary target where it names
+  none), then started at one barrier, each `startdelay` seconds after it (a range, fio's random
+  delay, is refused), each measured over its own window; one that cannot start keeps the whole
+  group from running. The system settings (scheduler, set, setup) must be the same for every job
+  of a group, and are applied once; `--profile` is refused with a group. Each run's record
+  carries `group`: its name, its members, its place among them, its start delay, its window in
+  Unix seconds, and a note that the machine-wide meters (CPU by class, iolab's process rusage,
+  device counters, energy) cover the whole machine over the run's window and so are shared with
+  the other members, while its worker threads and I/O counts are its own. `iolab run --fio
+  JOB.fio` runs a file that is one group (with `--json`, an array of the members' records);
+  `iolab sweep JOB.fio` runs each group together and stores each job as a sweep of its own, as
+  the others. `--fio-ignore concurrency` runs every job one after another instead;
+  `group_reporting` and `new_group` are reporting only. A group is run whole: a sweep does not
+  resume it member by member.
 - **numjobs** are the run's threads (one process, threads sharing the job's targets and range).
 - **The budget** is fio's: with `time_based`, `runtime` seconds (after `ramp_time`); without it,
   the job's bytes (`io_size`, else `size`, else `filesize`, else the whole target, read for its
@@ -151,7 +167,29 @@ pub fn plans(path: &Path, text: &str, only: Option<&str>, ignore: &[String], tar
         }
         earlier.push(s.name.clone());
     }
+    name_groups(&stem, &mut out);
     Ok(out)
+}
+
+/// The groups of jobs run together: a job that nothing orders after the one above joins its
+/// group. A group of two or more is named `FILE/gN` (N counting every group from 1, one job
+/// alone included) and each member's dry run says whom it starts with.
+fn name_groups(stem: &str, jobs: &mut [Mapped]) {
+    let mut starts: Vec<usize> = (0..jobs.len()).filter(|&i| i == 0 || !jobs[i].joins_previous).collect();
+    starts.push(jobs.len());
+    for (g, w) in starts.windows(2).enumerate() {
+        let members = &mut jobs[w[0]..w[1]];
+        if members.len() < 2 {
+            continue;
+        }
+        let id = format!("{stem}/g{}", g + 1);
+        let names: Vec<String> = members.iter().map(|m| m.name.rsplit('/').next().unwrap_or("").to_string()).collect();
+        for m in members.iter_mut() {
+            let delay = if m.start_delay_s > 0.0 { format!(", {} s after its start", m.start_delay_s) } else { String::new() };
+            m.lines.push(("(group)".into(), format!("{id}: runs together with {}{delay} (fio starts them at once)", names.join(", "))));
+            m.group = Some(id.clone());
+        }
+    }
 }
 
 /// One job of fio's JSON output as a plan, through the same table as a job file: `printed` is
@@ -329,12 +367,13 @@ fn translate(
     if sequential && !earlier.is_empty() && !t.after_previous {
         dropped.push(format!("{CONCURRENCY} (run after '{}', not beside it)", earlier.last().unwrap()));
     }
-    if !sequential && !earlier.is_empty() && !t.after_previous {
-        let prev = earlier.last().unwrap();
-        return Err(format!(
-            "fio job '{name}': stonewall: it has none, so fio starts it together with '{prev}', and iolab runs one job at a time: add stonewall to [{name}] (or --fio-ignore concurrency to run the jobs one after another)"
-        ));
-    }
+    // Without stonewall, fio starts the job together with the one above: one group.
+    let joins_previous = !sequential && !earlier.is_empty() && !t.after_previous;
+    let start_delay_s = value("startdelay")
+        .map(|v| parse::seconds(&v))
+        .transpose()
+        .map_err(|w| refuse(&find_opt("startdelay").unwrap(), &w))?
+        .unwrap_or(0.0);
     // Buffered libaio runs, as in fio, and the record says how the kernel ran it.
     if info.async_needs_direct && t.options.get("buffered").and_then(Value::as_bool) == Some(true) {
         lines.push((format!("(buffered {})", kind.name()), crate::interfaces::libaio::BUFFERED.into()));
@@ -461,7 +500,7 @@ fn translate(
             None => format!("fio job '{name}': iolab refuses the job it maps to: {inner}"),
         });
     }
-    Ok(Mapped { name: plan_name, text, lines })
+    Ok(Mapped { name: plan_name, text, lines, group: None, start_delay_s, joins_previous })
 }
 
 /// iolab's flags, as its checks name them, and the fio options that set them.
@@ -506,15 +545,32 @@ mod tests {
     }
 
     #[test]
-    fn jobs_fio_runs_together_are_refused_or_sequenced() {
-        let text = "[global]\nsize=1m\ndirect=1\n[a]\n[b]\n";
-        let e = plan(text).unwrap_err();
-        assert!(e.starts_with("fio job 'b': stonewall: it has none, so fio starts it together with 'a'"), "{e}");
+    fn jobs_fio_runs_together_are_one_group_or_sequenced() {
+        let text = "[global]\nsize=1m\ndirect=1\n[a]\n[b]\nstartdelay=2\n[c]\nstonewall\n[d]\n";
+        let p = plan(text).unwrap();
+        let groups: Vec<Option<&str>> = p.iter().map(|m| m.group.as_deref()).collect();
+        assert_eq!(groups, [Some("t.fio/g1"), Some("t.fio/g1"), Some("t.fio/g2"), Some("t.fio/g2")]);
+        assert_eq!((p[0].start_delay_s, p[1].start_delay_s), (0.0, 2.0));
+        assert!(
+            p[1].lines.iter().any(|(o, to)| o == "(group)" && to.contains("runs together with a, b, 2 s after its start")),
+            "{:?}",
+            p[1].lines
+        );
+        // A job alone is in no group.
+        assert_eq!(plan("[global]\nsize=1m\ndirect=1\n[a]\n[b]\nstonewall\n").unwrap()[1].group, None);
         let p = plans(Path::new("t.fio"), text, None, &[CONCURRENCY.into()], &[]).unwrap();
+        assert!(p.iter().all(|m| m.group.is_none()));
         assert!(toml_of(&p[1])["description"].as_str().unwrap().contains("dropped with --fio-ignore: concurrency"));
-        assert_eq!(plans(Path::new("t.fio"), text, Some("b"), &[], &[]).unwrap().len(), 1);
-        assert!(plan("[global]\nsize=1m\ndirect=1\n[a]\n[b]\nwait_for=a\n").is_ok());
-        assert!(plan("[global]\nsize=1m\ndirect=1\nstonewall\n[a]\n[b]\n").is_ok(), "a global stonewall orders every job");
+        assert_eq!(plans(Path::new("t.fio"), text, Some("b"), &[], &[]).unwrap()[0].group, None);
+        assert!(plan("[global]\nsize=1m\ndirect=1\n[a]\n[b]\nwait_for=a\n").unwrap()[1].group.is_none());
+        let e = plan("[global]\nsize=1m\ndirect=1\n[a]\n[b]\n[c]\nwait_for=a\n").unwrap_err();
+        assert!(e.contains("wait_for=a: waits for 'a', which is not the job just above it"), "{e}");
+        assert!(
+            plan("[global]\nsize=1m\ndirect=1\nstonewall\n[a]\n[b]\n").unwrap().iter().all(|m| m.group.is_none()),
+            "a global stonewall orders every job"
+        );
+        let e = plan("[global]\nsize=1m\ndirect=1\n[a]\nstartdelay=1-4\n").unwrap_err();
+        assert!(e.contains("startdelay=1-4: a range is a random delay"), "{e}");
     }
 
     #[test]

@@ -123,7 +123,7 @@ pub static TABLE: &[FioOption] = &[
     same("overwrite", LAYOUT),
     sets("loops", &[], "bytes", map::loops),
     both("numjobs", &[], "matrix.threads", map::numjobs, map::x_numjobs),
-    no("startdelay", "iolab starts every thread of a run together", &["0"]),
+    sets("startdelay", &[], "(start delay in its group)", map::startdelay),
     both("runtime", &["timeout"], "runtime", map::runtime, map::x_runtime),
     both("time_based", &[], "runtime", map::time_based, map::x_time_based),
     no("verify_only", VERIFY, &["0"]),
