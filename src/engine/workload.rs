@@ -618,6 +618,9 @@ mod tests {
         assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
         let w = Workload { rw: crate::plan::Rw::ReadWrite, ..Workload::default() };
         assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
+        // One I/O per random offset is every random job's: the plain stream too.
+        let w = Workload { pattern: crate::plan::Pattern { ios_per_offset: 1, ..Default::default() }, ..Workload::default() };
+        assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
     }
 
     /// fio's `rw=rw`: sequential offsets, the write choice independent of them, at the mix.

@@ -334,7 +334,7 @@ fn at_most_one(v: &u32) -> bool {
 impl Pattern {
     /// Nothing asked beyond the pattern: the plain stream.
     pub(crate) fn is_plain(&self) -> bool {
-        *self == Pattern::default()
+        self.ios_per_offset <= 1 && Pattern { ios_per_offset: 0, ..self.clone() } == Pattern::default()
     }
 
     /// What is wrong with it for a job of pattern `rw` (random or not), block sizes `min`..`max`,
