@@ -121,6 +121,23 @@ pub struct RunArgs {
     /// pareto:H, normal:DEV%, zoned:ACCESS%/RANGE%:..., zoned_abs:ACCESS%/SIZE:...
     #[arg(long, default_value = "random")]
     pub distribution: String,
+    /// Sequential: bytes to move beyond each I/O (fio's rw=read:8k); negative reads backwards
+    /// (e.g. -8k with --bs 4k).
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub stride: Option<String>,
+    /// Random: I/Os per new random offset, the rest following on (fio's rw=randread:8).
+    #[arg(long, value_name = "N")]
+    pub ios_per_offset: Option<u32>,
+    /// Random offsets' alignment, independent of the block size (fio's blockalign).
+    #[arg(long, value_name = "SIZE")]
+    pub blockalign: Option<String>,
+    /// fio's strided zones: SIZE bytes of I/O within each zone of RANGE bytes (default SIZE),
+    /// then the next zone, SKIP bytes on (default 0), e.g. 256m/256m/2g.
+    #[arg(long, value_name = "SIZE[/RANGE[/SKIP]]")]
+    pub zones: Option<String>,
+    /// How random offsets are drawn: random (with repeats) or lfsr (each block once per pass).
+    #[arg(long, value_enum, default_value = "random")]
+    pub random_generator: crate::plan::Generator,
     /// Requests in flight per thread.
     #[arg(long, default_value_t = 1)]
     pub qd: u32,
@@ -399,6 +416,25 @@ impl RunArgs {
                 bs,
                 bssplit,
                 distribution: self.distribution.parse().map_err(|e| format!("--distribution: {e}"))?,
+                pattern: crate::plan::Pattern {
+                    stride: self
+                        .stride
+                        .as_deref()
+                        .map(crate::plan::mix::parse_signed_size)
+                        .transpose()
+                        .map_err(|e| format!("--stride: {e}"))?
+                        .unwrap_or(0),
+                    ios_per_offset: self.ios_per_offset.unwrap_or(0),
+                    blockalign: self
+                        .blockalign
+                        .as_deref()
+                        .map(size::parse_size)
+                        .transpose()
+                        .map_err(|e| format!("--blockalign: {e}"))?
+                        .unwrap_or(0),
+                    zones: self.zones.as_deref().map(str::parse).transpose().map_err(|e| format!("--zones: {e}"))?,
+                    random_generator: self.random_generator,
+                },
                 qd: self.qd,
                 threads: self.threads,
                 batch_submit: self.batch_submit,

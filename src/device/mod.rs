@@ -49,6 +49,8 @@ pub struct Access<'a> {
     /// O_DIRECT.
     pub direct: bool,
     pub bs: u64,
+    /// Random offsets' alignment where it is not the block size's (fio's blockalign); 0: none.
+    pub blockalign: u64,
     pub threads: u32,
     /// The interface that will drive them, and the kinds of target it takes.
     pub interface: &'a str,
@@ -206,6 +208,12 @@ pub(crate) fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<
         let align = if a.direct && ns.is_none() { info.logical_block_size.max(info.dio_offset_align.unwrap_or(0)) } else { 1 };
         if a.direct && !a.bs.is_multiple_of(align) {
             return Err(DeviceError::Unsupported(format!("block size {} is not a multiple of {shown}'s logical block size {align} required by O_DIRECT: use a multiple of {align}, or --buffered", a.bs)));
+        }
+        if a.direct && a.blockalign > 0 && !a.blockalign.is_multiple_of(align) {
+            return Err(DeviceError::Refused(format!(
+                "--blockalign {} is below {shown}'s logical block size {align}, which O_DIRECT offsets must be multiples of: use a multiple of {align}, or --buffered",
+                a.blockalign
+            )));
         }
         if a.direct && !a.targets.offset.is_multiple_of(align) {
             return Err(DeviceError::Refused(format!(

@@ -312,6 +312,50 @@ impl Lengths {
     }
 }
 
+/// A permutation of [0, n): each block once per pass, in a seeded order (what fio's `lfsr`
+/// promises). A 4-round Feistel network over the smallest even power of two at or above n,
+/// walking past the values at or above n (fewer than 4 steps per block on average).
+#[derive(Clone, Debug)]
+struct Perm {
+    n: u64,
+    half: u32,
+    keys: [u64; 4],
+    /// The next index of the pass, below 2^(2·half).
+    i: u64,
+}
+
+impl Perm {
+    fn new(n: u64, rng: &mut Rng) -> Perm {
+        let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2);
+        let half = bits.div_ceil(2);
+        Perm { n, half, keys: [rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()], i: 0 }
+    }
+
+    #[inline]
+    fn at(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half) - 1;
+        let (mut l, mut r) = (x >> self.half, x & mask);
+        for k in self.keys {
+            let mut f = (r ^ k).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            f ^= f >> 31;
+            (l, r) = (r, l ^ (f.wrapping_mul(0xBF58_476D_1CE4_E5B9) >> 17) & mask);
+        }
+        (l << self.half) | r
+    }
+
+    #[inline]
+    fn next(&mut self) -> u64 {
+        let end = 1u64 << (2 * self.half);
+        loop {
+            let x = self.at(self.i);
+            self.i = if self.i + 1 == end { 0 } else { self.i + 1 };
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+}
+
 /// One target of a [`MixStream`]: the thread's region in bytes and where its I/Os go.
 #[derive(Clone, Debug)]
 struct MixTarget {
@@ -319,12 +363,63 @@ struct MixTarget {
     bytes: u64,
     /// Random: positions, `unit` bytes apart, where the largest I/O fits.
     positions: u64,
-    /// Sequential: the next I/O's offset from `start`.
+    /// Sequential: the next I/O's offset from `start`; random: the end of the last I/O.
     cursor: u64,
     skew: Skew,
+    /// Random I/Os left to follow on from the last before a new offset is drawn.
+    run_left: u32,
+    /// Strided zones: the current zone's start from `start`, and the bytes done in it.
+    zone_at: u64,
+    zone_done: u64,
+    /// `random_generator=lfsr`: each position once per pass.
+    perm: Option<Perm>,
 }
 
-/// The I/O stream of a workload with a block size mix or a skewed distribution.
+impl MixTarget {
+    /// The next sequential offset from `start`: advanced by each I/O's length and the stride; one
+    /// that would pass the end starts over, one before the start goes to the last position.
+    #[inline]
+    fn sequential(&mut self, len: u64, stride: i64, unit: u64) -> u64 {
+        if self.cursor + len > self.bytes {
+            self.cursor = 0;
+        }
+        let at = self.cursor;
+        let next = at as i64 + len as i64 + stride;
+        self.cursor = if next < 0 { (self.positions - 1) * unit } else { next as u64 };
+        at
+    }
+
+    /// The next offset within the current strided zone, moving to the next zone (or the first,
+    /// past the end) once `z.size` bytes are done in it.
+    #[inline]
+    fn zoned(&mut self, z: &crate::plan::Zones, len: u64, random: bool, unit: u64, rng: &mut Rng) -> u64 {
+        if self.zone_done >= z.size {
+            self.zone_done = 0;
+            self.zone_at += z.range + z.skip;
+            self.cursor = self.zone_at;
+        }
+        if self.zone_at + len > self.bytes {
+            self.zone_at = 0;
+            self.cursor = 0;
+        }
+        let end = (self.zone_at + z.range).min(self.bytes);
+        let at = if random {
+            self.zone_at + rng.below((end - self.zone_at - len) / unit + 1) * unit
+        } else {
+            if self.cursor + len > end {
+                self.cursor = self.zone_at;
+            }
+            let at = self.cursor;
+            self.cursor += len;
+            at
+        };
+        self.zone_done += len;
+        at
+    }
+}
+
+/// The I/O stream of a workload with a block size mix, a skewed distribution or an offset
+/// pattern (`Pattern`: a stride, I/Os per offset, an alignment, strided zones, lfsr).
 pub struct MixStream {
     rng: Rng,
     targets: Vec<MixTarget>,
@@ -333,23 +428,40 @@ pub struct MixStream {
     random: bool,
     write_pct: u64,
     next_file: u32,
+    stride: i64,
+    per_offset: u32,
+    zones: Option<crate::plan::Zones>,
 }
 
 impl MixStream {
     /// `regions` in units of the workload's smallest block size ([`region_for`] with it).
     pub(crate) fn new(mut rng: Rng, regions: &[Region], w: &Workload) -> Result<MixStream, String> {
-        let unit = w.min_bs();
         let random = w.rw.is_random();
+        // Random offsets on multiples of blockalign where given, else of the smallest size.
+        let unit = if random && w.pattern.blockalign > 0 { w.pattern.blockalign } else { w.min_bs() };
+        let lfsr = random && w.pattern.random_generator == crate::plan::Generator::Lfsr;
         let targets = regions
             .iter()
             .map(|r| {
-                let bytes = r.blocks * unit;
+                let bytes = r.blocks * w.min_bs();
                 let positions = (bytes.saturating_sub(w.bs)) / unit + 1;
                 let skew = if random { Skew::new(&w.distribution, positions, unit, &mut rng)? } else { Skew::Uniform };
-                Ok(MixTarget { start: r.start, bytes, positions, cursor: 0, skew })
+                let perm = lfsr.then(|| Perm::new(positions, &mut rng));
+                Ok(MixTarget { start: r.start, bytes, positions, cursor: 0, skew, run_left: 0, zone_at: 0, zone_done: 0, perm })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(MixStream { rng, targets, lens: Lengths::of(w), unit, random, write_pct: w.rw.write_percent(w.write_mix) as u64, next_file: 0 })
+        Ok(MixStream {
+            rng,
+            targets,
+            lens: Lengths::of(w),
+            unit,
+            random,
+            write_pct: w.rw.write_percent(w.write_mix) as u64,
+            next_file: 0,
+            stride: w.pattern.stride,
+            per_offset: w.pattern.ios_per_offset.max(1),
+            zones: w.pattern.zones,
+        })
     }
 }
 
@@ -364,23 +476,32 @@ impl Source for MixStream {
         }
         let len = self.lens.draw(&mut self.rng);
         let t = &mut self.targets[file as usize];
-        let offset = if self.random {
-            t.start + t.skew.block(&mut self.rng, t.positions) * self.unit
-        } else {
-            // Each I/O advances by its own length; one that would pass the end starts over.
-            if t.cursor + len > t.bytes {
-                t.cursor = 0;
+        let at = if let Some(z) = &self.zones {
+            t.zoned(z, len, self.random, self.unit, &mut self.rng)
+        } else if self.random {
+            if t.run_left > 0 && t.cursor + len <= t.bytes {
+                // fio's rw_sequencer=sequential: the I/Os of one offset follow on.
+                t.run_left -= 1;
+            } else {
+                t.run_left = self.per_offset - 1;
+                let p = match &mut t.perm {
+                    Some(p) => p.next(),
+                    None => t.skew.block(&mut self.rng, t.positions),
+                };
+                t.cursor = p * self.unit;
             }
             let at = t.cursor;
             t.cursor += len;
-            t.start + at
+            at
+        } else {
+            t.sequential(len, self.stride, self.unit)
         };
         let write = match self.write_pct {
             0 => false,
             100 => true,
             p => self.rng.below(100) < p,
         };
-        NextIo { file, offset, write, len: len as u32 }
+        NextIo { file, offset: t.start + at, write, len: len as u32 }
     }
 }
 
@@ -398,7 +519,7 @@ pub(crate) fn stream_for(w: &Workload, ranges: &[(u64, u64)], t: u32, rng: Rng) 
     if regions.iter().any(|r| r.blocks * unit < w.bs || r.blocks == 0) {
         return Err(format!("each thread needs at least one {}-byte block: use a larger --size or fewer --threads", w.bs));
     }
-    if w.bssplit.is_one() && w.distribution.is_random() {
+    if w.bssplit.is_one() && w.distribution.is_random() && w.pattern.is_plain() {
         return Ok(Streams::Plain(Stream::new(rng, regions, w.bs, w.rw.is_random(), w.rw.write_percent(w.write_mix))));
     }
     Ok(Streams::Mixed(MixStream::new(rng, &regions, w)?))
@@ -496,6 +617,9 @@ mod tests {
         let w = Workload::default();
         assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
         let w = Workload { rw: crate::plan::Rw::ReadWrite, ..Workload::default() };
+        assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
+        // One I/O per random offset is every random job's: the plain stream too.
+        let w = Workload { pattern: crate::plan::Pattern { ios_per_offset: 1, ..Default::default() }, ..Workload::default() };
         assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
     }
 
@@ -618,6 +742,109 @@ mod tests {
         for _ in 0..1000 {
             assert_eq!(Source::next_io(&mut a), Source::next_io(&mut b));
         }
+    }
+
+    fn patterned(rw: crate::plan::Rw, bs: u64, pattern: crate::plan::Pattern, bytes: u64) -> MixStream {
+        let w = Workload { rw, bs, pattern, ..Workload::default() };
+        match stream_for(&w, &[(1 << 20, bytes)], 0, Rng::new(11)).unwrap() {
+            Streams::Mixed(s) => s,
+            Streams::Plain(_) => panic!("a pattern takes the mixed stream"),
+        }
+    }
+
+    /// fio's `rw=write:112k` (cross-stripe-verify): each next offset bs + 112k on, wrapping to the
+    /// start; `rw=read:-8k` with bs 4k (backwards-read): from the start to the last block and down.
+    #[test]
+    fn a_stride_moves_sequential_offsets_forward_with_holes_or_backwards() {
+        let p = |stride| crate::plan::Pattern { stride, ..Default::default() };
+        let mut s = patterned(crate::plan::Rw::Write, 16 << 10, p(112 << 10), 1 << 20);
+        let offs: Vec<u64> = (0..10).map(|_| Source::next_io(&mut s).offset - (1 << 20)).collect();
+        assert_eq!(offs, [0, 1, 2, 3, 4, 5, 6, 7, 0, 1].map(|k| k * (128 << 10)).to_vec());
+        let mut s = patterned(crate::plan::Rw::Read, 4096, p(-8192), 64 << 10);
+        let blocks: Vec<u64> = (0..20).map(|_| (Source::next_io(&mut s).offset - (1 << 20)) / 4096).collect();
+        assert_eq!(blocks, [0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13].to_vec());
+        // The default workload keeps the plain stream: a stride is chosen once, per thread.
+        let w = Workload { rw: crate::plan::Rw::Read, ..Workload::default() };
+        assert!(matches!(stream_for(&w, &[(0, 1 << 20)], 0, Rng::new(1)).unwrap(), Streams::Plain(_)));
+    }
+
+    /// fio's `rw=randread:8`: a new random offset every 8 I/Os, the 7 between following on.
+    #[test]
+    fn ios_per_offset_follow_on_from_each_random_offset() {
+        let p = crate::plan::Pattern { ios_per_offset: 8, ..Default::default() };
+        let mut s = patterned(crate::plan::Rw::Randread, 4096, p, 64 << 20);
+        let offs: Vec<u64> = (0..8000).map(|_| Source::next_io(&mut s).offset).collect();
+        let follow = offs.windows(2).filter(|w| w[1] == w[0] + 4096).count();
+        assert!(follow >= 6900, "{follow} of 7999 followed on");
+        let starts: Vec<u64> = offs.iter().step_by(8).copied().collect();
+        assert!(starts.windows(2).filter(|w| w[1] == w[0] + 8 * 4096).count() < 10, "each eighth I/O is a new random offset");
+    }
+
+    /// fio's `blockalign=4k` under a 512 B to 64 KiB mix (jesd219): offsets on 4 KiB, not 512 B.
+    #[test]
+    fn blockalign_aligns_random_offsets_apart_from_the_sizes() {
+        let w = Workload {
+            rw: crate::plan::Rw::Randrw,
+            bssplit: "512/10:4k/60:64k/30".parse().unwrap(),
+            bs: 65536,
+            pattern: crate::plan::Pattern { blockalign: 4096, ..Default::default() },
+            ..Workload::default()
+        };
+        let Streams::Mixed(mut s) = stream_for(&w, &[(0, 16 << 20)], 0, Rng::new(3)).unwrap() else { panic!("mixed") };
+        let (mut odd_4k, mut small) = (0, 0);
+        for _ in 0..10_000 {
+            let io = Source::next_io(&mut s);
+            assert_eq!(io.offset % 4096, 0, "{io:?}");
+            assert!(io.offset + io.len as u64 <= 16 << 20);
+            odd_4k += (io.offset % 8192 == 4096) as u32;
+            small += (io.len == 512) as u32;
+        }
+        assert!(odd_4k > 4000 && small > 800, "{odd_4k} {small}");
+        // 2k alignment with 4k blocks: offsets off the block size too.
+        let p = crate::plan::Pattern { blockalign: 2048, ..Default::default() };
+        let mut s = patterned(crate::plan::Rw::Randread, 4096, p, 1 << 20);
+        assert!((0..1000).any(|_| Source::next_io(&mut s).offset % 4096 == 2048));
+    }
+
+    /// fio's zonemode=strided (disk-zone-profile): zonesize bytes within each zonerange, then the
+    /// next zone zoneskip on, the first again past the end.
+    #[test]
+    fn strided_zones_do_their_size_then_skip() {
+        let z = |s: &str| crate::plan::Pattern { zones: Some(s.parse().unwrap()), ..Default::default() };
+        let mut s = patterned(crate::plan::Rw::Read, 64 << 10, z("256k/256k/768k"), 4 << 20);
+        let offs: Vec<u64> = (0..20).map(|_| (Source::next_io(&mut s).offset - (1 << 20)) >> 16).collect();
+        // 4 I/Os of 64k per 256k zone, zones every 1 MiB, 4 zones in 4 MiB, then the first again.
+        assert_eq!(offs, vec![0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51, 0, 1, 2, 3]);
+        // A size above the range goes over the zone again before moving on; random stays in it.
+        let mut s = patterned(crate::plan::Rw::Read, 64 << 10, z("256k/128k/0"), 1 << 20);
+        let offs: Vec<u64> = (0..6).map(|_| (Source::next_io(&mut s).offset - (1 << 20)) >> 16).collect();
+        assert_eq!(offs, vec![0, 1, 0, 1, 2, 3]);
+        let mut s = patterned(crate::plan::Rw::Randread, 4096, z("1m/1m/3m"), 16 << 20);
+        for i in 0..4096u64 {
+            let at = Source::next_io(&mut s).offset - (1 << 20);
+            let zone = (i / 256) % 4;
+            assert!(at >= zone * (4 << 20) && at < zone * (4 << 20) + (1 << 20), "I/O {i} at {at}");
+        }
+    }
+
+    /// random_generator=lfsr: every block once per pass, passes repeating.
+    #[test]
+    fn lfsr_visits_every_block_once_per_pass() {
+        let p = crate::plan::Pattern { random_generator: crate::plan::Generator::Lfsr, ..Default::default() };
+        for blocks in [1u64, 2, 3, 1000, 4097] {
+            let mut s = patterned(crate::plan::Rw::Randwrite, 4096, p.clone(), blocks * 4096);
+            for _pass in 0..2 {
+                let mut seen = vec![false; blocks as usize];
+                for _ in 0..blocks {
+                    let b = ((Source::next_io(&mut s).offset - (1 << 20)) / 4096) as usize;
+                    assert!(!seen[b], "block {b} twice in a pass of {blocks}");
+                    seen[b] = true;
+                }
+            }
+        }
+        let mut s = patterned(crate::plan::Rw::Randread, 4096, p, 1000 * 4096);
+        let first: Vec<u64> = (0..10).map(|_| Source::next_io(&mut s).offset).collect();
+        assert!(first.windows(2).any(|w| w[1] != w[0] + 4096), "not in order: {first:?}");
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 23] = [
+pub const DIMENSIONS: [Dimension; 28] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -152,6 +152,52 @@ pub const DIMENSIONS: [Dimension; 23] = [
         name: "distribution",
         set: Set::Distribution(|j, v| j.workload.distribution = v),
         value: |j| Text(j.workload.distribution.to_string()),
+        shown: Shown::IfListed,
+    },
+    // Where offsets go beyond the pattern (`mix::Pattern`, fio's offset modifier, blockalign,
+    // strided zones and random_generator).
+    Dimension {
+        name: "stride",
+        set: Set::Checked(
+            |v| super::mix::parse_signed_size(v).map(|_| ()),
+            |j, v| {
+                if let Ok(n) = super::mix::parse_signed_size(v) {
+                    j.workload.pattern.stride = n
+                }
+            },
+        ),
+        value: |j| Integer(j.workload.pattern.stride),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "ios_per_offset",
+        set: Set::Count(|j, v| j.workload.pattern.ios_per_offset = v),
+        value: |j| Integer(j.workload.pattern.ios_per_offset.max(1).into()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "blockalign",
+        set: Set::Size(|j, v| j.workload.pattern.blockalign = v),
+        value: |j| Integer(j.workload.pattern.blockalign as i64),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "zones",
+        set: Set::Checked(|v| v.parse::<super::Zones>().map(|_| ()), |j, v| j.workload.pattern.zones = v.parse().ok()),
+        value: |j| Text(j.workload.pattern.zones.map(|z| z.to_string()).unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
+    Dimension {
+        name: "random_generator",
+        set: Set::Checked(
+            |v| generator(v).map(|_| ()),
+            |j, v| {
+                if let Ok(g) = generator(v) {
+                    j.workload.pattern.random_generator = g
+                }
+            },
+        ),
+        value: |j| Text(j.workload.pattern.random_generator.name().into()),
         shown: Shown::IfListed,
     },
     Dimension { name: "qd", set: Set::Count(|j, v| j.workload.qd = v), value: |j| Integer(j.workload.qd.into()), shown: Shown::Always },
@@ -274,6 +320,11 @@ fn word<T: Copy>(all: &[T], name: fn(T) -> &'static str, key: &str, v: &str) -> 
         .copied()
         .find(|x| name(*x) == v)
         .ok_or_else(|| PlanError::Plan(format!("plan {key} '{v}': use {}", all.iter().map(|x| name(*x)).collect::<Vec<_>>().join(", "))))
+}
+
+/// A `random_generator` word.
+fn generator(v: &str) -> Result<super::Generator, PlanError> {
+    word(&[super::Generator::Random, super::Generator::Lfsr], super::Generator::name, "random_generator", v)
 }
 
 /// A numeric setting of the job's `set` as a configuration's key shows it (text where it is
@@ -609,7 +660,21 @@ mod tests {
             ]
         );
         let numeric: Vec<&str> = DIMENSIONS.iter().filter(|d| d.numeric()).map(|d| d.name).collect();
-        assert_eq!(numeric, ["poll_delay", "write_mix", "bs", "qd", "threads", "batch", "cpuidle_max_state", "nvme_power_state"]);
+        assert_eq!(
+            numeric,
+            [
+                "poll_delay",
+                "write_mix",
+                "bs",
+                "ios_per_offset",
+                "blockalign",
+                "qd",
+                "threads",
+                "batch",
+                "cpuidle_max_state",
+                "nvme_power_state"
+            ]
+        );
     }
 
     /// A run made outside a sweep is keyed by the always-shown dimensions, plus a block size

@@ -296,6 +296,191 @@ impl<'de> Deserialize<'de> for BsMix {
     }
 }
 
+/// Where a workload's offsets go beyond its pattern and distribution, each as fio asks for it:
+/// the offset modifier of `rw=read:8k` and `rw=randread:8`, `blockalign`, `zonemode=strided` and
+/// `random_generator=lfsr`. Every field is left out of the spec when unset, so the specs (and
+/// stored plans) of runs before it read the same; the default takes the plain stream.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pattern {
+    /// Sequential: bytes added to the offset after each I/O, beyond its length (fio's
+    /// `rw=write:112k`); negative goes backwards (`rw=read:-8k`). 0: straight through.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub stride: i64,
+    /// Random: I/Os per new random offset, the ones between following on sequentially (fio's
+    /// `rw=randread:8` with its default `rw_sequencer=sequential`). 0 or 1: each its own.
+    #[serde(default, skip_serializing_if = "at_most_one")]
+    pub ios_per_offset: u32,
+    /// Random offsets' alignment in bytes (fio's `blockalign`); 0: the smallest block size.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub blockalign: u64,
+    /// fio's `zonemode=strided`: `zonesize` bytes within each `zonerange`, then skip `zoneskip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<Zones>,
+    /// How random offsets are drawn: iolab's seeded generator, or each block once per pass.
+    #[serde(default, skip_serializing_if = "Generator::is_default")]
+    pub random_generator: Generator,
+}
+
+fn is_zero_i64(v: &i64) -> bool {
+    *v == 0
+}
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+fn at_most_one(v: &u32) -> bool {
+    *v <= 1
+}
+
+impl Pattern {
+    /// Nothing asked beyond the pattern: the plain stream.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.ios_per_offset <= 1 && Pattern { ios_per_offset: 0, ..self.clone() } == Pattern::default()
+    }
+
+    /// What is wrong with it for a job of pattern `rw` (random or not), block sizes `min`..`max`,
+    /// a skewed distribution or a mix, and `targets` targets: one line naming the flag.
+    pub(crate) fn check(&self, random: bool, min: u64, max: u64, mixed: bool, skewed: bool, targets: usize) -> Result<(), String> {
+        if self.stride != 0 {
+            if random {
+                return Err(format!("--stride {} moves sequential offsets; random jobs take --ios-per-offset", self.stride));
+            }
+            if self.stride % 512 != 0 {
+                return Err(format!("--stride {}: give a multiple of 512 bytes", self.stride));
+            }
+        }
+        if self.ios_per_offset > 1 && !random {
+            return Err(format!("--ios-per-offset {} is for random jobs; sequential ones take --stride", self.ios_per_offset));
+        }
+        if self.blockalign != 0 {
+            if !random {
+                return Err(format!("--blockalign {} aligns random offsets, and the job is sequential: drop it", self.blockalign));
+            }
+            if !self.blockalign.is_multiple_of(512) || self.blockalign > max {
+                return Err(format!("--blockalign {}: give a multiple of 512 bytes, at most the block size {max}", self.blockalign));
+            }
+        }
+        if let Some(z) = &self.zones {
+            if z.size < max || z.range < max {
+                return Err(format!("--zones {z}: a zone's size and range must hold one {max}-byte I/O"));
+            }
+            if !z.size.is_multiple_of(min) || !z.range.is_multiple_of(min) || !z.skip.is_multiple_of(min) {
+                return Err(format!("--zones {z}: give multiples of the block size {min}"));
+            }
+            if skewed || self.stride != 0 || self.ios_per_offset > 1 || self.random_generator != Generator::Random {
+                return Err(format!("--zones {z} draws uniform offsets or goes straight through within each zone: drop --distribution, --stride, --ios-per-offset and --random-generator"));
+            }
+            if targets > 1 {
+                return Err(format!("--zones {z} works on one target (fio's strided zones use one file)"));
+            }
+        }
+        if self.random_generator == Generator::Lfsr {
+            if !random {
+                return Err("--random-generator lfsr draws random offsets, and the job is sequential: drop it".into());
+            }
+            if mixed || skewed {
+                return Err(
+                    "--random-generator lfsr visits blocks of one size uniformly: drop --bssplit/--bsrange and --distribution".into()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// fio's strided zones: `size` bytes of I/O within each zone of `range` bytes, then the next
+/// zone, `skip` bytes after it; past the end, the first again. Written `SIZE/RANGE/SKIP`
+/// (RANGE defaults to SIZE, SKIP to 0, as fio's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Zones {
+    pub size: u64,
+    pub range: u64,
+    pub skip: u64,
+}
+
+impl std::str::FromStr for Zones {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Zones, PlanError> {
+        let bad = |why: String| PlanError::Value(format!("zones '{s}': {why}: give SIZE[/RANGE[/SKIP]] (e.g. 256m/256m/2g)"));
+        let parts: Vec<&str> = s.trim().split('/').collect();
+        if parts.len() > 3 {
+            return Err(bad("more than three sizes".into()));
+        }
+        let size = |t: &str| parse_size(t.trim()).map_err(|e| bad(e.to_string()));
+        let z = Zones {
+            size: size(parts[0])?,
+            range: parts.get(1).map(|p| size(p)).transpose()?.unwrap_or(0),
+            skip: parts.get(2).map(|p| size(p)).transpose()?.unwrap_or(0),
+        };
+        if z.size == 0 {
+            return Err(bad("a zone size of 0".into()));
+        }
+        Ok(Zones { range: if z.range == 0 { z.size } else { z.range }, ..z })
+    }
+}
+
+impl std::fmt::Display for Zones {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", short(self.size), short(self.range), short(self.skip))
+    }
+}
+
+impl Serialize for Zones {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Zones {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Zones, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A size as fio writes it, in its largest whole unit.
+fn short(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}g", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}m", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}k", b >> 10),
+        b => b.to_string(),
+    }
+}
+
+/// How random offsets are drawn (`--random-generator`, fio's `random_generator`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Generator {
+    /// iolab's seeded generator: uniform, with repeats (fio's tausworthe with norandommap).
+    #[default]
+    Random,
+    /// Each block once per pass, in a seeded order (fio's lfsr promise; not its sequence).
+    Lfsr,
+}
+
+impl Generator {
+    pub(crate) fn is_default(&self) -> bool {
+        *self == Generator::Random
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Generator::Random => "random",
+            Generator::Lfsr => "lfsr",
+        }
+    }
+}
+
+/// A signed size ("-8k", "112k"): fio's offset modifier.
+pub(crate) fn parse_signed_size(s: &str) -> Result<i64, PlanError> {
+    let t = s.trim();
+    let (neg, body) = match t.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let n = parse_size(body)?;
+    let n = i64::try_from(n).map_err(|_| PlanError::Value(format!("'{s}' is too large")))?;
+    Ok(if neg { -n } else { n })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ pub mod size;
 pub mod sweep;
 pub mod validate;
 
-pub use mix::{BsMix, Distribution};
+pub use mix::{BsMix, Distribution, Generator, Pattern, Zones};
 pub use sweep::Plan;
 
 use crate::failure::{FailureKind, Kinded};
@@ -224,6 +224,10 @@ pub struct Workload {
     /// How random offsets spread (fio's random_distribution). Left out when uniform.
     #[serde(default, skip_serializing_if = "Distribution::is_random")]
     pub distribution: Distribution,
+    /// Offset modifiers, alignment, strided zones and the random generator (`mix::Pattern`),
+    /// each at the spec's top level and left out when unset.
+    #[serde(flatten)]
+    pub pattern: Pattern,
     pub qd: u32,
     pub threads: u32,
     pub batch_submit: u32,
@@ -319,6 +323,7 @@ impl Default for Workload {
             bs: 4096,
             bssplit: BsMix::One,
             distribution: Distribution::Random,
+            pattern: Pattern::default(),
             qd: 1,
             threads: 1,
             batch_submit: 1,

@@ -149,6 +149,10 @@ fn check_mixes(job: &Job) -> Result<(), PlanError> {
             return PlanError::job(format!("--verify checks blocks of one size: drop --bssplit {mix} or --verify"));
         }
     }
+    let (min, max) = w.bssplit.bounds().unwrap_or((w.bs, w.bs));
+    w.pattern
+        .check(w.rw.is_random(), min, max, !w.bssplit.is_one(), !w.distribution.is_random(), job.targets.paths.len())
+        .or_else(PlanError::job)?;
     if !w.distribution.is_random() && !w.rw.is_random() {
         return PlanError::job(format!(
             "--distribution {} spreads random offsets, and --rw {} is sequential: use randread, randwrite or randrw, or drop it",

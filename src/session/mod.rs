@@ -515,6 +515,7 @@ pub fn access<'a>(job: &'a Job, generic_drivers: &'a [&'a str]) -> device::Acces
         writes: job.workload.rw.writes(job.workload.write_mix),
         direct: job.io.direct,
         bs: job.workload.bs,
+        blockalign: job.workload.pattern.blockalign,
         threads: job.workload.threads,
         interface: info.name,
         accepts: info.targets,

@@ -470,6 +470,7 @@ fn block_size_below_the_logical_block_size() {
         ("2k", vec!["-i", "io_uring", "--rw", "read"]),
         ("6k", vec!["-i", "libaio", "--rw", "randread"]),
         ("512", vec!["--rw", "randwrite", "--destructive", dev]),
+        ("8k", vec!["--rw", "randread", "--blockalign", "512"]),
     ] {
         let json = dir.path().join("x.json");
         let mut a = vec!["run", "--bs", bs, "--ios", "10", "--json", json.to_str().unwrap()];

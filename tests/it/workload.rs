@@ -94,3 +94,102 @@ fn sequential_mixes_run_and_bad_mixes_are_refused() {
         assert!(line.contains(says), "{args:?}: {line}");
     }
 }
+
+/// Which `bs`-byte blocks of `path` hold anything but zeros (what a buffered write left).
+fn written_blocks(path: &std::path::Path, bs: usize) -> Vec<bool> {
+    std::fs::read(path).unwrap().chunks(bs).map(|c| c.iter().any(|b| *b != 0)).collect()
+}
+
+/// `iolab run` writing `ios` I/Os (4 KiB unless `args` give --bs) through the page cache onto a zeroed file of `size`
+/// bytes with `args`; the blocks left written, and the record.
+fn write_pattern(size: u64, ios: u64, args: &[&str]) -> (Vec<bool>, serde_json::Value) {
+    let dir = tempdir();
+    let target = dir.path().join("t");
+    std::fs::File::create(&target).unwrap().set_len(size).unwrap();
+    let json = dir.path().join("r.json");
+    let ios = ios.to_string();
+    let mut a = vec!["run", "-i", "psync", "--buffered", "--ios", &ios, "-q", "--json", json.to_str().unwrap()];
+    if !args.contains(&"--bs") {
+        a.extend(["--bs", "4k"]);
+    }
+    a.extend_from_slice(args);
+    a.push(target.to_str().unwrap());
+    iolab(&a).assert_ok();
+    let rec = record(&json);
+    assert_clean(&rec, &format!("{args:?}"));
+    (written_blocks(&target, 4096), rec)
+}
+
+/// fio's offset modifier: `rw=write:12k` writes every fourth block; `rw=write:-8k` (as
+/// backwards-read.fio reads) writes the first block, then from the last block down.
+#[test]
+fn a_stride_writes_with_holes_or_backwards() {
+    let (blocks, rec) = write_pattern(4 << 20, 512, &["--rw", "write", "--stride", "12k"]);
+    assert_eq!(rec["spec"]["stride"], 12288, "{:#}", rec["spec"]);
+    let want: Vec<bool> = (0..1024).map(|b| b % 4 == 0).collect();
+    assert!(blocks == want, "written: {:?}", blocks.iter().enumerate().filter(|b| *b.1).map(|b| b.0).take(20).collect::<Vec<_>>());
+    let (blocks, _) = write_pattern(4 << 20, 100, &["--rw", "write", "--stride", "-8k"]);
+    let want: Vec<bool> = (0..1024).map(|b| b == 0 || b >= 1024 - 99).collect();
+    assert!(blocks == want, "written: {:?}", blocks.iter().enumerate().filter(|b| *b.1).map(|b| b.0).take(20).collect::<Vec<_>>());
+    // The default stream's spec has none of the pattern's keys; bad ones are refused in one line.
+    let (_, rec) = write_pattern(1 << 20, 10, &["--rw", "write"]);
+    for key in ["stride", "ios_per_offset", "blockalign", "zones", "random_generator"] {
+        assert!(rec["spec"].get(key).is_none(), "{key} in {:#}", rec["spec"]);
+    }
+    for (args, says) in [
+        (&["--rw", "randread", "--stride", "8k"][..], "sequential"),
+        (&["--rw", "read", "--stride", "1000"], "multiple of 512"),
+        (&["--rw", "read", "--ios-per-offset", "8"], "random"),
+        (&["--rw", "read", "--blockalign", "4k"], "random"),
+        (&["--blockalign", "1000"], "multiple of 512"),
+        (&["--zones", "0"], "zone size of 0"),
+        (&["--zones", "1m/1m/1m", "--distribution", "zipf:1.2"], "uniform"),
+        (&["--rw", "read", "--random-generator", "lfsr"], "sequential"),
+        (&["--random-generator", "lfsr", "--bssplit", "4k/50:8k/50"], "one size"),
+    ] {
+        let mut a = vec!["run", "-i", "null", "--ios", "10"];
+        a.extend_from_slice(args);
+        let line = iolab(&a).assert_usage_error();
+        assert!(line.contains(says), "{args:?}: {line}");
+    }
+}
+
+/// fio's `rw=randwrite:8`: runs of 8 blocks from each random offset.
+#[test]
+fn ios_per_offset_write_runs_of_blocks() {
+    let (blocks, rec) = write_pattern(64 << 20, 64, &["--rw", "randwrite", "--ios-per-offset", "8"]);
+    assert_eq!(rec["spec"]["ios_per_offset"], 8);
+    let runs = blocks.split(|b| !b).filter(|r| !r.is_empty()).map(<[bool]>::len).collect::<Vec<_>>();
+    assert!(runs.iter().all(|r| r % 8 == 0) && runs.iter().sum::<usize>() == 64, "runs of written blocks: {runs:?}");
+}
+
+/// fio's `blockalign=4k` with 8 KiB blocks: writes start on odd 4 KiB blocks too.
+#[test]
+fn blockalign_puts_random_offsets_between_blocks() {
+    let starts_odd = |blocks: &[bool]| (1..blocks.len()).filter(|&i| i % 2 == 1 && blocks[i] && !blocks[i - 1]).count();
+    let (blocks, rec) = write_pattern(64 << 20, 200, &["--rw", "randwrite", "--bs", "8k", "--blockalign", "4k"]);
+    assert_eq!(rec["spec"]["blockalign"], 4096);
+    assert!(starts_odd(&blocks) > 50, "{} writes began on an odd 4k block", starts_odd(&blocks));
+    let (blocks, _) = write_pattern(64 << 20, 200, &["--rw", "randwrite", "--bs", "8k"]);
+    assert_eq!(starts_odd(&blocks), 0, "without blockalign, offsets are on 8k");
+}
+
+/// fio's zonemode=strided (disk-zone-profile.fio): 1 MiB of I/O in each zone, zones 4 MiB apart.
+#[test]
+fn strided_zones_write_only_their_zones() {
+    let (blocks, rec) = write_pattern(16 << 20, 1024, &["--rw", "write", "--zones", "1m/1m/3m"]);
+    assert_eq!(rec["spec"]["zones"], "1m/1m/3m");
+    let want: Vec<bool> = (0..4096).map(|b| b % 1024 < 256).collect();
+    assert!(blocks == want, "{} blocks written", blocks.iter().filter(|b| **b).count());
+}
+
+/// random_generator=lfsr: one pass of random writes touches every block; iolab's default draws
+/// with repeats and misses about a third.
+#[test]
+fn lfsr_writes_every_block_in_one_pass() {
+    let (blocks, rec) = write_pattern(16 << 20, 4096, &["--rw", "randwrite", "--random-generator", "lfsr"]);
+    assert_eq!(rec["spec"]["random_generator"], "lfsr");
+    assert!(blocks.iter().all(|b| *b), "{} of 4096 written", blocks.iter().filter(|b| **b).count());
+    let (blocks, _) = write_pattern(16 << 20, 4096, &["--rw", "randwrite"]);
+    assert!(blocks.iter().filter(|b| **b).count() < 3000);
+}

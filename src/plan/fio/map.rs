@@ -197,16 +197,49 @@ pub fn directory(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
 
 pub fn rw(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let v = v.unwrap_or("").trim().to_ascii_lowercase();
-    if v.contains(':') {
-        return Err("iolab's sequential jobs go straight through: it has no offset modifier (':N')".into());
-    }
-    let name = match v.as_str() {
-        "read" | "write" | "randread" | "randwrite" | "randrw" => v.clone(),
+    let (pattern, modifier) = match v.split_once(':') {
+        Some((p, m)) => (p.trim().to_string(), Some(m.trim().to_string())),
+        None => (v.clone(), None),
+    };
+    let name = match pattern.as_str() {
+        "read" | "write" | "randread" | "randwrite" | "randrw" => pattern.clone(),
         "rw" | "readwrite" => "rw".into(),
         "trim" | "randtrim" | "trimwrite" | "randtrimwrite" => return Err("iolab issues reads and writes, no trims".into()),
         other => return Err(format!("'{other}' is not an access pattern fio knows")),
     };
-    Ok(t.set_matrix("rw", Value::String(name)))
+    let mut line = t.set_matrix("rw", Value::String(name.clone()));
+    // fio's offset modifier: bytes added after each sequential I/O, or I/Os per random offset.
+    if let Some(m) = modifier {
+        if name.starts_with("rand") {
+            let n = parse::int(&m)?;
+            if n < 1 {
+                return Err(format!("':{m}' is not a number of I/Os per random offset"));
+            }
+            if n > 1 {
+                line += &format!(
+                    ", {} (a new random offset every {n} I/Os, the rest following on)",
+                    t.set_matrix("ios_per_offset", Value::Integer(n))
+                );
+            }
+        } else {
+            let (neg, body) = m.strip_prefix('-').map_or((false, m.as_str()), |b| (true, b));
+            let n = t.size(body)? as i64;
+            let n = if neg { -n } else { n };
+            if n != 0 {
+                let what = if n < 0 { "backwards" } else { "with holes" };
+                line += &format!(
+                    ", {} (each I/O {what}: the next offset is bs + {n} on)",
+                    t.set_matrix("stride", Value::String(n.to_string()))
+                );
+            }
+        }
+    }
+    Ok(line)
+}
+
+/// Does the job's rw ask for random offsets?
+fn random_rw(t: &Tr) -> bool {
+    t.value("rw").is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("rand"))
 }
 
 /// The write percentage of a randrw job from rwmixread or rwmixwrite (whichever came last).
@@ -323,6 +356,10 @@ pub(crate) fn randrepeat(t: &mut Tr, v: Option<&str>) -> Result<String, String> 
 }
 
 pub(crate) fn ba(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    let n = one_bs(t, v.unwrap_or(""))?;
+    if !random_rw(t) {
+        return Ok("(no effect: fio aligns random offsets only)".into());
+    }
     // A mix's offsets are aligned to its smallest size (fio's default blockalign).
     let smallest = |key: &str, t: &Tr| -> Result<Option<u64>, String> {
         let Some(v) = t.value(key) else { return Ok(None) };
@@ -334,10 +371,58 @@ pub(crate) fn ba(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
         (None, None, Some(b)) => one_bs(t, b)?,
         (None, None, None) => 4096,
     };
-    if one_bs(t, v.unwrap_or(""))? != bs {
-        return Err(format!("iolab aligns offsets to the (smallest) block size, {bs}"));
+    if n == bs {
+        return Ok("(the block size: iolab's alignment)".into());
     }
-    Ok("(the block size: iolab's alignment)".into())
+    Ok(t.set_matrix("blockalign", Value::Integer(n as i64)))
+}
+
+/// fio's random_generator: lfsr visits each block once per pass; tausworthe's promise, uniform
+/// offsets, is what iolab's own generator keeps.
+pub(crate) fn random_generator(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    match v.unwrap_or("").trim() {
+        "tausworthe" | "tausworthe64" => {
+            Ok("(iolab's own seeded generator: uniform offsets, fio's only promise for tausworthe; not fio's sequence)".into())
+        }
+        "lfsr" if !random_rw(t) => Ok("(no effect: the job is sequential)".into()),
+        "lfsr" => {
+            let line = t.set_matrix("random_generator", Value::String("lfsr".into()));
+            Ok(format!("{line} (each block once per pass, in iolab's seeded order, not fio's LFSR sequence)"))
+        }
+        other => Err(format!("'{other}' is not a generator fio has (tausworthe, lfsr, tausworthe64)")),
+    }
+}
+
+/// fio's strided zones from zonesize, zonerange (default zonesize) and zoneskip, unless
+/// zonemode says none (fio then ignores them).
+fn zones(t: &mut Tr) -> Result<String, String> {
+    match t.value("zonemode").map(str::trim) {
+        Some("none") => return Ok("(zonemode=none: ignored, as fio ignores it)".into()),
+        Some("zbd") => return Ok("(with zonemode)".into()),
+        _ => {}
+    }
+    let Some(size) = t.value("zonesize") else { return Ok("(no zonesize: no zones, as fio)".into()) };
+    let size = t.size(size)?;
+    if size == 0 {
+        return Ok("(zonesize=0: no zones, as fio)".into());
+    }
+    let range = t.value("zonerange").map(|r| t.size(r)).transpose()?.filter(|r| *r > 0).unwrap_or(size);
+    let skip = t.value("zoneskip").map(|r| t.size(r)).transpose()?.unwrap_or(0);
+    let z = crate::plan::Zones { size, range, skip };
+    Ok(t.set_matrix("zones", Value::String(z.to_string())))
+}
+
+pub(crate) fn zonemode(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    match v.unwrap_or("").trim() {
+        "none" => Ok("(no zones)".into()),
+        "strided" => zones(t),
+        "zbd" => Err("zbd works a zoned block device's zones (write pointers, zone resets, open-zone limits): iolab has no zoned-device mode; zonemode=strided (fio's old-style zones) it has".into()),
+        other => Err(format!("'{other}' is not a zone mode fio has (none, strided, zbd)")),
+    }
+}
+
+pub(crate) fn zone_option(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+    zones(t)
 }
 
 pub(crate) fn randseed(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
@@ -637,7 +722,30 @@ pub(crate) fn x_filename(j: &Job) -> Result<Option<String>, String> {
     Ok(Some(j.targets.paths.iter().map(|p| p.replace(':', "\\:")).collect::<Vec<_>>().join(":")))
 }
 pub(crate) fn x_rw(j: &Job) -> Result<Option<String>, String> {
-    Ok(Some(j.workload.rw.name().into()))
+    let p = &j.workload.pattern;
+    Ok(Some(match (p.stride, p.ios_per_offset) {
+        (0, 0 | 1) => j.workload.rw.name().into(),
+        (0, n) => format!("{}:{n}", j.workload.rw.name()),
+        (s, _) => format!("{}:{s}", j.workload.rw.name()),
+    }))
+}
+pub(crate) fn x_ba(j: &Job) -> Result<Option<String>, String> {
+    Ok((j.workload.pattern.blockalign > 0).then(|| j.workload.pattern.blockalign.to_string()))
+}
+pub(crate) fn x_random_generator(j: &Job) -> Result<Option<String>, String> {
+    Ok((j.workload.pattern.random_generator == crate::plan::Generator::Lfsr).then(|| "lfsr".into()))
+}
+pub(crate) fn x_zonemode(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.workload.pattern.zones.map(|_| "strided".into()))
+}
+pub(crate) fn x_zonesize(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.workload.pattern.zones.map(|z| z.size.to_string()))
+}
+pub(crate) fn x_zonerange(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.workload.pattern.zones.map(|z| z.range.to_string()))
+}
+pub(crate) fn x_zoneskip(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.workload.pattern.zones.map(|z| z.skip.to_string()))
 }
 pub(crate) fn x_rwmixread(j: &Job) -> Result<Option<String>, String> {
     Ok(j.workload.rw.mixed().then(|| (100 - j.workload.write_mix.min(100)).to_string()))

@@ -79,6 +79,17 @@ What a job becomes:
   smallest size as fio's default `blockalign`; `rw=rw` (`readwrite`) is the sequential read/write
   mix; `randrepeat=0` (fio seeds from the clock) is a seed drawn when the job file is planned,
   written in the plan and so in every run's record, which repeats it.
+- **Where offsets go**: `rw`'s offset modifier is the run's `stride` for a sequential job (`rw=write:112k`:
+  each next offset bs + 112k on; `rw=read:-8k` with bs=4k reads backwards, from the range's start
+  to its last block and down) and its `ios_per_offset` for a random one (`rw=randread:8`: a new
+  random offset every 8 I/Os, the 7 between following on, fio's `rw_sequencer=sequential`);
+  `blockalign` aligns random offsets apart from the block size (`blockalign`, refused below the
+  target's logical block size under O_DIRECT); `zonemode=strided` with `zonesize`, `zonerange` and
+  `zoneskip` is the run's `zones` (zonesize bytes within each zonerange, then the next zone
+  zoneskip bytes on, the first again past the end; each thread works its own share of a
+  sequential range, as iolab splits it); `random_generator=lfsr` visits each block once per pass,
+  in iolab's seeded order (a permutation, not fio's LFSR sequence), and `tausworthe` and
+  `tausworthe64` are iolab's own uniform generator (fio promises no more of them).
 - An option iolab cannot honour is refused in one line naming the option and the job (exit 2);
   `--fio-ignore OPTION` (repeatable) drops it, shown in the dry run and recorded in the plan's
   description (a sweep stores it with the plan; `iolab run --fio` keeps it in the record's command

@@ -52,7 +52,7 @@ const LOG: &str = "a fio log file: iolab keeps the per-second series and latency
 const LAYOUT: &str =
     "how fio lays out files it creates: iolab creates no named target (it must exist) and fills its own temporary target itself";
 const RATE: &str = "iolab issues I/O as fast as the queue allows: it has no rate or think time";
-const ZONE: &str = "iolab has no zoned-device mode";
+const ZONE: &str = "iolab has no zoned-device mode (zonemode=zbd); its strided zones take zonesize, zonerange and zoneskip";
 const VERIFY: &str = "iolab's --verify has one form (its own checksummed blocks, every read checked, every written block read back)";
 const REPLAY: &str = "iolab generates its workload; it does not record or replay I/O logs";
 const DATA: &str = "iolab fills its buffers with seeded random data; it does not shape their contents";
@@ -72,9 +72,9 @@ pub static TABLE: &[FioOption] = &[
     no("filename_format", NO_TARGETS, &[]),
     no("unique_filename", NO_TARGETS, &["1"]),
     no("opendir", NO_TARGETS, &[]),
-    both("rw", &["readwrite"], "matrix.rw", map::rw, map::x_rw),
+    both("rw", &["readwrite"], "matrix.rw; its ':N' matrix.stride (sequential) or matrix.ios_per_offset (random)", map::rw, map::x_rw),
     both("bs", &["blocksize"], "matrix.bs", map::bs, map::x_bs),
-    sets("ba", &["blockalign"], "(checked against bs)", map::ba),
+    both("ba", &["blockalign"], "matrix.blockalign (random jobs; the smallest block size when the same)", map::ba, map::x_ba),
     both("bsrange", &["blocksize_range"], "matrix.bs or matrix.bssplit", map::bsrange, map::x_bsrange),
     both("bssplit", &[], "matrix.bssplit", map::bssplit, map::x_bssplit),
     no_a("bs_unaligned", &["blocksize_unaligned"], "iolab aligns every offset to the smallest block size", &["0"]),
@@ -100,10 +100,12 @@ pub static TABLE: &[FioOption] = &[
     no("offset_increment", "iolab's threads share one range", &["0"]),
     no("offset_align", "iolab aligns offsets to the block size", &["0"]),
     both("number_ios", &[], "ios", map::number_ios, map::x_number_ios),
-    no(
+    both(
         "random_generator",
-        "iolab draws offsets with its own seeded generator (fio's tausworthe does the same job; lfsr visits each block once)",
-        &["tausworthe", "tausworthe64"],
+        &[],
+        "matrix.random_generator (lfsr: each block once per pass, in iolab's seeded order; tausworthe and tausworthe64: iolab's own uniform generator, fio's only promise for them)",
+        map::random_generator,
+        map::x_random_generator,
     ),
     both("random_distribution", &[], "matrix.distribution", map::random_distribution, map::x_random_distribution),
     no("percentage_random", "an iolab job is wholly sequential or wholly random", &["100", "0"]),
@@ -162,11 +164,11 @@ pub static TABLE: &[FioOption] = &[
     no("exec_prerun", "iolab runs no commands of a job file", &[]),
     no("exec_postrun", "iolab runs no commands of a job file", &[]),
     both("ioscheduler", &[], "matrix.scheduler", map::ioscheduler, map::x_ioscheduler),
-    no("zonemode", ZONE, &["none"]),
-    no("zonesize", ZONE, &[]),
+    both("zonemode", &[], "matrix.zones (strided; zbd is refused: no zoned-device mode)", map::zonemode, map::x_zonemode),
+    both("zonesize", &[], "matrix.zones", map::zone_option, map::x_zonesize),
     no("zonecapacity", ZONE, &[]),
-    no("zonerange", ZONE, &[]),
-    no("zoneskip", ZONE, &["0"]),
+    both("zonerange", &[], "matrix.zones", map::zone_option, map::x_zonerange),
+    both("zoneskip", &[], "matrix.zones", map::zone_option, map::x_zoneskip),
     no("read_beyond_wp", ZONE, &[]),
     no("max_open_zones", ZONE, &[]),
     no("job_max_open_zones", ZONE, &[]),
