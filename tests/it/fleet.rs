@@ -418,7 +418,9 @@ fn a_fleet_on_every_node_resubmitted_keeps_its_tasks_on_their_nodes() {
     let submitted = || {
         let text = std::fs::read_to_string(&calls).unwrap_or_default();
         std::fs::remove_file(&calls).ok();
-        text.lines().map(|l| l.split_whitespace().filter(|w| w.starts_with("--array") || w.starts_with("--nodelist")).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>()
+        text.lines()
+            .map(|l| l.split_whitespace().filter(|w| w.starts_with("--array") || w.starts_with("--nodelist")).collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
     };
     std::fs::write(&nodes, "n1|idle|\nn2|idle|\n").unwrap();
     submit().assert_ok();
