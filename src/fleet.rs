@@ -166,6 +166,83 @@ impl Fleet {
         Ok(())
     }
 
+    /// A submission again into the results directory of a fleet continues that fleet, which must
+    /// be this one (`continues`) with none of its jobs still queued or running; this one then
+    /// keeps its jobs and its split (every task of a fleet, whenever submitted, is a share of one
+    /// split) and, where both run on every node, its machines and their number (each task stays
+    /// on its own). Nothing there: a new fleet, as it is.
+    pub(crate) fn resume(&mut self, slurm: &Slurm) -> Result<(), FleetError> {
+        if !Fleet::state_file(&self.results).exists() {
+            return Ok(());
+        }
+        let before = Fleet::load(&self.results)?;
+        if self.every_node && before.every_node {
+            self.nodes = before.nodes.clone();
+            self.placement.tasks = before.placement.tasks;
+        }
+        self.continues(&before)?;
+        let active: Vec<String> = before.jobs.iter().filter(|j| !slurm.queued(j).unwrap_or_default().is_empty()).cloned().collect();
+        if !active.is_empty() {
+            return Err(FleetError::Refused(format!(
+                "job {} of this fleet is still queued or running: wait for it (iolab fleet status) or scancel it",
+                active.join(", ")
+            )));
+        }
+        self.jobs = before.jobs;
+        self.split = before.split;
+        Ok(())
+    }
+
+    /// The plan `text` (read from `given`) kept as the fleet's own copy, which every task reads:
+    /// written at the first submission; at a later one, the copy must still be that text.
+    pub(crate) fn keep_plan(&self, given: &str, text: &str) -> Result<(), FleetError> {
+        let Work::Plan { file } = &self.work else { return Ok(()) };
+        if file.exists() && std::fs::read_to_string(file).ok().as_deref() != Some(text) {
+            return Err(FleetError::Refused(format!(
+                "{} differs from {given}: the fleet's plan cannot change between submissions",
+                file.display()
+            )));
+        }
+        crate::output::write_bytes(&file.display().to_string(), text.as_bytes()).map_err(|e| FleetError::Refused(e.into()))
+    }
+
+    /// The tasks with runs left, by what each handed over: only they go again.
+    pub(crate) fn tasks_left(&self) -> Result<Vec<usize>, FleetError> {
+        let plans = self.plans()?;
+        Ok((0..self.placement.tasks).filter(|&t| !matches!(self.progress(&plans, t), Ok(Some((done, total))) if done == total)).collect())
+    }
+
+    /// The batch script written into the results directory and `tasks` submitted with it: one
+    /// array, or where tasks are pinned to nodes one job per task on its node (an array's tasks
+    /// cannot each be given a node). Each job is saved in the fleet's state as soon as sbatch
+    /// gives its id, then told to `submitted` (its id and its sbatch options).
+    pub(crate) fn submit(&mut self, slurm: &Slurm, tasks: &[usize], submitted: &mut dyn FnMut(&str, &[String])) -> Result<(), FleetError> {
+        let script_path = self.results.join("fleet.sbatch");
+        crate::output::write_bytes(&script_path.display().to_string(), self.batch_script().as_bytes())
+            .map_err(|e| FleetError::Refused(e.into()))?;
+        let array = |ts: &[usize]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
+        let submissions: Vec<Vec<String>> = if self.nodes.is_empty() {
+            vec![vec![format!("--array={}", array(tasks))]]
+        } else {
+            let node = |t: usize| {
+                self.nodes.get(t).ok_or_else(|| {
+                    FleetError::Refused(format!("{} names no node for task {t}", Fleet::state_file(&self.results).display()))
+                })
+            };
+            tasks
+                .iter()
+                .map(|&t| Ok(vec![format!("--array={t}"), format!("--nodelist={}", node(t)?)]))
+                .collect::<Result<_, FleetError>>()?
+        };
+        for extra in submissions {
+            let id = slurm.submit(&script_path, &extra)?;
+            self.jobs.push(id.clone());
+            self.save()?;
+            submitted(&id, &extra);
+        }
+        Ok(())
+    }
+
     /// The plan text of every part the fleet runs (a suite has several), each with the command
     /// line's targets it expands with (a suite's part has its targets in its plan).
     pub fn plans(&self) -> Result<Vec<(String, Vec<String>)>, FleetError> {

@@ -104,24 +104,56 @@ pub fn main(cmd: &FleetCmd) -> i32 {
 }
 
 fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
-    let bad = FleetError::Refused;
     // Each goes into the batch script as an `#SBATCH` line: anything sbatch would not take (a
     // newline there began a shell command of the script) is refused before anything is written.
-    check_placement(a).map_err(bad)?;
+    check_placement(a).map_err(FleetError::Refused)?;
     // A plan is read once: checked here, copied into the results directory below.
-    let mut plan_text = None;
-    let given = if Path::new(&a.work).is_file() {
+    let (given, plan_text) = given_work(a)?;
+    check_store(a)?;
+    let slurm = Slurm;
+    let nodes = pinned_nodes(a, &slurm)?;
+    let mut fleet = fleet_of(a, given, nodes)?;
+    if a.print {
+        print!("{}", fleet.batch_script());
+        return Ok(0);
+    }
+    std::fs::create_dir_all(&fleet.results).map_err(|e| FleetError::Refused(format!("cannot create {}: {e}", fleet.results.display())))?;
+    // A submission again into the same directory continues that fleet: it must be the same one.
+    fleet.resume(&slurm)?;
+    if let Some(text) = &plan_text {
+        fleet.keep_plan(&a.work, text)?;
+    }
+    let todo = fleet.tasks_left()?;
+    if todo.is_empty() {
+        println!("fleet {}: every task is done; the results are in {}", fleet.name, fleet.merged_db().display());
+        return Ok(0);
+    }
+    let name = fleet.name.clone();
+    fleet.submit(&slurm, &todo, &mut |id, extra| println!("submitted job {id} ({}): {name}", extra.join(" ")))?;
+    println!("follow it with: iolab fleet status {}", fleet.results.display());
+    Ok(0)
+}
+
+/// What `work` names: a plan file (read and expanded once, to refuse a bad one here; its text
+/// returned, to be copied into the results directory) or a suite.
+fn given_work(a: &SubmitArgs) -> Result<(Work, Option<String>), FleetError> {
+    let bad = FleetError::Refused;
+    if Path::new(&a.work).is_file() {
         let text = std::fs::read_to_string(&a.work).map_err(|e| bad(format!("cannot read plan {}: {e}", a.work)))?;
         crate::plan::sweep::expand(&text, &[]).map_err(|e| bad(format!("plan {}: {e}", a.work)))?;
-        plan_text = Some(text);
-        Work::Plan { file: PathBuf::from(&a.work) }
+        Ok((Work::Plan { file: PathBuf::from(&a.work) }, Some(text)))
     } else if let Some(study) = crate::studies::find(&a.work) {
-        Work::Suite { id: study.id.to_string(), quick: a.quick }
+        Ok((Work::Suite { id: study.id.to_string(), quick: a.quick }, None))
     } else {
-        return Err(bad(format!("{}: neither a plan file nor a suite (S1 to S6, see `iolab suite list`)", a.work)));
-    };
-    // The URL goes into the batch script and the fleet's state, files the cluster reads: a
-    // password in it would be stored in the clear, so it is refused (libpq's ways give one).
+        Err(bad(format!("{}: neither a plan file nor a suite (S1 to S6, see `iolab suite list`)", a.work)))
+    }
+}
+
+/// `--store`: a PostgreSQL URL without a password. The URL goes into the batch script and the
+/// fleet's state, files the cluster reads: a password in it would be stored in the clear, so it
+/// is refused (libpq's ways give one).
+fn check_store(a: &SubmitArgs) -> Result<(), FleetError> {
+    let bad = FleetError::Refused;
     if let Some(url) = a.store.as_deref().filter(|u| crate::secret::redact(u) != *u) {
         return Err(bad(format!(
             "--store {}: a password in the URL would be written into the batch script; leave it out and give it the nodes by ~/.pgpass (mode 0600), PGPASSFILE or a service file (docs/store.md)",
@@ -133,8 +165,13 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
             "--store {url}: give a PostgreSQL URL (postgresql://user@host/dbname); without --store the tasks merge into fleet.db in --results"
         )));
     }
-    let slurm = Slurm;
-    let nodes = match (&a.nodelist, a.every_node) {
+    Ok(())
+}
+
+/// The nodes tasks are pinned to, one each: `--nodelist`'s hosts, or with `--every-node` every
+/// usable node (those left out said on stderr); none otherwise.
+fn pinned_nodes(a: &SubmitArgs, slurm: &Slurm) -> Result<Vec<String>, FleetError> {
+    Ok(match (&a.nodelist, a.every_node) {
         (Some(list), _) => slurm.hostnames(list)?,
         (None, true) => {
             let (nodes, left_out) = slurm.every_node(a.partition.as_deref(), a.constraint.as_deref())?;
@@ -144,7 +181,13 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
             nodes
         }
         (None, false) => Vec::new(),
-    };
+    })
+}
+
+/// The fleet the options describe, running `given` on `nodes` (pinned, or none): its tasks,
+/// its absolute results directory and this iolab binary, a new split where tasks share the plan.
+fn fleet_of(a: &SubmitArgs, given: Work, nodes: Vec<String>) -> Result<Fleet, FleetError> {
+    let bad = FleetError::Refused;
     let tasks = a.nodes.unwrap_or(nodes.len());
     if tasks == 0 {
         return Err(bad("--nodes 0: give at least one node".into()));
@@ -157,7 +200,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
         Work::Plan { .. } => Work::Plan { file: results.join("plan.toml") },
         w => w,
     };
-    let mut fleet = Fleet {
+    Ok(Fleet {
         name,
         work,
         targets: a.targets.iter().map(|t| t.display().to_string()).collect(),
@@ -169,7 +212,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
             time: a.time.clone(),
             account: a.account.clone(),
         },
-        results: results.clone(),
+        results,
         local_dir: a.local_dir.clone(),
         iolab,
         jobs: Vec::new(),
@@ -177,62 +220,7 @@ fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
         nodes,
         store: a.store.clone(),
         split: (!a.every_node).then(crate::store::schema::new_uid),
-    };
-    if a.print {
-        print!("{}", fleet.batch_script());
-        return Ok(0);
-    }
-    std::fs::create_dir_all(&results).map_err(|e| bad(format!("cannot create {}: {e}", results.display())))?;
-    // A submission again into the same directory continues that fleet: it must be the same one.
-    if Fleet::state_file(&results).exists() {
-        let before = Fleet::load(&results)?;
-        // A fleet on every node keeps the machines of its first submission, each task on its own.
-        if fleet.every_node && before.every_node {
-            fleet.nodes = before.nodes.clone();
-            fleet.placement.tasks = before.placement.tasks;
-        }
-        fleet.continues(&before)?;
-        let active: Vec<String> = before.jobs.iter().filter(|j| !slurm.queued(j).unwrap_or_default().is_empty()).cloned().collect();
-        if !active.is_empty() {
-            return Err(bad(format!(
-                "job {} of this fleet is still queued or running: wait for it (iolab fleet status) or scancel it",
-                active.join(", ")
-            )));
-        }
-        fleet.jobs = before.jobs;
-        // Every task of the fleet, whenever submitted, is a share of the same split.
-        fleet.split = before.split;
-    }
-    if let (Work::Plan { file }, Some(text)) = (&fleet.work, &plan_text) {
-        if file.exists() && std::fs::read_to_string(file).ok().as_ref() != Some(text) {
-            return Err(bad(format!("{} differs from {}: the fleet's plan cannot change between submissions", file.display(), a.work)));
-        }
-        crate::output::write_bytes(&file.display().to_string(), text.as_bytes()).map_err(|e| bad(e.into()))?;
-    }
-    // Only the tasks with runs left go again.
-    let plans = fleet.plans()?;
-    let todo: Vec<usize> = (0..tasks).filter(|&t| !matches!(fleet.progress(&plans, t), Ok(Some((done, total))) if done == total)).collect();
-    if todo.is_empty() {
-        println!("fleet {}: every task is done; the results are in {}", fleet.name, fleet.merged_db().display());
-        return Ok(0);
-    }
-    let script_path = results.join("fleet.sbatch");
-    crate::output::write_bytes(&script_path.display().to_string(), fleet.batch_script().as_bytes()).map_err(|e| bad(e.into()))?;
-    let array = |ts: &[usize]| ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",");
-    let submissions: Vec<Vec<String>> = if fleet.nodes.is_empty() {
-        vec![vec![format!("--array={}", array(&todo))]]
-    } else {
-        // An array's tasks cannot each be given a node; one job per named node instead.
-        todo.iter().map(|&t| vec![format!("--array={t}"), format!("--nodelist={}", fleet.nodes[t])]).collect()
-    };
-    for extra in submissions {
-        let id = slurm.submit(&script_path, &extra)?;
-        fleet.jobs.push(id.clone());
-        fleet.save()?;
-        println!("submitted job {id} ({}): {}", extra.join(" "), fleet.name);
-    }
-    println!("follow it with: iolab fleet status {}", results.display());
-    Ok(0)
+    })
 }
 
 /// How a task no longer queued ended: from accounting where there is some, else from its

@@ -220,6 +220,47 @@ struct Phase<'a> {
     ios: u64,
 }
 
+impl<'a> Phase<'a> {
+    /// The phase begun at `start` (the window open): the budget's end, a recorder of one
+    /// target over the budget's seconds (a day for a count), the first second and report due.
+    fn new(job: &Job, clock: Clock, start: u64, cancel: Cancel<'a>, progress: ProgressFn<'a>) -> Phase<'a> {
+        let series = job.timing.budget.seconds().map_or(86_400, |s| s.ceil() as usize + 2);
+        Phase {
+            clock,
+            start,
+            end: job.timing.budget.seconds().map(|s| start + (s * 1e9) as u64),
+            rec: Recorder::new(series, 1, job.workload.bs),
+            next_second_at: start + 1_000_000_000,
+            first_error: None,
+            stopping: false,
+            continue_on_error: job.policy.continue_on_error,
+            cancel,
+            progress,
+            next_report: start + 1_000_000_000,
+            ios: 0,
+        }
+    }
+
+    /// The phase ended at `end`: the run's I/O as any run's engine hands it back, the files
+    /// visited (timed over the window) and the fsyncs made.
+    fn summary(mut self, end: u64, mut files: FilePhase, fsyncs: u64, interrupted: bool, ended_by_time: bool) -> Measured {
+        files.seconds = (end - self.start) as f64 / 1e9;
+        self.rec.finish();
+        let engine = EngineOutput {
+            rec: self.rec,
+            window_s: files.seconds,
+            interrupted,
+            first_error: self.first_error,
+            clock: self.clock.info(),
+            verified_reads: 0,
+            verified_written: 0,
+            ended_by_time,
+            started_unix_s: 0.0,
+        };
+        Measured { engine, files, fsyncs }
+    }
+}
+
 impl Phase<'_> {
     /// A completion: recorded in its second, or counted as an error (stopping the run unless
     /// errors are counted).
@@ -245,6 +286,9 @@ impl Phase<'_> {
     }
 }
 
+/// The measured phase over the set: set up (the buffers and the descriptor the interface is
+/// set up over, `Rig`), the window opened, then passes over the set's files in its order until
+/// the budget is spent, then the summary.
 fn measure<T: Interface<Handle = ()>>(
     job: &Job,
     set: &SetDir,
@@ -253,60 +297,15 @@ fn measure<T: Interface<Handle = ()>>(
     hooks: &mut dyn WindowHooks,
 ) -> Result<Measured, String> {
     let fileset = job.fileset.as_ref().ok_or("no file set in the job")?;
-    let (bs, qd) = (job.workload.bs, job.workload.qd as usize);
     let write = job.workload.rw.writes(job.workload.write_mix);
-    let bufs = AlignedBuf::new(bs as usize * qd, T::buffer_memory(&job.io))?;
-    let mut rng = Rng::for_thread(job.workload.seed, 0);
-    // SAFETY: the buffer region is bs * qd bytes, owned here.
-    rng.fill(unsafe { std::slice::from_raw_parts_mut(bufs.ptr, bs as usize * qd) });
-    // The one descriptor number the interface is set up over: /dev/null until a file is put
-    // behind it, and again after each file's close.
-    let null = std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
-    // SAFETY: a live descriptor; the duplicate is owned at once.
-    let slot_fd = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-    if slot_fd < 0 {
-        return Err(last_error("cannot duplicate /dev/null"));
-    }
-    // SAFETY: slot_fd was just made and is owned by nobody else.
-    let slot_fd = unsafe { OwnedFd::from_raw_fd(slot_fd) };
-    let fds = [slot_fd.as_raw_fd()];
-    let setup = Setup {
-        fds: &fds,
-        buffers: bufs.ptr,
-        buffers_len: bufs.len(),
-        bs: bs as u32,
-        qd: qd as u32,
-        submit: job.io.submit,
-        complete: job.io.complete,
-        batch_submit: job.workload.batch_submit,
-        io: &job.io,
-        sq_cpu: None,
-    };
-    let mut io = T::open(&setup, &()).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))?;
-    let mut flags = if write { libc::O_WRONLY } else { libc::O_RDONLY };
-    if job.io.direct {
-        flags |= libc::O_DIRECT;
-    }
+    let Rig { bufs, null, slot_fd: _slot_fd, fds, flags } = Rig::new::<T>(job, write)?;
+    let mut io = T::open(&setup(job, &bufs, &fds), &()).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))?;
     let clock = Clock::calibrate();
-    let series = job.timing.budget.seconds().map_or(86_400, |s| s.ceil() as usize + 2);
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
     hooks.window_start(&[tid]);
     let start = clock.now();
-    let mut ph = Phase {
-        clock,
-        start,
-        end: job.timing.budget.seconds().map(|s| start + (s * 1e9) as u64),
-        rec: Recorder::new(series, 1, bs),
-        next_second_at: start + 1_000_000_000,
-        first_error: None,
-        stopping: false,
-        continue_on_error: job.policy.continue_on_error,
-        cancel,
-        progress,
-        next_report: start + 1_000_000_000,
-        ios: 0,
-    };
+    let mut ph = Phase::new(job, clock, start, cancel, progress);
     let mut files = FilePhase::new();
     let mut fsyncs = 0u64;
     let mut order: Vec<usize> = (0..set.sizes.len()).collect();
@@ -359,31 +358,77 @@ fn measure<T: Interface<Handle = ()>>(
         }
     };
     if result.is_ok() && write && fileset.fsync == Fsync::End && !interrupted {
-        // SAFETY: a live descriptor of the set's directory, on the set's file system.
-        if unsafe { libc::syncfs(set.fd.as_raw_fd()) } != 0 {
+        if let Err(e) = sync_set(set, "syncing the file set at the end") {
             hooks.window_end();
-            return Err(last_error(&format!("{}: syncing the file set at the end", set.path.display())));
+            return Err(e);
         }
         fsyncs += 1;
     }
     let end = ph.clock.now();
     hooks.window_end();
     result?;
-    files.seconds = (end - start) as f64 / 1e9;
-    ph.rec.finish();
-    let engine = EngineOutput {
-        rec: ph.rec,
-        window_s: files.seconds,
-        interrupted,
-        first_error: ph.first_error,
-        clock: clock.info(),
-        verified_reads: 0,
-        verified_written: 0,
-        ended_by_time,
-        started_unix_s: 0.0,
-    };
-    drop(bufs);
-    Ok(Measured { engine, files, fsyncs })
+    Ok(ph.summary(end, files, fsyncs, interrupted, ended_by_time))
+}
+
+/// What the measured phase runs over: the I/O buffers (`bs` x `qd`, filled from the seed), the
+/// descriptor number the interface is set up over (a duplicate of /dev/null until a file is put
+/// behind it, and again after each file's close) and the flags each file is opened with.
+struct Rig {
+    bufs: AlignedBuf,
+    null: std::fs::File,
+    /// Owns `fds[0]`.
+    slot_fd: OwnedFd,
+    fds: [RawFd; 1],
+    flags: libc::c_int,
+}
+
+impl Rig {
+    fn new<T: Interface<Handle = ()>>(job: &Job, write: bool) -> Result<Rig, String> {
+        let (bs, qd) = (job.workload.bs, job.workload.qd as usize);
+        let bufs = AlignedBuf::new(bs as usize * qd, T::buffer_memory(&job.io))?;
+        let mut rng = Rng::for_thread(job.workload.seed, 0);
+        // SAFETY: the buffer region is bs * qd bytes, owned here.
+        rng.fill(unsafe { std::slice::from_raw_parts_mut(bufs.ptr, bs as usize * qd) });
+        let null = std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
+        // SAFETY: a live descriptor; the duplicate is owned at once.
+        let slot_fd = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+        if slot_fd < 0 {
+            return Err(last_error("cannot duplicate /dev/null"));
+        }
+        // SAFETY: slot_fd was just made and is owned by nobody else.
+        let slot_fd = unsafe { OwnedFd::from_raw_fd(slot_fd) };
+        let fds = [slot_fd.as_raw_fd()];
+        let mut flags = if write { libc::O_WRONLY } else { libc::O_RDONLY };
+        if job.io.direct {
+            flags |= libc::O_DIRECT;
+        }
+        Ok(Rig { bufs, null, slot_fd, fds, flags })
+    }
+}
+
+/// The interface's set-up over the rig's one descriptor and buffers.
+fn setup<'a>(job: &'a Job, bufs: &AlignedBuf, fds: &'a [RawFd; 1]) -> Setup<'a> {
+    Setup {
+        fds,
+        buffers: bufs.ptr,
+        buffers_len: bufs.len(),
+        bs: job.workload.bs as u32,
+        qd: job.workload.qd,
+        submit: job.io.submit,
+        complete: job.io.complete,
+        batch_submit: job.workload.batch_submit,
+        io: &job.io,
+        sq_cpu: None,
+    }
+}
+
+/// `syncfs` of the set's file system; Err says `what` failed.
+fn sync_set(set: &SetDir, what: &str) -> Result<(), String> {
+    // SAFETY: a live descriptor of the set's directory, on the set's file system.
+    if unsafe { libc::syncfs(set.fd.as_raw_fd()) } != 0 {
+        return Err(last_error(&format!("{}: {what}", set.path.display())));
+    }
+    Ok(())
 }
 
 /// One file: opened and put behind the interface's descriptor, transferred whole in I/Os of

@@ -48,7 +48,7 @@ impl Sysctls {
         while let Some(g) = self.guards.pop() {
             match g.restore() {
                 Ok(l) => lines.extend(l),
-                Err(e) => self.not_restored.push(e),
+                Err(e) => self.not_restored.push(e.to_string()),
             }
         }
         match self.not_restored.is_empty() {
@@ -72,7 +72,7 @@ impl Sysctls {
         // Lowered already, not far enough (sampling needs 0, tracing then -1): put back and
         // lowered once more, so the journal and the record hold the original.
         if let Some(i) = self.guards.iter().position(|g| g.entries().iter().any(|e| e.setting == setting)) {
-            self.guards.remove(i).restore().inspect_err(|e| self.not_restored.push(e.clone()))?;
+            self.guards.remove(i).restore().inspect_err(|e| self.not_restored.push(e.to_string()))?;
             now = self.current(setting)?;
         }
         self.guards.push(self.settings.apply(&[Change::new(setting, None, want.to_string())])?);
@@ -96,7 +96,7 @@ impl Sysctls {
     /// Put back the last lowering at once: it did not help.
     fn undo_last(&mut self) {
         if let Some(Err(e)) = self.guards.pop().map(AppliedGuard::restore) {
-            self.not_restored.push(e);
+            self.not_restored.push(e.to_string());
         }
     }
 

@@ -272,44 +272,84 @@ pub const DIMENSIONS: [Dimension; 28] = [
     // file_order x file_size over one directory.
     Dimension {
         name: "file_size",
-        set: Set::Checked(
-            |v| v.parse::<FileSizes>().map(|_| ()),
-            |j, v| {
-                if let (Some(f), Ok(s)) = (j.fileset.as_mut(), v.parse()) {
-                    f.file_size = s
-                }
-            },
-        ),
-        value: |j| Text(j.fileset.as_ref().map(|f| f.file_size.to_string()).unwrap_or_default()),
+        set: Set::Checked(fileset_check::<FileSizes>, fileset_put::<FileSizes>),
+        value: fileset_value::<FileSizes>,
         shown: Shown::IfListed,
     },
     Dimension {
         name: "file_order",
-        set: Set::Checked(
-            |v| word(FileOrder::ALL, FileOrder::name, "file_order", v).map(|_| ()),
-            |j, v| {
-                if let (Some(f), Ok(o)) = (j.fileset.as_mut(), word(FileOrder::ALL, FileOrder::name, "file_order", v)) {
-                    f.file_order = o
-                }
-            },
-        ),
-        value: |j| Text(j.fileset.as_ref().map(|f| f.file_order.name().to_string()).unwrap_or_default()),
+        set: Set::Checked(fileset_check::<FileOrder>, fileset_put::<FileOrder>),
+        value: fileset_value::<FileOrder>,
         shown: Shown::IfListed,
     },
     Dimension {
         name: "fsync",
-        set: Set::Checked(
-            |v| word(Fsync::ALL, Fsync::name, "fsync", v).map(|_| ()),
-            |j, v| {
-                if let (Some(f), Ok(o)) = (j.fileset.as_mut(), word(Fsync::ALL, Fsync::name, "fsync", v)) {
-                    f.fsync = o
-                }
-            },
-        ),
-        value: |j| Text(j.fileset.as_ref().map(|f| f.fsync.name().to_string()).unwrap_or_default()),
+        set: Set::Checked(fileset_check::<Fsync>, fileset_put::<Fsync>),
+        value: fileset_value::<Fsync>,
         shown: Shown::IfListed,
     },
 ];
+
+/// A value of a file set's dimension: read from the plan's text, set on a job's file set, and
+/// shown in a configuration's key. The three dimensions share one form through it.
+trait FileSetValue: Sized {
+    fn read(v: &str) -> Result<Self, PlanError>;
+    fn put(self, f: &mut super::fileset::FileSet);
+    fn shown(f: &super::fileset::FileSet) -> String;
+}
+
+impl FileSetValue for FileSizes {
+    fn read(v: &str) -> Result<Self, PlanError> {
+        v.parse()
+    }
+    fn put(self, f: &mut super::fileset::FileSet) {
+        f.file_size = self
+    }
+    fn shown(f: &super::fileset::FileSet) -> String {
+        f.file_size.to_string()
+    }
+}
+
+impl FileSetValue for FileOrder {
+    fn read(v: &str) -> Result<Self, PlanError> {
+        word(FileOrder::ALL, FileOrder::name, "file_order", v)
+    }
+    fn put(self, f: &mut super::fileset::FileSet) {
+        f.file_order = self
+    }
+    fn shown(f: &super::fileset::FileSet) -> String {
+        f.file_order.name().to_string()
+    }
+}
+
+impl FileSetValue for Fsync {
+    fn read(v: &str) -> Result<Self, PlanError> {
+        word(Fsync::ALL, Fsync::name, "fsync", v)
+    }
+    fn put(self, f: &mut super::fileset::FileSet) {
+        f.fsync = self
+    }
+    fn shown(f: &super::fileset::FileSet) -> String {
+        f.fsync.name().to_string()
+    }
+}
+
+/// A file set dimension's value checked (when the plan expands).
+fn fileset_check<T: FileSetValue>(v: &str) -> Result<(), PlanError> {
+    T::read(v).map(|_| ())
+}
+
+/// A file set dimension's value set on a job's file set (a job without one is left as it is).
+fn fileset_put<T: FileSetValue>(j: &mut Job, v: &str) {
+    if let (Some(f), Ok(x)) = (j.fileset.as_mut(), T::read(v)) {
+        x.put(f)
+    }
+}
+
+/// A file set dimension's value in a configuration's key (empty without a file set).
+fn fileset_value<T: FileSetValue>(j: &Job) -> toml::Value {
+    Text(j.fileset.as_ref().map(T::shown).unwrap_or_default())
+}
 
 /// The names of the file set's dimensions: a plan that lists one needs a `[fileset]`.
 pub(crate) const FILESET_DIMENSIONS: [&str; 3] = ["file_size", "file_order", "fsync"];

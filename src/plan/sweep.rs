@@ -337,37 +337,99 @@ pub fn expand(text: &str, cli_targets: &[String]) -> Result<Expansion, PlanError
     Plan::parse(text)?.expand(cli_targets)
 }
 
-/// [`Plan::expand`] of the parsed plan file.
+/// [`Plan::expand`] of the parsed plan file, in its steps: the command line's targets, the
+/// plan's timing and bounds checked, the job every configuration shares, the configurations the
+/// matrix and the rules leave, and their order.
 fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, PlanError> {
+    let (targets, with_targets) = command_line_targets(plan, cli_targets)?;
+    let m = with_targets.as_ref().unwrap_or(&plan.matrix);
+    let timing = PlanTiming::of(plan)?;
+    check_bounds(plan, m)?;
+    m.check_sizes()?; // before size and offset: the first error the plan has is the one said
+    let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan size: {e}")))?;
+    let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan offset: {e}")))?.unwrap_or(0);
+    let profile = plan
+        .profile
+        .as_deref()
+        .map(Profile::parse)
+        .transpose()
+        .map_err(|e| PlanError::Plan(format!("plan profile: {e}")))?
+        .unwrap_or_default();
+    // A setting no machine takes (no such name, cpu_freq_khz=NaN) refuses the plan before the
+    // sweep is stored; what this machine lacks is each run's to find out.
+    for spec in &plan.options.set {
+        crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Plan(format!("plan options.set: {e}")))?;
+    }
+    let base = base_job(plan, Targets { paths: targets, size, offset, destructive: plan.destructive.clone() }, &timing);
+    let (configs, dropped) = configurations(plan, m, &base)?;
+    if configs.is_empty() {
+        return Err(all_dropped(&dropped));
+    }
+    let order = interleaved(plan, configs.len());
+    // A time with a count: at most that long.
+    let seconds_per_run = timing.budget.seconds().map(|s| timing.ramp_s + s);
+    Ok(Expansion {
+        name: plan.name.clone().unwrap_or_else(|| "sweep".into()),
+        configs,
+        dropped,
+        order,
+        replicates: plan.replicates,
+        cooldown_s: timing.cooldown_s,
+        seconds_per_run,
+        profile,
+    })
+}
+
+/// Every run's targets, and the matrix with the command line's targets in it where they are
+/// several (the matrix's `target` values, in a copy of it): none given, the plan's `targets`;
+/// one, every run's (unless the matrix lists targets).
+fn command_line_targets(plan: &PlanFile, cli_targets: &[String]) -> Result<(Vec<String>, Option<Matrix>), PlanError> {
     let listed = plan.matrix.lists(dimension("target").expect("target is a dimension"));
-    // The command line's several targets are the matrix's `target` values, in a copy of it.
-    let mut with_targets = None;
-    let targets = match cli_targets {
-        [] => plan.targets.clone(),
-        [one] if !listed => target_set(one)?,
+    Ok(match cli_targets {
+        [] => (plan.targets.clone(), None),
+        [one] if !listed => (target_set(one)?, None),
         many => {
             let mut m = plan.matrix.clone();
             m.set_targets(many)?;
-            with_targets = Some(m);
-            Vec::new()
+            (Vec::new(), Some(m))
         }
-    };
-    let m = with_targets.as_ref().unwrap_or(&plan.matrix);
-    let seconds = plan.runtime.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan runtime: {e}")))?;
-    let bytes = plan.bytes.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan bytes: {e}")))?;
-    let Some(budget) = Budget::of(seconds, plan.ios, bytes) else {
-        return PlanError::plan("plan: give only one of ios and bytes (each with runtime ends a run at whichever comes first)");
-    };
-    let ramp_s =
-        plan.ramp.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan ramp: {e}")))?.unwrap_or(0.0);
-    let cooldown_s =
-        plan.cooldown.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan cooldown: {e}")))?.unwrap_or(0.0);
-    if cooldown_s > MAX_COOLDOWN_S {
-        return PlanError::plan(format!(
-            "plan cooldown: {} is longer than the {MAX_COOLDOWN_S} s iolab waits between runs: give at most 1h",
-            plan.cooldown.as_deref().unwrap_or("")
-        ));
+    })
+}
+
+/// A plan's timing: each run's budget (a time, a count, or whichever of the two comes first)
+/// and ramp, and the cooldown between runs.
+struct PlanTiming {
+    budget: Budget,
+    ramp_s: f64,
+    cooldown_s: f64,
+}
+
+impl PlanTiming {
+    fn of(plan: &PlanFile) -> Result<PlanTiming, PlanError> {
+        let seconds = |what: &str, v: &Option<String>| {
+            v.as_deref().map(parse_seconds).transpose().map_err(|e| PlanError::Plan(format!("plan {what}: {e}")))
+        };
+        let runtime = seconds("runtime", &plan.runtime)?;
+        let bytes = plan.bytes.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan bytes: {e}")))?;
+        let Some(budget) = Budget::of(runtime, plan.ios, bytes) else {
+            return PlanError::plan("plan: give only one of ios and bytes (each with runtime ends a run at whichever comes first)");
+        };
+        let ramp_s = seconds("ramp", &plan.ramp)?.unwrap_or(0.0);
+        let cooldown_s = seconds("cooldown", &plan.cooldown)?.unwrap_or(0.0);
+        if cooldown_s > MAX_COOLDOWN_S {
+            return PlanError::plan(format!(
+                "plan cooldown: {} is longer than the {MAX_COOLDOWN_S} s iolab waits between runs: give at most 1h",
+                plan.cooldown.as_deref().unwrap_or("")
+            ));
+        }
+        Ok(PlanTiming { budget, ramp_s, cooldown_s })
     }
+}
+
+/// The plan's replicates, name and rules well formed, and its runs and rule checks within
+/// bounds, counted before anything is expanded (so a runaway plan costs nothing); a file set's
+/// dimension only with a file set.
+fn check_bounds(plan: &PlanFile, m: &Matrix) -> Result<(), PlanError> {
     if plan.replicates == 0 {
         return PlanError::plan("plan: replicates must be at least 1");
     }
@@ -382,7 +444,6 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
             return PlanError::plan(format!("plan rule names '{k}', which is not a matrix dimension"));
         }
     }
-    // Counted before anything is expanded, so a runaway plan costs nothing.
     let matrix = m.configurations();
     let runs = matrix.saturating_mul(plan.replicates as u128);
     if runs > MAX_RUNS as u128 {
@@ -401,25 +462,15 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
     {
         return PlanError::plan(format!("plan [matrix] {d} is a file set's: add a [fileset] table with files = N"));
     }
-    m.check_sizes()?; // before size and offset: the first error the plan has is the one said
-    let size = plan.size.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan size: {e}")))?;
-    let offset = plan.offset.as_deref().map(parse_size).transpose().map_err(|e| PlanError::Plan(format!("plan offset: {e}")))?.unwrap_or(0);
-    let profile = plan
-        .profile
-        .as_deref()
-        .map(Profile::parse)
-        .transpose()
-        .map_err(|e| PlanError::Plan(format!("plan profile: {e}")))?
-        .unwrap_or_default();
+    Ok(())
+}
+
+/// What every configuration shares: the plan's options, timing and targets; the dimensions the
+/// matrix lists are set on it.
+fn base_job(plan: &PlanFile, targets: Targets, timing: &PlanTiming) -> Job {
     let o = &plan.options;
-    // A setting no machine takes (no such name, cpu_freq_khz=NaN) refuses the plan before the
-    // sweep is stored; what this machine lacks is each run's to find out.
-    for spec in &o.set {
-        crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Plan(format!("plan options.set: {e}")))?;
-    }
-    // What every configuration shares; the dimensions the matrix lists are set on it.
     let defaults = Job::default();
-    let base = Job {
+    Job {
         io: IoChoice { direct: !o.buffered, options: o.io.clone(), ..defaults.io },
         workload: Workload {
             cpus: o.cpus.clone().unwrap_or_default(),
@@ -429,18 +480,23 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
             rw: if plan.fileset.is_some() { super::Rw::Read } else { defaults.workload.rw },
             ..defaults.workload
         },
-        timing: Timing { ramp_s, budget },
-        targets: Targets { paths: targets, size, offset, destructive: plan.destructive.clone() },
+        timing: Timing { ramp_s: timing.ramp_s, budget: timing.budget },
+        targets,
         policy: Policy { verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback, strict: o.strict },
         system: Requested { set: o.set.clone(), setup: o.setup.clone(), ..defaults.system },
         fileset: plan.fileset.clone(),
-    };
+    }
+}
 
+/// The matrix's configurations over `base`, each once: those the rules keep and validation
+/// passes, and (key, reason) for each one dropped.
+#[allow(clippy::type_complexity)]
+fn configurations(plan: &PlanFile, m: &Matrix, base: &Job) -> Result<(Vec<PlannedConfig>, Vec<(String, String)>), PlanError> {
     let mut configs = Vec::new();
     let mut dropped = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for mut job in m.jobs(&base)? {
-        job.workload.batch_reap = o.batch_reap.unwrap_or(job.workload.batch_submit).min(job.workload.qd.max(1));
+    for mut job in m.jobs(base)? {
+        job.workload.batch_reap = plan.options.batch_reap.unwrap_or(job.workload.batch_submit).min(job.workload.qd.max(1));
         let key = m.key(&job);
         // A dimension that does not apply to a job (poll_delay without hybrid polling, write_mix
         // without randrw) leaves it as another value already made it: one configuration.
@@ -457,48 +513,44 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         }
         configs.push(PlannedConfig { key, job });
     }
-    if configs.is_empty() {
-        // Each distinct reason once, with how many it dropped.
-        let mut why: Vec<(&str, usize)> = Vec::new();
-        for (_, r) in &dropped {
-            match why.iter_mut().find(|(w, _)| w == r) {
-                Some((_, n)) => *n += 1,
-                None => why.push((r, 1)),
-            }
+    Ok((configs, dropped))
+}
+
+/// The error of a plan whose every configuration was dropped: each distinct reason once, with
+/// how many it dropped (the first three).
+fn all_dropped(dropped: &[(String, String)]) -> PlanError {
+    let mut why: Vec<(&str, usize)> = Vec::new();
+    for (_, r) in dropped {
+        match why.iter_mut().find(|(w, _)| w == r) {
+            Some((_, n)) => *n += 1,
+            None => why.push((r, 1)),
         }
-        let mut why: Vec<String> = why.iter().map(|(w, n)| format!("{n} by: {w}")).collect();
-        if why.len() > 3 {
-            let more = why.len() - 3;
-            why.truncate(3);
-            why.push(format!("and {more} other reasons (`iolab sweep --dry-run` lists each)"));
-        }
-        return PlanError::plan(format!(
-            "plan: every configuration was dropped, nothing is left to run ({}): change the matrix or the rules",
-            why.join("; ")
-        ));
     }
-    // Replicates interleaved: each round runs every configuration once, in a seeded order.
-    let mut order = Vec::with_capacity(configs.len() * plan.replicates as usize);
+    let mut why: Vec<String> = why.iter().map(|(w, n)| format!("{n} by: {w}")).collect();
+    if why.len() > 3 {
+        let more = why.len() - 3;
+        why.truncate(3);
+        why.push(format!("and {more} other reasons (`iolab sweep --dry-run` lists each)"));
+    }
+    PlanError::Plan(format!(
+        "plan: every configuration was dropped, nothing is left to run ({}): change the matrix or the rules",
+        why.join("; ")
+    ))
+}
+
+/// The runs' order over `configs` configurations: replicates interleaved, each round running
+/// every configuration once, in an order seeded by the plan's seed and the round.
+fn interleaved(plan: &PlanFile, configs: usize) -> Vec<(u32, usize)> {
+    let mut order = Vec::with_capacity(configs * plan.replicates as usize);
     for r in 0..plan.replicates {
-        let mut idx: Vec<usize> = (0..configs.len()).collect();
+        let mut idx: Vec<usize> = (0..configs).collect();
         let mut rng = Rng::for_thread(plan.seed, r);
         for i in (1..idx.len()).rev() {
             idx.swap(i, rng.below(i as u64 + 1) as usize);
         }
         order.extend(idx.into_iter().map(|i| (r, i)));
     }
-    // A time with a count: at most that long.
-    let seconds_per_run = budget.seconds().map(|s| ramp_s + s);
-    Ok(Expansion {
-        name: plan.name.clone().unwrap_or_else(|| "sweep".into()),
-        configs,
-        dropped,
-        order,
-        replicates: plan.replicates,
-        cooldown_s,
-        seconds_per_run,
-        profile,
-    })
+    order
 }
 
 /// The most rule checks (configurations x the values the rules compare) a plan may need: about a

@@ -601,140 +601,141 @@ impl Settings {
         }
     }
 
+    /// One try at `apply`, in its steps: every change checked and its files found, the originals
+    /// read and the journal's owners compared under the journal's lock, the journal stored (and
+    /// the crash restore armed) before anything is written, then the writes, rolled back on the
+    /// first that fails.
     fn try_apply(&self, changes: &[Change]) -> Result<AppliedGuard, Refusal> {
         let guard_id = NEXT_GUARD.fetch_add(1, Ordering::Relaxed);
-        let guard = |entries| {
-            live_guards().push(guard_id);
-            AppliedGuard { journal: self.journal.clone(), guard: guard_id, entries, done: false }
-        };
         if changes.is_empty() {
-            return Ok(guard(Vec::new()));
+            return Ok(self.guard(guard_id, Vec::new()));
         }
         // Everything checked before anything is recorded or written.
-        let mut planned: Vec<(Change, Vec<Target>)> = Vec::new();
-        for c in changes {
-            self.check_value(c)?;
-            let c = Change { value: c.value.trim().to_string(), ..c.clone() };
-            planned.push((c.clone(), self.targets(&c)?));
-        }
+        let planned = self.planned(changes)?;
         // Held until the journal is stored: originals are read, and owners compared, under it.
         let lock = journal::lock(&self.journal)?;
-        let us = Holder::us();
-        let mut entries: Vec<JournalEntry> = Vec::new();
-        for (c, targets) in &planned {
-            for t in targets {
-                let new = t.value.clone().unwrap_or_else(|| c.value.clone());
-                // Two namespaces of one controller ask the same of it: once.
-                if entries.iter().any(|e| e.path == t.path && e.setting == c.setting && e.new == new && e.setting.per_controller()) {
-                    continue;
-                }
-                if let Some(prev) = entries.iter().find(|e| e.path == t.path) {
-                    return Err(Refusal::Other(format!("{} is changed twice in one run: give each setting once", prev.label())));
-                }
-                let original = value::read_current(c.setting, &t.path)?;
-                entries.push(JournalEntry {
-                    owner: us.clone(),
-                    guard: guard_id,
-                    setting: c.setting,
-                    device: c.device.as_ref().map(|_| t.label.clone()),
-                    target: t.label.clone(),
-                    path: t.path.clone(),
-                    original,
-                    new,
-                    asked: None,
-                });
-            }
-        }
-
-        // Each setting has its owners: one, or several sharing a sysctl. Another live owner's
-        // setting is busy (wait, or refuse naming it); a dead one's is left changed.
+        let mut entries = originals(&planned, guard_id)?;
         let mut j = journal::load(&self.journal)?.unwrap_or_default();
-        // The value each entry found, where it shares a sysctl another iolab lowered (a rollback
-        // puts that back, not the original), and whether it must write at all.
-        let mut found: Vec<Option<String>> = vec![None; entries.len()];
-        let mut write = vec![true; entries.len()];
-        for (i, e) in entries.iter_mut().enumerate() {
-            let held: Vec<&JournalEntry> = j.entries.iter().filter(|o| o.path == e.path).collect();
-            let Some(o) = held.first() else { continue };
-            if let Some(dead) = held.iter().find(|o| matches!(o.owner(), Owner::Dead(_))) {
-                return Err(Refusal::Other(format!(
-                    "a previous iolab run (pid {}) left {} changed: run `iolab restore` (journal {})",
-                    dead.owner.pid,
-                    dead.label(),
-                    self.journal.display()
-                )));
-            }
-            if held.iter().any(|o| o.owner() == Owner::Us) {
-                return Err(Refusal::Other(format!("{} is already changed by this iolab: restore that change first", e.label())));
-            }
-            if !e.setting.is_sysctl() {
-                return Err(Refusal::Busy(format!("{} is held by {}, which puts it back when it ends", e.label(), o.owner.describe())));
-            }
-            // A sysctl profiling lowers is shared: lower is more permitting, so what another
-            // iolab lowered it to serves this one where it is no higher than asked; the
-            // original is the first owner's, and the last owner to leave puts it back.
-            let low_enough = matches!((e.original.parse::<i64>(), e.new.parse::<i64>()), (Ok(now), Ok(want)) if now <= want);
-            found[i] = Some(std::mem::replace(&mut e.original, o.original.clone()));
-            if low_enough {
-                e.new = found[i].clone().unwrap_or_default();
-                write[i] = false;
-            }
-        }
+        let claims = self.claim(&j, &mut entries)?;
         j.entries.extend(entries.iter().cloned());
         journal::store(&self.journal, &j)?;
         crash::arm(&self.journal);
+        self.write_all(&mut entries, &claims, &mut j)?;
+        drop(lock);
+        Ok(self.guard(guard_id, entries))
+    }
 
-        for i in (0..entries.len()).filter(|&i| write[i]) {
-            let e = &entries[i];
-            let err = match value::write_in_force(e.setting, &e.path, &e.new, &e.target) {
-                Ok(None) => continue,
-                Ok(Some(in_force)) => {
-                    // The kernel clamped it: what is in force is recorded, beside what was asked.
-                    let e = &mut entries[i];
-                    e.asked = Some(std::mem::replace(&mut e.new, in_force));
-                    continue;
+    /// The guard of `entries`, counted live until it restores.
+    fn guard(&self, guard_id: u64, entries: Vec<JournalEntry>) -> AppliedGuard {
+        live_guards().push(guard_id);
+        AppliedGuard { journal: self.journal.clone(), guard: guard_id, entries, done: false }
+    }
+
+    /// Each change checked, its value trimmed, with the files it writes.
+    fn planned(&self, changes: &[Change]) -> Result<Vec<(Change, Vec<Target>)>, SettingsError> {
+        let mut planned = Vec::new();
+        for c in changes {
+            self.check_value(c)?;
+            let c = Change { value: c.value.trim().to_string(), ..c.clone() };
+            let targets = self.targets(&c)?;
+            planned.push((c, targets));
+        }
+        Ok(planned)
+    }
+
+    /// Each entry's place among the journal's owners of its file: another live owner's setting
+    /// is busy (wait, or refuse naming it); a dead one's is left changed; a sysctl another live
+    /// iolab lowered is shared (the entry takes the first owner's original, and writes only
+    /// where what is in force is higher than asked).
+    fn claim(&self, j: &Journal, entries: &mut [JournalEntry]) -> Result<Vec<Claim>, Refusal> {
+        let mut claims = Vec::with_capacity(entries.len());
+        for e in entries.iter_mut() {
+            let mut claim = Claim { found: None, write: true };
+            let held: Vec<&JournalEntry> = j.entries.iter().filter(|o| o.path == e.path).collect();
+            if let Some(o) = held.first() {
+                if let Some(dead) = held.iter().find(|o| matches!(o.owner(), Owner::Dead(_))) {
+                    return Err(Refusal::Other(format!(
+                        "a previous iolab run (pid {}) left {} changed: run `iolab restore` (journal {})",
+                        dead.owner.pid,
+                        dead.label(),
+                        self.journal.display()
+                    )));
                 }
-                Err(err) => err,
-            };
-            {
-                // Roll back the applied ones and the failed one (it may have half taken); a
-                // shared sysctl to the value its other owner set.
-                let back: Vec<JournalEntry> = entries[..=i]
-                    .iter()
-                    .zip(&found)
-                    .map(|(e, f)| JournalEntry { original: f.clone().unwrap_or_else(|| e.original.clone()), ..e.clone() })
-                    .collect();
-                let outcomes = restore_entries(&back);
-                let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.failure()).collect();
-                let settled: Vec<&JournalEntry> =
-                    entries[..=i].iter().zip(&outcomes).filter(|(_, o)| o.failure().is_none()).map(|(e, _)| e).collect();
-                j.entries.retain(|x| {
-                    !(x.guard == guard_id
-                        && x.owner.pid == us.pid
-                        && (settled.iter().any(|s| s.path == x.path) || entries[i + 1..].iter().any(|n| n.path == x.path)))
-                });
-                let stored = journal::store(&self.journal, &j);
-                if failed.is_empty() && !j.entries.iter().any(|x| x.guard == guard_id) {
-                    crash::disarm();
+                if held.iter().any(|o| o.owner() == Owner::Us) {
+                    return Err(Refusal::Other(format!("{} is already changed by this iolab: restore that change first", e.label())));
                 }
-                let mut msg = err.into_message();
-                if i > 0 {
-                    msg.push_str(&format!(" (rolled back the {i} change(s) made before it)"));
+                if !e.setting.is_sysctl() {
+                    return Err(Refusal::Busy(format!("{} is held by {}, which puts it back when it ends", e.label(), o.owner.describe())));
                 }
-                if !failed.is_empty() {
-                    msg.push_str(&format!(
-                        "; rolling back failed too: {}; run `iolab restore`",
-                        failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ")
-                    ));
+                // A sysctl profiling lowers is shared: lower is more permitting, so what another
+                // iolab lowered it to serves this one where it is no higher than asked; the
+                // original is the first owner's, and the last owner to leave puts it back.
+                let low_enough = matches!((e.original.parse::<i64>(), e.new.parse::<i64>()), (Ok(now), Ok(want)) if now <= want);
+                claim.found = Some(std::mem::replace(&mut e.original, o.original.clone()));
+                if low_enough {
+                    e.new = claim.found.clone().unwrap_or_default();
+                    claim.write = false;
                 }
-                if let Err(se) = stored {
-                    msg.push_str(&format!("; {se}"));
-                }
-                return Err(Refusal::Other(msg));
+            }
+            claims.push(claim);
+        }
+        Ok(claims)
+    }
+
+    /// The entries' new values written in order (those `claims` says must be), each verified;
+    /// a value the kernel clamped is recorded as in force, beside what was asked. On the first
+    /// failure, what was written is rolled back.
+    fn write_all(&self, entries: &mut [JournalEntry], claims: &[Claim], j: &mut Journal) -> Result<(), Refusal> {
+        for i in (0..entries.len()).filter(|&i| claims[i].write) {
+            let e = &mut entries[i];
+            match value::write_in_force(e.setting, &e.path, &e.new, &e.target) {
+                Ok(None) => {}
+                Ok(Some(in_force)) => e.asked = Some(std::mem::replace(&mut e.new, in_force)),
+                Err(err) => return Err(self.roll_back(entries, claims, i, j, err)),
             }
         }
-        drop(lock);
-        Ok(guard(entries))
+        Ok(())
+    }
+
+    /// After the write of `entries[failed]` failed with `err`: the writes before it and the
+    /// failed one (it may have half taken) put back, a shared sysctl to the value its other
+    /// owner set; the entries settled (and those never written) dropped from the journal. The
+    /// refusal says what failed, what was rolled back, and what stays changed.
+    fn roll_back(&self, entries: &[JournalEntry], claims: &[Claim], failed: usize, j: &mut Journal, err: SettingsError) -> Refusal {
+        let i = failed;
+        let (guard_id, pid) = (entries[i].guard, entries[i].owner.pid);
+        let back: Vec<JournalEntry> = entries[..=i]
+            .iter()
+            .zip(claims)
+            .map(|(e, c)| JournalEntry { original: c.found.clone().unwrap_or_else(|| e.original.clone()), ..e.clone() })
+            .collect();
+        let outcomes = restore_entries(&back);
+        let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.failure()).collect();
+        let settled: Vec<&JournalEntry> =
+            entries[..=i].iter().zip(&outcomes).filter(|(_, o)| o.failure().is_none()).map(|(e, _)| e).collect();
+        j.entries.retain(|x| {
+            !(x.guard == guard_id
+                && x.owner.pid == pid
+                && (settled.iter().any(|s| s.path == x.path) || entries[i + 1..].iter().any(|n| n.path == x.path)))
+        });
+        let stored = journal::store(&self.journal, j);
+        if failed.is_empty() && !j.entries.iter().any(|x| x.guard == guard_id) {
+            crash::disarm();
+        }
+        let mut msg = err.into_message();
+        if i > 0 {
+            msg.push_str(&format!(" (rolled back the {i} change(s) made before it)"));
+        }
+        if !failed.is_empty() {
+            msg.push_str(&format!(
+                "; rolling back failed too: {}; run `iolab restore`",
+                failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ")
+            ));
+        }
+        if let Err(se) = stored {
+            msg.push_str(&format!("; {se}"));
+        }
+        Refusal::Other(msg)
     }
 
     /// Whether another live iolab holds `setting` (a sysctl, `Setting::SYSCTLS`) in the journal:
@@ -869,6 +870,46 @@ impl Settings {
             "nvme_power": if ok_name { nvme::snapshot(&self.sysfs, dev) } else { Value::Null },
         })
     }
+}
+
+/// The journal entries of `planned`, each file's original read (under the journal's lock): one
+/// per file, a controller two namespaces share asked once; a file changed twice is refused.
+fn originals(planned: &[(Change, Vec<Target>)], guard_id: u64) -> Result<Vec<JournalEntry>, Refusal> {
+    let us = Holder::us();
+    let mut entries: Vec<JournalEntry> = Vec::new();
+    for (c, targets) in planned {
+        for t in targets {
+            let new = t.value.clone().unwrap_or_else(|| c.value.clone());
+            // Two namespaces of one controller ask the same of it: once.
+            if entries.iter().any(|e| e.path == t.path && e.setting == c.setting && e.new == new && e.setting.per_controller()) {
+                continue;
+            }
+            if let Some(prev) = entries.iter().find(|e| e.path == t.path) {
+                return Err(Refusal::Other(format!("{} is changed twice in one run: give each setting once", prev.label())));
+            }
+            let original = value::read_current(c.setting, &t.path)?;
+            entries.push(JournalEntry {
+                owner: us.clone(),
+                guard: guard_id,
+                setting: c.setting,
+                device: c.device.as_ref().map(|_| t.label.clone()),
+                target: t.label.clone(),
+                path: t.path.clone(),
+                original,
+                new,
+                asked: None,
+            });
+        }
+    }
+    Ok(entries)
+}
+
+/// Where an entry's file stands in the journal (`Settings::claim`): the value it found where it
+/// shares a sysctl another iolab lowered (a rollback puts that back, not the original), and
+/// whether it must be written at all.
+struct Claim {
+    found: Option<String>,
+    write: bool,
 }
 
 /// Whether tracefs is mounted at `path`: its `events` directory is there.
@@ -1107,13 +1148,16 @@ impl AppliedGuard {
         self.entries.is_empty()
     }
 
-    /// Restore the originals now; returns what was restored, as lines for the user.
-    pub fn restore(mut self) -> Result<Vec<String>, String> {
+    /// Restore the originals now; returns what was restored, as lines for the user. Err:
+    /// settings not restored where one stays changed (it stays journaled for `iolab restore`);
+    /// where all were put back but the journal could not be rewritten, the journal's error, its
+    /// kind kept.
+    pub fn restore(mut self) -> Result<Vec<String>, SettingsError> {
         self.done = true;
         self.restore_inner()
     }
 
-    fn restore_inner(&mut self) -> Result<Vec<String>, String> {
+    fn restore_inner(&mut self) -> Result<Vec<String>, SettingsError> {
         // From here on what is left in the journal is a leftover, restored or not.
         live_guards().retain(|g| *g != self.guard);
         if self.entries.is_empty() {
@@ -1167,15 +1211,15 @@ impl AppliedGuard {
             crash::disarm();
         }
         if !failed.is_empty() {
-            return Err(format!(
+            return Err(SettingsError::NotRestored(format!(
                 "could not restore {} setting(s): {} (they stay in {}; run `iolab restore`)",
                 failed.len(),
                 failed.join("; "),
                 self.journal.display()
-            ));
+            )));
         }
         if let Some(e) = store_err {
-            return Err(format!("settings restored, but {e}"));
+            return Err(e.context(|m| format!("settings restored, but {m}")));
         }
         Ok(lines)
     }

@@ -385,3 +385,50 @@ fn a_failed_sbatch_is_slurm_s_failure_not_bad_input() {
     let none = Command::new(BIN).args(["fleet", "status", d.join("nothing").to_str().unwrap()]).output().unwrap();
     assert_eq!(none.status.code(), Some(2), "{}", String::from_utf8_lossy(&none.stderr));
 }
+
+/// A fleet on every node resubmitted keeps the machines of its first submission, each task on
+/// its own, whatever `sinfo` lists now: one job per task of the fleet, none for a node that came
+/// since (it once indexed past the fleet's nodes and panicked) and none left out for a node gone
+/// (fake `sinfo`, `sbatch` and `squeue` first on PATH, so no Slurm is needed).
+#[test]
+fn a_fleet_on_every_node_resubmitted_keeps_its_tasks_on_their_nodes() {
+    let dir = common::tempdir();
+    let d = dir.path();
+    std::fs::write(d.join("grid.toml"), PLAN).unwrap();
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let (nodes, calls) = (d.join("sinfo.out"), d.join("sbatch.calls"));
+    for (cmd, body) in [
+        ("sinfo", format!("cat '{}'", nodes.display())),
+        ("sbatch", format!("echo \"$@\" >> '{}'\necho 77", calls.display())),
+        ("squeue", String::new()),
+    ] {
+        let path = bin.join(cmd);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\nexit 0\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let results = d.join("shared");
+    let submit = || {
+        let a =
+            ["fleet", "submit", "grid.toml", "--results", results.to_str().unwrap(), "--every-node", "--local-dir", d.to_str().unwrap()];
+        let out = Command::new(BIN).args(a).current_dir(d).env("PATH", &path).output().unwrap();
+        common::Run::from(out, a.iter().map(|s| s.to_string()).collect())
+    };
+    let submitted = || {
+        let text = std::fs::read_to_string(&calls).unwrap_or_default();
+        std::fs::remove_file(&calls).ok();
+        text.lines()
+            .map(|l| l.split_whitespace().filter(|w| w.starts_with("--array") || w.starts_with("--nodelist")).collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+    };
+    std::fs::write(&nodes, "n1|idle|\nn2|idle|\n").unwrap();
+    submit().assert_ok();
+    assert_eq!(submitted(), ["--array=0 --nodelist=n1", "--array=1 --nodelist=n2"]);
+    for (now, why) in [("n1|idle|\nn2|idle|\nn3|idle|\n", "a node more"), ("n1|idle|\n", "a node fewer")] {
+        std::fs::write(&nodes, now).unwrap();
+        let r = submit();
+        r.assert_ok();
+        assert_eq!(submitted(), ["--array=0 --nodelist=n1", "--array=1 --nodelist=n2"], "{why}:\n{}", r.describe());
+    }
+}

@@ -147,6 +147,25 @@ fn fake_explicit_restore_reports_lines() {
 }
 
 #[test]
+fn fake_restore_that_leaves_a_setting_changed_is_settings_not_restored_up_to_the_exit_code() {
+    let f = Fake::new();
+    let s = f.settings();
+    let g = s.apply(&[dev(Setting::ReadAheadKb, "256"), dev(Setting::Nomerges, "1")]).unwrap();
+    // Every write to nomerges now fails (ENOSPC): its original cannot be put back.
+    let p = f.q("loop9", "nomerges");
+    fs::remove_file(&p).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &p).unwrap();
+    let err = g.restore().unwrap_err();
+    assert_eq!(err.kind(), FailureKind::SettingsNotRestored, "{err}");
+    let line = err.to_string();
+    assert!(line.contains("could not restore 1 setting(s): loop9 nomerges") && !line.contains('\n'), "{line}");
+    let failure = Failure::from(err);
+    assert_eq!((failure.kind, failure.code()), (FailureKind::SettingsNotRestored, 1), "{}", failure.message);
+    assert_eq!(f.read("loop9", "read_ahead_kb"), "128", "what could be put back was");
+    assert!(f.journal().exists(), "the entry left changed stays journaled for `iolab restore`");
+}
+
+#[test]
 fn fake_failure_midway_rolls_back_what_was_applied() {
     let f = Fake::new();
     // nomerges of loop8 "exists and is writable" but every write to it fails (ENOSPC).
