@@ -2,6 +2,7 @@
 //! power measured before the run (once for a sweep, or each run's own after its settings:
 //! [`IdleWhen`]), which of the two it is, and the dynamic part of the run's energy.
 use super::{EnergyConfig, EnergyMeter, EnergyReport};
+pub use crate::plan::idle::{IdleWhen, PlanEnergy, PlanIdle};
 use serde::{Deserialize, Serialize};
 
 /// How a run measures energy.
@@ -14,63 +15,6 @@ pub struct EnergyOptions {
     pub idle_baseline_s: Option<f64>,
     /// `--idle`: when a sweep measures it (None: not said; a plan's `[energy] idle`, else once).
     pub idle_when: Option<IdleWhen>,
-}
-
-/// When a sweep measures its idle baseline (`--idle`, a plan's `[energy] idle`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IdleWhen {
-    /// Once, before the sweep's first run and before any run's settings: every run's baseline.
-    #[default]
-    Once,
-    /// Before each run's I/O, after its settings are applied: each run's own (as `iolab run`).
-    PerRun,
-}
-
-impl std::str::FromStr for IdleWhen {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "once" => Ok(IdleWhen::Once),
-            "per-run" => Ok(IdleWhen::PerRun),
-            _ => Err(format!("--idle {s:?}: give once (before a sweep's first run) or per-run (before each run, after its settings)")),
-        }
-    }
-}
-
-/// A plan's `[energy]` table: when its sweep measures the idle baseline, and for how long
-/// (`--idle` and `--idle-baseline` replace either).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlanEnergy {
-    pub idle: Option<IdleWhen>,
-    pub idle_baseline: Option<String>,
-}
-
-/// A plan's `[energy]` table checked: (when, seconds), either absent where the plan is silent.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct PlanIdle {
-    pub when: Option<IdleWhen>,
-    pub seconds: Option<f64>,
-}
-
-impl PlanEnergy {
-    /// Err: the table's bad value, one line.
-    pub(crate) fn check(&self) -> Result<PlanIdle, String> {
-        let seconds = self
-            .idle_baseline
-            .as_deref()
-            .map(crate::plan::size::parse_seconds)
-            .transpose()
-            .map_err(|e| format!("plan energy.idle_baseline: {e}"))?;
-        if let Some(s) = seconds {
-            crate::plan::validate::check_duration("plan energy.idle_baseline", s).map_err(|e| e.to_string())?;
-            if s <= 0.0 {
-                return Err(format!("plan energy.idle_baseline: {s} s measures nothing: give a positive duration (e.g. \"5s\")"));
-            }
-        }
-        Ok(PlanIdle { when: self.idle, seconds })
-    }
 }
 
 impl EnergyOptions {

@@ -140,7 +140,7 @@ pub struct PlanFile {
     pub fileset: Option<super::fileset::FileSet>,
     /// `[energy]`: when the sweep measures its idle baseline (`idle = "once"` or `"per-run"`)
     /// and for how long (`idle_baseline = "5s"`); `--idle` and `--idle-baseline` replace either.
-    pub energy: Option<crate::energy::record::PlanEnergy>,
+    pub energy: Option<super::idle::PlanEnergy>,
 }
 
 fn one() -> u32 {
@@ -173,7 +173,7 @@ pub struct Expansion {
     /// What the plan asks to profile in every run (`--profile` may add to it).
     pub profile: Profile,
     /// The plan's `[energy]`: when its idle baseline is measured, and how long.
-    pub idle: crate::energy::record::PlanIdle,
+    pub idle: super::idle::PlanIdle,
 }
 
 impl Expansion {
@@ -494,7 +494,7 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         order.extend(idx.into_iter().map(|i| (r, i)));
     }
     // A time with a count: at most that long.
-    let per_run_idle = idle.seconds.filter(|_| idle.when == Some(crate::energy::record::IdleWhen::PerRun)).unwrap_or(0.0);
+    let per_run_idle = idle.seconds.filter(|_| idle.when == Some(super::idle::IdleWhen::PerRun)).unwrap_or(0.0);
     let seconds_per_run = budget.seconds().map(|s| per_run_idle + ramp_s + s);
     Ok(Expansion {
         name: plan.name.clone().unwrap_or_else(|| "sweep".into()),
