@@ -261,6 +261,9 @@ pub struct EnergyArgs {
     /// Measure idle power for this long first and report the dynamic part too (e.g. 10s).
     #[arg(long, value_name = "DURATION")]
     pub idle_baseline: Option<String>,
+    /// In a sweep: measure the idle baseline once (before the first run, before any setting) or per-run (before each run's I/O, after its settings).
+    #[arg(long, value_name = "once|per-run")]
+    pub idle: Option<String>,
     /// An external power meter's log (HOBOware CSV or timestamp,watts CSV) covering the run: a regular file of at most 256 MiB, read at the run's end.
     #[arg(long, value_name = "FILE")]
     pub meter_log: Option<PathBuf>,
@@ -346,7 +349,8 @@ impl EnergyArgs {
         if let Some(s) = idle_baseline_s {
             crate::plan::validate::check_duration("--idle-baseline", s)?;
         }
-        Ok(crate::energy::record::EnergyOptions { config, require: self.require_energy, idle_baseline_s })
+        let idle_when = self.idle.as_deref().map(str::parse).transpose()?;
+        Ok(crate::energy::record::EnergyOptions { config, require: self.require_energy, idle_baseline_s, idle_when })
     }
 }
 

@@ -124,7 +124,8 @@ pub fn main(args: &super::RunArgs) -> i32 {
         return 2;
     }
     let mut ui: Box<dyn RunUi> = if !args.quiet && std::io::stderr().is_terminal() { Box::new(RunBar::new(&job)) } else { Box::new(Quiet) };
-    let energy = match args.energy.options() {
+    // `--idle` without `--idle-baseline` would measure nothing: refused with the reason.
+    let energy = match args.energy.options().and_then(|e| e.with_plan(Default::default())) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("iolab: {e}");

@@ -342,14 +342,19 @@ fn print_targets(e: &Expansion, verdicts: Option<&[Result<(), String>]>) {
     }
 }
 
-/// How the sweep measures energy, for the plan: the sources, and the idle baseline measured once.
+/// How the sweep measures energy, for the plan: the sources, and the idle baseline (measured
+/// once, or before each run after its settings).
 pub(crate) fn print_energy(energy: &EnergyOptions) {
     let sources = if energy.config.sources.is_empty() { "every source found".to_string() } else { energy.config.sources.join(", ") };
     let log = energy.config.meter_log.as_ref().map(|l| format!(", meter log {}", l.display())).unwrap_or_default();
     let require = if energy.require { ", required (a run none measured is stored as failed)" } else { "" };
     println!("energy: {sources}{log}{require}");
-    if let Some(s) = energy.idle_baseline_s {
-        println!("idle baseline: {s} s measured once before the first run, used for every run's record");
+    match energy.idle_baseline_s {
+        Some(s) if energy.idle_per_run() => {
+            println!("idle baseline: {s} s measured before each run, after its settings, for its own record")
+        }
+        Some(s) => println!("idle baseline: {s} s measured once before the first run, used for every run's record"),
+        None => {}
     }
 }
 
@@ -360,7 +365,7 @@ pub(crate) fn run_plan(plan: &Plan, targets: &[String], unsupported: &[(String, 
         let DryRun { expansion: e, verdicts } = crate::session::sweep::dry_run(plan, targets, &how.destructive)?;
         print_plan(&e, e.order.len(), true, how.verbose);
         print_targets(&e, Some(&verdicts));
-        print_energy(&how.energy);
+        print_energy(&how.energy.with_plan(e.idle).map_err(Failure::invalid)?);
         let profile = how.profile.union(e.profile);
         if profile.any() {
             println!("profile: {} (each run is made twice: unprofiled, then profiled; both stored in one record)", profile.name());

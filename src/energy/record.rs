@@ -1,6 +1,8 @@
 //! The energy part of a run record: the window's report, and with `--idle-baseline` the idle
-//! power measured before the run and the dynamic part of the run's energy.
+//! power measured before the run (once for a sweep, or each run's own after its settings:
+//! [`IdleWhen`]), which of the two it is, and the dynamic part of the run's energy.
 use super::{EnergyConfig, EnergyMeter, EnergyReport};
+pub use crate::plan::idle::{IdleWhen, PlanEnergy, PlanIdle};
 use serde::{Deserialize, Serialize};
 
 /// How a run measures energy.
@@ -11,6 +13,45 @@ pub struct EnergyOptions {
     pub require: bool,
     /// Seconds of idle measurement before the run.
     pub idle_baseline_s: Option<f64>,
+    /// `--idle`: when a sweep measures it (None: not said; a plan's `[energy] idle`, else once).
+    pub idle_when: Option<IdleWhen>,
+}
+
+impl EnergyOptions {
+    /// These options with a plan's `[energy]` under them: the command line's `--idle-baseline`
+    /// and `--idle` where given, else the plan's. Err, one line: a baseline per run without a
+    /// length (nothing would be measured).
+    pub fn with_plan(&self, plan: PlanIdle) -> Result<EnergyOptions, String> {
+        let mut out = self.clone();
+        out.idle_baseline_s = self.idle_baseline_s.or(plan.seconds);
+        out.idle_when = self.idle_when.or(plan.when);
+        if out.idle_when == Some(IdleWhen::PerRun) && out.idle_baseline_s.is_none() {
+            return Err("an idle baseline per run needs its length: --idle-baseline DURATION (e.g. 5s), or the plan's [energy] idle_baseline = \"5s\"".into());
+        }
+        Ok(out)
+    }
+
+    /// The baseline is measured before each run, after its settings (else once for a sweep).
+    pub fn idle_per_run(&self) -> bool {
+        self.idle_baseline_s.is_some() && self.idle_when == Some(IdleWhen::PerRun)
+    }
+}
+
+/// Which idle baseline a record carries (`energy.idle_baseline_taken`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleTaken {
+    /// The sweep's, measured once before its first run and before any run's settings.
+    OncePerSweep,
+    /// This run's own, measured after its settings were applied and before its I/O.
+    PerRun,
+}
+
+/// An idle baseline and which one it is.
+#[derive(Clone, Debug)]
+pub struct IdleBaseline {
+    pub taken: IdleTaken,
+    pub power: Vec<IdlePower>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -42,6 +83,9 @@ pub struct EnergyRecord {
     pub report: EnergyReport,
     /// Null unless --idle-baseline was given.
     pub idle_baseline: Option<Vec<IdlePower>>,
+    /// Which baseline `idle_baseline` is: the sweep's, taken once before any run and setting,
+    /// or this run's own, after its settings (null without a baseline, and in older records).
+    pub idle_baseline_taken: Option<IdleTaken>,
     pub dynamic: Vec<DynamicEnergy>,
     /// I/Os and bytes per joule of each component a source measured (`COMPONENTS`): the drive,
     /// the CPU, the whole system; above idle too where an idle baseline was taken.
@@ -116,9 +160,13 @@ pub(crate) fn measure_idle(cfg: &EnergyConfig, seconds: f64, cancel: crate::canc
 
 /// The run's record, with per-joule ratios and, given an idle baseline, the dynamic part.
 /// The meter log was imported by `EnergyMeter::stop` (importing it here too listed it twice).
-pub fn finish(mut report: EnergyReport, idle: Option<Vec<IdlePower>>, ios: u64, bytes: u64) -> EnergyRecord {
+pub fn finish(mut report: EnergyReport, idle: Option<IdleBaseline>, ios: u64, bytes: u64) -> EnergyRecord {
     report.with_io(ios, bytes);
     let mut dynamic = Vec::new();
+    let (taken, idle) = match idle {
+        Some(b) => (Some(b.taken), Some(b.power)),
+        None => (None, None),
+    };
     if let Some(idle) = &idle {
         for s in &report.sources {
             let Some(i) = idle.iter().find(|i| i.source == s.source && i.scope == s.scope) else { continue };
@@ -138,5 +186,58 @@ pub fn finish(mut report: EnergyReport, idle: Option<Vec<IdlePower>>, ios: u64, 
         }
     }
     let efficiency = efficiency(&report, &dynamic);
-    EnergyRecord { report, idle_baseline: idle, dynamic, efficiency }
+    EnergyRecord { report, idle_baseline: idle, idle_baseline_taken: taken, dynamic, efficiency }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_s_idle_baseline_is_checked_and_the_command_line_s_replaces_it() {
+        let plan = |idle: Option<&str>, len: Option<&str>| {
+            PlanEnergy { idle: idle.map(|i| i.parse().unwrap()), idle_baseline: len.map(str::to_string) }.check()
+        };
+        assert_eq!(plan(Some("per-run"), Some("5s")), Ok(PlanIdle { when: Some(IdleWhen::PerRun), seconds: Some(5.0) }));
+        assert_eq!(plan(None, None), Ok(PlanIdle::default()));
+        for (len, says) in [("0s", "measures nothing"), ("soon", "plan energy.idle_baseline: "), ("200h", "longer than a week")] {
+            let e = plan(None, Some(len)).unwrap_err();
+            assert!(e.contains(says) && !e.contains('\n'), "{len}: {e}");
+        }
+        let e = "always".parse::<IdleWhen>().unwrap_err();
+        assert!(e.contains("once") && e.contains("per-run"), "{e}");
+        // Per run with no length anywhere: refused, one line.
+        let per_run = EnergyOptions { idle_when: Some(IdleWhen::PerRun), ..Default::default() };
+        let e = per_run.with_plan(PlanIdle::default()).unwrap_err();
+        assert!(e.contains("--idle-baseline") && e.contains("idle_baseline"), "{e}");
+        // The plan's length with the command line's per-run; the plan's per-run with its length.
+        let p = PlanIdle { when: Some(IdleWhen::PerRun), seconds: Some(3.0) };
+        assert!(per_run.with_plan(p).unwrap().idle_per_run());
+        let none = EnergyOptions::default().with_plan(p).unwrap();
+        assert!(none.idle_per_run() && none.idle_baseline_s == Some(3.0));
+        // No baseline at all is never "per run".
+        assert!(!EnergyOptions::default().with_plan(PlanIdle::default()).unwrap().idle_per_run());
+    }
+
+    #[test]
+    fn the_record_says_which_baseline_it_carries() {
+        let idle = IdleBaseline {
+            taken: IdleTaken::PerRun,
+            power: vec![IdlePower { source: "generic".into(), scope: "ssd".into(), idle_watts: 2.0, idle_window_s: 1.0, coverage: 1.0 }],
+        };
+        let rec = finish(EnergyReport::default(), Some(idle), 10, 40960);
+        let v = serde_json::to_value(&rec).unwrap();
+        assert_eq!(v["idle_baseline_taken"], "per_run");
+        assert_eq!(v["idle_baseline"][0]["idle_watts"], 2.0);
+        let sweep = IdleBaseline { taken: IdleTaken::OncePerSweep, power: vec![] };
+        assert_eq!(
+            serde_json::to_value(finish(EnergyReport::default(), Some(sweep), 1, 1)).unwrap()["idle_baseline_taken"],
+            "once_per_sweep"
+        );
+        let none = serde_json::to_value(finish(EnergyReport::default(), None, 1, 1)).unwrap();
+        assert!(none["idle_baseline_taken"].is_null() && none["idle_baseline"].is_null());
+        // An older record, without the field, reads back.
+        let old: EnergyRecord = serde_json::from_value(serde_json::json!({"status": "measured", "idle_baseline": []})).unwrap();
+        assert_eq!(old.idle_baseline_taken, None);
+    }
 }

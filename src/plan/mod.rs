@@ -1,6 +1,7 @@
 //! The plan layer: a fully specified job, parsed and validated before any device is touched.
 pub mod fileset;
 pub mod fio;
+pub mod idle;
 pub mod matrix;
 pub mod mix;
 pub mod profile;

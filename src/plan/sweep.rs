@@ -138,6 +138,9 @@ pub struct PlanFile {
     /// `[fileset]`: every run is a file-set run (`files`, and `file_size`, `file_order`,
     /// `fsync` unless the matrix lists them), in the plan's one target directory.
     pub fileset: Option<super::fileset::FileSet>,
+    /// `[energy]`: when the sweep measures its idle baseline (`idle = "once"` or `"per-run"`)
+    /// and for how long (`idle_baseline = "5s"`); `--idle` and `--idle-baseline` replace either.
+    pub energy: Option<super::idle::PlanEnergy>,
 }
 
 fn one() -> u32 {
@@ -164,11 +167,13 @@ pub struct Expansion {
     pub order: Vec<(u32, usize)>,
     pub replicates: u32,
     pub cooldown_s: f64,
-    /// Seconds per run (ramp + runtime) when the budget has a time (at most that, with a count);
-    /// None for count budgets.
+    /// Seconds per run (the plan's idle baseline per run, ramp and runtime) when the budget has a
+    /// time (at most that, with a count); None for count budgets.
     pub seconds_per_run: Option<f64>,
     /// What the plan asks to profile in every run (`--profile` may add to it).
     pub profile: Profile,
+    /// The plan's `[energy]`: when its idle baseline is measured, and how long.
+    pub idle: super::idle::PlanIdle,
 }
 
 impl Expansion {
@@ -355,6 +360,7 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         .transpose()
         .map_err(|e| PlanError::Plan(format!("plan profile: {e}")))?
         .unwrap_or_default();
+    let idle = plan.energy.as_ref().map(|e| e.check()).transpose().map_err(PlanError::Plan)?.unwrap_or_default();
     // A setting no machine takes (no such name, cpu_freq_khz=NaN) refuses the plan before the
     // sweep is stored; what this machine lacks is each run's to find out.
     for spec in &plan.options.set {
@@ -366,8 +372,9 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         return Err(all_dropped(&dropped));
     }
     let order = interleaved(plan, configs.len());
-    // A time with a count: at most that long.
-    let seconds_per_run = timing.budget.seconds().map(|s| timing.ramp_s + s);
+    // A time with a count: at most that long; an idle baseline per run adds its seconds.
+    let per_run_idle = idle.seconds.filter(|_| idle.when == Some(super::idle::IdleWhen::PerRun)).unwrap_or(0.0);
+    let seconds_per_run = timing.budget.seconds().map(|s| per_run_idle + timing.ramp_s + s);
     Ok(Expansion {
         name: plan.name.clone().unwrap_or_else(|| "sweep".into()),
         configs,
@@ -377,6 +384,7 @@ fn expand_file(plan: &PlanFile, cli_targets: &[String]) -> Result<Expansion, Pla
         cooldown_s: timing.cooldown_s,
         seconds_per_run,
         profile,
+        idle,
     })
 }
 

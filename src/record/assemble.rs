@@ -3,7 +3,7 @@
 //! finished with the run's I/O, the target's own completion evidence, and the rules that give
 //! the run its status and error.
 use super::{cpu, direction, series, CompletionPath, Environment, Path, Results, RunRecord, RunStatus, Verify, SCHEMA_VERSION};
-use crate::energy::record::{EnergyRecord, IdlePower};
+use crate::energy::record::{EnergyRecord, IdleBaseline};
 use crate::energy::EnergyReport;
 use crate::engine::recorder::{Direction, Recorder};
 use crate::engine::EngineOutput;
@@ -39,8 +39,8 @@ pub struct EnergyOutcome {
     pub require: bool,
     /// The window's report (None: the window never started).
     pub report: Option<EnergyReport>,
-    /// `--idle-baseline`: the idle power measured before the run.
-    pub idle: Option<Vec<IdlePower>>,
+    /// `--idle-baseline`: the idle power measured before the run, and which baseline it is.
+    pub idle: Option<IdleBaseline>,
 }
 
 impl RunRecord {

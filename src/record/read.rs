@@ -125,6 +125,9 @@ lenient_structs! {
         started_at_unix_s: Option<f64>,
         targets: Vec<Target>,
         placement: Placement,
+        /// Each target device's settings as the run had them (`settings::Settings::snapshot`:
+        /// `nvme_power` with the controller's power states, ...).
+        device_settings: Vec<serde_json::Value>,
     }
 
     /// `meters::placement::NumaPlacement`: what the threads were pinned to.
@@ -335,6 +338,18 @@ lenient_structs! {
         joules: Option<f64>,
         /// I/Os and bytes per joule of the drive, the CPU and the system (`ComponentEfficiency`).
         efficiency: Vec<Efficiency>,
+        /// The idle power measured per source and scope (`IdlePower`); empty without a baseline.
+        idle_baseline: Vec<IdlePower>,
+        /// Which baseline it is (`IdleTaken`): "once_per_sweep" or "per_run".
+        idle_baseline_taken: Option<String>,
+    }
+
+    /// `energy::record::IdlePower`.
+    pub struct IdlePower {
+        source: Option<String>,
+        scope: Option<String>,
+        idle_watts: Option<f64>,
+        coverage: Option<f64>,
     }
 
     /// `energy::record::ComponentEfficiency`.
@@ -509,7 +524,14 @@ pub(crate) mod tests {
                     window_start_unix_s: 1.0,
                     window_end_unix_s: 3.0,
                 },
-                idle_baseline: None,
+                idle_baseline: Some(vec![crate::energy::record::IdlePower {
+                    source: "rapl".into(),
+                    scope: "cpu_package".into(),
+                    idle_watts: 4.5,
+                    idle_window_s: 2.0,
+                    coverage: 1.0,
+                }]),
+                idle_baseline_taken: Some(crate::energy::record::IdleTaken::PerRun),
                 dynamic: vec![],
                 efficiency: vec![],
             }),
@@ -580,6 +602,9 @@ pub(crate) mod tests {
         let s = &e.sources.as_ref().unwrap()[0];
         assert_eq!((s.scope.as_deref(), s.mean_watts, s.iops_per_joule), (Some("cpu_package"), Some(10.0), Some(100.0)));
         assert_eq!(s.per_second_watts, vec![Some(9.0), Some(11.0)]);
+        let i = &e.idle_baseline[0];
+        assert_eq!((i.scope.as_deref(), i.idle_watts, i.coverage), (Some("cpu_package"), Some(4.5), Some(1.0)));
+        assert_eq!(e.idle_baseline_taken.as_deref(), Some("per_run"));
         let p = &r.completion_path;
         assert_eq!(
             (p.requested.as_deref(), p.expected, p.observed, p.fell_back),

@@ -14,7 +14,7 @@ pub use checks::{check_kernel, expected_path, observe_path};
 use checks::{check_memory, check_polling};
 
 use crate::device::{self, sysinfo::TargetInfo};
-use crate::energy::record::{EnergyOptions, IdlePower};
+use crate::energy::record::{EnergyOptions, IdleBaseline, IdleTaken};
 use crate::engine;
 use crate::engine::Cancel;
 pub use crate::failure::{Failure, FailureKind};
@@ -52,7 +52,7 @@ pub struct Measure<'a> {
     pub profile: crate::plan::profile::Profile,
     /// Idle power already measured (a sweep measures it once, before its first run): used for
     /// the record instead of measuring `energy.idle_baseline_s` again before this run.
-    pub idle: Option<&'a [crate::energy::record::IdlePower]>,
+    pub idle: Option<&'a IdleBaseline>,
 }
 
 /// A run that failed, with its record when the measurement itself was whole and only putting
@@ -203,7 +203,7 @@ fn check_energy(energy: Option<&EnergyOptions>) -> Result<(), Failure> {
 /// they were made in the reverse order.
 struct Prepared {
     meters: crate::meters::Meters,
-    idle: Option<Vec<IdlePower>>,
+    idle: Option<IdleBaseline>,
     env: Environment,
     path: CompletionPath,
     guard: Option<crate::settings::AppliedGuard>,
@@ -284,13 +284,14 @@ fn acquire(job: &Job, ui: &mut dyn RunUi, cancel: Cancel) -> Result<(Option<devi
 }
 
 /// The idle power for the record: a sweep's, measured once before its first run, or measured
-/// now for `energy.idle_baseline_s` (None: no energy, or no baseline asked for).
-fn idle_power(ui: &mut dyn RunUi, measure: Measure, cancel: Cancel) -> Option<Vec<IdlePower>> {
+/// now, after the run's settings, for `energy.idle_baseline_s` (None: no energy, or no baseline
+/// asked for). Ctrl-C ends it early; the caller then does no I/O.
+fn idle_power(ui: &mut dyn RunUi, measure: Measure, cancel: Cancel) -> Option<IdleBaseline> {
     match (measure.energy, measure.idle) {
-        (Some(_), Some(idle)) => Some(idle.to_vec()),
+        (Some(_), Some(idle)) => Some(idle.clone()),
         (Some(e), None) => e.idle_baseline_s.map(|s| {
             ui.note(&format!("measuring idle power for {s} s"));
-            crate::energy::record::measure_idle(&e.config, s, cancel)
+            IdleBaseline { taken: IdleTaken::PerRun, power: crate::energy::record::measure_idle(&e.config, s, cancel) }
         }),
         (None, _) => None,
     }

@@ -5,7 +5,7 @@
 //! (every later run would meet it) and at Ctrl-C; what was finished stays, and `Resume` picks up
 //! what is left. What the caller shows comes through [`SweepUi`]; nothing here prints.
 use super::{execute, Failure, FailureKind, Measure, RunError, RunUi};
-use crate::energy::record::{measure_idle, EnergyOptions};
+use crate::energy::record::{measure_idle, EnergyOptions, IdleBaseline, IdleTaken};
 use crate::plan::sweep::Expansion;
 use crate::plan::{Job, Numa, Plan};
 use crate::record::{RunRecord, RunStatus};
@@ -38,8 +38,9 @@ pub struct SweepPlan<'a> {
     /// The results database.
     pub db: &'a Path,
     pub resume: Resume,
-    /// How every run is measured for energy. The idle baseline, when asked for, is measured
-    /// once before the sweep's first run and used for every run's record.
+    /// How every run is measured for energy, over the plan's `[energy]`. The idle baseline,
+    /// when asked for, is measured once before the sweep's first run and used for every run's
+    /// record, or (`IdleWhen::PerRun`) before each run's I/O, after its settings.
     pub energy: &'a EnergyOptions,
     /// `--profile`: how every run is profiled, besides what the plan asks for.
     pub profile: crate::plan::profile::Profile,
@@ -206,6 +207,8 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
 /// temporary target that cannot be made: failed).
 pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> {
     let e = expand(plan)?;
+    // The command line's energy options over the plan's `[energy]`: bad input before anything.
+    let energy = plan.energy.with_plan(e.idle).map_err(Failure::invalid)?;
     let hash = plan.plan.hash(plan.targets);
     let mut store = Store::open(plan.db)?;
     let Some(sweep_id) = find_or_create(plan, &e, &hash, &mut store)? else {
@@ -222,13 +225,13 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> 
     // Each run's spec read back as the Job it was planned from, once.
     let jobs: Vec<Result<Job, String>> = pending.iter().map(|r| r.job()).collect();
     let cancel = crate::engine::install_interrupt_handler();
-    let shared = match before_runs(plan, &e, &jobs, cancel, ui)? {
+    let shared = match before_runs(&energy, &e, &jobs, cancel, ui)? {
         Ok(shared) => shared,
         Err(message) => return Ok(Outcome::InterruptedBeforeRuns { message }),
     };
     ui.begin(pending.len());
     // The plan's own profiling (a suite part that explains a figure) and `--profile`'s, together.
-    let mut s = Sweeping::new(plan, store, sweep_id, shared, plan.profile.union(e.profile));
+    let mut s = Sweeping::new(plan, &energy, store, sweep_id, shared, plan.profile.union(e.profile));
     for (n, (run, job)) in pending.iter().zip(jobs).enumerate() {
         if cancel.is_cancelled() {
             s.r.interrupted = true;
@@ -303,14 +306,14 @@ struct Shared {
     /// One temporary target for the whole sweep when the plan names none (and a run opens one:
     /// a diskless interface, null, opens nothing).
     temp: Option<crate::device::TempTarget>,
-    /// Idle power, measured once for the whole sweep, not before every run.
-    idle: Option<Vec<crate::energy::record::IdlePower>>,
+    /// Idle power, measured once for the whole sweep (None: each run measures its own, or none).
+    idle: Option<IdleBaseline>,
 }
 
 /// Make what the runs share. Ok(Err(message)): Ctrl-C came while the temporary target was made
 /// or idle power measured (every run stays to do). Err: a temporary target that cannot be made.
 fn before_runs(
-    plan: &SweepPlan,
+    energy: &EnergyOptions,
     e: &Expansion,
     jobs: &[Result<Job, String>],
     cancel: crate::cancel::Cancel,
@@ -326,14 +329,19 @@ fn before_runs(
     } else {
         None
     };
-    let idle = match plan.energy.idle_baseline_s.filter(|_| !jobs.is_empty()) {
+    let idle = match energy.idle_baseline_s.filter(|_| !jobs.is_empty()) {
+        // Each run measures its own, after its settings (`session::idle_power`).
+        Some(s) if energy.idle_per_run() => {
+            ui.line(&format!("idle power is measured for {s} s before each run, after its settings"));
+            None
+        }
         Some(s) => {
             ui.line(&format!("measuring idle power for {s} s, once for every run of this sweep"));
-            let idle = measure_idle(&plan.energy.config, s, cancel);
+            let power = measure_idle(&energy.config, s, cancel);
             if cancel.is_cancelled() {
                 return Ok(Err("interrupted while measuring idle power".into()));
             }
-            Some(idle)
+            Some(IdleBaseline { taken: IdleTaken::OncePerSweep, power })
         }
         None => None,
     };
@@ -351,6 +359,8 @@ fn cool_down(seconds: f64, cancel: crate::cancel::Cancel) {
 /// A sweep under way: its database, what its runs share, and what they came to so far.
 struct Sweeping<'p, 'a> {
     plan: &'p SweepPlan<'a>,
+    /// How every run is measured for energy: the command line's over the plan's `[energy]`.
+    energy: &'p EnergyOptions,
     store: Store,
     shared: Shared,
     profile: crate::plan::profile::Profile,
@@ -363,10 +373,17 @@ struct Sweeping<'p, 'a> {
 }
 
 impl<'p, 'a> Sweeping<'p, 'a> {
-    fn new(plan: &'p SweepPlan<'a>, store: Store, sweep_id: i64, shared: Shared, profile: crate::plan::profile::Profile) -> Self {
+    fn new(
+        plan: &'p SweepPlan<'a>,
+        energy: &'p EnergyOptions,
+        store: Store,
+        sweep_id: i64,
+        shared: Shared,
+        profile: crate::plan::profile::Profile,
+    ) -> Self {
         let r =
             SweepRun { sweep_id, stored: 0, failed: 0, early: 0, skipped: 0, left: 0, stopped: None, interrupted: false, all_failed: 0 };
-        Sweeping { plan, store, shared, profile, r, reasons: Vec::new(), mapped: Vec::new() }
+        Sweeping { plan, energy, store, shared, profile, r, reasons: Vec::new(), mapped: Vec::new() }
     }
 
     /// Run planned run `n` of `of`: its job made ready, run, its outcome stored and said, the
@@ -386,7 +403,7 @@ impl<'p, 'a> Sweeping<'p, 'a> {
                     ui.line(&line);
                     self.mapped.push(line);
                 }
-                let measure = Measure { energy: Some(self.plan.energy), idle: self.shared.idle.as_deref(), profile: self.profile };
+                let measure = Measure { energy: Some(self.energy), idle: self.shared.idle.as_ref(), profile: self.profile };
                 execute(&job, ui, measure)
             }
             Err(why) => Err(RunError { failure: Failure::unsupported(why), record: None }),

@@ -10,7 +10,7 @@
 use super::{pick, Budget, Devices, Part, Report, Runs, Study};
 use crate::plan::matrix::{dimension, KeyValue};
 use crate::report::data::{Config, Run};
-use crate::report::panels::{axis, bs_name, cell, distinct, energy_gap, num, plot_by, runs_of, PlotBy};
+use crate::report::panels::{axis, bs_name, cell, distinct, energy_gap, mean_ci, num, plot_by, runs_of, PlotBy};
 use crate::report::sections::Ctx;
 use crate::report::svg::Scale;
 use crate::report::tables::Table;
@@ -62,11 +62,8 @@ pub const STUDY: Study = Study {
         },
         Part {
             name: "S6.4-power-states",
-            feeds: "the NVMe power state under load (Set Features, Power Management; APST off so the state holds): performance, the SSD's power and IOPS/J per component per state (the paper: lower active states trade performance for device power and generally lose efficiency under load)",
-            unsupported: &[(
-                "idle power of the non-operational states",
-                "iolab measures a sweep's idle baseline once, before any run and any setting, so the idle power of each inactive power state is not measured per state; the states under load are",
-            )],
+            feeds: "the NVMe power state (Set Features, Power Management; APST off so the state holds): its idle power, measured before each run's I/O with the state in force, per component, and under load performance, the SSD's power and IOPS/J per component per state (the paper: lower active states trade performance for device power and generally lose efficiency under load; inactive states cut idle power)",
+            unsupported: &[],
             runs: Some(Runs {
                 matrix: power_state_matrix,
                 full: (3, "5s", Budget::Runtime("30s")),
@@ -115,12 +112,15 @@ fn dvfs_matrix(q: bool) -> String {
 }
 
 /// States above the controller's last (NPSS) are skipped with that reason, as on a target that
-/// is not an NVMe namespace.
+/// is not an NVMe namespace. Each run measures its own idle baseline after its state is set and
+/// before its I/O (`[energy] idle = "per-run"`): the idle power of each state, the non-operational
+/// ones (which no I/O can hold) included, and the run's energy above it.
 fn power_state_matrix(q: bool) -> String {
     format!(
-        "[matrix]\ninterface = [\"io_uring\"]\nnvme_apst = [\"off\"]\nnvme_power_state = {}\nrw = {}\nbs = [\"4k\", \"128k\"]\nqd = [32]\n",
+        "[matrix]\ninterface = [\"io_uring\"]\nnvme_apst = [\"off\"]\nnvme_power_state = {}\nrw = {}\nbs = [\"4k\", \"128k\"]\nqd = [32]\n\n[energy]\nidle = \"per-run\"\nidle_baseline = \"{}\"\n",
         pick(q, "[0, 1, 2, 3, 4]", "[0, 1]"),
         pick(q, r#"["randread", "randwrite"]"#, r#"["randread"]"#),
+        pick(q, "10s", "2s"),
     )
 }
 
@@ -340,13 +340,197 @@ fn state_of(c: &Config) -> String {
 fn power_state_panels(ctx: &mut Ctx) {
     let mut cs = ctx.configs(|_| true);
     cs.sort_by_key(|c| (c.first().rw.clone(), c.first().bs, state_of(c), c.overlay()));
+    idle_panels(ctx, &cs);
     efficiency_table(
         ctx,
         "Efficiency per component by NVMe power state under load (IISWC'26)",
         &cs,
         &[("power state", &state_of), ("rw", &rw_of), ("block size", &bs_of)],
     );
-    ctx.note("Each run records the controller's power states as Identify Controller gives them (max power, entry and exit latency) and the state in force; APST is off so that the state set holds through the run.");
+    dynamic_table(ctx, &cs);
+    ctx.note("Each run records the controller's power states as Identify Controller gives them (max power, entry and exit latency) and the state in force; APST is off so that the state set holds through the run. A non-operational state (NOPS) processes no I/O: the controller leaves it at the first command, so its runs under load measure the operational state it went to; its idle power is the run's own baseline, taken with the state in force before any I/O.");
+}
+
+/// The idle power of one component in a run, from the run's own baseline (taken after its
+/// power state was set): the first of the component's scopes whose source covered the idle
+/// window. None for a baseline the sweep took once, before any state was set.
+fn own_idle_watts(r: &Run, component: &str) -> Option<f64> {
+    let e = r.record.energy.as_ref()?;
+    if e.idle_baseline_taken.as_deref() != Some("per_run") {
+        return None;
+    }
+    let scopes = crate::energy::record::COMPONENTS.iter().find(|(c, _)| *c == component)?.1;
+    scopes.iter().find_map(|scope| {
+        e.idle_baseline
+            .iter()
+            .find(|i| i.scope.as_deref() == Some(*scope) && i.coverage.is_some_and(|c| c >= crate::energy::MIN_COVERAGE_FOR_RATIOS))
+            .and_then(|i| i.idle_watts.filter(|w| w.is_finite()))
+    })
+}
+
+/// Why none of `runs` has its own idle baseline of any component.
+fn idle_gap(runs: &[&Run]) -> String {
+    let taken: Vec<Option<&str>> = runs.iter().map(|r| r.record.energy.as_ref().and_then(|e| e.idle_baseline_taken.as_deref())).collect();
+    if runs.is_empty() {
+        "no run of this part ran here".into()
+    } else if taken.contains(&Some("once_per_sweep")) {
+        "the runs carry the sweep's idle baseline, taken once before any power state was set (--idle once): run S6.4 with its own plan's per-run baseline (the default) to measure each state's".into()
+    } else if taken.contains(&Some("per_run")) {
+        format!(
+            "no source of the SSD's, the CPU's or the system's scope covered the idle baseline ({})",
+            energy_gap(runs).unwrap_or_else(|| "the sources measured the runs but not the idle windows".into())
+        )
+    } else {
+        format!("no idle baseline was taken ({})", energy_gap(runs).unwrap_or_else(|| "no energy source measured the runs".into()))
+    }
+}
+
+/// Whether the controller lists `state` as non-operational, from the run's read-back of the
+/// controller's power states; None where it was not read.
+fn non_operational(c: &Config, state: &str) -> Option<bool> {
+    let n: u64 = state.parse().ok()?;
+    c.runs.iter().find_map(|r| {
+        r.record.environment.device_settings.iter().find_map(|d| {
+            let states = d.get("nvme_power")?.get("power_states")?.as_array()?;
+            states.iter().find(|s| s.get("state").and_then(|v| v.as_u64()) == Some(n))?.get("non_operational")?.as_bool()
+        })
+    })
+}
+
+/// S6.4's idle power per power state and component (the run's own baseline, never the sweep's
+/// once-for-all one): a table, each state a row (its configurations' runs together), and a figure
+/// per component measured.
+fn idle_panels(ctx: &mut Ctx, cs: &[&Config]) {
+    let title = "Idle power per NVMe power state and component (IISWC'26)";
+    let runs = runs_of(cs);
+    let have: Vec<&Component> = COMPONENTS.iter().filter(|c| runs.iter().any(|r| own_idle_watts(r, c.0).is_some())).collect();
+    if have.is_empty() {
+        let mut why = idle_gap(&runs);
+        if let Some(s) = skip_note(ctx) {
+            why += &format!("; {s}");
+        }
+        ctx.unavailable(title, &why, &runs);
+        return;
+    }
+    let overlaid = cs.iter().any(|c| c.overlay().is_some());
+    let mut head: Vec<String> = vec!["power state".into(), "kind".into()];
+    if overlaid {
+        head.push("device".into());
+    }
+    head.push("runs".into());
+    head.extend(have.iter().map(|(_, name, _, _)| format!("{name} idle W")));
+    let head_refs: Vec<&str> = head.iter().map(String::as_str).collect();
+    let mut t = Table::new(title, &head_refs);
+    let mut rows: Vec<(String, Option<String>)> = cs.iter().map(|c| (state_of(c), c.overlay())).collect();
+    // By the state's number (10 after 9), then the device.
+    rows.sort_by(|a, b| {
+        let by_number = match (a.0.parse::<f64>(), b.0.parse::<f64>()) {
+            (Ok(x), Ok(y)) => x.total_cmp(&y),
+            _ => a.0.cmp(&b.0),
+        };
+        by_number.then_with(|| a.1.cmp(&b.1))
+    });
+    rows.dedup();
+    for (state, overlay) in &rows {
+        let mine: Vec<&&Config> = cs.iter().filter(|c| state_of(c) == *state && c.overlay() == *overlay).collect();
+        let kind = match mine.iter().find_map(|c| non_operational(c, state)) {
+            Some(true) => "non-operational",
+            Some(false) => "operational",
+            None => "not read",
+        };
+        let mine_runs: Vec<&Run> = mine.iter().flat_map(|c| c.runs.iter()).collect();
+        let own = mine_runs.iter().filter(|r| have.iter().any(|c| own_idle_watts(r, c.0).is_some())).count();
+        let mut row = vec![state.clone(), kind.to_string()];
+        if overlaid {
+            row.push(overlay.clone().unwrap_or_default());
+        }
+        row.push(format!("{own} of {}", mine_runs.len()));
+        for (component, _, _, _) in &have {
+            let values: Vec<f64> = mine_runs.iter().filter_map(|r| own_idle_watts(r, component)).collect();
+            row.push(crate::analysis::stats::summarize(&values).map(|s| mean_ci(&s)).unwrap_or_else(|| "not measured".into()));
+        }
+        t.rows.push(row);
+    }
+    t.notes.push("Each run's own idle baseline, taken after its power state was set (APST off) and before its I/O, for the baseline's seconds; a row is every run of that state (its configurations together: no I/O ran yet). Mean ± 95 % CI of the runs; \"not measured\" where no source of the component's scope covered the idle window.".into());
+    let missing: Vec<&str> = COMPONENTS.iter().filter(|c| !have.iter().any(|h| h.0 == c.0)).map(|c| c.1).collect();
+    if !missing.is_empty() {
+        t.notes.push(format!(
+            "Not measured: {} (no source of that scope covered the runs' idle baselines; docs/energy.md names the sources). The paper measured all three.",
+            missing.join(", ")
+        ));
+    }
+    t.notes.extend(skip_note(ctx));
+    ctx.table(t, &runs);
+    for (component, name, _, _) in have {
+        let x_of = |c: &Config| state_of(c).parse::<f64>().ok();
+        let y_of = |r: &Run| own_idle_watts(r, component);
+        let series_of = |c: &Config| format!("before {} {}", c.first().rw, bs_name(c.first().bs));
+        plot_by(
+            ctx,
+            cs,
+            PlotBy {
+                title: format!("{name} idle power per NVMe power state"),
+                x: axis("NVMe power state", Scale::Linear),
+                y: axis(&format!("{name} idle power (W)"), Scale::Linear),
+                x_of: &x_of,
+                y_of: &y_of,
+                series_of: &series_of,
+            },
+            vec!["Each point is the mean of a configuration's runs' own idle baselines, taken with the state in force before the run's I/O: the series differ only in the I/O that came after. The paper: inactive (non-operational) states cut idle power.".into()],
+            Vec::new(),
+        );
+    }
+}
+
+/// I/Os and MiB per joule above idle per component, where the idle baseline is the run's own
+/// (the state's); the sweep's once-for-all baseline would mix states.
+fn dynamic_table(ctx: &mut Ctx, cs: &[&Config]) {
+    let title = "Efficiency above idle per component by NVMe power state (each run's own baseline, IISWC'26)";
+    let own = |r: &Run| r.record.energy.as_ref().is_some_and(|e| e.idle_baseline_taken.as_deref() == Some("per_run"));
+    let dynamic = |r: &Run, component: &str, bytes: bool| -> Option<f64> {
+        let e = r.record.energy.as_ref().filter(|_| own(r))?;
+        let eff = e.efficiency.iter().find(|x| x.component.as_deref() == Some(component))?;
+        if bytes {
+            eff.bytes_per_dynamic_joule.map(|b| b / 1_048_576.0)
+        } else {
+            eff.iops_per_dynamic_joule
+        }
+    };
+    let runs = runs_of(cs);
+    let have: Vec<&Component> = COMPONENTS.iter().filter(|c| runs.iter().any(|r| dynamic(r, c.0, false).is_some())).collect();
+    if have.is_empty() {
+        let why = if runs.iter().any(|r| own(r)) {
+            "no run drew more than its idle power over a covered window, or no source covered both".to_string()
+        } else {
+            idle_gap(&runs)
+        };
+        ctx.note(format!("{title}: not measured here: {why}."));
+        return;
+    }
+    let mut head: Vec<String> = vec!["power state".into(), "rw".into(), "block size".into()];
+    let overlaid = cs.iter().any(|c| c.overlay().is_some());
+    if overlaid {
+        head.push("device".into());
+    }
+    for (_, name, _, _) in &have {
+        head.push(format!("{name} IOPS per dynamic J"));
+        head.push(format!("{name} MiB per dynamic J"));
+    }
+    let head_refs: Vec<&str> = head.iter().map(String::as_str).collect();
+    let mut t = Table::new(title, &head_refs);
+    for c in cs {
+        let mut row = vec![state_of(c), rw_of(c), bs_of(c)];
+        if overlaid {
+            row.push(c.overlay().unwrap_or_default());
+        }
+        for (component, _, _, _) in &have {
+            row.push(cell(c, &|r: &Run| dynamic(r, component, false)));
+            row.push(cell(c, &|r: &Run| dynamic(r, component, true)));
+        }
+        t.rows.push(row);
+    }
+    t.notes.push("Above idle: the run's joules less its own idle power (the same source and scope, taken with the state in force) over the covered window; \"not measured\" where the baseline was the sweep's, the source covered less than 90 % of either window, or the run drew no more than idle.".into());
+    ctx.table(t, &runs);
 }
 
 #[cfg(test)]
@@ -360,6 +544,29 @@ mod tests {
                 let plan = p.plan(q, &Default::default()).unwrap().unwrap();
                 crate::plan::sweep::expand(&plan, &[]).unwrap_or_else(|e| panic!("{} quick={q}: {e}\n{plan}", p.name));
             }
+        }
+    }
+
+    /// S6.4 measures each state's idle power: every run's own baseline, after its state is set.
+    #[test]
+    fn power_states_take_an_idle_baseline_per_run() {
+        use crate::energy::record::{IdleWhen, PlanIdle};
+        let part = STUDY.parts.iter().find(|p| p.name == "S6.4-power-states").unwrap();
+        assert!(part.unsupported.is_empty(), "the idle power of every state is measured now");
+        for (q, s) in [(true, 2.0), (false, 10.0)] {
+            let plan = part.plan(q, &Default::default()).unwrap().unwrap();
+            let e = crate::plan::sweep::expand(&plan, &[]).unwrap();
+            assert_eq!(e.idle, PlanIdle { when: Some(IdleWhen::PerRun), seconds: Some(s) }, "quick={q}");
+            // The command line's length replaces the plan's; `--idle once` its per-run.
+            let cli = crate::energy::record::EnergyOptions { idle_baseline_s: Some(1.0), ..Default::default() };
+            let both = cli.with_plan(e.idle).unwrap();
+            assert!(both.idle_per_run() && both.idle_baseline_s == Some(1.0));
+            let once = crate::energy::record::EnergyOptions { idle_when: Some(IdleWhen::Once), ..Default::default() };
+            assert!(!once.with_plan(e.idle).unwrap().idle_per_run());
+        }
+        for other in STUDY.parts.iter().filter(|p| p.name != part.name) {
+            let e = crate::plan::sweep::expand(&other.plan(true, &Default::default()).unwrap().unwrap(), &[]).unwrap();
+            assert_eq!(e.idle, PlanIdle::default(), "{}", other.name);
         }
     }
 }

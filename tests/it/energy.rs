@@ -960,3 +960,147 @@ fn efficiency_per_component_in_compare_and_the_report() {
         "{html}"
     );
 }
+
+// ---- the idle baseline per run, after the run's settings ----
+
+/// A fake sysfs with four idle states on each of cpu0 and cpu1, none disabled: what
+/// `cpuidle_max_state` changes (this VM has no cpuidle).
+fn cpuidle_sysfs(root: &Path) {
+    for cpu in ["cpu0", "cpu1"] {
+        for (i, name) in ["POLL", "C1", "C1E", "C6"].iter().enumerate() {
+            let d = root.join("devices/system/cpu").join(cpu).join(format!("cpuidle/state{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            for (file, v) in [("name", *name), ("latency", "2"), ("residency", "4"), ("disable", "0")] {
+                std::fs::write(d.join(file), format!("{v}\n")).unwrap();
+            }
+        }
+    }
+}
+
+/// The generic meter whose watts follow the setting in force: 9.5 W while cpu1's idle state 2
+/// is disabled (`cpuidle_max_state=0` or 1), 3.25 W otherwise (2, or nothing set).
+fn setting_meter(sys: &Path) -> String {
+    let disable = sys.join("devices/system/cpu/cpu1/cpuidle/state2/disable");
+    format!(
+        "while :; do if [ \"$(cat {})\" = 1 ]; then w=9.5; else w=3.25; fi; echo \"$(date +%s.%N) $w\"; sleep 0.05; done",
+        disable.display()
+    )
+}
+
+/// A sweep of the null interface over `cpuidle_max_state` 0 and 2 (each disables state 3), with
+/// a fake sysfs and journal.
+fn idle_sweep(dir: &Path, plan_energy: &str, extra: &[&str]) -> (std::process::Command, PathBuf) {
+    let sys = dir.join("sys");
+    cpuidle_sysfs(&sys);
+    let plan = dir.join("idle.toml");
+    std::fs::write(
+        &plan,
+        format!("name = \"idle-per-run\"\nruntime = \"1s\"\ncooldown = \"0s\"\n[matrix]\ninterface = [\"null\"]\ncpuidle_max_state = [0, 2]\n{plan_energy}"),
+    )
+    .unwrap();
+    let db = dir.join("idle.db");
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"));
+    c.args(["sweep", "-q", "--db"]).arg(&db).arg(&plan);
+    c.args(["--energy", "generic", "--energy-command", &setting_meter(&sys), "--energy-scope", "ssd"]).args(extra);
+    c.env("IOLAB_SYSFS", &sys).env("IOLAB_JOURNAL", dir.join("journal.json")).env("TMPDIR", dir);
+    (c, db)
+}
+
+/// Each stored run's (cpuidle_max_state, which baseline, its ssd idle watts).
+fn idle_of_runs(db: &Path) -> Vec<(String, String, f64)> {
+    let store = iolab::store::Store::open(db).unwrap();
+    let mut out = Vec::new();
+    for row in store.list_runs(&iolab::store::RunFilter::default()).unwrap() {
+        let rec = store.run_record(row.id).unwrap().unwrap();
+        let e = &rec["energy"];
+        let key = row.config_key.unwrap_or_default();
+        let state = key.rsplit("cpuidle_max_state=").next().unwrap_or("").to_string();
+        let idle =
+            e["idle_baseline"].as_array().and_then(|a| a.iter().find(|i| i["scope"] == "ssd")).map(|i| i["idle_watts"].as_f64().unwrap());
+        out.push((state, e["idle_baseline_taken"].as_str().unwrap_or("none").to_string(), idle.unwrap_or(f64::NAN)));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// `[energy] idle = "per-run"`: every run measures its own idle power after its setting is
+/// applied and before its I/O, and its record says so. The meter's watts follow the setting, so
+/// a baseline taken before the setting (the sweep's once-for-all, shown beside it) reads the
+/// other value: each run's own reads its setting's.
+#[test]
+fn a_per_run_idle_baseline_is_measured_after_each_run_s_settings() {
+    let dir = tempfile::Builder::new().prefix("iolab-idle-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (mut sweep, db) = idle_sweep(dir.path(), "[energy]\nidle = \"per-run\"\nidle_baseline = \"1s\"\n", &[]);
+    let out = sweep.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let runs = idle_of_runs(&db);
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for (state, taken, watts) in &runs {
+        assert_eq!(taken, "per_run", "{runs:?}");
+        let want = if state == "0" { 9.5 } else { 3.25 };
+        assert!((watts - want).abs() < 1e-9, "cpuidle_max_state={state}: idle {watts} W, not the setting's {want} W: {runs:?}");
+    }
+    // Put back after each run: the next baseline, the restore and the journal.
+    let disable = dir.path().join("sys/devices/system/cpu/cpu1/cpuidle/state2/disable");
+    assert_eq!(std::fs::read_to_string(&disable).unwrap().trim(), "0");
+    assert!(!dir.path().join("journal.json").exists());
+
+    // The same sweep with the command line's --idle once: one baseline before any setting.
+    let once = tempfile::Builder::new().prefix("iolab-idle-once-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (mut sweep, db) = idle_sweep(once.path(), "[energy]\nidle = \"per-run\"\nidle_baseline = \"1s\"\n", &["--idle", "once"]);
+    let out = sweep.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let runs = idle_of_runs(&db);
+    assert!(runs.iter().all(|(_, taken, w)| taken == "once_per_sweep" && (w - 3.25).abs() < 1e-9), "{runs:?}");
+}
+
+/// Bad values of the per-run baseline are one line and exit 2 before anything runs (no
+/// database is made); Ctrl-C during a run's own idle measurement stops the sweep as during the
+/// run: exit 130, the setting put back, the run left to do.
+#[test]
+fn a_per_run_idle_baseline_refuses_bad_values_and_stops_at_ctrl_c() {
+    let dir = tempfile::Builder::new().prefix("iolab-idle-bad-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for (energy, extra, says) in [
+        ("[energy]\nidle = \"always\"\n", &[][..], "unknown variant `always`"),
+        ("[energy]\nidle_baseline = \"soon\"\n", &[][..], "plan energy.idle_baseline: "),
+        ("[energy]\nidle_baseline = \"0s\"\n", &[][..], "measures nothing"),
+        ("[energy]\nwhen = \"once\"\n", &[][..], "unknown field `when`"),
+        ("[energy]\nidle = \"per-run\"\n", &[][..], "an idle baseline per run needs its length"),
+        ("", &["--idle", "per-run"][..], "an idle baseline per run needs its length"),
+        ("", &["--idle", "sometimes", "--idle-baseline", "1s"][..], "--idle \"sometimes\": give once"),
+    ] {
+        let (mut sweep, db) = idle_sweep(dir.path(), energy, extra);
+        let out = sweep.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{energy} {extra:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{energy} {extra:?}: {err}");
+        assert!(!db.exists(), "nothing stored: {err}");
+    }
+    let r = common::iolab(&["run", "-q", "--interface", "null", "--ios", "10", "--idle", "per-run"]);
+    assert!(r.assert_usage_error().contains("an idle baseline per run needs its length"));
+
+    // Ctrl-C while the first run measures its own idle power, its setting applied.
+    let (mut sweep, db) = idle_sweep(dir.path(), "[energy]\nidle = \"per-run\"\nidle_baseline = \"60s\"\n", &[]);
+    let mut child = sweep.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let sys = dir.path().join("sys/devices/system/cpu");
+    let applied = || std::fs::read_to_string(sys.join("cpu1/cpuidle/state3/disable")).unwrap().trim() == "1";
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !applied() {
+        assert!(std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(), "the setting was never applied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The first run's setting (0 or 2) is in force: its idle measurement runs now.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "Ctrl-C did not cut the 60 s idle measurement short: {err}");
+    assert!(!applied(), "the setting is put back: {err}");
+    assert!(!dir.path().join("journal.json").exists(), "{err}");
+    let store = iolab::store::Store::open(&db).unwrap();
+    assert!(store.list_runs(&iolab::store::RunFilter::default()).unwrap().is_empty(), "no run kept: {err}");
+}

@@ -74,6 +74,23 @@ fn record(base: &Value, job: &Value, key: &str, replicate: u32, profiled: (bool,
                "iops_per_joule": iops / w, "bytes_per_joule": iops * bs / w})
     };
     r["energy"]["efficiency"] = json!([eff("ssd", "ssd", ssd_w), eff("cpu", "cpu_package", cpu_w)]);
+    // S6.4: each run's own idle baseline, taken after its power state was set (state 1, a
+    // non-operational one, draws a fraction of state 0's), the controller's states as the run
+    // read them back, and the efficiency above that idle power.
+    if let Some(state) = key.split(',').find_map(|kv| kv.strip_prefix("nvme_power_state=")).and_then(|s| s.parse::<u64>().ok()) {
+        let (ssd_idle, cpu_idle) = (if state == 0 { 3.5 } else { 0.25 }, 12.0);
+        let idle =
+            |scope: &str, w: f64| json!({"source": "fixture", "scope": scope, "idle_watts": w, "idle_window_s": 2.0, "coverage": 1.0});
+        r["energy"]["idle_baseline"] = json!([idle("ssd", ssd_idle), idle("cpu_package", cpu_idle)]);
+        r["energy"]["idle_baseline_taken"] = json!("per_run");
+        for (e, (w, i)) in r["energy"]["efficiency"].as_array_mut().unwrap().iter_mut().zip([(ssd_w, ssd_idle), (cpu_w, cpu_idle)]) {
+            e["iops_per_dynamic_joule"] = json!(iops / (w - i));
+            e["bytes_per_dynamic_joule"] = json!(iops * bs / (w - i));
+        }
+        let ps = |n: u64, w: f64, nops: bool| json!({"state": n, "max_power_w": w, "non_operational": nops, "entry_latency_us": 210 * n, "exit_latency_us": 1200 * n});
+        r["environment"]["device_settings"] =
+            json!([{"nvme_power": {"controller": "nvme0", "power_states": [ps(0, 8.0, false), ps(1, 0.07, true)], "power_state": state}}]);
+    }
     let per_io = json!({"instructions": 4000.0 + 3000.0 * spread(key), "ipc": 1.1, "cache_miss_rate": 0.02});
     r["cost"]["counters"] = json!({"workload_per_io": per_io, "system_per_io": per_io});
     let complete = job["complete"].as_str().unwrap_or("irq");
@@ -393,4 +410,41 @@ fn a_dry_run_summarises_dropped_combinations_by_reason() {
     assert_eq!(total, all.len(), "the counts add up to every dropped combination:\n{}", short.stdout);
     assert!(summary.len() < all.len() && summary.iter().all(|l| l.contains(" × ") && l.contains("(e.g. ")), "{}", short.stdout);
     assert!(short.stdout.contains("--verbose lists every dropped combination"), "{}", short.stdout);
+}
+
+/// S6.4's idle power per power state: a row per state (its configurations' runs together) with
+/// each component a source measured in the runs' own baselines (SSD, CPU; the system "not
+/// measured", named, never a zero), the state's kind as the controller listed it, a figure per
+/// component, and the efficiency above idle; no "cannot run" entry for the idle power any more.
+#[test]
+fn s6_reports_the_idle_power_of_each_power_state() {
+    let study = iolab::studies::find("S6").unwrap();
+    let dir = tempfile::Builder::new().prefix("iolab-report-s6-idle-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let db = fixture(study, dir.path());
+    let out = dir.path().join("report");
+    iolab(&["report", "-q", "--db", db.to_str().unwrap(), "--suite", "S6", "--out", out.to_str().unwrap()]).assert_ok();
+    let tables: Vec<String> =
+        crate::report::files(&out.join("tables"), "md").into_iter().map(|f| std::fs::read_to_string(f).unwrap()).collect();
+    let md = tables.iter().find(|t| t.starts_with("**Idle power per NVMe power state and component")).expect("no idle power table");
+    let header = md.lines().find(|l| l.starts_with("| power state |")).unwrap_or_else(|| panic!("{md}"));
+    assert_eq!(header, "| power state | kind | device | runs | SSD idle W | CPU idle W |", "{md}");
+    // Two devices overlaid, two states: four rows, each the state's two configurations' runs.
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| 0 |") || l.starts_with("| 1 |")).collect();
+    assert_eq!(rows.len(), 4, "{md}");
+    let cells = |row: &str| row.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect::<Vec<String>>();
+    let first = |row: &str| cells(row).iter().map(|c| c.split(" ± ").next().unwrap().to_string()).collect::<Vec<String>>();
+    assert_eq!(first(rows[0]), ["0", "operational", "fixture0", "2 of 2", "3.50", "12"], "{md}");
+    assert_eq!(first(rows[3]), ["1", "non-operational", "fixture1", "2 of 2", "0.250", "12"], "{md}");
+    assert!(md.contains("Not measured: system"), "{md}");
+    let dynamic =
+        tables.iter().find(|t| t.starts_with("**Efficiency above idle per component by NVMe power state")).expect("no above-idle table");
+    assert!(dynamic.contains("SSD IOPS per dynamic J") && dynamic.contains("CPU MiB per dynamic J"), "{dynamic}");
+    let measured = dynamic.lines().filter(|l| l.starts_with("| 0 |") || l.starts_with("| 1 |"));
+    assert!(measured.clone().count() == 8 && measured.clone().all(|l| !l.contains("not measured")), "each run its own baseline: {dynamic}");
+    let figures: Vec<String> = crate::report::files(&out.join("figures"), "svg").iter().map(|f| f.display().to_string()).collect();
+    for component in ["ssd", "cpu"] {
+        assert!(figures.iter().any(|f| f.contains(&format!("{component}-idle-power-per-nvme-power-state"))), "{component}: {figures:?}");
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains("idle power of the non-operational states"), "no longer a part iolab cannot run");
 }

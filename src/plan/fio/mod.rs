@@ -119,7 +119,7 @@ imported again stores nothing twice (each job's identity is derived from the fil
 ";
 
 /// Is this plan file a fio job file: named `*.fio`, or holding a `[section]` that no plan has
-/// (a plan's are `[matrix]`, `[options]` and `[[rule]]`)?
+/// (a plan's are `[matrix]`, `[options]`, `[fileset]`, `[energy]` and `[[rule]]`)?
 pub(crate) fn is_fio(path: &Path, text: &str) -> bool {
     if path.extension().is_some_and(|e| e == "fio") {
         return true;
@@ -127,7 +127,7 @@ pub(crate) fn is_fio(path: &Path, text: &str) -> bool {
     text.lines().map(|l| l.trim()).any(|l| {
         l.starts_with('[')
             && !l.starts_with("[[")
-            && !matches!(l.trim_end_matches(|c| c != ']').trim_matches(['[', ']', ' ']), "matrix" | "options" | "fileset")
+            && !matches!(l.trim_end_matches(|c| c != ']').trim_matches(['[', ']', ' ']), "matrix" | "options" | "fileset" | "energy")
             && !l.contains('=')
     })
 }

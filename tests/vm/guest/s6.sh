@@ -3,7 +3,8 @@
 # --quick` runs size-depth and the completion methods (polled runs observed polled: the boot has
 # poll queues), skips what this guest lacks with the reason (no cpufreq in the guest; QEMU's
 # controller has no APST and refuses power-state changes), and the report draws every part or
-# says why it cannot (no energy source in the guest). Needs poll queues.
+# says why it cannot (no energy source in the guest); a sweep with an idle baseline per run stores
+# each run's own. Needs poll queues.
 . /vm/lib.sh
 DEV=${VM_NULL_DEV:-}
 DB=/tmp/s6.db
@@ -48,3 +49,24 @@ for p in S6.1-size-depth S6.2-polling S6.3-dvfs S6.4-power-states; do grep -q "$
 [ "$parts" = 4 ] && grep -q 'could not run on this machine' $html \
   && result s6_report PASS "4 parts, skipped runs listed with their reasons" \
   || result s6_report FAIL "$parts of 4 parts in the report"
+
+# The idle baseline per run (S6.4's, whose power states QEMU refuses): a sweep over two schedulers
+# of the namespace, each run measuring its own idle power after its scheduler is set, with a meter
+# that prints constant watts; each record carries its own baseline.
+cat > /tmp/idle.toml <<'PLAN'
+name = "idle-per-run"
+runtime = "1s"
+[matrix]
+interface = ["io_uring"]
+scheduler = ["none", "mq-deadline"]
+[energy]
+idle = "per-run"
+idle_baseline = "1s"
+PLAN
+"$IOLAB" sweep /tmp/idle.toml "$DEV" --db /tmp/idle.db --energy generic --energy-scope ssd \
+  --energy-command 'while :; do echo "$(date +%s.%N) 5"; sleep 0.1; done' > /tmp/idle.out 2>&1
+rc=$?
+"$IOLAB" results --db /tmp/idle.db --json /tmp/idle.json > /dev/null 2>&1
+own=$(grep -o '"idle_baseline_taken":"per_run"' /tmp/idle.json 2>/dev/null | wc -l | tr -d ' ')
+[ $rc = 0 ] && [ "$own" = 2 ] && result s6_idle_per_run PASS "2 runs, each with its own idle baseline after its scheduler" \
+  || result s6_idle_per_run FAIL "exit $rc, $own runs with their own baseline: $(tail -n 2 /tmp/idle.out | tr '\n' ' ')"
