@@ -141,6 +141,10 @@ pub(crate) fn run(
 /// not a directory, or something is mounted on it already.
 fn private_dir(dir: &Path) -> Result<(), Failure> {
     let parent = dir.parent().unwrap_or(Path::new("/"));
+    // /run itself, where a system has none (a minimal initramfs): made as the system would.
+    if let Some(run) = parent.parent() {
+        std::fs::create_dir_all(run).map_err(|e| Failure::failed(format!("cannot make {}: {e}", run.display())))?;
+    }
     for d in [parent, dir] {
         match std::fs::symlink_metadata(d) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
@@ -195,7 +199,10 @@ impl Stack {
             .arg(json.path().join("summary.json"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            // Its own process group: a Ctrl-C at the terminal stops the suite, which takes the
+            // client down before it stops the server, not both at once.
+            .process_group(0);
         // VFIO without an IOMMU only where the machine was set up for it (vfio loaded with
         // enable_unsafe_noiommu_mode=1), as the rig's no-IOMMU boot is.
         if server == "vfio-nvme"
