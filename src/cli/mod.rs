@@ -493,7 +493,7 @@ impl RunArgs {
             Some(f) => *Fsync::ALL.iter().find(|x| x.name() == f).ok_or_else(|| format!("--fsync '{f}': use none, each or end"))?,
         };
         let file_size = self.file_size.as_deref().unwrap_or("4k-64k").parse()?;
-        Ok((rw, Some(FileSet { files, file_size, file_order: order, fsync })))
+        Ok((rw, Some(FileSet { files, file_size, file_order: order, fsync, server: None })))
     }
 }
 

@@ -160,6 +160,7 @@ impl SuiteUi for Lines {
             Event::CannotRun { what, why } => println!("  cannot run {what}: {why}"),
             Event::NumaNotApplied(n) => println!("  --numa {n} not applied: this part varies numa itself"),
             Event::AtSaturation { of, found } => println!("  each stack at its saturation point in {of} (sweep #{}): {}", found.sweep, found.said()),
+            Event::Served(line) => println!("  {line}"),
             Event::SaturationNotYet { of, why } => println!(
                 "  each stack will run at its saturation point in {of}'s stored runs, not there yet ({why}); listed here at every queue depth of {of}'s J-curves, of which each stack keeps its own"
             ),
@@ -170,7 +171,18 @@ impl SuiteUi for Lines {
         &mut self.fills
     }
 
-    fn run_part(&mut self, plan: &crate::plan::Plan, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure> {
-        run_plan(plan, &[], unsupported, &self.how)
+    fn run_part(
+        &mut self,
+        plan: &crate::plan::Plan,
+        targets: &[String],
+        share: Option<crate::session::sweep::Share>,
+        unsupported: &[(String, String)],
+    ) -> Result<SweepEnd, Failure> {
+        // A served part runs each server's configurations as a share of its one sweep.
+        let kept = self.how.share.share;
+        self.how.share.share = share.or(kept);
+        let ran = run_plan(plan, targets, unsupported, &self.how);
+        self.how.share.share = kept;
+        ran
     }
 }

@@ -30,6 +30,11 @@ pub struct FileSet {
     /// When written files are flushed (reads ignore it).
     #[serde(default = "no_fsync")]
     pub fsync: Fsync,
+    /// The NBD server back end the set's file system is served through (`iolab serve -i`:
+    /// io_uring, psync or vfio-nvme), where a served suite part (S4.7, `studies::served`) put the
+    /// directory on the client's ext4 over /dev/nbdN; written only when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// The sizes of a set's files, written `4k-64k` (a range) or `4k,16k,64k` (a list); stored in
@@ -129,6 +134,15 @@ impl FileSizes {
     }
 }
 
+/// A `server` value: one of `iolab serve`'s back ends; Err names them.
+pub(crate) fn server_word(v: &str) -> Result<(), PlanError> {
+    if crate::serve::INTERFACES.iter().any(|k| k.name() == v) {
+        return Ok(());
+    }
+    let names: Vec<&str> = crate::serve::INTERFACES.iter().map(|k| k.name()).collect();
+    PlanError::job(format!("server = \"{v}\": a file set is served through {}", names.join(", ")))
+}
+
 impl FileSet {
     /// The checks on a job with a file set, before anything is touched: one line each.
     pub(crate) fn check(&self, job: &Job) -> Result<(), PlanError> {
@@ -191,6 +205,9 @@ impl FileSet {
         if info.diskless || !info.targets.contains(&crate::device::TargetKind::File) {
             return PlanError::job(format!("-i {} does not do I/O on files, so it cannot run a file set", info.name));
         }
+        if let Some(server) = &self.server {
+            server_word(server)?;
+        }
         if job.io.interface == crate::interfaces::InterfaceKind::IoUring && job.io.options.ring.register_files {
             return PlanError::job(
                 "-i io_uring with --fileset needs --register-files false: a registered file is bound when the ring is set up, and each file of the set is opened anew",
@@ -224,7 +241,7 @@ mod tests {
         assert_eq!("4096-65536".parse::<FileSizes>().unwrap(), r);
         assert_eq!("4k,16k".parse::<FileSizes>().unwrap(), FileSizes::List(vec![4096, 16384]));
         assert!("4q-8k".parse::<FileSizes>().is_err());
-        let set = FileSet { files: 1000, file_size: r, file_order: FileOrder::Seq, fsync: Fsync::None };
+        let set = FileSet { files: 1000, file_size: r, file_order: FileOrder::Seq, fsync: Fsync::None, server: None };
         let s = set.sizes(4096, 7);
         assert_eq!(s, set.sizes(4096, 7), "the same seed draws the same sizes");
         assert!(s.iter().all(|x| (4096..=65536).contains(x) && x % 4096 == 0));
@@ -237,7 +254,13 @@ mod tests {
         let mut job = Job::default();
         job.workload.rw = Rw::Read;
         job.targets.paths = vec!["/tmp".into()];
-        let set = |files, size: &str| FileSet { files, file_size: size.parse().unwrap(), file_order: FileOrder::Seq, fsync: Fsync::None };
+        let set = |files, size: &str| FileSet {
+            files,
+            file_size: size.parse().unwrap(),
+            file_order: FileOrder::Seq,
+            fsync: Fsync::None,
+            server: None,
+        };
         set(10, "4k-64k").check(&job).unwrap();
         for (s, says) in [
             (set(0, "4k"), "out of range"),

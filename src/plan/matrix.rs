@@ -101,7 +101,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 28] = [
+pub const DIMENSIONS: [Dimension; 29] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -288,6 +288,17 @@ pub const DIMENSIONS: [Dimension; 28] = [
         value: fileset_value::<Fsync>,
         shown: Shown::IfListed,
     },
+    // The NBD server back end the set's file system is served through (S4.7, Fig 23).
+    Dimension {
+        name: "server",
+        set: Set::Checked(super::fileset::server_word, |j, v| {
+            if let Some(f) = j.fileset.as_mut() {
+                f.server = Some(v.to_string())
+            }
+        }),
+        value: |j| Text(j.fileset.as_ref().and_then(|f| f.server.clone()).unwrap_or_default()),
+        shown: Shown::IfListed,
+    },
 ];
 
 /// A value of a file set's dimension: read from the plan's text, set on a job's file set, and
@@ -352,7 +363,7 @@ fn fileset_value<T: FileSetValue>(j: &Job) -> toml::Value {
 }
 
 /// The names of the file set's dimensions: a plan that lists one needs a `[fileset]`.
-pub(crate) const FILESET_DIMENSIONS: [&str; 3] = ["file_size", "file_order", "fsync"];
+pub(crate) const FILESET_DIMENSIONS: [&str; 4] = ["file_size", "file_order", "fsync", "server"];
 
 /// One of `all`'s words, or one line naming them.
 fn word<T: Copy>(all: &[T], name: fn(T) -> &'static str, key: &str, v: &str) -> Result<T, PlanError> {

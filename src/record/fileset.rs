@@ -48,4 +48,8 @@ pub struct FileSetRecord {
     /// fsync calls (`--fsync each`: one per file written) or syncfs (`--fsync end`: one) made in
     /// the measured phase.
     pub fsyncs: u64,
+    /// A served run's (S4.7): the NBD server's cost over the measured phase
+    /// (`serve::window`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::serve::window::ServerWindow>,
 }

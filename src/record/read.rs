@@ -65,6 +65,24 @@ lenient_structs! {
         create: FilePhase,
         measured: FilePhase,
         fsyncs: Option<u64>,
+        /// A served run's NBD server over the measured phase (`serve::window::ServerWindow`).
+        server: Served,
+    }
+
+    /// `serve::window::ServerWindow`: the back end that served, the requests and their CPU.
+    pub struct Served {
+        server: Option<String>,
+        requests: ServedRequests,
+        cpu_us_per_request: Option<f64>,
+        connection_cpu_us_per_request: Option<f64>,
+    }
+
+    /// `serve::window::Requests`.
+    pub struct ServedRequests {
+        read: Option<u64>,
+        write: Option<u64>,
+        flush: Option<u64>,
+        trim: Option<u64>,
     }
 
     /// One phase over a set's files: files and bytes done whole, seconds, each file's latency.
@@ -82,6 +100,8 @@ lenient_structs! {
         file_size: Option<String>,
         file_order: Option<String>,
         fsync: Option<String>,
+        /// The NBD server back end the set was served through (S4.7).
+        server: Option<String>,
     }
 
     /// The job (`plan::Job`).

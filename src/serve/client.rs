@@ -240,6 +240,10 @@ pub struct Connection {
     pub server: String,
     /// The iolab that connected it (its pid and start time, to tell it alive).
     pub owner: crate::settings::Holder,
+    /// Where that iolab mounted the device's file system (a served suite part, S4.7):
+    /// journaled before the mount, so `restore` unmounts it before it disconnects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mounted: Option<String>,
 }
 
 /// The journal of connected devices: beside the settings journal (`IOLAB_JOURNAL` or the
@@ -326,7 +330,7 @@ pub fn connect(server: SocketAddr, export: &str, index: Option<u32>, connections
     if n.flags & proto::FLAG_CAN_MULTI_CONN == 0 && socks.len() > 1 {
         return Err(ServeError::Invalid("the server does not allow several connections to one export (no NBD_FLAG_CAN_MULTI_CONN)".into()));
     }
-    let me = Connection { index, server: server.to_string(), owner: crate::settings::Holder::us() };
+    let me = Connection { index, server: server.to_string(), owner: crate::settings::Holder::us(), mounted: None };
     with_journal(|j| j.push(me.clone()))?;
     let mut items = Vec::new();
     for s in &socks {
@@ -374,8 +378,53 @@ pub fn disconnect(index: u32) -> Result<(), ServeError> {
     r.map(|_| ()).map_err(|e| ServeError::Failed(format!("cannot disconnect /dev/nbd{index}: {}", std::io::Error::from_raw_os_error(e))))
 }
 
-/// Disconnects every device an iolab that is no longer alive left connected: lines saying what
-/// was done.
+/// Mounts /dev/nbd`index` (connected by this iolab) at `dir` as `fstype`, journaled first: a
+/// `kill -9` leaves nothing `restore` cannot undo (it unmounts, then disconnects). Err: the
+/// journal (a failed command) or the mount (the kernel's answer, a failed command).
+pub(crate) fn mount(index: u32, dir: &Path, fstype: &str) -> Result<(), ServeError> {
+    let shown = dir.display().to_string();
+    let mine = |c: &Connection| c.index == Some(index) && c.owner.pid == crate::settings::Holder::us().pid;
+    if !with_journal(|j| j.iter_mut().find(|c| mine(c)).map(|c| c.mounted = Some(shown.clone())).is_some())? {
+        return Err(ServeError::Failed(format!("/dev/nbd{index} is not connected by this iolab: not mounting it")));
+    }
+    let c = |s: &str| std::ffi::CString::new(s).map_err(|_| ServeError::Invalid(format!("{s}: a NUL in the path")));
+    let (dev, at, fs) = (c(&format!("/dev/nbd{index}"))?, c(&shown)?, c(fstype)?);
+    // SAFETY: valid C strings; no data argument.
+    if unsafe { libc::mount(dev.as_ptr(), at.as_ptr(), fs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, std::ptr::null()) } != 0 {
+        let e = std::io::Error::last_os_error();
+        with_journal(|j| j.iter_mut().filter(|c| mine(c)).for_each(|c| c.mounted = None))?;
+        return Err(ServeError::Failed(format!("cannot mount /dev/nbd{index} ({fstype}) at {shown}: {e}")));
+    }
+    Ok(())
+}
+
+/// Unmounts what [`mount`] mounted on /dev/nbd`index` and forgets the mount. A file system still
+/// busy is detached (lazily unmounted) after a few tries.
+pub(crate) fn unmount(index: u32, dir: &Path) -> Result<(), ServeError> {
+    let at = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| ServeError::Invalid("a NUL in the path".into()))?;
+    let mut tries = 0;
+    loop {
+        // SAFETY: a valid C string.
+        if unsafe { libc::umount2(at.as_ptr(), 0) } == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        tries += 1;
+        if e.raw_os_error() == Some(libc::EBUSY) && tries < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            continue;
+        }
+        // SAFETY: as above.
+        if e.raw_os_error() == Some(libc::EINVAL) || unsafe { libc::umount2(at.as_ptr(), libc::MNT_DETACH) } == 0 {
+            break;
+        }
+        return Err(ServeError::Failed(format!("cannot unmount {}: {e}", dir.display())));
+    }
+    with_journal(|j| j.iter_mut().filter(|c| c.index == Some(index)).for_each(|c| c.mounted = None))
+}
+
+/// Disconnects every device an iolab that is no longer alive left connected (unmounting first
+/// what it mounted on it): lines saying what was done.
 pub fn restore() -> Result<Vec<String>, ServeError> {
     if !journal_path().exists() {
         return Ok(Vec::new());
@@ -391,8 +440,21 @@ pub fn restore() -> Result<Vec<String>, ServeError> {
             lines.push(format!("an NBD connection to {} was never made (its iolab died connecting)", c.server));
             continue;
         };
-        let mut genl = Genl::open()?;
-        let family = genl.nbd_family()?;
+        if let Some(dir) = &c.mounted {
+            // Detached at once: its server may be gone, and the file system's last writes with it.
+            let at = std::ffi::CString::new(dir.as_str()).unwrap_or_default();
+            // SAFETY: a valid C string.
+            match unsafe { libc::umount2(at.as_ptr(), libc::MNT_DETACH) } {
+                0 => lines.push(format!("unmounted {dir} (/dev/nbd{i}, mounted by {})", c.owner.describe())),
+                _ => lines.push(format!("{dir}: {} (already unmounted?)", std::io::Error::last_os_error())),
+            }
+        }
+        // Netlink failing is said for this device; the others (and what was unmounted) still are.
+        let family = Genl::open().and_then(|mut g| g.nbd_family().map(|f| (g, f)));
+        let Ok((mut genl, family)) = family else {
+            lines.push(format!("/dev/nbd{i} not disconnected: {}", family.err().map(|e| e.to_string()).unwrap_or_default()));
+            continue;
+        };
         match genl.request(family, NBD_CMD_DISCONNECT, NBD_GENL_VERSION, &attr(NBD_ATTR_INDEX, &i.to_ne_bytes())) {
             Ok(_) => lines.push(format!("disconnected /dev/nbd{i} (from {}, left by {})", c.server, c.owner.describe())),
             Err(e) => lines.push(format!("/dev/nbd{i}: {} (already disconnected?)", std::io::Error::from_raw_os_error(e))),

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod client;
 mod error;
 pub mod proto;
+pub mod window;
 
 use crate::cancel::Cancel;
 use crate::failure::{Failure, FailureKind, Kinded};

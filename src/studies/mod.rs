@@ -13,6 +13,7 @@ pub mod s3;
 pub mod s4;
 pub mod s5;
 pub mod s6;
+pub(crate) mod served;
 
 use crate::analysis::saturation::{saturation_point, CurvePoint, Saturation, SaturationRule};
 use crate::plan::matrix::{dimension, target_set, DIMENSIONS, TARGET_SET};
@@ -190,7 +191,11 @@ impl Part {
         if !given.destructive.is_empty() {
             top += &format!("destructive = [{}]\n", list(given.destructive));
         }
-        let (dimension, every_run) = device_use(runs.devices, given)?;
+        let (dimension, mut every_run) = device_use(runs.devices, given)?;
+        // A served part's runs go to the client's file system, made on the device it serves.
+        if every_run.is_empty() && served::is_served(self) {
+            every_run.push(served::MOUNT.to_string());
+        }
         if !every_run.is_empty() {
             top += &format!("targets = [{}]\n", list(&every_run));
         }

@@ -7,7 +7,7 @@ use super::{Given, Part, Saturations, Study};
 use crate::failure::Failure;
 use crate::plan::{Numa, Plan};
 use crate::session::precondition::{precondition, PreconditionUi, Preconditioning};
-use crate::session::sweep::SweepEnd;
+use crate::session::sweep::{Share, SweepEnd};
 use std::path::PathBuf;
 
 /// What a suite run is asked to do (the command line's `suite run`, parsed).
@@ -52,6 +52,8 @@ pub enum Event<'a> {
     /// A dry run of a part measured at saturation before `of`'s runs are stored (`why`): listed at
     /// every queue depth of `of`'s J-curves.
     SaturationNotYet { of: &'static str, why: &'a str },
+    /// A served part's step (a server started, a device connected, what a server cost).
+    Served(&'a str),
 }
 
 /// The suite's display, and the runner of each part's sweep (a dry run lists it).
@@ -59,8 +61,16 @@ pub trait SuiteUi {
     fn event(&mut self, event: Event);
     /// How a preconditioning fill shows.
     fn precondition(&mut self) -> &mut dyn PreconditionUi;
-    /// Run one part's sweep: its plan (its targets in it) and what of it cannot run here.
-    fn run_part(&mut self, plan: &Plan, unsupported: &[(String, String)]) -> Result<SweepEnd, Failure>;
+    /// Run one part's sweep: its plan (its targets in it, unless `targets` replaces them), the
+    /// share of its configurations to run now (a served part runs each server's apart: `served`)
+    /// and what of it cannot run here.
+    fn run_part(
+        &mut self,
+        plan: &Plan,
+        targets: &[String],
+        share: Option<Share>,
+        unsupported: &[(String, String)],
+    ) -> Result<SweepEnd, Failure>;
 }
 
 /// How one selected part ended.
@@ -150,6 +160,8 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
         // A part measured at saturation: planned from the earlier part's stored runs (stored by
         // now when it ran before it here; otherwise checked above).
         let plan = match p.at_saturation() {
+            // A served part's file set is sized by its files, not by --size.
+            None if super::served::is_served(p) => p.plan(s.quick, &Given { size: None, ..given }).map_err(Failure::invalid)?,
             None => p.plan(s.quick, &given).map_err(Failure::invalid)?,
             Some(at) => match stored_saturations(s, p, &given, preconditioned)? {
                 Ok(found) => {
@@ -174,8 +186,19 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
         if let (true, Some(n)) = (numa_kept, s.numa) {
             ui.event(Event::NumaNotApplied(n));
         }
-        // The targets are in the part's plan, as it uses them.
-        let ran = ui.run_part(&plan, &unsupported)?;
+        // A part whose file system is served over NBD: set up per server, or skipped with why.
+        let ran = if super::served::is_served(p) && !s.dry_run {
+            match super::served::run(s, p, &plan, &unsupported, ui)? {
+                Some(ran) => ran,
+                None => {
+                    end.parts.push((p.name, PartEnd::NothingToRun));
+                    continue;
+                }
+            }
+        } else {
+            // The targets are in the part's plan, as it uses them.
+            ui.run_part(&plan, &[], None, &unsupported)?
+        };
         end.parts.push((p.name, PartEnd::Ran(ran)));
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
         // left changed) does.

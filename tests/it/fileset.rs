@@ -204,3 +204,34 @@ fn a_plan_sweeps_the_file_set_grid_and_the_store_keeps_its_columns() {
     let line = iolab(&["sweep", "-q", "--db", &db_s, &plan_s]).assert_usage_error();
     assert!(line.contains("[fileset]"), "{line}");
 }
+
+/// S4.7's `server` dimension (the NBD back end a set's file system is served through) is set up
+/// by the served suite part only: a plan of one's own naming it on a plain directory stops at its
+/// first run as bad input, in one line that says so, and a value that is not a back end is
+/// refused before anything is stored.
+#[test]
+fn a_served_set_without_its_server_is_bad_input() {
+    let dir = tempdir();
+    let work = tempdir();
+    let plan = work.path().join("served.toml");
+    let db = work.path().join("r.db");
+    let (db_s, plan_s) = (db.display().to_string(), plan.display().to_string());
+    let write = |server: &str| {
+        std::fs::write(
+            &plan,
+            format!(
+                "name = \"served\"\ntargets = [\"{}\"]\nios = 10\n[fileset]\nfiles = 5\nfile_size = \"4k\"\n[matrix]\nrw = [\"read\"]\nserver = [\"{server}\"]\n[options]\nbuffered = true\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap()
+    };
+    write("io_uring");
+    let r = iolab(&["sweep", "-q", "--db", &db_s, &plan_s]);
+    assert_eq!(r.code, 2, "{}", r.describe());
+    assert!(r.stderr.contains("is not on a file system iolab serves through io_uring"), "{}", r.describe());
+    assert!(entries(dir.path()).is_empty(), "nothing made: {:?}", entries(dir.path()));
+    write("nbd-server");
+    let line = iolab(&["sweep", "-q", "--db", &db_s, &plan_s]).assert_usage_error();
+    assert!(line.contains("server = \"nbd-server\": a file set is served through io_uring, psync, vfio-nvme"), "{line}");
+}

@@ -448,3 +448,83 @@ fn s6_reports_the_idle_power_of_each_power_state() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(!html.contains("idle power of the non-operational states"), "no longer a part iolab cannot run");
 }
+
+/// S4.7 (Fig 23) from records shaped like the rig's: each run's `fileset` with its per-file
+/// latency and the server's window (`fileset.server`), the user-space server faster on reads
+/// (38 %) than on writes (4 %). The section tables both servers' rows per rw and file order,
+/// the server's CPU per request, and the reduction beside the paper's; where the user-space
+/// server was skipped its rows say why.
+#[test]
+fn s4_7_draws_fig_23_per_server_back_end() {
+    let part = iolab::studies::part("S4.7-server-client").unwrap();
+    for skipped in [false, true] {
+        let dir = tempfile::Builder::new().prefix("iolab-s47-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let base = crate::store::real_record();
+        let db = dir.path().join("s47.db");
+        let mut store = iolab::store::Store::open(&db).unwrap();
+        let targets = ["/dev/nvme0n1".to_string()];
+        let plan = part.plan(true, &Given { targets: &targets, destructive: &targets, ..Given::default() }).unwrap().unwrap();
+        let e = iolab::plan::sweep::expand(&plan, &["/run/iolab/s4.7-client".to_string()]).unwrap();
+        let runs: Vec<(i64, u32, String, Value)> = e
+            .order
+            .iter()
+            .enumerate()
+            .map(|(n, (rep, i))| (n as i64, *rep, e.configs[*i].key.clone(), serde_json::to_value(&e.configs[*i].job).unwrap()))
+            .collect();
+        let sweep = store.create_sweep(&e.name, &plan, part.name, 1, &runs).unwrap();
+        for p in store.planned_runs(sweep).unwrap() {
+            let server = p.spec["fileset"]["server"].as_str().unwrap().to_string();
+            if skipped && server == "vfio-nvme" {
+                store.record_skip(p.id, "iolab serve -i vfio-nvme did not start: no IOMMU is on").unwrap();
+                continue;
+            }
+            let mut r = record(&base, &p.spec, &p.config_key, p.replicate, (false, false));
+            let read = p.spec["rw"] == "read";
+            let kernel_us = if read { 100.0 } else { 250.0 };
+            let us = if server == "io_uring" {
+                kernel_us
+            } else if read {
+                kernel_us * 0.62
+            } else {
+                kernel_us * 0.96
+            };
+            let lat = json!({"mean": us * 1e3, "p50": us * 900.0, "p99": us * 2500.0});
+            r["fileset"] = json!({
+                "dir": "/run/iolab/s4.7-client/iolab-fileset-1-x", "files": 200, "bytes": 6_800_000, "sizes_drawn": "4 KiB-64 KiB",
+                "create": {"files": 200, "bytes": 6_800_000, "seconds": 0.5, "files_per_s": 400.0, "file_lat_ns": lat},
+                "measured": {"files": 150, "bytes": 5_000_000, "seconds": 2.0, "files_per_s": 75.0, "file_lat_ns": lat},
+                "fsyncs": 0,
+                "server": {"server": server, "device": "/dev/nbd0", "seconds": 2.0,
+                           "requests": {"read": 1200, "write": 10, "flush": 1, "trim": 0, "bytes_read": 5_000_000, "bytes_written": 40960},
+                           "cpu_connections": {"user_s": 0.01, "system_s": 0.02}, "cpu_rest": {"user_s": 0.0, "system_s": 0.001},
+                           "cpu_us_per_request": if server == "io_uring" { 12.5 } else { 8.25 }, "connection_cpu_us_per_request": 8.0},
+            });
+            store.record_run(Some(p.id), &r).unwrap();
+        }
+        drop(store);
+        let out = dir.path().join("report");
+        let run = iolab(&["report", "-q", "--db", db.to_str().unwrap(), "--suite", "S4", "--out", out.to_str().unwrap()]);
+        run.assert_ok();
+        let tables: Vec<String> =
+            crate::report::files(&out.join("tables"), "md").iter().map(|m| std::fs::read_to_string(m).unwrap()).collect();
+        let fig23 =
+            tables.iter().find(|t| t.starts_with("**Fig 23: per-file latency")).unwrap_or_else(|| panic!("no Fig 23 table: {tables:?}"));
+        let rows = |server: &str| fig23.lines().filter(|l| l.contains(&format!("| {server} |"))).count();
+        assert_eq!(rows("io_uring"), 4, "{fig23}");
+        assert_eq!(rows("vfio-nvme"), if skipped { 0 } else { 4 }, "{fig23}");
+        assert!(fig23.contains("| 100 |") && fig23.contains("| 12.5 |"), "the kernel's read latency and server CPU: {fig23}");
+        let reduction =
+            tables.iter().find(|t| t.starts_with("**Fig 23: per-file mean latency the user-space server saves")).expect("the reduction");
+        assert!(reduction.contains("loopback TCP"), "{reduction}");
+        if skipped {
+            assert_eq!(reduction.matches("not run: iolab serve -i vfio-nvme did not start: no IOMMU is on").count(), 4, "{reduction}");
+        } else {
+            let row =
+                |rw: &str, order: &str| reduction.lines().find(|l| l.starts_with(&format!("| {rw} | {order} |"))).unwrap_or("").to_string();
+            assert!(row("read", "seq").contains("| 38.0 % | 38-39 % |"), "{reduction}");
+            assert!(row("read", "random").contains("| 38.0 % |"), "{reduction}");
+            assert!(row("write", "seq").contains("| 4.0 % | 3.7-4.6 % |"), "{reduction}");
+            assert!(row("write", "random").contains("| 4.0 % |"), "{reduction}");
+        }
+    }
+}

@@ -528,3 +528,46 @@ fn nbd_client_without_the_kernels_nbd_is_one_line() {
     let r = iolab(&["nbd", "disconnect", "/dev/sda"]);
     assert!(r.assert_usage_error().contains("not an NBD device"), "{}", r.describe());
 }
+
+/// A suite killed while S4.7's client file system was mounted: the mount is journaled with the
+/// NBD connection (`mounted`), and `iolab restore` unmounts it (detached at once) before it
+/// disconnects the device. Here a tmpfs stands in for the client's ext4 (this kernel may have no
+/// nbd: the disconnect is then said not done, in its line).
+#[test]
+fn restore_unmounts_what_a_killed_served_part_mounted() {
+    let test = "restore_unmounts_what_a_killed_served_part_mounted";
+    let dir = tempdir();
+    let mnt = dir.path().join("client");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted =
+        |p: &Path| std::fs::read_to_string("/proc/mounts").unwrap().lines().any(|l| l.split(' ').nth(1) == Some(&*p.to_string_lossy()));
+    let ok = Command::new("mount").args(["-t", "tmpfs", "tmpfs"]).arg(&mnt).status().is_ok_and(|s| s.success());
+    if !ok || !mounted(&mnt) {
+        skip(test, "cannot mount a tmpfs here");
+        return;
+    }
+    // An iolab that is gone: a child that has ended.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let journal = dir.path().join("journal.json");
+    let entry = serde_json::json!([{
+        "index": 7,
+        "server": "127.0.0.1:10809",
+        "owner": {"pid": pid, "started_at": 1, "command": "iolab suite run S4 --part S4.7"},
+        "mounted": mnt.display().to_string(),
+    }]);
+    std::fs::write(dir.path().join("journal.json.nbd"), entry.to_string()).unwrap();
+    let out = Command::new(BIN).arg("restore").env("IOLAB_JOURNAL", &journal).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let still = mounted(&mnt);
+    if still {
+        let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+    }
+    assert!(!still, "{} is still mounted: {}", mnt.display(), said(&out));
+    assert!(stdout.contains(&format!("unmounted {} (/dev/nbd7, mounted by iolab pid {pid}", mnt.display())), "{}", said(&out));
+    assert!(stdout.contains("/dev/nbd7"), "the device's own line: {}", said(&out));
+    // Forgotten: a second restore has nothing of it.
+    let again = Command::new(BIN).arg("restore").env("IOLAB_JOURNAL", &journal).output().unwrap();
+    assert!(!String::from_utf8_lossy(&again.stdout).contains("nbd7"), "{}", said(&again));
+}
