@@ -91,7 +91,7 @@ pub fn execute_group(id: &str, members: &[Member], ui: &mut dyn RunUi, measure: 
             j
         };
         let idle = prepared.first().and_then(|p| p.idle.clone());
-        let this = Measure { idle: idle.as_deref().or(measure.idle), ..measure };
+        let this = Measure { idle: idle.as_ref().or(measure.idle), ..measure };
         match prepare(&job, ui, this, cancel) {
             Ok(mut p) => {
                 if let Some(first) = prepared.first() {
