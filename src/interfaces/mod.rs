@@ -265,6 +265,9 @@ pub enum Behaviour {
 
 pub use crate::device::TargetKind;
 
+/// The interfaces `iolab serve` does its I/O through (`serve::INTERFACES`).
+pub const SERVED: &[InterfaceKind] = &[InterfaceKind::IoUring, InterfaceKind::Psync, InterfaceKind::VfioNvme];
+
 /// What most interfaces drive: files and block devices.
 pub const FILES_AND_BLOCKS: &[TargetKind] = &[TargetKind::File, TargetKind::BlockDevice];
 

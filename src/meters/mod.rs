@@ -12,6 +12,7 @@ pub mod placement;
 pub mod procstat;
 pub mod profile;
 pub mod ring;
+pub mod server;
 pub mod stages;
 pub mod tasks;
 pub mod tracefs;

@@ -136,10 +136,10 @@ impl FileSizes {
 
 /// A `server` value: one of `iolab serve`'s back ends; Err names them.
 pub(crate) fn server_word(v: &str) -> Result<(), PlanError> {
-    if crate::serve::INTERFACES.iter().any(|k| k.name() == v) {
+    if crate::interfaces::SERVED.iter().any(|k| k.name() == v) {
         return Ok(());
     }
-    let names: Vec<&str> = crate::serve::INTERFACES.iter().map(|k| k.name()).collect();
+    let names: Vec<&str> = crate::interfaces::SERVED.iter().map(|k| k.name()).collect();
     PlanError::job(format!("server = \"{v}\": a file set is served through {}", names.join(", ")))
 }
 

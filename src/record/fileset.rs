@@ -49,7 +49,7 @@ pub struct FileSetRecord {
     /// the measured phase.
     pub fsyncs: u64,
     /// A served run's (S4.7): the NBD server's cost over the measured phase
-    /// (`serve::window`); absent otherwise.
+    /// (`meters::server`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<crate::serve::window::ServerWindow>,
+    pub server: Option<crate::meters::server::ServerWindow>,
 }

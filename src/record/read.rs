@@ -65,11 +65,11 @@ lenient_structs! {
         create: FilePhase,
         measured: FilePhase,
         fsyncs: Option<u64>,
-        /// A served run's NBD server over the measured phase (`serve::window::ServerWindow`).
+        /// A served run's NBD server over the measured phase (`meters::server::ServerWindow`).
         server: Served,
     }
 
-    /// `serve::window::ServerWindow`: the back end that served, the requests and their CPU.
+    /// `meters::server::ServerWindow`: the back end that served, the requests and their CPU.
     pub struct Served {
         server: Option<String>,
         requests: ServedRequests,
@@ -77,7 +77,7 @@ lenient_structs! {
         connection_cpu_us_per_request: Option<f64>,
     }
 
-    /// `serve::window::Requests`.
+    /// `meters::server::Requests`.
     pub struct ServedRequests {
         read: Option<u64>,
         write: Option<u64>,

@@ -12,7 +12,6 @@ pub mod backend;
 pub mod client;
 mod error;
 pub mod proto;
-pub mod window;
 
 use crate::cancel::Cancel;
 use crate::failure::{Failure, FailureKind, Kinded};
@@ -29,8 +28,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// The interfaces a server can do its I/O through.
-pub const INTERFACES: &[InterfaceKind] = &[InterfaceKind::IoUring, InterfaceKind::Psync, InterfaceKind::VfioNvme];
+/// The interfaces a server can do its I/O through (kept with the interfaces, so a plan's file
+/// set can name its server below `serve`).
+pub const INTERFACES: &[InterfaceKind] = crate::interfaces::SERVED;
 
 /// The port NBD servers listen on.
 pub const NBD_PORT: u16 = 10809;

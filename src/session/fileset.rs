@@ -77,7 +77,7 @@ pub(super) fn run(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(Ru
     let sizes = set.sizes(job.workload.bs, job.workload.seed);
     let meta = check_dir(dir, set, &sizes)?;
     // A served run (S4.7): its server, or why it cannot run; before anything is made.
-    let served = crate::serve::window::check(dir, set.server.as_deref())?;
+    let served = crate::meters::server::check(dir, set.server.as_deref())?;
     let cancel = engine::install_interrupt_handler();
     let clock = engine::clock::Clock::calibrate();
     let total: u64 = sizes.iter().sum();
@@ -100,9 +100,9 @@ pub(super) fn run(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(Ru
     let idle = idle_power(ui, measure, cancel);
     let mut meters = crate::meters::Meters::new(&env.targets, measure.energy.map(|e| &e.config));
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
-    let window = served.as_ref().and_then(crate::serve::window::Window::begin);
+    let window = served.as_ref().and_then(crate::meters::server::Window::begin);
     let ran = fileset::run(job, &made, cancel, &mut progress, &mut meters);
-    let server = window.map(crate::serve::window::Window::end);
+    let server = window.map(crate::meters::server::Window::end);
     ui.finish();
     let not_restored = meters.restore_settings().err();
     let ran = ran.map_err(|m| Failure::new(if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed }, m))?;

@@ -14,6 +14,7 @@ pub mod s4;
 pub mod s5;
 pub mod s6;
 pub(crate) mod served;
+pub mod ui;
 
 use crate::analysis::saturation::{saturation_point, CurvePoint, Saturation, SaturationRule};
 use crate::plan::matrix::{dimension, target_set, DIMENSIONS, TARGET_SET};

@@ -9,14 +9,14 @@
 //! The server is a child process (`iolab serve`), not a thread of this one: the client's runs
 //! measure their process's CPU (`cost`), and a server inside it would be counted there; apart, the
 //! server's CPU is read from its own /proc entries by thread class for each run's window
-//! (`serve::window`). It is told to end (SIGTERM) when this iolab dies (PR_SET_PDEATHSIG), so a
+//! (`meters::server`). It is told to end (SIGTERM) when this iolab dies (PR_SET_PDEATHSIG), so a
 //! `kill -9` of the suite gives the controller back as a clean stop does; the NBD connection and
 //! the mount are journaled (`serve::client`) and `iolab restore` undoes them.
-use super::run::{Event, SuiteRun, SuiteUi};
+use super::ui::{Event, SuiteRun, SuiteUi};
 use super::Part;
 use crate::failure::Failure;
+use crate::meters::server::{serve_at, Serving};
 use crate::plan::Plan;
-use crate::serve::window::{serve_at, Serving};
 use crate::session::sweep::{Share, SweepEnd};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
