@@ -240,6 +240,7 @@ fn fill_plan(s: &SuiteRun, fills: u32, paper: u32) -> Fills {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Numa;
 
     /// Each S2 part's plan as a suite run with `--numa local` and preconditioning stores it (and
     /// without them): the hashes iolab stored before plans were parsed once, pinned, so a suite
