@@ -15,7 +15,7 @@ use super::hotloop::FailedIo;
 use super::recorder::{new_histogram, Direction, Recorder};
 use super::{Cancel, EngineOutput, ProgressFn, WindowHooks};
 use crate::interfaces::memory::AlignedBuf;
-use crate::interfaces::{self, Completion, Interface, InterfaceKind, IoInterface, Request, Setup};
+use crate::interfaces::{self, Completion, Interface, InterfaceKind, IoInterface, Request};
 use crate::plan::fileset::{FileOrder, Fsync};
 use crate::plan::{Budget, Job};
 use crate::rng::Rng;
@@ -299,7 +299,7 @@ fn measure<T: Interface<Handle = ()>>(
     let fileset = job.fileset.as_ref().ok_or("no file set in the job")?;
     let write = job.workload.rw.writes(job.workload.write_mix);
     let Rig { bufs, null, slot_fd: _slot_fd, fds, flags } = Rig::new::<T>(job, write)?;
-    let mut io = T::open(&setup(job, &bufs, &fds), &()).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))?;
+    let mut io = T::open(&super::setup_of(job, &fds, &bufs, None), &()).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))?;
     let clock = Clock::calibrate();
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
@@ -403,22 +403,6 @@ impl Rig {
             flags |= libc::O_DIRECT;
         }
         Ok(Rig { bufs, null, slot_fd, fds, flags })
-    }
-}
-
-/// The interface's set-up over the rig's one descriptor and buffers.
-fn setup<'a>(job: &'a Job, bufs: &AlignedBuf, fds: &'a [RawFd; 1]) -> Setup<'a> {
-    Setup {
-        fds,
-        buffers: bufs.ptr,
-        buffers_len: bufs.len(),
-        bs: job.workload.bs as u32,
-        qd: job.workload.qd,
-        submit: job.io.submit,
-        complete: job.io.complete,
-        batch_submit: job.workload.batch_submit,
-        io: &job.io,
-        sq_cpu: None,
     }
 }
 

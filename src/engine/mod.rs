@@ -376,17 +376,11 @@ fn prepare<T: Interface>(sh: &Shared, t: usize, handle: &T::Handle) -> Result<Pr
     Ok(Prepared { io, stream, written, bufs })
 }
 
-/// The job's interface over the targets, with this thread's buffers and SQPOLL thread's CPU.
-fn open_for<T: Interface>(
-    job: &Job,
-    sq_cpu: Option<u32>,
-    targets: &[OpenTarget],
-    bufs: &AlignedBuf,
-    handle: &T::Handle,
-) -> Result<T, String> {
-    let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-    let setup = Setup {
-        fds: &fds,
+/// What an interface is opened with for `job`: its descriptors, this thread's buffers and its
+/// SQPOLL thread's CPU (the run's threads and the file-set loop alike).
+pub(crate) fn setup_of<'a>(job: &'a Job, fds: &'a [RawFd], bufs: &AlignedBuf, sq_cpu: Option<u32>) -> Setup<'a> {
+    Setup {
+        fds,
         buffers: bufs.ptr,
         buffers_len: bufs.len(),
         bs: job.workload.bs as u32,
@@ -396,8 +390,19 @@ fn open_for<T: Interface>(
         batch_submit: job.workload.batch_submit,
         io: &job.io,
         sq_cpu,
-    };
-    T::open(&setup, handle).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))
+    }
+}
+
+/// The job's interface over the targets, with this thread's buffers and SQPOLL thread's CPU.
+fn open_for<T: Interface>(
+    job: &Job,
+    sq_cpu: Option<u32>,
+    targets: &[OpenTarget],
+    bufs: &AlignedBuf,
+    handle: &T::Handle,
+) -> Result<T, String> {
+    let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
+    T::open(&setup_of(job, &fds, bufs, sq_cpu), handle).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))
 }
 
 /// The start barrier: wait until every thread is prepared, then for the start instant. If any
