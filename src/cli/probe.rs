@@ -10,7 +10,7 @@ pub fn main(target: Option<&PathBuf>, vfio_noiommu: bool) -> i32 {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("iolab: {e}");
-                return 2;
+                return crate::failure::Kinded::kind(&e).code();
             }
         },
     };
@@ -23,7 +23,7 @@ pub fn main(target: Option<&PathBuf>, vfio_noiommu: bool) -> i32 {
     // storage to read from either: the target rules `run` applies.
     if let Err(e) = crate::device::check_safe(&path, false, &[]) {
         eprintln!("iolab: {e}");
-        return 2;
+        return crate::failure::Kinded::kind(&e).code();
     }
     println!("probing {} (read-only, 256 random 4 KiB reads per mode)", path.display());
     println!("{:<13} {:<8} {:<7} {:<6} detail", "interface", "submit", "complete", "works");

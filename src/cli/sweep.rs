@@ -324,7 +324,7 @@ pub struct PlanRun {
 
 /// The plan's targets, each with how its runs use it and, given their verdicts (a dry run), what
 /// the write-safety checks say of it.
-fn print_targets(e: &Expansion, verdicts: Option<&[Result<(), String>]>) {
+fn print_targets(e: &Expansion, verdicts: Option<&[Result<(), crate::device::DeviceError>]>) {
     let uses = target_uses(e.configs.iter().map(|c| &c.job));
     if uses.is_empty() {
         return;
@@ -373,7 +373,7 @@ pub(crate) fn run_plan(plan: &Plan, targets: &[String], unsupported: &[(String, 
         for (what, why) in unsupported {
             println!("  cannot run {what}: {why}");
         }
-        refused(&verdicts).map_err(Failure::invalid)?;
+        refused(&verdicts)?;
         return Ok(SweepEnd { code: 0, finished: true });
     }
     // A server's URL is shown without its password.

@@ -6,6 +6,7 @@
 //! target namespace follow `--destructive` as for a block device (`safety.rs`).
 use super::safety::{self, Findings};
 use super::sysfs::{names_in, read_trim};
+use super::DeviceError;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -45,12 +46,14 @@ fn devnum(s: &str) -> Option<u64> {
 
 /// The controller and namespace `target` names: `PCI-ADDR/NSID` or an NVMe block device
 /// (`/dev/nvmeXnY`, its controller found through sysfs under `sys`).
-pub(crate) fn resolve(target: &str, sys: &Path) -> Result<ControllerTarget, String> {
+pub(crate) fn resolve(target: &str, sys: &Path) -> Result<ControllerTarget, DeviceError> {
     let t = match target.split_once('/') {
         Some((bdf, ns)) if is_pci_address(bdf) => {
             let nsid =
                 ns.parse::<u32>().ok().filter(|n| *n >= 1 && *n != u32::MAX).ok_or_else(|| {
-                    format!("\"{ns}\" in {target} is not a namespace id: give PCI-ADDR/NSID with NSID from 1, e.g. {bdf}/1")
+                    DeviceError::Refused(format!(
+                        "\"{ns}\" in {target} is not a namespace id: give PCI-ADDR/NSID with NSID from 1, e.g. {bdf}/1"
+                    ))
                 })?;
             ControllerTarget { bdf: bdf.to_string(), nsid }
         }
@@ -58,32 +61,39 @@ pub(crate) fn resolve(target: &str, sys: &Path) -> Result<ControllerTarget, Stri
     };
     let dev = sys.join("bus/pci/devices").join(&t.bdf);
     match read_trim(&dev.join("class")) {
-        None => Err(format!("no PCI device {} ({} is missing): see lspci -D for the controllers here", t.bdf, dev.display())),
-        Some(c) if c != CLASS_NVME => Err(format!("PCI device {} is not an NVMe controller (class {c}, not {CLASS_NVME})", t.bdf)),
+        None => {
+            Err(DeviceError::Refused(format!("no PCI device {} ({} is missing): see lspci -D for the controllers here", t.bdf, dev.display())))
+        }
+        Some(c) if c != CLASS_NVME => {
+            Err(DeviceError::Refused(format!("PCI device {} is not an NVMe controller (class {c}, not {CLASS_NVME})", t.bdf)))
+        }
         Some(_) => Ok(t),
     }
 }
 
 /// The controller of NVMe block device `path`: the nearest PCI device above it in sysfs, or for
 /// a multipath head, the one controller of its paths.
-fn of_block_device(path: &Path, sys: &Path) -> Result<ControllerTarget, String> {
+fn of_block_device(path: &Path, sys: &Path) -> Result<ControllerTarget, DeviceError> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| {
-        format!("cannot examine {shown} ({e}): give an NVMe namespace as /dev/nvmeXnY or PCI-ADDR/NSID (e.g. 0000:00:04.0/1)")
+        DeviceError::Refused(format!(
+            "cannot examine {shown} ({e}): give an NVMe namespace as /dev/nvmeXnY or PCI-ADDR/NSID (e.g. 0000:00:04.0/1)"
+        ))
     })?;
     if !meta.file_type().is_block_device() {
-        return Err(format!(
+        return Err(DeviceError::Refused(format!(
             "{shown} is not a block device: give an NVMe namespace as /dev/nvmeXnY or PCI-ADDR/NSID (e.g. 0000:00:04.0/1)"
-        ));
+        )));
     }
-    let node = super::sysfs::sysfs_node(sys, libc::major(meta.rdev()), libc::minor(meta.rdev()))
-        .ok_or_else(|| format!("sysfs does not know {shown}'s device number, so its controller cannot be found"))?;
+    let node = super::sysfs::sysfs_node(sys, libc::major(meta.rdev()), libc::minor(meta.rdev())).ok_or_else(|| {
+        DeviceError::Refused(format!("sysfs does not know {shown}'s device number, so its controller cannot be found"))
+    })?;
     if node.join("partition").is_file() {
-        return Err(format!("{shown} is a partition: give the whole namespace (its disk) or PCI-ADDR/NSID"));
+        return Err(DeviceError::Refused(format!("{shown} is a partition: give the whole namespace (its disk) or PCI-ADDR/NSID")));
     }
     let nsid = read_trim(&node.join("nsid"))
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("{shown} is not an NVMe namespace (sysfs has no nsid for it)"))?;
+        .ok_or_else(|| DeviceError::Refused(format!("{shown} is not an NVMe namespace (sysfs has no nsid for it)")))?;
     let mut ctrls: Vec<String> = match pci_ancestor(&node) {
         Some(bdf) => vec![bdf],
         None => names_in(&node.join("multipath"))
@@ -94,12 +104,14 @@ fn of_block_device(path: &Path, sys: &Path) -> Result<ControllerTarget, String> 
     ctrls.dedup();
     match ctrls.len() {
         1 => Ok(ControllerTarget { bdf: ctrls.remove(0), nsid }),
-        0 => Err(format!("{shown} is not on a PCI NVMe controller (fabrics or a virtual device): iolab's driver takes PCI controllers")),
-        _ => Err(format!(
+        0 => Err(DeviceError::Refused(format!(
+            "{shown} is not on a PCI NVMe controller (fabrics or a virtual device): iolab's driver takes PCI controllers"
+        ))),
+        _ => Err(DeviceError::Refused(format!(
             "{shown} is reached through {} controllers ({}): iolab's driver takes one; give PCI-ADDR/{nsid}",
             ctrls.len(),
             ctrls.join(", ")
-        )),
+        ))),
     }
 }
 
@@ -170,7 +182,7 @@ pub(crate) fn openers(devs: &[KernelDevice], proc: &Path) -> Vec<String> {
 /// Ok when controller `t.bdf` may be taken from the kernel for a run (that `writes` to
 /// namespace `t.nsid`): nothing of it mounted, swap, held or open, and a write consented to with
 /// `--destructive` naming the namespace's block device or `t` itself. Otherwise one line.
-pub(crate) fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[String], sys: &Path, dev: &Path) -> Result<(), String> {
+pub(crate) fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[String], sys: &Path, dev: &Path) -> Result<(), DeviceError> {
     let devs = kernel_devices(&t.bdf, sys);
     let mut why: Vec<String> = Vec::new();
     let mut target_findings: Option<(PathBuf, Findings)> = None;
@@ -188,11 +200,11 @@ pub(crate) fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[
     }
     why.extend(openers(&devs, Path::new("/proc")));
     if !why.is_empty() {
-        return Err(format!(
+        return Err(DeviceError::Refused(format!(
             "refusing to take NVMe controller {} from the kernel: {}; its block devices disappear while iolab's driver has it: release them first",
             t.bdf,
             why.join("; ")
-        ));
+        )));
     }
     if !writes {
         return Ok(());
@@ -202,13 +214,13 @@ pub(crate) fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[
         Some((node, f)) => {
             let consent = consent || safety::named_destructive(&node, destructive);
             safety::decide(&node, &f, consent)
-                .map_err(|e| e.replace(&format!("--destructive {}", node.display()), &format!("--destructive {t}")))
+                .map_err(|e| e.context(|m| m.replace(&format!("--destructive {}", node.display()), &format!("--destructive {t}"))))
         }
         // Not bound to the kernel's driver (left to vfio-pci): nothing can be examined.
         None if consent => Ok(()),
-        None => Err(format!(
+        None => Err(DeviceError::Refused(format!(
             "refusing to write to NVMe namespace {t} without consent: its contents will be destroyed; pass --destructive {t} to allow it"
-        )),
+        ))),
     }
 }
 
@@ -279,13 +291,13 @@ mod tests {
     fn pci_address_targets_are_checked_against_sysfs() {
         let d = fake();
         assert_eq!(resolve("0000:00:04.0/2", d.path()).unwrap(), ControllerTarget { bdf: "0000:00:04.0".into(), nsid: 2 });
-        let e = resolve("0000:00:1f.2/1", d.path()).unwrap_err();
+        let e = resolve("0000:00:1f.2/1", d.path()).unwrap_err().to_string();
         assert!(e.contains("not an NVMe controller"), "{e}");
-        let e = resolve("0000:00:09.0/1", d.path()).unwrap_err();
+        let e = resolve("0000:00:09.0/1", d.path()).unwrap_err().to_string();
         assert!(e.contains("no PCI device 0000:00:09.0"), "{e}");
-        let e = resolve("0000:00:04.0/0", d.path()).unwrap_err();
+        let e = resolve("0000:00:04.0/0", d.path()).unwrap_err().to_string();
         assert!(e.contains("not a namespace id"), "{e}");
-        let e = resolve("/nonexistent/nvme9n1", d.path()).unwrap_err();
+        let e = resolve("/nonexistent/nvme9n1", d.path()).unwrap_err().to_string();
         assert!(e.contains("PCI-ADDR/NSID"), "{e}");
     }
 
@@ -336,7 +348,7 @@ mod tests {
         let t = ControllerTarget { bdf: "0000:00:09.0".into(), nsid: 1 };
         let dev = d.path().join("dev");
         check_takeover(&t, false, &[], d.path(), &dev).unwrap();
-        let e = check_takeover(&t, true, &[], d.path(), &dev).unwrap_err();
+        let e = check_takeover(&t, true, &[], d.path(), &dev).unwrap_err().to_string();
         assert!(e.contains("--destructive 0000:00:09.0/1"), "{e}");
         check_takeover(&t, true, &["0000:00:09.0/1".into()], d.path(), &dev).unwrap();
     }
@@ -345,7 +357,7 @@ mod tests {
     fn a_namespace_without_a_node_refuses_the_takeover() {
         let d = fake();
         let t = ControllerTarget { bdf: "0000:00:04.0".into(), nsid: 1 };
-        let e = check_takeover(&t, false, &[], d.path(), &d.path().join("dev")).unwrap_err();
+        let e = check_takeover(&t, false, &[], d.path(), &d.path().join("dev")).unwrap_err().to_string();
         assert!(e.starts_with("refusing to take NVMe controller 0000:00:04.0 from the kernel: nvme0n1 has no node"), "{e}");
         assert!(!e.contains('\n'));
     }

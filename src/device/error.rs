@@ -5,7 +5,7 @@
 
 use crate::failure::{FailureKind, Kinded};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DeviceError {
     /// The target cannot be used as asked: none there, the wrong kind, refused by the
     /// write-safety rules (in use, not named with `--destructive`), a range outside it, a file
@@ -28,6 +28,17 @@ impl Kinded for DeviceError {
             DeviceError::Refused(_) => FailureKind::Invalid,
             DeviceError::Unsupported(_) => FailureKind::Unsupported,
             DeviceError::Io(_) => FailureKind::Failed,
+        }
+    }
+}
+
+impl DeviceError {
+    /// The same error, its message given context (the target it was about), its kind kept.
+    pub(crate) fn context(self, f: impl FnOnce(String) -> String) -> DeviceError {
+        match self {
+            DeviceError::Refused(m) => DeviceError::Refused(f(m)),
+            DeviceError::Unsupported(m) => DeviceError::Unsupported(f(m)),
+            DeviceError::Io(m) => DeviceError::Io(f(m)),
         }
     }
 }

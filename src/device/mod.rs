@@ -94,27 +94,27 @@ pub struct TempTarget {
 /// `--verify` format, so verified reads work on it too.
 /// Filling stops early, and the file is removed, once `cancel` is set (Ctrl-C): a 1 GiB fill
 /// takes seconds, and the handler that sets it is installed before.
-pub(crate) fn create_default_target(size: u64, cancel: crate::cancel::Cancel) -> Result<TempTarget, String> {
-    let dir = tempfile::Builder::new()
-        .prefix("iolab-")
-        .tempdir()
-        .map_err(|e| format!("cannot create a temporary directory for the default target: {e} (set TMPDIR to a writable directory)"))?;
+pub(crate) fn create_default_target(size: u64, cancel: crate::cancel::Cancel) -> Result<TempTarget, DeviceError> {
+    let dir = tempfile::Builder::new().prefix("iolab-").tempdir().map_err(|e| {
+        DeviceError::Io(format!("cannot create a temporary directory for the default target: {e} (set TMPDIR to a writable directory)"))
+    })?;
     let path = dir.path().join("target.dat");
-    let mut f = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut f = File::create(&path).map_err(|e| DeviceError::Io(format!("cannot create {}: {e}", path.display())))?;
     let chunk = 1 << 20;
     let mut buf = vec![0u8; chunk];
     let mut off = 0u64;
     while off < size {
         if cancel.is_cancelled() {
-            return Err(format!("interrupted while filling the temporary target (removed {})", path.display()));
+            return Err(DeviceError::Io(format!("interrupted while filling the temporary target (removed {})", path.display())));
         }
         let n = chunk.min((size - off) as usize);
         verify::fill(&mut buf[..n], off, 0x5eed);
-        f.write_all(&buf[..n])
-            .map_err(|e| format!("cannot fill the default target {}: {e} (is the disk full? set TMPDIR elsewhere)", path.display()))?;
+        f.write_all(&buf[..n]).map_err(|e| {
+            DeviceError::Io(format!("cannot fill the default target {}: {e} (is the disk full? set TMPDIR elsewhere)", path.display()))
+        })?;
         off += n as u64;
     }
-    f.sync_all().map_err(|e| format!("cannot sync {}: {e}", path.display()))?;
+    f.sync_all().map_err(|e| DeviceError::Io(format!("cannot sync {}: {e}", path.display())))?;
     Ok(TempTarget { _dir: dir, path })
 }
 
@@ -161,7 +161,7 @@ pub(crate) fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<
             return Err(DeviceError::Refused(format!("target {shown} is neither a regular file nor a block device")));
         }
         if !temp {
-            check_safe_as(path, &meta, writes, &a.targets.destructive).map_err(DeviceError::Refused)?;
+            check_safe_as(path, &meta, writes, &a.targets.destructive)?;
         }
         let info = sysinfo::describe(path, &meta);
         // The generic device has no page cache to bypass (and refuses O_DIRECT).
@@ -233,15 +233,17 @@ pub(crate) fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<
 /// NVMe namespace through its generic device) written only when nothing uses it and
 /// `--destructive` names it exactly. A sweep checks every target of its plan with this before
 /// its first run. Err: one line.
-pub(crate) fn check_safe(path: &Path, writes: bool, destructive: &[String]) -> Result<(), String> {
+pub(crate) fn check_safe(path: &Path, writes: bool, destructive: &[String]) -> Result<(), DeviceError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("target {} does not exist: give an existing file or block device", path.display()),
-        _ => format!("cannot read target {}: {e}", path.display()),
+        std::io::ErrorKind::NotFound => {
+            DeviceError::Refused(format!("target {} does not exist: give an existing file or block device", path.display()))
+        }
+        _ => DeviceError::Refused(format!("cannot read target {}: {e}", path.display())),
     })?;
     check_safe_as(path, &meta, writes, destructive)
 }
 
-fn check_safe_as(path: &Path, meta: &std::fs::Metadata, writes: bool, destructive: &[String]) -> Result<(), String> {
+fn check_safe_as(path: &Path, meta: &std::fs::Metadata, writes: bool, destructive: &[String]) -> Result<(), DeviceError> {
     let ft = meta.file_type();
     if ft.is_file() {
         return safety::check_file_target(path, writes);
@@ -251,8 +253,12 @@ fn check_safe_as(path: &Path, meta: &std::fs::Metadata, writes: bool, destructiv
     }
     if writes && ft.is_char_device() && nvme::is_generic(path) {
         // The same rules as for the namespace's block device, which names the same blocks.
-        let block = nvme::block_device_of(path)
-            .map_err(|e| format!("refusing to write to {}: {e}, so iolab cannot check that the namespace is unused", path.display()))?;
+        let block = nvme::block_device_of(path).map_err(|e| {
+            DeviceError::Refused(format!(
+                "refusing to write to {}: {e}, so iolab cannot check that the namespace is unused",
+                path.display()
+            ))
+        })?;
         return safety::check_passthru_write(path, &block, destructive);
     }
     Ok(())

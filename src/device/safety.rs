@@ -19,6 +19,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::sysfs::{names_in, read_trim, sysfs_node, SYSFS};
+use super::DeviceError;
 
 /// How much of the device's start is searched for signatures.
 const HEAD_BYTES: usize = 68 * 1024;
@@ -565,26 +566,26 @@ pub(crate) fn examine_file(path: &Path, sys: &Path) -> Findings {
 
 /// The one-line refusal for a regular file target, or Ok: never on a pseudo-file system
 /// (`pseudo`), never written while it backs a loop device in use (`findings`, when writing).
-pub(crate) fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, writes: bool) -> Result<(), String> {
+pub(crate) fn decide_file(path: &Path, pseudo: Option<&str>, findings: &Findings, writes: bool) -> Result<(), DeviceError> {
     let shown = shown(path);
     if let Some(fs) = pseudo {
-        return Err(format!(
+        return Err(DeviceError::Refused(format!(
             "target {shown} is on {fs}, a kernel pseudo-file system, not storage: give a file on a real file system or a block device"
-        ));
+        )));
     }
     if writes && !findings.in_use.is_empty() {
-        return Err(format!("refusing to write to {shown}: {}; release it first (unmount it, detach the loop device with losetup -d): --destructive does not override a file in use", findings.in_use.join("; ")));
+        return Err(DeviceError::Refused(format!("refusing to write to {shown}: {}; release it first (unmount it, detach the loop device with losetup -d): --destructive does not override a file in use", findings.in_use.join("; "))));
     }
     Ok(())
 }
 
 /// Ok if `path`, a regular file, may be a target (written, when `writes`).
-pub(crate) fn check_file_target(path: &Path, writes: bool) -> Result<(), String> {
+pub(crate) fn check_file_target(path: &Path, writes: bool) -> Result<(), DeviceError> {
     check_file_target_in(path, writes, Path::new(SYSFS))
 }
 
 /// [`check_file_target`] reading sysfs under `sys`.
-pub(crate) fn check_file_target_in(path: &Path, writes: bool, sys: &Path) -> Result<(), String> {
+pub(crate) fn check_file_target_in(path: &Path, writes: bool, sys: &Path) -> Result<(), DeviceError> {
     let findings = if writes { examine_file(path, sys) } else { Findings::default() };
     decide_file(path, pseudo_fs(path), &findings, writes)
 }
@@ -679,42 +680,42 @@ pub(crate) fn named_destructive(path: &Path, destructive: &[String]) -> bool {
 }
 
 /// The one-line refusal for `findings` on `path`, or Ok when writing is allowed.
-pub fn decide(path: &Path, findings: &Findings, consent: bool) -> Result<(), String> {
+pub fn decide(path: &Path, findings: &Findings, consent: bool) -> Result<(), DeviceError> {
     let p = shown(path);
     decide_as(&format!("block device {p}"), &p, &p, findings, consent)
 }
 
 /// [`decide`] with the words: `what` names the device in the no-consent line ("block device
 /// /dev/sdz"), `shown` in the others, `pass` is what `--destructive` should name.
-fn decide_as(what: &str, shown: &str, pass: &str, findings: &Findings, consent: bool) -> Result<(), String> {
+fn decide_as(what: &str, shown: &str, pass: &str, findings: &Findings, consent: bool) -> Result<(), DeviceError> {
     if !findings.in_use.is_empty() {
         let mut why = findings.in_use.clone();
         why.extend(findings.contents.iter().cloned());
-        return Err(format!("refusing to write to {shown}: {}; release it first (unmount it, swapoff, remove what is built on it): --destructive does not override a device in use", why.join("; ")));
+        return Err(DeviceError::Refused(format!("refusing to write to {shown}: {}; release it first (unmount it, swapoff, remove what is built on it): --destructive does not override a device in use", why.join("; "))));
     }
     if consent {
         return Ok(());
     }
     if findings.contents.is_empty() {
-        return Err(format!(
+        return Err(DeviceError::Refused(format!(
             "refusing to write to {what} without consent: its contents will be destroyed; pass --destructive {pass} to allow it"
-        ));
+        )));
     }
-    Err(format!(
+    Err(DeviceError::Refused(format!(
         "refusing to write to {shown}: {}; pass --destructive {pass} only if everything on it may be destroyed",
         findings.contents.join("; ")
-    ))
+    )))
 }
 
 /// Writing through an NVMe generic character device `generic` overwrites the blocks of its
 /// namespace's block device `block`: the block device's rules apply (in use: never; contents:
 /// only with consent), and `--destructive` may name either path.
-pub(crate) fn check_passthru_write(generic: &Path, block: &Path, destructive: &[String]) -> Result<(), String> {
+pub(crate) fn check_passthru_write(generic: &Path, block: &Path, destructive: &[String]) -> Result<(), DeviceError> {
     check_passthru_write_in(generic, block, destructive, Path::new(SYSFS))
 }
 
 /// [`check_passthru_write`] reading sysfs under `sys`.
-pub(crate) fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
+pub(crate) fn check_passthru_write_in(generic: &Path, block: &Path, destructive: &[String], sys: &Path) -> Result<(), DeviceError> {
     let (g, b) = (generic.display(), block.display());
     let consent = named_destructive(generic, destructive) || named_destructive(block, destructive);
     decide_as(
@@ -727,12 +728,12 @@ pub(crate) fn check_passthru_write_in(generic: &Path, block: &Path, destructive:
 }
 
 /// Ok if writing is allowed; otherwise one line saying why not and what to do.
-pub(crate) fn check_block_write(path: &Path, destructive: &[String]) -> Result<(), String> {
+pub(crate) fn check_block_write(path: &Path, destructive: &[String]) -> Result<(), DeviceError> {
     check_block_write_in(path, destructive, Path::new(SYSFS))
 }
 
 /// [`check_block_write`] reading sysfs under `sys`.
-pub(crate) fn check_block_write_in(path: &Path, destructive: &[String], sys: &Path) -> Result<(), String> {
+pub(crate) fn check_block_write_in(path: &Path, destructive: &[String], sys: &Path) -> Result<(), DeviceError> {
     decide(path, &examine(path, sys), named_destructive(path, destructive))
 }
 
@@ -819,7 +820,7 @@ mod tests {
                 "{}",
                 p.display()
             );
-            let e = decide_file(p, None, &f, true).unwrap_err();
+            let e = decide_file(p, None, &f, true).unwrap_err().to_string();
             assert!(e.contains("backs loop60") && e.contains("does not override") && !e.contains('\n'), "{e}");
             assert_eq!(decide_file(p, None, &f, false), Ok(()));
         }
@@ -870,7 +871,7 @@ mod tests {
         assert_eq!(loop_backings(sys.path()).last().map(|l| l.id), Some(None));
         // Messages stay one line whatever the name holds.
         let e = decide_file(&d.path().join("new\nline \u{1b}"), None, &Findings { in_use: vec!["x".into()], contents: vec![] }, true)
-            .unwrap_err();
+            .unwrap_err().to_string();
         assert!(!e.contains('\n') && e.contains("new\\nline \\u{1b}"), "{e}");
         assert_eq!(shown(Path::new(OsStr::from_bytes(b"/a\xff b"))), "/a\\xff b");
     }
@@ -936,7 +937,7 @@ mod tests {
         }
         let d = tempfile::tempdir().unwrap();
         assert_eq!(pseudo_fs(d.path()), None);
-        let e = decide_file(Path::new("/proc/self/status"), Some("proc"), &Findings::default(), false).unwrap_err();
+        let e = decide_file(Path::new("/proc/self/status"), Some("proc"), &Findings::default(), false).unwrap_err().to_string();
         assert!(e.contains("on proc, a kernel pseudo-file system"), "{e}");
     }
 
@@ -1082,21 +1083,21 @@ mod tests {
     fn decisions() {
         let p = Path::new("/dev/sdz");
         let none = Findings::default();
-        let e = decide(p, &none, false).unwrap_err();
+        let e = decide(p, &none, false).unwrap_err().to_string();
         assert!(e.contains("without consent") && e.contains("--destructive /dev/sdz"), "{e}");
         assert_eq!(decide(p, &none, true), Ok(()));
         let fs = Findings { in_use: vec![], contents: vec!["it holds an XFS filesystem".into()] };
-        let e = decide(p, &fs, false).unwrap_err();
+        let e = decide(p, &fs, false).unwrap_err().to_string();
         assert!(e.contains("XFS") && e.contains("--destructive /dev/sdz"), "{e}");
         assert_eq!(decide(p, &fs, true), Ok(()));
         let busy = Findings { in_use: vec!["it is mounted on /mnt".into()], contents: vec!["it holds an XFS filesystem".into()] };
         for consent in [false, true] {
-            let e = decide(p, &busy, consent).unwrap_err();
+            let e = decide(p, &busy, consent).unwrap_err().to_string();
             assert!(e.contains("mounted on /mnt") && e.contains("XFS") && e.contains("--destructive does not override"), "{e}");
         }
         for f in [&none, &fs, &busy] {
             for c in [false, true] {
-                if let Err(e) = decide(p, f, c) {
+                if let Err(e) = decide(p, f, c).map_err(|e| e.to_string()) {
                     assert!(!e.contains('\n'));
                 }
             }
@@ -1113,10 +1114,10 @@ mod tests {
             &none,
             false,
         )
-        .unwrap_err();
+        .unwrap_err().to_string();
         assert!(e.contains("without consent") && e.contains("--destructive /dev/ng0n1") && e.contains("/dev/nvme0n1"), "{e}");
         let busy = Findings { in_use: vec!["it is mounted on /mnt".into()], contents: vec![] };
-        let e = decide_as("x", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &busy, true).unwrap_err();
+        let e = decide_as("x", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &busy, true).unwrap_err().to_string();
         assert!(e.contains("mounted on /mnt") && e.contains("/dev/nvme0n1") && e.contains("does not override"), "{e}");
     }
 

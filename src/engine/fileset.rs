@@ -13,7 +13,7 @@
 use super::clock::Clock;
 use super::hotloop::FailedIo;
 use super::recorder::{new_histogram, Direction, Recorder};
-use super::{Cancel, EngineOutput, ProgressFn, WindowHooks};
+use super::{Cancel, EngineError, EngineOutput, ProgressFn, WindowHooks};
 use crate::interfaces::memory::AlignedBuf;
 use crate::interfaces::{self, Completion, Interface, InterfaceKind, IoInterface, Request};
 use crate::plan::fileset::{FileOrder, Fsync};
@@ -69,8 +69,8 @@ fn cstr(s: &str) -> CString {
     CString::new(s).expect("no NUL in a name iolab makes")
 }
 
-fn last_error(what: &str) -> String {
-    format!("{what}: {}", std::io::Error::last_os_error())
+fn last_error(what: &str) -> EngineError {
+    EngineError::FileSet(format!("{what}: {}", std::io::Error::last_os_error()))
 }
 
 impl SetDir {
@@ -78,9 +78,9 @@ impl SetDir {
     /// and not a link (opened O_DIRECTORY|O_NOFOLLOW, so one swapped in since the checks is
     /// refused too); the new one is made with mkdir (which never reuses what exists) and opened
     /// the same way. Nothing is followed through a link planted by others.
-    pub fn make(parent: &Path, sizes: Vec<u64>) -> Result<SetDir, String> {
+    pub fn make(parent: &Path, sizes: Vec<u64>) -> Result<SetDir, EngineError> {
         use std::os::unix::ffi::OsStrExt;
-        let p = CString::new(parent.as_os_str().as_bytes()).map_err(|_| format!("{}: a NUL in the path", parent.display()))?;
+        let p = CString::new(parent.as_os_str().as_bytes()).map_err(|_| EngineError::FileSet(format!("{}: a NUL in the path", parent.display())))?;
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a valid C string; the descriptor is owned at once.
         let pfd = unsafe { libc::open(p.as_ptr(), flags) };
@@ -124,7 +124,7 @@ impl SetDir {
     /// through a link), written whole with seeded incompressible data, and closed; then the file
     /// system synced (`syncfs`, inside the phase's time) and the set's pages dropped from the
     /// page cache (outside it), so the measured phase starts from the device.
-    pub fn create(&mut self, clock: &Clock, seed: u64, cancel: Cancel) -> Result<FilePhase, String> {
+    pub fn create(&mut self, clock: &Clock, seed: u64, cancel: Cancel) -> Result<FilePhase, EngineError> {
         let mut phase = FilePhase::new();
         let chunk = self.sizes.iter().copied().max().unwrap_or(0).min(1 << 20) as usize;
         let mut data = vec![0u8; chunk.max(1)];
@@ -132,7 +132,7 @@ impl SetDir {
         let start = clock.now();
         for i in 0..self.sizes.len() {
             if cancel.is_cancelled() {
-                return Err("interrupted while creating the file set; nothing was measured".to_string());
+                return Err(EngineError::FileSet("interrupted while creating the file set; nothing was measured".to_string()));
             }
             self.names.push(cstr(&format!("f{i:09}")));
             let t0 = clock.now();
@@ -147,7 +147,7 @@ impl SetDir {
             while left > 0 {
                 let n = left.min(data.len() as u64) as usize;
                 std::os::unix::fs::FileExt::write_all_at(&file, &data[..n], self.sizes[i] - left)
-                    .map_err(|e| format!("{}: writing file {i} of the set: {e}", self.path.display()))?;
+                    .map_err(|e| EngineError::FileSet(format!("{}: writing file {i} of the set: {e}", self.path.display())))?;
                 left -= n as u64;
             }
             drop(file);
@@ -185,7 +185,7 @@ impl Drop for SetDir {
 
 /// The measured phase through the job's interface (those that do I/O on files and bind no
 /// descriptor at set-up).
-pub fn run(job: &Job, set: &SetDir, cancel: Cancel, progress: ProgressFn, hooks: &mut dyn WindowHooks) -> Result<Measured, String> {
+pub fn run(job: &Job, set: &SetDir, cancel: Cancel, progress: ProgressFn, hooks: &mut dyn WindowHooks) -> Result<Measured, EngineError> {
     use interfaces::{io_uring::Uring, libaio::Libaio, posixaio::PosixAio, psync::Psync, pvsync2::Pvsync2};
     match job.io.interface {
         InterfaceKind::Psync => measure::<Psync>(job, set, cancel, progress, hooks),
@@ -193,7 +193,7 @@ pub fn run(job: &Job, set: &SetDir, cancel: Cancel, progress: ProgressFn, hooks:
         InterfaceKind::PosixAio => measure::<PosixAio>(job, set, cancel, progress, hooks),
         InterfaceKind::Libaio => measure::<Libaio>(job, set, cancel, progress, hooks),
         InterfaceKind::IoUring => measure::<Uring>(job, set, cancel, progress, hooks),
-        other => Err(format!("-i {other} cannot run a file set")),
+        other => Err(EngineError::FileSet(format!("-i {other} cannot run a file set"))),
     }
 }
 
@@ -295,11 +295,12 @@ fn measure<T: Interface<Handle = ()>>(
     cancel: Cancel,
     progress: ProgressFn,
     hooks: &mut dyn WindowHooks,
-) -> Result<Measured, String> {
-    let fileset = job.fileset.as_ref().ok_or("no file set in the job")?;
+) -> Result<Measured, EngineError> {
+    let fileset = job.fileset.as_ref().ok_or_else(|| EngineError::FileSet("no file set in the job".into()))?;
     let write = job.workload.rw.writes(job.workload.write_mix);
     let Rig { bufs, null, slot_fd: _slot_fd, fds, flags } = Rig::new::<T>(job, write)?;
-    let mut io = T::open(&super::setup_of(job, &fds, &bufs, None), &()).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))?;
+    let mut io = T::open(&super::setup_of(job, &fds, &bufs, None), &())
+        .map_err(|e| EngineError::Prepare(format!("{}: setup failed: {e}", job.io.interface)))?;
     let clock = Clock::calibrate();
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::gettid() };
@@ -383,13 +384,13 @@ struct Rig {
 }
 
 impl Rig {
-    fn new<T: Interface<Handle = ()>>(job: &Job, write: bool) -> Result<Rig, String> {
+    fn new<T: Interface<Handle = ()>>(job: &Job, write: bool) -> Result<Rig, EngineError> {
         let (bs, qd) = (job.workload.bs, job.workload.qd as usize);
-        let bufs = AlignedBuf::new(bs as usize * qd, T::buffer_memory(&job.io))?;
+        let bufs = AlignedBuf::new(bs as usize * qd, T::buffer_memory(&job.io)).map_err(EngineError::Prepare)?;
         let mut rng = Rng::for_thread(job.workload.seed, 0);
         // SAFETY: the buffer region is bs * qd bytes, owned here.
         rng.fill(unsafe { std::slice::from_raw_parts_mut(bufs.ptr, bs as usize * qd) });
-        let null = std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
+        let null = std::fs::File::open("/dev/null").map_err(|e| EngineError::Prepare(format!("cannot open /dev/null: {e}")))?;
         // SAFETY: a live descriptor; the duplicate is owned at once.
         let slot_fd = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
         if slot_fd < 0 {
@@ -407,7 +408,7 @@ impl Rig {
 }
 
 /// `syncfs` of the set's file system; Err says `what` failed.
-fn sync_set(set: &SetDir, what: &str) -> Result<(), String> {
+fn sync_set(set: &SetDir, what: &str) -> Result<(), EngineError> {
     // SAFETY: a live descriptor of the set's directory, on the set's file system.
     if unsafe { libc::syncfs(set.fd.as_raw_fd()) } != 0 {
         return Err(last_error(&format!("{}: {what}", set.path.display())));
@@ -430,7 +431,7 @@ fn one_file<T: IoInterface>(
     bufs: &AlignedBuf,
     job: &Job,
     fsync_each: bool,
-) -> Result<Option<(u64, u64, u64)>, String> {
+) -> Result<Option<(u64, u64, u64)>, EngineError> {
     let (bs, qd) = (job.workload.bs, job.workload.qd as usize);
     let write = flags & libc::O_ACCMODE == libc::O_WRONLY;
     let t0 = ph.clock.now();
@@ -473,7 +474,7 @@ fn one_file<T: IoInterface>(
                     inflight += n;
                     pending.drain(..n);
                 }
-                Err(e) => break Err(format!("submission failed: {e}")),
+                Err(e) => break Err(EngineError::Io(format!("submission failed: {e}"))),
             }
         }
         if inflight == 0 {
@@ -486,7 +487,7 @@ fn one_file<T: IoInterface>(
         let min = if can_issue { 0 } else { inflight.min(job.workload.batch_reap as usize) };
         let n = match io.reap(min, &mut done) {
             Ok(n) => n,
-            Err(e) => break Err(format!("reaping completions failed: {e}")),
+            Err(e) => break Err(EngineError::Io(format!("reaping completions failed: {e}"))),
         };
         if n == 0 {
             continue;

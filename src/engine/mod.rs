@@ -1,12 +1,14 @@
 //! The engine: runs one job's threads over already-open targets and hands back what it
 //! measured. It knows nothing of storage formats or reports.
 pub mod clock;
+pub mod error;
 pub mod fileset;
 pub mod hotloop;
 pub mod recorder;
 pub mod workload;
 
 pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
+pub use error::EngineError;
 use crate::interfaces::memory::AlignedBuf;
 pub use crate::interfaces::OpenTarget;
 use crate::interfaces::{self, Acquire, Acquired, Interface, Setup, SyncReader, VisitTarget};
@@ -81,18 +83,18 @@ struct ThreadOut {
 }
 
 /// Pin this thread to `cpu` and read the affinity back: a cpuset may narrow what is asked.
-fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+fn pin_to_cpu(cpu: usize) -> Result<(), EngineError> {
     // SAFETY: the sets are plain bitmasks initialised by zeroing and CPU_SET.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error()));
+            return Err(EngineError::Prepare(format!("cannot pin to CPU {cpu}: {}", std::io::Error::last_os_error())));
         }
         let mut got: libc::cpu_set_t = std::mem::zeroed();
         let read = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut got) == 0;
         if !read || !libc::CPU_ISSET(cpu, &got) || libc::CPU_COUNT(&got) != 1 {
-            return Err(format!("pinned to CPU {cpu}, but the kernel's affinity read back differs (a cpuset?)"));
+            return Err(EngineError::Prepare(format!("pinned to CPU {cpu}, but the kernel's affinity read back differs (a cpuset?)")));
         }
     }
     Ok(())
@@ -214,48 +216,38 @@ impl<'a> Shared<'a> {
     }
 }
 
+/// What one run of the engine is given: the job, the CPUs its threads run on (`placement`), the
+/// target part its interface acquired, the cancel that stops it early, the progress callback and
+/// the window's hooks. [`run`] and [`run_in_group`] take it alike.
+pub struct Inputs<'a> {
+    pub job: &'a Job,
+    pub placement: &'a Placement,
+    pub acquired: &'a Acquired,
+    pub cancel: Cancel<'a>,
+    pub progress: ProgressFn<'a>,
+    pub hooks: &'a mut dyn WindowHooks,
+}
+
 /// Run the job over the targets its interface acquired, its threads on the CPUs `placement`
 /// gives. Blocks until all threads finish. `cancel` stops the run early; what was measured
 /// until then is returned, marked interrupted.
-pub fn run(
-    job: &Job,
-    placement: &Placement,
-    acquired: &Acquired,
-    cancel: Cancel,
-    progress: ProgressFn,
-    hooks: &mut dyn WindowHooks,
-) -> Result<EngineOutput, String> {
-    run_with(job, placement, acquired, cancel, progress, hooks, None)
+pub fn run(inputs: Inputs) -> Result<EngineOutput, EngineError> {
+    run_with(inputs, None)
 }
 
 /// [`run`] as one member of a group of jobs run together: its threads start when every member's
 /// are prepared (`group.together`), `group.delay_s` later. Each member calls it once, on its own
 /// thread; a member that fails to prepare keeps every member from running.
-pub fn run_in_group(
-    job: &Job,
-    placement: &Placement,
-    acquired: &Acquired,
-    cancel: Cancel,
-    progress: ProgressFn,
-    hooks: &mut dyn WindowHooks,
-    group: &GroupStart,
-) -> Result<EngineOutput, String> {
-    run_with(job, placement, acquired, cancel, progress, hooks, Some(group))
+pub fn run_in_group(inputs: Inputs, group: &GroupStart) -> Result<EngineOutput, EngineError> {
+    run_with(inputs, Some(group))
 }
 
-fn run_with(
-    job: &Job,
-    placement: &Placement,
-    acquired: &Acquired,
-    cancel: Cancel,
-    progress: ProgressFn,
-    hooks: &mut dyn WindowHooks,
-    group: Option<&GroupStart>,
-) -> Result<EngineOutput, String> {
+fn run_with(inputs: Inputs, group: Option<&GroupStart>) -> Result<EngineOutput, EngineError> {
+    let Inputs { job, placement, acquired, cancel, progress, hooks } = inputs;
     let targets = acquired.open_targets();
     let shared = Shared::new(job, placement, &targets, group);
     let sh = &shared;
-    let (workers, coordinated) = std::thread::scope(|s| -> Result<_, String> {
+    let (workers, coordinated) = std::thread::scope(|s| -> Result<_, EngineError> {
         // The one place the interface chosen at run time becomes the type its loop is compiled
         // for, with its acquired target part.
         let handles = acquired.visit(Spawn { s, sh }).inspect_err(|_| {
@@ -266,7 +258,8 @@ fn run_with(
             }
         })?;
         let coordinated = coordinator(sh, cancel, progress, hooks);
-        let workers: Vec<_> = handles.into_iter().map(|h| h.join().map_err(panic_message).and_then(|r| r)).collect();
+        let workers: Vec<_> =
+            handles.into_iter().map(|h| h.join().map_err(|p| EngineError::Panicked(panic_message(p))).and_then(|r| r)).collect();
         Ok((workers, coordinated))
     })?;
     if let Err(panic) = coordinated {
@@ -275,12 +268,12 @@ fn run_with(
     // The first failure, in thread order.
     let outs = workers.into_iter().filter_map(Result::transpose).collect::<Result<Vec<_>, _>>()?;
     if outs.is_empty() && group.is_some_and(|g| g.together.failed.load(Ordering::Acquire)) {
-        return Err("another job of its group could not prepare, so no job of the group ran".into());
+        return Err(EngineError::Prepare("another job of its group could not prepare, so no job of the group ran".into()));
     }
     Ok(merge(sh, &outs, cancel.is_cancelled()))
 }
 
-type WorkerResult = Result<Option<ThreadOut>, String>;
+type WorkerResult = Result<Option<ThreadOut>, EngineError>;
 
 type Handles<'scope> = Vec<std::thread::ScopedJoinHandle<'scope, WorkerResult>>;
 
@@ -291,7 +284,7 @@ struct Spawn<'scope, 'env> {
 }
 
 impl<'scope, 'env> VisitTarget<'env> for Spawn<'scope, 'env> {
-    type Out = Result<Handles<'scope>, String>;
+    type Out = Result<Handles<'scope>, EngineError>;
     fn visit<T: Interface>(self, target: &'env T::Target) -> Self::Out {
         spawn_workers::<T>(self.s, self.sh, target)
     }
@@ -303,14 +296,14 @@ fn spawn_workers<'scope, 'env, T: Interface>(
     s: &'scope std::thread::Scope<'scope, 'env>,
     sh: &'env Shared<'env>,
     target: &'env T::Target,
-) -> Result<Handles<'scope>, String> {
+) -> Result<Handles<'scope>, EngineError> {
     let threads = sh.job.workload.threads as usize;
     let (mut handles, mut gates) = (Vec::with_capacity(threads), Vec::with_capacity(threads));
     for t in 0..threads {
         let (gate, all_started) = std::sync::mpsc::channel::<()>();
         let spawned =
             std::thread::Builder::new().name(format!("iolab-w{t}")).spawn_scoped(s, move || worker::<T>(sh, target, t, all_started));
-        handles.push(spawned.map_err(|e| format!("cannot start thread: {e}"))?);
+        handles.push(spawned.map_err(|e| EngineError::Prepare(format!("cannot start thread: {e}")))?);
         gates.push(gate);
     }
     for gate in gates {
@@ -356,17 +349,18 @@ struct Prepared<T> {
 
 /// Everything fallible, before the start barrier: pin, buffers, workload stream, written map,
 /// the interface.
-fn prepare<T: Interface>(sh: &Shared, t: usize, handle: &T::Handle) -> Result<Prepared<T>, String> {
+fn prepare<T: Interface>(sh: &Shared, t: usize, handle: &T::Handle) -> Result<Prepared<T>, EngineError> {
     let (job, targets) = (sh.job, sh.targets);
     if let Some(cpu) = sh.placement.worker(t) {
         pin_to_cpu(cpu)?;
     }
-    let mut bufs = AlignedBuf::new(job.workload.bs as usize * job.workload.qd as usize, T::buffer_memory(&job.io))?;
+    let mut bufs =
+        AlignedBuf::new(job.workload.bs as usize * job.workload.qd as usize, T::buffer_memory(&job.io)).map_err(EngineError::Prepare)?;
     let mut rng = Rng::for_thread(job.workload.seed, t as u32);
     // Incompressible data, so compressing devices cannot flatter writes.
     rng.fill(bufs.slice());
     let ranges: Vec<(u64, u64)> = targets.iter().map(|o| (o.range_start, o.range_len)).collect();
-    let stream = workload::stream_for(&job.workload, &ranges, t as u32, rng)?;
+    let stream = workload::stream_for(&job.workload, &ranges, t as u32, rng).map_err(EngineError::Prepare)?;
     let written: WrittenMap = if job.policy.verify && job.workload.rw.writes(job.workload.write_mix) {
         targets.iter().map(|o| vec![0u64; ((o.range_start + o.range_len) / job.workload.bs).div_ceil(64) as usize]).collect()
     } else {
@@ -400,14 +394,14 @@ fn open_for<T: Interface>(
     targets: &[OpenTarget],
     bufs: &AlignedBuf,
     handle: &T::Handle,
-) -> Result<T, String> {
+) -> Result<T, EngineError> {
     let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-    T::open(&setup_of(job, &fds, bufs, sq_cpu), handle).map_err(|e| format!("{}: setup failed: {e}", job.io.interface))
+    T::open(&setup_of(job, &fds, bufs, sq_cpu), handle).map_err(|e| EngineError::Prepare(format!("{}: setup failed: {e}", job.io.interface)))
 }
 
 /// The start barrier: wait until every thread is prepared, then for the start instant. If any
 /// thread failed to prepare, nobody runs: Ok(None), or this thread's own error.
-fn start_barrier<T>(sh: &Shared, prepared: Result<Prepared<T>, String>) -> Result<Option<Prepared<T>>, String> {
+fn start_barrier<T>(sh: &Shared, prepared: Result<Prepared<T>, EngineError>) -> Result<Option<Prepared<T>>, EngineError> {
     if prepared.is_err() {
         sh.prep_failed.store(true, Ordering::Release);
     }
@@ -428,7 +422,7 @@ struct Ran {
 }
 
 /// The loop: this thread's share of the budget through the hot loop, from the start instant.
-fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>) -> Result<Ran, String> {
+fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>) -> Result<Ran, EngineError> {
     let Prepared { mut io, stream, written, bufs } = p;
     // The loop compiled for the thread's kind of stream, chosen once.
     let (rec, end, written) = match stream {
@@ -446,7 +440,7 @@ fn loop_over<T: Interface, S: Source>(
     stream: S,
     written: WrittenMap,
     bufs: &AlignedBuf,
-) -> Result<(Recorder, hotloop::LoopEnd, WrittenMap), String> {
+) -> Result<(Recorder, hotloop::LoopEnd, WrittenMap), EngineError> {
     let start = sh.start_at.load(Ordering::Acquire);
     // The thread's own copy, as each read of it is on the hot path.
     let clock = sh.clock;
@@ -463,7 +457,7 @@ fn loop_over<T: Interface, S: Source>(
         written,
         start,
     };
-    let end = hotloop::run(io, &mut cx)?;
+    let end = hotloop::run(io, &mut cx).map_err(EngineError::Io)?;
     Ok((cx.rec, end, cx.written))
 }
 
@@ -483,8 +477,8 @@ fn read_back(sh: &Shared, ran: Ran, reader: impl FnMut(RawFd) -> Result<SyncRead
 
 /// Run `f`, turning a panic into an error, so a panicking worker fails the run like any
 /// other failure instead of leaving the others at a barrier. (Release builds abort on panic.)
-fn unwound<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panic_message(p)))
+fn unwound<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| Err(EngineError::Panicked(panic_message(p))))
 }
 
 fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {

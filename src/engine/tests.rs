@@ -28,7 +28,10 @@ fn null_target(job: &Job) -> Acquired {
 
 fn run_null(job: &Job) -> EngineOutput {
     let never = AtomicBool::new(false);
-    run(job, &Placement::of_job(job), &null_target(job), Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+    let acquired = null_target(job);
+    let placement = Placement::of_job(job);
+    let inputs = Inputs { job, placement: &placement, acquired: &acquired, cancel: Cancel::new(&never), progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+    run(inputs).expect("the engine runs")
 }
 
 /// One thread's loop over a null interface, returning the interface so its counters can be read.
@@ -180,7 +183,9 @@ fn run_pair(a: &Job, b: &Job, delays: [f64; 2]) -> (Result<EngineOutput, String>
     let one = |job: &Job, delay_s: f64| {
         let target = null_target(job);
         let start = GroupStart { together: &together, delay_s };
-        run_in_group(job, &Placement::of_job(job), &target, Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks, &start)
+        let placement = Placement::of_job(job);
+        let inputs = Inputs { job, placement: &placement, acquired: &target, cancel: Cancel::new(&never), progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+        run_in_group(inputs, &start).map_err(|e| e.to_string())
     };
     std::thread::scope(|s| {
         let x = s.spawn(|| one(a, delays[0]));
@@ -233,7 +238,9 @@ fn cancelling_mid_run_stops_it_and_reports_interrupted() {
             std::thread::sleep(std::time::Duration::from_millis(100));
             cancel.cancel();
         });
-        run(&job, &Placement::of_job(&job), &null_target(&job), cancel, &mut |_, _, _, _| {}, &mut NoHooks).expect("the engine runs")
+        let (acquired, placement) = (null_target(&job), Placement::of_job(&job));
+        let inputs = Inputs { job: &job, placement: &placement, acquired: &acquired, cancel, progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+        run(inputs).expect("the engine runs")
     });
     assert!(began.elapsed() < std::time::Duration::from_secs(10), "took {:?}", began.elapsed());
     assert!(out.interrupted && out.first_error.is_none());
@@ -251,8 +258,9 @@ fn a_worker_that_panics_before_the_start_fails_the_run_instead_of_hanging_it() {
     // (a panic in its preparation) while the first thread is prepared and waits at the barrier.
     let target = Acquired::Null(null::AddressSpace { start: u64::MAX - 4095, len: 4 << 12 });
     let never = AtomicBool::new(false);
-    let err =
-        run(&job, &Placement::of_job(&job), &target, Cancel::new(&never), &mut |_, _, _, _| {}, &mut NoHooks).err().expect("the run fails");
+    let placement = Placement::of_job(&job);
+    let inputs = Inputs { job: &job, placement: &placement, acquired: &target, cancel: Cancel::new(&never), progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+    let err = run(inputs).err().expect("the run fails").to_string();
     assert!(err.contains("a worker thread panicked") && err.contains("overflow"), "{err}");
 }
 
@@ -278,14 +286,15 @@ fn a_panicking_hook_panics_the_run_after_the_workers_were_let_go() {
         let never = AtomicBool::new(false);
         let began = std::time::Instant::now();
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run(
-                &job,
-                &Placement::of_job(&job),
-                &null_target(&job),
-                Cancel::new(&never),
-                &mut |_, _, _, _| {},
-                &mut PanickingHooks { at_start },
-            )
+            let (acquired, placement) = (null_target(&job), Placement::of_job(&job));
+            run(Inputs {
+                job: &job,
+                placement: &placement,
+                acquired: &acquired,
+                cancel: Cancel::new(&never),
+                progress: &mut |_, _, _, _| {},
+                hooks: &mut PanickingHooks { at_start },
+            })
         }));
         let panic = ran.err().expect("the hook's panic comes out of run");
         let msg = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));

@@ -82,12 +82,12 @@ pub(super) fn run(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(Ru
     let clock = engine::clock::Clock::calibrate();
     let total: u64 = sizes.iter().sum();
     ui.note(&format!("creating the file set: {} files, {}", set.files, format_bytes(total as f64)));
-    let mut made = fileset::SetDir::make(dir, sizes).map_err(Failure::failed)?;
-    let created = made.create(&clock, job.workload.seed, cancel).map_err(|m| {
+    let mut made = fileset::SetDir::make(dir, sizes)?;
+    let created = made.create(&clock, job.workload.seed, cancel).map_err(|e| {
         if cancel.is_cancelled() {
-            Failure::new(FailureKind::Interrupted, m)
+            Failure::new(FailureKind::Interrupted, e.to_string())
         } else {
-            Failure::failed(m)
+            e.into()
         }
     })?;
     let mut info = crate::device::sysinfo::describe(dir, &meta);
@@ -105,7 +105,7 @@ pub(super) fn run(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(Ru
     let server = window.map(crate::meters::server::Window::end);
     ui.finish();
     let not_restored = meters.restore_settings().err();
-    let ran = ran.map_err(|m| Failure::new(if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed }, m))?;
+    let ran = ran.map_err(|e| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, e.to_string()) } else { e.into() })?;
     let measured = meters.measured(&ran.engine.rec.per_target);
     let energy = measure.energy.map(|e| EnergyOutcome { require: e.require, report: measured.energy, idle });
     let mut path = path;

@@ -263,7 +263,7 @@ fn acquire(job: &Job, ui: &mut dyn RunUi, cancel: Cancel) -> Result<(Option<devi
         let size = job.targets.size.unwrap_or(device::DEFAULT_TARGET_SIZE);
         ui.note(&format!("creating and filling a {} temporary target", crate::plan::size::format_bytes(size as f64)));
         let made = device::create_default_target(size, cancel);
-        Some(made.map_err(|m| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, m) } else { Failure::failed(m) })?)
+        Some(made.map_err(|e| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, e.to_string()) } else { e.into() })?)
     } else {
         None
     };
@@ -314,14 +314,18 @@ fn measure_window_with(
     group: Option<&engine::GroupStart>,
 ) -> Result<engine::EngineOutput, Failure> {
     let mut progress = |elapsed: f64, total: Option<f64>, done: u64, ramp: bool| ui.progress(elapsed, total, done, ramp);
+    let inputs = engine::Inputs { job, placement, acquired, cancel, progress: &mut progress, hooks: meters };
     let ran = match group {
-        None => engine::run(job, placement, acquired, cancel, &mut progress, meters),
-        Some(g) => engine::run_in_group(job, placement, acquired, cancel, &mut progress, meters, g),
+        None => engine::run(inputs),
+        Some(g) => engine::run_in_group(inputs, g),
     };
-    let out = ran.map_err(|m| {
+    let out = ran.map_err(|e| {
         // A worker's error while Ctrl-C stops the run is the interruption, not a failure.
-        let kind = if cancel.is_cancelled() { FailureKind::Interrupted } else { FailureKind::Failed };
-        Failure::new(kind, m)
+        if cancel.is_cancelled() {
+            Failure::new(FailureKind::Interrupted, e.to_string())
+        } else {
+            e.into()
+        }
     });
     ui.finish();
     out

@@ -10,6 +10,7 @@ use crate::plan::sweep::Expansion;
 use crate::plan::{Job, Numa, Plan};
 use crate::record::{RunRecord, RunStatus};
 use crate::store::{PlannedRun, PlannedStatus, Store, StoreError};
+use crate::device::DeviceError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -279,7 +280,7 @@ fn find_or_create(plan: &SweepPlan, e: &Expansion, hash: &str, store: &mut Store
     }
     let ours = plan.share.map(|s| s.keys(e));
     let uses = target_uses(e.configs.iter().filter(|c| ours.as_ref().is_none_or(|k| k.contains(&c.key.as_str()))).map(|c| &c.job));
-    refused(&uses.iter().map(TargetUse::check).collect::<Vec<_>>()).map_err(Failure::invalid)?;
+    refused(&uses.iter().map(TargetUse::check).collect::<Vec<_>>())?;
     let id = match (plan.resume, unfinished) {
         (Resume::Required | Resume::Auto, Some(id)) => id,
         (Resume::Required, None) => {
@@ -323,8 +324,8 @@ fn before_runs(
         let size = e.configs[0].job.targets.size.unwrap_or(crate::device::DEFAULT_TARGET_SIZE);
         match crate::device::create_default_target(size, cancel) {
             Ok(t) => Some(t),
-            Err(message) if cancel.is_cancelled() => return Ok(Err(message)),
-            Err(m) => return Err(Failure::failed(m)),
+            Err(e) if cancel.is_cancelled() => return Ok(Err(e.to_string())),
+            Err(e) => return Err(e.into()),
         }
     } else {
         None
@@ -498,7 +499,7 @@ pub(crate) fn load(text: &str, numa: Option<Numa>) -> Result<Plan, Failure> {
 /// order).
 pub struct DryRun {
     pub expansion: Expansion,
-    pub verdicts: Vec<Result<(), String>>,
+    pub verdicts: Vec<Result<(), DeviceError>>,
 }
 
 /// Plan the sweep `run` would make and check its targets, running nothing. Err: the plan's
@@ -537,7 +538,7 @@ pub struct TargetUse {
 
 impl TargetUse {
     /// The write-safety rules for this use, as a run opening it applies them.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), DeviceError> {
         crate::device::check_safe(Path::new(&self.path), self.writes, &self.destructive)
     }
 }
@@ -570,12 +571,14 @@ pub(crate) fn target_uses<'j>(jobs: impl Iterator<Item = &'j Job>) -> Vec<Target
 }
 
 /// Err: the first refusal's line, and how many more targets were refused.
-pub fn refused(verdicts: &[Result<(), String>]) -> Result<(), String> {
+pub fn refused(verdicts: &[Result<(), DeviceError>]) -> Result<(), DeviceError> {
     let mut refused = verdicts.iter().filter_map(|v| v.as_ref().err());
     match (refused.next(), refused.count()) {
         (None, _) => Ok(()),
         (Some(first), 0) => Err(first.clone()),
-        (Some(first), more) => Err(format!("{first} (and {more} more of the plan's targets refused: `--dry-run` lists each)")),
+        (Some(first), more) => {
+            Err(first.clone().context(|m| format!("{m} (and {more} more of the plan's targets refused: `--dry-run` lists each)")))
+        }
     }
 }
 

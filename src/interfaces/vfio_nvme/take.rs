@@ -73,8 +73,8 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
     // is a configuration this interface cannot run: a sweep skips it. A missing one is a typo.
     let target =
         ctrl::resolve(w.target, &sys)
-            .map_err(|e| if Path::new(w.target).exists() { Failure::unsupported(e) } else { Failure::invalid(e) })?;
-    ctrl::check_takeover(&target, w.writes, w.destructive, &sys, Path::new("/dev")).map_err(Failure::invalid)?;
+            .map_err(|e| if Path::new(w.target).exists() { Failure::unsupported(e.to_string()) } else { e.into() })?;
+    ctrl::check_takeover(&target, w.writes, w.destructive, &sys, Path::new("/dev"))?;
     super::vfio::check_iommu(&target.bdf, &sys, w.allow_noiommu)?;
     if let Some(left) = system.left_changed()? {
         return Err(Failure::new(FailureKind::SettingsNotRestored, left));
