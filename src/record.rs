@@ -3,6 +3,7 @@
 //! through the typed, lenient view in [`read`]. A run's record assembles itself from what the
 //! run produced ([`assemble::Outcome`], `RunRecord::assemble`).
 pub mod assemble;
+pub mod error;
 pub mod fileset;
 pub(crate) mod fio;
 pub mod group;

@@ -36,7 +36,7 @@ fn fio(a: &FioArgs) -> Result<(), Failure> {
     let text = std::fs::read_to_string(&a.result).map_err(|e| Failure::invalid(format!("cannot read {}: {e}", a.result.display())))?;
     let file = a.result.file_name().map_or_else(|| a.result.display().to_string(), |n| n.to_string_lossy().into_owned());
     // Every job read and mapped before the database is opened: bad input changes nothing.
-    let read = crate::record::fio::read(&file, &text, &a.fio_ignore).map_err(Failure::invalid)?;
+    let read = crate::record::fio::read(&file, &text, &a.fio_ignore)?;
     if let Some(n) = &read.note {
         println!("{}: {} output; read {n}", a.result.display(), read.version);
     }

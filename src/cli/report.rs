@@ -135,7 +135,7 @@ fn report(a: &ReportArgs) -> Result<(), Failure> {
         provenance: crate::report::sections::provenance(&all),
     };
     // An output refused (a link, a name that cannot be written) is bad input, as `--out` checked above.
-    let written = crate::report::write(&a.out, &header, &sections).map_err(Failure::invalid)?;
+    let written = crate::report::write(&a.out, &header, &sections)?;
     if a.quiet {
         println!("{}", written[0].display());
     } else {

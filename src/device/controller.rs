@@ -49,21 +49,22 @@ fn devnum(s: &str) -> Option<u64> {
 pub(crate) fn resolve(target: &str, sys: &Path) -> Result<ControllerTarget, DeviceError> {
     let t = match target.split_once('/') {
         Some((bdf, ns)) if is_pci_address(bdf) => {
-            let nsid =
-                ns.parse::<u32>().ok().filter(|n| *n >= 1 && *n != u32::MAX).ok_or_else(|| {
-                    DeviceError::Refused(format!(
-                        "\"{ns}\" in {target} is not a namespace id: give PCI-ADDR/NSID with NSID from 1, e.g. {bdf}/1"
-                    ))
-                })?;
+            let nsid = ns.parse::<u32>().ok().filter(|n| *n >= 1 && *n != u32::MAX).ok_or_else(|| {
+                DeviceError::Refused(format!(
+                    "\"{ns}\" in {target} is not a namespace id: give PCI-ADDR/NSID with NSID from 1, e.g. {bdf}/1"
+                ))
+            })?;
             ControllerTarget { bdf: bdf.to_string(), nsid }
         }
         _ => of_block_device(Path::new(target), sys)?,
     };
     let dev = sys.join("bus/pci/devices").join(&t.bdf);
     match read_trim(&dev.join("class")) {
-        None => {
-            Err(DeviceError::Refused(format!("no PCI device {} ({} is missing): see lspci -D for the controllers here", t.bdf, dev.display())))
-        }
+        None => Err(DeviceError::Refused(format!(
+            "no PCI device {} ({} is missing): see lspci -D for the controllers here",
+            t.bdf,
+            dev.display()
+        ))),
         Some(c) if c != CLASS_NVME => {
             Err(DeviceError::Refused(format!("PCI device {} is not an NVMe controller (class {c}, not {CLASS_NVME})", t.bdf)))
         }
@@ -85,9 +86,8 @@ fn of_block_device(path: &Path, sys: &Path) -> Result<ControllerTarget, DeviceEr
             "{shown} is not a block device: give an NVMe namespace as /dev/nvmeXnY or PCI-ADDR/NSID (e.g. 0000:00:04.0/1)"
         )));
     }
-    let node = super::sysfs::sysfs_node(sys, libc::major(meta.rdev()), libc::minor(meta.rdev())).ok_or_else(|| {
-        DeviceError::Refused(format!("sysfs does not know {shown}'s device number, so its controller cannot be found"))
-    })?;
+    let node = super::sysfs::sysfs_node(sys, libc::major(meta.rdev()), libc::minor(meta.rdev()))
+        .ok_or_else(|| DeviceError::Refused(format!("sysfs does not know {shown}'s device number, so its controller cannot be found")))?;
     if node.join("partition").is_file() {
         return Err(DeviceError::Refused(format!("{shown} is a partition: give the whole namespace (its disk) or PCI-ADDR/NSID")));
     }
@@ -182,7 +182,13 @@ pub(crate) fn openers(devs: &[KernelDevice], proc: &Path) -> Vec<String> {
 /// Ok when controller `t.bdf` may be taken from the kernel for a run (that `writes` to
 /// namespace `t.nsid`): nothing of it mounted, swap, held or open, and a write consented to with
 /// `--destructive` naming the namespace's block device or `t` itself. Otherwise one line.
-pub(crate) fn check_takeover(t: &ControllerTarget, writes: bool, destructive: &[String], sys: &Path, dev: &Path) -> Result<(), DeviceError> {
+pub(crate) fn check_takeover(
+    t: &ControllerTarget,
+    writes: bool,
+    destructive: &[String],
+    sys: &Path,
+    dev: &Path,
+) -> Result<(), DeviceError> {
     let devs = kernel_devices(&t.bdf, sys);
     let mut why: Vec<String> = Vec::new();
     let mut target_findings: Option<(PathBuf, Findings)> = None;

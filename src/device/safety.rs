@@ -871,7 +871,8 @@ mod tests {
         assert_eq!(loop_backings(sys.path()).last().map(|l| l.id), Some(None));
         // Messages stay one line whatever the name holds.
         let e = decide_file(&d.path().join("new\nline \u{1b}"), None, &Findings { in_use: vec!["x".into()], contents: vec![] }, true)
-            .unwrap_err().to_string();
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains('\n') && e.contains("new\\nline \\u{1b}"), "{e}");
         assert_eq!(shown(Path::new(OsStr::from_bytes(b"/a\xff b"))), "/a\\xff b");
     }
@@ -1114,10 +1115,12 @@ mod tests {
             &none,
             false,
         )
-        .unwrap_err().to_string();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("without consent") && e.contains("--destructive /dev/ng0n1") && e.contains("/dev/nvme0n1"), "{e}");
         let busy = Findings { in_use: vec!["it is mounted on /mnt".into()], contents: vec![] };
-        let e = decide_as("x", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &busy, true).unwrap_err().to_string();
+        let e =
+            decide_as("x", "/dev/ng0n1 (the namespace of block device /dev/nvme0n1)", "/dev/ng0n1", &busy, true).unwrap_err().to_string();
         assert!(e.contains("mounted on /mnt") && e.contains("/dev/nvme0n1") && e.contains("does not override"), "{e}");
     }
 

@@ -80,7 +80,8 @@ impl SetDir {
     /// the same way. Nothing is followed through a link planted by others.
     pub fn make(parent: &Path, sizes: Vec<u64>) -> Result<SetDir, EngineError> {
         use std::os::unix::ffi::OsStrExt;
-        let p = CString::new(parent.as_os_str().as_bytes()).map_err(|_| EngineError::FileSet(format!("{}: a NUL in the path", parent.display())))?;
+        let p = CString::new(parent.as_os_str().as_bytes())
+            .map_err(|_| EngineError::FileSet(format!("{}: a NUL in the path", parent.display())))?;
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a valid C string; the descriptor is owned at once.
         let pfd = unsafe { libc::open(p.as_ptr(), flags) };

@@ -8,13 +8,13 @@ pub mod recorder;
 pub mod workload;
 
 pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
-pub use error::EngineError;
 use crate::interfaces::memory::AlignedBuf;
 pub use crate::interfaces::OpenTarget;
 use crate::interfaces::{self, Acquire, Acquired, Interface, Setup, SyncReader, VisitTarget};
 use crate::plan::{Budget, Job};
 use crate::verify;
 use clock::{Clock, ClockInfo};
+pub use error::EngineError;
 use hotloop::{FailedIo, LoopPlan, WrittenMap};
 use recorder::Recorder;
 use std::os::fd::RawFd;
@@ -396,7 +396,8 @@ fn open_for<T: Interface>(
     handle: &T::Handle,
 ) -> Result<T, EngineError> {
     let fds: Vec<RawFd> = targets.iter().map(|o| o.fd).collect();
-    T::open(&setup_of(job, &fds, bufs, sq_cpu), handle).map_err(|e| EngineError::Prepare(format!("{}: setup failed: {e}", job.io.interface)))
+    T::open(&setup_of(job, &fds, bufs, sq_cpu), handle)
+        .map_err(|e| EngineError::Prepare(format!("{}: setup failed: {e}", job.io.interface)))
 }
 
 /// The start barrier: wait until every thread is prepared, then for the start instant. If any

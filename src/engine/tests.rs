@@ -30,7 +30,14 @@ fn run_null(job: &Job) -> EngineOutput {
     let never = AtomicBool::new(false);
     let acquired = null_target(job);
     let placement = Placement::of_job(job);
-    let inputs = Inputs { job, placement: &placement, acquired: &acquired, cancel: Cancel::new(&never), progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+    let inputs = Inputs {
+        job,
+        placement: &placement,
+        acquired: &acquired,
+        cancel: Cancel::new(&never),
+        progress: &mut |_, _, _, _| {},
+        hooks: &mut NoHooks,
+    };
     run(inputs).expect("the engine runs")
 }
 
@@ -184,7 +191,14 @@ fn run_pair(a: &Job, b: &Job, delays: [f64; 2]) -> (Result<EngineOutput, String>
         let target = null_target(job);
         let start = GroupStart { together: &together, delay_s };
         let placement = Placement::of_job(job);
-        let inputs = Inputs { job, placement: &placement, acquired: &target, cancel: Cancel::new(&never), progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+        let inputs = Inputs {
+            job,
+            placement: &placement,
+            acquired: &target,
+            cancel: Cancel::new(&never),
+            progress: &mut |_, _, _, _| {},
+            hooks: &mut NoHooks,
+        };
         run_in_group(inputs, &start).map_err(|e| e.to_string())
     };
     std::thread::scope(|s| {
@@ -239,7 +253,8 @@ fn cancelling_mid_run_stops_it_and_reports_interrupted() {
             cancel.cancel();
         });
         let (acquired, placement) = (null_target(&job), Placement::of_job(&job));
-        let inputs = Inputs { job: &job, placement: &placement, acquired: &acquired, cancel, progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+        let inputs =
+            Inputs { job: &job, placement: &placement, acquired: &acquired, cancel, progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
         run(inputs).expect("the engine runs")
     });
     assert!(began.elapsed() < std::time::Duration::from_secs(10), "took {:?}", began.elapsed());
@@ -259,7 +274,14 @@ fn a_worker_that_panics_before_the_start_fails_the_run_instead_of_hanging_it() {
     let target = Acquired::Null(null::AddressSpace { start: u64::MAX - 4095, len: 4 << 12 });
     let never = AtomicBool::new(false);
     let placement = Placement::of_job(&job);
-    let inputs = Inputs { job: &job, placement: &placement, acquired: &target, cancel: Cancel::new(&never), progress: &mut |_, _, _, _| {}, hooks: &mut NoHooks };
+    let inputs = Inputs {
+        job: &job,
+        placement: &placement,
+        acquired: &target,
+        cancel: Cancel::new(&never),
+        progress: &mut |_, _, _, _| {},
+        hooks: &mut NoHooks,
+    };
     let err = run(inputs).err().expect("the run fails").to_string();
     assert!(err.contains("a worker thread panicked") && err.contains("overflow"), "{err}");
 }

@@ -5,6 +5,7 @@
 //! Every number is fio's as printed (IOPS, bytes per second, bytes, I/Os, mean and percentile
 //! latency, the `json+` bins as the histogram, its CPU figures); what fio does not report (the
 //! completion path the device showed, CPU by thread class, energy) is null.
+use super::error::RecordError;
 use crate::plan::fio::Mapped;
 use serde_json::{json, Map, Value};
 
@@ -72,13 +73,13 @@ fn option_text(v: &Value) -> String {
 /// Read fio's JSON output `text` (the file is called `file` in messages and names). `ignore`:
 /// `--fio-ignore`'s options. Err: one line, bad input (not JSON, not fio's, no jobs, a job whose
 /// options iolab refuses).
-pub(crate) fn read(file: &str, text: &str, ignore: &[String]) -> Result<FioFile, String> {
-    let (doc, note) = last_document(text).map_err(|e| format!("{file}: {e}"))?;
-    let not_fio = |why: &str| format!("{file}: not fio's JSON output (--output-format=json): {why}");
+pub(crate) fn read(file: &str, text: &str, ignore: &[String]) -> Result<FioFile, RecordError> {
+    let (doc, note) = last_document(text).map_err(|e| RecordError::Import(format!("{file}: {e}")))?;
+    let not_fio = |why: &str| RecordError::Import(format!("{file}: not fio's JSON output (--output-format=json): {why}"));
     let version = doc.get("fio version").and_then(Value::as_str).ok_or_else(|| not_fio("it has no \"fio version\""))?.to_string();
     let jobs = doc.get("jobs").and_then(Value::as_array).ok_or_else(|| not_fio("it has no \"jobs\" list"))?;
     if jobs.is_empty() {
-        return Err(format!("{file}: fio's JSON output has no jobs: nothing to import"));
+        return Err(RecordError::Import(format!("{file}: fio's JSON output has no jobs: nothing to import")));
     }
     let globals: Vec<(String, String)> = match doc.get("global options") {
         Some(Value::Object(o)) => o.iter().map(|(k, v)| (k.clone(), option_text(v))).collect(),
@@ -100,17 +101,22 @@ pub(crate) fn read(file: &str, text: &str, ignore: &[String]) -> Result<FioFile,
         let clones = printed.iter().rev().find(|(k, ..)| k == "numjobs").and_then(|(_, v, _)| v.trim().parse::<u64>().ok()).unwrap_or(1);
         let reported = jobs.iter().filter(|o| o.get("jobname") == j.get("jobname") && o.get("groupid") == j.get("groupid")).count();
         if clones > 1 && reported > 1 {
-            return Err(format!(
+            return Err(RecordError::Import(format!(
                 "fio job '{jobname}' ({file}): numjobs={clones}: fio reported each of its clones alone, and iolab's run is all {clones} together: run fio with group_reporting to import it"
-            ));
+            )));
         }
         let mut printed = printed;
         if let Some(why) = time_based_shown(&printed, j) {
             printed.push(("time_based".into(), "1".into(), format!("{file}: not printed; {why}")));
         }
-        let plan = crate::plan::fio::plan_of_printed(file, jobname, &printed, ignore)?;
-        let e = crate::plan::sweep::expand(&plan.text, &[]).map_err(|e| format!("fio job '{jobname}' ({file}): {e}"))?;
-        let c = e.configs.into_iter().next().ok_or_else(|| format!("fio job '{jobname}' ({file}): its plan has no configuration"))?;
+        let plan = crate::plan::fio::plan_of_printed(file, jobname, &printed, ignore).map_err(RecordError::Import)?;
+        let e =
+            crate::plan::sweep::expand(&plan.text, &[]).map_err(|e| RecordError::Import(format!("fio job '{jobname}' ({file}): {e}")))?;
+        let c = e
+            .configs
+            .into_iter()
+            .next()
+            .ok_or_else(|| RecordError::Import(format!("fio job '{jobname}' ({file}): its plan has no configuration")))?;
         let identity = json!({"fio json": doc, "job": n}).to_string();
         let record = record(&doc, &version, j, &c.job, file, note.as_deref(), &printed)?;
         out.push(FioJob { jobname: jobname.to_string(), plan, key: c.key, job: c.job, record, identity });
@@ -235,9 +241,9 @@ fn record(
     file: &str,
     note: Option<&str>,
     printed: &[(String, String, String)],
-) -> Result<Value, String> {
+) -> Result<Value, RecordError> {
     let name = j.get("jobname").and_then(Value::as_str).unwrap_or("");
-    let bad = |e: String| format!("fio job '{name}' ({file}): {e}");
+    let bad = |e: String| RecordError::Import(format!("fio job '{name}' ({file}): {e}"));
     let (read, hr) = direction(j.get("read")).map_err(bad)?;
     let (write, hw) = direction(j.get("write")).map_err(bad)?;
     let total = total(&read, &write, hr, hw);
@@ -377,7 +383,7 @@ mod tests {
 
     #[test]
     fn what_is_not_fios_is_refused_in_one_line() {
-        let e = |t: &str| read("r.json", t, &[]).err().unwrap();
+        let e = |t: &str| read("r.json", t, &[]).err().unwrap().to_string();
         assert!(e("hello").starts_with("r.json: not JSON"), "{}", e("hello"));
         assert!(e("").starts_with("r.json: empty"), "{}", e(""));
         assert!(e("{\"jobs\": []}").contains("not fio's JSON output (--output-format=json): it has no \"fio version\""));

@@ -8,6 +8,7 @@ pub mod ctx;
 pub mod data;
 pub mod dimensions;
 pub mod efficiency;
+pub mod error;
 pub mod flame;
 pub mod html;
 pub mod panels;
@@ -17,6 +18,7 @@ pub mod summary;
 pub mod svg;
 pub mod tables;
 
+use error::ReportError;
 use std::path::{Path, PathBuf};
 
 /// How the report's numbers were made, at the end of the page (docs/report.md has the long form).
@@ -47,27 +49,27 @@ struct File {
 /// only as a regular file owned by this user in a directory owned by this user, and only plain
 /// names `figures/*.svg` and `tables/*.csv|md` in directories of this user are removed from it;
 /// no other file is touched.
-pub fn write(out: &Path, header: &html::Header, sections: &[sections::Section]) -> Result<Vec<PathBuf>, String> {
+pub fn write(out: &Path, header: &html::Header, sections: &[sections::Section]) -> Result<Vec<PathBuf>, ReportError> {
     let files = files(header, sections)?;
-    let dir = crate::output::Dir::create(out).map_err(|e| format!("--out: {e}"))?;
+    let dir = crate::output::Dir::create(out).map_err(|e| ReportError::from(e).context(|m| format!("--out: {m}")))?;
     let mut subs = Vec::new();
     for sub in SUBDIRS {
         let needed = files.iter().any(|f| f.sub == sub);
-        subs.push((sub, dir.sub(sub, needed).map_err(|e| format!("--out: {e}"))?));
+        subs.push((sub, dir.sub(sub, needed).map_err(|e| ReportError::from(e).context(|m| format!("--out: {m}")))?));
     }
     let at = |sub: &str| if sub.is_empty() { Some(&dir) } else { subs.iter().find(|(s, _)| *s == sub).and_then(|(_, d)| d.as_ref()) };
     let shown = |f: &File| out.join(f.sub).join(&f.name);
     // Nothing is written while any name cannot be replaced (a link, a directory, a device).
     for f in &files {
-        let d = at(f.sub).ok_or_else(|| format!("cannot write {}", shown(f).display()))?;
+        let d = at(f.sub).ok_or_else(|| ReportError::Out(format!("cannot write {}", shown(f).display())))?;
         d.check_name(std::ffi::OsStr::new(&f.name), &shown(f).display().to_string())?;
     }
     let mut written = Vec::new();
     for f in &files {
-        let d = at(f.sub).ok_or_else(|| format!("cannot write {}", shown(f).display()))?;
+        let d = at(f.sub).ok_or_else(|| ReportError::Out(format!("cannot write {}", shown(f).display())))?;
         let p = shown(f);
         d.write_with(std::ffi::OsStr::new(&f.name), &p.display().to_string(), |w| {
-            w.write_all(f.text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", p.display()))
+            w.write_all(f.text.as_bytes()).map_err(|e| ReportError::Io(format!("cannot write {}: {e}", p.display())))
         })?;
         written.push(p);
     }
@@ -94,17 +96,18 @@ pub fn write(out: &Path, header: &html::Header, sections: &[sections::Section]) 
     }
     // A manifest that is a link (planted, not ours) is replaced, not written through.
     if dir.stat(std::ffi::OsStr::new(MANIFEST)).ok().flatten().is_some_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFLNK) {
-        dir.remove(MANIFEST).map_err(|e| format!("cannot replace {}: {e}", out.join(MANIFEST).display()))?;
+        dir.remove(MANIFEST).map_err(|e| ReportError::Io(format!("cannot replace {}: {e}", out.join(MANIFEST).display())))?;
     }
     dir.write_with(std::ffi::OsStr::new(MANIFEST), &out.join(MANIFEST).display().to_string(), |w| {
-        w.write_all((now.join("\n") + "\n").as_bytes()).map_err(|e| format!("cannot write {}: {e}", out.join(MANIFEST).display()))
+        w.write_all((now.join("\n") + "\n").as_bytes())
+            .map_err(|e| ReportError::Io(format!("cannot write {}: {e}", out.join(MANIFEST).display())))
     })?;
     Ok(written)
 }
 
 /// Every file of the report, the page first, with names checked: each at most
 /// `html::MAX_NAME` bytes of safe characters and no two alike.
-fn files(header: &html::Header, sections: &[sections::Section]) -> Result<Vec<File>, String> {
+fn files(header: &html::Header, sections: &[sections::Section]) -> Result<Vec<File>, ReportError> {
     let mut files = vec![File { sub: "", name: "report.html".into(), text: html::page(header, sections, METHOD_NOTES) }];
     let mut add = |rel: String, text: String| {
         let (sub, name) = rel.split_once('/').unwrap_or(("", &rel));
@@ -130,7 +133,10 @@ fn files(header: &html::Header, sections: &[sections::Section]) -> Result<Vec<Fi
     for f in &files {
         let safe = f.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) && !f.name.starts_with('.');
         if f.name.len() > html::MAX_NAME || !safe || !seen.insert((f.sub, f.name.as_str())) {
-            return Err(format!("report file name {}/{} is too long, unsafe or not unique (nothing was written)", f.sub, f.name));
+            return Err(ReportError::Name(format!(
+                "report file name {}/{} is too long, unsafe or not unique (nothing was written)",
+                f.sub, f.name
+            )));
         }
     }
     Ok(files)

@@ -5,12 +5,12 @@
 //! (every later run would meet it) and at Ctrl-C; what was finished stays, and `Resume` picks up
 //! what is left. What the caller shows comes through [`SweepUi`]; nothing here prints.
 use super::{execute, Failure, FailureKind, Measure, RunError, RunUi};
+use crate::device::DeviceError;
 use crate::energy::record::{measure_idle, EnergyOptions, IdleBaseline, IdleTaken};
 use crate::plan::sweep::Expansion;
 use crate::plan::{Job, Numa, Plan};
 use crate::record::{RunRecord, RunStatus};
 use crate::store::{PlannedRun, PlannedStatus, Store, StoreError};
-use crate::device::DeviceError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -359,3 +359,19 @@ fn the_exit_code_is_the_failure_s_kind_not_always_bad_input() {
     let r = iolab_in(d, &["sweep", d.join("none.toml").to_str().unwrap(), "--db", db]);
     assert!(r.assert_usage_error().contains("none.toml"), "{}", r.describe());
 }
+
+/// A layer's error exits with its kind's code: the temporary target `probe` makes where none is
+/// named cannot be created (TMPDIR is no directory) is a failed run (the device layer's
+/// `DeviceError::Io`), exit 1, not bad input; a target refused by the write-safety rules is
+/// still bad input, exit 2. Each one line on stderr.
+#[test]
+fn a_device_error_exits_with_its_kind_s_code() {
+    let dir = tempdir();
+    let missing = dir.path().join("no-such-dir");
+    let out = std::process::Command::new(BIN).args(["probe"]).env("TMPDIR", &missing).output().unwrap();
+    let r = Run::from(out, vec!["probe".into()]);
+    assert_eq!(r.code, 1, "a temporary target that cannot be made is a failed run (exit 1):\n{}", r.describe());
+    assert!(r.one_line_stderr().contains("temporary directory"), "{}", r.describe());
+    let r = iolab_in(dir.path(), &["probe", "/proc/self/status"]);
+    assert!(r.assert_usage_error().contains("pseudo-file system"), "{}", r.describe());
+}
