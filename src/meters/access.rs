@@ -4,7 +4,8 @@
 //! and lowering the sysctl would help, it is lowered as far as needed and no further, through the
 //! settings journal, for the rest of the run: put back with the run's other settings (or by the
 //! guard's drop on an error, or by `iolab restore` after a kill).
-use crate::settings::{read_raw, AppliedGuard, Change, Setting, Settings};
+use super::MetersError;
+use crate::settings::{read_raw, AppliedGuard, Change, Setting, Settings, SettingsError};
 
 /// The `perf_event_paranoid` an event needs without CAP_PERFMON (kernel/events/core.c):
 /// sampling every CPU (`perf_allow_cpu`) with kernel call chains (`perf_allow_kernel`).
@@ -42,8 +43,9 @@ impl Sysctls {
         self.guards.iter().flat_map(AppliedGuard::changes).collect()
     }
 
-    /// Put back what was lowered, last first. Err: what stays changed, in one line.
-    pub fn restore(&mut self) -> Result<Vec<String>, String> {
+    /// Put back what was lowered, last first. Err: what stays changed, in one line (settings
+    /// left changed: `iolab restore` puts them back).
+    pub fn restore(&mut self) -> Result<Vec<String>, SettingsError> {
         let mut lines = Vec::new();
         while let Some(g) = self.guards.pop() {
             match g.restore() {
@@ -53,7 +55,7 @@ impl Sysctls {
         }
         match self.not_restored.is_empty() {
             true => Ok(lines),
-            false => Err(std::mem::take(&mut self.not_restored).join("; ")),
+            false => Err(SettingsError::NotRestored(std::mem::take(&mut self.not_restored).join("; "))),
         }
     }
 
@@ -103,25 +105,25 @@ impl Sysctls {
     /// Open a perf event with `open`; where the kernel refuses it (EACCES, EPERM) and
     /// `perf_event_paranoid` is above `need`, lower it and try once more. Err: the kernel's
     /// answer, what the event needs and what was tried, in one line.
-    pub(crate) fn open_perf<T>(&mut self, need: i32, mut open: impl FnMut() -> std::io::Result<T>) -> Result<T, String> {
+    pub(crate) fn open_perf<T>(&mut self, need: i32, mut open: impl FnMut() -> std::io::Result<T>) -> Result<T, MetersError> {
         let refused = match open() {
             Ok(t) => {
                 self.share_if_held(Setting::PerfEventParanoid, need);
                 return Ok(t);
             }
             Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => e,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(MetersError::Refused(e.to_string())),
         };
         let needs = format!("needs CAP_PERFMON or kernel.perf_event_paranoid <= {need}");
         match self.lower(Setting::PerfEventParanoid, need) {
             Ok(Lowered::From(was)) => open().map_err(|e| {
                 self.undo_last();
-                format!("{e} (refused even with kernel.perf_event_paranoid lowered from {was} to {need}; put back)")
+                MetersError::Refused(format!("{e} (refused even with kernel.perf_event_paranoid lowered from {was} to {need}; put back)"))
             }),
-            Ok(Lowered::Already(now)) => Err(format!(
+            Ok(Lowered::Already(now)) => Err(MetersError::Refused(format!(
                 "{refused} (kernel.perf_event_paranoid is {now}, low enough: something else refused it, e.g. a security module)"
-            )),
-            Err(why) => Err(format!("{refused} ({needs}, and it could not be lowered: {why})")),
+            ))),
+            Err(why) => Err(MetersError::Refused(format!("{refused} ({needs}, and it could not be lowered: {why})"))),
         }
     }
 
@@ -130,15 +132,15 @@ impl Sysctls {
     /// CAP_SYSLOG (root), else to 0, where the kernel also wants perf_event_paranoid <= 1
     /// (`kallsyms_show_value`, kernel/kallsyms.c). The addresses are shown to the reader as it
     /// opens the file, so this is read while the sysctl is lowered.
-    pub fn kallsyms<T>(&mut self, parse: impl Fn(&str) -> Option<T>) -> Result<T, String> {
+    pub fn kallsyms<T>(&mut self, parse: impl Fn(&str) -> Option<T>) -> Result<T, MetersError> {
         const PATH: &str = "/proc/kallsyms";
-        let read = || std::fs::read_to_string(PATH).map_err(|e| format!("cannot read {PATH}: {e}"));
+        let read = || std::fs::read_to_string(PATH).map_err(|e| MetersError::Unavailable(format!("cannot read {PATH}: {e}")));
         let want = if has_capability(CAP_SYSLOG) { 1 } else { 0 };
         if let Some(t) = parse(&read()?) {
             self.share_if_held(Setting::KptrRestrict, want);
             return Ok(t);
         }
-        let hidden = |why: String| format!("{PATH} shows no addresses ({why}): kernel frames cannot be named");
+        let hidden = |why: String| MetersError::Unavailable(format!("{PATH} shows no addresses ({why}): kernel frames cannot be named"));
         match self.lower(Setting::KptrRestrict, want) {
             Ok(Lowered::From(was)) => match parse(&read()?) {
                 Some(t) => Ok(t),
@@ -251,9 +253,9 @@ mod tests {
     #[test]
     fn paranoid_low_enough_or_another_error_changes_nothing() {
         let (d, mut s) = fake("0\n", "0\n");
-        let e = s.open_perf(PARANOID_CPU_WIDE, refused::<()>).unwrap_err();
+        let e = s.open_perf(PARANOID_CPU_WIDE, refused::<()>).unwrap_err().to_string();
         assert!(e.contains("is 0, low enough"), "{e}");
-        let e = s.open_perf(PARANOID_CPU_WIDE, || Err::<(), _>(std::io::Error::from_raw_os_error(libc::ENOENT))).unwrap_err();
+        let e = s.open_perf(PARANOID_CPU_WIDE, || Err::<(), _>(std::io::Error::from_raw_os_error(libc::ENOENT))).unwrap_err().to_string();
         assert!(!e.contains("paranoid"), "not a permission problem: {e}");
         assert!(s.changes().is_empty());
         assert_eq!(read(&d, "perf_event_paranoid"), "0");
@@ -262,7 +264,7 @@ mod tests {
     #[test]
     fn a_lowering_that_does_not_help_is_put_back_at_once() {
         let (d, mut s) = fake("3\n", "0\n");
-        let e = s.open_perf(PARANOID_CPU_WIDE, refused::<()>).unwrap_err();
+        let e = s.open_perf(PARANOID_CPU_WIDE, refused::<()>).unwrap_err().to_string();
         assert!(e.contains("refused even with kernel.perf_event_paranoid lowered from 3 to 0; put back"), "{e}");
         assert!(s.changes().is_empty());
         assert_eq!(read(&d, "perf_event_paranoid"), "3");
@@ -277,7 +279,7 @@ mod tests {
         let path = d.path().join("kernel/perf_event_paranoid");
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
-        let e = s.restore().unwrap_err();
+        let e = s.restore().unwrap_err().to_string();
         assert!(e.contains("kernel.perf_event_paranoid") && e.contains("iolab restore"), "{e}");
         assert!(d.path().join("journal.json").exists(), "it stays journaled");
     }
@@ -294,7 +296,7 @@ mod tests {
         assert_eq!(read(&d, "kptr_restrict"), "2");
         // Nothing to lower: one line saying why.
         let (_d, mut s) = fake("2\n", "0\n");
-        let e = s.kallsyms(|_| None::<()>).unwrap_err();
+        let e = s.kallsyms(|_| None::<()>).unwrap_err().to_string();
         assert!(e.starts_with("/proc/kallsyms shows no addresses (kernel.kptr_restrict is 0"), "{e}");
         assert!(s.changes().is_empty());
     }

@@ -31,6 +31,17 @@ impl Kinded for MetersError {
     }
 }
 
+impl MetersError {
+    /// The same error, its message given context (the event it was about), its kind kept.
+    pub(crate) fn context(self, f: impl FnOnce(String) -> String) -> MetersError {
+        match self {
+            MetersError::Unavailable(m) => MetersError::Unavailable(f(m)),
+            MetersError::Refused(m) => MetersError::Refused(f(m)),
+            MetersError::Io(m) => MetersError::Io(f(m)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

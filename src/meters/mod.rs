@@ -172,7 +172,7 @@ impl Meters {
     }
 
     /// Put back the sysctls profiling lowered. Err: what stays changed.
-    pub(crate) fn restore_settings(&mut self) -> Result<Vec<String>, String> {
+    pub(crate) fn restore_settings(&mut self) -> Result<Vec<String>, crate::settings::SettingsError> {
         self.sysctls.as_mut().map_or(Ok(Vec::new()), access::Sysctls::restore)
     }
 

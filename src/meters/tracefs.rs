@@ -1,6 +1,7 @@
 //! tracefs, where tracepoints describe themselves: each event's `format` file gives its id (for
 //! `perf_event_open`'s PERF_TYPE_TRACEPOINT) and its raw record's fields by name, offset and
 //! size. Fields are read by name, so nothing depends on one kernel's layout.
+use super::MetersError;
 use std::path::{Path, PathBuf};
 
 /// One tracepoint's format: its id and its fields.
@@ -58,10 +59,10 @@ pub(crate) fn format_path(root: &Path, system: &str, event: &str) -> PathBuf {
 }
 
 /// Read an event's format; Err when this kernel (or its loaded modules) has no such event.
-pub(crate) fn read_format(root: &Path, system: &str, event: &str) -> Result<Format, String> {
+pub(crate) fn read_format(root: &Path, system: &str, event: &str) -> Result<Format, MetersError> {
     let path = format_path(root, system, event);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{system}:{event}: {e}"))?;
-    Format::parse(&text).ok_or_else(|| format!("{} has no ID line", path.display()))
+    let text = std::fs::read_to_string(&path).map_err(|e| MetersError::Unavailable(format!("{system}:{event}: {e}")))?;
+    Format::parse(&text).ok_or_else(|| MetersError::Unavailable(format!("{} has no ID line", path.display())))
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ pub(super) fn run(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(Ru
     let ran = fileset::run(job, &made, cancel, &mut progress, &mut meters);
     let server = window.map(crate::meters::server::Window::end);
     ui.finish();
-    let not_restored = meters.restore_settings().err();
+    let not_restored = meters.restore_settings().err().map(String::from);
     let ran = ran.map_err(|e| if cancel.is_cancelled() { Failure::new(FailureKind::Interrupted, e.to_string()) } else { e.into() })?;
     let measured = meters.measured(&ran.engine.rec.per_target);
     let energy = measure.energy.map(|e| EnergyOutcome { require: e.require, report: measured.energy, idle });

@@ -342,7 +342,10 @@ struct Restored {
 /// given back, after reading what they saw (the user-space driver's environment goes into the
 /// record's).
 fn restore(run: &mut Prepared) -> Restored {
-    let restored = [run.meters.restore_settings(), run.guard.take().map_or(Ok(Vec::new()), |g| g.restore().map_err(String::from))];
+    let restored = [
+        run.meters.restore_settings().map_err(String::from),
+        run.guard.take().map_or(Ok(Vec::new()), |g| g.restore().map_err(String::from)),
+    ];
     let mut not_restored = restored
         .into_iter()
         .filter_map(Result::err)

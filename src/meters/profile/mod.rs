@@ -161,7 +161,7 @@ pub struct Profiler {
     samples: Vec<Sample>,
     lost: u64,
     /// Read as the events are opened: kptr_restrict may be lowered for it only while the run lasts.
-    kernel_symbols: Result<KernelSymbols, String>,
+    kernel_symbols: Result<KernelSymbols, MetersError>,
     /// Cycles and instructions where the CPUs count them, else why not.
     hardware: Result<HardwareSampler, String>,
     /// `IOLAB_PROFILE_DUMP`, looked up once rather than at every drain.
@@ -175,7 +175,7 @@ impl Profiler {
         let rings = (0..ncpu as i32)
             .map(|cpu| sysctls.open_perf(PARANOID_CPU_WIDE, || open_ring(cpu)))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| MetersError::Refused(format!("perf_event_open of a cpu-clock sampling event failed: {e}")))?;
+            .map_err(|e| e.context(|m| format!("perf_event_open of a cpu-clock sampling event failed: {m}")))?;
         let kernel_symbols = sysctls.kallsyms(KernelSymbols::parse);
         // After the cpu-clock rings: they lowered perf_event_paranoid where it had to be.
         let hardware = HardwareSampler::open(ncpu);
@@ -225,7 +225,7 @@ impl Profiler {
     }
 
     fn layers(&self, own_pid: u32, ios: u64) -> Result<LayerProfile, String> {
-        let syms = self.kernel_symbols.as_ref().map_err(Clone::clone)?;
+        let syms = self.kernel_symbols.as_ref().map_err(ToString::to_string)?;
         let maps = UserMaps::of_process(own_pid);
         if self.samples.is_empty() {
             return Err("no samples were taken in the window".into());

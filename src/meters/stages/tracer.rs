@@ -70,7 +70,7 @@ impl Tracer {
         }
         let mut ids: Vec<(u64, Kind)> = decoder.by_id.iter().map(|(&id, (k, _))| (id, *k)).collect();
         ids.sort_by_key(|x| x.0);
-        let refused = |e: String| MetersError::Refused(format!("perf_event_open of a tracepoint failed: {e}"));
+        let refused = |e: MetersError| e.context(|m| format!("perf_event_open of a tracepoint failed: {m}"));
         let (mut rings, mut followers) = (Vec::new(), Vec::new());
         for cpu in 0..ncpu as i32 {
             let mut leader: Option<(Ring, Kind)> = None;
