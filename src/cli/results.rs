@@ -55,6 +55,33 @@ pub fn main(a: &ResultsArgs) -> i32 {
 const PLAN_ONLY: [PlannedStatus; 2] = [PlannedStatus::Skipped, PlannedStatus::Planned];
 
 fn results(a: &ResultsArgs) -> Result<(), Failure> {
+    let plan_only = refuse_before_opening(a)?;
+    let store = Store::open_existing(&a.db)?;
+    if a.sweeps {
+        println!("{:>5}  {:<24} {:>8} {:>6} {:>8} {:>6}", "sweep", "name", "planned", "done", "skipped", "failed");
+        for s in store.sweep_infos()? {
+            println!("{:>5}  {:<24} {:>8} {:>6} {:>8} {:>6}", s.id, s.name, s.total, s.done, s.skipped, s.failed);
+        }
+        return Ok(());
+    }
+    let filter = filter_of(a);
+    if let Some(dest) = &a.csv {
+        return export(dest, |w| store.export_csv(&filter, w));
+    }
+    if let Some(dest) = &a.json {
+        return export(dest, |w| store.export_json(&filter, w));
+    }
+    if let Some(st) = plan_only {
+        return list_planned(&store, &filter, st);
+    }
+    let rows = store.list_runs(&filter)?;
+    print_runs(&rows);
+    not_made(a, &store, &filter)
+}
+
+/// What is refused before the database is opened (an export of runs never made, no database, an
+/// output iolab will not write): it costs nothing. Ok: the plan-only status asked for, if any.
+fn refuse_before_opening(a: &ResultsArgs) -> Result<Option<PlannedStatus>, Failure> {
     let plan_only = a.status.as_deref().and_then(PlannedStatus::parse).filter(|s| PLAN_ONLY.contains(s));
     if let (Some(st), true) = (plan_only, a.csv.is_some() || a.json.is_some()) {
         return Err(Failure::invalid(format!(
@@ -67,21 +94,18 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
             crate::secret::redact_path(&a.db)
         )));
     }
-    // Before the database is opened: an output iolab will refuse costs nothing.
+    // An output iolab will refuse, before the database is opened.
     for (flag, dest) in [("--csv", &a.csv), ("--json", &a.json)] {
         if let Some(d) = dest {
             crate::output::check_writable(flag, d)?;
         }
     }
-    let store = Store::open_existing(&a.db)?;
-    if a.sweeps {
-        println!("{:>5}  {:<24} {:>8} {:>6} {:>8} {:>6}", "sweep", "name", "planned", "done", "skipped", "failed");
-        for s in store.sweep_infos()? {
-            println!("{:>5}  {:<24} {:>8} {:>6} {:>8} {:>6}", s.id, s.name, s.total, s.done, s.skipped, s.failed);
-        }
-        return Ok(());
-    }
-    let filter = RunFilter {
+    Ok(plan_only)
+}
+
+/// The runs `a`'s options select.
+fn filter_of(a: &ResultsArgs) -> RunFilter {
+    RunFilter {
         sweep: a.sweep,
         interface: a.interface.clone(),
         rw: a.rw.clone(),
@@ -93,17 +117,12 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
         tool: a.tool.clone(),
         limit: a.limit,
         ..Default::default()
-    };
-    if let Some(dest) = &a.csv {
-        return export(dest, |w| store.export_csv(&filter, w));
     }
-    if let Some(dest) = &a.json {
-        return export(dest, |w| store.export_json(&filter, w));
-    }
-    if let Some(st) = plan_only {
-        return list_planned(&store, &filter, st);
-    }
-    let rows = store.list_runs(&filter)?;
+}
+
+/// The stored runs, one row each, and their count; a column for the file set, the tool and the
+/// machine where some row needs it.
+fn print_runs(rows: &[crate::store::RunRow]) {
     // Runs from several machines (a merged database): each row says which one made it.
     let machine = |r: &crate::store::RunRow| format!("{} {}", r.hostname.as_deref().unwrap_or("?"), r.kernel.as_deref().unwrap_or("?"));
     let machines: std::collections::BTreeSet<String> = rows.iter().map(machine).collect();
@@ -134,7 +153,7 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
         if tools { " tool      " } else { "" },
         if several { " machine (host kernel)" } else { "" }
     );
-    for r in &rows {
+    for r in rows {
         let opt = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
         println!(
             "{:>5} {:>5} {:>3} {:<11} {:<9} {:<7} {:<6} {:<9} {:>6} {:>4} {:>3} {:>9} {:>9} {:>9} {:>6} {:<9}{}{}{}",
@@ -160,11 +179,16 @@ fn results(a: &ResultsArgs) -> Result<(), Failure> {
         );
     }
     println!("{} runs{}", rows.len(), if several { format!(" from {} machines", machines.len()) } else { String::new() });
+}
+
+/// The planned runs not made (skipped, or failed before measuring): counted, or listed when
+/// `--status failed` asks for them.
+fn not_made(a: &ResultsArgs, store: &Store, filter: &RunFilter) -> Result<(), Failure> {
     // Runs that failed before measuring have no stored run: they are listed from the plan.
     let early =
-        if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(&filter, PlannedStatus::Failed)? } else { Vec::new() };
+        if matches!(a.status.as_deref(), None | Some("failed")) { store.list_planned(filter, PlannedStatus::Failed)? } else { Vec::new() };
     if a.status.is_none() {
-        let skipped = store.list_planned(&filter, PlannedStatus::Skipped)?.len();
+        let skipped = store.list_planned(filter, PlannedStatus::Skipped)?.len();
         if skipped > 0 {
             println!("{skipped} planned runs skipped, not made (--status skipped lists them with the reason)");
         }

@@ -1,6 +1,6 @@
 //! The human summary of one run, in the spirit of hyperfine: the few numbers that matter, with
 //! units people read at a glance. The JSON holds everything else.
-use crate::meters::profile::{Hardware, ProfileResult};
+use crate::meters::profile::{Hardware, LayerProfile, ProfileResult};
 use crate::meters::stages::StagesResult;
 use crate::plan::size::format_bytes;
 pub use crate::plan::size::format_ns;
@@ -145,7 +145,33 @@ pub fn render(rec: &RunRecord) -> String {
     out
 }
 
+/// The run's cost: CPU, devices, perf counters, then the layer profile and the stages where taken.
 fn cost(out: &mut String, c: &crate::meters::Cost) {
+    cores(out, c);
+    devices(out, c);
+    counters(out, c);
+    match &c.profile {
+        Some(ProfileResult::Measured(p)) => {
+            layers(out, p);
+            layers_cost(out, p);
+        }
+        Some(ProfileResult::Unavailable { unavailable }) => {
+            let _ = writeln!(out, "  layers unavailable: {unavailable}");
+        }
+        None => {}
+    }
+    match &c.stages {
+        Some(StagesResult::Measured(p)) => stages(out, p),
+        Some(StagesResult::Unavailable { unavailable }) => {
+            let _ = writeln!(out, "  stages unavailable: {unavailable}");
+        }
+        None => {}
+    }
+}
+
+/// The `cores` line (CPU by thread class) and the system-wide one, then the workload's context
+/// switches.
+fn cores(out: &mut String, c: &crate::meters::Cost) {
     let classes: Vec<String> = c
         .classes
         .iter()
@@ -181,6 +207,10 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
             );
         }
     }
+}
+
+/// One line per device: its queue interrupts and what it counted against iolab.
+fn devices(out: &mut String, c: &crate::meters::Cost) {
     for d in &c.devices {
         let irq = match (d.queue_interrupts, d.queue_interrupts_per_io) {
             (Some(n), Some(p)) if d.irq_shared_with.is_empty() => {
@@ -199,6 +229,10 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
         };
         let _ = writeln!(out, "  device {}: {irq}{stat}", d.device.as_deref().unwrap_or(&d.target));
     }
+}
+
+/// The `perf` line: instructions and IPC per I/O, the workload's task clock.
+fn counters(out: &mut String, c: &crate::meters::Cost) {
     if let Some(k) = &c.counters {
         let w = &k.workload_per_io;
         let hw = match (&k.hardware_unavailable, w.instructions, w.ipc) {
@@ -209,70 +243,64 @@ fn cost(out: &mut String, c: &crate::meters::Cost) {
         let sw = w.task_clock_ns.map(|t| format!("; workload task clock {}/IO", format_ns(t))).unwrap_or_default();
         let _ = writeln!(out, "  perf   {hw}{sw}");
     }
-    match &c.profile {
-        Some(ProfileResult::Measured(p)) => {
-            let _ = writeln!(
-                out,
-                "  layers {} samples every {} (cpu-clock), {} lost; self share, CPU per I/O:",
-                p.samples,
-                format_ns(p.period_ns as f64),
-                p.lost
-            );
-            for l in p.layers.iter().filter(|l| l.self_share >= 0.005) {
-                let per_io = l.self_ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
-                let counted = match (l.self_instructions_per_io, l.self_cycles_per_io) {
-                    (Some(i), Some(c)) => format!(" {i:.0} instructions, {c:.0} cycles/IO"),
-                    _ => String::new(),
-                };
-                let top = l.top_functions.first().map(|(f, _)| format!(" (top: {f})")).unwrap_or_default();
-                let _ = writeln!(out, "         {:>5.1} %{per_io}{counted}  {}{top}", l.self_share * 100.0, l.layer);
-            }
-            match &p.hardware {
-                Hardware::Counted(h) => {
-                    let per_io = match (h.instructions_per_io, h.cycles_per_io) {
-                        (Some(i), Some(c)) => format!(": {i:.0} instructions, {c:.0} cycles per I/O over every CPU"),
-                        _ => format!(": {} instructions, {} cycles over every CPU", h.instructions, h.cycles),
-                    };
-                    let _ = writeln!(out, "         {} {} samples, {} lost{per_io}", h.event, h.samples, h.lost);
-                }
-                Hardware::Unavailable { unavailable } => {
-                    let _ = writeln!(out, "         no cycles or instructions per layer: {unavailable}");
-                }
-            }
-            let r = &p.run;
-            if r.samples > 0 {
-                let per_io = r.ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
-                let modules: Vec<String> =
-                    r.modules.iter().take(4).map(|m| format!("{} {} ({}) {:.1} %", m.space, m.module, m.layer, m.share * 100.0)).collect();
-                let _ = writeln!(
-                    out,
-                    "         the run's own CPU{per_io}: user {:.1} %, kernel {:.1} %; by module: {}",
-                    r.user_share * 100.0,
-                    r.kernel_share * 100.0,
-                    modules.join(", ")
-                );
-            }
-            if let Some(u) = &p.unprofiled {
-                let lat = u.mean_latency_change.map(|c| format!(", mean latency {:+.1} %", c * 100.0)).unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "         profiling cost: IOPS {:+.1} %{lat} against the same job unprofiled ({} IOPS)",
-                    u.iops_change * 100.0,
-                    format_count(u.iops)
-                );
-            }
-        }
-        Some(ProfileResult::Unavailable { unavailable }) => {
-            let _ = writeln!(out, "  layers unavailable: {unavailable}");
-        }
-        None => {}
+}
+
+/// `--profile layers`: the sampling and each layer's self share, CPU, instructions and cycles per I/O.
+fn layers(out: &mut String, p: &LayerProfile) {
+    let _ = writeln!(
+        out,
+        "  layers {} samples every {} (cpu-clock), {} lost; self share, CPU per I/O:",
+        p.samples,
+        format_ns(p.period_ns as f64),
+        p.lost
+    );
+    for l in p.layers.iter().filter(|l| l.self_share >= 0.005) {
+        let per_io = l.self_ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
+        let counted = match (l.self_instructions_per_io, l.self_cycles_per_io) {
+            (Some(i), Some(c)) => format!(" {i:.0} instructions, {c:.0} cycles/IO"),
+            _ => String::new(),
+        };
+        let top = l.top_functions.first().map(|(f, _)| format!(" (top: {f})")).unwrap_or_default();
+        let _ = writeln!(out, "         {:>5.1} %{per_io}{counted}  {}{top}", l.self_share * 100.0, l.layer);
     }
-    match &c.stages {
-        Some(StagesResult::Measured(p)) => stages(out, p),
-        Some(StagesResult::Unavailable { unavailable }) => {
-            let _ = writeln!(out, "  stages unavailable: {unavailable}");
+}
+
+/// `--profile layers`, what follows the layers: the hardware sampler, the run's own CPU by
+/// module, and what profiling cost against the same job unprofiled.
+fn layers_cost(out: &mut String, p: &LayerProfile) {
+    match &p.hardware {
+        Hardware::Counted(h) => {
+            let per_io = match (h.instructions_per_io, h.cycles_per_io) {
+                (Some(i), Some(c)) => format!(": {i:.0} instructions, {c:.0} cycles per I/O over every CPU"),
+                _ => format!(": {} instructions, {} cycles over every CPU", h.instructions, h.cycles),
+            };
+            let _ = writeln!(out, "         {} {} samples, {} lost{per_io}", h.event, h.samples, h.lost);
         }
-        None => {}
+        Hardware::Unavailable { unavailable } => {
+            let _ = writeln!(out, "         no cycles or instructions per layer: {unavailable}");
+        }
+    }
+    let r = &p.run;
+    if r.samples > 0 {
+        let per_io = r.ns_per_io.map(|n| format!(" {}/IO", format_ns(n))).unwrap_or_default();
+        let modules: Vec<String> =
+            r.modules.iter().take(4).map(|m| format!("{} {} ({}) {:.1} %", m.space, m.module, m.layer, m.share * 100.0)).collect();
+        let _ = writeln!(
+            out,
+            "         the run's own CPU{per_io}: user {:.1} %, kernel {:.1} %; by module: {}",
+            r.user_share * 100.0,
+            r.kernel_share * 100.0,
+            modules.join(", ")
+        );
+    }
+    if let Some(u) = &p.unprofiled {
+        let lat = u.mean_latency_change.map(|c| format!(", mean latency {:+.1} %", c * 100.0)).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "         profiling cost: IOPS {:+.1} %{lat} against the same job unprofiled ({} IOPS)",
+            u.iops_change * 100.0,
+            format_count(u.iops)
+        );
     }
 }
 

@@ -39,21 +39,7 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
     if parts.is_empty() {
         return Err(Failure::invalid(format!("suite {} has no part starting with '{}'", suite.id, s.part.as_deref().unwrap_or(""))));
     }
-    // The size every part's runs and the temporary target use: checked here, once, as a dry run
-    // reads it nowhere else (`--size 0 --dry-run` planned every part and exited 0).
-    let size = match s.size.as_deref() {
-        Some(text) => {
-            let bytes = crate::plan::size::parse_size(text).map_err(|e| Failure::invalid(format!("--size: {e}")))?;
-            if bytes < crate::plan::validate::MIN_BS {
-                return Err(Failure::invalid(format!(
-                    "--size {text} is smaller than one {}-byte block: give the bytes of each target to use, e.g. 1g",
-                    crate::plan::validate::MIN_BS
-                )));
-            }
-            Some(bytes)
-        }
-        None => None,
-    };
+    let size = suite_size(s)?;
     let given = Given { targets: &s.targets, size: s.size.as_deref(), destructive: &s.destructive };
     let fills = suite.fills.map(|(full, quick)| fill_plan(s, if s.quick { quick } else { full }, full));
     let preconditioned = fills.as_ref().map(|f| f.said.as_str());
@@ -70,72 +56,19 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
     ui.event(Event::Begin);
     if let Some(f) = &fills {
         if let Some(n) = f.fill {
-            for t in &s.targets {
-                ui.event(Event::Filling { target: t, fills: n, scale: &f.scale });
-                let p = Preconditioning {
-                    target: t.clone(),
-                    interface: crate::interfaces::InterfaceKind::IoUring,
-                    fills: n,
-                    fill_bs: 128 << 10,
-                    bs: 4096,
-                    qd: 32,
-                    round_s: 0.0,
-                    max_rounds: 0,
-                    size,
-                    destructive: s.destructive.clone(),
-                };
-                let r = precondition(&p, ui.precondition())?;
-                let mean = r.fills.iter().sum::<f64>() / r.fills.len().max(1) as f64;
-                ui.event(Event::Filled { target: t, bytes_per_s: mean });
-            }
+            fill_targets(s, f, n, size, ui)?;
         }
         ui.event(Event::Preconditioning(&f.said));
     }
     let mut end = SuiteEnd { code: 0, parts: Vec::new(), finished: true };
     for p in parts {
         ui.event(Event::Part(p));
-        let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
-        // A part measured at saturation: planned from the earlier part's stored runs (stored by
-        // now when it ran before it here; otherwise checked above).
-        let plan = match p.at_saturation() {
-            // A served part's file set is sized by its files, not by --size.
-            None if super::served::is_served(p) => p.plan(s.quick, &Given { size: None, ..given }).map_err(Failure::invalid)?,
-            None => p.plan(s.quick, &given).map_err(Failure::invalid)?,
-            Some(at) => match stored_saturations(s, p, &given, preconditioned)? {
-                Ok(found) => {
-                    ui.event(Event::AtSaturation { of: at.of, found: &found });
-                    p.plan_at(s.quick, &given, &found).map_err(Failure::invalid)?
-                }
-                Err(why) if s.dry_run => {
-                    ui.event(Event::SaturationNotYet { of: at.of, why: &why });
-                    p.plan(s.quick, &given).map_err(Failure::invalid)?
-                }
-                Err(why) => return Err(Failure::invalid(why)),
-            },
-        };
-        let Some(plan) = plan else {
-            for (what, why) in &unsupported {
-                ui.event(Event::CannotRun { what, why });
+        let ran = match run_one_part(s, p, &given, preconditioned, ui)? {
+            Some(ran) => ran,
+            None => {
+                end.parts.push((p.name, PartEnd::NothingToRun));
+                continue;
             }
-            end.parts.push((p.name, PartEnd::NothingToRun));
-            continue;
-        };
-        let (plan, numa_kept) = as_run(&plan, s, preconditioned)?;
-        if let (true, Some(n)) = (numa_kept, s.numa) {
-            ui.event(Event::NumaNotApplied(n));
-        }
-        // A part whose file system is served over NBD: set up per server, or skipped with why.
-        let ran = if super::served::is_served(p) && !s.dry_run {
-            match super::served::run(s, p, &plan, &unsupported, ui)? {
-                Some(ran) => ran,
-                None => {
-                    end.parts.push((p.name, PartEnd::NothingToRun));
-                    continue;
-                }
-            }
-        } else {
-            // The targets are in the part's plan, as it uses them.
-            ui.run_part(&plan, &[], None, &unsupported)?
         };
         end.parts.push((p.name, PartEnd::Ran(ran)));
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
@@ -148,6 +81,92 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
         end.code = end.code.max(ran.code);
     }
     Ok(end)
+}
+
+/// The size every part's runs and the temporary target use: checked here, once, as a dry run
+/// reads it nowhere else (`--size 0 --dry-run` planned every part and exited 0).
+fn suite_size(s: &SuiteRun) -> Result<Option<u64>, Failure> {
+    Ok(match s.size.as_deref() {
+        Some(text) => {
+            let bytes = crate::plan::size::parse_size(text).map_err(|e| Failure::invalid(format!("--size: {e}")))?;
+            if bytes < crate::plan::validate::MIN_BS {
+                return Err(Failure::invalid(format!(
+                    "--size {text} is smaller than one {}-byte block: give the bytes of each target to use, e.g. 1g",
+                    crate::plan::validate::MIN_BS
+                )));
+            }
+            Some(bytes)
+        }
+        None => None,
+    })
+}
+
+/// The sequential fills of every target (`n` each) before the first part, as the paper
+/// preconditions its drives.
+fn fill_targets(s: &SuiteRun, f: &Fills, n: u32, size: Option<u64>, ui: &mut dyn SuiteUi) -> Result<(), Failure> {
+    for t in &s.targets {
+        ui.event(Event::Filling { target: t, fills: n, scale: &f.scale });
+        let p = Preconditioning {
+            target: t.clone(),
+            interface: crate::interfaces::InterfaceKind::IoUring,
+            fills: n,
+            fill_bs: 128 << 10,
+            bs: 4096,
+            qd: 32,
+            round_s: 0.0,
+            max_rounds: 0,
+            size,
+            destructive: s.destructive.clone(),
+        };
+        let r = precondition(&p, ui.precondition())?;
+        let mean = r.fills.iter().sum::<f64>() / r.fills.len().max(1) as f64;
+        ui.event(Event::Filled { target: t, bytes_per_s: mean });
+    }
+    Ok(())
+}
+
+/// One part: planned (from an earlier part's stored saturation points where it is measured at
+/// them), then run, or served over NBD. None: nothing of it could run here (said through `ui`).
+fn run_one_part(
+    s: &SuiteRun,
+    p: &'static Part,
+    given: &Given,
+    preconditioned: Option<&str>,
+    ui: &mut dyn SuiteUi,
+) -> Result<Option<SweepEnd>, Failure> {
+    let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
+    let plan = match p.at_saturation() {
+        // A served part's file set is sized by its files, not by --size.
+        None if super::served::is_served(p) => p.plan(s.quick, &Given { size: None, ..*given }).map_err(Failure::invalid)?,
+        None => p.plan(s.quick, given).map_err(Failure::invalid)?,
+        Some(at) => match stored_saturations(s, p, given, preconditioned)? {
+            Ok(found) => {
+                ui.event(Event::AtSaturation { of: at.of, found: &found });
+                p.plan_at(s.quick, given, &found).map_err(Failure::invalid)?
+            }
+            Err(why) if s.dry_run => {
+                ui.event(Event::SaturationNotYet { of: at.of, why: &why });
+                p.plan(s.quick, given).map_err(Failure::invalid)?
+            }
+            Err(why) => return Err(Failure::invalid(why)),
+        },
+    };
+    let Some(plan) = plan else {
+        for (what, why) in &unsupported {
+            ui.event(Event::CannotRun { what, why });
+        }
+        return Ok(None);
+    };
+    let (plan, numa_kept) = as_run(&plan, s, preconditioned)?;
+    if let (true, Some(n)) = (numa_kept, s.numa) {
+        ui.event(Event::NumaNotApplied(n));
+    }
+    // A part whose file system is served over NBD: set up per server, or skipped with why.
+    if super::served::is_served(p) && !s.dry_run {
+        return super::served::run(s, p, &plan, &unsupported, ui);
+    }
+    // The targets are in the part's plan, as it uses them.
+    Ok(Some(ui.run_part(&plan, &[], None, &unsupported)?))
 }
 
 /// A part's plan as this suite run runs it: with `--numa` (true: not applied, the part varies

@@ -213,96 +213,16 @@ fn metric_value(m: Metric) -> impl Fn(&Run) -> Option<f64> {
 fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
     let bss = distinct(all, |r| r.bs);
     let threads = distinct(all, |r| r.threads);
-    let value = metric_value(metric);
     let mut tiles = Vec::new();
-    let best_mean = format!("best's mean {}", metric.name());
-    let mut t = Table::new(
-        format!("{title} (table)"),
-        &[
-            "bs",
-            "threads",
-            "best",
-            &best_mean,
-            "second",
-            "margin",
-            "not realised here",
-            "Welch p",
-            "call (Welch)",
-            "Student p",
-            "call (Student)",
-        ],
-    );
+    let mut t = efficiency_table(metric, title);
     let mut disagreements = 0;
     for (col, bs) in bss.iter().enumerate() {
         for (row, th) in threads.iter().enumerate() {
             let here: Vec<&Config> = all.iter().filter(|c| c.first().bs == *bs && c.first().threads == *th).copied().collect();
-            let (chosen, not_realised) = realised_methods(&here);
-            let methods: Vec<(String, Vec<f64>)> =
-                chosen.iter().map(|(name, c)| (name.clone(), c.values(&value))).filter(|(_, v)| !v.is_empty()).collect();
-            let Some(w) = tile_winner(metric, &methods, ALPHA) else { continue };
-            // The paper's margin is in bytes per joule: best's minus second's.
-            let bytes_per_joule = |mean: f64| (mean > 0.0).then(|| *bs as f64 / mean);
-            let margin = match (metric, w.second_mean.and_then(bytes_per_joule), bytes_per_joule(w.best_mean)) {
-                (Metric::JoulesPerIo, Some(s), Some(b)) => format!("+{} B/J", num(b - s)),
-                _ => w.margin.map(|m| format!("+{:.1} %", m * 100.0)).unwrap_or("-".into()),
-            };
-            let call = |p: Option<f64>| match (w.call, p) {
-                (TileCall::Alone, _) => "only method".to_string(),
-                (_, None) => "untested (n < 2)".to_string(),
-                (_, Some(p)) if p > ALPHA => "tie".to_string(),
-                _ => "clear".to_string(),
-            };
-            let student_call = call(w.student.map(|s| s.p));
-            let welch_call = call(w.welch.map(|s| s.p));
-            if student_call != welch_call {
-                disagreements += 1;
-            }
-            let p = w.welch.map(|x| format!("p = {}", num(x.p))).unwrap_or_default();
-            let second = w.second.clone().unwrap_or_default();
-            let mut sub = match w.call {
-                TileCall::Tie => vec![format!("tie with {second}"), format!("{margin}, {p}")],
-                TileCall::Untested => vec![format!("{margin} over {second}"), "untested, n < 2".into()],
-                TileCall::Alone => vec!["only method".into()],
-                TileCall::Clear => vec![format!("{margin} over {second}"), p.clone()],
-            };
-            // A method whose runs fell back stands in no tile as itself: the tile says so.
-            if !not_realised.is_empty() {
-                sub.push(format!("not realised here: {}", not_realised.join(", ")));
-            }
-            let (text, key) = if w.call == TileCall::Tie {
-                (format!("tie: {}", w.best), svg::TIE_KEY.to_string())
-            } else {
-                (w.best.clone(), w.best.clone())
-            };
-            tiles.push(Tile {
-                col,
-                row,
-                text,
-                key,
-                tip: format!(
-                    "{} · {} threads · best {} ({} {}) · {}",
-                    bs_name(*bs),
-                    th,
-                    w.best,
-                    num(w.best_mean),
-                    metric.name(),
-                    sub.join(", ")
-                ),
-                sub,
-            });
-            t.rows.push(vec![
-                bs_name(*bs),
-                th.to_string(),
-                w.best.clone(),
-                num(w.best_mean),
-                w.second.clone().unwrap_or("-".into()),
-                margin,
-                if not_realised.is_empty() { "-".into() } else { not_realised.join(", ") },
-                w.welch.map(|x| num(x.p)).unwrap_or("-".into()),
-                welch_call,
-                w.student.map(|x| num(x.p)).unwrap_or("-".into()),
-                student_call,
-            ]);
+            let Some(cell) = efficiency_tile(metric, &here, *bs, *th, (col, row)) else { continue };
+            disagreements += usize::from(cell.disagree);
+            tiles.push(cell.tile);
+            t.rows.push(cell.row);
         }
     }
     let runs = runs_of(all);
@@ -318,18 +238,112 @@ fn efficiency_map(ctx: &mut Ctx, all: &[&Config], metric: Metric, title: &str) {
         rows: threads.iter().map(|t| t.to_string()).collect(),
         tiles,
     };
+    ctx.figure(title, svg::tile_map(&map), &runs, efficiency_notes(metric));
+    t.notes.push(format!("HotStorage'22 called a tie with a two-sample t-test; iolab decides with Welch's test (unequal variances) and lists Student's pooled test beside it. The two calls differ in {disagreements} tile(s)."));
+    ctx.table(t, &runs);
+}
+
+/// The efficiency map's table, one row per tile: its columns.
+fn efficiency_table(metric: Metric, title: &str) -> Table {
+    let best_mean = format!("best's mean {}", metric.name());
+    Table::new(
+        format!("{title} (table)"),
+        &[
+            "bs",
+            "threads",
+            "best",
+            &best_mean,
+            "second",
+            "margin",
+            "not realised here",
+            "Welch p",
+            "call (Welch)",
+            "Student p",
+            "call (Student)",
+        ],
+    )
+}
+
+/// One tile of the efficiency map, its table row, and whether Welch's and Student's calls differ.
+struct TileCell {
+    tile: Tile,
+    row: Vec<String>,
+    disagree: bool,
+}
+
+/// The tile at (`col`, `row`) of block size `bs` and `th` threads over the configurations
+/// `here`: the method realised with the best mean, its margin over the second and the tests'
+/// calls. None where no method measured the metric.
+fn efficiency_tile(metric: Metric, here: &[&Config], bs: u64, th: u32, (col, row): (usize, usize)) -> Option<TileCell> {
+    let value = metric_value(metric);
+    let (chosen, not_realised) = realised_methods(here);
+    let methods: Vec<(String, Vec<f64>)> =
+        chosen.iter().map(|(name, c)| (name.clone(), c.values(&value))).filter(|(_, v)| !v.is_empty()).collect();
+    let w = tile_winner(metric, &methods, ALPHA)?;
+    // The paper's margin is in bytes per joule: best's minus second's.
+    let bytes_per_joule = |mean: f64| (mean > 0.0).then(|| bs as f64 / mean);
+    let margin = match (metric, w.second_mean.and_then(bytes_per_joule), bytes_per_joule(w.best_mean)) {
+        (Metric::JoulesPerIo, Some(s), Some(b)) => format!("+{} B/J", num(b - s)),
+        _ => w.margin.map(|m| format!("+{:.1} %", m * 100.0)).unwrap_or("-".into()),
+    };
+    let call = |p: Option<f64>| match (w.call, p) {
+        (TileCall::Alone, _) => "only method".to_string(),
+        (_, None) => "untested (n < 2)".to_string(),
+        (_, Some(p)) if p > ALPHA => "tie".to_string(),
+        _ => "clear".to_string(),
+    };
+    let student_call = call(w.student.map(|s| s.p));
+    let welch_call = call(w.welch.map(|s| s.p));
+    let disagree = student_call != welch_call;
+    let p = w.welch.map(|x| format!("p = {}", num(x.p))).unwrap_or_default();
+    let second = w.second.clone().unwrap_or_default();
+    let mut sub = match w.call {
+        TileCall::Tie => vec![format!("tie with {second}"), format!("{margin}, {p}")],
+        TileCall::Untested => vec![format!("{margin} over {second}"), "untested, n < 2".into()],
+        TileCall::Alone => vec!["only method".into()],
+        TileCall::Clear => vec![format!("{margin} over {second}"), p.clone()],
+    };
+    // A method whose runs fell back stands in no tile as itself: the tile says so.
+    if !not_realised.is_empty() {
+        sub.push(format!("not realised here: {}", not_realised.join(", ")));
+    }
+    let (text, key) =
+        if w.call == TileCall::Tie { (format!("tie: {}", w.best), svg::TIE_KEY.to_string()) } else { (w.best.clone(), w.best.clone()) };
+    let tile = Tile {
+        col,
+        row,
+        text,
+        key,
+        tip: format!("{} · {} threads · best {} ({} {}) · {}", bs_name(bs), th, w.best, num(w.best_mean), metric.name(), sub.join(", ")),
+        sub,
+    };
+    let row = vec![
+        bs_name(bs),
+        th.to_string(),
+        w.best.clone(),
+        num(w.best_mean),
+        w.second.clone().unwrap_or("-".into()),
+        margin,
+        if not_realised.is_empty() { "-".into() } else { not_realised.join(", ") },
+        w.welch.map(|x| num(x.p)).unwrap_or("-".into()),
+        welch_call,
+        w.student.map(|x| num(x.p)).unwrap_or("-".into()),
+        student_call,
+    ];
+    Some(TileCell { tile, row, disagree })
+}
+
+/// The efficiency map's notes: what a tile says and how each method is realised.
+fn efficiency_notes(metric: Metric) -> Vec<String> {
     let margin_unit = if metric == Metric::JoulesPerIo {
         "in bytes per joule (best's minus second's), as HotStorage'22 gave it"
     } else {
         "in % (no energy was measured, so not the paper's bytes per joule)"
     };
-    let notes = vec![
+    vec![
         format!("Each tile: the completion method (interrupt, classic polling, hybrid polling, as HotStorage'22 compared them) with the best mean {} and its margin over the second {margin_unit}; \"tie\" where Welch's two-sample test of best against second gives p > 0.05.", metric.name()),
         "Each method is realised by the interface that really carried it out on this kernel: pvsync2 (the paper's) where its runs completed as asked, else io_uring; a run that fell back (e.g. pvsync2's RWF_HIPRI, completed by interrupt since Linux 5.18) never stands for the method it asked for, and its tile lists it under \"not realised here\".".into(),
-    ];
-    ctx.figure(title, svg::tile_map(&map), &runs, notes);
-    t.notes.push(format!("HotStorage'22 called a tie with a two-sample t-test; iolab decides with Welch's test (unequal variances) and lists Student's pooled test beside it. The two calls differ in {disagreements} tile(s)."));
-    ctx.table(t, &runs);
+    ]
 }
 
 /// HotStorage'22's three completion methods, by the `complete` value that asks for each.
