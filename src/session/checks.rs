@@ -1,5 +1,6 @@
 //! What the kernel and the targets allow a job, and which completion path it will take.
 use crate::device::{sysinfo::TargetInfo, Target};
+use crate::failure::Failure;
 use crate::interfaces::{InterfaceError, KernelSetup};
 use crate::meters::Cost;
 use crate::plan::{Complete, Job};
@@ -96,16 +97,17 @@ pub fn observe_path(path: &mut CompletionPath, job: &Job, cost: &Cost) {
     path.fell_back = polled_asked && !polled;
 }
 
-/// Refuse polled completion on queues that cannot poll unless the user accepts the fallback.
-pub(super) fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String> {
+/// Refuse polled completion on queues that cannot poll unless the user accepts the fallback:
+/// what this machine cannot do (a sweep skips the run).
+pub(super) fn check_polling(job: &Job, targets: &[Target]) -> Result<(), Failure> {
     if !job.io.interface.info().polls_device_queues || job.io.complete == Complete::Irq || job.policy.allow_fallback {
         return Ok(());
     }
     for t in targets {
         if t.info.io_poll == Some(false) {
             let dev = t.info.device.as_deref().unwrap_or("?");
-            return Err(format!("{} cannot poll: /sys/block/{dev}/queue/io_poll is 0 (the driver has no poll queues: load nvme with poll_queues=N, or null_blk with poll_queues=N); or pass --allow-fallback to run anyway (the kernel then completes by interrupt, or on recent kernels fails each I/O with EOPNOTSUPP; iolab reports which)",
-                t.path.display()));
+            return Err(Failure::unsupported(format!("{} cannot poll: /sys/block/{dev}/queue/io_poll is 0 (the driver has no poll queues: load nvme with poll_queues=N, or null_blk with poll_queues=N); or pass --allow-fallback to run anyway (the kernel then completes by interrupt, or on recent kernels fails each I/O with EOPNOTSUPP; iolab reports which)",
+                t.path.display())));
         }
     }
     Ok(())
@@ -113,8 +115,8 @@ pub(super) fn check_polling(job: &Job, targets: &[Target]) -> Result<(), String>
 
 /// Refuse a run whose up-front allocations (`engine::memory_needed`) do not fit the memory
 /// available now or the address-space limit (`ulimit -v`): allocating them would abort the
-/// process, after settings were changed.
-pub(super) fn check_memory(job: &Job) -> Result<(), String> {
+/// process, after settings were changed. Err: what this machine cannot do now (unsupported here).
+pub(super) fn check_memory(job: &Job) -> Result<(), Failure> {
     let need = crate::engine::memory_needed(job);
     let fmt = |b: u64| crate::plan::size::format_bytes(b as f64);
     let kib = |text: &str, key: &str| {
@@ -129,7 +131,10 @@ pub(super) fn check_memory(job: &Job) -> Result<(), String> {
     );
     if let Some(avail) = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| kib(&m, "MemAvailable:")) {
         if need > avail {
-            return Err(format!("{what}, but only {} of memory is available: lower --threads, --qd or --bs", fmt(avail)));
+            return Err(Failure::unsupported(format!(
+                "{what}, but only {} of memory is available: lower --threads, --qd or --bs",
+                fmt(avail)
+            )));
         }
     }
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -139,7 +144,7 @@ pub(super) fn check_memory(job: &Job) -> Result<(), String> {
         let room = lim.rlim_cur.saturating_sub(used);
         let extra = address_space_extra(job.workload.threads);
         if need.saturating_add(extra) > room {
-            return Err(format!("{what} and {} of address space for its threads' malloc arenas, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs", fmt(extra), fmt(room)));
+            return Err(Failure::unsupported(format!("{what} and {} of address space for its threads' malloc arenas, but the address-space limit (ulimit -v) leaves {}: raise the limit or lower --threads, --qd or --bs", fmt(extra), fmt(room))));
         }
     }
     Ok(())

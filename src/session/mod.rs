@@ -183,7 +183,7 @@ fn finish(
 fn check(job: &Job) -> Result<(), Failure> {
     validate(job)?;
     // Too big for this machine's memory now: not the user's error, and a sweep goes on.
-    check_memory(job).map_err(Failure::unsupported)
+    check_memory(job)
 }
 
 /// `--require-energy`: some energy source can measure here.
@@ -217,13 +217,14 @@ struct Prepared {
 /// power measured, the meters opened: everything up to the first I/O.
 fn prepare(job: &Job, ui: &mut dyn RunUi, measure: Measure, cancel: Cancel) -> Result<Prepared, Failure> {
     let (temp, acquired) = acquire(job, ui, cancel)?;
-    check_polling(job, acquired.files()).map_err(Failure::unsupported)?;
+    check_polling(job, acquired.files())?;
     let infos: Vec<TargetInfo> = acquired.describe();
     let (placement, placed) = numa::resolve(job, &infos, &host::numa_nodes())?;
     // System settings: originals journaled before any change, restored when the guard drops
     // (at the end, on an error return, after Ctrl-C); `iolab restore` is the backstop.
     let system = crate::settings::Settings::system();
-    let mut changes = settings_changes(job, &infos, &system).map_err(Failure::invalid)?;
+    // Settings asked wrongly or contradicting the job: bad input, whatever the setting says.
+    let mut changes = settings_changes(job, &infos, &system).map_err(|e| Failure::invalid(e.into_message()))?;
     // `--profile stages` reads tracepoints from tracefs: mounted for the run where it is not
     // (only root may; without it the record says why there are no stages).
     // SAFETY: geteuid has no preconditions.
@@ -409,8 +410,12 @@ fn setup_changes(
 
 /// The setting changes a job asks for, once per distinct device, and the `io_poll_delay` its
 /// polling needs (`block_poll.rs`) where the queue has another.
-fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings::Settings) -> Result<Vec<crate::settings::Change>, String> {
-    use crate::settings::{Change, Setting};
+fn settings_changes(
+    job: &Job,
+    targets: &[TargetInfo],
+    system: &crate::settings::Settings,
+) -> Result<Vec<crate::settings::Change>, crate::settings::SettingsError> {
+    use crate::settings::{Change, Setting, SettingsError};
     let poll_delay = (job.io.interface.rules().block_poll_delay)(&job.io);
     let mut devices: Vec<&str> = Vec::new();
     // The CPUs' settings (governor, cpu_freq_khz, cpuidle_max_state) once, whatever the targets.
@@ -426,7 +431,7 @@ fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings:
     for t in targets {
         let Some(d) = t.device.as_deref() else {
             if job.system.scheduler.is_some() || device_set {
-                return Err(format!("{} has no block device behind it whose settings could be changed", t.path));
+                return Err(SettingsError::Invalid(format!("{} has no block device behind it whose settings could be changed", t.path)));
             }
             continue;
         };
@@ -448,11 +453,11 @@ fn settings_changes(job: &Job, targets: &[TargetInfo], system: &crate::settings:
             let given = out.iter().find(|c| c.setting == Setting::IoPollDelay && c.device.as_deref() == Some(*d));
             match given {
                 Some(c) if c.value.trim().parse::<i64>() != Ok(want) => {
-                    return Err(format!(
+                    return Err(SettingsError::Invalid(format!(
                         "--set io_poll_delay={} contradicts --complete {} (which runs with io_poll_delay={want}): use --poll-delay with --complete hybrid instead",
                         c.value,
                         job.io.complete.name()
-                    ))
+                    )))
                 }
                 Some(_) => {}
                 None if system.snapshot(d)["io_poll_delay"].as_i64() != Some(want) => {

@@ -141,7 +141,7 @@ impl Db {
     /// environment, the password file). No message carries the password.
     pub fn connect(url: &str) -> Result<Db, DbError> {
         let r = super::pg_config::resolve(url, &super::pg_config::Env::process(), &mut |w| eprintln!("iolab: warning: {w}"))
-            .map_err(|msg| DbError { msg, constraint: false, refused: true })?;
+            .map_err(|e| DbError { msg: e.to_string(), constraint: false, refused: true })?;
         let client = r.config.connect(postgres::NoTls).map_err(|e| {
             let refused = e.code() == Some(&postgres::error::SqlState::INVALID_PASSWORD);
             // Only a server that cannot be reached (the connection's I/O failed) is the store's

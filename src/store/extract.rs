@@ -2,6 +2,7 @@
 //! series the database keeps, and back.
 
 use super::columns::{self, need};
+use super::StoreError;
 use crate::record::read::{CpuPart, Record, RunCpu};
 use rusqlite::types::Value as Sql;
 use serde_json::{Map, Value};
@@ -91,16 +92,16 @@ pub fn profile_parts(r: &Record) -> Vec<ProfilePart> {
     layers.chain(stages).chain(parts("module", |r| &r.modules)).chain(parts("function", |r| &r.functions)).collect()
 }
 
-pub(crate) fn extract(record: &Value) -> Result<Extracted, String> {
+pub(crate) fn extract(record: &Value) -> Result<Extracted, StoreError> {
     if !record.is_object() {
-        return Err("run record is not a JSON object".into());
+        return Err(StoreError::Refused("run record is not a JSON object".into()));
     }
     let r = Record::of(record);
-    need("status", Sql::from(r.status.map(|s| s.name().to_string())))?;
+    need("status", Sql::from(r.status.map(|s| s.name().to_string()))).map_err(StoreError::Refused)?;
     if !record.get("spec").is_some_and(Value::is_object) {
-        return Err("run record has no spec".into());
+        return Err(StoreError::Refused("run record has no spec".into()));
     }
-    let columns = columns::record_values(&r, record)?;
+    let columns = columns::record_values(&r, record).map_err(StoreError::Refused)?;
 
     let mut stripped = record.clone();
     let mut histograms = Vec::new();
@@ -111,7 +112,7 @@ pub(crate) fn extract(record: &Value) -> Result<Extracted, String> {
                 match h.take() {
                     Value::String(s) => histograms.push((d, s)),
                     Value::Null => {}
-                    other => return Err(format!("run record results.{d}.lat_histogram is not a string: {other}")),
+                    other => return Err(StoreError::Refused(format!("run record results.{d}.lat_histogram is not a string: {other}"))),
                 }
             }
         }
@@ -119,7 +120,7 @@ pub(crate) fn extract(record: &Value) -> Result<Extracted, String> {
             match s {
                 Value::Array(a) => series = std::mem::take(a),
                 Value::Null => {}
-                _ => return Err("run record results.series is not an array".into()),
+                _ => return Err(StoreError::Refused("run record results.series is not an array".into())),
             }
         }
     }
@@ -128,9 +129,10 @@ pub(crate) fn extract(record: &Value) -> Result<Extracted, String> {
 }
 
 /// One per-second point split into its columns: (t, read_iops, write_iops, mean_lat_ns, extra).
-pub(crate) fn series_point(p: &Value) -> Result<(i64, Sql, Sql, Sql, Sql), String> {
-    let o = p.as_object().ok_or_else(|| format!("run record series point is not an object: {p}"))?;
-    let t = o.get("t").and_then(Value::as_u64).ok_or_else(|| format!("run record series point has no second t: {p}"))?;
+pub(crate) fn series_point(p: &Value) -> Result<(i64, Sql, Sql, Sql, Sql), StoreError> {
+    let o = p.as_object().ok_or_else(|| StoreError::Refused(format!("run record series point is not an object: {p}")))?;
+    let t =
+        o.get("t").and_then(Value::as_u64).ok_or_else(|| StoreError::Refused(format!("run record series point has no second t: {p}")))?;
     let mut extra = Map::new();
     for (k, v) in o {
         if !matches!(k.as_str(), "t" | "read_iops" | "write_iops" | "mean_lat_ns") {

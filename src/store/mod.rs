@@ -659,7 +659,7 @@ impl Store {
     /// `record_run` of a run whose id (`run_uid`) it already has: a merged run keeps its own.
     pub(crate) fn record_run_as(&mut self, planned_id: Option<i64>, record: &Value, run_uid: &str) -> Result<i64, StoreError> {
         use base64::Engine;
-        let x = extract::extract(record).map_err(|m| StoreError::Refused(format!("results database {}: {m}", self.path)))?;
+        let x = extract::extract(record).map_err(|e| e.context(|m| format!("results database {}: {m}", self.path)))?;
         let path = self.path.clone();
         let e = |x: DbError| named(&path, x.into());
         let fail = |m: String| StoreError::Failed(format!("results database {path}: {m}"));
@@ -723,7 +723,7 @@ impl Store {
                 .map_err(e)?;
             }
             for p in &x.series {
-                let (t, r, w, m, extra) = extract::series_point(p).map_err(bad)?;
+                let (t, r, w, m, extra) = extract::series_point(p).map_err(|e| bad(e.to_string()))?;
                 tx.exec(
                     "INSERT INTO series(run_id, t, read_iops, write_iops, mean_lat_ns, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                     &[Sql::Integer(run), Sql::Integer(t), r, w, m, extra],
@@ -904,7 +904,7 @@ impl Store {
             .map_err(|m| StoreError::Failed(format!("results database {path}: run {run_id}: stored record: {m}")))?;
         record["energy"] = serde_json::to_value(energy)
             .map_err(|m| StoreError::Failed(format!("results database {path}: run {run_id}: energy record: {m}")))?;
-        let x = extract::extract(&record).map_err(|m| StoreError::Refused(format!("results database {path}: run {run_id}: {m}")))?;
+        let x = extract::extract(&record).map_err(|e| e.context(|m| format!("results database {path}: run {run_id}: {m}")))?;
         let mut cols: Vec<(&str, Sql)> = vec![("record", Sql::Text(x.stripped.to_string()))];
         cols.extend(x.columns);
         let set: Vec<String> = cols.iter().enumerate().map(|(i, (c, _))| format!("{c} = ?{}", i + 1)).collect();

@@ -5,6 +5,7 @@
 //! `PGUSER`, `PGPASSWORD`), and a password still missing from the password file (`?passfile=`,
 //! `PGPASSFILE` or `~/.pgpass`). The `postgres` crate reads none of these: the settings are
 //! gathered here and handed to its `Config`. Nothing here puts a password in a message.
+use super::StoreError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -64,7 +65,7 @@ pub struct Resolved {
 
 /// The configuration `url` (`postgresql://…` or `postgres://…`) stands for in `env`. Warnings
 /// (a password file others may read, which is then not read) go to `warn`, one line each.
-pub(crate) fn resolve(url: &str, env: &Env, warn: &mut dyn FnMut(String)) -> Result<Resolved, String> {
+pub(crate) fn resolve(url: &str, env: &Env, warn: &mut dyn FnMut(String)) -> Result<Resolved, StoreError> {
     let mut opts = parse_url(url)?;
     let service = opts.remove("service").or_else(|| env.var("PGSERVICE").map(String::from));
     if let Some(name) = service {
@@ -78,7 +79,8 @@ pub(crate) fn resolve(url: &str, env: &Env, warn: &mut dyn FnMut(String)) -> Res
         }
     }
     if !opts.contains_key("user") {
-        let user = env.os_user.clone().ok_or("no user name: give one in the URL (postgresql://USER@host/db) or in PGUSER")?;
+        let user =
+            env.os_user.clone().ok_or_else(|| refused("no user name: give one in the URL (postgresql://USER@host/db) or in PGUSER"))?;
         opts.insert("user".into(), user);
     }
     if !opts.contains_key("host") {
@@ -100,7 +102,7 @@ pub(crate) fn resolve(url: &str, env: &Env, warn: &mut dyn FnMut(String)) -> Res
     }
     let conninfo: Vec<String> = opts.iter().map(|(k, v)| format!("{k}='{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))).collect();
     // The crate's messages name an option, never its value; redacted all the same.
-    let config = conninfo.join(" ").parse::<postgres::Config>().map_err(|e| crate::secret::redact(&e.to_string()))?;
+    let config = conninfo.join(" ").parse::<postgres::Config>().map_err(|e| refused(crate::secret::redact(&e.to_string())))?;
     Ok(Resolved { config, password_file })
 }
 
@@ -114,7 +116,7 @@ fn default_host(port: Option<&str>) -> String {
         .map_or_else(|| "localhost".to_string(), |d| d.to_string())
 }
 
-fn decode(s: &str) -> Result<String, String> {
+fn decode(s: &str) -> Result<String, StoreError> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -122,24 +124,24 @@ fn decode(s: &str) -> Result<String, String> {
         if b[i] == b'%' {
             let hex = b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
             // No value in the message: it may be the password.
-            out.push(hex.ok_or("the database URL has a % not followed by two hexadecimal digits")?);
+            out.push(hex.ok_or_else(|| refused("the database URL has a % not followed by two hexadecimal digits"))?);
             i += 3;
         } else {
             out.push(b[i]);
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| "the database URL is not UTF-8 once percent-decoded".to_string())
+    String::from_utf8(out).map_err(|_| refused("the database URL is not UTF-8 once percent-decoded"))
 }
 
 /// A PostgreSQL URL as libpq reads it (`postgresql://[user[:password]@][host][:port][,…][/dbname][?key=value&…]`),
 /// as conninfo settings: `user`, `password`, `host` and `port` (comma-separated lists, a port
 /// left out empty), `dbname`, and each query parameter.
-pub(crate) fn parse_url(url: &str) -> Result<BTreeMap<String, String>, String> {
+pub(crate) fn parse_url(url: &str) -> Result<BTreeMap<String, String>, StoreError> {
     let rest = url
         .strip_prefix("postgresql://")
         .or_else(|| url.strip_prefix("postgres://"))
-        .ok_or("a PostgreSQL URL begins with postgresql:// or postgres://")?;
+        .ok_or_else(|| refused("a PostgreSQL URL begins with postgresql:// or postgres://"))?;
     let mut opts = BTreeMap::new();
     // The user information ends at an `@` before the path (libpq's reading).
     let path_at = rest.find(['/', '?']).unwrap_or(rest.len());
@@ -165,10 +167,15 @@ pub(crate) fn parse_url(url: &str) -> Result<BTreeMap<String, String>, String> {
         for spec in rest[..host_end].split(',') {
             let (host, port) = match spec.strip_prefix('[') {
                 Some(v6) => {
-                    let (h, after) = v6.split_once(']').ok_or("the database URL has an IPv6 address without its closing ]")?;
+                    let (h, after) =
+                        v6.split_once(']').ok_or_else(|| refused("the database URL has an IPv6 address without its closing ]"))?;
                     match after {
                         "" => (h, ""),
-                        a => (h, a.strip_prefix(':').ok_or("the database URL has something else than :PORT after an IPv6 address")?),
+                        a => (
+                            h,
+                            a.strip_prefix(':')
+                                .ok_or_else(|| refused("the database URL has something else than :PORT after an IPv6 address"))?,
+                        ),
                     }
                 }
                 None => spec.split_once(':').unwrap_or((spec, "")),
@@ -194,7 +201,7 @@ pub(crate) fn parse_url(url: &str) -> Result<BTreeMap<String, String>, String> {
     }
     for param in query.into_iter().flat_map(|q| q.split('&')).filter(|p| !p.is_empty()) {
         // No key or value in the message: a mistyped `password` could be either.
-        let (k, v) = param.split_once('=').ok_or("the database URL has a query parameter without =")?;
+        let (k, v) = param.split_once('=').ok_or_else(|| refused("the database URL has a query parameter without ="))?;
         opts.insert(decode(k)?, decode(v)?);
     }
     Ok(opts)
@@ -202,29 +209,29 @@ pub(crate) fn parse_url(url: &str) -> Result<BTreeMap<String, String>, String> {
 
 /// The settings of service `name`: from the user's service file, else the system's; an error
 /// when neither defines it.
-fn service_settings(name: &str, env: &Env) -> Result<Vec<(String, String)>, String> {
+fn service_settings(name: &str, env: &Env) -> Result<Vec<(String, String)>, StoreError> {
     let user_file = env.var("PGSERVICEFILE").map(PathBuf::from).or_else(|| env.home.as_ref().map(|h| h.join(".pg_service.conf")));
     let system_file = Path::new(env.var("PGSYSCONFDIR").unwrap_or(SYSCONFDIR)).join("pg_service.conf");
     for file in user_file.iter().chain([&system_file]) {
         let text = match std::fs::read_to_string(file) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("service file {}: {e}", file.display())),
+            Err(e) => return Err(refused(format!("service file {}: {e}", file.display()))),
         };
-        if let Some(settings) = service_section(&text, name).map_err(|e| format!("service file {}: {e}", file.display()))? {
+        if let Some(settings) = service_section(&text, name).map_err(|e| e.context(|m| format!("service file {}: {m}", file.display())))? {
             return Ok(settings);
         }
     }
-    Err(format!(
+    Err(refused(format!(
         "definition of service \"{name}\" not found (in {}{})",
         user_file.map(|f| format!("{} or ", f.display())).unwrap_or_default(),
         system_file.display()
-    ))
+    )))
 }
 
 /// Section `[name]` of a service file's text (INI: `key=value` lines, `#` comments), if it has
 /// one: the first such section, its keys as written.
-pub(crate) fn service_section(text: &str, name: &str) -> Result<Option<Vec<(String, String)>>, String> {
+pub(crate) fn service_section(text: &str, name: &str) -> Result<Option<Vec<(String, String)>>, StoreError> {
     let mut found: Option<Vec<(String, String)>> = None;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -241,10 +248,10 @@ pub(crate) fn service_section(text: &str, name: &str) -> Result<Option<Vec<(Stri
             continue;
         }
         let Some(settings) = found.as_mut() else { continue };
-        let (k, v) = line.split_once('=').ok_or_else(|| format!("line {}: not key=value", n + 1))?;
+        let (k, v) = line.split_once('=').ok_or_else(|| refused(format!("line {}: not key=value", n + 1)))?;
         let k = k.trim();
         if k == "service" {
-            return Err(format!("line {}: a service cannot name another service", n + 1));
+            return Err(refused(format!("line {}: a service cannot name another service", n + 1)));
         }
         settings.push((k.to_string(), v.trim().to_string()));
     }
@@ -328,6 +335,11 @@ fn field_matches<'a>(line: &'a str, want: &str) -> Option<&'a str> {
     None
 }
 
+/// A configuration that cannot be used as given: bad input, naming no value (it may be the password).
+fn refused(message: impl Into<String>) -> StoreError {
+    StoreError::Refused(message.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,7 +379,7 @@ mod tests {
         );
         // Errors say what is wrong, never a value.
         for bad in ["postgresql://me:s%zzcret@h/d", "postgresql://h/d?passwordsecret", "postgresql://[::1/d", "mysql://h/d"] {
-            let e = parse_url(bad).unwrap_err();
+            let e = parse_url(bad).unwrap_err().to_string();
             assert!(!e.contains("secret") && !e.contains("zz"), "{e}");
         }
     }
@@ -394,7 +406,7 @@ mod tests {
         );
         assert_eq!(service_section(text, "none").unwrap(), None);
         assert!(service_section("[lab]\nservice=other\n", "lab").is_err());
-        assert!(service_section("[lab]\nnonsense\n", "lab").unwrap_err().contains("line 2"));
+        assert!(service_section("[lab]\nnonsense\n", "lab").unwrap_err().to_string().contains("line 2"));
     }
 
     #[test]
@@ -425,7 +437,7 @@ mod tests {
         assert_eq!(r.config.get_hosts(), [postgres::config::Host::Tcp("svc.lab".into())]);
         // PGSERVICE names it too; PGHOST, PGPORT, PGUSER, PGDATABASE fill what is left.
         let e = env(&[("PGSERVICE", "none"), ("PGSERVICEFILE", d.join("services").to_str().unwrap())], Some(d));
-        let err = resolve("postgresql://", &e, &mut warn).err().unwrap();
+        let err = resolve("postgresql://", &e, &mut warn).err().unwrap().to_string();
         assert!(err.contains("service \"none\" not found"), "{err}");
         let e = env(&[("PGHOST", "env.lab"), ("PGPORT", "6543"), ("PGUSER", "envuser"), ("PGDATABASE", "envdb")], None);
         let r = resolve("postgresql://", &e, &mut warn).unwrap();
