@@ -135,7 +135,7 @@ pub fn run(s: &SuiteRun, ui: &mut dyn SuiteUi) -> Result<SuiteEnd, Failure> {
             }
         } else {
             // The targets are in the part's plan, as it uses them.
-            ui.run_part(&plan, &[], None, &unsupported)?
+            ui.run_part(&plan, &[], None, &unsupported, None)?
         };
         end.parts.push((p.name, PartEnd::Ran(ran)));
         // Failed runs do not stop the suite; a part that stopped (Ctrl-C, bad input, settings
