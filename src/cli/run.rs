@@ -132,16 +132,16 @@ pub fn main(args: &super::RunArgs) -> i32 {
             return 2;
         }
     };
-    let (rec, not_restored) = match execute(&job, ui.as_mut(), Measure { energy: Some(&energy), profile: args.profile.profile, idle: None })
-    {
-        Ok(rec) => (rec, None),
-        // The run was made; show it, then say the machine is left changed.
-        Err(RunError { record: Some(rec), failure }) => (*rec, Some(failure.message)),
-        Err(RunError { failure: f, .. }) => {
-            eprintln!("iolab: {}", f.message);
-            return f.code();
-        }
-    };
+    let (rec, not_restored) =
+        match execute(&job, ui.as_mut(), Measure { energy: Some(&energy), profile: args.profile.profile, idle: None, serving: None }) {
+            Ok(rec) => (rec, None),
+            // The run was made; show it, then say the machine is left changed.
+            Err(RunError { record: Some(rec), failure }) => (*rec, Some(failure.message)),
+            Err(RunError { failure: f, .. }) => {
+                eprintln!("iolab: {}", f.message);
+                return f.code();
+            }
+        };
     let mut text = summary::render(&rec);
     if let Some(set) = &rec.fileset {
         text.push_str(&file_set_lines(set));
@@ -194,7 +194,12 @@ fn run_group(args: &super::RunArgs, id: &str, members: &[(crate::plan::fio::Mapp
     };
     let group: Vec<Member> = members.iter().map(|(m, job)| Member { name: m.name.clone(), job, start_delay_s: m.start_delay_s }).collect();
     let mut ui = Quiet;
-    let ran = match execute_group(id, &group, &mut ui, Measure { energy: Some(&energy), profile: args.profile.profile, idle: None }) {
+    let ran = match execute_group(
+        id,
+        &group,
+        &mut ui,
+        Measure { energy: Some(&energy), profile: args.profile.profile, idle: None, serving: None },
+    ) {
         Ok(r) => r,
         Err(f) => {
             eprintln!("iolab: {}", f.message);

@@ -177,11 +177,12 @@ impl SuiteUi for Lines {
         targets: &[String],
         share: Option<crate::session::sweep::Share>,
         unsupported: &[(String, String)],
+        serving: Option<&crate::meters::server::Serving>,
     ) -> Result<SweepEnd, Failure> {
         // A served part runs each server's configurations as a share of its one sweep.
         let kept = self.how.share.share;
         self.how.share.share = share.or(kept);
-        let ran = run_plan(plan, targets, unsupported, &self.how);
+        let ran = run_plan(plan, targets, unsupported, serving, &self.how);
         self.how.share.share = kept;
         ran
     }

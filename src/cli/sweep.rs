@@ -238,11 +238,11 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
             &args.fio_ignore,
             &targets,
             how.dry_run,
-            &mut |plan| run_plan(&crate::session::sweep::load(plan, None)?, &[], &[], &how),
+            &mut |plan| run_plan(&crate::session::sweep::load(plan, None)?, &[], &[], None, &how),
             &mut |id, members| run_together(id, members, &how),
         );
     };
-    run_plan(&plan, &targets, &[], &how)
+    run_plan(&plan, &targets, &[], None, &how)
 }
 
 /// A group of a fio job file's jobs run together (`session::group`), each stored as a sweep of
@@ -265,7 +265,7 @@ fn run_together(id: &str, members: &[&crate::plan::fio::Mapped], how: &PlanRun) 
     let mut store = crate::store::Store::open(&how.db)?;
     let group: Vec<Member> =
         members.iter().zip(&jobs).map(|(m, (_, job))| Member { name: m.name.clone(), job, start_delay_s: m.start_delay_s }).collect();
-    let energy = crate::session::Measure { energy: Some(&how.energy), profile: how.profile, idle: None };
+    let energy = crate::session::Measure { energy: Some(&how.energy), profile: how.profile, idle: None, serving: None };
     let mut ui = crate::session::Quiet;
     let ran = execute_group(id, &group, &mut ui, energy)?;
     let mut code = 0;
@@ -360,7 +360,13 @@ pub(crate) fn print_energy(energy: &EnergyOptions) {
 
 /// Run a plan (from a file or a built-in suite) and say how it went. `unsupported`: parts of
 /// the study that cannot run here, stored as skipped runs with their reason.
-pub(crate) fn run_plan(plan: &Plan, targets: &[String], unsupported: &[(String, String)], how: &PlanRun) -> Result<SweepEnd, Failure> {
+pub(crate) fn run_plan(
+    plan: &Plan,
+    targets: &[String],
+    unsupported: &[(String, String)],
+    serving: Option<&crate::meters::server::Serving>,
+    how: &PlanRun,
+) -> Result<SweepEnd, Failure> {
     if how.dry_run {
         let DryRun { expansion: e, verdicts } = crate::session::sweep::dry_run(plan, targets, &how.destructive)?;
         print_plan(&e, e.order.len(), true, how.verbose);
@@ -400,6 +406,7 @@ pub(crate) fn run_plan(plan: &Plan, targets: &[String], unsupported: &[(String, 
         handover: how.share.handover.as_deref(),
         split: how.share.split.as_deref(),
         wait_settings_s: how.wait_settings_s,
+        serving,
     };
     let outcome = crate::session::sweep::run(&plan, &mut ui)?;
     let r = match &outcome {

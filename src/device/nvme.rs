@@ -31,6 +31,14 @@ pub const NVME_URING_CMD_IO: u32 = iowr(0x80, 72);
 
 pub const OP_WRITE: u8 = 0x01;
 pub const OP_READ: u8 = 0x02;
+/// NVM command set: Flush (the volatile write cache to non-volatile media; no data) and Dataset
+/// Management (a list of ranges in a data buffer, with attributes such as Deallocate).
+pub const OP_FLUSH: u8 = 0x00;
+pub const OP_DSM: u8 = 0x09;
+/// Dataset Management CDW11 bit 2: Attribute - Deallocate (AD).
+pub const DSM_DEALLOCATE: u32 = 1 << 2;
+/// Ranges one Dataset Management command carries at most (CDW10 NR is zero-based, 8 bits).
+pub const DSM_MAX_RANGES: usize = 256;
 pub const ADMIN_IDENTIFY: u8 = 0x06;
 /// Identify CNS 0: the Identify Namespace data structure.
 const CNS_NAMESPACE: u32 = 0;
@@ -188,6 +196,19 @@ impl Sqe {
         }
     }
 
+    /// Flush of namespace `nsid`: every write completed before it is on non-volatile media.
+    pub fn flush(cid: u16, nsid: u32) -> Sqe {
+        Sqe { nsid, ..Sqe::new(OP_FLUSH, cid) }
+    }
+
+    /// Dataset Management with the Deallocate attribute over `ranges` (1 to 256) [`DsmRange`]s
+    /// laid out from IO address `list` (PRP1; 16 bytes each, so 256 fill one page exactly and a
+    /// page-aligned list needs no PRP2).
+    pub fn deallocate(cid: u16, nsid: u32, ranges: u32, list: u64) -> Sqe {
+        debug_assert!((1..=DSM_MAX_RANGES as u32).contains(&ranges));
+        Sqe { nsid, prp1: list, cdw10: (ranges - 1) & 0xff, cdw11: DSM_DEALLOCATE, ..Sqe::new(OP_DSM, cid) }
+    }
+
     pub(crate) fn opcode(&self) -> u8 {
         self.cdw0 as u8
     }
@@ -195,6 +216,65 @@ impl Sqe {
     pub(crate) fn cid(&self) -> u16 {
         (self.cdw0 >> 16) as u16
     }
+}
+
+/// One range of a Dataset Management command's list (16 bytes, little-endian): context
+/// attributes (0: none), the length in logical blocks, the starting LBA.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DsmRange {
+    pub cattr: u32,
+    pub nlb: u32,
+    pub slba: u64,
+}
+const _: () = assert!(std::mem::size_of::<DsmRange>() == 16);
+
+impl DsmRange {
+    /// The ranges covering the whole blocks inside `len` bytes at byte `offset` of a namespace
+    /// of `1 << lba_shift`-byte blocks (a partial block at either end is left out: deallocation
+    /// is advisory), each at most `u32::MAX` blocks.
+    pub fn covering(offset: u64, len: u64, lba_shift: u32) -> Vec<DsmRange> {
+        let block = 1u64 << lba_shift;
+        let first = offset.div_ceil(block);
+        let end = offset.saturating_add(len) >> lba_shift;
+        let mut out = Vec::new();
+        let mut at = first;
+        while at < end {
+            let nlb = (end - at).min(u32::MAX as u64);
+            out.push(DsmRange { cattr: 0, nlb: nlb as u32, slba: at });
+            at += nlb;
+        }
+        out
+    }
+}
+
+/// What iolab needs from an Identify Controller data structure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdController {
+    /// MDTS (byte 77): the largest transfer is `4 KiB << mdts` (with CAP.MPSMIN 0); 0 no limit.
+    pub mdts: u8,
+    /// ONCS (bytes 520-521): optional NVM commands supported; bit 2 Dataset Management.
+    pub oncs: u16,
+    /// VWC (byte 525): bit 0, a volatile write cache is present (Flush does something).
+    pub vwc: u8,
+}
+
+impl IdController {
+    pub fn volatile_write_cache(&self) -> bool {
+        self.vwc & 1 != 0
+    }
+
+    pub fn dataset_management(&self) -> bool {
+        self.oncs & (1 << 2) != 0
+    }
+}
+
+/// Parse the Identify Controller fields iolab uses.
+pub(crate) fn parse_identify_controller(page: &[u8]) -> Result<IdController, String> {
+    if page.len() < 4096 {
+        return Err(format!("Identify Controller data is {} bytes, want 4096", page.len()));
+    }
+    Ok(IdController { mdts: page[77], oncs: u16::from_le_bytes([page[520], page[521]]), vwc: page[525] })
 }
 
 /// A completion queue entry (16 bytes): DW0 the command specific result, DW2 the submission
@@ -250,16 +330,24 @@ pub struct IdNamespace {
     /// (an extended LBA, FLBAS bit 4).
     pub metadata_size: u16,
     pub extended: bool,
+    /// DLFEAT (byte 33): bits 0-2 what a deallocated block reads as (1: zeroes, 2: all ones,
+    /// 0: not reported).
+    pub dlfeat: u8,
 }
 
 impl IdNamespace {
     pub fn size_bytes(&self) -> u64 {
         self.nsze << self.lba_shift
     }
+
+    /// A deallocated block reads as zeroes (DLFEAT bits 0-2 = 001b).
+    pub fn deallocated_reads_zeroes(&self) -> bool {
+        self.dlfeat & 0x7 == 1
+    }
 }
 
 /// Parse an Identify Namespace page: NSZE at bytes 0-7, NLBAF at 25 (zero-based count),
-/// FLBAS at 26, LBA format `i` at 128 + 4i (MS bits 0-15, LBADS bits 16-23, a power of two).
+/// FLBAS at 26, DLFEAT at 33, LBA format `i` at 128 + 4i (MS bits 0-15, LBADS bits 16-23, a power of two).
 pub(crate) fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, String> {
     if page.len() < 4096 {
         return Err(format!("Identify Namespace data is {} bytes, want 4096", page.len()));
@@ -287,6 +375,7 @@ pub(crate) fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, Strin
         lba_size: 1 << lbads,
         metadata_size: (dword & 0xffff) as u16,
         extended: flbas & 0x10 != 0,
+        dlfeat: page[33],
     })
 }
 
@@ -793,7 +882,10 @@ mod tests {
     fn identify_parsing() {
         // QEMU's default: one 512-byte format.
         let id = parse_identify_namespace(&id_page(2_097_152, 0, 0, &[(0, 9)])).unwrap();
-        assert_eq!(id, IdNamespace { nsze: 2_097_152, format: 0, lba_shift: 9, lba_size: 512, metadata_size: 0, extended: false });
+        assert_eq!(
+            id,
+            IdNamespace { nsze: 2_097_152, format: 0, lba_shift: 9, lba_size: 512, metadata_size: 0, extended: false, dlfeat: 0 }
+        );
         assert_eq!(id.size_bytes(), 1 << 30);
         // Format 2 of several (4 KiB), metadata 8 bytes, interleaved (FLBAS bit 4).
         let id = parse_identify_namespace(&id_page(1000, 3, 0x12, &[(0, 9), (8, 9), (8, 12), (0, 12)])).unwrap();
@@ -809,6 +901,58 @@ mod tests {
         assert!(parse_identify_namespace(&id_page(10, 0, 0, &[(0, 0)])).unwrap_err().contains("2^0"));
         assert!(parse_identify_namespace(&id_page(0, 0, 0, &[(0, 9)])).unwrap_err().contains("size of 0"));
         assert!(parse_identify_namespace(&[0u8; 100]).is_err());
+    }
+
+    /// Flush and Dataset Management (Deallocate) as the controller fetches them, and the range
+    /// list's 16-byte entries.
+    #[test]
+    fn flush_and_deallocate_commands_are_the_spec_layout() {
+        // SAFETY: Sqe and DsmRange are repr(C) plain words without padding.
+        let f: [u8; 64] = unsafe { std::mem::transmute(Sqe::flush(0x0102, 1)) };
+        let d: [u8; 64] = unsafe { std::mem::transmute(Sqe::deallocate(0x0304, 7, 3, 0x8000_1000)) };
+        let r: [u8; 16] = unsafe { std::mem::transmute(DsmRange { cattr: 0, nlb: 0x10, slba: 0x1_0000_0020 }) };
+        #[cfg(target_endian = "little")]
+        {
+            assert_eq!(&f[0..4], &[0x00, 0, 0x02, 0x01], "Flush: opcode 0, command id");
+            assert_eq!(u32_at(&f, 4), 1, "nsid");
+            assert!(f[8..].iter().all(|&x| x == 0), "no data pointer, no dwords: {f:?}");
+            assert_eq!(&d[0..4], &[0x09, 0, 0x04, 0x03], "Dataset Management: opcode 9, PRPs, command id");
+            assert_eq!(u32_at(&d, 4), 7, "nsid");
+            assert_eq!(u64_at(&d, 24), 0x8000_1000, "PRP1: the range list");
+            assert_eq!(u64_at(&d, 32), 0, "PRP2: a page holds every range");
+            assert_eq!(u32_at(&d, 40), 2, "CDW10 NR: three ranges, zero-based");
+            assert_eq!(u32_at(&d, 44), 4, "CDW11: Attribute - Deallocate (bit 2) only");
+            assert!(d[48..].iter().all(|&x| x == 0));
+            assert_eq!(r, [0, 0, 0, 0, 0x10, 0, 0, 0, 0x20, 0, 0, 0, 1, 0, 0, 0], "context attributes, NLB, SLBA");
+        }
+        assert_eq!(Sqe::deallocate(0, 1, 256, 0).cdw10, 255);
+        // Whole blocks only: a partial block at either end is kept.
+        assert_eq!(DsmRange::covering(4096, 8192, 9), vec![DsmRange { cattr: 0, nlb: 16, slba: 8 }]);
+        assert_eq!(DsmRange::covering(100, 1000, 9), vec![DsmRange { cattr: 0, nlb: 1, slba: 1 }]);
+        assert!(DsmRange::covering(100, 300, 9).is_empty());
+        let big = DsmRange::covering(0, (u32::MAX as u64 + 10) << 9, 9);
+        assert_eq!((big.len(), big[0].nlb, big[1].slba, big[1].nlb), (2, u32::MAX, u32::MAX as u64, 10));
+    }
+
+    #[test]
+    fn identify_controller_and_dlfeat() {
+        let mut p = vec![0u8; 4096];
+        p[77] = 5;
+        p[520] = 0x5f; // QEMU's ONCS: Compare, Write Uncorrectable, DSM, Write Zeroes, ...
+        p[525] = 0x07; // VWC present, broadcast flush supported
+        let c = parse_identify_controller(&p).unwrap();
+        assert_eq!((c.mdts, c.volatile_write_cache(), c.dataset_management()), (5, true, true));
+        p[520] = 0x1b;
+        p[525] = 0x06;
+        let c = parse_identify_controller(&p).unwrap();
+        assert!(!c.volatile_write_cache() && !c.dataset_management(), "{c:?}");
+        assert!(parse_identify_controller(&p[..100]).is_err());
+        let mut ns = id_page(8, 0, 0, &[(0, 9)]);
+        assert!(!parse_identify_namespace(&ns).unwrap().deallocated_reads_zeroes(), "DLFEAT 0: not reported");
+        ns[33] = 0x09; // reads zeroes, and Write Zeroes may deallocate
+        assert!(parse_identify_namespace(&ns).unwrap().deallocated_reads_zeroes());
+        ns[33] = 0x02; // all ones
+        assert!(!parse_identify_namespace(&ns).unwrap().deallocated_reads_zeroes());
     }
 
     #[test]

@@ -254,6 +254,28 @@ pub trait IoInterface: Sized {
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize>;
     /// Collect at least `min` completions (0 = only what is ready), at most `out.len()`.
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize>;
+    /// An interface that drives the device itself (the user-space driver): flush the device's
+    /// volatile write cache, with nothing in flight, and wait for it. None: not this interface's
+    /// to do (the kernel's, through the target's descriptor). For a server's FLUSH.
+    fn flush(&mut self) -> Option<io::Result<()>> {
+        None
+    }
+    /// As `flush`: deallocate the whole blocks within `len` bytes at byte `offset` (a server's TRIM).
+    fn deallocate(&mut self, _offset: u64, _len: u64) -> Option<io::Result<()>> {
+        None
+    }
+}
+
+/// What an interface that drives the device itself can send it besides reads and writes, as
+/// the device says (`Interface::device_commands`); the kernel's interfaces send none themselves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCommands {
+    /// A flush means something: the device has a volatile write cache.
+    pub flush: bool,
+    /// Ranges can be deallocated (NVMe Dataset Management).
+    pub deallocate: bool,
+    /// A deallocated block then reads as zeroes.
+    pub deallocated_reads_zeroes: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -354,6 +376,11 @@ pub trait Interface: IoInterface {
             Complete::Hybrid => "hybrid polling",
         }
         .to_string()
+    }
+    /// What `flush` and `deallocate` can do on the attached device (`IoInterface`); nothing for
+    /// an interface whose target the kernel holds.
+    fn device_commands(_handle: &Self::Handle) -> DeviceCommands {
+        DeviceCommands::default()
     }
     /// The memory the hot loop's slot buffers must be in (`memory.rs`).
     fn buffer_memory(_io: &IoChoice) -> memory::BufferMemory {

@@ -1,7 +1,8 @@
 //! The server's cost over a client run's window (issue 30 item 1: "stored with the client's
 //! results"). A served suite part (S4.7, `studies::served`) starts `iolab serve` as a child
-//! process, connects /dev/nbdN to it and mounts the client's ext4; it says so here ([`serve_at`]),
-//! and every file-set run whose spec names that `server` reads, just before and just after its
+//! process, connects /dev/nbdN to it and mounts the client's ext4; it hands what serves (a
+//! [`Serving`]) to its sweep, which hands it to each run (`session::Measure::serving`: no
+//! registry of what is being served), and every file-set run whose spec names that `server` reads, just before and just after its
 //! measured phase, the server's CPU by thread class from /proc (its connection threads are named
 //! `iolab-nbd*`, everything else is the rest of the process) and the requests the kernel's NBD
 //! client sent it from /sys/block/nbdN/stat (one block request is one NBD request). The
@@ -12,12 +13,11 @@
 use crate::failure::Failure;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// What the served part is doing for the runs of one back end.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Serving {
+pub enum Serving {
     /// `server` (the back end's name) serves /dev/nbd`nbd`, whose ext4 is mounted at `dir`, from
     /// process `pid`.
     At { server: String, dir: PathBuf, pid: u32, nbd: u32 },
@@ -25,29 +25,13 @@ pub(crate) enum Serving {
     Cannot { server: String, why: String },
 }
 
-static SERVING: Mutex<Option<Serving>> = Mutex::new(None);
-
-/// Said while it lives: dropped, the runs see no server again.
-pub(crate) struct ServingGuard(());
-
-impl Drop for ServingGuard {
-    fn drop(&mut self) {
-        *SERVING.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    }
-}
-
-/// The served part says what serves the file set's directory, for as long as the guard lives.
-pub(crate) fn serve_at(s: Serving) -> ServingGuard {
-    *SERVING.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
-    ServingGuard(())
-}
-
-/// A run whose spec names `server`: where its server is, or why it cannot run (Unsupported:
-/// the back end cannot serve here; bad input: nothing serves the directory, as in a plan of
-/// one's own, since only a served suite part sets up the server). None: not a served run.
-pub(crate) fn check(dir: &Path, server: Option<&str>) -> Result<Option<Serving>, Failure> {
+/// A run whose spec names `server`, given what serves (`serving`, from the served part that
+/// runs it): where its server is, or why it cannot run (Unsupported: the back end cannot serve
+/// here; bad input: nothing serves the directory, as in a plan of one's own, since only a served
+/// suite part sets up the server). None: not a served run.
+pub(crate) fn check(dir: &Path, server: Option<&str>, serving: Option<&Serving>) -> Result<Option<Serving>, Failure> {
     let Some(server) = server else { return Ok(None) };
-    match SERVING.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+    match serving.cloned() {
         Some(Serving::Cannot { server: s, why }) if s == server => Err(Failure::unsupported(why)),
         Some(at @ Serving::At { .. }) if matches!(&at, Serving::At { server: s, dir: d, .. } if s == server && d == dir) => Ok(Some(at)),
         _ => Err(Failure::invalid(format!(
@@ -299,21 +283,17 @@ mod tests {
     #[test]
     fn a_served_run_needs_its_server() {
         let dir = Path::new("/run/iolab/s4.7-client");
-        assert_eq!(check(dir, None).unwrap(), None);
-        let e = check(dir, Some("io_uring")).unwrap_err();
+        assert_eq!(check(dir, None, None).unwrap(), None);
+        let e = check(dir, Some("io_uring"), None).unwrap_err();
         assert_eq!(e.kind, crate::failure::FailureKind::Invalid, "{}", e.message);
         let at = Serving::At { server: "io_uring".into(), dir: dir.into(), pid: 1, nbd: 0 };
-        {
-            let _g = serve_at(at.clone());
-            assert_eq!(check(dir, Some("io_uring")).unwrap(), Some(at));
-            assert!(check(dir, Some("vfio-nvme")).is_err());
-            assert!(check(Path::new("/elsewhere"), Some("io_uring")).is_err());
-        }
-        {
-            let _g = serve_at(Serving::Cannot { server: "vfio-nvme".into(), why: "no controller".into() });
-            let e = check(dir, Some("vfio-nvme")).unwrap_err();
-            assert_eq!((e.kind, e.message.as_str()), (crate::failure::FailureKind::Unsupported, "no controller"));
-        }
-        assert!(check(dir, Some("io_uring")).is_err(), "the guard's drop forgets the server");
+        assert_eq!(check(dir, Some("io_uring"), Some(&at)).unwrap(), Some(at.clone()));
+        assert_eq!(check(dir, None, Some(&at)).unwrap(), None, "a run naming no server is not served");
+        assert!(check(dir, Some("vfio-nvme"), Some(&at)).is_err());
+        assert!(check(Path::new("/elsewhere"), Some("io_uring"), Some(&at)).is_err());
+        let cannot = Serving::Cannot { server: "vfio-nvme".into(), why: "no controller".into() };
+        let e = check(dir, Some("vfio-nvme"), Some(&cannot)).unwrap_err();
+        assert_eq!((e.kind, e.message.as_str()), (crate::failure::FailureKind::Unsupported, "no controller"));
+        assert!(check(dir, Some("io_uring"), Some(&cannot)).is_err(), "another back end's reason is not this one's");
     }
 }

@@ -216,7 +216,11 @@ impl<T: Interface> Backend for Through<T> {
 
     fn flush(&mut self) -> Result<(), IoFailure> {
         if self.kernel == Kernel::None {
-            return Err(IoFailure::new(libc::EOPNOTSUPP, "the user-space driver sends no flush"));
+            // The user-space driver: an NVMe Flush on this connection's queue pair.
+            return match self.io.flush() {
+                Some(r) => r.map_err(|e| IoFailure::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())),
+                None => Err(IoFailure::new(libc::EOPNOTSUPP, format!("{} sends no flush", T::INFO.name))),
+            };
         }
         // On a block device this also flushes the device's volatile cache.
         // SAFETY: fd is open for the server's life.
@@ -239,7 +243,15 @@ impl<T: Interface> Backend for Through<T> {
             Kernel::File => unsafe {
                 libc::fallocate(self.fd, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, start as i64, len as i64)
             },
-            Kernel::None => return Ok(()),
+            Kernel::None => {
+                // The user-space driver: NVMe Dataset Management (Deallocate) of the whole blocks.
+                return match self.io.deallocate(start, len) {
+                    Some(r) => r.map_err(|e| {
+                        IoFailure::new(e.raw_os_error().unwrap_or(libc::EIO), format!("discard of {len} bytes at {offset}: {e}"))
+                    }),
+                    None => Ok(()),
+                };
+            }
         };
         if r != 0 {
             let e = std::io::Error::last_os_error();

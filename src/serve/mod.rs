@@ -238,29 +238,9 @@ pub fn serve(c: &ServeConfig, cancel: Cancel, ui: &mut dyn ServeUi) -> Result<Su
     } else {
         1
     };
-    let export = Export {
-        name: c.export.clone(),
-        size: target.range_len,
-        flags: {
-            use proto::*;
-            let mut f = FLAG_HAS_FLAGS | FLAG_SEND_DF;
-            if !c.writable {
-                f |= FLAG_READ_ONLY;
-            }
-            if kernel != backend::Kernel::None {
-                // One fdatasync covers every connection's completed writes (one descriptor).
-                f |= FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_CAN_MULTI_CONN;
-                if c.writable {
-                    f |= FLAG_SEND_TRIM;
-                }
-            }
-            f
-        },
-        align,
-        writable: c.writable,
-        flush: kernel != backend::Kernel::None,
-        trim: kernel != backend::Kernel::None,
-    };
+    let commands = device_commands(&acquired);
+    let (flags, flush, trim) = export_flags(c.writable, kernel, commands);
+    let export = Export { name: c.export.clone(), size: target.range_len, flags, align, writable: c.writable, flush, trim };
     let mode = if c.writable { "writable" } else { "read-only" };
     ui.ready(&format!(
         "serving {} ({} bytes, {mode}) as export '{}' on {local} through {}",
@@ -271,6 +251,9 @@ pub fn serve(c: &ServeConfig, cancel: Cancel, ui: &mut dyn ServeUi) -> Result<Su
     ));
     for line in &changes {
         ui.note(line);
+    }
+    if kernel == backend::Kernel::None {
+        ui.note(&commands_note(commands, c.writable));
     }
     let started = Instant::now();
     let before = crate::meters::cpu::rusage_self();
@@ -313,6 +296,64 @@ pub fn serve(c: &ServeConfig, cancel: Cancel, ui: &mut dyn ServeUi) -> Result<Su
         Ok(()) => Ok(summary),
         Err(e) => Err(Failure::new(FailureKind::SettingsNotRestored, e)),
     }
+}
+
+/// What the interface can send the device itself besides reads and writes (the user-space
+/// driver: what its controller's Identify data says).
+fn device_commands(acquired: &Acquired) -> crate::interfaces::DeviceCommands {
+    struct Commands;
+    impl<'h> VisitTarget<'h> for Commands {
+        type Out = crate::interfaces::DeviceCommands;
+        fn visit<T: Interface>(self, target: &'h T::Target) -> Self::Out {
+            use crate::interfaces::Acquire;
+            T::device_commands(target.handle())
+        }
+    }
+    acquired.visit(Commands)
+}
+
+/// The export's transmission flags, and whether it takes FLUSH and TRIM. A target the kernel
+/// holds is flushed (`fdatasync`) and discarded through its one descriptor, for every
+/// connection. The user-space driver offers FLUSH (NVMe Flush) only where the controller has a
+/// volatile write cache and TRIM (Dataset Management, Deallocate) only where it has Dataset
+/// Management: a client is never offered what the device would not do. An NVMe Flush covers
+/// every write the controller completed before it, on any queue pair, so both may say
+/// `CAN_MULTI_CONN`.
+fn export_flags(writable: bool, kernel: backend::Kernel, device: crate::interfaces::DeviceCommands) -> (u16, bool, bool) {
+    use proto::*;
+    let (flush, trim) = match kernel {
+        backend::Kernel::None => (device.flush, device.deallocate),
+        backend::Kernel::File | backend::Kernel::BlockDevice => (true, true),
+    };
+    let mut f = FLAG_HAS_FLAGS | FLAG_SEND_DF;
+    if !writable {
+        f |= FLAG_READ_ONLY;
+    }
+    if flush {
+        f |= FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_CAN_MULTI_CONN;
+    }
+    if trim && writable {
+        f |= FLAG_SEND_TRIM;
+    }
+    (f, flush, trim)
+}
+
+/// What the user-space driver's export offers of FLUSH and TRIM, and why, in one line.
+fn commands_note(d: crate::interfaces::DeviceCommands, writable: bool) -> String {
+    let flush = if d.flush {
+        "FLUSH offered, sent as NVMe Flush (the controller has a volatile write cache)"
+    } else {
+        "FLUSH not offered (the controller has no volatile write cache: a completed write is durable)"
+    };
+    let trim = match (d.deallocate, writable) {
+        (_, false) => "TRIM not offered (read-only)".to_string(),
+        (false, true) => "TRIM not offered (the controller has no Dataset Management)".to_string(),
+        (true, true) => format!(
+            "TRIM offered, sent as NVMe Dataset Management (Deallocate); deallocated blocks {}",
+            if d.deallocated_reads_zeroes { "read as zeroes (DLFEAT)" } else { "read as anything (DLFEAT promises nothing)" }
+        ),
+    };
+    format!("{flush}; {trim}")
 }
 
 /// What every connection thread shares.
@@ -620,4 +661,39 @@ fn transmission(
 /// A request the server refuses before any I/O.
 fn refused(errno: u32, what: impl Into<String>) -> IoFailure {
     IoFailure { errno: errno as i32, what: what.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backend::Kernel;
+    use super::proto::*;
+    use super::*;
+    use crate::interfaces::DeviceCommands;
+
+    /// The user-space driver's export offers FLUSH and TRIM exactly where the controller's
+    /// Identify data says they mean something (VWC, ONCS's Dataset Management); the kernel's
+    /// exports always offer both, through the target's descriptor.
+    #[test]
+    fn the_exports_flags_follow_what_the_device_does() {
+        let all = DeviceCommands { flush: true, deallocate: true, deallocated_reads_zeroes: true };
+        let (f, flush, trim) = export_flags(true, Kernel::None, all);
+        assert!(flush && trim);
+        for flag in [FLAG_SEND_FLUSH, FLAG_SEND_FUA, FLAG_SEND_TRIM, FLAG_CAN_MULTI_CONN] {
+            assert_ne!(f & flag, 0, "flag {flag:#x} in {f:#x}");
+        }
+        let (f, flush, trim) = export_flags(true, Kernel::None, DeviceCommands::default());
+        assert!(!flush && !trim);
+        assert_eq!(f & (FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM), 0, "{f:#x}");
+        let (f, _, _) = export_flags(true, Kernel::None, DeviceCommands { deallocate: true, ..Default::default() });
+        assert_eq!((f & FLAG_SEND_FLUSH, f & FLAG_SEND_TRIM), (0, FLAG_SEND_TRIM));
+        // Read-only: no TRIM offered, whatever the device.
+        let (f, _, _) = export_flags(false, Kernel::None, all);
+        assert_eq!((f & FLAG_SEND_TRIM, f & FLAG_READ_ONLY), (0, FLAG_READ_ONLY));
+        for k in [Kernel::File, Kernel::BlockDevice] {
+            let (f, flush, trim) = export_flags(true, k, DeviceCommands::default());
+            assert!(flush && trim && f & FLAG_SEND_FLUSH != 0 && f & FLAG_SEND_TRIM != 0, "{k:?}: {f:#x}");
+        }
+        assert!(commands_note(all, true).contains("deallocated blocks read as zeroes"));
+        assert!(commands_note(DeviceCommands::default(), true).contains("FLUSH not offered"));
+    }
 }

@@ -77,7 +77,7 @@ pub(super) fn run(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<(Ru
     let sizes = set.sizes(job.workload.bs, job.workload.seed);
     let meta = check_dir(dir, set, &sizes)?;
     // A served run (S4.7): its server, or why it cannot run; before anything is made.
-    let served = crate::meters::server::check(dir, set.server.as_deref())?;
+    let served = crate::meters::server::check(dir, set.server.as_deref(), measure.serving)?;
     let cancel = engine::install_interrupt_handler();
     let clock = engine::clock::Clock::calibrate();
     let total: u64 = sizes.iter().sum();

@@ -53,6 +53,9 @@ pub struct Measure<'a> {
     /// Idle power already measured (a sweep measures it once, before its first run): used for
     /// the record instead of measuring `energy.idle_baseline_s` again before this run.
     pub idle: Option<&'a IdleBaseline>,
+    /// What serves a file set's directory (a served suite part's server: `meters::server`), for
+    /// a run whose spec names a server; None outside a served part.
+    pub serving: Option<&'a crate::meters::server::Serving>,
 }
 
 /// A run that failed, with its record when the measurement itself was whole and only putting
@@ -85,7 +88,7 @@ pub fn execute(job: &Job, ui: &mut dyn RunUi, measure: Measure) -> Result<RunRec
     // Profiling perturbs what it measures: the same job unprofiled first, to show by how much.
     let unprofiled = if measure.profile.any() {
         ui.note("profiling: the same job runs first without profiling, for comparison");
-        let plain = execute(job, ui, Measure { energy: None, profile: Profile::OFF, idle: None })?;
+        let plain = execute(job, ui, Measure { energy: None, profile: Profile::OFF, idle: None, serving: None })?;
         plain.results.as_ref().map(iops_and_mean)
     } else {
         None

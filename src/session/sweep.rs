@@ -54,6 +54,8 @@ pub struct SweepPlan<'a> {
     pub split: Option<&'a str>,
     /// `--wait-settings`: how long a run waits for a setting another live iolab holds, seconds.
     pub wait_settings_s: u64,
+    /// What serves the plan's file sets while it runs (a served suite part's server).
+    pub serving: Option<&'a crate::meters::server::Serving>,
 }
 
 /// One of `count` disjoint parts of a plan, for running it on several machines at once: the
@@ -404,7 +406,12 @@ impl<'p, 'a> Sweeping<'p, 'a> {
                     ui.line(&line);
                     self.mapped.push(line);
                 }
-                let measure = Measure { energy: Some(self.energy), idle: self.shared.idle.as_ref(), profile: self.profile };
+                let measure = Measure {
+                    energy: Some(self.energy),
+                    idle: self.shared.idle.as_ref(),
+                    profile: self.profile,
+                    serving: self.plan.serving,
+                };
                 execute(&job, ui, measure)
             }
             Err(why) => Err(RunError { failure: Failure::unsupported(why), record: None }),
@@ -710,6 +717,7 @@ mod tests {
             handover: None,
             split: None,
             wait_settings_s: 0,
+            serving: None,
         };
         let mut seen = Seen::default();
         let Outcome::Ran(r) = run(&plan(Resume::New), &mut seen).unwrap() else { panic!("did not run") };

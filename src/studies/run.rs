@@ -166,7 +166,7 @@ fn run_one_part(
         return super::served::run(s, p, &plan, &unsupported, ui);
     }
     // The targets are in the part's plan, as it uses them.
-    Ok(Some(ui.run_part(&plan, &[], None, &unsupported)?))
+    Ok(Some(ui.run_part(&plan, &[], None, &unsupported, None)?))
 }
 
 /// A part's plan as this suite run runs it: with `--numa` (true: not applied, the part varies

@@ -15,7 +15,7 @@
 use super::ui::{Event, SuiteRun, SuiteUi};
 use super::Part;
 use crate::failure::Failure;
-use crate::meters::server::{serve_at, Serving};
+use crate::meters::server::Serving;
 use crate::plan::Plan;
 use crate::session::sweep::{Share, SweepEnd};
 use std::io::{BufRead, BufReader, Read};
@@ -104,23 +104,18 @@ pub(crate) fn run(
         let ran = match server_cannot(server, &target) {
             Some(why) => {
                 ui.event(Event::Served(&format!("{server}: not served here: {why}")));
-                let _g = serve_at(cannot(why));
-                ui.run_part(plan, &targets, share, unsupported)?
+                ui.run_part(plan, &targets, share, unsupported, Some(&cannot(why)))?
             }
             None => match Stack::up(&target, server, mount, ui)? {
                 Err(why) if *server != SERVERS[0] => {
                     ui.event(Event::Served(&format!("{server}: not served here: {why}")));
-                    let _g = serve_at(cannot(why));
-                    ui.run_part(plan, &targets, share, unsupported)?
+                    ui.run_part(plan, &targets, share, unsupported, Some(&cannot(why)))?
                 }
                 // The kernel's server refusing the target is the target's fault: bad input.
                 Err(why) => return Err(Failure::invalid(why)),
                 Ok(stack) => {
-                    let ran = {
-                        let _g =
-                            serve_at(Serving::At { server: server.to_string(), dir: mount.into(), pid: stack.server.id(), nbd: stack.nbd });
-                        ui.run_part(plan, &targets, share, unsupported)
-                    };
+                    let at = Serving::At { server: server.to_string(), dir: mount.into(), pid: stack.server.id(), nbd: stack.nbd };
+                    let ran = ui.run_part(plan, &targets, share, unsupported, Some(&at));
                     let down = stack.down();
                     ui.event(Event::Served(&down.0));
                     let ran = ran?;

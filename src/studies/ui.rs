@@ -59,13 +59,15 @@ pub trait SuiteUi {
     /// How a preconditioning fill shows.
     fn precondition(&mut self) -> &mut dyn PreconditionUi;
     /// Run one part's sweep: its plan (its targets in it, unless `targets` replaces them), the
-    /// share of its configurations to run now (a served part runs each server's apart: `served`)
-    /// and what of it cannot run here.
+    /// share of its configurations to run now (a served part runs each server's apart: `served`),
+    /// what of it cannot run here, and what serves its file sets' directory while it runs (a
+    /// served part's server, handed to every run whose spec names that server; None elsewhere).
     fn run_part(
         &mut self,
         plan: &Plan,
         targets: &[String],
         share: Option<Share>,
         unsupported: &[(String, String)],
+        serving: Option<&crate::meters::server::Serving>,
     ) -> Result<SweepEnd, Failure>;
 }

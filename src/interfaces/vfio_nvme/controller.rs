@@ -4,7 +4,7 @@
 //! admin queue is behind a mutex and waits by polling with a timeout.
 use super::queue::QueuePair;
 use super::{DmaMemory, DmaRegion, Registers};
-use crate::device::nvme::{self, parse_identify_namespace, IdNamespace, Sqe};
+use crate::device::nvme::{self, parse_identify_controller, parse_identify_namespace, IdController, IdNamespace, Sqe};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,9 @@ pub struct Controller<R: Registers, M: DmaMemory> {
     pub version: u32,
     /// The largest transfer (MDTS), None when the controller sets no limit.
     pub max_transfer: Option<u64>,
+    /// What Identify Controller says (MDTS, ONCS, VWC): whether Flush and Dataset Management
+    /// mean anything on this controller.
+    pub id: IdController,
     pub nsid: u32,
     pub ns: IdNamespace,
     /// I/O queue pairs the controller granted.
@@ -145,11 +148,22 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
         wait_ready(&regs, &cap, true)?;
         let qp = QueuePair::new(regs.clone(), 0, entries, cap.dstrd, sq, cq);
         let admin = Mutex::new(Admin { qp, next_cid: 0, page, qids: vec![true] });
-        let placeholder = IdNamespace { nsze: 0, format: 0, lba_shift: 9, lba_size: 512, metadata_size: 0, extended: false };
-        let mut c =
-            Controller { regs, mem, cap, version, max_transfer: None, nsid: options.nsid, ns: placeholder, io_queues: 0, options, admin };
-        let ctrl = c.identify(nvme::CNS_CONTROLLER, 0)?;
-        c.max_transfer = match ctrl[77] {
+        let placeholder = IdNamespace { nsze: 0, format: 0, lba_shift: 9, lba_size: 512, metadata_size: 0, extended: false, dlfeat: 0 };
+        let mut c = Controller {
+            regs,
+            mem,
+            cap,
+            version,
+            max_transfer: None,
+            id: IdController::default(),
+            nsid: options.nsid,
+            ns: placeholder,
+            io_queues: 0,
+            options,
+            admin,
+        };
+        c.id = parse_identify_controller(&c.identify(nvme::CNS_CONTROLLER, 0)?)?;
+        c.max_transfer = match c.id.mdts {
             0 => None,
             m => Some((PAGE as u64) << m),
         };

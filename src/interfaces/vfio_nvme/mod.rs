@@ -33,7 +33,7 @@ use super::{
     Behaviour, Complete, Completion, Interface, InterfaceInfo, IoChoice, IoInterface, Path, Request, Setup, Submit, SyncReader, TargetInfo,
     TargetKind, DEVICE_STATUS,
 };
-use crate::device::nvme::Sqe;
+use crate::device::nvme::{DsmRange, Sqe, DSM_MAX_RANGES};
 pub use controller::{Controller, Options, PAGE};
 use queue::QueuePair;
 use std::io;
@@ -111,6 +111,8 @@ pub struct VfioNvme<R: Registers + Clone, M: DmaMemory> {
     slots: Box<[SlotPrps]>,
     /// One PRP list page per command id, when a slot can span more than two pages.
     prp_lists: Option<DmaRegion>,
+    /// A page for Dataset Management's range list, allocated at the first deallocation.
+    dsm_list: Option<DmaRegion>,
     /// Commands outstanding, and the most there may be (entries - 1, so the SQ cannot overflow).
     inflight: u32,
     room: u32,
@@ -168,6 +170,85 @@ impl<R: Registers + Clone, M: DmaMemory> VfioNvme<R, M> {
             unsafe { std::ptr::write_volatile(dst.add(i), *e) };
         }
         list.iova + at as u64
+    }
+
+    /// Runs one command that is not a slot's (Flush, Dataset Management) to completion on this
+    /// queue pair, with nothing else in flight: its own command id (one past the slots', which
+    /// `reap` never sees), a doorbell, then polling for it.
+    fn command(&mut self, mut sqe: Sqe, what: &str) -> io::Result<()> {
+        if self.inflight != 0 {
+            return Err(io::Error::other(format!("{what} with {} reads or writes in flight on the queue pair", self.inflight)));
+        }
+        let cid = self.slots.len() as u16;
+        sqe.cdw0 = (sqe.cdw0 & 0xffff) | (cid as u32) << 16;
+        let qp = self.qp();
+        qp.push(sqe);
+        qp.ring_sq();
+        self.batches += 1;
+        let since = Instant::now();
+        let mut idle = 0u32;
+        loop {
+            let qp = self.qp.as_mut().expect("queue pair");
+            if let Some(dw3) = qp.peek() {
+                qp.advance();
+                qp.ring_cq();
+                let (tag, status) = (dw3 & 0xffff, dw3 >> 17);
+                if tag != cid as u32 {
+                    return Err(io::Error::other(format!(
+                        "the NVMe controller completed command id {tag} while iolab waited for its {what}"
+                    )));
+                }
+                if status != 0 {
+                    return Err(io::Error::other(format!("{what} failed: {}", crate::device::nvme::status_text(status as u64))));
+                }
+                return Ok(());
+            }
+            std::hint::spin_loop();
+            idle += 1;
+            if idle.is_multiple_of(1 << 12) && since.elapsed() > COMPLETION_TIMEOUT {
+                return Err(self.stuck());
+            }
+        }
+    }
+
+    /// NVMe Flush of the namespace: every write completed before it reaches non-volatile media.
+    /// Without a volatile write cache (VWC) there is nothing to flush and nothing is sent.
+    pub fn flush_cache(&mut self) -> io::Result<()> {
+        if !self.ctrl.id.volatile_write_cache() {
+            return Ok(());
+        }
+        self.command(Sqe::flush(0, self.nsid), "NVMe Flush")
+    }
+
+    /// NVMe Dataset Management, Deallocate, of the whole blocks within `len` bytes at byte
+    /// `offset` of the namespace: up to 256 ranges a command, the range list in a DMA page of
+    /// the queue pair's own. A controller without Dataset Management (ONCS) is sent nothing.
+    pub fn deallocate_range(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        if !self.ctrl.id.dataset_management() {
+            return Ok(());
+        }
+        let end = offset.saturating_add(len);
+        if end > self.ctrl.ns.size_bytes() {
+            return Err(invalid(format!("a deallocation to byte {end}, beyond the namespace's {} bytes", self.ctrl.ns.size_bytes())));
+        }
+        let ranges = DsmRange::covering(offset, len, self.lba_shift);
+        if ranges.is_empty() {
+            return Ok(());
+        }
+        let list = match self.dsm_list {
+            Some(r) => r,
+            None => *self.dsm_list.insert(self.ctrl.mem.allocate(PAGE)?),
+        };
+        for batch in ranges.chunks(DSM_MAX_RANGES) {
+            let dst = list.virt as *mut DsmRange;
+            for (i, r) in batch.iter().enumerate() {
+                // SAFETY: the page is this queue pair's own, PAGE bytes = 256 ranges of 16, and
+                // no command using it is in flight (`command` waits for each).
+                unsafe { std::ptr::write_volatile(dst.add(i), *r) };
+            }
+            self.command(Sqe::deallocate(0, self.nsid, batch.len() as u32, list.iova), "NVMe Dataset Management (Deallocate)")?;
+        }
+        Ok(())
     }
 
     #[cold]
@@ -239,6 +320,7 @@ impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
             pages,
             slots: vec![SlotPrps::default(); qd as usize].into(),
             prp_lists,
+            dsm_list: None,
             inflight: 0,
             room: entries - 1,
             batches: 0,
@@ -306,6 +388,14 @@ impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
             }
         }
     }
+
+    fn flush(&mut self) -> Option<io::Result<()>> {
+        Some(self.flush_cache())
+    }
+
+    fn deallocate(&mut self, offset: u64, len: u64) -> Option<io::Result<()>> {
+        Some(self.deallocate_range(offset, len))
+    }
 }
 
 impl<R: Registers + Clone, M: DmaMemory> Drop for VfioNvme<R, M> {
@@ -314,10 +404,19 @@ impl<R: Registers + Clone, M: DmaMemory> Drop for VfioNvme<R, M> {
             // A queue that cannot be deleted is left to the controller's reset at detach.
             let _ = self.ctrl.delete_queue_pair(qp);
         }
-        if let Some(r) = self.prp_lists.take() {
+        for r in [self.prp_lists.take(), self.dsm_list.take()].into_iter().flatten() {
             self.ctrl.mem.free(r);
         }
         self.ctrl.mem.unmap(self.buf_base as *mut u8, self.buf_len);
+    }
+}
+
+/// What the attached controller does with Flush and Dataset Management, from its Identify data.
+pub fn device_commands<R: Registers, M: DmaMemory>(ctrl: &Controller<R, M>) -> super::DeviceCommands {
+    super::DeviceCommands {
+        flush: ctrl.id.volatile_write_cache(),
+        deallocate: ctrl.id.dataset_management(),
+        deallocated_reads_zeroes: ctrl.id.dataset_management() && ctrl.ns.deallocated_reads_zeroes(),
     }
 }
 
@@ -406,6 +505,10 @@ impl Interface for UserDriver {
 
     fn expected_path(_io: &IoChoice, _targets: &[TargetInfo]) -> (Path, Option<String>) {
         (Path::Polled, None)
+    }
+
+    fn device_commands(ctrl: &Self::Handle) -> super::DeviceCommands {
+        device_commands(ctrl)
     }
 
     fn mechanism(_io: &IoChoice) -> String {

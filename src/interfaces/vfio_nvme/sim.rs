@@ -40,11 +40,28 @@ pub struct Config {
     pub scatter: bool,
     /// Move data (false: complete Reads and Writes without touching memory, for the cost harness).
     pub copy: bool,
+    /// Identify Controller VWC bit 0 (a volatile write cache) and ONCS bit 2 (Dataset
+    /// Management), and Identify Namespace DLFEAT: what Flush and Deallocate do here.
+    pub vwc: bool,
+    pub dsm: bool,
+    pub dlfeat: u8,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { blocks: 4096, lba_shift: 12, dstrd: 0, max_entries: 1024, mdts: 5, queues: 16, scatter: true, copy: true }
+        Config {
+            blocks: 4096,
+            lba_shift: 12,
+            dstrd: 0,
+            max_entries: 1024,
+            mdts: 5,
+            queues: 16,
+            scatter: true,
+            copy: true,
+            vwc: true,
+            dsm: true,
+            dlfeat: 1,
+        }
     }
 }
 
@@ -86,6 +103,9 @@ pub struct Counters {
     pub io_commands: u64,
     pub reads: u64,
     pub writes: u64,
+    /// Flush commands, and blocks deallocated by Dataset Management (zeroed, as DLFEAT 1 says).
+    pub flushes: u64,
+    pub deallocated_blocks: u64,
     /// Data pointers that were PRP lists.
     pub prp_lists: u64,
     /// Completions posted out of the order their commands were fetched.
@@ -421,10 +441,15 @@ impl State {
             spec::ADMIN_IDENTIFY => {
                 let mut page = vec![0u8; PAGE];
                 match sqe.cdw10 & 0xff {
-                    1 => page[77] = self.cfg.mdts,
+                    1 => {
+                        page[77] = self.cfg.mdts;
+                        page[520] = if self.cfg.dsm { 1 << 2 } else { 0 };
+                        page[525] = self.cfg.vwc as u8;
+                    }
                     0 if sqe.nsid == 1 => {
                         page[0..8].copy_from_slice(&self.cfg.blocks.to_le_bytes());
                         page[8..16].copy_from_slice(&self.cfg.blocks.to_le_bytes());
+                        page[33] = self.cfg.dlfeat;
                         page[128 + 2] = self.cfg.lba_shift as u8;
                     }
                     0 => return (0x0b, 0),
@@ -504,6 +529,11 @@ impl State {
         let write = match sqe.opcode() {
             spec::OP_READ => false,
             spec::OP_WRITE => true,
+            spec::OP_FLUSH if self.cfg.vwc && sqe.nsid == 1 => {
+                self.counters.flushes += 1;
+                return (0, 0);
+            }
+            spec::OP_DSM if self.cfg.dsm && sqe.nsid == 1 => return self.dsm(sqe),
             _ => return (spec::SC_INVALID_OPCODE, 0),
         };
         if sqe.nsid != 1 {
@@ -551,6 +581,34 @@ impl State {
                     }
                 }
                 at += l;
+            }
+        }
+        (0, 0)
+    }
+
+    /// Dataset Management: each range of the list at PRP1 zeroed when the Deallocate attribute
+    /// is set (the simulated namespace reads zeroes after it, DLFEAT 1); other attributes are
+    /// hints and do nothing.
+    fn dsm(&mut self, sqe: &Sqe) -> (u16, u32) {
+        let n = (sqe.cdw10 & 0xff) as usize + 1;
+        let list = match self.host(sqe.prp1, n * 16) {
+            Ok(p) => p,
+            Err(f) => {
+                self.fault(format!("Dataset Management: {f}"));
+                return (spec::SC_DATA_TRANSFER_ERROR, 0);
+            }
+        };
+        // SAFETY: n * 16 mapped bytes; DsmRange is 16 plain bytes.
+        let ranges: Vec<spec::DsmRange> =
+            (0..n).map(|i| unsafe { std::ptr::read_volatile((list as *const spec::DsmRange).add(i)) }).collect();
+        if ranges.iter().any(|r| r.slba.saturating_add(r.nlb as u64) > self.cfg.blocks) {
+            return (spec::SC_LBA_OUT_OF_RANGE, 0);
+        }
+        if sqe.cdw11 & spec::DSM_DEALLOCATE != 0 {
+            for r in ranges {
+                let (at, len) = ((r.slba << self.cfg.lba_shift) as usize, (r.nlb as usize) << self.cfg.lba_shift);
+                self.data[at..at + len].fill(0);
+                self.counters.deallocated_blocks += r.nlb as u64;
             }
         }
         (0, 0)

@@ -326,3 +326,58 @@ fn completions_out_of_order_are_matched_by_command_id() {
     assert!(a.sim.counters().out_of_order > 500, "{:?}", a.sim.counters());
     assert!(a.sim.faults().is_empty(), "{:?}", a.sim.faults());
 }
+
+/// A server's FLUSH and TRIM through the driver: NVMe Flush and Dataset Management (Deallocate)
+/// on the connection's own queue pair, between its reads and writes; the deallocated blocks
+/// read back as zeroes where DLFEAT says so, the blocks around them untouched; nothing is sent to
+/// a controller whose Identify data says the command means nothing there.
+#[test]
+fn flush_and_deallocate_reach_the_controller_between_reads_and_writes() {
+    let a = sim::attach(Config { lba_shift: 9, blocks: 8192, ..Default::default() }, None).unwrap();
+    assert_eq!(
+        device_commands(&a.ctrl),
+        crate::interfaces::DeviceCommands { flush: true, deallocate: true, deallocated_reads_zeroes: true }
+    );
+    let (bs, qd) = (4096u32, 4u32);
+    let bufs = Bufs::new((bs * qd) as usize);
+    let mut d = open(&a, &bufs, bs, qd).unwrap();
+    for tag in 0..qd {
+        bufs.slot(tag, bs).copy_from_slice(&pattern(tag as u64 + 1, bs as usize));
+    }
+    let writes: Vec<Request> = (0..qd).map(|t| req(&bufs, t, bs, true, t as u64 * bs as u64)).collect();
+    assert!(run(&mut d, &writes).iter().all(|c| c.result == bs as i64));
+    assert_eq!(IoInterface::flush(&mut d).unwrap().unwrap(), ());
+    assert_eq!(a.sim.counters().flushes, 1);
+    // Blocks 9 to 22 (a partial block at each end is kept): bytes 4608 to 11776.
+    IoInterface::deallocate(&mut d, 4096 + 100, 8192 - 200).unwrap().unwrap();
+    assert_eq!(a.sim.counters().deallocated_blocks, 14);
+    let data = a.sim.data(0, 4 * 4096);
+    assert_eq!(&data[..4608], &[pattern(1, 4096), pattern(2, 4096)[..512].to_vec()].concat()[..], "before the range");
+    assert!(data[4608..11776].iter().all(|&b| b == 0), "the whole blocks inside read as zeroes");
+    assert_eq!(&data[11776..12288], &pattern(3, 4096)[3584..], "the partial block at the end is kept");
+    // The queue pair goes on serving reads after them, by its slots' command ids.
+    let reads: Vec<Request> = (0..qd).map(|t| req(&bufs, t, bs, false, t as u64 * bs as u64)).collect();
+    assert!(run(&mut d, &reads).iter().all(|c| c.result == bs as i64));
+    assert!(bufs.slot(0, bs).iter().eq(pattern(1, 4096).iter()));
+    // With a read in flight a flush is refused rather than mixed in with it.
+    assert_eq!(d.submit(&reads[..1]).unwrap(), 1);
+    assert!(d.flush_cache().unwrap_err().to_string().contains("in flight"));
+    let mut out = [Completion::default()];
+    assert_eq!(d.reap(1, &mut out).unwrap(), 1);
+    assert!(d.deallocate_range(0, 1 << 30).unwrap_err().to_string().contains("beyond"));
+    assert!(a.sim.faults().is_empty(), "{:?}", a.sim.faults());
+    drop(d);
+
+    // A controller without a volatile write cache or Dataset Management gets neither.
+    let b = sim::attach(Config { vwc: false, dsm: false, dlfeat: 0, ..Default::default() }, None).unwrap();
+    assert_eq!(device_commands(&b.ctrl), crate::interfaces::DeviceCommands::default());
+    let bufs = Bufs::new(4096);
+    let mut d = open(&b, &bufs, 4096, 1).unwrap();
+    d.flush_cache().unwrap();
+    d.deallocate_range(0, 8192).unwrap();
+    let c = b.sim.counters();
+    assert_eq!((c.flushes, c.deallocated_blocks, c.io_commands), (0, 0, 0), "nothing sent");
+    // DSM without DLFEAT's promise: deallocation offered, zeroes not promised.
+    let z = sim::attach(Config { dlfeat: 0, ..Default::default() }, None).unwrap();
+    assert!(!device_commands(&z.ctrl).deallocated_reads_zeroes);
+}
