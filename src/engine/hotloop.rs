@@ -363,3 +363,53 @@ fn settle(r: &Request, result: i64, verify: bool, written: &mut WrittenMap, veri
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn plan(ramp_end: u64, end: Option<u64>) -> LoopPlan {
+        LoopPlan { bs: 4096, qd: 1, batch_submit: 1, batch_reap: 1, ramp_end, end, quota: None, continue_on_error: false, verify: false }
+    }
+
+    /// The one compare per reap must see every change the three checks it replaced saw: the
+    /// ramp's end (the recorder forgets the ramp), each new second, the time limit (inclusive).
+    #[test]
+    fn the_window_looks_again_at_the_ramp_end_each_second_and_the_time_limit() {
+        let mut rec = Recorder::new(8, 1, 4096);
+        let mut w = Window::new(&plan(10, Some(10 + 3 * S)), 0);
+        assert!(!w.measuring && w.check_at == 0, "the first reap looks");
+        assert!(!w.advance(5, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (false, 10), "in the ramp: look again at its end");
+        rec.record(false, 0, 7); // a ramp I/O, forgotten at the ramp's end
+        assert!(w.advance(10, &mut rec), "the ramp ends");
+        assert_eq!((w.measuring, w.in_window, w.check_at), (true, true, 10 + S));
+        rec.record(false, 0, 100);
+        assert!(!w.advance(10 + S + 5, &mut rec));
+        assert_eq!((w.in_window, w.next_second_at, w.check_at), (true, 10 + 2 * S, 10 + 2 * S));
+        rec.record(false, 0, 200);
+        assert!(!w.advance(10 + 3 * S, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (true, 10 + 3 * S + 1), "the limit itself is in the window");
+        rec.record(false, 0, 300);
+        assert!(!w.advance(10 + 3 * S + 1, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (false, u64::MAX), "past the limit: never again");
+        rec.finish();
+        let per_second: Vec<u64> = rec.series.iter().map(|s| s.read_ios).collect();
+        assert_eq!(per_second[..4], [1, 1, 0, 1]);
+        assert_eq!((rec.read.ios, rec.read.min_ns, rec.read.max_ns), (3, 100, 300));
+    }
+
+    /// Under a count budget there is no limit: only the seconds.
+    #[test]
+    fn without_a_time_limit_the_window_never_closes() {
+        let mut rec = Recorder::new(2, 1, 4096);
+        let mut w = Window::new(&plan(0, None), 0);
+        assert!(w.measuring);
+        assert!(!w.advance(1, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (true, S));
+        assert!(!w.advance(u64::MAX - 1, &mut rec));
+        assert!(w.in_window);
+    }
+}
