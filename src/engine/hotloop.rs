@@ -90,6 +90,101 @@ struct Slot {
     submit_ns: u64,
 }
 
+/// The free slots' tags: a stack of at most `qd`, allocated once. Every tag in it is below
+/// `qd`: it starts with `0..qd`, and a tag comes back only from a completion whose slot was
+/// looked up (bounds-checked) first.
+struct FreeTags {
+    tags: Box<[u32]>,
+    n: usize,
+}
+
+impl FreeTags {
+    fn new(qd: u32) -> FreeTags {
+        FreeTags { tags: (0..qd).rev().collect(), n: qd as usize }
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The top tag.
+    ///
+    /// # Safety
+    /// The stack is not empty.
+    #[inline(always)]
+    unsafe fn pop(&mut self) -> u32 {
+        debug_assert!(self.n > 0);
+        self.n -= 1;
+        // SAFETY: `0 < n <= tags.len()` before (the caller's promise; only `push` raises `n`,
+        // after its bounds check), so `n - 1` is in bounds.
+        unsafe { *self.tags.get_unchecked(self.n) }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, tag: u32) {
+        self.tags[self.n] = tag;
+        self.n += 1;
+    }
+}
+
+/// Where the measured window stands, looked at closely only when something can change: one
+/// compare per reap against `check_at`, the next instant at which the ramp ends, a second
+/// begins or the time limit passes.
+struct Window {
+    ramp_end: u64,
+    /// The time limit, or u64::MAX under a count budget.
+    end: u64,
+    measuring: bool,
+    /// Completions now are recorded: measuring and not past the time limit.
+    in_window: bool,
+    /// When the measured window's current second ends (the recorder starts in second 0).
+    next_second_at: u64,
+    check_at: u64,
+}
+
+impl Window {
+    fn new(plan: &LoopPlan, start: u64) -> Window {
+        Window {
+            ramp_end: plan.ramp_end,
+            end: plan.end.unwrap_or(u64::MAX),
+            measuring: start >= plan.ramp_end,
+            in_window: false,
+            next_second_at: plan.ramp_end.saturating_add(1_000_000_000),
+            // The first reap looks.
+            check_at: 0,
+        }
+    }
+
+    /// At a reap at `now` (at or past `check_at`): end the ramp (the recorder forgets it; true
+    /// is returned), say whether completions now are in the window, move the recorder to the
+    /// current second, and set when to look again.
+    #[cold]
+    #[inline(never)]
+    fn advance(&mut self, now: u64, rec: &mut Recorder) -> bool {
+        let ramp_ended = !self.measuring && now >= self.ramp_end;
+        if ramp_ended {
+            rec.reset();
+            self.measuring = true;
+        }
+        self.in_window = self.measuring && now <= self.end;
+        if self.in_window && now >= self.next_second_at {
+            let second = (now - self.ramp_end) / 1_000_000_000;
+            rec.at_second(second as usize);
+            self.next_second_at = self.ramp_end + (second + 1) * 1_000_000_000;
+        }
+        self.check_at = if !self.measuring {
+            self.ramp_end
+        } else if self.in_window {
+            self.next_second_at.min(self.end.saturating_add(1))
+        } else {
+            // Past the time limit: nothing changes any more.
+            u64::MAX
+        };
+        ramp_ended
+    }
+}
+
 /// Compiled once per interface and per kind of stream: with one block size (`S::FIXED_LEN`)
 /// every request is `plan.bs` long and the recorder multiplies; with a mix each request has
 /// its own length and the recorder adds it up.
@@ -99,20 +194,21 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
     let qd = plan.qd as usize;
     let bs = plan.bs as usize;
     let batch = plan.batch_submit as usize;
-    let mut free: Vec<u32> = (0..plan.qd).rev().collect();
-    let mut slots = vec![Slot::default(); qd];
+    let verify = plan.verify;
+    let mut free = FreeTags::new(plan.qd);
+    let mut slots = vec![Slot::default(); qd].into_boxed_slice();
     // Requests prepared but not yet accepted by the interface: `pending[..npending]`.
-    let (mut pending, mut npending) = (vec![Request::default(); batch], 0usize);
-    let mut done = vec![Completion::default(); qd];
+    let (mut pending, mut npending) = (vec![Request::default(); batch].into_boxed_slice(), 0usize);
+    let mut done = vec![Completion::default(); qd].into_boxed_slice();
     let (mut inflight, mut verified, mut gen) = (0usize, 0u64, 0u64);
     // All completions, ramp included: what the live display shows.
     let mut completed = 0u64;
-    let mut measuring = start >= plan.ramp_end;
+    let mut win = Window::new(plan, start);
     // Requests this thread may still issue: unlimited during the ramp and under a time budget;
     // under a count budget, the quota less what was measured or is outstanding (a failed I/O
     // gives its place back). One counter instead of re-deriving it per request.
     let quota_after = |outstanding: usize| plan.quota.map_or(u64::MAX, |q| q.saturating_sub(outstanding as u64));
-    let mut may_issue = if measuring { quota_after(0) } else { u64::MAX };
+    let mut may_issue = if win.measuring { quota_after(0) } else { u64::MAX };
     // `early`: stopped by a stop request or a failed I/O rather than by the budget; `timed`: by
     // the time limit.
     let (mut stopping, mut early, mut timed) = (false, false, false);
@@ -122,28 +218,33 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
     // see the submit below.
     let mut fresh = false;
     let mut last_done = start;
-    // When the measured window's current second ends (the recorder starts in second 0).
-    let mut next_second_at = plan.ramp_end.saturating_add(1_000_000_000);
 
     loop {
-        if !stopping && (stop.load(Relaxed) || plan.end.is_some_and(|e| now >= e)) {
+        // The time limit's compare first: the stop flag's load only when it is not reached.
+        if (now >= win.end || stop.load(Relaxed)) && !stopping {
             early = stop.load(Relaxed);
             timed = !early;
             stopping = true;
         }
-        while !stopping && npending < pending.len() && may_issue > 0 {
-            let Some(tag) = free.pop() else { break };
+        // As many requests as the batch, the free slots and the budget allow, counted once.
+        let room = if stopping { 0 } else { (pending.len() - npending).min(free.n).min(may_issue.min(u32::MAX as u64) as usize) };
+        for _ in 0..room {
+            // SAFETY: `room <= free.n` tags are taken.
+            let tag = unsafe { free.pop() };
             let next = stream.next_io();
             // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
             let buf = unsafe { bufs.add(tag as usize * bs) };
-            if plan.verify && next.write {
+            if verify && next.write {
                 gen += 1;
                 verify::fill(unsafe { std::slice::from_raw_parts_mut(buf, bs) }, next.offset, gen);
             }
             let len = if S::FIXED_LEN { plan.bs } else { next.len };
             let r = Request { tag, write: next.write, file: next.file, offset: next.offset, len, buf };
-            slots[tag as usize].req = r;
-            pending[npending] = r;
+            // SAFETY: `npending` stays below its value before the loop plus `room`, at most
+            // `pending.len()`.
+            *unsafe { pending.get_unchecked_mut(npending) } = r;
+            // SAFETY: every free tag is below qd = slots.len() (FreeTags).
+            unsafe { slots.get_unchecked_mut(tag as usize) }.req = r;
             npending += 1;
             may_issue -= 1;
         }
@@ -154,13 +255,18 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
             // preparing one request, so its latency is over-stated by that much, never
             // under-stated (-i null's p50 went from 10 to 20 ns). A TSC read costs 8 ns in this
             // VM: two per I/O were two thirds of -i null's 25 ns per I/O, now 19 (docs/benchmarks.md).
-            if !(fresh && npending == 1) {
+            // (One store then, not the loop: the loop's set-up cost more than its one pass.)
+            if fresh && npending == 1 {
+                // SAFETY: a pending request's tag was a free tag, below qd = slots.len().
+                unsafe { slots.get_unchecked_mut(pending[0].tag as usize) }.submit_ns = now;
+            } else {
                 now = clock.now();
+                for r in &pending[..npending] {
+                    // SAFETY: as above.
+                    unsafe { slots.get_unchecked_mut(r.tag as usize) }.submit_ns = now;
+                }
             }
             fresh = false;
-            for r in &pending[..npending] {
-                slots[r.tag as usize].submit_ns = now;
-            }
             let n = io.submit(&pending[..npending]).map_err(|e| format!("submission failed: {e}"))?;
             inflight += n;
             if n < npending {
@@ -185,25 +291,18 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
         }
         now = clock.now();
         fresh = n == 1;
-        if !measuring && now >= plan.ramp_end {
-            rec.reset();
-            measuring = true;
+        if now >= win.check_at && win.advance(now, rec) {
             may_issue = quota_after(inflight + npending);
         }
-        let in_window = measuring && plan.end.is_none_or(|e| now <= e);
-        // A compare per reap; the division only when a second has passed.
-        if in_window && now >= next_second_at {
-            let second = (now - plan.ramp_end) / 1_000_000_000;
-            rec.at_second(second as usize);
-            next_second_at = plan.ramp_end + (second + 1) * 1_000_000_000;
-        }
         for c in &done[..n] {
-            let Slot { req: r, submit_ns } = slots[c.tag as usize];
+            // The tag comes from the interface: checked.
+            let s = &slots[c.tag as usize];
+            let len = if S::FIXED_LEN { plan.bs } else { s.req.len };
             free.push(c.tag);
-            inflight -= 1;
             // Anything but a full transfer, and verify's extra work, off the common path.
-            if c.result != r.len as i64 || plan.verify {
-                if let Err(what) = settle(&r, c.result, plan.verify, written, &mut verified) {
+            if c.result != len as i64 || verify {
+                let r = s.req;
+                if let Err(what) = settle(&r, c.result, verify, written, &mut verified) {
                     rec.error(r.write);
                     may_issue = may_issue.saturating_add(1);
                     if first_error.is_none() {
@@ -218,14 +317,15 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
                     continue;
                 }
             }
-            if in_window {
-                rec.record(r.write, r.file as usize, now - submit_ns);
+            if win.in_window {
+                rec.record(s.req.write, s.req.file as usize, now - s.submit_ns);
                 if !S::FIXED_LEN {
-                    rec.add_bytes(r.write, r.len);
+                    rec.add_bytes(s.req.write, len);
                 }
                 last_done = now;
             }
         }
+        inflight -= n;
         completed += n as u64;
         progress.store(completed, Relaxed);
     }
@@ -262,4 +362,54 @@ fn settle(r: &Request, result: i64, verify: bool, written: &mut WrittenMap, veri
         *verified += 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn plan(ramp_end: u64, end: Option<u64>) -> LoopPlan {
+        LoopPlan { bs: 4096, qd: 1, batch_submit: 1, batch_reap: 1, ramp_end, end, quota: None, continue_on_error: false, verify: false }
+    }
+
+    /// The one compare per reap must see every change the three checks it replaced saw: the
+    /// ramp's end (the recorder forgets the ramp), each new second, the time limit (inclusive).
+    #[test]
+    fn the_window_looks_again_at_the_ramp_end_each_second_and_the_time_limit() {
+        let mut rec = Recorder::new(8, 1, 4096);
+        let mut w = Window::new(&plan(10, Some(10 + 3 * S)), 0);
+        assert!(!w.measuring && w.check_at == 0, "the first reap looks");
+        assert!(!w.advance(5, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (false, 10), "in the ramp: look again at its end");
+        rec.record(false, 0, 7); // a ramp I/O, forgotten at the ramp's end
+        assert!(w.advance(10, &mut rec), "the ramp ends");
+        assert_eq!((w.measuring, w.in_window, w.check_at), (true, true, 10 + S));
+        rec.record(false, 0, 100);
+        assert!(!w.advance(10 + S + 5, &mut rec));
+        assert_eq!((w.in_window, w.next_second_at, w.check_at), (true, 10 + 2 * S, 10 + 2 * S));
+        rec.record(false, 0, 200);
+        assert!(!w.advance(10 + 3 * S, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (true, 10 + 3 * S + 1), "the limit itself is in the window");
+        rec.record(false, 0, 300);
+        assert!(!w.advance(10 + 3 * S + 1, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (false, u64::MAX), "past the limit: never again");
+        rec.finish();
+        let per_second: Vec<u64> = rec.series.iter().map(|s| s.read_ios).collect();
+        assert_eq!(per_second[..4], [1, 1, 0, 1]);
+        assert_eq!((rec.read.ios, rec.read.min_ns, rec.read.max_ns), (3, 100, 300));
+    }
+
+    /// Under a count budget there is no limit: only the seconds.
+    #[test]
+    fn without_a_time_limit_the_window_never_closes() {
+        let mut rec = Recorder::new(2, 1, 4096);
+        let mut w = Window::new(&plan(0, None), 0);
+        assert!(w.measuring);
+        assert!(!w.advance(1, &mut rec));
+        assert_eq!((w.in_window, w.check_at), (true, S));
+        assert!(!w.advance(u64::MAX - 1, &mut rec));
+        assert!(w.in_window);
+    }
 }

@@ -144,14 +144,29 @@ pub struct SecondSlot {
     pub lat_sum_ns: u64,
 }
 
+/// What `record` updates per direction, until `finish` puts it into the [`Direction`]: both
+/// directions side by side, so a direction is one index (not a choice per field).
+#[derive(Clone, Copy, Debug)]
+struct Totals {
+    ios: u64,
+    min_ns: u64,
+    max_ns: u64,
+}
+
+impl Totals {
+    const ZERO: Totals = Totals { ios: 0, min_ns: u64::MAX, max_ns: 0 };
+}
+
 pub struct Recorder {
     pub read: Direction,
     pub write: Direction,
     pub series: Vec<SecondSlot>,
     /// Each second's latency counts (`SECOND_SLOTS` per second, reads and writes together), for
     /// the seconds `percentile_seconds` allows and one more that takes every later second and is
-    /// never read.
-    pub second_lat: Vec<u32>,
+    /// never read. Only grows once made, so `second_at + SECOND_SLOTS` stays within it.
+    second_lat: Vec<u32>,
+    /// Reads' and writes' I/O counts and extremes, until `finish`.
+    totals: [Totals; 2],
     /// Completions per target, to compare with each device's own counters.
     pub per_target: Vec<u64>,
     /// Latency counts of reads and writes, until `finish`.
@@ -186,6 +201,7 @@ impl Recorder {
             second_lat: vec![0; (percentile_seconds(seconds) + 1) * SECOND_SLOTS],
             per_target: vec![0; targets.max(1)],
             counts: [LatCounts::new(), LatCounts::new()],
+            totals: [Totals::ZERO; 2],
             bs,
             lat_sum_ns: 0,
             second: 0,
@@ -209,6 +225,7 @@ impl Recorder {
         self.read.reset();
         self.write.reset();
         self.counts.iter_mut().for_each(LatCounts::clear);
+        self.totals = [Totals::ZERO; 2];
         self.series.iter_mut().for_each(|s| *s = SecondSlot::default());
         self.per_target.iter_mut().for_each(|n| *n = 0);
         self.lat_sum_ns = 0;
@@ -231,7 +248,7 @@ impl Recorder {
     /// any overflow) and start counting `next`.
     #[cold]
     fn close_second(&mut self, next: usize) {
-        let now = SecondSlot { read_ios: self.read.ios, write_ios: self.write.ios, lat_sum_ns: self.lat_sum_ns };
+        let now = SecondSlot { read_ios: self.totals[0].ios, write_ios: self.totals[1].ios, lat_sum_ns: self.lat_sum_ns };
         let last = self.series.len() - 1;
         let slot = &mut self.series[self.second.min(last)];
         slot.read_ios += now.read_ios - self.second_began.read_ios;
@@ -249,14 +266,17 @@ impl Recorder {
         if self.per_target.len() > 1 {
             self.per_target[file] += 1;
         }
-        let d = if write { &mut self.write } else { &mut self.read };
-        d.ios += 1;
-        d.min_ns = d.min_ns.min(lat_ns);
-        d.max_ns = d.max_ns.max(lat_ns);
+        let t = &mut self.totals[write as usize];
+        t.ios += 1;
+        t.min_ns = t.min_ns.min(lat_ns);
+        t.max_ns = t.max_ns.max(lat_ns);
         // The second's own count beside the run's: -i null went from 19 to 20 ns per I/O.
         let i = LatCounts::index(lat_ns);
         self.counts[write as usize].0[i] += 1;
-        self.second_lat[self.second_at + (i.min(SECOND_TOP) >> SECOND_SHIFT)] += 1;
+        // SAFETY: `second_at + SECOND_SLOTS <= second_lat.len()` (`close_second` sets `second_at`
+        // to at most `percentile_seconds() * SECOND_SLOTS` of a `(percentile_seconds() + 1) *
+        // SECOND_SLOTS` long vector, which only grows), and the offset is below SECOND_SLOTS.
+        unsafe { *self.second_lat.get_unchecked_mut(self.second_at + (i.min(SECOND_TOP) >> SECOND_SHIFT)) += 1 };
         self.lat_sum_ns += lat_ns;
     }
 
@@ -280,7 +300,8 @@ impl Recorder {
     /// count, and build the latency histograms from the counts.
     pub fn finish(&mut self) {
         self.close_second(self.second);
-        for (d, counts) in [(&mut self.read, &self.counts[0]), (&mut self.write, &self.counts[1])] {
+        for (d, counts, t) in [(&mut self.read, &self.counts[0], &self.totals[0]), (&mut self.write, &self.counts[1], &self.totals[1])] {
+            (d.ios, d.min_ns, d.max_ns) = (t.ios, t.min_ns, t.max_ns);
             if self.bs > 0 {
                 d.bytes = d.ios * self.bs;
             }

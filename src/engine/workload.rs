@@ -80,13 +80,9 @@ impl Stream {
 
     #[inline(always)]
     pub(crate) fn next_io(&mut self) -> NextIo {
-        // Targets are used round-robin so each sees an equal share.
-        let file = self.next_file;
-        self.next_file += 1;
-        if self.next_file as usize == self.regions.len() {
-            self.next_file = 0;
-        }
-        let r = self.regions[file as usize];
+        // Targets are used round-robin so each sees an equal share; with one (the common case)
+        // there is no turn to keep.
+        let (file, r) = if let [r] = *self.regions { (0, r) } else { self.next_region() };
         let block = if self.random {
             self.rng.below(r.blocks)
         } else {
@@ -101,6 +97,19 @@ impl Stream {
             p => self.rng.below(100) < p,
         };
         NextIo { file, offset: r.start + block * self.bs, write, len: self.bs as u32 }
+    }
+}
+
+impl Stream {
+    /// The next target's turn, of several.
+    #[inline(always)]
+    fn next_region(&mut self) -> (u32, Region) {
+        let file = self.next_file;
+        self.next_file += 1;
+        if self.next_file as usize == self.regions.len() {
+            self.next_file = 0;
+        }
+        (file, self.regions[file as usize])
     }
 }
 
