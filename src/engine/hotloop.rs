@@ -4,6 +4,7 @@
 //! everything it touches was allocated before it started; no locks, no system calls but the
 //! interface's own.
 use super::clock::Clock;
+use super::pace::Pacing;
 use super::recorder::Recorder;
 use super::workload::Source;
 use crate::interfaces::{Completion, IoInterface, Request};
@@ -94,6 +95,12 @@ struct Slot {
 /// every request is `plan.bs` long and the recorder multiplies; with a mix each request has
 /// its own length and the recorder adds it up.
 pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result<LoopEnd, String> {
+    run_paced(io, cx, &mut super::pace::Unpaced)
+}
+
+/// The loop under a pacing (`engine::pace`): with [`super::pace::Unpaced`] it is the loop above,
+/// every pacing branch compiled out.
+pub fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<S>, pace: &mut P) -> Result<LoopEnd, String> {
     let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
     let (bufs, start) = (*bufs, *start);
     let qd = plan.qd as usize;
@@ -131,9 +138,16 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
             timed = !early;
             stopping = true;
         }
+        // The pacing holds the next I/O (never, unpaced; paced, the submit reads the clock afresh,
+        // since a think time may have passed since the reap).
+        let mut held = false;
         while !stopping && npending < pending.len() && may_issue > 0 {
             let Some(tag) = free.pop() else { break };
-            let next = stream.next_io();
+            let Some(next) = pace.next(stream, clock, completed, inflight, stop) else {
+                free.push(tag);
+                held = true;
+                break;
+            };
             // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
             let buf = unsafe { bufs.add(tag as usize * bs) };
             if plan.verify && next.write {
@@ -147,14 +161,14 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
             npending += 1;
             may_issue -= 1;
         }
-        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty();
+        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty() && !(P::ON && held);
         if npending > 0 && (npending == batch || !can_issue_more) {
             // One request right after a reap of one (QD1's whole life) takes the reap's clock
             // read as its submit time: all that came between is recording one completion and
             // preparing one request, so its latency is over-stated by that much, never
             // under-stated (-i null's p50 went from 10 to 20 ns). A TSC read costs 8 ns in this
             // VM: two per I/O were two thirds of -i null's 25 ns per I/O, now 19 (docs/benchmarks.md).
-            if !(fresh && npending == 1) {
+            if P::ON || !(fresh && npending == 1) {
                 now = clock.now();
             }
             fresh = false;
@@ -172,6 +186,9 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
         if inflight == 0 {
             if npending == 0 && (stopping || may_issue == 0) {
                 break;
+            }
+            if P::ON && held && npending == 0 {
+                (now, fresh) = (pace.wait(clock, stop, plan.end), false);
             }
             continue;
         }
@@ -230,6 +247,9 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
         progress.store(completed, Relaxed);
     }
     rec.finish();
+    if P::ON {
+        pace.verdict()?;
+    }
     let measure_start = plan.ramp_end.max(start);
     // Under a time limit the window ends at it; at a quota reached first (a time and a count),
     // a stop or a failure, at the last completion.

@@ -3,6 +3,7 @@
 pub mod clock;
 pub mod fileset;
 pub mod hotloop;
+pub mod pace;
 pub mod recorder;
 pub mod workload;
 
@@ -463,7 +464,11 @@ fn loop_over<T: Interface, S: Source>(
         written,
         start,
     };
-    let end = hotloop::run(io, &mut cx)?;
+    // Paced (a rate or think time) or not, chosen once: the unpaced loop pays nothing for it.
+    let end = match pace::Pacer::for_job(sh.job, t, start, start + sh.ramp_ns) {
+        Some(mut p) => hotloop::run_paced(io, &mut cx, &mut p)?,
+        None => hotloop::run(io, &mut cx)?,
+    };
     Ok((cx.rec, end, cx.written))
 }
 
