@@ -99,7 +99,9 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
 }
 
 /// The loop under a pacing (`engine::pace`): with [`super::pace::Unpaced`] it is the loop above,
-/// every pacing branch compiled out.
+/// every pacing branch compiled out. Never inlined, so each kind of pacing is a loop of its own,
+/// as `run` was before pacing.
+#[inline(never)]
 pub fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<S>, pace: &mut P) -> Result<LoopEnd, String> {
     let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
     let (bufs, start) = (*bufs, *start);
@@ -143,10 +145,15 @@ pub fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut Loop
         let mut held = false;
         while !stopping && npending < pending.len() && may_issue > 0 {
             let Some(tag) = free.pop() else { break };
-            let Some(next) = pace.next(stream, clock, completed, inflight, stop) else {
-                free.push(tag);
-                held = true;
-                break;
+            let next = if P::ON {
+                let Some(next) = pace.next(stream, clock, completed, inflight, stop) else {
+                    free.push(tag);
+                    held = true;
+                    break;
+                };
+                next
+            } else {
+                stream.next_io()
             };
             // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
             let buf = unsafe { bufs.add(tag as usize * bs) };
@@ -161,7 +168,7 @@ pub fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut Loop
             npending += 1;
             may_issue -= 1;
         }
-        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty() && !(P::ON && held);
+        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty() && !held;
         if npending > 0 && (npending == batch || !can_issue_more) {
             // One request right after a reap of one (QD1's whole life) takes the reap's clock
             // read as its submit time: all that came between is recording one completion and

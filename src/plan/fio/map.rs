@@ -970,3 +970,53 @@ pub(crate) fn x_sq_cpu(j: &Job) -> Result<Option<String>, String> {
 pub(crate) fn x_force_async(j: &Job) -> Result<Option<String>, String> {
     Ok(j.io.options.ring.force_async.then(|| "1".into()))
 }
+
+// The pacing's reverse direction: fio's per-direction `a,b` and times in microseconds.
+fn x_pace<T>(j: &Job, f: impl Fn(&crate::plan::pace::Pace) -> T) -> Option<T> {
+    j.workload.pattern.pace.as_ref().map(f)
+}
+fn x_pair(v: [u64; 2]) -> Option<String> {
+    (v != [0, 0]).then(|| if v[0] == v[1] { v[0].to_string() } else { format!("{},{}", v[0], v[1]) })
+}
+fn x_us(ns: u64, what: &str) -> Result<Option<String>, String> {
+    if ns == 0 {
+        return Ok(None);
+    }
+    if !ns.is_multiple_of(1000) {
+        return Err(format!("{what} {ns} ns: fio's times are whole microseconds"));
+    }
+    Ok(Some(format!("{}us", ns / 1000)))
+}
+pub(crate) fn x_rate(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_bps)).flatten())
+}
+pub(crate) fn x_rate_iops(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_iops)).flatten())
+}
+pub(crate) fn x_rate_min(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_min_bps)).flatten())
+}
+pub(crate) fn x_rate_iops_min(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_min_iops)).flatten())
+}
+pub(crate) fn x_rate_process(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| p.rate_process == crate::plan::pace::RateProcess::Poisson).unwrap_or(false).then(|| "poisson".into()))
+}
+pub(crate) fn x_rate_cycle(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| (p.rate_cycle_ms != 1000).then(|| format!("{}ms", p.rate_cycle_ms))).flatten())
+}
+pub(crate) fn x_thinktime(j: &Job) -> Result<Option<String>, String> {
+    x_us(x_pace(j, |p| p.thinktime_ns).unwrap_or(0), "thinktime")
+}
+pub(crate) fn x_thinktime_spin(j: &Job) -> Result<Option<String>, String> {
+    x_us(x_pace(j, |p| p.thinktime_spin_ns).unwrap_or(0), "thinktime_spin")
+}
+pub(crate) fn x_thinktime_blocks(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| (p.thinktime_blocks > 0).then(|| p.thinktime_blocks.to_string())).flatten())
+}
+pub(crate) fn x_thinktime_blocks_type(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| p.thinktime_issue).unwrap_or(false).then(|| "issue".into()))
+}
+pub(crate) fn x_thinktime_iotime(j: &Job) -> Result<Option<String>, String> {
+    x_us(x_pace(j, |p| p.thinktime_iotime_ns).unwrap_or(0), "thinktime_iotime")
+}

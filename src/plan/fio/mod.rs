@@ -683,6 +683,17 @@ mod tests {
         let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\nrate_iops=10\n").unwrap_err();
         assert!(e.contains("not both"), "{e}");
         assert!(plan("[j]\nsize=1m\ndirect=1\nrate=0\n").is_ok());
+        // exitall stops the jobs beside it: refused in a group, fine alone.
+        let e = plan("[global]\nsize=1m\ndirect=1\nexitall=1\n[a]\n[b]\n").unwrap_err();
+        assert!(e.starts_with("fio job 'a': exitall: fio stops the jobs running beside it (a, b)"), "{e}");
+        assert!(plan("[global]\nsize=1m\ndirect=1\nexitall=1\nexit_what=all\n[a]\n").is_ok());
+        // Written back as fio's options and read again: the same pacing.
+        let text = "name = \"p\"\nios = 100\n[matrix]\ninterface = [\"null\"]\nrw = [\"randrw\"]\npace = [\"rate=1m,500k rate_process=poisson rate_min=1k thinktime=2ms thinktime_blocks=4\"]\n";
+        let fio = export("p.toml", text).unwrap();
+        assert!(fio.contains("rate=1048576,512000\n") && fio.contains("thinktime=2000us\n"), "{fio}");
+        let back = &plans(Path::new("p.fio"), &fio, None, &[], &[]).unwrap()[0];
+        let (a, b) = (crate::plan::sweep::expand(text, &[]).unwrap(), crate::plan::sweep::expand(&back.text, &[]).unwrap());
+        assert_eq!(a.configs[0].job.workload.pattern.pace, b.configs[0].job.workload.pattern.pace, "{fio}");
     }
 
     #[test]
