@@ -158,6 +158,27 @@ pub struct Results {
     /// (Ctrl-C, a failed I/O) ended the run before either.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<&'static str>,
+    /// A paced run (a rate or think time): what was asked and what each thread achieved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace: Option<PaceResult>,
+}
+
+/// What a paced run was asked (the spec's `pace`) and achieved, per thread as fio paces each
+/// clone. Latency is measured from each I/O's submission, not from when it was due.
+#[derive(Serialize)]
+pub struct PaceResult {
+    pub asked: crate::plan::pace::Pace,
+    pub achieved_per_thread: PaceAchieved,
+    /// Where each I/O's latency starts: `submission` (fio's too), not the scheduled instant.
+    pub latency_from: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct PaceAchieved {
+    pub read_iops: f64,
+    pub write_iops: f64,
+    pub read_bw_bytes_per_s: f64,
+    pub write_bw_bytes_per_s: f64,
 }
 
 /// What completion method was asked for, what the kernel rules predict, and what the device's

@@ -182,6 +182,9 @@ pub struct RunArgs {
     /// Seed for the offset streams.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Rates and think time (--rate, --rate-iops, --thinktime, ...), fio's pacing.
+    #[command(flatten)]
+    pub pace: run::PaceArgs,
     /// The interfaces' own options (--sq-cpu, --null-script, --poll-delay, ...), each part's
     /// flags defined in its interface's file.
     #[command(flatten)]
@@ -438,6 +441,7 @@ impl RunArgs {
                         .unwrap_or(0),
                     zones: self.zones.as_deref().map(str::parse).transpose().map_err(|e| format!("--zones: {e}"))?,
                     random_generator: self.random_generator,
+                    pace: self.pace.to_pace()?,
                 },
                 qd: self.qd,
                 threads: self.threads,

@@ -269,3 +269,55 @@ fn file_set_lines(set: &crate::record::fileset::FileSetRecord) -> String {
         set.fsyncs
     )
 }
+
+/// `iolab run`'s pacing flags, fio's rate and think time options (`plan::pace`); each thread is
+/// paced on its own, as fio paces each job clone.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PaceArgs {
+    /// Cap each thread's bandwidth, bytes per second: one value for reads and writes, or
+    /// READ,WRITE (`500k,` reads only, `,1m` writes only), as fio's rate.
+    #[arg(long, value_name = "BPS[,BPS]")]
+    pub rate: Option<String>,
+    /// Cap each thread's I/Os per second, as fio's rate_iops (IOPS[,IOPS]).
+    #[arg(long, value_name = "IOPS[,IOPS]")]
+    pub rate_iops: Option<String>,
+    /// How rated I/O is spaced: linear (fio's default) or poisson.
+    #[arg(long, value_name = "linear|poisson")]
+    pub rate_process: Option<String>,
+    /// Fail the run when a thread's bandwidth over a second falls below this, as fio's rate_min.
+    #[arg(long, value_name = "BPS[,BPS]")]
+    pub rate_min: Option<String>,
+    /// Stall after every --thinktime-blocks I/Os (default 1), as fio's thinktime (e.g. 2ms).
+    #[arg(long, value_name = "TIME")]
+    pub thinktime: Option<String>,
+    /// The part of --thinktime spent spinning on the CPU rather than asleep.
+    #[arg(long, value_name = "TIME")]
+    pub thinktime_spin: Option<String>,
+    /// I/Os between think times.
+    #[arg(long, value_name = "N")]
+    pub thinktime_blocks: Option<u64>,
+}
+
+impl PaceArgs {
+    /// The job's pacing; None when no flag asks for one. Err names the flag.
+    pub(crate) fn to_pace(&self) -> Result<Option<crate::plan::pace::Pace>, String> {
+        let mut p = crate::plan::pace::Pace::default();
+        let blocks = self.thinktime_blocks.map(|b| b.to_string());
+        let flags = [
+            ("rate", &self.rate),
+            ("rate_iops", &self.rate_iops),
+            ("rate_process", &self.rate_process),
+            ("rate_min", &self.rate_min),
+            ("thinktime", &self.thinktime),
+            ("thinktime_spin", &self.thinktime_spin),
+            ("thinktime_blocks", &blocks),
+        ];
+        for (key, v) in flags {
+            if let Some(v) = v {
+                p.set(key, v).map_err(|e| format!("--{}: {e}", key.replace('_', "-")))?;
+            }
+        }
+        p.check().map_err(|e| format!("--rate/--thinktime: {e}"))?;
+        Ok((!p.is_none()).then_some(p))
+    }
+}

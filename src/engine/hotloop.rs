@@ -4,6 +4,7 @@
 //! everything it touches was allocated before it started; no locks, no system calls but the
 //! interface's own.
 use super::clock::Clock;
+use super::pace::Pacing;
 use super::recorder::Recorder;
 use super::workload::Source;
 use crate::interfaces::{Completion, IoInterface, Request};
@@ -189,6 +190,14 @@ impl Window {
 /// every request is `plan.bs` long and the recorder multiplies; with a mix each request has
 /// its own length and the recorder adds it up.
 pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result<LoopEnd, String> {
+    run_paced(io, cx, &mut super::pace::Unpaced)
+}
+
+/// The loop under a pacing (`engine::pace`): with [`super::pace::Unpaced`] it is the loop above,
+/// every pacing branch compiled out. Never inlined, so each kind of pacing is a loop of its own,
+/// as `run` was before pacing.
+#[inline(never)]
+pub fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<S>, pace: &mut P) -> Result<LoopEnd, String> {
     let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
     let (bufs, start) = (*bufs, *start);
     let qd = plan.qd as usize;
@@ -226,12 +235,24 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
             timed = !early;
             stopping = true;
         }
+        // The pacing holds the next I/O (never, unpaced; paced, the submit reads the clock afresh,
+        // since a think time may have passed since the reap).
+        let mut held = false;
         // As many requests as the batch, the free slots and the budget allow, counted once.
         let room = if stopping { 0 } else { (pending.len() - npending).min(free.n).min(may_issue.min(u32::MAX as u64) as usize) };
         for _ in 0..room {
             // SAFETY: `room <= free.n` tags are taken.
             let tag = unsafe { free.pop() };
-            let next = stream.next_io();
+            let next = if P::ON {
+                let Some(next) = pace.next(stream, clock, completed, inflight, stop) else {
+                    free.push(tag);
+                    held = true;
+                    break;
+                };
+                next
+            } else {
+                stream.next_io()
+            };
             // SAFETY: slot `tag` owns bytes [tag*bs, (tag+1)*bs) of the thread's buffer region.
             let buf = unsafe { bufs.add(tag as usize * bs) };
             if verify && next.write {
@@ -248,7 +269,7 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
             npending += 1;
             may_issue -= 1;
         }
-        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty();
+        let can_issue_more = !stopping && may_issue > 0 && !free.is_empty() && !held;
         if npending > 0 && (npending == batch || !can_issue_more) {
             // One request right after a reap of one (QD1's whole life) takes the reap's clock
             // read as its submit time: all that came between is recording one completion and
@@ -256,7 +277,8 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
             // under-stated (-i null's p50 went from 10 to 20 ns). A TSC read costs 8 ns in this
             // VM: two per I/O were two thirds of -i null's 25 ns per I/O, now 19 (docs/benchmarks.md).
             // (One store then, not the loop: the loop's set-up cost more than its one pass.)
-            if fresh && npending == 1 {
+            // Paced, the submit reads the clock afresh: a think time may have passed since the reap.
+            if !P::ON && fresh && npending == 1 {
                 // SAFETY: a pending request's tag was a free tag, below qd = slots.len().
                 unsafe { slots.get_unchecked_mut(pending[0].tag as usize) }.submit_ns = now;
             } else {
@@ -278,6 +300,9 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
         if inflight == 0 {
             if npending == 0 && (stopping || may_issue == 0) {
                 break;
+            }
+            if P::ON && held && npending == 0 {
+                (now, fresh) = (pace.wait(clock, stop, plan.end), false);
             }
             continue;
         }
@@ -330,6 +355,9 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
         progress.store(completed, Relaxed);
     }
     rec.finish();
+    if P::ON {
+        pace.verdict()?;
+    }
     let measure_start = plan.ramp_end.max(start);
     // Under a time limit the window ends at it; at a quota reached first (a time and a count),
     // a stop or a failure, at the last completion.

@@ -4,6 +4,7 @@ pub mod clock;
 pub mod error;
 pub mod fileset;
 pub mod hotloop;
+pub mod pace;
 pub mod recorder;
 pub mod workload;
 
@@ -458,7 +459,12 @@ fn loop_over<T: Interface, S: Source>(
         written,
         start,
     };
-    let end = hotloop::run(io, &mut cx).map_err(EngineError::Io)?;
+    // Paced (a rate or think time) or not, chosen once: the unpaced loop pays nothing for it.
+    let end = match pace::Pacer::for_job(sh.job, t, start, start + sh.ramp_ns) {
+        Some(mut p) => hotloop::run_paced(io, &mut cx, &mut p),
+        None => hotloop::run(io, &mut cx),
+    }
+    .map_err(EngineError::Io)?;
     Ok((cx.rec, end, cx.written))
 }
 

@@ -101,7 +101,7 @@ pub struct Dimension {
 /// innermost (changing fastest), and a configuration's key names them in this order. A
 /// dimension the plan does not list keeps `Job::default()`'s value (the target: the plan's
 /// `targets`, or the command line's, all together in each run).
-pub const DIMENSIONS: [Dimension; 29] = [
+pub const DIMENSIONS: [Dimension; 30] = [
     Dimension {
         name: "interface",
         set: Set::Interface(|j, v| j.io.interface = v),
@@ -198,6 +198,16 @@ pub const DIMENSIONS: [Dimension; 29] = [
             },
         ),
         value: |j| Text(j.workload.pattern.random_generator.name().into()),
+        shown: Shown::IfListed,
+    },
+    // Rates and think time (`pace`, fio's words: `rate_iops=300 thinktime=2ms`).
+    Dimension {
+        name: "pace",
+        set: Set::Checked(
+            |v| v.parse::<super::pace::Pace>().map(|_| ()),
+            |j, v| j.workload.pattern.pace = v.parse::<super::pace::Pace>().ok().filter(|p| !p.is_none()),
+        ),
+        value: |j| Text(j.workload.pattern.pace.as_ref().map(|p| p.to_string()).unwrap_or_default()),
         shown: Shown::IfListed,
     },
     Dimension { name: "qd", set: Set::Count(|j, v| j.workload.qd = v), value: |j| Integer(j.workload.qd.into()), shown: Shown::Always },

@@ -319,6 +319,9 @@ pub struct Pattern {
     /// How random offsets are drawn: iolab's seeded generator, or each block once per pass.
     #[serde(default, skip_serializing_if = "Generator::is_default")]
     pub random_generator: Generator,
+    /// Rates and think time (`plan::pace`); None: as fast as the queue allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<super::pace::Pace>,
 }
 
 fn is_zero_i64(v: &i64) -> bool {
@@ -334,7 +337,7 @@ fn at_most_one(v: &u32) -> bool {
 impl Pattern {
     /// Nothing asked beyond the pattern: the plain stream.
     pub(crate) fn is_plain(&self) -> bool {
-        self.ios_per_offset <= 1 && Pattern { ios_per_offset: 0, ..self.clone() } == Pattern::default()
+        self.ios_per_offset <= 1 && Pattern { ios_per_offset: 0, pace: None, ..self.clone() } == Pattern::default()
     }
 
     /// What is wrong with it for a job of pattern `rw` (random or not), block sizes `min`..`max`,
@@ -372,6 +375,9 @@ impl Pattern {
             if targets > 1 {
                 return Err(format!("--zones {z} works on one target (fio's strided zones use one file)"));
             }
+        }
+        if let Some(p) = &self.pace {
+            p.check().map_err(|e| format!("--pace '{p}': {e}"))?;
         }
         if self.random_generator == Generator::Lfsr {
             if !random {

@@ -4,6 +4,7 @@ pub mod fio;
 pub mod idle;
 pub mod matrix;
 pub mod mix;
+pub mod pace;
 pub mod profile;
 pub mod size;
 pub mod sweep;

@@ -795,7 +795,7 @@ reason = "io_uring at QD1 is covered elsewhere"
     #[test]
     fn matrix_errors_name_the_line_and_key() {
         for (plan, want) in [
-            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `bssplit`, `distribution`, `stride`, `ios_per_offset`, `blockalign`, `zones`, `random_generator`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`, `cpu_freq_khz`, `cpuidle_max_state`, `nvme_power_state`, `nvme_apst`, `iowait`, `file_size`, `file_order`, `fsync`, `server`"),
+            ("[matrix]\ncolor = [1]\n", "plan line 2, matrix.color: unknown field `color`, expected one of `interface`, `submit`, `complete`, `poll_delay`, `rw`, `write_mix`, `bs`, `bssplit`, `distribution`, `stride`, `ios_per_offset`, `blockalign`, `zones`, `random_generator`, `pace`, `qd`, `threads`, `batch`, `target`, `scheduler`, `numa`, `cpu_freq_khz`, `cpuidle_max_state`, `nvme_power_state`, `nvme_apst`, `iowait`, `file_size`, `file_order`, `fsync`, `server`"),
             ("ios = 5\n[matrix]\nqd = [\n  1,\n  \"x\",\n]\n", "plan line 5: invalid type: string \"x\", expected u32"),
             ("[matrix]\nsubmit = [\"sideways\"]\n", "plan line 2, matrix.submit: unknown variant `sideways`, expected `syscall` or `sqpoll`"),
             (

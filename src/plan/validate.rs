@@ -119,6 +119,9 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
         crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Job(e.to_string()))?;
     }
     if let Some(set) = &job.fileset {
+        if let Some(p) = &job.workload.pattern.pace {
+            return PlanError::job(format!("--pace '{p}': the file-set loop is not paced: drop the rate and think time or --fileset"));
+        }
         set.check(job)?;
     }
     Ok(())

@@ -110,7 +110,24 @@ fn results(job: &Job, out: &EngineOutput, total: &Direction, rusage: &Rusage, me
         cpu: cpu(rusage, meter_window_s.unwrap_or(w), total.ios),
         verify: job.policy.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
         ended_by: ended_by(job, out),
+        pace: pace(job, &out.rec, w),
     }
+}
+
+/// A paced run's rate asked and achieved per thread.
+fn pace(job: &Job, rec: &crate::engine::recorder::Recorder, w: f64) -> Option<crate::record::PaceResult> {
+    let asked = job.workload.pattern.pace.clone()?;
+    let per = |x: u64| if w > 0.0 { x as f64 / w / job.workload.threads.max(1) as f64 } else { 0.0 };
+    Some(crate::record::PaceResult {
+        asked,
+        achieved_per_thread: crate::record::PaceAchieved {
+            read_iops: per(rec.read.ios),
+            write_iops: per(rec.write.ios),
+            read_bw_bytes_per_s: per(rec.read.bytes),
+            write_bw_bytes_per_s: per(rec.write.bytes),
+        },
+        latency_from: "submission",
+    })
 }
 
 /// Under a budget of a time and a count, which ended the run; None under one limit, or when a

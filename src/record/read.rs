@@ -490,6 +490,7 @@ pub(crate) mod tests {
                 cpu: record::cpu(&meters::cpu::Rusage { user_s: 0.1, system_s: 0.3, ..Default::default() }, 2.0, 2000),
                 verify: None,
                 ended_by: None,
+                pace: None,
             }),
             cost: Some(meters::Cost {
                 window_s: 2.0,

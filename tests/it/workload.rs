@@ -193,3 +193,96 @@ fn lfsr_writes_every_block_in_one_pass() {
     let (blocks, _) = write_pattern(16 << 20, 4096, &["--rw", "randwrite"]);
     assert!(blocks.iter().filter(|b| **b).count() < 3000);
 }
+
+/// The f64 at `ptr` of a record.
+fn f(v: &serde_json::Value, ptr: &str) -> f64 {
+    v.pointer(ptr).and_then(serde_json::Value::as_f64).unwrap_or_else(|| panic!("{ptr} is not a number in {v:#}"))
+}
+
+/// `--rate-iops` paces each thread (fio's per-clone rate): two threads at 1000 IOPS do 2000 in
+/// all, and the record says the pacing asked and what each thread achieved, its latency from
+/// submission.
+#[test]
+fn rate_iops_paces_each_thread_and_the_record_says_asked_and_achieved() {
+    let dir = tempdir();
+    let json = dir.path().join("r.json");
+    let run = iolab(&[
+        "run",
+        "-i",
+        "null",
+        "--qd",
+        "4",
+        "--threads",
+        "2",
+        "--rate-iops",
+        "1000",
+        "--runtime",
+        "1s",
+        "-q",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    run.assert_ok();
+    let rec = record(&json);
+    let iops = f(&rec, "/results/total/iops");
+    assert!((iops - 2000.0).abs() < 100.0, "{iops} IOPS for 2 threads at --rate-iops 1000: {:#}", rec["results"]);
+    assert_eq!(rec["spec"]["pace"]["rate_iops"], serde_json::json!([1000, 1000]), "{:#}", rec["spec"]);
+    let pace = &rec["results"]["pace"];
+    assert_eq!(pace["asked"]["rate_iops"], serde_json::json!([1000, 1000]), "{pace:#}");
+    let per = f(pace, "/achieved_per_thread/read_iops");
+    assert!((per - 1000.0).abs() < 50.0, "{pace:#}");
+    assert_eq!(pace["latency_from"], "submission");
+    // Unpaced runs carry no pace.
+    let json2 = dir.path().join("u.json");
+    iolab(&["run", "-i", "null", "--ios", "1000", "-q", "--json", &json2.display().to_string()]).assert_ok();
+    let rec = record(&json2);
+    assert!(rec["spec"].get("pace").is_none() && rec["results"].get("pace").is_none(), "{:#}", rec["spec"]);
+}
+
+/// `--thinktime` stalls after every `--thinktime-blocks` I/Os once nothing is in flight: 100
+/// I/Os in blocks of 4 with 5 ms stalls take at least 24 stalls' time, whatever the depth.
+#[test]
+fn thinktime_stalls_between_blocks_of_ios() {
+    let dir = tempdir();
+    let json = dir.path().join("t.json");
+    let run = iolab(&[
+        "run",
+        "-i",
+        "null",
+        "--qd",
+        "8",
+        "--thinktime",
+        "5ms",
+        "--thinktime-blocks",
+        "4",
+        "--ios",
+        "100",
+        "-q",
+        "--json",
+        &json.display().to_string(),
+    ]);
+    run.assert_ok();
+    let rec = record(&json);
+    let w = f(&rec, "/results/window_s");
+    assert!(w >= 0.12, "100 I/Os with a 5 ms stall every 4 took {w} s");
+    assert_eq!(u(&rec, "/results/read/ios"), 100);
+    // Latency is from submission: the stall is not in it.
+    assert!(u(&rec, "/results/read/lat_ns/p50") < 1_000_000, "{:#}", rec["results"]["read"]["lat_ns"]);
+    assert_eq!(rec["spec"]["pace"]["thinktime_ns"], 5_000_000);
+}
+
+/// `--rate-min` fails the run when a thread's rate over a second falls below it (fio ends such
+/// a job), in one line; a pacing flag's bad value is refused before anything runs.
+#[test]
+fn a_rate_below_rate_min_fails_the_run_and_bad_pacing_is_refused() {
+    let run = iolab(&["run", "-i", "null", "--rate-iops", "100", "--rate-min", "1m", "--runtime", "3s", "-q"]);
+    assert_eq!(run.code, 1, "{}", run.describe());
+    let line = run.one_line_stderr();
+    assert!(line.contains("rate_min: thread 0 issued") && line.contains("below the 1048576 B/s asked"), "{line}");
+    let line = iolab(&["run", "-i", "null", "--rate-iops", "x", "--ios", "10"]).assert_usage_error();
+    assert!(line.contains("--rate-iops") && line.contains("'x'"), "{line}");
+    let line = iolab(&["run", "-i", "null", "--rate-iops", "10", "--rate", "1m", "--ios", "10"]).assert_usage_error();
+    assert!(line.contains("not both"), "{line}");
+    let line = iolab(&["run", "-i", "null", "--thinktime", "1ms", "--thinktime-spin", "2ms", "--ios", "10"]).assert_usage_error();
+    assert!(line.contains("thinktime_spin"), "{line}");
+}

@@ -32,6 +32,8 @@ pub struct Tr<'a> {
     pub(super) cli_targets: &'a [String],
     pub(super) targets: Vec<String>,
     pub notes: Vec<(String, String)>,
+    /// The option by which the job's end (or failure) stops the jobs beside it (exitall).
+    pub exits_group: Option<String>,
 }
 
 /// A translated job: its plan text and the dry run's mapping lines.
@@ -48,6 +50,9 @@ pub struct Mapped {
     pub start_delay_s: f64,
     /// Nothing orders it after the job above, so fio starts it together with that one.
     pub joins_previous: bool,
+    /// fio's exitall (or exitall_on_error): its end stops the jobs beside it, which iolab
+    /// does not do; refused in a group.
+    pub exits_group: Option<String>,
 }
 
 fn one<T: Into<Value>>(v: T) -> Value {
@@ -709,6 +714,87 @@ pub(crate) fn force_async(t: &mut Tr, v: Option<&str>) -> Result<String, String>
     }
 }
 
+/// One of fio's pacing options (`plan::pace`): the job's `matrix.pace` with it set. Sizes are
+/// read in fio's units (kb_base) and written as bytes.
+fn pace(t: &mut Tr, key: &str, v: Option<&str>) -> Result<String, String> {
+    let v = v.unwrap_or("").trim();
+    let v = if matches!(key, "rate" | "rate_min") {
+        v.split(',')
+            .map(|p| if p.trim().is_empty() { Ok(String::new()) } else { t.size(p).map(|n| n.to_string()) })
+            .collect::<Result<Vec<_>, _>>()?
+            .join(",")
+    } else {
+        v.to_string()
+    };
+    let mut p = crate::plan::pace::Pace::default();
+    if let Some(Value::String(now)) = t.matrix.get("pace").and_then(|a| a.as_array()).and_then(|a| a.first()) {
+        for w in now.split_whitespace() {
+            let (k, v) = w.split_once('=').unwrap_or((w, ""));
+            p.set(k, v)?;
+        }
+    }
+    p.set(key, &v)?;
+    Ok(t.set_matrix("pace", Value::String(p.to_string())))
+}
+
+pub(crate) fn rate(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "rate", v)
+}
+pub(crate) fn rate_iops(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "rate_iops", v)
+}
+pub(crate) fn rate_min(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "rate_min", v)
+}
+pub(crate) fn rate_iops_min(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "rate_iops_min", v)
+}
+pub(crate) fn rate_process(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "rate_process", v)
+}
+pub(crate) fn rate_cycle(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "rate_cycle", v)
+}
+pub(crate) fn thinktime(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "thinktime", v)
+}
+pub(crate) fn thinktime_spin(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "thinktime_spin", v)
+}
+pub(crate) fn thinktime_blocks(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "thinktime_blocks", v)
+}
+pub(crate) fn thinktime_blocks_type(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "thinktime_blocks_type", v)
+}
+pub(crate) fn thinktime_iotime(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "thinktime_iotime", v)
+}
+
+/// fio's `exitall`: when this job ends, the jobs running beside it are stopped. Alone (or run
+/// one after another) there is nothing to stop; in a group of jobs run together iolab runs each
+/// member to its own budget, so the group refuses it (`Mapped::exits_group`).
+pub(crate) fn exitall(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if flag(v)? {
+        t.exits_group = Some("exitall".into());
+    }
+    Ok("(nothing to stop beside a job run alone)".into())
+}
+
+pub(crate) fn exitall_on_error(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if flag(v)? {
+        t.exits_group = Some("exitall_on_error".into());
+    }
+    Ok("(nothing to stop beside a job run alone; a failed run stops, or with continue_on_error counts)".into())
+}
+
+pub(crate) fn exit_what(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    match v.unwrap_or("").trim() {
+        "group" | "stonewall" | "all" => Ok("(with exitall)".into()),
+        other => Err(format!("'{other}' is not what exitall stops (group, stonewall, all)")),
+    }
+}
+
 // ---- the reverse direction: a planned job's value as fio's ----
 
 fn is_ring(j: &Job) -> bool {
@@ -883,4 +969,54 @@ pub(crate) fn x_sq_cpu(j: &Job) -> Result<Option<String>, String> {
 }
 pub(crate) fn x_force_async(j: &Job) -> Result<Option<String>, String> {
     Ok(j.io.options.ring.force_async.then(|| "1".into()))
+}
+
+// The pacing's reverse direction: fio's per-direction `a,b` and times in microseconds.
+fn x_pace<T>(j: &Job, f: impl Fn(&crate::plan::pace::Pace) -> T) -> Option<T> {
+    j.workload.pattern.pace.as_ref().map(f)
+}
+fn x_pair(v: [u64; 2]) -> Option<String> {
+    (v != [0, 0]).then(|| if v[0] == v[1] { v[0].to_string() } else { format!("{},{}", v[0], v[1]) })
+}
+fn x_us(ns: u64, what: &str) -> Result<Option<String>, String> {
+    if ns == 0 {
+        return Ok(None);
+    }
+    if !ns.is_multiple_of(1000) {
+        return Err(format!("{what} {ns} ns: fio's times are whole microseconds"));
+    }
+    Ok(Some(format!("{}us", ns / 1000)))
+}
+pub(crate) fn x_rate(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_bps)).flatten())
+}
+pub(crate) fn x_rate_iops(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_iops)).flatten())
+}
+pub(crate) fn x_rate_min(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_min_bps)).flatten())
+}
+pub(crate) fn x_rate_iops_min(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| x_pair(p.rate_min_iops)).flatten())
+}
+pub(crate) fn x_rate_process(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| p.rate_process == crate::plan::pace::RateProcess::Poisson).unwrap_or(false).then(|| "poisson".into()))
+}
+pub(crate) fn x_rate_cycle(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| (p.rate_cycle_ms != 1000).then(|| format!("{}ms", p.rate_cycle_ms))).flatten())
+}
+pub(crate) fn x_thinktime(j: &Job) -> Result<Option<String>, String> {
+    x_us(x_pace(j, |p| p.thinktime_ns).unwrap_or(0), "thinktime")
+}
+pub(crate) fn x_thinktime_spin(j: &Job) -> Result<Option<String>, String> {
+    x_us(x_pace(j, |p| p.thinktime_spin_ns).unwrap_or(0), "thinktime_spin")
+}
+pub(crate) fn x_thinktime_blocks(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| (p.thinktime_blocks > 0).then(|| p.thinktime_blocks.to_string())).flatten())
+}
+pub(crate) fn x_thinktime_blocks_type(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| p.thinktime_issue).unwrap_or(false).then(|| "issue".into()))
+}
+pub(crate) fn x_thinktime_iotime(j: &Job) -> Result<Option<String>, String> {
+    x_us(x_pace(j, |p| p.thinktime_iotime_ns).unwrap_or(0), "thinktime_iotime")
 }

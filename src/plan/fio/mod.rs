@@ -90,6 +90,24 @@ What a job becomes:
   sequential range, as iolab splits it); `random_generator=lfsr` visits each block once per pass,
   in iolab's seeded order (a permutation, not fio's LFSR sequence), and `tausworthe` and
   `tausworthe64` are iolab's own uniform generator (fio promises no more of them).
+- **Rates and think time** are the run's pacing (`matrix.pace`, fio's words: `rate_iops=300
+  thinktime=2ms`; `iolab run --rate`, `--rate-iops`, `--rate-process`, `--rate-min`, `--thinktime`,
+  `--thinktime-spin`, `--thinktime-blocks`), each thread paced on its own as fio paces each clone.
+  `rate` (bytes per second) and `rate_iops` cap each direction (`a,b`: reads, writes; `a,` reads
+  only, `,b` writes only; a third value, trims', is read and unused), linearly (the n-th I/O of a
+  direction issued no earlier than n / rate after the start, so a stall is caught up, fio's default)
+  or, with `rate_process=poisson`, at exponential gaps of the rate's mean; the next I/O waits for
+  its direction's turn. `rate_min` and `rate_iops_min` fail the run when a direction's issued rate
+  over a `rate_cycle` (1000 ms) of the measured window falls below them, as fio ends such a job.
+  `thinktime` stalls after every `thinktime_blocks` I/Os (completed, or issued with
+  `thinktime_blocks_type=issue`) or after `thinktime_iotime` of I/O, once nothing is in flight
+  (fio's quiesce), spinning `thinktime_spin` of it on the CPU and sleeping the rest. Latency is
+  measured from each I/O's submission, not from the instant it was due (fio does the same), so a
+  rate below what the device can do measures the device, not the schedule. The record's
+  `results.pace` gives the pacing asked and each thread's achieved IOPS and bandwidth per
+  direction. The unpaced loop is compiled apart and pays nothing for it. `flow` (several jobs'
+  I/O kept in a ratio through a shared counter) is refused, and `exitall` and `exitall_on_error`
+  in a group of jobs run together (iolab runs each member to its own budget).
 - An option iolab cannot honour is refused in one line naming the option and the job (exit 2);
   `--fio-ignore OPTION` (repeatable) drops it, shown in the dry run and recorded in the plan's
   description (a sweep stores it with the plan; `iolab run --fio` keeps it in the record's command
@@ -178,14 +196,14 @@ pub fn plans(path: &Path, text: &str, only: Option<&str>, ignore: &[String], tar
         }
         earlier.push(s.name.clone());
     }
-    name_groups(&stem, &mut out);
+    name_groups(&stem, &mut out)?;
     Ok(out)
 }
 
 /// The groups of jobs run together: a job that nothing orders after the one above joins its
 /// group. A group of two or more is named `FILE/gN` (N counting every group from 1, one job
 /// alone included) and each member's dry run says whom it starts with.
-fn name_groups(stem: &str, jobs: &mut [Mapped]) {
+fn name_groups(stem: &str, jobs: &mut [Mapped]) -> Result<(), String> {
     let mut starts: Vec<usize> = (0..jobs.len()).filter(|&i| i == 0 || !jobs[i].joins_previous).collect();
     starts.push(jobs.len());
     for (g, w) in starts.windows(2).enumerate() {
@@ -195,12 +213,19 @@ fn name_groups(stem: &str, jobs: &mut [Mapped]) {
         }
         let id = format!("{stem}/g{}", g + 1);
         let names: Vec<String> = members.iter().map(|m| m.name.rsplit('/').next().unwrap_or("").to_string()).collect();
+        if let Some((m, opt)) = members.iter().zip(&names).find_map(|(m, n)| m.exits_group.as_ref().map(|o| (n, o))) {
+            return Err(format!(
+                "fio job '{m}': {opt}: fio stops the jobs running beside it ({}) when it ends, and iolab runs each to its own budget (--fio-ignore {opt} drops it; --fio-ignore concurrency runs them one after another)",
+                names.join(", ")
+            ));
+        }
         for m in members.iter_mut() {
             let delay = if m.start_delay_s > 0.0 { format!(", {} s after its start", m.start_delay_s) } else { String::new() };
             m.lines.push(("(group)".into(), format!("{id}: runs together with {}{delay} (fio starts them at once)", names.join(", "))));
             m.group = Some(id.clone());
         }
     }
+    Ok(())
 }
 
 /// One job of fio's JSON output as a plan, through the same table as a job file: `printed` is
@@ -335,6 +360,7 @@ fn translate(
         cli_targets,
         targets: Vec::new(),
         notes: Vec::new(),
+        exits_group: None,
     };
     // fio's defaults that differ from iolab's, set before the job's own options (not where the
     // user dropped the option: then iolab's own default stands).
@@ -511,7 +537,7 @@ fn translate(
             None => format!("fio job '{name}': iolab refuses the job it maps to: {inner}"),
         });
     }
-    Ok(Mapped { name: plan_name, text, lines, group: None, start_delay_s, joins_previous })
+    Ok(Mapped { name: plan_name, text, lines, group: None, start_delay_s, joins_previous, exits_group: t.exits_group })
 }
 
 /// iolab's flags, as its checks name them, and the fio options that set them.
@@ -623,21 +649,51 @@ mod tests {
         let p = &plan("[j]\nioengine=libaio\nsize=1m\n").unwrap()[0];
         assert_eq!(toml_of(p)["options"]["buffered"].as_bool(), Some(true), "fio's default direct=0, run buffered as fio runs it");
         assert!(p.lines.iter().any(|(o, to)| o == "(buffered libaio)" && to.contains("synchronous")), "{:?}", p.lines);
-        let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\n").unwrap_err();
-        assert_eq!(e, "fio job 'j' (t.fio line 4): rate=1m: iolab issues I/O as fast as the queue allows: it has no rate or think time (--fio-ignore rate drops it)");
+        let e = plan("[j]\nsize=1m\ndirect=1\nflow=2\n").unwrap_err();
+        assert_eq!(e, "fio job 'j' (t.fio line 4): flow=2: fio's flow keeps several jobs' I/O in a ratio through a shared counter; iolab paces each job on its own (rate, thinktime) (--fio-ignore flow drops it)");
         let p = plans(Path::new("t.fio"), "[j]\nioengine=libaio\nsize=1m\ndirect=0\n", None, &["direct".into()], &[]).unwrap();
         assert!(
             toml_of(&p[0]).get("options").and_then(|o| o.get("buffered")).is_none(),
             "a dropped direct leaves iolab's O_DIRECT: {}",
             p[0].text
         );
-        let p = plans(Path::new("t.fio"), "[j]\nsize=1m\ndirect=1\nrate=1m\n", None, &["rate".into()], &[]).unwrap();
-        assert!(toml_of(&p[0])["description"].as_str().unwrap().contains("dropped with --fio-ignore: rate=1m"));
+        let p = plans(Path::new("t.fio"), "[j]\nsize=1m\ndirect=1\nflow=2\n", None, &["flow".into()], &[]).unwrap();
+        assert!(toml_of(&p[0])["description"].as_str().unwrap().contains("dropped with --fio-ignore: flow=2"));
         assert!(plan("[j]\nsize=1m\nbogus=1\n").unwrap_err().contains("'bogus' is not a fio option"));
-        assert!(plans(Path::new("t.fio"), "[j]\nsize=1m\n", None, &["rate".into()], &[]).unwrap_err().contains("no job of t.fio sets it"));
+        assert!(plans(Path::new("t.fio"), "[j]\nsize=1m\n", None, &["flow".into()], &[]).unwrap_err().contains("no job of t.fio sets it"));
         assert!(plan("[j]\nsize=1m\ndirect=1\nzonemode=none\nthread\ngroup_reporting\n").is_ok());
         let e = plan("[j]\nioengine=psync\nsize=1m\ndirect=1\niodepth=4\n").unwrap();
         assert_eq!(toml_of(&e[0])["matrix"]["qd"][0].as_integer(), Some(1), "fio caps a sync engine's depth");
+    }
+
+    /// fio's rates and think time are the job's pacing (`matrix.pace`), in fio's units.
+    #[test]
+    fn rates_and_think_time_are_the_jobs_pace() {
+        let p = &plan(
+            "[j]\nsize=1m\ndirect=1\nrw=randrw\nrate=1m,500k,300\nratemin=1k\nrate_process=poisson\nthinktime=2000\nthinktime_blocks=4\n",
+        )
+        .unwrap()[0];
+        let job = &crate::plan::sweep::expand(&p.text, &[]).unwrap().configs[0].job;
+        let pace = job.workload.pattern.pace.clone().expect("paced");
+        assert_eq!((pace.rate_bps, pace.rate_min_bps), ([1 << 20, 500 << 10], [1024, 1024]));
+        assert_eq!((pace.rate_process, pace.thinktime_ns, pace.thinktime_blocks), (crate::plan::pace::RateProcess::Poisson, 2_000_000, 4));
+        let p = &plan("[global]\nkb_base=1000\n[j]\nsize=1m\ndirect=1\nrate_iops=,300\n").unwrap()[0];
+        let job = &crate::plan::sweep::expand(&p.text, &[]).unwrap().configs[0].job;
+        assert_eq!(job.workload.pattern.pace.as_ref().unwrap().rate_iops, [0, 300]);
+        let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\nrate_iops=10\n").unwrap_err();
+        assert!(e.contains("not both"), "{e}");
+        assert!(plan("[j]\nsize=1m\ndirect=1\nrate=0\n").is_ok());
+        // exitall stops the jobs beside it: refused in a group, fine alone.
+        let e = plan("[global]\nsize=1m\ndirect=1\nexitall=1\n[a]\n[b]\n").unwrap_err();
+        assert!(e.starts_with("fio job 'a': exitall: fio stops the jobs running beside it (a, b)"), "{e}");
+        assert!(plan("[global]\nsize=1m\ndirect=1\nexitall=1\nexit_what=all\n[a]\n").is_ok());
+        // Written back as fio's options and read again: the same pacing.
+        let text = "name = \"p\"\nios = 100\n[matrix]\ninterface = [\"null\"]\nrw = [\"randrw\"]\npace = [\"rate=1m,500k rate_process=poisson rate_min=1k thinktime=2ms thinktime_blocks=4\"]\n";
+        let fio = export("p.toml", text).unwrap();
+        assert!(fio.contains("rate=1048576,512000\n") && fio.contains("thinktime=2000us\n"), "{fio}");
+        let back = &plans(Path::new("p.fio"), &fio, None, &[], &[]).unwrap()[0];
+        let (a, b) = (crate::plan::sweep::expand(text, &[]).unwrap(), crate::plan::sweep::expand(&back.text, &[]).unwrap());
+        assert_eq!(a.configs[0].job.workload.pattern.pace, b.configs[0].job.workload.pattern.pace, "{fio}");
     }
 
     #[test]

@@ -51,7 +51,8 @@ const REPORT: &str = "how fio reports: iolab stores every run whole (totals, lat
 const LOG: &str = "a fio log file: iolab keeps the per-second series and latency histogram in the record instead, and writes no fio log";
 const LAYOUT: &str =
     "how fio lays out files it creates: iolab creates no named target (it must exist) and fills its own temporary target itself";
-const RATE: &str = "iolab issues I/O as fast as the queue allows: it has no rate or think time";
+const FLOW: &str =
+    "fio's flow keeps several jobs' I/O in a ratio through a shared counter; iolab paces each job on its own (rate, thinktime)";
 const ZONE: &str = "iolab has no zoned-device mode (zonemode=zbd); its strided zones take zonesize, zonerange and zoneskip";
 const VERIFY: &str = "iolab's --verify has one form (its own checksummed blocks, every read checked, every written block read back)";
 const REPLAY: &str = "iolab generates its workload; it does not record or replay I/O logs";
@@ -181,18 +182,18 @@ pub static TABLE: &[FioOption] = &[
     no("nice", PRIO, &["0"]),
     no("prio", PRIO, &[]),
     no("prioclass", PRIO, &[]),
-    no("thinktime", RATE, &["0"]),
-    no("thinktime_spin", RATE, &["0"]),
-    no("thinktime_blocks", RATE, &["1"]),
-    no("thinktime_blocks_type", RATE, &["complete"]),
-    no("thinktime_iotime", RATE, &["0"]),
-    no("rate", RATE, &["0"]),
-    no_a("rate_min", &["ratemin"], RATE, &["0"]),
-    no("rate_process", RATE, &["linear"]),
-    no_a("rate_cycle", &["ratecycle"], RATE, &[]),
-    no("rate_ignore_thinktime", RATE, &["0"]),
-    no("rate_iops", RATE, &["0"]),
-    no("rate_iops_min", RATE, &["0"]),
+    both("thinktime", &[], "matrix.pace (a stall after every thinktime_blocks I/Os, once nothing is in flight)", map::thinktime, map::x_thinktime),
+    both("thinktime_spin", &[], "matrix.pace (the part of the stall spent spinning)", map::thinktime_spin, map::x_thinktime_spin),
+    both("thinktime_blocks", &[], "matrix.pace", map::thinktime_blocks, map::x_thinktime_blocks),
+    both("thinktime_blocks_type", &[], "matrix.pace (complete or issue)", map::thinktime_blocks_type, map::x_thinktime_blocks_type),
+    both("thinktime_iotime", &[], "matrix.pace", map::thinktime_iotime, map::x_thinktime_iotime),
+    both("rate", &[], "matrix.pace (bytes per second per thread, reads,writes)", map::rate, map::x_rate),
+    both("rate_min", &["ratemin"], "matrix.pace (the run fails below it over a cycle, as fio's job)", map::rate_min, map::x_rate_min),
+    both("rate_process", &[], "matrix.pace (linear or poisson)", map::rate_process, map::x_rate_process),
+    both("rate_cycle", &["ratecycle"], "matrix.pace (the floor's cycle)", map::rate_cycle, map::x_rate_cycle),
+    no("rate_ignore_thinktime", "iolab's linear rate catches up after a think time, as fio's default", &["0"]),
+    both("rate_iops", &[], "matrix.pace (I/Os per second per thread, reads,writes)", map::rate_iops, map::x_rate_iops),
+    both("rate_iops_min", &[], "matrix.pace (the run fails below it over a cycle)", map::rate_iops_min, map::x_rate_iops_min),
     no("max_latency", "iolab does not stop a run on a latency bound", &["0"]),
     no("latency_target", "iolab does not search for a depth (a sweep over qd does)", &["0"]),
     no("latency_window", "iolab does not search for a depth (a sweep over qd does)", &[]),
@@ -217,9 +218,9 @@ pub static TABLE: &[FioOption] = &[
     no("fsync_on_close", SYNC, &["0"]),
     no("unlink", "iolab never deletes a named target", &["0"]),
     no("unlink_each_loop", "iolab never deletes a named target", &["0"]),
-    same("exitall", "iolab runs one job at a time: no other job is left to stop"),
-    same("exit_what", "iolab runs one job at a time: no other job is left to stop"),
-    same("exitall_on_error", "iolab runs one job at a time, and a failed run stops (or with continue_on_error, counts)"),
+    sets("exitall", &[], "(checked: refused in a group of jobs run together)", map::exitall),
+    sets("exit_what", &[], "(checked with exitall)", map::exit_what),
+    sets("exitall_on_error", &[], "(checked: refused in a group of jobs run together)", map::exitall_on_error),
     sets("stonewall", &["wait_for_previous"], "(run order)", map::stonewall),
     same("new_group", REPORT),
     same("thread", "iolab's workers are always threads of one process"),
@@ -280,9 +281,9 @@ pub static TABLE: &[FioOption] = &[
     same("kb_base", "read while parsing: it decides what k, m, g mean in this job's sizes"),
     same("unit_base", REPORT),
     no("hugepage-size", "iolab's buffers are its own (hugepages only where an interface needs them)", &[]),
-    no("flow_id", RATE, &[]),
-    no("flow", RATE, &["0"]),
-    no("flow_sleep", RATE, &[]),
+    no("flow_id", FLOW, &[]),
+    no("flow", FLOW, &["0"]),
+    no("flow_sleep", FLOW, &[]),
     no_a("steadystate", &["ss"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
     no_a("steadystate_duration", &["ss_dur"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
     no_a("steadystate_ramp_time", &["ss_ramp"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
