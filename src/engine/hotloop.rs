@@ -193,11 +193,17 @@ pub fn run<I: IoInterface, S: Source>(io: &mut I, cx: &mut LoopCtx<S>) -> Result
     run_paced(io, cx, &mut super::pace::Unpaced)
 }
 
-/// The loop under a pacing (`engine::pace`): with [`super::pace::Unpaced`] it is the loop above,
-/// every pacing branch compiled out. Never inlined, so each kind of pacing is a loop of its own,
-/// as `run` was before pacing.
+/// The loop under a pacing that is on: kept out of line, so the worker inlines only the
+/// unpaced loop, as it did before pacing existed.
 #[inline(never)]
-pub fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<S>, pace: &mut P) -> Result<LoopEnd, String> {
+pub fn run_with_pace<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<S>, pace: &mut P) -> Result<LoopEnd, String> {
+    run_paced(io, cx, pace)
+}
+
+/// The loop under a pacing (`engine::pace`): with [`super::pace::Unpaced`] it is the loop above,
+/// every pacing branch compiled out.
+#[inline(always)]
+fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<S>, pace: &mut P) -> Result<LoopEnd, String> {
     let LoopCtx { plan, clock, stream, bufs, rec, stop, progress, written, start } = cx;
     let (bufs, start) = (*bufs, *start);
     let qd = plan.qd as usize;

@@ -461,7 +461,7 @@ fn loop_over<T: Interface, S: Source>(
     };
     // Paced (a rate or think time) or not, chosen once: the unpaced loop pays nothing for it.
     let end = match pace::Pacer::for_job(sh.job, t, start, start + sh.ramp_ns) {
-        Some(mut p) => hotloop::run_paced(io, &mut cx, &mut p),
+        Some(mut p) => hotloop::run_with_pace(io, &mut cx, &mut p),
         None => hotloop::run(io, &mut cx),
     }
     .map_err(EngineError::Io)?;
