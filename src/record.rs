@@ -154,13 +154,38 @@ pub struct Results {
     pub cpu: Cpu,
     pub verify: Option<Verify>,
     /// Under a budget of a time and a count (whichever comes first), the limit that ended the
-    /// run: `seconds`, `ios` or `bytes`. Absent under a budget of one limit, and where a stop
-    /// (Ctrl-C, a failed I/O) ended the run before either.
+    /// run: `seconds`, `ios` or `bytes`; `steadystate` (under any budget) when `--steadystate`
+    /// ended it. Absent under a budget of one limit, and where a stop (Ctrl-C, a failed I/O)
+    /// ended the run before either.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_by: Option<&'static str>,
     /// A paced run (a rate or think time): what was asked and what each thread achieved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pace: Option<PaceResult>,
+    /// What each thread was given besides its CPU (`--mem-policy`, `--ioprio`, `--cmdprio`;
+    /// fio's numa_mem_policy, prioclass/prio, cmdprio_*), as the kernel read it back. Absent
+    /// when none was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_settings: Option<ThreadSettings>,
+    /// `--steadystate` (fio's ss): whether the run became steady, when (it ended there), and
+    /// the last window judged, after fio's `steadystate` object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steadystate: Option<crate::engine::steady::SteadyResult>,
+}
+
+/// What was asked for each issuing thread, and what each had (`interfaces::thread`).
+#[derive(Serialize)]
+pub struct ThreadSettings {
+    pub asked: crate::interfaces::thread::ThreadOptions,
+    /// Per thread: its memory policy and I/O priority read back, its buffers' pages by node,
+    /// its commands and those that carried the per-command priority.
+    pub threads: Vec<crate::interfaces::thread::Applied>,
+    /// With `--cmdprio`: every thread's commands per direction (reads, writes), ramp included,
+    /// and how many carried the priority.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<[u64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands_with_prio: Option<[u64; 2]>,
 }
 
 /// What a paced run was asked (the spec's `pace`) and achieved, per thread as fio paces each

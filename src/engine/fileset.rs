@@ -257,6 +257,8 @@ impl<'a> Phase<'a> {
             verified_written: 0,
             ended_by_time,
             started_unix_s: 0.0,
+            threads_applied: Vec::new(),
+            steadystate: None,
         };
         Measured { engine, files, fsyncs }
     }

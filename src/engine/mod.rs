@@ -6,6 +6,7 @@ pub mod fileset;
 pub mod hotloop;
 pub mod pace;
 pub mod recorder;
+pub mod steady;
 pub mod workload;
 
 pub use crate::cancel::{install_interrupt_handler, interrupt, Cancel};
@@ -52,6 +53,11 @@ pub struct EngineOutput {
     /// The wall-clock instant the threads were let go (the ramp, if any, starts here), Unix
     /// seconds: a group's members are compared by it.
     pub started_unix_s: f64,
+    /// What each thread was given besides its CPU (memory policy, I/O priority, per-command
+    /// priority), read back from the kernel; empty when none was asked.
+    pub threads_applied: Vec<interfaces::thread::Applied>,
+    /// `--steadystate`: whether and when the run became steady (and ended there).
+    pub steadystate: Option<steady::SteadyResult>,
 }
 
 /// The start shared by a group of jobs run together (fio's jobs without stonewall): each
@@ -77,6 +83,7 @@ pub struct GroupStart<'a> {
 }
 
 struct ThreadOut {
+    applied: Option<interfaces::thread::Applied>,
     rec: Recorder,
     end: hotloop::LoopEnd,
     verified_written: u64,
@@ -187,6 +194,8 @@ struct Shared<'a> {
     group: Option<&'a GroupStart<'a>>,
     /// The wall-clock start instant, Unix seconds (f64 bits).
     started_unix: AtomicU64,
+    /// `--steadystate`'s judge (None: not asked), ticked by the coordinating thread only.
+    steady: std::sync::Mutex<Option<steady::Detector>>,
 }
 
 impl<'a> Shared<'a> {
@@ -213,6 +222,7 @@ impl<'a> Shared<'a> {
             tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
             group,
             started_unix: AtomicU64::new(0),
+            steady: std::sync::Mutex::new(steady::Detector::new(job.io.options.steady.steadystate, job.workload.mean_bs())),
         }
     }
 }
@@ -342,6 +352,7 @@ fn worker<T: Interface>(sh: &Shared, target: &T::Target, t: usize, all_started: 
 /// A worker's state once prepared. Fields drop in order: the interface closes before the
 /// buffers it was given are freed.
 struct Prepared<T> {
+    applied: Option<interfaces::thread::Applied>,
     io: T,
     stream: Streams,
     written: WrittenMap,
@@ -355,11 +366,17 @@ fn prepare<T: Interface>(sh: &Shared, t: usize, handle: &T::Handle) -> Result<Pr
     if let Some(cpu) = sh.placement.worker(t) {
         pin_to_cpu(cpu)?;
     }
+    // The memory policy and I/O priority, before the buffers (None: none asked).
+    let thread_opts = &job.io.options.thread;
+    let mut applied = interfaces::thread::apply(thread_opts, t as u32).map_err(EngineError::Prepare)?;
     let mut bufs =
         AlignedBuf::new(job.workload.bs as usize * job.workload.qd as usize, T::buffer_memory(&job.io)).map_err(EngineError::Prepare)?;
     let mut rng = Rng::for_thread(job.workload.seed, t as u32);
     // Incompressible data, so compressing devices cannot flatter writes.
     rng.fill(bufs.slice());
+    if let Some(a) = &mut applied {
+        interfaces::thread::place_buffers(thread_opts, a, bufs.ptr, bufs.len()).map_err(EngineError::Prepare)?;
+    }
     let ranges: Vec<(u64, u64)> = targets.iter().map(|o| (o.range_start, o.range_len)).collect();
     let stream = workload::stream_for(&job.workload, &ranges, t as u32, rng).map_err(EngineError::Prepare)?;
     let written: WrittenMap = if job.policy.verify && job.workload.rw.writes(job.workload.write_mix) {
@@ -368,7 +385,7 @@ fn prepare<T: Interface>(sh: &Shared, t: usize, handle: &T::Handle) -> Result<Pr
         targets.iter().map(|_| Vec::new()).collect()
     };
     let io = open_for(job, sh.placement.sq(t), targets, &bufs, handle)?;
-    Ok(Prepared { io, stream, written, bufs })
+    Ok(Prepared { applied, io, stream, written, bufs })
 }
 
 /// What an interface is opened with for `job`: its descriptors, this thread's buffers and its
@@ -417,6 +434,7 @@ fn start_barrier<T>(sh: &Shared, prepared: Result<Prepared<T>, EngineError>) -> 
 
 /// What a worker's loop leaves for the read-back.
 struct Ran {
+    applied: Option<interfaces::thread::Applied>,
     rec: Recorder,
     end: hotloop::LoopEnd,
     written: WrittenMap,
@@ -425,13 +443,18 @@ struct Ran {
 
 /// The loop: this thread's share of the budget through the hot loop, from the start instant.
 fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>) -> Result<Ran, EngineError> {
-    let Prepared { mut io, stream, written, bufs } = p;
+    let Prepared { mut applied, mut io, stream, written, bufs } = p;
     // The loop compiled for the thread's kind of stream, chosen once.
     let (rec, end, written) = match stream {
         Streams::Plain(s) => loop_over(sh, t, &mut io, s, written, &bufs)?,
         Streams::Mixed(s) => loop_over(sh, t, &mut io, s, written, &bufs)?,
     };
-    Ok(Ran { rec, end, written, bufs })
+    // The commands that carried a per-command priority, as the interface counted them.
+    if let (Some(a), Some((sent, with))) = (&mut applied, io.cmdprio_counts()) {
+        a.commands = Some(sent);
+        a.commands_with_prio = Some(with);
+    }
+    Ok(Ran { applied, rec, end, written, bufs })
 }
 
 /// The hot loop over one kind of stream: the recorder, how it ended, the blocks written.
@@ -479,7 +502,7 @@ fn linger(sh: &Shared) {
 fn read_back(sh: &Shared, ran: Ran, reader: impl FnMut(RawFd) -> Result<SyncReader, String>) -> ThreadOut {
     let fds: Vec<RawFd> = sh.targets.iter().map(|o| o.fd).collect();
     let (verified_written, verify_error) = read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.workload.bs, reader);
-    ThreadOut { rec: ran.rec, end: ran.end, verified_written, verify_error }
+    ThreadOut { applied: ran.applied, rec: ran.rec, end: ran.end, verified_written, verify_error }
 }
 
 /// Run `f`, turning a panic into an error, so a panicking worker fails the run like any
@@ -586,6 +609,13 @@ fn coordinate(sh: &Shared, cancel: Cancel, start: u64, mut started: bool, tids: 
         }
         if started && !ended {
             hooks.window_tick();
+            // Steady state, judged at the window's second boundaries on every thread's count.
+            if let Some(d) = sh.steady.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                let done: u64 = sh.progress.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+                if d.tick(now.saturating_sub(ramp_end), done) {
+                    sh.stop.store(true, Ordering::Relaxed);
+                }
+            }
         }
         if now >= next_report {
             next_report += 1_000_000_000;
@@ -628,6 +658,8 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
         verified_written,
         ended_by_time,
         started_unix_s: f64::from_bits(sh.started_unix.load(Ordering::Relaxed)),
+        threads_applied: outs.iter().filter_map(|o| o.applied.clone()).collect(),
+        steadystate: sh.steady.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|d| d.result.clone()),
     }
 }
 

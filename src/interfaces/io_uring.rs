@@ -728,6 +728,8 @@ pub struct Uring {
     sqe_flags: io_uring::squeue::Flags,
     fds: Vec<i32>,
     driver: RingDriver,
+    /// `--cmdprio`: which SQEs carry the priority (None: none do).
+    cmdprio: Option<super::thread::CmdPrioDraw>,
 }
 
 /// How a ring is driven, shared by io_uring and NVMe passthrough: what was pushed and not yet
@@ -959,14 +961,16 @@ impl IoInterface for Uring {
             sqe_flags: if opts.force_async { io_uring::squeue::Flags::ASYNC } else { io_uring::squeue::Flags::empty() },
             fds: setup.fds.to_vec(),
             driver,
+            cmdprio: opts_cmdprio(setup),
         })
     }
 
     #[inline]
     fn submit(&mut self, reqs: &[Request]) -> io::Result<usize> {
         let (fds, fixed_bufs, fixed_files, flags) = (&self.fds, self.fixed_bufs, self.fixed_files, self.sqe_flags);
+        let cmdprio = &mut self.cmdprio;
         self.driver.push(&mut self.ring, reqs, |r| {
-            match (r.write, fixed_bufs, fixed_files) {
+            let sqe = match (r.write, fixed_bufs, fixed_files) {
                 (false, true, true) => opcode::ReadFixed::new(types::Fixed(r.file), r.buf, r.len, 0).offset(r.offset).build(),
                 (false, true, false) => opcode::ReadFixed::new(types::Fd(fds[r.file as usize]), r.buf, r.len, 0).offset(r.offset).build(),
                 (false, false, true) => opcode::Read::new(types::Fixed(r.file), r.buf, r.len).offset(r.offset).build(),
@@ -977,14 +981,37 @@ impl IoInterface for Uring {
                 (true, false, false) => opcode::Write::new(types::Fd(fds[r.file as usize]), r.buf, r.len).offset(r.offset).build(),
             }
             .user_data(r.tag as u64)
-            .flags(flags)
+            .flags(flags);
+            with_cmdprio(sqe, cmdprio, r.write)
         })
+    }
+
+    fn cmdprio_counts(&self) -> Option<([u64; 2], [u64; 2])> {
+        self.cmdprio.as_ref().map(|d| (d.commands, d.with_prio))
     }
 
     #[inline]
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> io::Result<usize> {
         self.driver.reap(&mut self.ring, min, out, |c| Completion { tag: c.user_data() as u32, result: c.result() as i64 })
     }
+}
+
+/// `--cmdprio`'s draw for a ring's thread.
+fn opts_cmdprio(setup: &Setup) -> Option<super::thread::CmdPrioDraw> {
+    setup.io.options.thread.cmdprio.map(|c| super::thread::CmdPrioDraw::new(&c, super::libaio::CMDPRIO_SEED))
+}
+
+/// The SQE with the per-command priority where the draw gives it one (the SQE's `ioprio`, the
+/// u16 at byte 2 of the kernel's `struct io_uring_sqe`, which the crate sets only in its
+/// builders).
+#[inline]
+fn with_cmdprio(mut sqe: io_uring::squeue::Entry, draw: &mut Option<super::thread::CmdPrioDraw>, write: bool) -> io_uring::squeue::Entry {
+    if let Some(p) = draw.as_mut().and_then(|d| d.next(write)) {
+        // SAFETY: Entry is repr(C) over the kernel's 64-byte io_uring_sqe, whose bytes 2..4
+        // are `ioprio`.
+        unsafe { (&mut sqe as *mut io_uring::squeue::Entry).cast::<u8>().add(2).cast::<u16>().write_unaligned(p) };
+    }
+    sqe
 }
 
 impl Drop for Uring {

@@ -8,6 +8,10 @@ use std::os::fd::RawFd;
 
 const IOCB_CMD_PREAD: u16 = 0;
 const IOCB_CMD_PWRITE: u16 = 1;
+/// `iocb.aio_flags`: `aio_reqprio` holds the command's I/O priority.
+const IOCB_FLAG_IOPRIO: u32 = 1 << 1;
+/// The per-command priority draw's seed: the same sequence every run.
+pub(crate) const CMDPRIO_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// The kernel's `struct iocb` (little-endian field order).
 #[repr(C)]
@@ -43,6 +47,9 @@ pub struct Libaio {
     iocbs: Vec<Iocb>,
     ptrs: Vec<*mut Iocb>,
     events: Vec<IoEvent>,
+    /// `--cmdprio`: which commands carry the priority (None: none do, and submit pays one
+    /// predictable branch per request).
+    cmdprio: Option<super::thread::CmdPrioDraw>,
 }
 
 fn machine_support() -> Result<(), super::InterfaceError> {
@@ -57,6 +64,24 @@ fn machine_support() -> Result<(), super::InterfaceError> {
     }
     unsafe { libc::syscall(libc::SYS_io_destroy, ctx) };
     Ok(())
+}
+
+impl Libaio {
+    /// The kernel took only the first `taken` requests: the others are sent again, so they are
+    /// not counted as sent (nor as carrying a priority) yet. Returns `taken`.
+    #[cold]
+    fn not_taken(&mut self, reqs: &[Request], taken: usize) -> io::Result<usize> {
+        if let Some(d) = &mut self.cmdprio {
+            for r in &reqs[taken..] {
+                let dir = r.write as usize;
+                d.commands[dir] -= 1;
+                if self.iocbs[r.tag as usize].flags & IOCB_FLAG_IOPRIO != 0 {
+                    d.with_prio[dir] -= 1;
+                }
+            }
+        }
+        Ok(taken)
+    }
 }
 
 impl IoInterface for Libaio {
@@ -75,6 +100,7 @@ impl IoInterface for Libaio {
             iocbs: vec![Iocb::default(); qd],
             ptrs: vec![std::ptr::null_mut(); qd],
             events: vec![IoEvent::default(); qd],
+            cmdprio: setup.io.options.thread.cmdprio.map(|c| super::thread::CmdPrioDraw::new(&c, CMDPRIO_SEED)),
         })
     }
 
@@ -91,6 +117,12 @@ impl IoInterface for Libaio {
                 offset: r.offset as i64,
                 ..Iocb::default()
             };
+            if let Some(d) = &mut self.cmdprio {
+                if let Some(p) = d.next(r.write) {
+                    cb.reqprio = p as i16;
+                    cb.flags = IOCB_FLAG_IOPRIO;
+                }
+            }
             self.ptrs[i] = cb;
         }
         // SAFETY: ptrs[..n] point at iocbs that live as long as self.
@@ -98,7 +130,10 @@ impl IoInterface for Libaio {
         if rc < 0 {
             let e = io::Error::last_os_error();
             // EAGAIN: the kernel took none this time; the loop retries after reaping.
-            return if e.raw_os_error() == Some(libc::EAGAIN) { Ok(0) } else { Err(e) };
+            return if e.raw_os_error() == Some(libc::EAGAIN) { self.not_taken(reqs, 0) } else { Err(e) };
+        }
+        if (rc as usize) < reqs.len() {
+            return self.not_taken(reqs, rc as usize);
         }
         Ok(rc as usize)
     }
@@ -134,6 +169,10 @@ impl IoInterface for Libaio {
             }
             return Ok(n);
         }
+    }
+
+    fn cmdprio_counts(&self) -> Option<([u64; 2], [u64; 2])> {
+        self.cmdprio.as_ref().map(|d| (d.commands, d.with_prio))
     }
 }
 

@@ -15,6 +15,7 @@ pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
 pub mod target;
+pub mod thread;
 #[cfg(target_endian = "little")]
 pub mod vfio_nvme;
 
@@ -262,6 +263,11 @@ pub trait IoInterface: Sized {
     }
     /// As `flush`: deallocate the whole blocks within `len` bytes at byte `offset` (a server's TRIM).
     fn deallocate(&mut self, _offset: u64, _len: u64) -> Option<io::Result<()>> {
+        None
+    }
+    /// With a per-command priority (`--cmdprio`): the commands sent per direction (reads,
+    /// writes) and how many carried the priority. None: this interface carries none.
+    fn cmdprio_counts(&self) -> Option<([u64; 2], [u64; 2])> {
         None
     }
 }
@@ -606,6 +612,10 @@ interface_table! {
         block_poll: block_poll::PollDelay,
         // -i vfio-nvme's no-IOMMU consent.
         vfio: vfio_nvme::VfioOptions,
+        // Each issuing thread's memory policy and I/O priority, and a per-command priority.
+        thread: thread::ThreadOptions,
+        // Steady state: the run ends once it is steady (fio's ss).
+        steady: crate::engine::steady::SteadyOptions,
     }
 }
 

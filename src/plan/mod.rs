@@ -251,6 +251,9 @@ pub enum Numa {
     Off,
     Local,
     Node(u32),
+    /// Several nodes' CPUs together (fio's `numa_cpu_nodes=0-1`), as a mask of nodes 0 to 63;
+    /// whether they exist is checked when the run starts.
+    Nodes(u64),
 }
 
 impl Numa {
@@ -265,10 +268,14 @@ impl std::str::FromStr for Numa {
         match s.trim() {
             "off" => Ok(Numa::Off),
             "local" => Ok(Numa::Local),
-            n => n
-                .parse()
-                .map(Numa::Node)
-                .map_err(|_| PlanError::Value(format!("--numa '{s}' is not a NUMA node: use local, off or a node number such as 0"))),
+            n if n.contains([',', '-']) => match crate::interfaces::thread::parse_nodes(n) {
+                Ok(m) if m.count_ones() == 1 => Ok(Numa::Node(m.trailing_zeros())),
+                Ok(m) => Ok(Numa::Nodes(m)),
+                Err(why) => Err(PlanError::Value(format!("--numa '{s}': {why}"))),
+            },
+            n => n.parse().map(Numa::Node).map_err(|_| {
+                PlanError::Value(format!("--numa '{s}' is not a NUMA node: use local, off, a node number such as 0 or a list such as 0-1"))
+            }),
         }
     }
 }
@@ -279,6 +286,7 @@ impl std::fmt::Display for Numa {
             Numa::Off => f.write_str("off"),
             Numa::Local => f.write_str("local"),
             Numa::Node(n) => write!(f, "{n}"),
+            Numa::Nodes(m) => f.write_str(&crate::interfaces::thread::nodes_text(*m)),
         }
     }
 }

@@ -122,6 +122,11 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
         if let Some(p) = &job.workload.pattern.pace {
             return PlanError::job(format!("--pace '{p}': the file-set loop is not paced: drop the rate and think time or --fileset"));
         }
+        if job.io.options.thread.any() || job.io.options.steady.steadystate.is_some() {
+            return PlanError::job(
+                "--mem-policy, --ioprio, --cmdprio and --steadystate are a run's I/O threads', not the file-set loop's: drop them or --fileset",
+            );
+        }
         set.check(job)?;
     }
     Ok(())

@@ -111,7 +111,26 @@ fn results(job: &Job, out: &EngineOutput, total: &Direction, rusage: &Rusage, me
         verify: job.policy.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
         ended_by: ended_by(job, out),
         pace: pace(job, &out.rec, w),
+        thread_settings: thread_settings(job, out),
+        steadystate: out.steadystate.clone(),
     }
+}
+
+/// What each thread was given besides its CPU, as read back; None when nothing was asked.
+fn thread_settings(job: &Job, out: &EngineOutput) -> Option<crate::record::ThreadSettings> {
+    let asked = &job.io.options.thread;
+    if !asked.any() {
+        return None;
+    }
+    let sum = |f: fn(&crate::interfaces::thread::Applied) -> Option<[u64; 2]>| {
+        out.threads_applied.iter().filter_map(f).reduce(|a, b| [a[0] + b[0], a[1] + b[1]])
+    };
+    Some(crate::record::ThreadSettings {
+        asked: asked.clone(),
+        threads: out.threads_applied.clone(),
+        commands: sum(|a| a.commands),
+        commands_with_prio: sum(|a| a.commands_with_prio),
+    })
 }
 
 /// A paced run's rate asked and achieved per thread.
@@ -134,6 +153,9 @@ fn pace(job: &Job, rec: &crate::engine::recorder::Recorder, w: f64) -> Option<cr
 /// stop came first (Ctrl-C, or a failed I/O that stopped the run).
 fn ended_by(job: &Job, out: &EngineOutput) -> Option<&'static str> {
     let stopped = out.interrupted || (out.first_error.is_some() && !job.policy.continue_on_error);
+    if !stopped && out.steadystate.as_ref().is_some_and(|s| s.attained) {
+        return Some("steadystate");
+    }
     let b = job.timing.budget;
     (b.is_either() && !stopped).then(|| b.limit_word(out.ended_by_time))
 }
@@ -219,6 +241,8 @@ mod tests {
             verified_written: 0,
             ended_by_time: false,
             started_unix_s: 0.0,
+            threads_applied: Vec::new(),
+            steadystate: None,
         };
         let (rusage, meter_window_s, cost, observed, ring) = (Rusage::default(), None, None, None, None);
         Outcome { engine, environment, rusage, meter_window_s, cost, energy, path, observed, ring }

@@ -491,6 +491,8 @@ pub(crate) mod tests {
                 verify: None,
                 ended_by: None,
                 pace: None,
+                thread_settings: None,
+                steadystate: None,
             }),
             cost: Some(meters::Cost {
                 window_s: 2.0,

@@ -32,12 +32,30 @@ pub(crate) fn resolve(job: &Job, targets: &[TargetInfo], nodes: &[(u32, Vec<usiz
         };
         (p, record)
     };
+    // The memory policy's nodes, before anything changes.
+    if let Some(p) = job.io.options.thread.mem_policy {
+        if let Some(n) = p.nodes().into_iter().find(|n| !nodes.iter().any(|(have, _)| have == n)) {
+            let why = crate::host::missing_node(nodes, n).unwrap_or_default();
+            return Err(Failure::invalid(why.replacen(&format!("--numa {n}"), &format!("--mem-policy {p}"), 1)));
+        }
+    }
+    let mut extra: Vec<u32> = Vec::new();
     let (node, note) = match job.workload.numa {
         Numa::Off => {
             let how = if job.workload.cpus.is_empty() { "threads not pinned" } else { "threads pinned by --cpus" };
             return Ok(unpinned(format!("--numa off: {how}")));
         }
         Numa::Node(n) => (n, format!("node {n}, as named")),
+        Numa::Nodes(m) => {
+            let all = crate::interfaces::thread::mask_nodes(m);
+            for n in &all {
+                if let Some(why) = crate::host::missing_node(nodes, *n) {
+                    return Err(Failure::invalid(why.replacen(&format!("--numa {n}:"), &format!("--numa {}:", job.workload.numa), 1)));
+                }
+            }
+            extra = all[1..].to_vec();
+            (all[0], format!("nodes {}, as named: their CPUs together", job.workload.numa))
+        }
         Numa::Local => match targets.iter().find_map(|t| t.numa_node.map(|n| (n, &t.path))) {
             Some((n, path)) => (n, format!("node {n}, the one {path}'s device hangs off")),
             None if nodes.len() == 1 => (nodes[0].0, format!("node {}: the only NUMA node on this machine", nodes[0].0)),
@@ -54,7 +72,11 @@ pub(crate) fn resolve(job: &Job, targets: &[TargetInfo], nodes: &[(u32, Vec<usiz
     if let Some(why) = crate::host::missing_node(nodes, node) {
         return Err(Failure::invalid(why));
     }
-    let cpus = &nodes.iter().find(|(n, _)| *n == node).expect("the node exists").1;
+    let mut cpus = nodes.iter().find(|(n, _)| *n == node).expect("the node exists").1.clone();
+    for n in &extra {
+        cpus.extend(&nodes.iter().find(|(have, _)| have == n).expect("checked above").1);
+    }
+    let cpus = &cpus;
     if cpus.is_empty() {
         return Err(Failure::unsupported(format!("--numa: NUMA node {node} has no CPU online")));
     }
@@ -124,6 +146,22 @@ mod tests {
         let e = resolve(&job(Numa::Local, 1, Submit::Syscall), &[target("/dev/vda", None)], &two_nodes()).unwrap_err();
         assert_eq!(e.kind, FailureKind::Unsupported);
         assert!(e.message.starts_with("--numa local: no target's device names its NUMA node (/dev/vda)"), "{}", e.message);
+    }
+
+    /// fio's numa_cpu_nodes=0-1: both nodes' CPUs; a node or a memory policy's node that does
+    /// not exist is refused before anything changes.
+    #[test]
+    fn several_nodes_pin_to_their_cpus_together_and_missing_ones_are_refused() {
+        let (p, r) = resolve(&job(Numa::Nodes(3), 10, Submit::Syscall), &[], &two_nodes()).unwrap();
+        assert_eq!(p.workers, vec![0, 1, 2, 3, 8, 9, 10, 11, 4, 5]);
+        assert_eq!((r.node, r.node_cpus.len(), r.note.as_str()), (Some(0), 16, "nodes 0-1, as named: their CPUs together"));
+        let e = resolve(&job(Numa::Nodes(5), 1, Submit::Syscall), &[], &two_nodes()).unwrap_err();
+        assert_eq!(e.kind, FailureKind::Invalid);
+        assert!(e.message.starts_with("--numa 0,2: this machine has no NUMA node 2; its nodes are 0"), "{}", e.message);
+        let mut j = job(Numa::Off, 1, Submit::Syscall);
+        j.io.options.thread.mem_policy = Some("interleave:0-2".parse().unwrap());
+        let e = resolve(&j, &[], &two_nodes()).unwrap_err();
+        assert!(e.message.starts_with("--mem-policy interleave:0-2: this machine has no NUMA node 2"), "{}", e.message);
     }
 
     #[test]

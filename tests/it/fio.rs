@@ -110,10 +110,13 @@ fn fio_examples_plan_or_are_refused_naming_the_option() {
         "disk-zone-profile.fio",
         "jesd219.fio",
         "1mbs_clients.fio",
+        "numa.fio",
+        "cmdprio-percentage.fio",
+        "steadystate.fio",
     ] {
         assert!(planned.iter().any(|p| p == want), "{want} no longer plans: planned {planned:?}, refused {refused:?}");
     }
-    assert!(planned.len() >= 22, "planned {planned:?}");
+    assert!(planned.len() >= 25, "planned {planned:?}");
 }
 
 /// fio-rand-read.fio on a scratch file runs through iolab as fio runs it: buffered libaio (its
@@ -152,6 +155,55 @@ fn fio_rand_read_runs_on_a_scratch_file() {
     assert!(mechanism.starts_with("synchronous") && mechanism.contains("inside io_submit"), "never shown as asynchronous: {rec}");
     assert_eq!(spec["targets"][0].as_str(), Some(scratch.to_str().unwrap()));
     assert!(crate::common::u(&rec, "/results/total/ios") > 0, "{rec}");
+}
+
+/// cmdprio-percentage.fio on a scratch file: the thread's I/O priority is fio's prioclass=3 (idle),
+/// read back with ioprio_get, and a fifth of its libaio commands carry the realtime class
+/// (cmdprio_percentage=20, cmdprio_class=1), as the record counts them.
+#[test]
+fn cmdprio_percentage_runs_with_the_threads_and_the_commands_priorities() {
+    let Some(files) = examples("cmdprio_percentage_runs_with_the_threads_and_the_commands_priorities") else { return };
+    let job = files.iter().find(|f| f.ends_with("cmdprio-percentage.fio")).expect("cmdprio-percentage.fio is an example");
+    let dir = tempdir();
+    let scratch = zero_file(dir.path(), "scratch", 16 << 20);
+    let out = dir.path().join("rec.json");
+    let args = ["run", "--fio", &job.display().to_string(), &scratch.display().to_string(), "--runtime", "1s", "-q", "--json"];
+    iolab(&[&args[..], &[out.to_str().unwrap()]].concat()).assert_ok();
+    let rec = crate::common::record(&out);
+    assert_eq!((&rec["spec"]["ioprio"], &rec["spec"]["cmdprio"]), (&"idle:0".into(), &"20%rt:0".into()), "{rec}");
+    let s = &rec["results"]["thread_settings"];
+    assert_eq!(s["threads"][0]["ioprio"], "idle:0", "read back from the kernel: {s:#}");
+    let (sent, with) = (crate::common::u(s, "/commands/0"), crate::common::u(s, "/commands_with_prio/0"));
+    assert!(sent >= crate::common::u(&rec, "/results/total/ios") && sent > 100, "{s:#}");
+    let share = with as f64 / sent as f64;
+    assert!((0.15..0.25).contains(&share), "{with} of {sent} commands carried the priority: {s:#}");
+}
+
+/// A fio job with steady state (ss=iops:50%, ss_dur=2s, ss_ramp=1s, as steadystate.fio's) on the
+/// null engine ends once steady, long before its 60 s runtime, and the record says when.
+#[test]
+fn a_steady_state_job_ends_when_steady() {
+    let dir = tempdir();
+    let job = dir.path().join("ss.fio");
+    std::fs::write(
+        &job,
+        "[ss-null]\nioengine=null\nsize=1m\nbs=4k\nnumjobs=2\ntime_based\nruntime=60\nss=iops:50%\nss_dur=2s\nss_ramp=1s\n",
+    )
+    .unwrap();
+    let out = dir.path().join("rec.json");
+    let started = std::time::Instant::now();
+    iolab(&["run", "--fio", job.to_str().unwrap(), "-q", "--json", out.to_str().unwrap()]).assert_ok();
+    let took = started.elapsed().as_secs_f64();
+    let rec = crate::common::record(&out);
+    let ss = &rec["results"]["steadystate"];
+    assert_eq!((&ss["ss"], &ss["attained"]), (&"iops:50% dur=2s ramp=1s".into(), &true.into()), "{ss:#}");
+    let at = crate::common::u(ss, "/attained_at_s");
+    assert!((3..30).contains(&at), "steady after the 1 s ramp and a 2 s window: {ss:#}");
+    assert!(took < 40.0, "the job ran {took} s of its 60");
+    assert_eq!(rec["results"]["ended_by"], "steadystate", "{rec}");
+    assert_eq!(ss["samples"].as_array().map(Vec::len), Some(2), "{ss:#}");
+    let window = rec["results"]["window_s"].as_f64().unwrap();
+    assert!((window - at as f64).abs() < 1.0, "the window ends when steady: {window} s, steady at {at} s");
 }
 
 /// fio's own JSON output (json+) of fio-rand-read.fio on a scratch file imports with fio's

@@ -88,3 +88,35 @@ fn s2_dry_run_says_why_it_does_not_precondition_and_pins_to_the_node() {
     off.assert_ok();
     assert!(off.stdout.contains("--numa off not applied: this part varies numa itself"), "{}", off.stdout);
 }
+
+/// `--mem-policy` (fio's numa_mem_policy) and `--ioprio` (prioclass/prio): each worker's policy
+/// and priority set before its buffers, read back from the kernel (get_mempolicy, ioprio_get)
+/// with the node each buffer page is on (move_pages), in the record; a policy's node or a list
+/// of nodes that does not exist refused in one line before the run.
+#[test]
+fn a_memory_policy_and_io_priority_are_applied_read_back_and_recorded() {
+    let dir = tempdir();
+    let json = dir.path().join("r.json");
+    let args = ["run", "-i", "null", "--threads", "2", "--qd", "4", "--bs", "64k", "--ios", "2000", "-q"];
+    let extra = ["--mem-policy", "bind:0", "--ioprio", "idle", "--numa", "0", "--json", json.to_str().unwrap()];
+    iolab(&[&args[..], &extra[..]].concat()).assert_ok();
+    let rec = record(&json);
+    let s = &rec["results"]["thread_settings"];
+    assert_eq!((&rec["spec"]["mem_policy"], &rec["spec"]["ioprio"]), (&Value::from("bind:0"), &Value::from("idle:0")), "{s:#}");
+    let threads = s["threads"].as_array().unwrap_or_else(|| panic!("{s:#}"));
+    assert_eq!(threads.len(), 2, "{s:#}");
+    for t in threads {
+        assert_eq!((&t["mem_policy"], &t["ioprio"]), (&Value::from("bind:0"), &Value::from("idle:0")), "{t:#}");
+        // 4 x 64 KiB of buffers: 64 pages, every one on node 0.
+        assert_eq!(t["buffer_pages_by_node"], serde_json::json!([[0, 64]]), "{t:#}");
+    }
+    let plain = dir.path().join("p.json");
+    iolab(&["run", "-i", "null", "--ios", "100", "-q", "--json", plain.to_str().unwrap()]).assert_ok();
+    assert!(record(&plain)["results"].get("thread_settings").is_none(), "nothing asked, nothing set");
+    let line = iolab(&["run", "-i", "null", "--mem-policy", "interleave:0,63", "--ios", "10"]).one_line_stderr();
+    assert!(line.starts_with("iolab: --mem-policy interleave:0,63: this machine has no NUMA node 63; its nodes are 0"), "{line}");
+    if !std::path::Path::new("/sys/devices/system/node/node1").exists() {
+        let line = iolab(&["run", "-i", "null", "--numa", "0-1", "--ios", "10"]).one_line_stderr();
+        assert!(line.starts_with("iolab: --numa 0-1: this machine has no NUMA node 1; its nodes are 0"), "{line}");
+    }
+}

@@ -658,11 +658,6 @@ pub(crate) fn cpus_allowed_policy(_: &mut Tr, v: Option<&str>) -> Result<String,
     }
 }
 
-pub(crate) fn numa_cpu_nodes(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
-    let n = parse::int(v.unwrap_or("")).map_err(|_| "iolab pins a run's threads to one NUMA node: give one node".to_string())?;
-    Ok(t.set_matrix("numa", Value::Integer(n)))
-}
-
 pub fn continue_on_error(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     match v.unwrap_or("1").trim() {
         "none" | "0" => Ok("(stop at the first error, as iolab does)".into()),
@@ -942,6 +937,7 @@ pub(crate) fn x_numa(j: &Job) -> Result<Option<String>, String> {
     match j.workload.numa {
         Numa::Off => Ok(None),
         Numa::Node(n) => Ok(Some(n.to_string())),
+        Numa::Nodes(m) => Ok(Some(crate::interfaces::thread::nodes_text(m))),
         Numa::Local => Err("numa local (the targets' node): fio takes a node's number: give numa = N".into()),
     }
 }

@@ -7,6 +7,7 @@
 pub mod map;
 pub mod parse;
 pub mod table;
+pub mod threads;
 
 use crate::interfaces::InterfaceKind;
 pub use map::Mapped;
@@ -108,6 +109,30 @@ What a job becomes:
   direction. The unpaced loop is compiled apart and pays nothing for it. `flow` (several jobs'
   I/O kept in a ratio through a shared counter) is refused, and `exitall` and `exitall_on_error`
   in a group of jobs run together (iolab runs each member to its own budget).
+- **NUMA and priorities** are given to each issuing thread: `numa_cpu_nodes` (a node or a list,
+  `0-1`) pins the threads to those nodes' CPUs (`iolab run --numa`); `numa_mem_policy` (`default`,
+  `local`, `prefer:N`, `bind:NODES`, `interleave:NODES`) is set on each thread (set_mempolicy)
+  before its I/O buffers are allocated and bound on them (mbind, moving pages already there;
+  `--mem-policy`); `prioclass`/`prio` are the thread's I/O priority (ioprio_set; `--ioprio`);
+  `cmdprio_percentage` with `cmdprio_class` (realtime by default) and `cmdprio` (level 0) give that
+  share of the commands, per direction, that priority (`--cmdprio 20%rt:0`: libaio's
+  `aio_reqprio` with IOCB_FLAG_IOPRIO, io_uring's SQE `ioprio`; refused for the other engines),
+  drawn from a seeded sequence; a run without them does no per-command work. Each worker reads
+  them back from the kernel (get_mempolicy, move_pages for the node of every buffer page,
+  ioprio_get) and a difference fails the run; the record's `results.thread_settings` gives what
+  was asked, each thread's read-back, and the commands sent and those that carried the priority.
+  A node that does not exist is refused in one line when the run starts, before anything changes.
+- **Steady state** (`ss`, `ss_dur`, `ss_ramp`) is the run's `steadystate` (`iolab run
+  --steadystate 'iops:10% dur=30s ramp=10s'`): after `ss_ramp` seconds of the measured window
+  (after `ramp_time`), at each second's boundary the coordinating thread takes that second's I/Os
+  of all the run's threads together (never per I/O) and, once it holds the last `ss_dur` seconds,
+  checks fio's criterion on them: `iops` or `bw`, every second within the limit of their mean, or
+  `iops_slope` or `bw_slope`, their least-squares slope (per second) under it; a limit with `%` is
+  a percentage of the mean (fio's steadystate.c). Met, the run ends there, as fio ends the job,
+  whatever its budget; the record's `results.steadystate` gives `attained`, `attained_at_s`, the
+  last window's `samples`, `mean`, `max_deviation` or `slope` and `criterion` (fio's
+  `steadystate` object as a model), and `results.ended_by` is `steadystate`. `ss_dur` is
+  required, in whole seconds (fio's `ss_interval` of 1 s).
 - An option iolab cannot honour is refused in one line naming the option and the job (exit 2);
   `--fio-ignore OPTION` (repeatable) drops it, shown in the dry run and recorded in the plan's
   description (a sweep stores it with the plan; `iolab run --fio` keeps it in the record's command

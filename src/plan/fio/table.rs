@@ -4,6 +4,7 @@
 //! translated through it (`map.rs`), a plan is written back through it (`export.rs`), and
 //! docs/fio.md is generated from it (`options_md`).
 use super::map;
+use super::threads;
 use crate::plan::Job;
 
 /// How a fio option reaches an iolab plan.
@@ -58,7 +59,7 @@ const VERIFY: &str = "iolab's --verify has one form (its own checksummed blocks,
 const REPLAY: &str = "iolab generates its workload; it does not record or replay I/O logs";
 const DATA: &str = "iolab fills its buffers with seeded random data; it does not shape their contents";
 const TRIM: &str = "iolab issues reads and writes, no trims";
-const PRIO: &str = "iolab does not set I/O or CPU priorities";
+const PRIO: &str = "iolab sets I/O priorities (prioclass, prio, cmdprio_percentage), not CPU priorities (nice) or priorities by block size";
 const SYNC: &str = "iolab issues no fsync/fdatasync or O_SYNC writes";
 const NO_TARGETS: &str = "iolab drives the targets it is given; it does not make or pick file names";
 
@@ -180,8 +181,8 @@ pub static TABLE: &[FioOption] = &[
     both("rwmixread", &[], "matrix.write_mix", map::rwmixread, map::x_rwmixread),
     sets("rwmixwrite", &[], "matrix.write_mix", map::rwmixwrite),
     no("nice", PRIO, &["0"]),
-    no("prio", PRIO, &[]),
-    no("prioclass", PRIO, &[]),
+    both("prio", &[], "options.ioprio (its level: each thread's I/O priority, set with ioprio_set and read back)", threads::ioprio, threads::x_prio),
+    both("prioclass", &[], "options.ioprio (its class; 0 is best-effort, as fio sets it)", threads::ioprio, threads::x_prioclass),
     both("thinktime", &[], "matrix.pace (a stall after every thinktime_blocks I/Os, once nothing is in flight)", map::thinktime, map::x_thinktime),
     both("thinktime_spin", &[], "matrix.pace (the part of the stall spent spinning)", map::thinktime_spin, map::x_thinktime_spin),
     both("thinktime_blocks", &[], "matrix.pace", map::thinktime_blocks, map::x_thinktime_blocks),
@@ -212,8 +213,14 @@ pub static TABLE: &[FioOption] = &[
     no("cpumask", "give cpus_allowed= (iolab pins each thread to one CPU of the list)", &[]),
     both("cpus_allowed", &[], "options.cpus", map::cpus_allowed, map::x_cpus_allowed),
     both("cpus_allowed_policy", &[], "(checked with cpus_allowed)", map::cpus_allowed_policy, map::x_cpus_allowed_policy),
-    both("numa_cpu_nodes", &[], "matrix.numa", map::numa_cpu_nodes, map::x_numa),
-    no("numa_mem_policy", "iolab's buffers follow the kernel's default memory policy (numa= pins the threads)", &["default"]),
+    both("numa_cpu_nodes", &[], "matrix.numa (a node or a list: the threads pinned to those nodes' CPUs)", threads::numa_cpu_nodes, map::x_numa),
+    both(
+        "numa_mem_policy",
+        &[],
+        "options.mem_policy (set_mempolicy on each thread before its I/O buffers, mbind on them, read back with get_mempolicy and move_pages)",
+        threads::numa_mem_policy,
+        threads::x_numa_mem_policy,
+    ),
     no("end_fsync", SYNC, &["0"]),
     no("fsync_on_close", SYNC, &["0"]),
     no("unlink", "iolab never deletes a named target", &["0"]),
@@ -284,9 +291,21 @@ pub static TABLE: &[FioOption] = &[
     no("flow_id", FLOW, &[]),
     no("flow", FLOW, &["0"]),
     no("flow_sleep", FLOW, &[]),
-    no_a("steadystate", &["ss"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
-    no_a("steadystate_duration", &["ss_dur"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
-    no_a("steadystate_ramp_time", &["ss_ramp"], "iolab runs for its budget; steady state is `iolab precondition`'s", &[]),
+    both(
+        "steadystate",
+        &["ss"],
+        "options.steadystate (iops, iops_slope, bw or bw_slope and its limit, judged once a second on the run's threads together; the run ends when met)",
+        threads::steadystate,
+        threads::x_steadystate,
+    ),
+    both("steadystate_duration", &["ss_dur"], "options.steadystate (dur: the window judged, whole seconds)", threads::steadystate, threads::x_steadystate_duration),
+    both(
+        "steadystate_ramp_time",
+        &["ss_ramp"],
+        "options.steadystate (ramp: seconds of the measured window before the first is judged)",
+        threads::steadystate,
+        threads::x_steadystate_ramp_time,
+    ),
     // The engines' own options (io_uring, io_uring_cmd, libaio, pvsync2).
     both("hipri", &[], "matrix.complete", map::hipri, map::x_hipri),
     no("hipri_percentage", "iolab polls every I/O of a polled run or none", &["100"]),
@@ -299,9 +318,15 @@ pub static TABLE: &[FioOption] = &[
     no("nowait", "iolab does not set RWF_NOWAIT", &["0"]),
     both("force_async", &[], "options.force_async", map::force_async, map::x_force_async),
     no("cmd_type", "iolab's io_uring_cmd (nvme-passthru) sends NVMe commands", &["nvme"]),
-    no("cmdprio_percentage", PRIO, &["0"]),
-    no("cmdprio_class", PRIO, &[]),
-    no("cmdprio", PRIO, &[]),
+    both(
+        "cmdprio_percentage",
+        &[],
+        "options.cmdprio (the share of commands that carry it, reads,writes: libaio's aio_reqprio, io_uring's SQE ioprio)",
+        threads::cmdprio,
+        threads::x_cmdprio_percentage,
+    ),
+    both("cmdprio_class", &[], "options.cmdprio (their class; 1, realtime, by default)", threads::cmdprio, threads::x_cmdprio_class),
+    both("cmdprio", &[], "options.cmdprio (their level; 0 by default)", threads::cmdprio, threads::x_cmdprio),
     no("cmdprio_bssplit", PRIO, &[]),
     no("userspace_reap", "iolab's libaio reaps with io_getevents", &["0"]),
     // Not fio's own: an option of fio's tiobench profile, which fio also takes in a plain job.
