@@ -62,24 +62,69 @@ pub struct EngineOutput {
 
 /// The start shared by a group of jobs run together (fio's jobs without stonewall): each
 /// member's engine, once its own threads are prepared, waits here for every other member's;
-/// if any member could not prepare, no member runs.
+/// if any member could not prepare, no member runs. It also holds each member's stop request,
+/// which another member's end sets (fio's `exitall`, [`Exit`]).
 pub struct Together {
     members: Barrier,
     failed: AtomicBool,
+    /// Each member's stop request: the flag its workers' loops watch.
+    stops: Vec<AtomicBool>,
+    /// Who stopped each member (that member's place + 1; 0: nobody).
+    stopped_by: Vec<AtomicUsize>,
+    /// Each member is past its start delay (fio's running job, which `exit_what=stonewall` stops).
+    started: Vec<AtomicBool>,
 }
 
 impl Together {
     /// A start for `members` jobs; each must call [`run_in_group`] once.
     pub fn new(members: usize) -> Together {
-        Together { members: Barrier::new(members), failed: AtomicBool::new(false) }
+        Together {
+            members: Barrier::new(members),
+            failed: AtomicBool::new(false),
+            stops: (0..members).map(|_| AtomicBool::new(false)).collect(),
+            stopped_by: (0..members).map(|_| AtomicUsize::new(0)).collect(),
+            started: (0..members).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    /// The member that stopped `member` with its exit, if one did.
+    pub fn stopped_by(&self, member: usize) -> Option<usize> {
+        self.stopped_by.get(member).and_then(|b| b.load(Ordering::Acquire).checked_sub(1))
+    }
+
+    /// Member `by`'s exit: stop the members it names (only those started, with `started_only`),
+    /// each remembering the first member that stopped it.
+    fn exit(&self, by: usize, exit: &Exit) {
+        for &m in exit.stops.iter().filter(|&&m| m != by && m < self.stops.len()) {
+            if exit.started_only && !self.started[m].load(Ordering::Acquire) {
+                continue;
+            }
+            let _ = self.stopped_by[m].compare_exchange(0, by + 1, Ordering::AcqRel, Ordering::Acquire);
+            self.stops[m].store(true, Ordering::Release);
+        }
     }
 }
 
+/// What a member's end stops among the members of its group (fio's `exitall`, `exit_what`,
+/// `exitall_on_error`): the members' places, at its end or only at a failed end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Exit {
+    pub stops: Vec<usize>,
+    /// Only the members past their start delay (fio's `exit_what=stonewall`: the running jobs).
+    pub started_only: bool,
+    /// Only when the member's run failed (fio's `exitall_on_error`), not at every end.
+    pub on_failure_only: bool,
+}
+
 /// One member's place in a group's start: the shared start, and how long after it this member
-/// starts (fio's `startdelay`), seconds.
+/// starts (fio's `startdelay`), seconds; its place among the members, what its end stops, and
+/// the flow it shares with other members (fio's `flow`).
 pub struct GroupStart<'a> {
     pub together: &'a Together,
     pub delay_s: f64,
+    pub member: usize,
+    pub exit: Option<Exit>,
+    pub flow: Option<std::sync::Arc<pace::Flow>>,
 }
 
 struct ThreadOut {
@@ -184,9 +229,9 @@ struct Shared<'a> {
     progress: Vec<AtomicU64>,
     /// Workers whose loop is over.
     finished: AtomicUsize,
-    /// The hot loops' stop request: a cancel passed on by the coordinating thread, or a
-    /// worker's failure.
-    stop: AtomicBool,
+    /// The hot loops' stop request: a cancel passed on by the coordinating thread, a worker's
+    /// failure, or (in a group) another member's exit.
+    stop: &'a AtomicBool,
     /// Some thread could not prepare (or panicked before the start): nobody runs.
     prep_failed: AtomicBool,
     tids: Vec<AtomicI32>,
@@ -199,7 +244,13 @@ struct Shared<'a> {
 }
 
 impl<'a> Shared<'a> {
-    fn new(job: &'a Job, placement: &'a Placement, targets: &'a [OpenTarget], group: Option<&'a GroupStart<'a>>) -> Shared<'a> {
+    fn new(
+        job: &'a Job,
+        placement: &'a Placement,
+        targets: &'a [OpenTarget],
+        group: Option<&'a GroupStart<'a>>,
+        stop: &'a AtomicBool,
+    ) -> Shared<'a> {
         let threads = job.workload.threads as usize;
         let clock = Clock::calibrate();
         Shared {
@@ -217,7 +268,7 @@ impl<'a> Shared<'a> {
             start_at: AtomicU64::new(0),
             progress: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             finished: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
+            stop,
             prep_failed: AtomicBool::new(false),
             tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
             group,
@@ -256,7 +307,10 @@ pub fn run_in_group(inputs: Inputs, group: &GroupStart) -> Result<EngineOutput, 
 fn run_with(inputs: Inputs, group: Option<&GroupStart>) -> Result<EngineOutput, EngineError> {
     let Inputs { job, placement, acquired, cancel, progress, hooks } = inputs;
     let targets = acquired.open_targets();
-    let shared = Shared::new(job, placement, &targets, group);
+    // In a group, the stop request other members' exits set.
+    let own_stop = AtomicBool::new(false);
+    let stop = group.and_then(|g| g.together.stops.get(g.member)).unwrap_or(&own_stop);
+    let shared = Shared::new(job, placement, &targets, group, stop);
     let sh = &shared;
     let (workers, coordinated) = std::thread::scope(|s| -> Result<_, EngineError> {
         // The one place the interface chosen at run time becomes the type its loop is compiled
@@ -275,6 +329,17 @@ fn run_with(inputs: Inputs, group: Option<&GroupStart>) -> Result<EngineOutput, 
     })?;
     if let Err(panic) = coordinated {
         std::panic::resume_unwind(panic);
+    }
+    // A member's end stops what its exit names (at a failed end only, for exitall_on_error).
+    if let Some((g, exit)) = group.and_then(|g| g.exit.as_ref().map(|e| (g, e))) {
+        let failed = workers.iter().any(|w| match w {
+            Err(_) => true,
+            Ok(Some(o)) => (o.end.first_error.is_some() && !job.policy.continue_on_error) || o.verify_error.is_some(),
+            Ok(None) => false,
+        });
+        if !exit.on_failure_only || failed {
+            g.together.exit(g.member, exit);
+        }
     }
     // The first failure, in thread order.
     let outs = workers.into_iter().filter_map(Result::transpose).collect::<Result<Vec<_>, _>>()?;
@@ -477,13 +542,14 @@ fn loop_over<T: Interface, S: Source>(
         stream,
         bufs: bufs.ptr,
         rec: Recorder::new(sh.series_len, sh.targets.len(), rec_bs),
-        stop: &sh.stop,
+        stop: sh.stop,
         progress: &sh.progress[t],
         written,
         start,
     };
     // Paced (a rate or think time) or not, chosen once: the unpaced loop pays nothing for it.
-    let end = match pace::Pacer::for_job(sh.job, t, start, start + sh.ramp_ns) {
+    let flow = sh.group.and_then(|g| g.flow.as_ref());
+    let end = match pace::Pacer::for_job(sh.job, t, start, start + sh.ramp_ns, flow) {
         Some(mut p) => hotloop::run_with_pace(io, &mut cx, &mut p),
         None => hotloop::run(io, &mut cx),
     }
@@ -564,12 +630,17 @@ fn group_start(sh: &Shared, g: &GroupStart, cancel: Cancel) {
         return;
     }
     let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(g.delay_s.max(0.0));
-    while !cancel.is_cancelled() {
+    // A member stopped by another's exit before its delay is over starts at once, and stops
+    // (fio's terminated job that never got to run).
+    while !cancel.is_cancelled() && !sh.stop.load(Ordering::Relaxed) {
         let left = until.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             break;
         }
         std::thread::sleep(left.min(std::time::Duration::from_millis(20)));
+    }
+    if let Some(s) = g.together.started.get(g.member) {
+        s.store(true, Ordering::Release);
     }
 }
 

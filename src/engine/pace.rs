@@ -4,13 +4,18 @@
 //! [`Pacer`] may hold the next I/O until it is due, and the loop then submits what it has,
 //! reaps until nothing is in flight (fio's quiesce) and sleeps in [`Pacing::wait`].
 //!
+//! fio's flow is a part of the pacer: the jobs of a group run together that share a flow id
+//! share one [`Flow`]; each thread counts the I/O it admits into it and is held back while its
+//! share of the flow's I/O is above its share of the flow's weight (fio's `flow.c`).
+//!
 //! Latency is stamped at submission, as always, not at the instant an I/O was due (fio does the
 //! same): a rate below what the device can do measures the device, not the schedule.
 use super::clock::Clock;
 use super::workload::{NextIo, Source};
 use crate::plan::pace::{Pace, RateProcess};
 use crate::rng::Rng;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// What the hot loop asks of its pacing.
 pub trait Pacing {
@@ -43,7 +48,48 @@ impl Pacing for Unpaced {
     }
 }
 
-/// One thread's pacing of a job asking for a rate or think time.
+/// One flow's shared counter (fio's `struct fio_flow`): the I/O its threads admitted and their
+/// weights, each thread's added when its loop starts and taken out when it ends (fio's
+/// `flow_init_job` and `flow_put`), so the threads still running are held to their own ratio.
+#[derive(Debug)]
+pub struct Flow {
+    /// I/Os admitted by the threads in the flow now, plus 1 (fio's start: never a division by 0).
+    ios: AtomicI64,
+    /// The weights of the threads in the flow now.
+    weight: AtomicI64,
+}
+
+impl Flow {
+    pub fn new() -> Arc<Flow> {
+        Arc::new(Flow { ios: AtomicI64::new(1), weight: AtomicI64::new(0) })
+    }
+
+    /// Is a thread of weight `weight` that admitted `own` I/Os past its share (fio's
+    /// `flow_threshold_exceeded`: own / flow's I/O > weight / flow's weight)?
+    fn exceeded(&self, own: i64, weight: i64) -> bool {
+        own as i128 * self.weight.load(Relaxed) as i128 > weight as i128 * self.ios.load(Relaxed) as i128
+    }
+}
+
+/// A thread's place in its flow: its weight and what it admitted, taken out of the flow when
+/// the thread's pacer is dropped (its loop over).
+struct FlowMember {
+    flow: Arc<Flow>,
+    weight: i64,
+    own: i64,
+    sleep_ns: u64,
+    /// The held I/O waits for the flow (not for a rate or think time).
+    holding: bool,
+}
+
+impl Drop for FlowMember {
+    fn drop(&mut self) {
+        self.flow.ios.fetch_sub(self.own, Relaxed);
+        self.flow.weight.fetch_sub(self.weight, Relaxed);
+    }
+}
+
+/// One thread's pacing of a job asking for a rate, think time or a flow.
 pub struct Pacer {
     pace: Pace,
     thread: usize,
@@ -68,6 +114,8 @@ pub struct Pacer {
     cycle_ios: [u64; 2],
     cycle_bytes: [u64; 2],
     failure: Option<String>,
+    /// Its flow, when the job is in one shared with other jobs run together.
+    flow: Option<FlowMember>,
 }
 
 /// Sleep until `until` on the clock's time line, in naps of at most 10 ms so a stop is seen.
@@ -95,9 +143,18 @@ fn spin(clock: &Clock, ns: u64) -> u64 {
 
 impl Pacer {
     /// Thread `thread`'s pacer for `job`, whose loop starts at `start` and measures from
-    /// `ramp_end`; None when the job asks for no pacing.
-    pub(crate) fn for_job(job: &crate::plan::Job, thread: usize, start: u64, ramp_end: u64) -> Option<Pacer> {
+    /// `ramp_end`, in `flow` (the job's flow shared with the jobs run together with it); None
+    /// when the job asks for no pacing, or only for a flow and shares none.
+    pub(crate) fn for_job(job: &crate::plan::Job, thread: usize, start: u64, ramp_end: u64, flow: Option<&Arc<Flow>>) -> Option<Pacer> {
         let pace = job.workload.pattern.pace.clone().filter(|p| !p.is_none())?;
+        let flow = flow.filter(|_| pace.flow > 0).map(|f| {
+            // fio's flow_init_job: the thread's weight joins the flow as its loop starts.
+            f.weight.fetch_add(pace.flow as i64, Relaxed);
+            FlowMember { flow: f.clone(), weight: pace.flow as i64, own: 0, sleep_ns: pace.flow_sleep_ns, holding: false }
+        });
+        if flow.is_none() && pace.is_group_only() {
+            return None;
+        }
         let w = &job.workload;
         let dirs = match w.rw {
             crate::plan::Rw::Read | crate::plan::Rw::Randread => [true, false],
@@ -131,6 +188,7 @@ impl Pacer {
             cycle_ios: [0; 2],
             cycle_bytes: [0; 2],
             failure: None,
+            flow,
         })
     }
 
@@ -260,12 +318,28 @@ impl Pacing for Pacer {
             self.wake_at = due;
             return None;
         }
+        if let Some(f) = &mut self.flow {
+            // fio's flow_threshold_exceeded: past its share, the thread waits (once nothing is
+            // in flight, flow_sleep; fio's 0: it looks again at once); else it counts the I/O.
+            f.holding = f.flow.exceeded(f.own, f.weight);
+            if f.holding {
+                self.wake_at = if inflight > 0 { 0 } else { now + f.sleep_ns };
+                return None;
+            }
+            f.flow.ios.fetch_add(1, Relaxed);
+            f.own += 1;
+        }
         self.admit(&io, now);
         self.held = None;
         Some(io)
     }
 
     fn wait(&mut self, clock: &Clock, stop: &AtomicBool, end: Option<u64>) -> u64 {
+        if self.flow.as_ref().is_some_and(|f| f.holding && f.sleep_ns == 0) {
+            // Held by the flow without a flow_sleep: let the other threads of the flow run.
+            std::thread::yield_now();
+            return clock.now();
+        }
         let until = end.map_or(self.wake_at, |e| self.wake_at.min(e));
         sleep_until(clock, until, stop)
     }

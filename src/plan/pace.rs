@@ -1,7 +1,11 @@
 //! A job's pacing, as fio asks for it: a rate cap per direction (`rate`, `rate_iops`, issued
 //! linearly or as a Poisson process), a floor the run fails below (`rate_min`, `rate_iops_min`,
 //! checked every `rate_cycle`), and think time (`thinktime`, `thinktime_spin`,
-//! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_iotime`). Written as fio's words,
+//! `thinktime_blocks`, `thinktime_blocks_type`, `thinktime_iotime`), and fio's flow (`flow`,
+//! `flow_id`, `flow_sleep`: jobs run together keep their I/O in the ratio of their weights
+//! through a counter they share, `engine::pace::Flow`), and how a job's end stops the jobs run
+//! together with it (`exitall`, `exit_what`, `exitall_on_error`, and `new_group`, which bounds
+//! `exit_what=group`; `session::group`). Written as fio's words,
 //! `rate_iops=300,300 thinktime=2ms`, on the command line (`--rate`, `--rate-iops`,
 //! `--thinktime`, `--pace`), in a plan (`matrix.pace`) and in the stored spec (`pace`, left out
 //! when unpaced); the engine's pacer is `engine::pace`.
@@ -18,6 +22,32 @@ pub enum RateProcess {
     Linear,
     /// Exponential gaps with the rate's mean (fio's lambda = 10^6 / IOPS).
     Poisson,
+}
+
+/// What a job's end stops among the jobs run together with it (fio's `exit_what`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExitWhat {
+    /// The jobs of its reporting group (those run together with it, up to a `new_group`).
+    #[default]
+    Group,
+    /// Every job running (past its start delay); the jobs after them still run.
+    Stonewall,
+    /// Every job: those running, and those not yet started never run.
+    All,
+}
+
+impl ExitWhat {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ExitWhat::Group => "group",
+            ExitWhat::Stonewall => "stonewall",
+            ExitWhat::All => "all",
+        }
+    }
+    fn is_group(&self) -> bool {
+        *self == ExitWhat::Group
+    }
 }
 
 /// A job's pacing; every value 0 is "not asked". Rates are per thread (fio's per job clone),
@@ -57,6 +87,30 @@ pub struct Pace {
     /// Stall again after this long of I/O (`thinktime_iotime`), nanoseconds.
     #[serde(default, skip_serializing_if = "zero")]
     pub thinktime_iotime_ns: u64,
+    /// This job's weight in its flow (`flow`, 1 to 1000; 0: in none): the jobs run together in
+    /// one flow issue I/O in the ratio of their weights.
+    #[serde(default, skip_serializing_if = "zero32")]
+    pub flow: u32,
+    /// Which flow (`flow_id`, fio's 0).
+    #[serde(default, skip_serializing_if = "zero32")]
+    pub flow_id: u32,
+    /// How long a thread held back by its flow sleeps before it looks again (`flow_sleep`,
+    /// fio's 0: at once), nanoseconds.
+    #[serde(default, skip_serializing_if = "zero")]
+    pub flow_sleep_ns: u64,
+    /// fio's `exitall`: this job's end stops the jobs `exit_what` names among those run together.
+    #[serde(default, skip_serializing_if = "no")]
+    pub exitall: bool,
+    /// fio's `exitall_on_error`: the same, only when the job's run fails.
+    #[serde(default, skip_serializing_if = "no")]
+    pub exitall_on_error: bool,
+    /// What either stops (fio's `exit_what`, default `group`).
+    #[serde(default, skip_serializing_if = "ExitWhat::is_group")]
+    pub exit_what: ExitWhat,
+    /// fio's `new_group`: the job starts a new reporting group among the jobs run together, which
+    /// bounds what `exit_what=group` stops.
+    #[serde(default, skip_serializing_if = "no")]
+    pub new_group: bool,
 }
 
 impl Default for Pace {
@@ -73,6 +127,13 @@ impl Default for Pace {
             thinktime_blocks: 0,
             thinktime_issue: false,
             thinktime_iotime_ns: 0,
+            flow: 0,
+            flow_id: 0,
+            flow_sleep_ns: 0,
+            exitall: false,
+            exitall_on_error: false,
+            exit_what: ExitWhat::Group,
+            new_group: false,
         }
     }
 }
@@ -81,6 +142,9 @@ fn none2(v: &[u64; 2]) -> bool {
     *v == [0, 0]
 }
 fn zero(v: &u64) -> bool {
+    *v == 0
+}
+fn zero32(v: &u32) -> bool {
     *v == 0
 }
 fn no(v: &bool) -> bool {
@@ -131,6 +195,18 @@ fn duration_ns(v: &str, bare: u64) -> Result<u64, String> {
     Ok(ns.round() as u64)
 }
 
+/// fio's largest flow weight (`FLOW_MAX_WEIGHT`).
+pub(crate) const FLOW_MAX_WEIGHT: u32 = 1000;
+
+/// fio's boolean: 1 or 0 (an empty value, a bare word, is 1).
+fn boolean(v: &str) -> Result<bool, String> {
+    match v.trim() {
+        "" | "1" => Ok(true),
+        "0" => Ok(false),
+        o => Err(format!("'{o}' is not 1 or 0")),
+    }
+}
+
 fn count(v: &str) -> Result<u64, String> {
     v.trim().parse().map_err(|_| format!("'{v}' is not a whole number"))
 }
@@ -152,6 +228,27 @@ impl Pace {
     /// Nothing asked: the loop runs unpaced.
     pub(crate) fn is_none(&self) -> bool {
         *self == Pace::default()
+    }
+
+    /// Nothing asked of the job's own loop: at most a flow (which paces only where shared with
+    /// jobs run together) and what its end stops. Such a job's loop runs unpaced alone.
+    pub(crate) fn is_group_only(&self) -> bool {
+        Pace {
+            flow: 0,
+            flow_id: 0,
+            flow_sleep_ns: 0,
+            exitall: false,
+            exitall_on_error: false,
+            exit_what: ExitWhat::Group,
+            new_group: false,
+            ..self.clone()
+        }
+        .is_none()
+    }
+
+    /// Its end stops jobs run together with it: at every end (exitall), or at a failed one.
+    pub(crate) fn exits(&self) -> bool {
+        self.exitall || self.exitall_on_error
     }
 
     /// Sets one of fio's words (`rate`, `rate_iops`, ...) from its value, as fio reads it.
@@ -180,7 +277,21 @@ impl Pace {
                 }
             }
             "thinktime_iotime" => self.thinktime_iotime_ns = duration_ns(v, 1_000_000_000)?,
-            other => return Err(format!("'{other}' is not a pacing word (rate, rate_iops, rate_process, rate_min, rate_iops_min, rate_cycle, thinktime, thinktime_spin, thinktime_blocks, thinktime_blocks_type, thinktime_iotime)")),
+            "flow" => self.flow = u32::try_from(count(v)?).map_err(|_| format!("'{v}' is out of range"))?,
+            "flow_id" => self.flow_id = u32::try_from(count(v)?).map_err(|_| format!("'{v}' is out of range"))?,
+            "flow_sleep" => self.flow_sleep_ns = duration_ns(v, 1_000)?,
+            "exitall" => self.exitall = boolean(v)?,
+            "exitall_on_error" => self.exitall_on_error = boolean(v)?,
+            "new_group" => self.new_group = boolean(v)?,
+            "exit_what" => {
+                self.exit_what = match v.trim() {
+                    "group" => ExitWhat::Group,
+                    "stonewall" => ExitWhat::Stonewall,
+                    "all" => ExitWhat::All,
+                    o => return Err(format!("'{o}' is not what exitall stops (group, stonewall, all)")),
+                }
+            }
+            other => return Err(format!("'{other}' is not a pacing word (rate, rate_iops, rate_process, rate_min, rate_iops_min, rate_cycle, thinktime, thinktime_spin, thinktime_blocks, thinktime_blocks_type, thinktime_iotime, flow, flow_id, flow_sleep, exitall, exitall_on_error, exit_what, new_group)")),
         }
         Ok(())
     }
@@ -200,6 +311,12 @@ impl Pace {
         }
         if self.rate_cycle_ms == 0 && !(none2(&self.rate_min_bps) && none2(&self.rate_min_iops)) {
             return Err("rate_cycle 0: give the floor's cycle in milliseconds (fio's 1000)".into());
+        }
+        if self.flow > FLOW_MAX_WEIGHT {
+            return Err(format!("flow {} is above fio's largest weight, {FLOW_MAX_WEIGHT}", self.flow));
+        }
+        if self.flow == 0 && (self.flow_id > 0 || self.flow_sleep_ns > 0) {
+            return Err("flow_id and flow_sleep shape a flow: give the job's weight in it, flow".into());
         }
         Ok(())
     }
@@ -242,6 +359,27 @@ impl std::fmt::Display for Pace {
         if self.thinktime_iotime_ns > 0 {
             w.push(format!("thinktime_iotime={}ns", self.thinktime_iotime_ns));
         }
+        if self.flow > 0 {
+            w.push(format!("flow={}", self.flow));
+        }
+        if self.flow_id > 0 {
+            w.push(format!("flow_id={}", self.flow_id));
+        }
+        if self.flow_sleep_ns > 0 {
+            w.push(format!("flow_sleep={}ns", self.flow_sleep_ns));
+        }
+        if self.exitall {
+            w.push("exitall=1".into());
+        }
+        if self.exitall_on_error {
+            w.push("exitall_on_error=1".into());
+        }
+        if self.exit_what != ExitWhat::Group {
+            w.push(format!("exit_what={}", self.exit_what.name()));
+        }
+        if self.new_group {
+            w.push("new_group=1".into());
+        }
         write!(f, "{}", w.join(" "))
     }
 }
@@ -280,5 +418,16 @@ mod tests {
         assert!("thinktime=1ms thinktime_spin=2ms".parse::<Pace>().is_err());
         assert!("thinktime_blocks=2".parse::<Pace>().is_err());
         assert!("bogus=1".parse::<Pace>().is_err());
+        let p: Pace = "flow=8 flow_id=2 flow_sleep=1000".parse().unwrap();
+        assert_eq!((p.flow, p.flow_id, p.flow_sleep_ns), (8, 2, 1_000_000));
+        assert!(p.is_group_only() && !p.is_none());
+        assert_eq!(p.to_string().parse::<Pace>().unwrap(), p);
+        assert!("flow=1001".parse::<Pace>().unwrap_err().to_string().contains("largest weight"));
+        assert!("flow_sleep=10".parse::<Pace>().unwrap_err().to_string().contains("give the job's weight"));
+        assert!(!"flow=1 rate_iops=5".parse::<Pace>().unwrap().is_group_only());
+        let p: Pace = "exitall=1 exit_what=stonewall new_group=1 exitall_on_error=1".parse().unwrap();
+        assert!(p.exitall && p.exitall_on_error && p.new_group && p.exit_what == ExitWhat::Stonewall && p.is_group_only());
+        assert_eq!(p.to_string().parse::<Pace>().unwrap(), p);
+        assert!("exit_what=some".parse::<Pace>().is_err());
     }
 }

@@ -388,8 +388,8 @@ mod tests {
         assert!(e("").starts_with("r.json: empty"), "{}", e(""));
         assert!(e("{\"jobs\": []}").contains("not fio's JSON output (--output-format=json): it has no \"fio version\""));
         assert!(e("{\"fio version\": \"fio-3.33\", \"jobs\": []}").contains("has no jobs"));
-        let flow = DOC.replace("\"iodepth\": \"16\"", "\"iodepth\": \"16\", \"flow\": \"2\"");
-        assert!(e(&flow).starts_with("fio job 'j' (r.json: job 1's options): flow=2:"), "{}", e(&flow));
+        let replay = DOC.replace("\"iodepth\": \"16\"", "\"iodepth\": \"16\", \"read_iolog\": \"x.log\"");
+        assert!(e(&replay).starts_with("fio job 'j' (r.json: job 1's options): read_iolog=x.log:"), "{}", e(&replay));
         let clones = DOC.replace("\"iodepth\": \"16\"", "\"iodepth\": \"16\", \"numjobs\": \"2\"");
         let v: Value = serde_json::from_str(&clones).unwrap();
         let mut two = v.clone();

@@ -20,4 +20,44 @@ pub struct GroupRecord {
     pub window_unix_s: [f64; 2],
     /// What is shared with the other members ([`SHARED`]).
     pub shared: String,
+    /// What this run's end stops among the members (fio's `exitall`, `exitall_on_error`), in
+    /// words naming them; absent where it stops nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exits: Option<String>,
+    /// The member whose end stopped this run before its own budget (fio's `exitall`), in words:
+    /// its I/O until then is this record's; absent where nothing stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+    /// The flow this run shared with other members (fio's `flow`): every member's weight and
+    /// measured I/Os, so the ratio achieved can be seen beside the one asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowRecord>,
+}
+
+/// A flow shared by members of a group (fio's `flow_id`): its members' weights and I/Os.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FlowRecord {
+    /// fio's `flow_id`.
+    pub id: u32,
+    /// This run's weight (fio's `flow`, per thread).
+    pub weight: u32,
+    /// How long a thread held back slept before it looked again, microseconds (0: at once).
+    pub sleep_us: f64,
+    /// Every member in the flow, this run included, in member order.
+    pub members: Vec<FlowMember>,
+}
+
+/// One member of a flow.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FlowMember {
+    pub name: String,
+    /// Its weight per thread (fio's `flow`; each of its threads is a fio clone in the flow).
+    pub weight: u32,
+    pub threads: u32,
+    /// Its measured I/Os (reads and writes; none where the member did not run).
+    pub ios: u64,
+    /// Its share of the flow's weight (weight x threads over all members'), and of the flow's
+    /// measured I/Os.
+    pub weight_share: f64,
+    pub io_share: f64,
 }

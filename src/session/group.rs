@@ -4,10 +4,19 @@
 //! started at one barrier (`engine::run_in_group`, each member `start_delay_s` after it), measured
 //! over each member's own window, put back, and each record says its group
 //! (`record::group::GroupRecord`) and that the machine-wide meters are shared.
+//!
+//! fio's group words (in the job's pace, `plan::pace`) act here. The members in one flow
+//! (`flow`, `flow_id`) share one counter (`engine::pace::Flow`) that holds each to its weight.
+//! A member with `exitall` (or `exitall_on_error`, at a failed end) stops, when it ends, the
+//! members its `exit_what` names (`group`: its reporting group, the members from the last
+//! `new_group` up to the next; `stonewall`: every member started; `all`: every member): their
+//! workers' stop flag is set (`engine::Exit`), and their records keep the I/O they did and say
+//! who stopped them.
 use super::{check, check_energy, check_kernel, finish, measure_window_with, prepare, restore, Failure, Measure, Prepared, RunUi};
-use crate::engine::{self, GroupStart, Together};
+use crate::engine::{self, Exit, GroupStart, Together};
+use crate::plan::pace::{ExitWhat, Pace};
 use crate::plan::Job;
-use crate::record::group::{GroupRecord, SHARED};
+use crate::record::group::{FlowMember, FlowRecord, GroupRecord, SHARED};
 use crate::record::RunRecord;
 
 /// One job of a group.
@@ -54,6 +63,91 @@ pub fn check_group(members: &[Member], measure: &Measure) -> Result<(), Failure>
 
 fn names(members: &[Member]) -> String {
     members.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn pace_of<'a>(m: &Member<'a>) -> Option<&'a Pace> {
+    m.job.workload.pattern.pace.as_ref()
+}
+
+/// What each member's end stops (fio's exitall): None where it stops nothing. `group` reaches
+/// the member's reporting group: from the last member at or before it that starts one
+/// (`new_group`, the first member always) to the next.
+pub(crate) fn exits(members: &[Member]) -> Vec<Option<Exit>> {
+    let report_group: Vec<usize> = members
+        .iter()
+        .enumerate()
+        .scan(0, |g, (n, m)| {
+            if n > 0 && pace_of(m).is_some_and(|p| p.new_group) {
+                *g += 1;
+            }
+            Some(*g)
+        })
+        .collect();
+    members
+        .iter()
+        .enumerate()
+        .map(|(n, m)| {
+            let p = pace_of(m).filter(|p| p.exits())?;
+            let stops: Vec<usize> =
+                (0..members.len()).filter(|&o| o != n && (p.exit_what != ExitWhat::Group || report_group[o] == report_group[n])).collect();
+            (!stops.is_empty()).then_some(Exit { stops, started_only: p.exit_what == ExitWhat::Stonewall, on_failure_only: !p.exitall })
+        })
+        .collect()
+}
+
+/// The flows members share: for each member, its flow's counter (one per flow id, shared only
+/// where two or more members are in it).
+fn flows(members: &[Member]) -> Vec<Option<std::sync::Arc<engine::pace::Flow>>> {
+    let id = |m: &Member| pace_of(m).filter(|p| p.flow > 0).map(|p| p.flow_id);
+    let mut made: Vec<(u32, std::sync::Arc<engine::pace::Flow>)> = Vec::new();
+    members
+        .iter()
+        .map(|m| {
+            let i = id(m)?;
+            if members.iter().filter(|o| id(o) == Some(i)).count() < 2 {
+                return None;
+            }
+            if let Some((_, f)) = made.iter().find(|(k, _)| *k == i) {
+                return Some(f.clone());
+            }
+            let f = engine::pace::Flow::new();
+            made.push((i, f.clone()));
+            Some(f)
+        })
+        .collect()
+}
+
+/// The record of member `n`'s flow: every member in it, with its measured I/Os (`ios`).
+fn flow_record(members: &[Member], n: usize, ios: &[Option<u64>]) -> Option<FlowRecord> {
+    let p = pace_of(&members[n]).filter(|p| p.flow > 0)?;
+    let ins: Vec<usize> =
+        (0..members.len()).filter(|&o| pace_of(&members[o]).is_some_and(|q| q.flow > 0 && q.flow_id == p.flow_id)).collect();
+    if ins.len() < 2 {
+        return None;
+    }
+    let weight = |o: usize| pace_of(&members[o]).map_or(0, |q| q.flow as u64) * members[o].job.workload.threads as u64;
+    let (all_weight, all_ios) = (ins.iter().map(|&o| weight(o)).sum::<u64>().max(1), ins.iter().map(|&o| ios[o].unwrap_or(0)).sum::<u64>());
+    let members_in = ins
+        .iter()
+        .map(|&o| FlowMember {
+            name: members[o].name.clone(),
+            weight: pace_of(&members[o]).map_or(0, |q| q.flow),
+            threads: members[o].job.workload.threads,
+            ios: ios[o].unwrap_or(0),
+            weight_share: weight(o) as f64 / all_weight as f64,
+            io_share: if all_ios > 0 { ios[o].unwrap_or(0) as f64 / all_ios as f64 } else { 0.0 },
+        })
+        .collect();
+    Some(FlowRecord { id: p.flow_id, weight: p.flow, sleep_us: p.flow_sleep_ns as f64 / 1e3, members: members_in })
+}
+
+/// What member `n`'s exit stops, in words.
+fn exit_words(members: &[Member], n: usize, exit: &Exit) -> String {
+    let p = pace_of(&members[n]).cloned().unwrap_or_default();
+    let who: Vec<&str> = exit.stops.iter().map(|&o| members[o].name.as_str()).collect();
+    let when = if exit.on_failure_only { "a failed end (exitall_on_error)" } else { "its end (exitall)" };
+    let which = if exit.started_only { " (those started by then)" } else { "" };
+    format!("at {when} it stops {}{which} (exit_what={})", who.join(", "), p.exit_what.name())
 }
 
 /// What a group's run gave: each member's record, or why it failed, in member order; and why
@@ -106,20 +200,23 @@ pub fn execute_group(id: &str, members: &[Member], ui: &mut dyn RunUi, measure: 
         }
     }
     let together = Together::new(members.len());
+    let (exits, flows) = (exits(members), flows(members));
     // Each member's engine and meters on a thread of its own (the meters are made there: they
     // stay on the thread that samples them).
     let ran: Vec<_> = std::thread::scope(|s| {
         let handles: Vec<_> = members
             .iter()
             .zip(&prepared)
-            .map(|(m, p)| {
+            .zip(exits.iter().zip(&flows))
+            .enumerate()
+            .map(|(n, ((m, p), (exit, flow)))| {
                 let (placement, acquired, targets, together) = (&p.placement, &p.acquired, &p.env.targets, &together);
                 let diskless = m.job.io.interface.info().diskless;
                 s.spawn(move || {
                     let system = crate::settings::Settings::system();
                     let mut meters = crate::meters::Meters::new(if diskless { &[] } else { targets }, measure.energy.map(|e| &e.config))
                         .with_profile(measure.profile, &system);
-                    let start = GroupStart { together, delay_s: m.start_delay_s };
+                    let start = GroupStart { together, delay_s: m.start_delay_s, member: n, exit: exit.clone(), flow: flow.clone() };
                     let out = measure_window_with(m.job, &mut super::Quiet, placement, acquired, &mut meters, cancel, Some(&start));
                     out.map(|o| {
                         let measured = meters.measured(&o.rec.per_target);
@@ -135,13 +232,24 @@ pub fn execute_group(id: &str, members: &[Member], ui: &mut dyn RunUi, measure: 
     restored.reverse();
     let not_restored: Option<String> = restored.iter().filter_map(|r| r.not_restored.clone()).reduce(|a, b| format!("{a}; {b}"));
     let members_names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    let ios: Vec<Option<u64>> = ran.iter().map(|r| r.as_ref().ok().map(|(o, _)| o.rec.read.ios + o.rec.write.ios)).collect();
     let mut out = Vec::with_capacity(members.len());
     for (n, ((((m, p), r), ran), ring)) in members.iter().zip(prepared).zip(restored).zip(ran).zip(rings).enumerate() {
         let rec = match ran {
             Ok((o, measured)) => {
                 let window = [o.started_unix_s + m.job.timing.ramp_s, o.started_unix_s + m.job.timing.ramp_s + o.window_s];
                 // Its energy is the machine's over its window: `group.shared` says so.
+                let stopped_by = together.stopped_by(n).map(|b| {
+                    let what = pace_of(&members[b]).map_or("group", |q| q.exit_what.name());
+                    format!("{}'s exitall (exit_what={what}) stopped it when {} ended", members[b].name, members[b].name)
+                });
                 let mut rec = finish(m.job, p, o, measured, r, measure, ring);
+                if stopped_by.is_some() {
+                    // Stopped before either limit: neither ended it.
+                    if let Some(x) = rec.results.as_mut() {
+                        x.ended_by = None;
+                    }
+                }
                 rec.group = Some(GroupRecord {
                     id: id.to_string(),
                     members: members_names.clone(),
@@ -149,6 +257,9 @@ pub fn execute_group(id: &str, members: &[Member], ui: &mut dyn RunUi, measure: 
                     start_delay_s: m.start_delay_s,
                     window_unix_s: window,
                     shared: SHARED.to_string(),
+                    exits: exits[n].as_ref().map(|e| exit_words(members, n, e)),
+                    stopped_by,
+                    flow: flow_record(members, n, &ios),
                 });
                 Ok(rec)
             }

@@ -50,8 +50,8 @@ pub struct Mapped {
     pub start_delay_s: f64,
     /// Nothing orders it after the job above, so fio starts it together with that one.
     pub joins_previous: bool,
-    /// fio's exitall (or exitall_on_error): its end stops the jobs beside it, which iolab
-    /// does not do; refused in a group.
+    /// fio's exitall (or exitall_on_error): its end stops jobs run together with it (the
+    /// option's name, for the dry run's line).
     pub exits_group: Option<String>,
 }
 
@@ -766,28 +766,41 @@ pub(crate) fn thinktime_iotime(t: &mut Tr, v: Option<&str>) -> Result<String, St
     pace(t, "thinktime_iotime", v)
 }
 
-/// fio's `exitall`: when this job ends, the jobs running beside it are stopped. Alone (or run
-/// one after another) there is nothing to stop; in a group of jobs run together iolab runs each
-/// member to its own budget, so the group refuses it (`Mapped::exits_group`).
+/// fio's `flow`, `flow_id` and `flow_sleep`: the job's weight in a flow shared with the jobs run
+/// together with it (`matrix.pace`; alone, a flow holds nothing back).
+pub(crate) fn flow(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "flow", v)
+}
+pub(crate) fn flow_id(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "flow_id", v)
+}
+pub(crate) fn flow_sleep(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "flow_sleep", v)
+}
+
+/// fio's `exitall`: when this job ends, the jobs `exit_what` names among those run together with
+/// it are stopped (`matrix.pace`; `session::group` stops them). Alone there is nothing to stop.
 pub(crate) fn exitall(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     if flag(v)? {
         t.exits_group = Some("exitall".into());
     }
-    Ok("(nothing to stop beside a job run alone)".into())
+    pace(t, "exitall", Some(if flag(v)? { "1" } else { "0" }))
 }
 
 pub(crate) fn exitall_on_error(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
-    if flag(v)? {
+    if flag(v)? && t.exits_group.is_none() {
         t.exits_group = Some("exitall_on_error".into());
     }
-    Ok("(nothing to stop beside a job run alone; a failed run stops, or with continue_on_error counts)".into())
+    pace(t, "exitall_on_error", Some(if flag(v)? { "1" } else { "0" }))
 }
 
-pub(crate) fn exit_what(_: &mut Tr, v: Option<&str>) -> Result<String, String> {
-    match v.unwrap_or("").trim() {
-        "group" | "stonewall" | "all" => Ok("(with exitall)".into()),
-        other => Err(format!("'{other}' is not what exitall stops (group, stonewall, all)")),
-    }
+pub(crate) fn exit_what(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "exit_what", v)
+}
+
+/// fio's `new_group`: a new reporting group, which bounds what `exit_what=group` stops.
+pub(crate) fn new_group(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    pace(t, "new_group", Some(if flag(v)? { "1" } else { "0" }))
 }
 
 // ---- the reverse direction: a planned job's value as fio's ----
@@ -1015,4 +1028,27 @@ pub(crate) fn x_thinktime_blocks_type(j: &Job) -> Result<Option<String>, String>
 }
 pub(crate) fn x_thinktime_iotime(j: &Job) -> Result<Option<String>, String> {
     x_us(x_pace(j, |p| p.thinktime_iotime_ns).unwrap_or(0), "thinktime_iotime")
+}
+
+pub(crate) fn x_flow(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| (p.flow > 0).then(|| p.flow.to_string())).flatten())
+}
+pub(crate) fn x_flow_id(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| (p.flow_id > 0).then(|| p.flow_id.to_string())).flatten())
+}
+pub(crate) fn x_flow_sleep(j: &Job) -> Result<Option<String>, String> {
+    // An integer of microseconds (fio reads no unit here).
+    Ok(x_us(x_pace(j, |p| p.flow_sleep_ns).unwrap_or(0), "flow_sleep")?.map(|us| us.trim_end_matches("us").to_string()))
+}
+pub(crate) fn x_exitall(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| p.exitall.then(|| "1".to_string())).flatten())
+}
+pub(crate) fn x_exitall_on_error(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| p.exitall_on_error.then(|| "1".to_string())).flatten())
+}
+pub(crate) fn x_exit_what(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| (p.exit_what != crate::plan::pace::ExitWhat::Group).then(|| p.exit_what.name().to_string())).flatten())
+}
+pub(crate) fn x_new_group(j: &Job) -> Result<Option<String>, String> {
+    Ok(x_pace(j, |p| p.new_group.then(|| "1".to_string())).flatten())
 }

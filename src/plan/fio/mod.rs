@@ -56,7 +56,7 @@ What a job becomes:
   JOB.fio` runs a file that is one group (with `--json`, an array of the members' records);
   `iolab sweep JOB.fio` runs each group together and stores each job as a sweep of its own, as
   the others. `--fio-ignore concurrency` runs every job one after another instead;
-  `group_reporting` and `new_group` are reporting only. A group is run whole: a sweep does not
+  `group_reporting` is reporting only (`new_group` bounds `exit_what=group`). A group is run whole: a sweep does not
   resume it member by member.
 - **numjobs** are the run's threads (one process, threads sharing the job's targets and range).
 - **The budget** is fio's: with `time_based`, `runtime` seconds (after `ramp_time`); without it,
@@ -106,9 +106,27 @@ What a job becomes:
   measured from each I/O's submission, not from the instant it was due (fio does the same), so a
   rate below what the device can do measures the device, not the schedule. The record's
   `results.pace` gives the pacing asked and each thread's achieved IOPS and bandwidth per
-  direction. The unpaced loop is compiled apart and pays nothing for it. `flow` (several jobs'
-  I/O kept in a ratio through a shared counter) is refused, and `exitall` and `exitall_on_error`
-  in a group of jobs run together (iolab runs each member to its own budget).
+  direction. The unpaced loop is compiled apart and pays nothing for it.
+- **Flows** (`flow`, `flow_id`, `flow_sleep`) are fio's `flow.c`: the jobs of a group that name
+  one flow id share one counter (`matrix.pace`: `flow=8 flow_id=0 flow_sleep=1000us`); each
+  thread (a fio clone, weighing its job's `flow`) adds every I/O it issues to it and is held back
+  while its share of the counter is above its share of the weight, until nothing is in flight and
+  then `flow_sleep` microseconds (fio's 0: it looks again at once, yielding the CPU); a thread's
+  I/O and weight leave the flow when its loop ends, as in fio, so the jobs still running are held
+  to their own ratio. Two jobs with `flow=8` and `flow=1` issue I/O about 8:1. A job alone (or
+  `--fio-ignore concurrency`) shares no flow and runs unpaced. Each member's record says its flow
+  (`group.flow`: the id, every member's weight, threads and measured I/Os, and its share of the
+  flow's weight beside its share of the I/O).
+- **exitall** ends the jobs beside a job when it ends (`exitall_on_error`: only when it fails),
+  as `exit_what` says: `group` (fio's default) the jobs of its reporting group (the jobs run
+  together with it, split by `new_group`), `stonewall` every job of the group already started
+  (not one still in its `startdelay`), `all` every job of the group, and the jobs after the group
+  are not planned (fio never starts them; the dry run names them). fio's `exitall` is
+  process-wide: set on any job, every job of the file has it. The jobs stopped are told through
+  the stop flag their loops already watch (no work per I/O); each keeps the I/O it did, and its
+  record's `group.stopped_by` names the job whose exitall stopped it (`group.exits` says what a
+  job's end stops; `results.ended_by` is absent: neither limit ended it). Alone, exitall stops
+  nothing.
 - **NUMA and priorities** are given to each issuing thread: `numa_cpu_nodes` (a node or a list,
   `0-1`) pins the threads to those nodes' CPUs (`iolab run --numa`); `numa_mem_policy` (`default`,
   `local`, `prefer:N`, `bind:NODES`, `interleave:NODES`) is set on each thread (set_mempolicy)
@@ -205,13 +223,19 @@ pub fn plans(path: &Path, text: &str, only: Option<&str>, ignore: &[String], tar
     let mut out = Vec::new();
     let mut globals: Vec<parse::Opt> = Vec::new();
     let mut earlier: Vec<String> = Vec::new();
+    let exitall = process_wide_exitall(&sections);
     for s in &sections {
         if s.global {
             globals.extend(s.options.iter().cloned());
             continue;
         }
         if only.is_none_or(|o| o == s.name) {
-            let written: Vec<parse::Opt> = globals.iter().chain(&s.options).cloned().collect();
+            let mut written: Vec<parse::Opt> = globals.iter().chain(&s.options).cloned().collect();
+            if let Some(e) = &exitall {
+                if !written.iter().any(|o| find(&o.key).is_some_and(|t| t.name == "exitall")) {
+                    written.insert(0, e.clone());
+                }
+            }
             let mut ignore = ignore.to_vec();
             if only.is_some() {
                 // One job alone runs beside nothing.
@@ -222,7 +246,47 @@ pub fn plans(path: &Path, text: &str, only: Option<&str>, ignore: &[String], tar
         earlier.push(s.name.clone());
     }
     name_groups(&stem, &mut out)?;
+    if !ignore.iter().any(|i| i == CONCURRENCY) {
+        drop_after_exit_all(&mut out);
+    }
     Ok(out)
+}
+
+/// fio's `exitall` is process-wide (its option sets one flag for the whole run): set on any job
+/// of the file, every job's end stops what its own `exit_what` names. The option to add to the
+/// jobs that do not set it, saying where it was set; None when no job sets it.
+fn process_wide_exitall(sections: &[parse::Section]) -> Option<Opt> {
+    let set = sections
+        .iter()
+        .flat_map(|s| &s.options)
+        .find(|o| find(&o.key).is_some_and(|t| t.name == "exitall") && flag(o.value.as_deref()) == Ok(true))?;
+    Some(Opt { key: "exitall".into(), value: Some("1".into()), at: format!("{}, process-wide in fio", set.at) })
+}
+
+/// The job's pace, as its plan says (`matrix.pace`).
+fn pace_of(m: &Mapped) -> Option<crate::plan::pace::Pace> {
+    let t: toml::Table = toml::from_str(&m.text).ok()?;
+    t.get("matrix")?.get("pace")?.as_array()?.first()?.as_str()?.parse().ok()
+}
+
+/// fio's `exit_what=all` with exitall: the job's end stops every job, and those not yet started
+/// never run. The jobs after its group are not planned, and its dry run says so.
+fn drop_after_exit_all(jobs: &mut Vec<Mapped>) {
+    use crate::plan::pace::ExitWhat;
+    let Some(i) = jobs.iter().position(|m| pace_of(m).is_some_and(|p| p.exitall && p.exit_what == ExitWhat::All)) else { return };
+    let end = match &jobs[i].group {
+        Some(g) => jobs.iter().rposition(|j| j.group.as_ref() == Some(g)).unwrap_or(i),
+        None => i,
+    };
+    if end + 1 >= jobs.len() {
+        return;
+    }
+    let never: Vec<String> = jobs[end + 1..].iter().map(|j| j.name.rsplit('/').next().unwrap_or("").to_string()).collect();
+    jobs.truncate(end + 1);
+    jobs[i].lines.push((
+        "(exit_what=all)".into(),
+        format!("the jobs after its group ({}) never run: fio's exit_what=all stops every job when this one ends, those not yet started included, so iolab plans none of them", never.join(", ")),
+    ));
 }
 
 /// The groups of jobs run together: a job that nothing orders after the one above joins its
@@ -238,12 +302,7 @@ fn name_groups(stem: &str, jobs: &mut [Mapped]) -> Result<(), String> {
         }
         let id = format!("{stem}/g{}", g + 1);
         let names: Vec<String> = members.iter().map(|m| m.name.rsplit('/').next().unwrap_or("").to_string()).collect();
-        if let Some((m, opt)) = members.iter().zip(&names).find_map(|(m, n)| m.exits_group.as_ref().map(|o| (n, o))) {
-            return Err(format!(
-                "fio job '{m}': {opt}: fio stops the jobs running beside it ({}) when it ends, and iolab runs each to its own budget (--fio-ignore {opt} drops it; --fio-ignore concurrency runs them one after another)",
-                names.join(", ")
-            ));
-        }
+        exit_lines(members, &names);
         for m in members.iter_mut() {
             let delay = if m.start_delay_s > 0.0 { format!(", {} s after its start", m.start_delay_s) } else { String::new() };
             m.lines.push(("(group)".into(), format!("{id}: runs together with {}{delay} (fio starts them at once)", names.join(", "))));
@@ -251,6 +310,45 @@ fn name_groups(stem: &str, jobs: &mut [Mapped]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Each member with fio's exitall (or exitall_on_error): the dry run's line naming what its end
+/// stops (`session::group` does it, by the same rule: `exit_what=group` reaches the members from
+/// the last `new_group` to the next, `stonewall` and `all` every member).
+fn exit_lines(members: &mut [Mapped], names: &[String]) {
+    use crate::plan::pace::ExitWhat;
+    let paces: Vec<crate::plan::pace::Pace> = members.iter().map(|m| pace_of(m).unwrap_or_default()).collect();
+    let report: Vec<usize> = paces
+        .iter()
+        .enumerate()
+        .scan(0, |g, (n, p)| {
+            if n > 0 && p.new_group {
+                *g += 1;
+            }
+            Some(*g)
+        })
+        .collect();
+    for n in 0..members.len() {
+        let p = &paces[n];
+        let Some(opt) = members[n].exits_group.clone().filter(|_| p.exits()) else { continue };
+        let stops: Vec<&str> = (0..members.len())
+            .filter(|&o| o != n && (p.exit_what != ExitWhat::Group || report[o] == report[n]))
+            .map(|o| names[o].as_str())
+            .collect();
+        let when = if p.exitall { "when it ends" } else { "when it ends in a failure" };
+        let to = match (stops.is_empty(), p.exit_what) {
+            (true, _) => format!("{when} it stops nothing: no other job is in its reporting group (new_group)"),
+            (false, ExitWhat::Stonewall) => {
+                format!("{when} it stops {} (those started by then; fio's exit_what=stonewall)", stops.join(", "))
+            }
+            (false, w) => format!(
+                "{when} it stops {} (fio's exit_what={}); each keeps the I/O it did, its record saying who stopped it",
+                stops.join(", "),
+                w.name()
+            ),
+        };
+        members[n].lines.push((format!("({opt})"), to));
+    }
 }
 
 /// One job of fio's JSON output as a plan, through the same table as a job file: `printed` is
@@ -674,8 +772,8 @@ mod tests {
         let p = &plan("[j]\nioengine=libaio\nsize=1m\n").unwrap()[0];
         assert_eq!(toml_of(p)["options"]["buffered"].as_bool(), Some(true), "fio's default direct=0, run buffered as fio runs it");
         assert!(p.lines.iter().any(|(o, to)| o == "(buffered libaio)" && to.contains("synchronous")), "{:?}", p.lines);
-        let e = plan("[j]\nsize=1m\ndirect=1\nflow=2\n").unwrap_err();
-        assert_eq!(e, "fio job 'j' (t.fio line 4): flow=2: fio's flow keeps several jobs' I/O in a ratio through a shared counter; iolab paces each job on its own (rate, thinktime) (--fio-ignore flow drops it)");
+        let e = plan("[j]\nsize=1m\ndirect=1\nflow=2000\n").unwrap_err();
+        assert!(e.contains("flow 2000 is above fio's largest weight, 1000"), "{e}");
         let p = plans(Path::new("t.fio"), "[j]\nioengine=libaio\nsize=1m\ndirect=0\n", None, &["direct".into()], &[]).unwrap();
         assert!(
             toml_of(&p[0]).get("options").and_then(|o| o.get("buffered")).is_none(),
@@ -708,9 +806,14 @@ mod tests {
         let e = plan("[j]\nsize=1m\ndirect=1\nrate=1m\nrate_iops=10\n").unwrap_err();
         assert!(e.contains("not both"), "{e}");
         assert!(plan("[j]\nsize=1m\ndirect=1\nrate=0\n").is_ok());
-        // exitall stops the jobs beside it: refused in a group, fine alone.
-        let e = plan("[global]\nsize=1m\ndirect=1\nexitall=1\n[a]\n[b]\n").unwrap_err();
-        assert!(e.starts_with("fio job 'a': exitall: fio stops the jobs running beside it (a, b)"), "{e}");
+        // exitall stops the jobs beside it: the dry run says whom; alone it stops nothing.
+        let p = plan("[global]\nsize=1m\ndirect=1\nexitall=1\n[a]\n[b]\n").unwrap();
+        assert!(
+            p[0].lines.iter().any(|(o, to)| o == "(exitall)"
+                && to == "when it ends it stops b (fio's exit_what=group); each keeps the I/O it did, its record saying who stopped it"),
+            "{:?}",
+            p[0].lines
+        );
         assert!(plan("[global]\nsize=1m\ndirect=1\nexitall=1\nexit_what=all\n[a]\n").is_ok());
         // Written back as fio's options and read again: the same pacing.
         let text = "name = \"p\"\nios = 100\n[matrix]\ninterface = [\"null\"]\nrw = [\"randrw\"]\npace = [\"rate=1m,500k rate_process=poisson rate_min=1k thinktime=2ms thinktime_blocks=4\"]\n";
@@ -719,6 +822,41 @@ mod tests {
         let back = &plans(Path::new("p.fio"), &fio, None, &[], &[]).unwrap()[0];
         let (a, b) = (crate::plan::sweep::expand(text, &[]).unwrap(), crate::plan::sweep::expand(&back.text, &[]).unwrap());
         assert_eq!(a.configs[0].job.workload.pattern.pace, b.configs[0].job.workload.pattern.pace, "{fio}");
+    }
+
+    /// fio's flow and exitall are the jobs' pace: a flow's weights and id; exitall set on one job
+    /// is every job's (fio's flag is process-wide); exit_what=group reaches up to a new_group;
+    /// exit_what=all leaves the jobs after its group unplanned, fio never starting them.
+    #[test]
+    fn flows_and_exitall_are_the_jobs_pace() {
+        let pace = |m: &Mapped| pace_of(m).expect("paced");
+        let p = plan("[global]\nsize=1m\ndirect=1\nflow_sleep=1000\n[a]\nflow=8\n[b]\nflow=1\nflow_id=0\n").unwrap();
+        assert_eq!((pace(&p[0]).flow, pace(&p[1]).flow, pace(&p[0]).flow_sleep_ns), (8, 1, 1_000_000));
+        assert_eq!(p[1].group.as_deref(), Some("t.fio/g1"));
+        let text = "[global]\nsize=1m\ndirect=1\n[a]\nexitall=1\nexit_what=stonewall\n[b]\nnew_group=1\n[c]\nstonewall\n[d]\n";
+        let p = plan(text).unwrap();
+        assert!(p.iter().all(|m| pace(m).exitall), "process-wide: {:?}", p.iter().map(|m| &m.text).collect::<Vec<_>>());
+        let line = |m: &Mapped| m.lines.iter().find(|(o, _)| o == "(exitall)").map(|(_, to)| to.clone()).unwrap_or_default();
+        assert!(line(&p[0]).starts_with("when it ends it stops b (those started by then"), "{}", line(&p[0]));
+        assert!(line(&p[1]).contains("stops nothing: no other job is in its reporting group"), "{}", line(&p[1]));
+        assert!(line(&p[2]).starts_with("when it ends it stops d (fio's exit_what=group)"), "{}", line(&p[2]));
+        let p = plan("[global]\nsize=1m\ndirect=1\nexitall=1\n[a]\nexit_what=all\n[b]\n[c]\nstonewall\n[d]\n").unwrap();
+        assert_eq!(p.len(), 2, "c and d never run");
+        assert!(p[0].lines.iter().any(|(o, to)| o == "(exit_what=all)" && to.starts_with("the jobs after its group (c, d) never run")));
+        let p = plans(
+            Path::new("t.fio"),
+            "[global]\nsize=1m\ndirect=1\nexitall=1\n[a]\nexit_what=all\n[b]\nstonewall\n",
+            None,
+            &[CONCURRENCY.into()],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(p.len(), 2, "one after another, exitall stops nothing");
+        let p = plan("[global]\nsize=1m\ndirect=1\n[a]\nexitall_on_error=1\n[b]\n").unwrap();
+        assert!(
+            line(&p[0]).is_empty()
+                && p[0].lines.iter().any(|(o, to)| o == "(exitall_on_error)" && to.starts_with("when it ends in a failure it stops b"))
+        );
     }
 
     #[test]

@@ -52,8 +52,6 @@ const REPORT: &str = "how fio reports: iolab stores every run whole (totals, lat
 const LOG: &str = "a fio log file: iolab keeps the per-second series and latency histogram in the record instead, and writes no fio log";
 const LAYOUT: &str =
     "how fio lays out files it creates: iolab creates no named target (it must exist) and fills its own temporary target itself";
-const FLOW: &str =
-    "fio's flow keeps several jobs' I/O in a ratio through a shared counter; iolab paces each job on its own (rate, thinktime)";
 const ZONE: &str = "iolab has no zoned-device mode (zonemode=zbd); its strided zones take zonesize, zonerange and zoneskip";
 const VERIFY: &str = "iolab's --verify has one form (its own checksummed blocks, every read checked, every written block read back)";
 const REPLAY: &str = "iolab generates its workload; it does not record or replay I/O logs";
@@ -225,11 +223,11 @@ pub static TABLE: &[FioOption] = &[
     no("fsync_on_close", SYNC, &["0"]),
     no("unlink", "iolab never deletes a named target", &["0"]),
     no("unlink_each_loop", "iolab never deletes a named target", &["0"]),
-    sets("exitall", &[], "(checked: refused in a group of jobs run together)", map::exitall),
-    sets("exit_what", &[], "(checked with exitall)", map::exit_what),
-    sets("exitall_on_error", &[], "(checked: refused in a group of jobs run together)", map::exitall_on_error),
+    both("exitall", &[], "matrix.pace (its end stops the jobs exit_what names among those run together with it; set on one job, on every job of the file, as fio's is process-wide)", map::exitall, map::x_exitall),
+    both("exit_what", &[], "matrix.pace (group: its reporting group; stonewall: every job started; all: every job, and the jobs after its group are not planned)", map::exit_what, map::x_exit_what),
+    both("exitall_on_error", &[], "matrix.pace (as exitall, at a failed end only)", map::exitall_on_error, map::x_exitall_on_error),
     sets("stonewall", &["wait_for_previous"], "(run order)", map::stonewall),
-    same("new_group", REPORT),
+    both("new_group", &[], "matrix.pace (a new reporting group, the reach of exit_what=group)", map::new_group, map::x_new_group),
     same("thread", "iolab's workers are always threads of one process"),
     same("per_job_logs", LOG),
     same("write_bw_log", LOG),
@@ -288,9 +286,9 @@ pub static TABLE: &[FioOption] = &[
     same("kb_base", "read while parsing: it decides what k, m, g mean in this job's sizes"),
     same("unit_base", REPORT),
     no("hugepage-size", "iolab's buffers are its own (hugepages only where an interface needs them)", &[]),
-    no("flow_id", FLOW, &[]),
-    no("flow", FLOW, &["0"]),
-    no("flow_sleep", FLOW, &[]),
+    both("flow_id", &[], "matrix.pace (the flow shared by the jobs run together that name it)", map::flow_id, map::x_flow_id),
+    both("flow", &[], "matrix.pace (the job's weight per thread in its flow: its jobs issue I/O in the ratio of their weights)", map::flow, map::x_flow),
+    both("flow_sleep", &[], "matrix.pace (microseconds a thread held back by its flow sleeps; fio's 0: it looks again at once)", map::flow_sleep, map::x_flow_sleep),
     both(
         "steadystate",
         &["ss"],
