@@ -142,6 +142,12 @@ pub struct Cpu {
 pub struct Verify {
     pub reads_checked: u64,
     pub written_blocks_read_back: u64,
+    /// Reads and read-back blocks whose data failed the check: failed I/Os of kind verify
+    /// (each also counted in its direction's errors).
+    pub mismatches: u64,
+    /// fio's verify form, in fio's words, where the job asked for it (None: iolab's own blocks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub form: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -194,7 +200,11 @@ pub struct ThreadSettings {
 pub struct PaceResult {
     pub asked: crate::plan::pace::Pace,
     pub achieved_per_thread: PaceAchieved,
-    /// Where each I/O's latency starts: `submission` (fio's too), not the scheduled instant.
+    /// Who submitted the paced I/O: `inline` (the pacing thread) or `offload` (submission
+    /// threads, fio's io_submit_mode=offload).
+    pub submit_mode: crate::plan::pace::SubmitMode,
+    /// Where each I/O's latency starts: `submission` (fio's too), not the scheduled instant;
+    /// offloaded, `queued`: when the pacing thread queued it, so a backlog is in the latency.
     pub latency_from: &'static str,
 }
 

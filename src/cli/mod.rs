@@ -463,6 +463,7 @@ impl RunArgs {
                 continue_on_error: self.continue_on_error,
                 allow_fallback: self.allow_fallback,
                 strict: self.strict,
+                verify_fio: None,
             },
             system: Requested {
                 scheduler: self.scheduler.clone(),

@@ -296,6 +296,10 @@ pub struct PaceArgs {
     /// I/Os between think times.
     #[arg(long, value_name = "N")]
     pub thinktime_blocks: Option<u64>,
+    /// Who submits the paced I/O, as fio's io_submit_mode: inline (this thread, the default) or
+    /// offload (--qd submission threads; latency from when each I/O was queued).
+    #[arg(long, value_name = "inline|offload")]
+    pub io_submit_mode: Option<String>,
 }
 
 impl PaceArgs {
@@ -311,6 +315,7 @@ impl PaceArgs {
             ("thinktime", &self.thinktime),
             ("thinktime_spin", &self.thinktime_spin),
             ("thinktime_blocks", &blocks),
+            ("io_submit_mode", &self.io_submit_mode),
         ];
         for (key, v) in flags {
             if let Some(v) = v {

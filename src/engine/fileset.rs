@@ -255,6 +255,7 @@ impl<'a> Phase<'a> {
             clock: self.clock.info(),
             verified_reads: 0,
             verified_written: 0,
+            verify_mismatches: 0,
             ended_by_time,
             started_unix_s: 0.0,
             threads_applied: Vec::new(),

@@ -24,6 +24,8 @@ pub struct LoopPlan {
     pub quota: Option<u64>,
     pub continue_on_error: bool,
     pub verify: bool,
+    /// With `verify`: how blocks are filled and checked (iolab's or fio's form).
+    pub verify_form: verify::Form,
 }
 
 impl LoopPlan {
@@ -40,6 +42,7 @@ impl LoopPlan {
             quota,
             continue_on_error: job.policy.continue_on_error,
             verify: job.policy.verify,
+            verify_form: verify::Form::of(job.policy.verify_fio, 1),
         }
     }
 }
@@ -61,6 +64,8 @@ pub struct LoopEnd {
     pub first_error: Option<FailedIo>,
     /// Blocks written in the measured window and verify state (for the read-back pass).
     pub verified_reads: u64,
+    /// Reads whose data failed the check (each also a failed I/O).
+    pub verify_mismatches: u64,
     /// The loop stopped at the time limit (`end`), not at its quota, a stop request or a failure.
     pub ended_by_time: bool,
 }
@@ -215,7 +220,8 @@ fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<
     // Requests prepared but not yet accepted by the interface: `pending[..npending]`.
     let (mut pending, mut npending) = (vec![Request::default(); batch].into_boxed_slice(), 0usize);
     let mut done = vec![Completion::default(); qd].into_boxed_slice();
-    let (mut inflight, mut verified, mut gen) = (0usize, 0u64, 0u64);
+    // `verified`: reads checked, and reads that failed the check.
+    let (mut inflight, mut verified, mut gen) = (0usize, [0u64; 2], 0u64);
     // All completions, ramp included: what the live display shows.
     let mut completed = 0u64;
     let mut win = Window::new(plan, start);
@@ -263,7 +269,7 @@ fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<
             let buf = unsafe { bufs.add(tag as usize * bs) };
             if verify && next.write {
                 gen += 1;
-                verify::fill(unsafe { std::slice::from_raw_parts_mut(buf, bs) }, next.offset, gen);
+                plan.verify_form.fill(unsafe { std::slice::from_raw_parts_mut(buf, bs) }, next.offset, gen);
             }
             let len = if S::FIXED_LEN { plan.bs } else { next.len };
             let r = Request { tag, write: next.write, file: next.file, offset: next.offset, len, buf };
@@ -333,7 +339,7 @@ fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<
             // Anything but a full transfer, and verify's extra work, off the common path.
             if c.result != len as i64 || verify {
                 let r = s.req;
-                if let Err(what) = settle(&r, c.result, verify, written, &mut verified) {
+                if let Err(what) = settle(&r, c.result, verify, &plan.verify_form, written, &mut verified) {
                     rec.error(r.write);
                     may_issue = may_issue.saturating_add(1);
                     if first_error.is_none() {
@@ -372,13 +378,27 @@ fn run_paced<I: IoInterface, S: Source, P: Pacing>(io: &mut I, cx: &mut LoopCtx<
         Some(e) if timed => e,
         _ => last_done.max(measure_start),
     };
-    Ok(LoopEnd { measure_start, measure_end, first_error, verified_reads: verified, ended_by_time: timed })
+    Ok(LoopEnd {
+        measure_start,
+        measure_end,
+        first_error,
+        verified_reads: verified[0],
+        verify_mismatches: verified[1],
+        ended_by_time: timed,
+    })
 }
 
 /// A completion that is not simply a full transfer, or any under verify: the failure in words,
 /// or Ok after checking a read's data / noting a written block for the read-back.
 #[inline(never)]
-fn settle(r: &Request, result: i64, verify: bool, written: &mut WrittenMap, verified: &mut u64) -> Result<(), String> {
+fn settle(
+    r: &Request,
+    result: i64,
+    verify: bool,
+    form: &verify::Form,
+    written: &mut WrittenMap,
+    verified: &mut [u64; 2],
+) -> Result<(), String> {
     if result < 0 {
         return Err(crate::interfaces::error_text(result));
     }
@@ -392,8 +412,11 @@ fn settle(r: &Request, result: i64, verify: bool, written: &mut WrittenMap, veri
     } else if verify {
         // SAFETY: the read just filled this slot's buffer.
         let data = unsafe { std::slice::from_raw_parts(r.buf, r.len as usize) };
-        verify::check(data, r.offset).map_err(|e| format!("verify failed: {e}"))?;
-        *verified += 1;
+        if let Err(e) = form.check(data, r.offset) {
+            verified[1] += 1;
+            return Err(format!("verify failed: {e}"));
+        }
+        verified[0] += 1;
     }
     Ok(())
 }
@@ -405,7 +428,18 @@ mod tests {
     const S: u64 = 1_000_000_000;
 
     fn plan(ramp_end: u64, end: Option<u64>) -> LoopPlan {
-        LoopPlan { bs: 4096, qd: 1, batch_submit: 1, batch_reap: 1, ramp_end, end, quota: None, continue_on_error: false, verify: false }
+        LoopPlan {
+            bs: 4096,
+            qd: 1,
+            batch_submit: 1,
+            batch_reap: 1,
+            ramp_end,
+            end,
+            quota: None,
+            continue_on_error: false,
+            verify: false,
+            verify_form: Default::default(),
+        }
     }
 
     /// The one compare per reap must see every change the three checks it replaced saw: the

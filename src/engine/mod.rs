@@ -4,6 +4,7 @@ pub mod clock;
 pub mod error;
 pub mod fileset;
 pub mod hotloop;
+pub mod offload;
 pub mod pace;
 pub mod recorder;
 pub mod steady;
@@ -47,6 +48,8 @@ pub struct EngineOutput {
     pub clock: ClockInfo,
     pub verified_reads: u64,
     pub verified_written: u64,
+    /// Reads (and read-back blocks) whose data failed the verify check: failed I/Os of that kind.
+    pub verify_mismatches: u64,
     /// Some thread's loop ended at the time limit (not at its count, a stop or a failure): under
     /// a budget of a time and a count, the time came first.
     pub ended_by_time: bool,
@@ -133,6 +136,8 @@ struct ThreadOut {
     end: hotloop::LoopEnd,
     verified_written: u64,
     verify_error: Option<FailedIo>,
+    /// The read-back found a block whose data failed the check.
+    read_back_mismatch: bool,
 }
 
 /// Pin this thread to `cpu` and read the affinity back: a cpuset may narrow what is asked.
@@ -403,7 +408,7 @@ fn worker<T: Interface>(sh: &Shared, target: &T::Target, t: usize, all_started: 
         return Ok(None);
     }
     let ran = match start_barrier(sh, prepared) {
-        Ok(Some(p)) => unwound(|| run_loop(sh, t, p)).map(Some),
+        Ok(Some(p)) => unwound(|| run_loop(sh, t, p, target.handle())).map(Some),
         Ok(None) => Ok(None),
         Err(e) => Err(e),
     };
@@ -411,7 +416,7 @@ fn worker<T: Interface>(sh: &Shared, target: &T::Target, t: usize, all_started: 
         sh.stop.store(true, Ordering::Relaxed);
     }
     linger(sh);
-    Ok(ran?.map(|r| read_back(sh, r, |fd| T::sync_reader(target, fd))))
+    Ok(ran?.map(|r| read_back(sh, t, r, |fd| T::sync_reader(target, fd))))
 }
 
 /// A worker's state once prepared. Fields drop in order: the interface closes before the
@@ -507,12 +512,12 @@ struct Ran {
 }
 
 /// The loop: this thread's share of the budget through the hot loop, from the start instant.
-fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>) -> Result<Ran, EngineError> {
+fn run_loop<T: Interface>(sh: &Shared, t: usize, p: Prepared<T>, handle: &T::Handle) -> Result<Ran, EngineError> {
     let Prepared { mut applied, mut io, stream, written, bufs } = p;
     // The loop compiled for the thread's kind of stream, chosen once.
     let (rec, end, written) = match stream {
-        Streams::Plain(s) => loop_over(sh, t, &mut io, s, written, &bufs)?,
-        Streams::Mixed(s) => loop_over(sh, t, &mut io, s, written, &bufs)?,
+        Streams::Plain(s) => loop_over(sh, t, &mut io, s, written, &bufs, handle)?,
+        Streams::Mixed(s) => loop_over(sh, t, &mut io, s, written, &bufs, handle)?,
     };
     // The commands that carried a per-command priority, as the interface counted them.
     if let (Some(a), Some((sent, with))) = (&mut applied, io.cmdprio_counts()) {
@@ -530,6 +535,7 @@ fn loop_over<T: Interface, S: Source>(
     stream: S,
     written: WrittenMap,
     bufs: &AlignedBuf,
+    handle: &T::Handle,
 ) -> Result<(Recorder, hotloop::LoopEnd, WrittenMap), EngineError> {
     let start = sh.start_at.load(Ordering::Acquire);
     // The thread's own copy, as each read of it is on the hot path.
@@ -537,7 +543,11 @@ fn loop_over<T: Interface, S: Source>(
     // With a block size mix the recorder counts each I/O's bytes (bs 0), else ios × bs.
     let rec_bs = if S::FIXED_LEN { sh.job.workload.bs } else { 0 };
     let mut cx = hotloop::LoopCtx {
-        plan: LoopPlan::for_job(sh.job, start, sh.ramp_ns, sh.run_ns, quota_for(sh.job, t)),
+        // fio's verify header names the writing thread.
+        plan: LoopPlan {
+            verify_form: verify::Form::of(sh.job.policy.verify_fio, t as u16 + 1),
+            ..LoopPlan::for_job(sh.job, start, sh.ramp_ns, sh.run_ns, quota_for(sh.job, t))
+        },
         clock: &clock,
         stream,
         bufs: bufs.ptr,
@@ -550,11 +560,38 @@ fn loop_over<T: Interface, S: Source>(
     // Paced (a rate or think time) or not, chosen once: the unpaced loop pays nothing for it.
     let flow = sh.group.and_then(|g| g.flow.as_ref());
     let end = match pace::Pacer::for_job(sh.job, t, start, start + sh.ramp_ns, flow) {
+        // fio's io_submit_mode=offload: paced here, submitted by `qd` threads of their own.
+        Some(mut p) if offloaded(sh.job) => offload::run::<T, S>(&mut cx, &mut p, &|k, buf| open_submitter::<T>(sh, t, k, buf, handle)),
         Some(mut p) => hotloop::run_with_pace(io, &mut cx, &mut p),
         None => hotloop::run(io, &mut cx),
     }
     .map_err(EngineError::Io)?;
     Ok((cx.rec, end, cx.written))
+}
+
+/// The job asks for fio's `io_submit_mode=offload`.
+fn offloaded(job: &Job) -> bool {
+    job.workload.pattern.pace.as_ref().is_some_and(|p| p.submit_mode == crate::plan::pace::SubmitMode::Offload)
+}
+
+/// Submission thread `k`'s own interface under offload, at depth 1 over slot `k`'s buffer
+/// (`buf`, one block) of worker `t`, as fio's submit workers run with iodepth=1.
+fn open_submitter<T: Interface>(sh: &Shared, t: usize, k: usize, buf: *mut u8, handle: &T::Handle) -> Result<T, String> {
+    let job = sh.job;
+    let fds: Vec<RawFd> = sh.targets.iter().map(|o| o.fd).collect();
+    let setup = Setup {
+        fds: &fds,
+        buffers: buf,
+        buffers_len: job.workload.bs as usize,
+        bs: job.workload.bs as u32,
+        qd: 1,
+        submit: job.io.submit,
+        complete: job.io.complete,
+        batch_submit: 1,
+        io: &job.io,
+        sq_cpu: sh.placement.sq(t),
+    };
+    T::open(&setup, handle).map_err(|e| format!("{} (slot {k}): setup failed: {e}", job.io.interface))
 }
 
 /// Linger: stay alive until the window's end has been measured, so the meters see this thread.
@@ -565,10 +602,16 @@ fn linger(sh: &Shared) {
 
 /// Read-back, after the window closed (it is not the run's I/O): with --verify, check every
 /// block this thread wrote.
-fn read_back(sh: &Shared, ran: Ran, reader: impl FnMut(RawFd) -> Result<SyncReader, String>) -> ThreadOut {
+fn read_back(sh: &Shared, t: usize, ran: Ran, reader: impl FnMut(RawFd) -> Result<SyncReader, String>) -> ThreadOut {
+    // fio's do_verify=0: the written blocks carry their verify data and are not read back.
+    if sh.job.policy.verify_fio.is_some_and(|f| !f.read_back) {
+        return ThreadOut { applied: ran.applied, rec: ran.rec, end: ran.end, verified_written: 0, verify_error: None, read_back_mismatch: false };
+    }
     let fds: Vec<RawFd> = sh.targets.iter().map(|o| o.fd).collect();
-    let (verified_written, verify_error) = read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.workload.bs, reader);
-    ThreadOut { applied: ran.applied, rec: ran.rec, end: ran.end, verified_written, verify_error }
+    let form = verify::Form::of(sh.job.policy.verify_fio, t as u16 + 1);
+    let (verified_written, verify_error, read_back_mismatch) =
+        read_back_blocks(&fds, &ran.written, &ran.bufs, sh.job.workload.bs, &form, reader);
+    ThreadOut { applied: ran.applied, rec: ran.rec, end: ran.end, verified_written, verify_error, read_back_mismatch }
 }
 
 /// Run `f`, turning a panic into an error, so a panicking worker fails the run like any
@@ -704,7 +747,7 @@ fn coordinate(sh: &Shared, cancel: Cancel, start: u64, mut started: bool, tids: 
 fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
     let mut rec = Recorder::new(1, sh.targets.len(), sh.job.workload.bs);
     let (mut mstart, mut mend) = (u64::MAX, 0u64);
-    let (mut first_error, mut verified_reads, mut verified_written) = (None, 0, 0);
+    let (mut first_error, mut verified_reads, mut verified_written, mut verify_mismatches) = (None, 0, 0, 0);
     let ended_by_time = outs.iter().any(|o| o.end.ended_by_time);
     for o in outs {
         rec.merge(&o.rec);
@@ -712,6 +755,7 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
         mend = mend.max(o.end.measure_end);
         verified_reads += o.end.verified_reads;
         verified_written += o.verified_written;
+        verify_mismatches += o.end.verify_mismatches + u64::from(o.read_back_mismatch);
         if first_error.is_none() {
             first_error = o.end.first_error.clone().or_else(|| o.verify_error.clone());
         }
@@ -727,6 +771,7 @@ fn merge(sh: &Shared, outs: &[ThreadOut], interrupted: bool) -> EngineOutput {
         clock: sh.clock_info.clone(),
         verified_reads,
         verified_written,
+        verify_mismatches,
         ended_by_time,
         started_unix_s: f64::from_bits(sh.started_unix.load(Ordering::Relaxed)),
         threads_applied: outs.iter().filter_map(|o| o.applied.clone()).collect(),
@@ -741,8 +786,9 @@ fn read_back_blocks(
     written: &WrittenMap,
     bufs: &AlignedBuf,
     bs: u64,
+    form: &verify::Form,
     mut reader: impl FnMut(RawFd) -> Result<SyncReader, String>,
-) -> (u64, Option<FailedIo>) {
+) -> (u64, Option<FailedIo>, bool) {
     let mut checked = 0;
     for (file, map) in written.iter().enumerate() {
         if map.iter().all(|w| *w == 0) {
@@ -750,7 +796,7 @@ fn read_back_blocks(
         }
         let mut read = match reader(fds[file]) {
             Ok(r) => r,
-            Err(what) => return (checked, Some(FailedIo { file: file as u32, offset: 0, write: false, errno: None, what })),
+            Err(what) => return (checked, Some(FailedIo { file: file as u32, offset: 0, write: false, errno: None, what }), false),
         };
         // SAFETY: slot 0's buffer is bs bytes, suitably aligned, and no I/O uses it any more.
         let buf = unsafe { std::slice::from_raw_parts_mut(bufs.ptr, bs as usize) };
@@ -761,21 +807,23 @@ fn read_back_blocks(
                 bits &= bits - 1;
                 let offset = block * bs;
                 let n = read(fds[file], buf, offset);
-                let what = if n < 0 {
-                    Some(format!("verify read-back failed: {}", interfaces::error_text(n)))
+                let (what, mismatch) = if n < 0 {
+                    (Some(format!("verify read-back failed: {}", interfaces::error_text(n))), false)
                 } else if n != bs as i64 {
-                    Some(format!("verify read-back returned {n} of {bs} bytes"))
+                    (Some(format!("verify read-back returned {n} of {bs} bytes")), false)
                 } else {
-                    verify::check(buf, offset).err().map(|e| format!("verify failed on read-back: {e}"))
+                    let bad = form.check(buf, offset).err().map(|e| format!("verify failed on read-back: {e}"));
+                    let mismatch = bad.is_some();
+                    (bad, mismatch)
                 };
                 if let Some(what) = what {
-                    return (checked, Some(FailedIo { file: file as u32, offset, write: false, errno: None, what }));
+                    return (checked, Some(FailedIo { file: file as u32, offset, write: false, errno: None, what }), mismatch);
                 }
                 checked += 1;
             }
         }
     }
-    (checked, None)
+    (checked, None, false)
 }
 
 #[cfg(all(test, target_endian = "little"))]

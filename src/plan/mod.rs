@@ -371,6 +371,10 @@ pub struct Policy {
     /// Fail the run when the completion path observed is not the one asked for.
     #[serde(default)]
     pub strict: bool,
+    /// With `verify`: fio's form (a pattern, fio's header per interval, whether written blocks
+    /// are read back) instead of iolab's own blocks; None: iolab's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_fio: Option<crate::verify::FioForm>,
 }
 
 #[cfg(test)]

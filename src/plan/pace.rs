@@ -50,6 +50,19 @@ impl ExitWhat {
     }
 }
 
+/// Where a paced job's I/O is submitted from (fio's `io_submit_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubmitMode {
+    /// The thread that paces the I/O submits and reaps it (fio's default).
+    #[default]
+    Inline,
+    /// The thread paces the I/O and queues it to `qd` submission threads, each with its own
+    /// interface at depth 1 (fio's `rate-submit.c`); an I/O's latency counts from when it was
+    /// queued, so a device that falls behind the schedule shows it (`engine::offload`).
+    Offload,
+}
+
 /// A job's pacing; every value 0 is "not asked". Rates are per thread (fio's per job clone),
 /// `[reads, writes]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +124,9 @@ pub struct Pace {
     /// bounds what `exit_what=group` stops.
     #[serde(default, skip_serializing_if = "no")]
     pub new_group: bool,
+    /// Submitted by the pacing thread or offloaded to submission threads (`io_submit_mode`).
+    #[serde(default, skip_serializing_if = "inline")]
+    pub submit_mode: SubmitMode,
 }
 
 impl Default for Pace {
@@ -134,6 +150,7 @@ impl Default for Pace {
             exitall_on_error: false,
             exit_what: ExitWhat::Group,
             new_group: false,
+            submit_mode: SubmitMode::Inline,
         }
     }
 }
@@ -149,6 +166,9 @@ fn zero32(v: &u32) -> bool {
 }
 fn no(v: &bool) -> bool {
     !*v
+}
+fn inline(v: &SubmitMode) -> bool {
+    *v == SubmitMode::Inline
 }
 fn cycle_default() -> u64 {
     1000
@@ -291,7 +311,14 @@ impl Pace {
                     o => return Err(format!("'{o}' is not what exitall stops (group, stonewall, all)")),
                 }
             }
-            other => return Err(format!("'{other}' is not a pacing word (rate, rate_iops, rate_process, rate_min, rate_iops_min, rate_cycle, thinktime, thinktime_spin, thinktime_blocks, thinktime_blocks_type, thinktime_iotime, flow, flow_id, flow_sleep, exitall, exitall_on_error, exit_what, new_group)")),
+            "io_submit_mode" => {
+                self.submit_mode = match v.trim() {
+                    "inline" => SubmitMode::Inline,
+                    "offload" => SubmitMode::Offload,
+                    o => return Err(format!("'{o}' is not a submit mode (inline, offload)")),
+                }
+            }
+            other => return Err(format!("'{other}' is not a pacing word (rate, rate_iops, rate_process, rate_min, rate_iops_min, rate_cycle, thinktime, thinktime_spin, thinktime_blocks, thinktime_blocks_type, thinktime_iotime, flow, flow_id, flow_sleep, exitall, exitall_on_error, exit_what, new_group, io_submit_mode)")),
         }
         Ok(())
     }
@@ -308,6 +335,14 @@ impl Pace {
         }
         if self.thinktime_ns == 0 && (self.thinktime_spin_ns > 0 || self.thinktime_blocks > 0 || self.thinktime_iotime_ns > 0) {
             return Err("thinktime_spin, thinktime_blocks and thinktime_iotime shape thinktime: give thinktime".into());
+        }
+        if self.submit_mode == SubmitMode::Offload {
+            if none2(&self.rate_bps) && none2(&self.rate_iops) {
+                return Err("io_submit_mode=offload: iolab offloads paced I/O only: give rate or rate_iops".into());
+            }
+            if self.thinktime_ns > 0 {
+                return Err("io_submit_mode=offload: iolab's submission threads do not stall for thinktime: drop one".into());
+            }
         }
         if self.rate_cycle_ms == 0 && !(none2(&self.rate_min_bps) && none2(&self.rate_min_iops)) {
             return Err("rate_cycle 0: give the floor's cycle in milliseconds (fio's 1000)".into());
@@ -380,6 +415,9 @@ impl std::fmt::Display for Pace {
         if self.new_group {
             w.push("new_group=1".into());
         }
+        if self.submit_mode == SubmitMode::Offload {
+            w.push("io_submit_mode=offload".into());
+        }
         write!(f, "{}", w.join(" "))
     }
 }
@@ -429,5 +467,18 @@ mod tests {
         assert!(p.exitall && p.exitall_on_error && p.new_group && p.exit_what == ExitWhat::Stonewall && p.is_group_only());
         assert_eq!(p.to_string().parse::<Pace>().unwrap(), p);
         assert!("exit_what=some".parse::<Pace>().is_err());
+    }
+    /// fio's io_submit_mode: offload is a word of the pacing, read and written back, and needs
+    /// a rate (iolab offloads paced I/O) and no think time.
+    #[test]
+    fn io_submit_mode_offload_is_a_pacing_word() {
+        let p: Pace = "rate_iops=1000 io_submit_mode=offload".parse().unwrap();
+        assert_eq!(p.submit_mode, SubmitMode::Offload);
+        assert_eq!(p.to_string().parse::<Pace>().unwrap(), p);
+        assert!("io_submit_mode=inline".parse::<Pace>().unwrap().is_none());
+        let e = "io_submit_mode=offload".parse::<Pace>().unwrap_err().to_string();
+        assert!(e.contains("give rate or rate_iops"), "{e}");
+        assert!("rate=1m io_submit_mode=offload thinktime=1ms".parse::<Pace>().is_err());
+        assert!("rate=1m io_submit_mode=later".parse::<Pace>().is_err());
     }
 }

@@ -40,6 +40,8 @@ pub struct Options {
     /// `local`, a node's number or `off` (`iolab run --numa`).
     pub numa: Option<super::Numa>,
     pub verify: bool,
+    /// fio's verify form, fio's words (`verify_fio = "verify=meta verify_pattern=0xaa555aa5"`).
+    pub verify_fio: Option<crate::verify::FioForm>,
     pub continue_on_error: bool,
     pub allow_fallback: bool,
     pub strict: bool,
@@ -55,7 +57,7 @@ pub struct Options {
 
 /// The plan's own `[options]` keys (the interfaces' come after them in an error's list).
 const OWN_OPTIONS: &[&str] =
-    &["buffered", "cpus", "numa", "verify", "continue_on_error", "allow_fallback", "strict", "batch_reap", "set", "setup"];
+    &["buffered", "cpus", "numa", "verify", "verify_fio", "continue_on_error", "allow_fallback", "strict", "batch_reap", "set", "setup"];
 
 impl<'de> Deserialize<'de> for Options {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Options, D::Error> {
@@ -74,6 +76,7 @@ impl<'de> Deserialize<'de> for Options {
                         "cpus" => o.cpus = Some(map.next_value()?),
                         "numa" => o.numa = Some(map.next_value()?),
                         "verify" => o.verify = map.next_value()?,
+                        "verify_fio" => o.verify_fio = Some(map.next_value()?),
                         "continue_on_error" => o.continue_on_error = map.next_value()?,
                         "allow_fallback" => o.allow_fallback = map.next_value()?,
                         "strict" => o.strict = map.next_value()?,
@@ -490,7 +493,13 @@ fn base_job(plan: &PlanFile, targets: Targets, timing: &PlanTiming) -> Job {
         },
         timing: Timing { ramp_s: timing.ramp_s, budget: timing.budget },
         targets,
-        policy: Policy { verify: o.verify, continue_on_error: o.continue_on_error, allow_fallback: o.allow_fallback, strict: o.strict },
+        policy: Policy {
+            verify: o.verify,
+            continue_on_error: o.continue_on_error,
+            allow_fallback: o.allow_fallback,
+            strict: o.strict,
+            verify_fio: o.verify_fio,
+        },
         system: Requested { set: o.set.clone(), setup: o.setup.clone(), ..defaults.system },
         fileset: plan.fileset.clone(),
     }

@@ -52,7 +52,12 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
     if !(1..=MAX_QD).contains(&job.workload.qd) {
         return PlanError::job(format!("--qd {} is out of range: use 1 to {MAX_QD}", job.workload.qd));
     }
-    if info.behaviour == Behaviour::Sync && job.workload.qd > 1 {
+    let offload = job.workload.pattern.pace.as_ref().is_some_and(|p| p.submit_mode == super::pace::SubmitMode::Offload);
+    if offload {
+        check_offload(job)?;
+    }
+    // Offloaded, the depth is the submission threads (fio's offload takes a sync engine's iodepth).
+    if info.behaviour == Behaviour::Sync && job.workload.qd > 1 && !offload {
         return PlanError::job(format!(
             "{name} is synchronous and keeps one I/O in flight per thread, so --qd {} makes no sense: reach depth {} with --threads {}",
             job.workload.qd, job.workload.qd, job.workload.qd
@@ -114,6 +119,15 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
     if job.policy.verify && !job.io.direct {
         return PlanError::job("--verify needs O_DIRECT so reads come from the device, not the page cache: drop --buffered");
     }
+    if let Some(form) = job.policy.verify_fio {
+        if !job.policy.verify {
+            return PlanError::job(format!("verify_fio '{form}' shapes --verify: give verify = true"));
+        }
+        let sizes = job.workload.bssplit.bounds().map_or(vec![job.workload.bs], |(a, b)| vec![a, b, job.workload.bs]);
+        for bs in sizes {
+            form.check_for(bs).map_err(|e| PlanError::Job(format!("verify_fio '{form}': {e}")))?;
+        }
+    }
     // A setting's name and the form of its value, before anything is opened or changed.
     for spec in &job.system.set {
         crate::settings::Change::parse(spec, None).map_err(|e| PlanError::Job(e.to_string()))?;
@@ -130,6 +144,24 @@ pub(crate) fn validate(job: &Job) -> Result<(), PlanError> {
         set.check(job)?;
     }
     Ok(())
+}
+
+/// `io_submit_mode=offload`: what iolab's submission threads (`engine::offload`) do not build.
+fn check_offload(job: &Job) -> Result<(), PlanError> {
+    let info = job.io.interface.info();
+    let why = if info.bypasses_kernel {
+        Some(format!("{} drives its controller's queues from the threads it set up, not from submission threads", info.name))
+    } else if job.io.submit != super::Submit::Syscall {
+        Some(format!("--submit {}: a submission-polling thread per submission thread is not built", job.io.submit.name()))
+    } else if job.policy.verify {
+        Some("--verify: the submission threads do not check data: drop one".to_string())
+    } else {
+        None
+    };
+    match why {
+        Some(w) => PlanError::job(format!("io_submit_mode=offload: {w}")),
+        None => Ok(()),
+    }
 }
 
 /// A block size mix's sizes (each a block size, multiples of the smallest, the largest the

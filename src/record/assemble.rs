@@ -108,7 +108,12 @@ fn results(job: &Job, out: &EngineOutput, total: &Direction, rusage: &Rusage, me
         total: direction(total, w),
         series: series(&out.rec),
         cpu: cpu(rusage, meter_window_s.unwrap_or(w), total.ios),
-        verify: job.policy.verify.then_some(Verify { reads_checked: out.verified_reads, written_blocks_read_back: out.verified_written }),
+        verify: job.policy.verify.then_some(Verify {
+            reads_checked: out.verified_reads,
+            written_blocks_read_back: out.verified_written,
+            mismatches: out.verify_mismatches,
+            form: job.policy.verify_fio.map(|f| f.to_string()),
+        }),
         ended_by: ended_by(job, out),
         pace: pace(job, &out.rec, w),
         thread_settings: thread_settings(job, out),
@@ -138,14 +143,15 @@ fn pace(job: &Job, rec: &crate::engine::recorder::Recorder, w: f64) -> Option<cr
     let asked = job.workload.pattern.pace.clone()?;
     let per = |x: u64| if w > 0.0 { x as f64 / w / job.workload.threads.max(1) as f64 } else { 0.0 };
     Some(crate::record::PaceResult {
-        asked,
         achieved_per_thread: crate::record::PaceAchieved {
             read_iops: per(rec.read.ios),
             write_iops: per(rec.write.ios),
             read_bw_bytes_per_s: per(rec.read.bytes),
             write_bw_bytes_per_s: per(rec.write.bytes),
         },
-        latency_from: "submission",
+        submit_mode: asked.submit_mode,
+        latency_from: if asked.submit_mode == crate::plan::pace::SubmitMode::Offload { "queued" } else { "submission" },
+        asked,
     })
 }
 
@@ -239,6 +245,7 @@ mod tests {
             clock: crate::engine::clock::Clock::calibrate().info(),
             verified_reads: 0,
             verified_written: 0,
+            verify_mismatches: 0,
             ended_by_time: false,
             started_unix_s: 0.0,
             threads_applied: Vec::new(),

@@ -39,11 +39,16 @@ fn engines(text: &str) -> Vec<String> {
 /// (fio-rand-read, fio-rand-write, fio-seq-write, fio-rand-RW; fio-seq-RW with rw=rw); jobs
 /// without stonewall run together as one group (aio-read's four depths); offset modifiers,
 /// blockalign and strided zones are the run's stride, blockalign and zones (backwards-read,
-/// jesd219, disk-zone-profile); rates and rate floors are the run's pacing (1mbs_clients); fio's
-/// flow is a counter the jobs of a group share (butterfly, flow) and exitall stops the jobs beside
-/// a job as its exit_what says (exitwhat). The others showcase what iolab does not have (zoned
-/// devices, per-direction block size splits, priorities, verify patterns, steady state, a latency
-/// target). Each refusal names the option, and `--fio-ignore` drops it on request; none is ignored
+/// jesd219, disk-zone-profile); rates and rate floors are the run's pacing (1mbs_clients), and
+/// offloaded submission its own loop (fixed-rate-submission, poisson-rate-submission); fio's flow
+/// is a counter the jobs of a group share (butterfly, flow) and exitall stops the jobs beside a
+/// job as its exit_what says (exitwhat); NUMA nodes and memory policy, I/O priorities per thread
+/// and per command, and steady state are the run's own (numa, cmdprio-percentage, steadystate);
+/// fio's verify pattern with its header per interval, and fill_device, are the run's verify form
+/// and whole-target budget (surface-scan). The others showcase what iolab does not have (zoned
+/// devices, per-direction block size splits, verify backlogs, buffer contents shaped for dedupe,
+/// continuing after failed writes, a latency target). Each refusal names the option, and
+/// `--fio-ignore` drops it on request; none is ignored
 /// silently.
 #[test]
 fn fio_examples_plan_or_are_refused_naming_the_option() {
@@ -118,10 +123,69 @@ fn fio_examples_plan_or_are_refused_naming_the_option() {
         "butterfly.fio",
         "flow.fio",
         "exitwhat.fio",
+        "fixed-rate-submission.fio",
+        "poisson-rate-submission.fio",
+        "surface-scan.fio",
     ] {
         assert!(planned.iter().any(|p| p == want), "{want} no longer plans: planned {planned:?}, refused {refused:?}");
     }
     assert!(planned.len() >= 25, "planned {planned:?}");
+}
+
+/// fio's verify with a pattern, surface-scan.fio's form: the write phase (fill_device=1, so the
+/// whole scratch file; do_verify=0, so nothing read back) writes fio's header every 512 bytes
+/// and the pattern after it; the read phase checks every block; one byte changed on the file is
+/// one mismatch, a failed read of kind verify naming its offset.
+#[test]
+fn a_fio_verify_pattern_is_written_then_checked_and_a_corrupted_block_is_found() {
+    let dir = tempdir();
+    let scratch = zero_file(dir.path(), "scratch", 1 << 20);
+    let target = scratch.display().to_string();
+    let job = dir.path().join("scan.fio");
+    std::fs::write(
+        &job,
+        "; surface-scan.fio's jobs\n[global]\nthread\nbs=64k\ndirect=1\nioengine=sync\nverify=meta\nverify_pattern=0xaa555aa5\nverify_interval=512\n\n\
+         [write-phase]\nfilename=datafile.tmp\nrw=write\nfill_device=1\ndo_verify=0\n\n\
+         [verify-phase]\nstonewall\ncreate_serialize=0\nfilename=datafile.tmp\nrw=read\ndo_verify=1\n",
+    )
+    .unwrap();
+    let job = job.display().to_string();
+    let phase = |name: &str| {
+        let json = dir.path().join(format!("{name}.json"));
+        let run = iolab(&["run", "--fio", &job, "--job", name, &target, "-q", "--json", &json.display().to_string()]);
+        (run, json)
+    };
+    let (run, json) = phase("write-phase");
+    run.assert_ok();
+    let rec = crate::common::record(&json);
+    assert_eq!(crate::common::u(&rec, "/results/write/ios"), 16, "fill_device: the whole 1 MiB file in 64 KiB blocks: {rec}");
+    let verify = &rec["results"]["verify"];
+    assert_eq!(verify["form"], "verify=meta verify_pattern=0xaa555aa5 verify_interval=512 do_verify=0", "{verify}");
+    assert_eq!(verify["written_blocks_read_back"], 0, "do_verify=0: {verify}");
+    let data = std::fs::read(&scratch).unwrap();
+    for at in [0usize, 512, 5 * 65536 + 1024] {
+        assert_eq!(&data[at..at + 2], &[0xca, 0xac], "fio's header magic at byte {at}");
+        assert_eq!(u64::from_le_bytes(data[at + 16..at + 24].try_into().unwrap()), at as u64, "the header's offset at byte {at}");
+        assert_eq!(&data[at + 40..at + 44], &[0xaa, 0x55, 0x5a, 0xa5], "the pattern after the header at byte {at}");
+    }
+    let (run, json) = phase("verify-phase");
+    run.assert_ok();
+    let rec = crate::common::record(&json);
+    assert_eq!((rec["results"]["verify"]["reads_checked"].as_u64(), rec["results"]["verify"]["mismatches"].as_u64()), (Some(16), Some(0)));
+    // One byte of block 5's pattern changed on the file: that read fails, of kind verify.
+    let mut data = data;
+    data[5 * 65536 + 3000] ^= 0x10;
+    std::fs::write(&scratch, &data).unwrap();
+    let (run, json) = phase("verify-phase");
+    assert_eq!(run.code, 1, "a mismatch fails the run:\n{}", run.describe());
+    let line = run.one_line_stderr();
+    assert!(
+        line.contains("verify failed") && line.contains(&format!("byte {} differs from the verify_pattern", 5 * 65536 + 3000)),
+        "{line}"
+    );
+    let rec = crate::common::record(&json);
+    assert_eq!(rec["results"]["verify"]["mismatches"], 1, "{rec}");
+    assert_eq!(rec["results"]["read"]["errors"], 1, "{rec}");
 }
 
 /// fio-rand-read.fio on a scratch file runs through iolab as fio runs it: buffered libaio (its

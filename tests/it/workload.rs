@@ -239,6 +239,61 @@ fn rate_iops_paces_each_thread_and_the_record_says_asked_and_achieved() {
     assert!(rec["spec"].get("pace").is_none() && rec["results"].get("pace").is_none(), "{:#}", rec["spec"]);
 }
 
+/// fio's `io_submit_mode=offload` (`--io-submit-mode offload`): the thread paces and queues,
+/// submission threads submit, and latency counts from when each I/O was queued. Asked for 2000
+/// IOPS of a device that does one I/O per millisecond at depth 1, the queue grows by about a
+/// thousand I/Os a second and the latency with it (hundreds of milliseconds by the end), where
+/// the inline loop, stamping at submission, shows the device's millisecond. The record says
+/// which; offload without a rate is refused in one line.
+#[test]
+fn offloaded_submission_shows_a_backlog_in_the_latency_unlike_inline() {
+    let dir = tempdir();
+    let run = |mode: &str| {
+        let json = dir.path().join(format!("{mode}.json"));
+        let out = iolab(&[
+            "run",
+            "-i",
+            "null",
+            "--null-script",
+            "delay=1ms",
+            "--qd",
+            "1",
+            "--rate-iops",
+            "2000",
+            "--io-submit-mode",
+            mode,
+            "--runtime",
+            "1s",
+            "-q",
+            "--json",
+            &json.display().to_string(),
+        ]);
+        out.assert_ok();
+        record(&json)
+    };
+    let inline = run("inline");
+    let offload = run("offload");
+    let p50 = |r: &serde_json::Value| u(r, "/results/read/lat_ns/p50");
+    assert!(p50(&inline) < 20_000_000, "inline, latency from submission: {:#}", inline["results"]["read"]["lat_ns"]);
+    assert!(p50(&offload) > 100_000_000, "offload, the backlog is in the latency: {:#}", offload["results"]["read"]["lat_ns"]);
+    assert!(u(&offload, "/results/read/lat_ns/max") > 300_000_000, "{:#}", offload["results"]["read"]["lat_ns"]);
+    let pace = &offload["results"]["pace"];
+    assert_eq!((pace["submit_mode"].as_str(), pace["latency_from"].as_str()), (Some("offload"), Some("queued")), "{pace:#}");
+    assert_eq!(offload["spec"]["pace"]["submit_mode"], "offload", "{:#}", offload["spec"]);
+    assert_eq!(
+        (inline["results"]["pace"]["submit_mode"].as_str(), inline["results"]["pace"]["latency_from"].as_str()),
+        (Some("inline"), Some("submission"))
+    );
+    // Offloaded, a synchronous interface takes a depth: that many submission threads.
+    let file = dir.path().join("f");
+    std::fs::write(&file, vec![0u8; 1 << 20]).unwrap();
+    let f = file.display().to_string();
+    iolab(&["run", "-i", "psync", "--buffered", "--qd", "4", "--rate-iops", "400", "--io-submit-mode", "offload", "--ios", "40", "-q", &f])
+        .assert_ok();
+    let line = iolab(&["run", "-i", "null", "--io-submit-mode", "offload", "--ios", "10"]).assert_usage_error();
+    assert!(line.contains("io_submit_mode=offload") && line.contains("give rate or rate_iops"), "{line}");
+}
+
 /// `--thinktime` stalls after every `--thinktime-blocks` I/Os once nothing is in flight: 100
 /// I/Os in blocks of 4 with 5 ms stalls take at least 24 stalls' time, whatever the depth.
 #[test]

@@ -468,7 +468,9 @@ pub fn ioengine(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
 
 pub fn iodepth(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     let n = count(v)?;
-    if t.sync_engine && n > 1 {
+    // Offloaded, fio keeps a synchronous engine's depth: that many submission threads.
+    let offload = t.value("io_submit_mode").map(str::trim) == Some("offload");
+    if t.sync_engine && n > 1 && !offload {
         let line = t.set_matrix("qd", Value::Integer(1));
         return Ok(format!("{line} (fio caps a synchronous engine's depth at 1, and says so)"));
     }
@@ -605,7 +607,80 @@ pub fn verify(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
         return Ok("(no verification)".into());
     }
     let line = t.set_option("verify", Value::Boolean(true));
+    if let Some(form) = verify_form(t)? {
+        return Ok(format!("{line}, {}", t.set_option("verify_fio", Value::String(form.to_string()))));
+    }
     Ok(format!("{line} (iolab's own checksummed blocks, not {method})"))
+}
+
+/// fio's verify form from the job's verify options in effect (`verify`, `verify_pattern`,
+/// `verify_interval`, `do_verify`): Some where iolab writes and checks fio's form (verify=meta
+/// or verify=pattern, or a verify_pattern alone, which fio makes verify=pattern with its header);
+/// None for iolab's own blocks (fio's checksums); Err where the options ask for what neither is.
+fn verify_form(t: &Tr) -> Result<Option<crate::verify::FioForm>, String> {
+    let method = t.value("verify").map(str::trim);
+    let shaped = ["verify_pattern", "verify_interval"].into_iter().find(|o| t.value(o).is_some());
+    let no_read_back = t.value("do_verify").is_some_and(|v| v.trim() == "0");
+    let mut form = crate::verify::FioForm::default();
+    match method {
+        Some("meta") | Some("pattern") => form.set("verify", method.unwrap_or_default())?,
+        None if t.value("verify_pattern").is_some() => {}
+        None | Some("0") | Some("none") => return Ok(None),
+        Some(m) => {
+            if let Some(o) = shaped {
+                return Err(format!("{o} with verify={m}: iolab's own checksummed blocks take none; fio's pattern is checked with verify=meta or verify=pattern"));
+            }
+            if no_read_back {
+                return Err(format!("do_verify=0 with verify={m}: iolab reads back every block it wrote with its own checksummed blocks; give verify=meta or verify=pattern with a verify_pattern"));
+            }
+            return Ok(None);
+        }
+    }
+    for o in ["verify_pattern", "verify_interval", "do_verify"] {
+        if let Some(v) = t.value(o) {
+            form.set(o, v)?;
+        }
+    }
+    if !form.header && form.pattern().is_empty() {
+        return Err("verify=pattern checks a pattern: give verify_pattern".into());
+    }
+    Ok(Some(form))
+}
+
+/// One of fio's verify options that shape the form (`verify_fio`): the form again, from all of them.
+fn verify_shape(t: &mut Tr) -> Result<String, String> {
+    match verify_form(t)? {
+        Some(form) => {
+            if t.value("verify").is_none() {
+                t.set_option("verify", Value::Boolean(true));
+            }
+            Ok(t.set_option("verify_fio", Value::String(form.to_string())))
+        }
+        None => Ok("(no verification)".into()),
+    }
+}
+
+pub(crate) fn verify_pattern(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+    verify_shape(t)
+}
+pub(crate) fn verify_interval(t: &mut Tr, _: Option<&str>) -> Result<String, String> {
+    verify_shape(t)
+}
+pub(crate) fn do_verify(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    flag(v)?;
+    verify_shape(t)
+}
+
+/// fio's fill_device: write until the device or file is full. iolab's budget is then the
+/// target's whole size, whatever size= says (translate drops the region); the target must exist.
+pub(crate) fn fill_device(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    if !flag(v)? {
+        return Ok("(the job's size)".into());
+    }
+    if t.diskless {
+        return Err("the null engine has no end to fill".into());
+    }
+    Ok("(the budget below: the whole target, read for its size, as fio writes until it is full)".into())
 }
 
 pub(crate) fn ioscheduler(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
@@ -764,6 +839,18 @@ pub(crate) fn thinktime_blocks_type(t: &mut Tr, v: Option<&str>) -> Result<Strin
 }
 pub(crate) fn thinktime_iotime(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
     pace(t, "thinktime_iotime", v)
+}
+/// fio's `io_submit_mode`: `offload` is the pacing's submit mode (`engine::offload`: paced by
+/// the job's thread, submitted by iodepth threads, latency from when each I/O was queued).
+pub(crate) fn io_submit_mode(t: &mut Tr, v: Option<&str>) -> Result<String, String> {
+    match v.unwrap_or("").trim() {
+        "inline" => Ok("(submitted by the thread that paces, as iolab does)".into()),
+        "offload" => {
+            let line = pace(t, "io_submit_mode", Some("offload"))?;
+            Ok(format!("{line} (iodepth submission threads at depth 1; latency from when each I/O was queued)"))
+        }
+        o => Err(format!("'{o}' is not a submit mode (inline, offload)")),
+    }
 }
 
 /// fio's `flow`, `flow_id` and `flow_sleep`: the job's weight in a flow shared with the jobs run
@@ -935,7 +1022,18 @@ pub(crate) fn x_ramp_time(j: &Job) -> Result<Option<String>, String> {
     Ok((j.timing.ramp_s > 0.0).then(|| format!("{}ms", (j.timing.ramp_s * 1000.0).round() as u64)))
 }
 pub(crate) fn x_verify(j: &Job) -> Result<Option<String>, String> {
-    Ok(j.policy.verify.then(|| "crc32c".into()))
+    let fio = j.policy.verify_fio.map(|f| if f.header { "meta" } else { "pattern" });
+    Ok(j.policy.verify.then(|| fio.unwrap_or("crc32c").into()))
+}
+pub(crate) fn x_verify_pattern(j: &Job) -> Result<Option<String>, String> {
+    let hex = |p: &[u8]| format!("0x{}", p.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    Ok(j.policy.verify_fio.filter(|f| !f.pattern().is_empty()).map(|f| hex(f.pattern())))
+}
+pub(crate) fn x_verify_interval(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.policy.verify_fio.filter(|f| f.interval > 0).map(|f| f.interval.to_string()))
+}
+pub(crate) fn x_do_verify(j: &Job) -> Result<Option<String>, String> {
+    Ok(j.policy.verify_fio.filter(|f| !f.read_back).map(|_| "0".into()))
 }
 pub(crate) fn x_ioscheduler(j: &Job) -> Result<Option<String>, String> {
     Ok(j.system.scheduler.clone())
@@ -1051,4 +1149,8 @@ pub(crate) fn x_exit_what(j: &Job) -> Result<Option<String>, String> {
 }
 pub(crate) fn x_new_group(j: &Job) -> Result<Option<String>, String> {
     Ok(x_pace(j, |p| p.new_group.then(|| "1".to_string())).flatten())
+}
+pub(crate) fn x_io_submit_mode(j: &Job) -> Result<Option<String>, String> {
+    let offload = x_pace(j, |p| p.submit_mode == crate::plan::pace::SubmitMode::Offload).unwrap_or(false);
+    Ok(offload.then(|| "offload".into()))
 }

@@ -107,6 +107,14 @@ What a job becomes:
   rate below what the device can do measures the device, not the schedule. The record's
   `results.pace` gives the pacing asked and each thread's achieved IOPS and bandwidth per
   direction. The unpaced loop is compiled apart and pays nothing for it.
+  `io_submit_mode=offload` (with a rate; `iolab run --io-submit-mode offload`) paces and queues on
+  the job's thread and submits from `iodepth` submission threads, each with its own instance of the
+  interface at depth 1, as fio's `rate-submit.c` (a synchronous engine keeps its iodepth); an I/O's
+  latency counts from when it was queued, so a device that falls behind the schedule shows in the
+  latency instead of slipping the schedule unseen (the record's `results.pace.submit_mode` is
+  `offload` and its `latency_from` `queued`; the queue holds up to 65536 I/Os per thread, then the
+  pacing waits). Offload with think time, `verify`, `sqthread_poll` or the user-space driver is
+  refused.
 - **Flows** (`flow`, `flow_id`, `flow_sleep`) are fio's `flow.c`: the jobs of a group that name
   one flow id share one counter (`matrix.pace`: `flow=8 flow_id=0 flow_sleep=1000us`); each
   thread (a fio clone, weighing its job's `flow`) adds every I/O it issues to it and is held back
@@ -151,6 +159,19 @@ What a job becomes:
   last window's `samples`, `mean`, `max_deviation` or `slope` and `criterion` (fio's
   `steadystate` object as a model), and `results.ended_by` is `steadystate`. `ss_dur` is
   required, in whole seconds (fio's `ss_interval` of 1 s).
+- **Verify**: fio's checksums (`verify=crc32c`, `md5`, ...) are iolab's own checksummed blocks
+  (every read checked, every written block read back after the run). `verify=meta` (fio's header
+  at the start of every `verify_interval` bytes: its magic, type, length, the interval's own
+  offset, the thread and the write's number, a crc32c over them) and `verify=pattern` (no header)
+  with `verify_pattern` (`0x` hexadecimal or a quoted string, up to 32 bytes; alone it means
+  fio's header and the pattern) are written as fio writes them (the pattern from each block's
+  start, each header over it; the header's time and rand_seed are zero) and every read checks
+  each interval's header (magic, length, offset, crc) and pattern: a read that fails is a failed
+  I/O of kind verify (the record's `results.verify.mismatches`, and the run stops unless
+  `continue_on_error`). `do_verify=0` writes the form and reads nothing back. The plan's
+  `[options] verify_fio` carries it in fio's words. Blocks are filled only when verify is on.
+  `fill_device=1` is the budget of the target's whole size (fio writes until the device or file is
+  full; iolab's target must exist).
 - An option iolab cannot honour is refused in one line naming the option and the job (exit 2);
   `--fio-ignore OPTION` (repeatable) drops it, shown in the dry run and recorded in the plan's
   description (a sweep stores it with the plan; `iolab run --fio` keeps it in the record's command
@@ -522,6 +543,13 @@ fn translate(
         lines.push((o.shown(), line));
     }
     let find_opt = |n: &str| opts.iter().rev().find(|(k, _)| *k == n).map(|(_, o)| o.clone());
+    // fill_device: until the target is full (fio's ENOSPC): its whole size, whatever size= says.
+    if value("fill_device").is_some_and(|v| flag(Some(&v)).unwrap_or(false)) {
+        if cli_targets.is_empty() && t.targets.is_empty() {
+            return Err(refuse(&find_opt("fill_device").unwrap(), "iolab fills an existing target to its end: give filename= or a target"));
+        }
+        t.region = None;
+    }
     // Run order: one job at a time, in file order.
     let sequential = ignore.iter().any(|i| i == CONCURRENCY);
     if sequential && !earlier.is_empty() && !t.after_previous {
@@ -883,5 +911,25 @@ mod tests {
             assert_eq!(x, y, "{fio}\n{}", m.text);
         }
         assert!(export("p.toml", "[matrix]\ninterface = [\"vfio-nvme\"]\ntarget = [\"0000:01:00.0\"]\n").is_err());
+    }
+    /// io_submit_mode=offload with a rate is the pacing's submit mode; a synchronous engine
+    /// keeps its iodepth (that many submission threads, as fio); without a rate it is refused.
+    #[test]
+    fn io_submit_mode_offload_is_paced_by_submission_threads() {
+        let job = |text: &str| crate::plan::sweep::expand(&plan(text).unwrap()[0].text, &[]).unwrap().configs[0].job.clone();
+        let j = job("[j]\nsize=1m\ndirect=1\nioengine=libaio\niodepth=32\nio_submit_mode=offload\nrate_iops=1000\n");
+        assert_eq!(j.workload.pattern.pace.as_ref().unwrap().submit_mode, crate::plan::pace::SubmitMode::Offload);
+        assert_eq!(j.workload.qd, 32);
+        let j = job("[j]\nsize=1m\ndirect=1\nioengine=psync\niodepth=4\nio_submit_mode=offload\nrate=1m\n");
+        assert_eq!(j.workload.qd, 4, "offloaded, fio keeps a sync engine's depth");
+        assert!(plan("[j]\nsize=1m\ndirect=1\nio_submit_mode=inline\n").is_ok());
+        let e = plan("[j]\nsize=1m\ndirect=1\nio_submit_mode=offload\n").unwrap_err();
+        assert!(e.contains("give rate or rate_iops"), "{e}");
+        let fio = export(
+            "p.toml",
+            "name = \"p\"\nios = 100\n[matrix]\ninterface = [\"null\"]\npace = [\"rate_iops=10 io_submit_mode=offload\"]\n",
+        )
+        .unwrap();
+        assert!(fio.contains("io_submit_mode=offload\n"), "{fio}");
     }
 }
