@@ -22,8 +22,8 @@
  *       per I/O plus one per batch: the most the rule allows.
  *
  * Every floor also measures, in the same run and just before its loop, what one TSC read costs
- * back to back (the mean of 2^20 reads) and prints it with the reads per I/O its loop makes, so
- * the clock's share of the floor's time per I/O can be told from the rest.
+ * back to back (the least mean over 256 runs of 4096 reads) and prints it with the reads per I/O
+ * its loop makes, so the clock's share of the floor's time per I/O can be told from the rest.
  *
  * The offsets come from xoshiro256++ and Lemire's multiply-high, and the histogram has
  * iolab's bucket layout (src/engine/recorder.rs, LatCounts::index): the same work per I/O as
@@ -166,13 +166,14 @@ static void report(const char *mode, uint64_t ios, uint64_t t_start, uint64_t t_
 	printf("}\n");
 }
 
-/* One TSC read's cost back to back, in ns: the mean over 2^20 reads (each read's value is
- * consumed, so none is optimised away), the best of three tries. */
+/* One TSC read's cost back to back, in ns: the least over 256 runs of 4096 reads (each read's
+ * value consumed, so none is optimised away). Short runs, and the least of them: a run the
+ * scheduler preempted (a shared machine) is not taken for the clock's cost. */
 static double measure_clock_read(double hz)
 {
-	const uint64_t n = 1 << 20;
+	const uint64_t n = 4096;
 	double best = 1e30;
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 256; k++) {
 		uint64_t sink = 0, a = ticks();
 		for (uint64_t i = 0; i < n; i++)
 			sink += ticks();
