@@ -76,6 +76,8 @@ pub struct Together {
     stopped_by: Vec<AtomicUsize>,
     /// Each member is past its start delay (fio's running job, which `exit_what=stonewall` stops).
     started: Vec<AtomicBool>,
+    /// Each member's run is over (nothing left to stop).
+    ended: Vec<AtomicBool>,
 }
 
 impl Together {
@@ -87,6 +89,7 @@ impl Together {
             stops: (0..members).map(|_| AtomicBool::new(false)).collect(),
             stopped_by: (0..members).map(|_| AtomicUsize::new(0)).collect(),
             started: (0..members).map(|_| AtomicBool::new(false)).collect(),
+            ended: (0..members).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -99,7 +102,7 @@ impl Together {
     /// each remembering the first member that stopped it.
     fn exit(&self, by: usize, exit: &Exit) {
         for &m in exit.stops.iter().filter(|&&m| m != by && m < self.stops.len()) {
-            if exit.started_only && !self.started[m].load(Ordering::Acquire) {
+            if self.ended[m].load(Ordering::Acquire) || (exit.started_only && !self.started[m].load(Ordering::Acquire)) {
                 continue;
             }
             let _ = self.stopped_by[m].compare_exchange(0, by + 1, Ordering::AcqRel, Ordering::Acquire);
@@ -336,6 +339,9 @@ fn run_with(inputs: Inputs, group: Option<&GroupStart>) -> Result<EngineOutput, 
         std::panic::resume_unwind(panic);
     }
     // A member's end stops what its exit names (at a failed end only, for exitall_on_error).
+    if let Some(ended) = group.and_then(|g| g.together.ended.get(g.member)) {
+        ended.store(true, Ordering::Release);
+    }
     if let Some((g, exit)) = group.and_then(|g| g.exit.as_ref().map(|e| (g, e))) {
         let failed = workers.iter().any(|w| match w {
             Err(_) => true,

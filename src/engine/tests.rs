@@ -260,6 +260,12 @@ fn a_members_exit_stops_the_members_it_names() {
     assert!(y.rec.read.ios > 0 && y.window_s < 5.0 && !y.interrupted && !y.ended_by_time, "{} I/Os in {} s", y.rec.read.ios, y.window_s);
     assert!(x.ended_by_time);
     assert_eq!((together.stopped_by(1), together.stopped_by(0)), (Some(0), None));
+    // Both exit: the one that ends first stops the other, and is not stopped by it after.
+    let together = Together::new(2);
+    let back = Exit { stops: vec![0], ..exit.clone() };
+    let (x, _) = run_pair_with(&together, [&short, &long], [0.0, 0.0], [Some(exit.clone()), Some(back)], None);
+    assert!(x.unwrap().ended_by_time);
+    assert_eq!((together.stopped_by(1), together.stopped_by(0)), (Some(0), None), "an ended member is not stopped");
     // exitall_on_error: an end without a failure stops nothing.
     let together = Together::new(2);
     let brief = null_job(1, Budget::Seconds(0.5), None);
