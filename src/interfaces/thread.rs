@@ -147,6 +147,8 @@ by_words!(Ioprio);
 
 const IOPRIO_CLASS_SHIFT: u16 = 13;
 const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+/// `who`/`pid` 0: the calling thread (or process, for move_pages).
+const SELF: libc::c_long = 0;
 const CLASSES: [&str; 4] = ["none", "rt", "be", "idle"];
 
 impl Ioprio {
@@ -352,8 +354,8 @@ pub(crate) fn apply(opts: &ThreadOptions, thread: u32) -> Result<Option<Applied>
         // SAFETY: ioprio_set and ioprio_get take plain integers; who 0 is the calling thread.
         let (set, got) = unsafe {
             (
-                libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0 as libc::c_long, p.value() as libc::c_long),
-                libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0 as libc::c_long),
+                libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, SELF, p.value() as libc::c_long),
+                libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, SELF),
             )
         };
         if set != 0 {
@@ -390,12 +392,12 @@ pub(crate) fn place_buffers(opts: &ThreadOptions, a: &mut Applied, ptr: *mut u8,
     let rc = unsafe {
         libc::syscall(
             libc::SYS_move_pages,
-            0 as libc::c_long,
+            SELF,
             pages.len() as libc::c_ulong,
             pages.as_ptr(),
             std::ptr::null::<i32>(),
             status.as_mut_ptr(),
-            0 as libc::c_long,
+            libc::c_long::default(),
         )
     };
     if rc != 0 {

@@ -1084,7 +1084,7 @@ reason = "small blocks on b"
         let e = expand("ios = 5\n[options]\ncolor = 1\n", &[]).unwrap_err().to_string();
         assert!(
             e.contains("unknown field `color`, expected one of `buffered`")
-                && e.ends_with("`sq_cpu`, `sq_idle_ms`, `register_buffers`, `register_files`, `force_async`, `iowait`"),
+                && e.ends_with("`sq_cpu`, `sq_idle_ms`, `register_buffers`, `register_files`, `force_async`, `iowait`, `mem_policy`, `ioprio`, `cmdprio`, `steadystate`"),
             "{e}"
         );
         assert!(expand("ios = 5\n[options]\nsq_cpu = 0\n", &[])
