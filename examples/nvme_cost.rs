@@ -81,6 +81,7 @@ fn run<I: IoInterface>(io: &mut I, ios: u64, qd: u32, batch: u32, bs: u32, bufs:
         quota: Some(ios),
         continue_on_error: false,
         verify: false,
+        verify_form: Default::default(),
     };
     let mut cx = LoopCtx {
         plan,

@@ -265,7 +265,7 @@ fn parse_pattern(v: &str) -> Result<Vec<u8>, String> {
             .collect::<Result<Vec<u8>, _>>()
             .map_err(|_| format!("'{v}' is not a hexadecimal pattern"))?
     } else if v.len() >= 2 && v.starts_with('"') && v.ends_with('"') {
-        v[1..v.len() - 1].as_bytes().to_vec()
+        v.as_bytes()[1..v.len() - 1].to_vec()
     } else {
         return Err(format!(
             "'{v}': iolab takes a verify_pattern as 0x and hexadecimal digits, or a quoted string (not fio's numbers or formats)"

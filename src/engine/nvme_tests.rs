@@ -57,6 +57,7 @@ fn run_loop(a: &Attachment, w: Work, seed: u64) -> (LoopEnd, Recorder, SimDriver
         quota: Some(w.ios),
         continue_on_error: false,
         verify: w.verify,
+        verify_form: Default::default(),
     };
     let blocks = space / w.bs as u64;
     let mut cx = LoopCtx {
