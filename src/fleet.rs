@@ -256,7 +256,7 @@ impl Fleet {
                 let given = crate::studies::Given { targets: &self.targets, size: None, destructive: &self.destructive };
                 let mut plans = Vec::new();
                 for p in study.parts {
-                    plans.extend(p.plan(*quick, &given).map_err(FleetError::Refused)?.map(|text| (text, Vec::new())));
+                    plans.extend(p.plan(*quick, &given).map_err(|e| FleetError::Refused(e.to_string()))?.map(|text| (text, Vec::new())));
                 }
                 plans
             }

@@ -38,7 +38,7 @@ pub fn main(cmd: &EnergyCmd) -> i32 {
 }
 
 fn run(a: &ImportArgs) -> Result<i32, Failure> {
-    super::check_meter_format(a.meter_format.as_deref()).map_err(Failure::invalid)?;
+    super::check_meter_format(a.meter_format.as_deref())?;
     let cfg = crate::energy::EnergyConfig {
         meter_log: Some(a.log.clone()),
         meter_format: a.meter_format.clone(),

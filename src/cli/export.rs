@@ -2,7 +2,7 @@
 //! the command line's part; reading, mapping and writing fio's format is `plan::fio`.
 use crate::failure::Failure;
 use crate::plan::fio;
-use crate::plan::Job;
+use crate::plan::{Job, PlanError};
 use crate::session::sweep::SweepEnd;
 use std::path::{Path, PathBuf};
 
@@ -53,12 +53,14 @@ fn export(cmd: &ExportCmd) -> Result<i32, Failure> {
 
 /// The command line's target for a fio job file: one, or a set driven together ('+'); it
 /// replaces every job's filename.
-fn target(targets: &[String]) -> Result<Vec<String>, String> {
+fn target(targets: &[String]) -> Result<Vec<String>, PlanError> {
     match targets {
         [] => Ok(Vec::new()),
-        [one] => crate::plan::matrix::target_set(one).map_err(|e| e.to_string()),
-        _ => Err("a fio job file takes one target on the command line (several driven together: A+B), which replaces every job's filename"
-            .into()),
+        [one] => crate::plan::matrix::target_set(one),
+        _ => Err(PlanError::Plan(
+            "a fio job file takes one target on the command line (several driven together: A+B), which replaces every job's filename"
+                .into(),
+        )),
     }
 }
 
@@ -81,7 +83,7 @@ pub(crate) fn sweep_fio(
     run: &mut dyn FnMut(&str) -> Result<SweepEnd, Failure>,
     together: &mut RunTogether,
 ) -> Result<SweepEnd, Failure> {
-    let jobs = fio::plans(path, text, None, ignore, &target(targets).map_err(Failure::invalid)?).map_err(Failure::invalid)?;
+    let jobs = fio::plans(path, text, None, ignore, &target(targets)?).map_err(Failure::invalid)?;
     let mut end = SweepEnd { code: 0, finished: true };
     let mut n = 0;
     while n < jobs.len() {
@@ -123,14 +125,14 @@ pub(crate) fn sweep_fio(
 /// `iolab run --fio JOB.fio` without `--job`, where the file's jobs are one group run together
 /// (fio starts them at once): its name and each member with its job, as `run_job` makes one.
 /// None: the file is not one group (one job, or jobs one after another).
-pub(crate) fn run_group(args: &super::RunArgs) -> Result<Option<OneGroup>, String> {
+pub(crate) fn run_group(args: &super::RunArgs) -> Result<Option<OneGroup>, PlanError> {
     let Some(path) = &args.fio else { return Ok(None) };
     if args.job.is_some() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fio job file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| PlanError::Job(format!("cannot read fio job file {}: {e}", path.display())))?;
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
-    let jobs = fio::plans(path, &text, None, &args.fio_ignore, &target(&targets)?)?;
+    let jobs = fio::plans(path, &text, None, &args.fio_ignore, &target(&targets)?).map_err(|e| PlanError::Plan(e.to_string()))?;
     let Some(id) = jobs.first().and_then(|j| j.group.clone()) else { return Ok(None) };
     if jobs.iter().any(|j| j.group.as_deref() != Some(id.as_str())) {
         return Ok(None);
@@ -145,33 +147,39 @@ pub(crate) fn run_group(args: &super::RunArgs) -> Result<Option<OneGroup>, Strin
 
 /// `iolab run`'s job: from its flags, or with `--fio` from one job of a fio job file (the
 /// command line may add targets, a budget, --size, --destructive and --wait-settings).
-pub(crate) fn run_job(args: &super::RunArgs) -> Result<Job, String> {
+pub(crate) fn run_job(args: &super::RunArgs) -> Result<Job, PlanError> {
     let given = args.to_job()?;
     let Some(path) = &args.fio else { return Ok(given) };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read fio job file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| PlanError::Job(format!("cannot read fio job file {}: {e}", path.display())))?;
     let targets: Vec<String> = args.targets.iter().map(|p| p.display().to_string()).collect();
-    let jobs = fio::plans(path, &text, args.job.as_deref(), &args.fio_ignore, &target(&targets)?)?;
+    let jobs =
+        fio::plans(path, &text, args.job.as_deref(), &args.fio_ignore, &target(&targets)?).map_err(|e| PlanError::Plan(e.to_string()))?;
     let m = match jobs.as_slice() {
         [one] => one,
         many => {
             let names: Vec<&str> = many.iter().map(|m| m.name.rsplit('/').next().unwrap_or("")).collect();
-            return Err(format!("--fio {} holds {} jobs ({}): choose one with --job NAME", path.display(), many.len(), names.join(", ")));
+            return Err(PlanError::Job(format!(
+                "--fio {} holds {} jobs ({}): choose one with --job NAME",
+                path.display(),
+                many.len(),
+                names.join(", ")
+            )));
         }
     };
     job_of(args, m)
 }
 
 /// The job of one fio job's plan, with what the command line may add.
-fn job_of(args: &super::RunArgs, m: &fio::Mapped) -> Result<Job, String> {
+fn job_of(args: &super::RunArgs, m: &fio::Mapped) -> Result<Job, PlanError> {
     let given = args.to_job()?;
     let (set, default) = (serde_json::to_value(&given).unwrap_or_default(), serde_json::to_value(Job::default()).unwrap_or_default());
     let may = ["targets", "size", "budget", "destructive", "wait_settings_s"];
     if let Some((k, _)) =
         set.as_object().into_iter().flatten().find(|(k, v)| !may.contains(&k.as_str()) && default.get(k.as_str()) != Some(v))
     {
-        return Err(format!(
+        return Err(PlanError::Job(format!(
             "--fio: the job file gives the job, so {k} cannot be set beside it (only targets, --runtime/--ios/--bytes, --size, --destructive and --wait-settings)"
-        ));
+        )));
     }
     let e = crate::plan::sweep::expand(&m.text, &[])?;
     let mut job = e.configs[0].job.clone();

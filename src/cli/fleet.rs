@@ -25,11 +25,11 @@ pub struct ShareArgs {
 }
 
 /// A split's id: 1 to 64 letters, digits, `-` or `_`.
-fn split_id(s: &str) -> Result<String, String> {
+fn split_id(s: &str) -> Result<String, FleetError> {
     if (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
         Ok(s.to_string())
     } else {
-        Err(format!("{s:?}: give 1 to 64 letters, digits, '-' or '_'"))
+        Err(FleetError::Refused(format!("{s:?}: give 1 to 64 letters, digits, '-' or '_'")))
     }
 }
 
@@ -106,7 +106,7 @@ pub fn main(cmd: &FleetCmd) -> i32 {
 fn submit(a: &SubmitArgs) -> Result<i32, FleetError> {
     // Each goes into the batch script as an `#SBATCH` line: anything sbatch would not take (a
     // newline there began a shell command of the script) is refused before anything is written.
-    check_placement(a).map_err(FleetError::Refused)?;
+    check_placement(a)?;
     // A plan is read once: checked here, copied into the results directory below.
     let (given, plan_text) = given_work(a)?;
     check_store(a)?;
@@ -299,7 +299,7 @@ fn slurm_time(s: &str) -> bool {
 
 /// A Slurm host list (`node[1-4,7],gpu01`), read by its grammar, and how many hosts it names:
 /// Err says what is wrong (a reversed range `node[5-1]` was expanded by scontrol into nonsense).
-pub(crate) fn check_hostlist(list: &str) -> Result<u128, String> {
+pub(crate) fn check_hostlist(list: &str) -> Result<u128, FleetError> {
     let bad = |why: &str| format!("--nodelist {list:?} is not a Slurm host list ({why}): use e.g. node[1-4],gpu7");
     let mut total: u128 = 0;
     let mut host: u128 = 1;
@@ -309,7 +309,7 @@ pub(crate) fn check_hostlist(list: &str) -> Result<u128, String> {
         match c {
             ',' => {
                 if !named {
-                    return Err(bad("an empty name"));
+                    return Err(FleetError::Refused(bad("an empty name")));
                 }
                 total = total.saturating_add(host);
                 (host, named) = (1, false);
@@ -320,7 +320,7 @@ pub(crate) fn check_hostlist(list: &str) -> Result<u128, String> {
                     match chars.next() {
                         Some(']') => break,
                         Some(c) => inside.push(c),
-                        None => return Err(bad("a '[' without its ']'")),
+                        None => return Err(FleetError::Refused(bad("a '[' without its ']'"))),
                     }
                 }
                 let mut n: u128 = 0;
@@ -328,11 +328,11 @@ pub(crate) fn check_hostlist(list: &str) -> Result<u128, String> {
                     let (lo, hi) = r.split_once('-').unwrap_or((r, r));
                     let digits = |x: &str| !x.is_empty() && x.len() <= 18 && x.chars().all(|c| c.is_ascii_digit());
                     if !digits(lo) || !digits(hi) {
-                        return Err(bad(&format!("'{r}' in [...] is not a number or a range N-M")));
+                        return Err(FleetError::Refused(bad(&format!("'{r}' in [...] is not a number or a range N-M"))));
                     }
                     let (lo, hi): (u64, u64) = (lo.parse().unwrap_or(0), hi.parse().unwrap_or(0));
                     if lo > hi {
-                        return Err(bad(&format!("the range {lo}-{hi} runs backwards")));
+                        return Err(FleetError::Refused(bad(&format!("the range {lo}-{hi} runs backwards"))));
                     }
                     n = n.saturating_add(u128::from(hi - lo) + 1);
                 }
@@ -340,11 +340,11 @@ pub(crate) fn check_hostlist(list: &str) -> Result<u128, String> {
                 named = true;
             }
             c if c.is_ascii_alphanumeric() || "_.-".contains(c) => named = true,
-            c => return Err(bad(&format!("{c:?} is not part of a host name"))),
+            c => return Err(FleetError::Refused(bad(&format!("{c:?} is not part of a host name")))),
         }
     }
     if !named {
-        return Err(bad("an empty name"));
+        return Err(FleetError::Refused(bad("an empty name")));
     }
     Ok(total.saturating_add(host))
 }
@@ -354,29 +354,33 @@ pub const MAX_NODES: u128 = 10_000;
 
 /// The options that go into the batch script's `#SBATCH` lines and Slurm's commands, checked
 /// against what sbatch accepts; Err is one line naming the option.
-fn check_placement(a: &SubmitArgs) -> Result<(), String> {
+fn check_placement(a: &SubmitArgs) -> Result<(), FleetError> {
     if let Some(p) = a.partition.as_deref().filter(|p| !p.split(',').all(slurm_name)) {
-        return Err(format!(
+        return Err(FleetError::Refused(format!(
             "--partition {p:?} is not a Slurm partition name: use letters, digits, '_', '.' and '-' (several joined by ',')"
-        ));
+        )));
     }
     if let Some(x) = a.account.as_deref().filter(|x| !slurm_name(x)) {
-        return Err(format!("--account {x:?} is not a Slurm account name: use letters, digits, '_', '.' and '-'"));
+        return Err(FleetError::Refused(format!("--account {x:?} is not a Slurm account name: use letters, digits, '_', '.' and '-'")));
     }
     if let Some(c) =
         a.constraint.as_deref().filter(|c| c.is_empty() || !c.chars().all(|c| c.is_ascii_alphanumeric() || "_.&|,:*[]()!-".contains(c)))
     {
-        return Err(format!(
+        return Err(FleetError::Refused(format!(
             "--constraint {c:?} is not a Slurm feature expression: use features (letters, digits, '_', '.', '-') joined by & | , with [ ] ( ) ! * :"
-        ));
+        )));
     }
     if let Some(t) = a.time.as_deref().filter(|t| !slurm_time(t)) {
-        return Err(format!("--time {t:?} is not a Slurm time limit: use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 2:00:00)"));
+        return Err(FleetError::Refused(format!(
+            "--time {t:?} is not a Slurm time limit: use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 2:00:00)"
+        )));
     }
     if let Some(list) = &a.nodelist {
         let n = check_hostlist(list)?;
         if n > MAX_NODES {
-            return Err(format!("--nodelist {list:?} names {n} hosts, more than the {MAX_NODES} a fleet may have (one job each)"));
+            return Err(FleetError::Refused(format!(
+                "--nodelist {list:?} names {n} hosts, more than the {MAX_NODES} a fleet may have (one job each)"
+            )));
         }
     }
     Ok(())
@@ -394,9 +398,9 @@ mod tests {
         for t in ["", "1:2:3:4", "1-", "-5", "a", "5:00\ntouch /x", "1-2-3", "1 -2"] {
             assert!(!slurm_time(t), "{t:?}");
         }
-        assert_eq!(check_hostlist("node[1-4,7],gpu01"), Ok(6));
-        assert_eq!(check_hostlist("rack[1-2]-n[01-03]"), Ok(6));
-        assert_eq!(check_hostlist("n1"), Ok(1));
+        assert_eq!(check_hostlist("node[1-4,7],gpu01").ok(), Some(6));
+        assert_eq!(check_hostlist("rack[1-2]-n[01-03]").ok(), Some(6));
+        assert_eq!(check_hostlist("n1").ok(), Some(1));
         for bad in ["node[5-1]", "node[1-", "node[a-b]", "node[]", ",n1", "n1,", "n 1", "n1;id", "node[1--3]"] {
             assert!(check_hostlist(bad).is_err(), "{bad:?}");
         }

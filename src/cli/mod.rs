@@ -16,8 +16,9 @@ pub mod suite;
 pub mod sweep;
 
 use crate::device::Targets;
+use crate::energy::EnergyError;
 use crate::interfaces::IoChoice;
-use crate::plan::{size, Budget, Complete, Job, Policy, Rw, Submit, Timing, Workload};
+use crate::plan::{size, Budget, Complete, Job, PlanError, Policy, Rw, Submit, Timing, Workload};
 use crate::settings::Requested;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -312,7 +313,8 @@ pub struct EnergyArgs {
 }
 
 impl EnergyArgs {
-    pub fn options(&self) -> Result<crate::energy::record::EnergyOptions, String> {
+    /// The energy options asked; Err (bad input) is one line naming the option.
+    pub fn options(&self) -> Result<crate::energy::record::EnergyOptions, EnergyError> {
         let config = crate::energy::EnergyConfig {
             sources: self.energy_sources.clone(),
             meter_log: self.meter_log.clone(),
@@ -340,27 +342,30 @@ impl EnergyArgs {
             socket: self.energy_socket.clone(),
             scope: self.energy_scope.clone(),
         }
-        .apply(&mut config)
-        .map_err(|e| e.to_string())?;
+        .apply(&mut config)?;
         // What can be known about the meter log before the run; it is read at the run's end.
         check_meter_format(self.meter_format.as_deref())?;
         if let Some(why) = self.meter_log.as_deref().and_then(crate::energy::meter_log_problem) {
-            return Err(format!("--meter-log {why}"));
+            return Err(EnergyError::Invalid(format!("--meter-log {why}")));
         }
-        let idle_baseline_s =
-            self.idle_baseline.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--idle-baseline: {e}"))?;
+        let idle_baseline_s = self
+            .idle_baseline
+            .as_deref()
+            .map(size::parse_seconds)
+            .transpose()
+            .map_err(|e| EnergyError::Invalid(format!("--idle-baseline: {e}")))?;
         if let Some(s) = idle_baseline_s {
-            crate::plan::validate::check_duration("--idle-baseline", s)?;
+            crate::plan::validate::check_duration("--idle-baseline", s).map_err(|e| EnergyError::Invalid(e.to_string()))?;
         }
-        let idle_when = self.idle.as_deref().map(str::parse).transpose()?;
+        let idle_when = self.idle.as_deref().map(str::parse).transpose().map_err(|e: String| EnergyError::Invalid(e))?;
         Ok(crate::energy::record::EnergyOptions { config, require: self.require_energy, idle_baseline_s, idle_when })
     }
 }
 
-fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
+fn parse_cpus(text: &str) -> Result<Vec<usize>, PlanError> {
     let mut out = Vec::new();
     for part in text.split(',').filter(|p| !p.is_empty()) {
-        let bad = || format!("--cpus '{text}' is not a CPU list: use e.g. 0,2 or 0-3");
+        let bad = || PlanError::Value(format!("--cpus '{text}' is not a CPU list: use e.g. 0,2 or 0-3"));
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
@@ -370,7 +375,10 @@ fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
                 // Checked before expanding (`0-99999999999` filled memory): an affinity mask
                 // (cpu_set_t, as `pin_to_cpu` uses) holds CPU_SETSIZE CPUs.
                 if b >= libc::CPU_SETSIZE as usize {
-                    return Err(format!("--cpus '{text}': CPU {b} does not exist: Linux numbers CPUs below {}", libc::CPU_SETSIZE));
+                    return Err(PlanError::Value(format!(
+                        "--cpus '{text}': CPU {b} does not exist: Linux numbers CPUs below {}",
+                        libc::CPU_SETSIZE
+                    )));
                 }
                 out.extend(a..=b);
             }
@@ -378,7 +386,7 @@ fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
         }
     }
     if out.is_empty() {
-        return Err(format!("--cpus '{text}' names no CPU"));
+        return Err(PlanError::Value(format!("--cpus '{text}' names no CPU")));
     }
     Ok(out)
 }
@@ -386,24 +394,28 @@ fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
 impl RunArgs {
     /// The job these arguments describe; Err is one line for the user. Every field comes from
     /// its flag, so all are named here; the flags' defaults are `Job::default()` (test `defaults`).
-    pub fn to_job(&self) -> Result<Job, String> {
-        let seconds = self.runtime.as_deref().map(size::parse_seconds).transpose().map_err(|e| format!("--runtime: {e}"))?;
-        let bytes = self.bytes.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--bytes: {e}"))?;
-        let budget = Budget::of(seconds, self.ios, bytes)
-            .ok_or("give only one of --ios and --bytes (each with --runtime ends the run at whichever comes first)")?;
+    pub fn to_job(&self) -> Result<Job, PlanError> {
+        let seconds =
+            self.runtime.as_deref().map(size::parse_seconds).transpose().map_err(|e| PlanError::Job(format!("--runtime: {e}")))?;
+        let bytes = self.bytes.as_deref().map(size::parse_size).transpose().map_err(|e| PlanError::Job(format!("--bytes: {e}")))?;
+        let budget = Budget::of(seconds, self.ios, bytes).ok_or_else(|| {
+            PlanError::Job("give only one of --ios and --bytes (each with --runtime ends the run at whichever comes first)".into())
+        })?;
         if self.write_mix.is_some() && !self.rw.mixed() {
-            return Err("--write-mix applies only to --rw randrw and rw".into());
+            return Err(PlanError::Job("--write-mix applies only to --rw randrw and rw".into()));
         }
         let bssplit: crate::plan::BsMix = match (&self.bssplit, &self.bsrange) {
-            (Some(m), _) => m.parse().map_err(|e| format!("--bssplit: {e}"))?,
-            (None, Some(r)) if !r.contains('/') => r.parse().map_err(|e| format!("--bsrange: {e}"))?,
-            (None, Some(r)) => return Err(format!("--bsrange '{r}' is not a range: give MIN-MAX (e.g. 4k-64k)")),
+            (Some(m), _) => m.parse().map_err(|e| PlanError::Job(format!("--bssplit: {e}")))?,
+            (None, Some(r)) if !r.contains('/') => r.parse().map_err(|e| PlanError::Job(format!("--bsrange: {e}")))?,
+            (None, Some(r)) => return Err(PlanError::Job(format!("--bsrange '{r}' is not a range: give MIN-MAX (e.g. 4k-64k)"))),
             (None, None) => crate::plan::BsMix::One,
         };
-        let mut bs = size::parse_size(&self.bs).map_err(|e| format!("--bs: {e}"))?;
+        let mut bs = size::parse_size(&self.bs).map_err(|e| PlanError::Job(format!("--bs: {e}")))?;
         if let Some((_, largest)) = bssplit.bounds() {
             if self.bs != "4k" {
-                return Err("give --bs or a block size mix (--bssplit, --bsrange), not both: a mix's block size is its largest".into());
+                return Err(PlanError::Job(
+                    "give --bs or a block size mix (--bssplit, --bsrange), not both: a mix's block size is its largest".into(),
+                ));
             }
             bs = largest;
         }
@@ -411,7 +423,7 @@ impl RunArgs {
         Ok(Job {
             fileset,
             io: IoChoice {
-                interface: self.interface.parse()?,
+                interface: self.interface.parse::<crate::interfaces::InterfaceKind>().map_err(|e| PlanError::Job(e.to_string()))?,
                 submit: self.submit,
                 complete: self.complete,
                 direct: !self.buffered,
@@ -422,14 +434,14 @@ impl RunArgs {
                 write_mix: self.write_mix.unwrap_or(50),
                 bs,
                 bssplit,
-                distribution: self.distribution.parse().map_err(|e| format!("--distribution: {e}"))?,
+                distribution: self.distribution.parse().map_err(|e| PlanError::Job(format!("--distribution: {e}")))?,
                 pattern: crate::plan::Pattern {
                     stride: self
                         .stride
                         .as_deref()
                         .map(crate::plan::mix::parse_signed_size)
                         .transpose()
-                        .map_err(|e| format!("--stride: {e}"))?
+                        .map_err(|e| PlanError::Job(format!("--stride: {e}")))?
                         .unwrap_or(0),
                     ios_per_offset: self.ios_per_offset.unwrap_or(0),
                     blockalign: self
@@ -437,11 +449,11 @@ impl RunArgs {
                         .as_deref()
                         .map(size::parse_size)
                         .transpose()
-                        .map_err(|e| format!("--blockalign: {e}"))?
+                        .map_err(|e| PlanError::Job(format!("--blockalign: {e}")))?
                         .unwrap_or(0),
-                    zones: self.zones.as_deref().map(str::parse).transpose().map_err(|e| format!("--zones: {e}"))?,
+                    zones: self.zones.as_deref().map(str::parse).transpose().map_err(|e| PlanError::Job(format!("--zones: {e}")))?,
                     random_generator: self.random_generator,
-                    pace: self.pace.to_pace()?,
+                    pace: self.pace.to_pace().map_err(|e| PlanError::Job(e.to_string()))?,
                 },
                 qd: self.qd,
                 threads: self.threads,
@@ -451,11 +463,11 @@ impl RunArgs {
                 numa: self.numa,
                 seed: self.seed,
             },
-            timing: Timing { ramp_s: size::parse_seconds(&self.ramp).map_err(|e| format!("--ramp: {e}"))?, budget },
+            timing: Timing { ramp_s: size::parse_seconds(&self.ramp).map_err(|e| PlanError::Job(format!("--ramp: {e}")))?, budget },
             targets: Targets {
                 paths: self.targets.iter().map(|p| p.display().to_string()).collect(),
-                size: self.size.as_deref().map(size::parse_size).transpose().map_err(|e| format!("--size: {e}"))?,
-                offset: size::parse_size(&self.offset).map_err(|e| format!("--offset: {e}"))?,
+                size: self.size.as_deref().map(size::parse_size).transpose().map_err(|e| PlanError::Job(format!("--size: {e}")))?,
+                offset: size::parse_size(&self.offset).map_err(|e| PlanError::Job(format!("--offset: {e}")))?,
                 destructive: self.destructive.clone(),
             },
             policy: Policy {
@@ -478,26 +490,39 @@ impl RunArgs {
 impl RunArgs {
     /// `--fileset` and its options as the job's file-set part, and the job's `rw`: with a set,
     /// read or write, the order taken from `--file-order` or else from `--rw`'s rand prefix.
-    fn fileset(&self) -> Result<(Rw, Option<crate::plan::fileset::FileSet>), String> {
+    fn fileset(&self) -> Result<(Rw, Option<crate::plan::fileset::FileSet>), PlanError> {
         use crate::plan::fileset::{FileOrder, FileSet, Fsync};
         let Some(files) = self.fileset else { return Ok((self.rw, None)) };
         let rw = match self.rw {
             Rw::Read | Rw::Randread => Rw::Read,
             Rw::Write | Rw::Randwrite => Rw::Write,
             Rw::Randrw | Rw::ReadWrite => {
-                return Err(format!("--rw {} with --fileset: a file set is read or written whole: use --rw read or write", self.rw.name()))
+                return Err(PlanError::Job(format!(
+                    "--rw {} with --fileset: a file set is read or written whole: use --rw read or write",
+                    self.rw.name()
+                )))
             }
         };
         let order = match self.file_order.as_deref() {
             None if self.rw.is_random() => FileOrder::Random,
             None => FileOrder::Seq,
-            Some(o) => *FileOrder::ALL.iter().find(|x| x.name() == o).ok_or_else(|| format!("--file-order '{o}': use seq or random"))?,
+            Some(o) => *FileOrder::ALL
+                .iter()
+                .find(|x| x.name() == o)
+                .ok_or_else(|| PlanError::Job(format!("--file-order '{o}': use seq or random")))?,
         };
         let fsync = match self.fsync.as_deref() {
             None => Fsync::None,
-            Some(f) => *Fsync::ALL.iter().find(|x| x.name() == f).ok_or_else(|| format!("--fsync '{f}': use none, each or end"))?,
+            Some(f) => {
+                *Fsync::ALL.iter().find(|x| x.name() == f).ok_or_else(|| PlanError::Job(format!("--fsync '{f}': use none, each or end")))?
+            }
         };
-        let file_size = self.file_size.as_deref().unwrap_or("4k-64k").parse()?;
+        let file_size = self
+            .file_size
+            .as_deref()
+            .unwrap_or("4k-64k")
+            .parse::<crate::plan::fileset::FileSizes>()
+            .map_err(|e| PlanError::Job(e.to_string()))?;
         Ok((rw, Some(FileSet { files, file_size, file_order: order, fsync, server: None })))
     }
 }
@@ -507,20 +532,21 @@ impl RunArgs {
 pub const WAIT_SETTINGS: &str = "10m";
 
 /// `--wait-settings DURATION`, whole seconds (0: fail at once).
-pub(crate) fn wait_settings(text: &str) -> Result<u64, String> {
+pub(crate) fn wait_settings(text: &str) -> Result<u64, PlanError> {
     match size::parse_seconds(text) {
         Ok(s) if s.is_finite() && (0.0..=86_400.0 * 7.0).contains(&s) => Ok(s.ceil() as u64),
-        Ok(_) => Err(format!("--wait-settings: '{text}' is out of range (0 to 7 days)")),
-        Err(e) => Err(format!("--wait-settings: {e}")),
+        Ok(_) => Err(PlanError::Value(format!("--wait-settings: '{text}' is out of range (0 to 7 days)"))),
+        Err(e) => Err(PlanError::Value(format!("--wait-settings: {e}"))),
     }
 }
 
 /// `--meter-format`: one of the formats the meter log parser knows.
-pub(crate) fn check_meter_format(format: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_meter_format(format: Option<&str>) -> Result<(), EnergyError> {
     match format.filter(|f| !crate::energy::meterlog::FORMATS.contains(f) && *f != "hoboware") {
-        Some(f) => {
-            Err(format!("--meter-format {f:?} is not a meter log format: use one of {}", crate::energy::meterlog::FORMATS.join(", ")))
-        }
+        Some(f) => Err(EnergyError::Invalid(format!(
+            "--meter-format {f:?} is not a meter log format: use one of {}",
+            crate::energy::meterlog::FORMATS.join(", ")
+        ))),
         None => Ok(()),
     }
 }
@@ -562,7 +588,7 @@ mod tests {
         let mut v = vec!["iolab", "run"];
         v.extend_from_slice(args);
         match Cli::try_parse_from(v) {
-            Ok(Cli { cmd: Cmd::Run(a) }) => a.to_job(),
+            Ok(Cli { cmd: Cmd::Run(a) }) => a.to_job().map_err(|e| e.to_string()),
             Ok(_) => unreachable!(),
             Err(e) => Err(one_line_error(&e)),
         }
@@ -667,6 +693,6 @@ mod tests {
         assert_eq!(parse_cpus("0,2,4-5").unwrap(), vec![0, 2, 4, 5]);
         assert!(parse_cpus("3-1").is_err());
         assert!(parse_cpus("").is_err());
-        assert!(parse_cpus("0-99999999999").unwrap_err().contains("does not exist"));
+        assert!(parse_cpus("0-99999999999").unwrap_err().to_string().contains("does not exist"));
     }
 }

@@ -95,7 +95,7 @@ fn precondition(a: &PreconditionArgs) -> Result<bool, Failure> {
     }
     let p = Preconditioning {
         target: a.target.display().to_string(),
-        interface: a.interface.parse().map_err(Failure::invalid)?,
+        interface: a.interface.parse::<crate::interfaces::InterfaceKind>()?,
         fills: a.fills,
         fill_bs: size::parse_size(&a.fill_bs).map_err(|e| Failure::invalid(format!("--fill-bs: {e}")))?,
         bs: size::parse_size(&a.bs).map_err(|e| Failure::invalid(format!("--bs: {e}")))?,

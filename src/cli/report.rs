@@ -1,6 +1,7 @@
 //! `iolab report`: one self-contained HTML page over a results database (a suite, sweeps, or
 //! any filter of runs), with every figure as SVG and every table as CSV and Markdown.
 use crate::failure::Failure;
+use crate::report::error::ReportError;
 use crate::report::{data, html};
 use crate::store::{Machine, RunFilter, Store};
 use crate::studies;
@@ -55,7 +56,7 @@ fn report(a: &ReportArgs) -> Result<(), Failure> {
             crate::secret::redact_path(&a.db)
         )));
     }
-    check_out(&a.out).map_err(Failure::invalid)?;
+    check_out(&a.out)?;
     let store = Store::open_existing(&a.db)?;
     let base = RunFilter {
         interface: a.interface.clone(),
@@ -148,14 +149,17 @@ fn report(a: &ReportArgs) -> Result<(), Failure> {
 
 /// Check before any work that `--out` is a directory (or a new one) whose page can be written;
 /// each file is checked again as it is written (see `crate::output`).
-fn check_out(out: &std::path::Path) -> Result<(), String> {
+fn check_out(out: &std::path::Path) -> Result<(), ReportError> {
     match std::fs::metadata(out) {
-        Ok(m) if !m.is_dir() => Err(format!(
+        Ok(m) if !m.is_dir() => Err(ReportError::Out(format!(
             "--out {} is {}: give a directory for report.html, figures/ and tables/ (it is created)",
             out.display(),
             crate::output::kind(&m)
-        )),
-        Ok(_) => Ok(crate::output::check_writable("--out", &out.join("report.html").to_string_lossy())?),
+        ))),
+        // Refused before any work, whatever the check met: bad input, as every `--out` refused.
+        Ok(_) => {
+            crate::output::check_writable("--out", &out.join("report.html").to_string_lossy()).map_err(|e| ReportError::Out(e.to_string()))
+        }
         Err(_) => Ok(()),
     }
 }

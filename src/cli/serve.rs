@@ -52,7 +52,7 @@ impl ServeArgs {
         })?;
         Ok(ServeConfig {
             target: self.target.clone(),
-            interface: self.interface.parse().map_err(ServeError::Invalid)?,
+            interface: self.interface.parse::<crate::interfaces::InterfaceKind>().map_err(|e| ServeError::Invalid(e.to_string()))?,
             listen,
             listen_any: self.listen_any,
             export: self.export.clone(),

@@ -106,8 +106,8 @@ fn run(a: &SuiteRunArgs) -> Result<i32, Failure> {
             STUDIES.iter().map(|s| s.id).collect::<Vec<_>>().join(", ")
         ))
     })?;
-    let energy = a.energy.options().map_err(Failure::invalid)?;
-    let wait_settings_s = super::wait_settings(&a.wait_settings).map_err(Failure::invalid)?;
+    let energy = a.energy.options()?;
+    let wait_settings_s = super::wait_settings(&a.wait_settings)?;
     let numa = a.numa.map(|n| format!(" --numa {n}")).unwrap_or_default();
     let how = PlanRun {
         db: a.db.clone(),

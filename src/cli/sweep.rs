@@ -223,11 +223,11 @@ fn sweep(args: &SweepArgs) -> Result<SweepEnd, Failure> {
         verbose: args.verbose,
         resume,
         again: format!("iolab sweep --resume {}{}", args.plan.display(), args.numa.map(|n| format!(" --numa {n}")).unwrap_or_default()),
-        energy: args.energy.options().map_err(Failure::invalid)?,
+        energy: args.energy.options()?,
         profile: args.profile.profile,
         share: args.share.clone(),
         destructive: args.destructive.clone(),
-        wait_settings_s: super::wait_settings(&args.wait_settings).map_err(Failure::invalid)?,
+        wait_settings_s: super::wait_settings(&args.wait_settings)?,
     };
     let Some(plan) = plan else {
         // Each job a sweep: --resume continues the unfinished one and leaves the finished ones alone.
@@ -371,7 +371,7 @@ pub(crate) fn run_plan(
         let DryRun { expansion: e, verdicts } = crate::session::sweep::dry_run(plan, targets, &how.destructive)?;
         print_plan(&e, e.order.len(), true, how.verbose);
         print_targets(&e, Some(&verdicts));
-        print_energy(&how.energy.with_plan(e.idle).map_err(Failure::invalid)?);
+        print_energy(&how.energy.with_plan(e.idle)?);
         let profile = how.profile.union(e.profile);
         if profile.any() {
             println!("profile: {} (each run is made twice: unprofiled, then profiled; both stored in one record)", profile.name());

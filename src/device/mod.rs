@@ -188,7 +188,7 @@ pub(crate) fn open_targets(a: &Access, paths: &[PathBuf], temp: bool) -> Result<
         let ns = if generic {
             Some(
                 nvme::Namespace::of_fd(file.as_raw_fd())
-                    .map_err(|e| DeviceError::Io(format!("cannot identify the namespace of {shown}: {e}")))?,
+                    .map_err(|e| e.context(|m| format!("cannot identify the namespace of {shown}: {m}")))?,
             )
         } else {
             None

@@ -6,6 +6,7 @@
 //! The namespace's id comes from `NVME_IOCTL_ID`, its geometry (size, LBA size) from an admin
 //! Identify Namespace (`NVME_IOCTL_ADMIN_CMD`). Writes are guarded by the block-device rules
 //! applied to the block device of the same namespace (`/dev/nvmeXnY`), found through sysfs.
+use super::DeviceError;
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -270,9 +271,9 @@ impl IdController {
 }
 
 /// Parse the Identify Controller fields iolab uses.
-pub(crate) fn parse_identify_controller(page: &[u8]) -> Result<IdController, String> {
+pub(crate) fn parse_identify_controller(page: &[u8]) -> Result<IdController, DeviceError> {
     if page.len() < 4096 {
-        return Err(format!("Identify Controller data is {} bytes, want 4096", page.len()));
+        return Err(DeviceError::Io(format!("Identify Controller data is {} bytes, want 4096", page.len())));
     }
     Ok(IdController { mdts: page[77], oncs: u16::from_le_bytes([page[520], page[521]]), vwc: page[525] })
 }
@@ -348,25 +349,27 @@ impl IdNamespace {
 
 /// Parse an Identify Namespace page: NSZE at bytes 0-7, NLBAF at 25 (zero-based count),
 /// FLBAS at 26, DLFEAT at 33, LBA format `i` at 128 + 4i (MS bits 0-15, LBADS bits 16-23, a power of two).
-pub(crate) fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, String> {
+pub(crate) fn parse_identify_namespace(page: &[u8]) -> Result<IdNamespace, DeviceError> {
     if page.len() < 4096 {
-        return Err(format!("Identify Namespace data is {} bytes, want 4096", page.len()));
+        return Err(DeviceError::Io(format!("Identify Namespace data is {} bytes, want 4096", page.len())));
     }
     let nsze = u64::from_le_bytes(page[0..8].try_into().unwrap());
     let nlbaf = page[25] as usize;
     let flbas = page[26];
     let format = (flbas & 0x0f) | (((flbas >> 5) & 0x03) << 4);
     if format as usize > nlbaf {
-        return Err(format!("the namespace uses LBA format {format} but reports only {} formats", nlbaf + 1));
+        return Err(DeviceError::Io(format!("the namespace uses LBA format {format} but reports only {} formats", nlbaf + 1)));
     }
     let f = 128 + 4 * format as usize;
     let dword = u32::from_le_bytes(page[f..f + 4].try_into().unwrap());
     let lbads = (dword >> 16) & 0xff;
     if !(9..=16).contains(&lbads) {
-        return Err(format!("LBA format {format} has an LBA data size of 2^{lbads} bytes, which iolab does not handle (512 B to 64 KiB)"));
+        return Err(DeviceError::Io(format!(
+            "LBA format {format} has an LBA data size of 2^{lbads} bytes, which iolab does not handle (512 B to 64 KiB)"
+        )));
     }
     if nsze == 0 {
-        return Err("the namespace reports a size of 0 blocks (inactive namespace?)".into());
+        return Err(DeviceError::Io("the namespace reports a size of 0 blocks (inactive namespace?)".into()));
     }
     Ok(IdNamespace {
         nsze,
@@ -392,21 +395,21 @@ struct Page([u8; 4096]);
 impl Namespace {
     /// The namespace behind an open generic (or block) NVMe device: its id from NVME_IOCTL_ID,
     /// its geometry from an admin Identify Namespace.
-    pub(crate) fn of_fd(fd: RawFd) -> Result<Namespace, String> {
+    pub(crate) fn of_fd(fd: RawFd) -> Result<Namespace, DeviceError> {
         // SAFETY: NVME_IOCTL_ID takes no argument and returns the namespace id.
         let nsid = unsafe { libc::ioctl(fd, NVME_IOCTL_ID as _) };
         if nsid < 0 {
-            return Err(format!("NVME_IOCTL_ID failed: {} (not an NVMe namespace?)", io::Error::last_os_error()));
+            return Err(DeviceError::Io(format!("NVME_IOCTL_ID failed: {} (not an NVMe namespace?)", io::Error::last_os_error())));
         }
         let mut page = Box::new(Page([0; 4096]));
         let mut cmd = NvmeCmd::identify_namespace(nsid as u32, page.0.as_mut_ptr() as u64);
         // SAFETY: cmd is a valid struct nvme_passthru_cmd; its buffer is 4096 writable bytes.
         let r = unsafe { libc::ioctl(fd, NVME_IOCTL_ADMIN_CMD as _, &mut cmd as *mut NvmeCmd) };
         if r < 0 {
-            return Err(format!("Identify Namespace (NVME_IOCTL_ADMIN_CMD) failed: {}", io::Error::last_os_error()));
+            return Err(DeviceError::Io(format!("Identify Namespace (NVME_IOCTL_ADMIN_CMD) failed: {}", io::Error::last_os_error())));
         }
         if r > 0 {
-            return Err(format!("Identify Namespace failed: {}", status_text(r as u64)));
+            return Err(DeviceError::Io(format!("Identify Namespace failed: {}", status_text(r as u64))));
         }
         Ok(Namespace { nsid: nsid as u32, id: parse_identify_namespace(&page.0)? })
     }
@@ -567,38 +570,41 @@ pub(crate) fn generic_device_of_block(path: &Path) -> Option<PathBuf> {
 /// `path` for every interface: the path itself when it is a generic device, the generic device
 /// of its namespace when it is an NVMe block device; Err says why neither is there (the run is
 /// then skipped: this target has no NVMe namespace to pass commands to).
-pub(crate) fn generic_target(path: &Path) -> Result<PathBuf, String> {
+pub(crate) fn generic_target(path: &Path) -> Result<PathBuf, DeviceError> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot examine {shown}: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(|e| DeviceError::Refused(format!("cannot examine {shown}: {e}")))?;
     if is_generic(path) {
         return Ok(path.to_path_buf());
     }
     if meta.file_type().is_block_device() {
         return generic_device_of_block(path)
-            .ok_or_else(|| format!("{shown} is a block device with no NVMe generic device (/dev/ngXnY): it is not an NVMe namespace, or the kernel predates 5.13"));
+            .ok_or_else(|| DeviceError::Unsupported(format!("{shown} is a block device with no NVMe generic device (/dev/ngXnY): it is not an NVMe namespace, or the kernel predates 5.13")));
     }
     let what = if meta.file_type().is_file() { "a regular file" } else { "neither an NVMe namespace nor its generic device" };
-    Err(format!("NVMe passthrough needs an NVMe namespace and {shown} is {what}"))
+    Err(DeviceError::Refused(format!("NVMe passthrough needs an NVMe namespace and {shown} is {what}")))
 }
 
 /// The block device (`/dev/nvmeXnY`) of the namespace behind the generic device at `path`.
-pub(crate) fn block_device_of(path: &Path) -> Result<PathBuf, String> {
+pub(crate) fn block_device_of(path: &Path) -> Result<PathBuf, DeviceError> {
     block_device_in(path, Path::new(super::sysfs::SYSFS), Path::new("/dev"))
 }
 
 /// [`block_device_of`] reading sysfs under `sys` and device nodes under `dev`.
-pub(crate) fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<PathBuf, String> {
+pub(crate) fn block_device_in(path: &Path, sys: &Path, dev: &Path) -> Result<PathBuf, DeviceError> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot examine {shown}: {e}"))?;
+    let meta = std::fs::metadata(path).map_err(|e| DeviceError::Refused(format!("cannot examine {shown}: {e}")))?;
     let node = char_node(sys, meta.rdev())
-        .ok_or_else(|| format!("sysfs does not know {shown}'s device number, so its block device cannot be found"))?;
+        .ok_or_else(|| DeviceError::Refused(format!("sysfs does not know {shown}'s device number, so its block device cannot be found")))?;
     let (name, devnum) = block_sibling(&node).ok_or_else(|| {
-        format!("no block device of {shown}'s namespace was found beside it in sysfs ({})", node.parent().unwrap_or(&node).display())
+        DeviceError::Refused(format!(
+            "no block device of {shown}'s namespace was found beside it in sysfs ({})",
+            node.parent().unwrap_or(&node).display()
+        ))
     })?;
     let p = dev.join(&name);
     match std::fs::metadata(&p) {
         Ok(m) if m.file_type().is_block_device() && format!("{}:{}", libc::major(m.rdev()), libc::minor(m.rdev())) == devnum => Ok(p),
-        _ => Err(format!("the block device {name} ({devnum}) of {shown}'s namespace has no node {}", p.display())),
+        _ => Err(DeviceError::Refused(format!("the block device {name} ({devnum}) of {shown}'s namespace has no node {}", p.display()))),
     }
 }
 
@@ -640,9 +646,9 @@ pub struct PowerStates {
 }
 
 /// Parse the power states of an Identify Controller page.
-pub(crate) fn parse_power_states(page: &[u8]) -> Result<PowerStates, String> {
+pub(crate) fn parse_power_states(page: &[u8]) -> Result<PowerStates, DeviceError> {
     if page.len() < 4096 {
-        return Err(format!("Identify Controller data is {} bytes, want 4096", page.len()));
+        return Err(DeviceError::Io(format!("Identify Controller data is {} bytes, want 4096", page.len())));
     }
     let npss = page[263] as usize;
     let states = (0..=npss.min(31))
@@ -664,21 +670,21 @@ pub(crate) fn parse_power_states(page: &[u8]) -> Result<PowerStates, String> {
 
 /// An admin command through `NVME_IOCTL_ADMIN_CMD` on a controller's character device
 /// (`/dev/nvmeN`): the completion's dword 0, or a one-line error naming `what`.
-fn admin(fd: RawFd, mut cmd: NvmeCmd, what: &str) -> Result<u32, String> {
+fn admin(fd: RawFd, mut cmd: NvmeCmd, what: &str) -> Result<u32, DeviceError> {
     // SAFETY: cmd is a valid struct nvme_passthru_cmd; its buffer, where it has one, is data_len
     // bytes the caller keeps alive and writable for the call.
     let r = unsafe { libc::ioctl(fd, NVME_IOCTL_ADMIN_CMD as _, &mut cmd as *mut NvmeCmd) };
     if r < 0 {
-        return Err(format!("{what} (NVME_IOCTL_ADMIN_CMD) failed: {}", io::Error::last_os_error()));
+        return Err(DeviceError::Io(format!("{what} (NVME_IOCTL_ADMIN_CMD) failed: {}", io::Error::last_os_error())));
     }
     if r > 0 {
-        return Err(format!("{what} failed: {}", status_text(r as u64)));
+        return Err(DeviceError::Io(format!("{what} failed: {}", status_text(r as u64))));
     }
     Ok(cmd.rsvd2)
 }
 
 /// Identify Controller's power states, from the controller's character device.
-pub(crate) fn power_states(fd: RawFd) -> Result<PowerStates, String> {
+pub(crate) fn power_states(fd: RawFd) -> Result<PowerStates, DeviceError> {
     let mut page = Box::new(Page([0; 4096]));
     let cmd =
         NvmeCmd { opcode: ADMIN_IDENTIFY, addr: page.0.as_mut_ptr() as u64, data_len: 4096, cdw10: CNS_CONTROLLER, ..Default::default() };
@@ -688,7 +694,7 @@ pub(crate) fn power_states(fd: RawFd) -> Result<PowerStates, String> {
 
 /// Get Features (the current value) of feature `fid`: its dword 0; `data`, where given, receives
 /// the feature's data structure (the APST table).
-pub(crate) fn get_feature(fd: RawFd, fid: u32, data: Option<&mut [u8]>) -> Result<u32, String> {
+pub(crate) fn get_feature(fd: RawFd, fid: u32, data: Option<&mut [u8]>) -> Result<u32, DeviceError> {
     let (addr, len) = data.map(|d| (d.as_mut_ptr() as u64, d.len() as u32)).unwrap_or((0, 0));
     let cmd = NvmeCmd { opcode: ADMIN_GET_FEATURES, addr, data_len: len, cdw10: fid, ..Default::default() };
     admin(fd, cmd, &format!("Get Features {fid:#04x}"))
@@ -704,7 +710,7 @@ pub(crate) fn feature_changeable(fd: RawFd, fid: u32) -> Option<bool> {
 
 /// Set Features `fid` to `cdw11` (not saved across a power cycle), with its data structure where
 /// it has one (the APST table).
-pub(crate) fn set_feature(fd: RawFd, fid: u32, cdw11: u32, data: Option<&mut [u8]>) -> Result<u32, String> {
+pub(crate) fn set_feature(fd: RawFd, fid: u32, cdw11: u32, data: Option<&mut [u8]>) -> Result<u32, DeviceError> {
     let (addr, len) = data.map(|d| (d.as_mut_ptr() as u64, d.len() as u32)).unwrap_or((0, 0));
     let cmd = NvmeCmd { opcode: ADMIN_SET_FEATURES, addr, data_len: len, cdw10: fid, cdw11, ..Default::default() };
     admin(fd, cmd, &format!("Set Features {fid:#04x}"))
@@ -748,7 +754,7 @@ mod tests {
         qemu[2048..2050].copy_from_slice(&2500u16.to_le_bytes());
         let ps = parse_power_states(&qemu).unwrap();
         assert_eq!((ps.states.len(), ps.states[0].max_power_w, ps.apst_supported), (1, 25.0, false));
-        assert!(parse_power_states(&qemu[..4000]).unwrap_err().contains("4000 bytes"));
+        assert!(parse_power_states(&qemu[..4000]).unwrap_err().to_string().contains("4000 bytes"));
     }
 
     #[test]
@@ -897,9 +903,9 @@ mod tests {
         let id = parse_identify_namespace(&id_page(10, 17, 0x21, &f)).unwrap();
         assert_eq!((id.format, id.lba_size), (17, 4096));
         // Nonsense is refused, with a reason.
-        assert!(parse_identify_namespace(&id_page(10, 0, 1, &[(0, 9)])).unwrap_err().contains("format 1"));
-        assert!(parse_identify_namespace(&id_page(10, 0, 0, &[(0, 0)])).unwrap_err().contains("2^0"));
-        assert!(parse_identify_namespace(&id_page(0, 0, 0, &[(0, 9)])).unwrap_err().contains("size of 0"));
+        assert!(parse_identify_namespace(&id_page(10, 0, 1, &[(0, 9)])).unwrap_err().to_string().contains("format 1"));
+        assert!(parse_identify_namespace(&id_page(10, 0, 0, &[(0, 0)])).unwrap_err().to_string().contains("2^0"));
+        assert!(parse_identify_namespace(&id_page(0, 0, 0, &[(0, 9)])).unwrap_err().to_string().contains("size of 0"));
         assert!(parse_identify_namespace(&[0u8; 100]).is_err());
     }
 
@@ -1027,9 +1033,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("data");
         std::fs::write(&file, b"x").unwrap();
-        let e = generic_target(&file).unwrap_err();
+        let e = generic_target(&file).unwrap_err().to_string();
         assert!(e.contains("needs an NVMe namespace") && e.contains("a regular file"), "{e}");
-        assert!(generic_target(&dir.path().join("none")).unwrap_err().contains("cannot examine"));
+        assert!(generic_target(&dir.path().join("none")).unwrap_err().to_string().contains("cannot examine"));
         if let Some(g) = generic_devices().into_iter().next() {
             assert_eq!(generic_target(&g).unwrap(), g, "a generic device is its own passthrough target");
         }

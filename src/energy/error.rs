@@ -9,7 +9,7 @@
 
 use crate::failure::{FailureKind, Kinded};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum EnergyError {
     /// Asked wrongly: an option's value, a credentials file, a meter log that is not a regular
     /// file of readings, a source named that is not configured. Bad input.
@@ -37,6 +37,18 @@ impl Kinded for EnergyError {
             EnergyError::Unsupported(_) => FailureKind::Unsupported,
             EnergyError::Unreachable(_) => FailureKind::External,
             EnergyError::Failed(_) => FailureKind::Failed,
+        }
+    }
+}
+
+impl EnergyError {
+    /// The same error, its message given context (the source or device it was about), its kind kept.
+    pub(crate) fn context(self, f: impl FnOnce(String) -> String) -> EnergyError {
+        match self {
+            EnergyError::Invalid(m) => EnergyError::Invalid(f(m)),
+            EnergyError::Unsupported(m) => EnergyError::Unsupported(f(m)),
+            EnergyError::Unreachable(m) => EnergyError::Unreachable(f(m)),
+            EnergyError::Failed(m) => EnergyError::Failed(f(m)),
         }
     }
 }

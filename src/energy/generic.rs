@@ -34,16 +34,16 @@ pub struct GenericConfig {
 }
 
 /// `<timestamp> <watts>`; Err says why the line is no sample.
-pub(crate) fn parse_line(line: &str) -> Result<(f64, f64), String> {
+pub(crate) fn parse_line(line: &str) -> Result<(f64, f64), EnergyError> {
     let f: Vec<&str> = line.split([' ', '\t', ',', ';']).filter(|s| !s.is_empty()).collect();
-    let [ts, w] = f[..] else { return Err(format!("{} fields, not <timestamp> <watts>", f.len())) };
-    let ts = super::meterlog::parse_timestamp(ts).ok_or_else(|| format!("{ts:?} is not a timestamp"))?;
-    let w: f64 = w.parse().map_err(|_| format!("{w:?} is not a number of watts"))?;
+    let [ts, w] = f[..] else { return Err(EnergyError::Unreachable(format!("{} fields, not <timestamp> <watts>", f.len()))) };
+    let ts = super::meterlog::parse_timestamp(ts).ok_or_else(|| EnergyError::Unreachable(format!("{ts:?} is not a timestamp")))?;
+    let w: f64 = w.parse().map_err(|_| EnergyError::Unreachable(format!("{w:?} is not a number of watts")))?;
     if !(w.is_finite() && (0.0..=MAX_SAMPLE_WATTS).contains(&w)) {
-        return Err(format!("{w} W is not a power reading"));
+        return Err(EnergyError::Unreachable(format!("{w} W is not a power reading")));
     }
     if !(0.0..=95_617_584_000.0).contains(&ts) {
-        return Err(format!("timestamp {ts} is before 1970 or after the year 5000"));
+        return Err(EnergyError::Unreachable(format!("timestamp {ts} is before 1970 or after the year 5000")));
     }
     Ok((ts, w))
 }
@@ -246,7 +246,7 @@ impl Source for Generic {
     fn channels(&self) -> &[Channel] {
         &self.channels
     }
-    fn read(&mut self) -> Vec<Result<super::Reading, String>> {
+    fn read(&mut self) -> Vec<Result<super::Reading, EnergyError>> {
         Vec::new()
     }
     fn begin(&mut self, _t0: Instant, start_unix: f64) -> bool {

@@ -31,7 +31,7 @@ fn watts_after(text: &str, label: &str) -> Option<f64> {
 }
 
 /// Parse `ipmitool dcmi power reading` output into a usable reading, or say why it is not one.
-pub fn parse_dcmi(text: &str) -> Result<DcmiReading, String> {
+pub fn parse_dcmi(text: &str) -> Result<DcmiReading, EnergyError> {
     let inst = watts_after(text, "Instantaneous power reading:").or_else(|| {
         // FreeIPMI: "Current Power                        : 215 Watts"
         let f = field_after(text, "Current Power")?;
@@ -39,22 +39,29 @@ pub fn parse_dcmi(text: &str) -> Result<DcmiReading, String> {
         f.trim_start().chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse().ok()
     });
     let Some(inst) = inst else {
-        return Err(format!("no power reading in ipmitool output: {:?}", text.trim().chars().take(200).collect::<String>()));
+        return Err(EnergyError::Unreachable(format!(
+            "no power reading in ipmitool output: {:?}",
+            text.trim().chars().take(200).collect::<String>()
+        )));
     };
     let state = field_after(text, "Power reading state is:").map(|s| s.trim().to_string());
     if let Some(st) = &state {
         if st != "activated" {
-            return Err(format!("BMC power reading state is {st:?}, not activated (power monitoring off); reading rejected"));
+            return Err(EnergyError::Unreachable(format!(
+                "BMC power reading state is {st:?}, not activated (power monitoring off); reading rejected"
+            )));
         }
     }
     let timestamp = field_after(text, "IPMI timestamp:").map(|s| s.split("Sampling period").next().unwrap_or(s).trim().to_string());
     if let Some(ts) = &timestamp {
         if ts.contains("1970") || ts.starts_with("01/01/70") {
-            return Err(format!("BMC timestamp {ts:?} is in 1970 (power monitoring never started); reading rejected"));
+            return Err(EnergyError::Unreachable(format!(
+                "BMC timestamp {ts:?} is in 1970 (power monitoring never started); reading rejected"
+            )));
         }
     }
     if inst == 0.0 || inst >= 65535.0 {
-        return Err(format!("BMC reports {inst} W (0 and 65535 mean no reading); rejected"));
+        return Err(EnergyError::Unreachable(format!("BMC reports {inst} W (0 and 65535 mean no reading); rejected")));
     }
     let average_w = watts_after(text, "Average power reading over sample period:");
     Ok(DcmiReading { instantaneous_w: inst, average_w, timestamp, state })
@@ -71,7 +78,7 @@ pub fn lookup_in_path(name: &str, path_var: &str) -> Option<PathBuf> {
 }
 
 /// Run a command with LC_ALL=C and a timeout; Ok(stdout) when it exits 0.
-pub(crate) fn run_with_timeout(prog: &Path, args: &[String], timeout: Duration) -> Result<String, String> {
+pub(crate) fn run_with_timeout(prog: &Path, args: &[String], timeout: Duration) -> Result<String, EnergyError> {
     let mut child = Command::new(prog)
         .args(args)
         .env("LC_ALL", "C")
@@ -80,7 +87,7 @@ pub(crate) fn run_with_timeout(prog: &Path, args: &[String], timeout: Duration) 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", prog.display()))?;
+        .map_err(|e| EnergyError::Unreachable(format!("cannot run {}: {e}", prog.display())))?;
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
     let t_out = std::thread::spawn(move || {
@@ -100,16 +107,16 @@ pub(crate) fn run_with_timeout(prog: &Path, args: &[String], timeout: Duration) 
             Ok(None) if t0.elapsed() > timeout => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("{} timed out after {:?}", prog.display(), timeout));
+                return Err(EnergyError::Unreachable(format!("{} timed out after {:?}", prog.display(), timeout)));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(format!("{}: {e}", prog.display())),
+            Err(e) => return Err(EnergyError::Unreachable(format!("{}: {e}", prog.display()))),
         }
     };
     let stdout = t_out.join().unwrap_or_default();
     let stderr = t_err.join().unwrap_or_default();
     if !status.success() {
-        return Err(format!("{} exited with {status}: {}", prog.display(), stderr.trim()));
+        return Err(EnergyError::Unreachable(format!("{} exited with {status}: {}", prog.display(), stderr.trim())));
     }
     Ok(stdout)
 }
@@ -146,8 +153,8 @@ impl Ipmi {
                 kind: ChannelKind::Power { max_gap_s: 5.0, edge_hold_s: 1.5 },
             }],
         };
-        let out = run_with_timeout(&me.prog, &me.args, Duration::from_secs(10)).map_err(EnergyError::Unreachable)?;
-        let r = parse_dcmi(&out).map_err(EnergyError::Unreachable)?;
+        let out = run_with_timeout(&me.prog, &me.args, Duration::from_secs(10))?;
+        let r = parse_dcmi(&out)?;
         Ok((me, vec![format!("first reading {} W", r.instantaneous_w)]))
     }
 }
@@ -165,7 +172,7 @@ impl Source for Ipmi {
     fn interval(&self) -> Duration {
         IPMI_INTERVAL
     }
-    fn read(&mut self) -> Vec<Result<Reading, String>> {
+    fn read(&mut self) -> Vec<Result<Reading, EnergyError>> {
         vec![run_with_timeout(&self.prog, &self.args, Duration::from_secs(5))
             .and_then(|o| parse_dcmi(&o))
             .map(|r| Reading::Watts(r.instantaneous_w))]
@@ -195,6 +202,6 @@ mod tests {
     #[test]
     fn rejects_65535() {
         let t = V18.replace("  215 Watts", "65535 Watts");
-        assert!(parse_dcmi(&t).unwrap_err().contains("65535"));
+        assert!(parse_dcmi(&t).unwrap_err().to_string().contains("65535"));
     }
 }

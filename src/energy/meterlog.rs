@@ -13,6 +13,7 @@
 //! with m0 the anchor (the first sample, or the first sync mark). drift_ppm > 0 means the
 //! meter's clock runs fast. Two sync marks (meter time, host time) determine both.
 use super::integrate::{per_second_watts, CounterSeries, Integrated, PowerSeries};
+use super::EnergyError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SeriesKind {
@@ -41,10 +42,10 @@ pub struct ClockCorrection {
 
 impl ClockCorrection {
     /// From two sync marks (meter time, host time), e.g. a load step seen by both.
-    pub(crate) fn from_sync_marks(m1: (f64, f64), m2: (f64, f64)) -> Result<ClockCorrection, String> {
+    pub(crate) fn from_sync_marks(m1: (f64, f64), m2: (f64, f64)) -> Result<ClockCorrection, EnergyError> {
         let (dm, dh) = (m2.0 - m1.0, m2.1 - m1.1);
         if dm <= 0.0 || dh <= 0.0 {
-            return Err("sync marks must be in increasing time order on both clocks".into());
+            return Err(EnergyError::Invalid("sync marks must be in increasing time order on both clocks".into()));
         }
         Ok(ClockCorrection { offset_s: m1.1 - m1.0, drift_ppm: (dm / dh - 1.0) * 1e6, anchor_meter_s: Some(m1.0) })
     }
@@ -180,13 +181,20 @@ fn gmt_offset(h: &str) -> Option<f64> {
     Some(sign * (hh.trim().parse::<f64>().ok()? * 3600.0 + mm.parse::<f64>().unwrap_or(0.0) * 60.0))
 }
 
-pub(crate) fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
+pub(crate) fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, EnergyError> {
     let mut lines = text.lines().map(|l| l.trim_start_matches('\u{feff}')).filter(|l| !l.trim().is_empty());
-    let first = lines.next().ok_or("empty HOBOware file")?;
-    let header = if first.contains("Plot Title") { lines.next().ok_or("HOBOware file has no header line")? } else { first };
+    let first = lines.next().ok_or_else(|| EnergyError::Invalid("empty HOBOware file".into()))?;
+    let header = if first.contains("Plot Title") {
+        lines.next().ok_or_else(|| EnergyError::Invalid("HOBOware file has no header line".into()))?
+    } else {
+        first
+    };
     let sep = [',', ';', '\t'].into_iter().max_by_key(|&c| split_csv(header, c).len()).unwrap();
     let cols = split_csv(header, sep);
-    let date_col = cols.iter().position(|c| c.starts_with("Date Time")).ok_or_else(|| format!("no \"Date Time\" column in {header:?}"))?;
+    let date_col = cols
+        .iter()
+        .position(|c| c.starts_with("Date Time"))
+        .ok_or_else(|| EnergyError::Invalid(format!("no \"Date Time\" column in {header:?}")))?;
     let tz = gmt_offset(&cols[date_col]).unwrap_or(0.0);
     let unit_of = |c: &str| -> Option<String> { c.split_once(',').map(|(_, u)| u.split_whitespace().next().unwrap_or("").to_string()) };
     let mut pick: Option<(usize, SeriesKind, f64)> = None;
@@ -201,7 +209,8 @@ pub(crate) fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
             pick = Some((i, SeriesKind::Watts, if unit == "kW" { 1000.0 } else { 1.0 }));
         }
     }
-    let (col, kind, mult) = pick.ok_or_else(|| format!("no Active Energy (Wh) or Active Power (W) series in {header:?}"))?;
+    let (col, kind, mult) =
+        pick.ok_or_else(|| EnergyError::Invalid(format!("no Active Energy (Wh) or Active Power (W) series in {header:?}")))?;
     let mut points = Vec::new();
     for (n, line) in lines.enumerate() {
         let f = split_csv(line, sep);
@@ -209,15 +218,16 @@ pub(crate) fn parse_hobo(text: &str, dmy: bool) -> Result<MeterLog, String> {
         if v.is_empty() {
             continue; // event rows (Started, Stopped, Line Loss) carry no value
         }
-        let t = parse_hobo_date(d, dmy)
-            .ok_or_else(|| format!("line {}: cannot parse date {d:?} (use format hobo-dmy for day/month/year)", n + 3))?;
-        let v = parse_number(v).ok_or_else(|| format!("line {}: not a number: {v:?}", n + 3))?;
+        let t = parse_hobo_date(d, dmy).ok_or_else(|| {
+            EnergyError::Invalid(format!("line {}: cannot parse date {d:?} (use format hobo-dmy for day/month/year)", n + 3))
+        })?;
+        let v = parse_number(v).ok_or_else(|| EnergyError::Invalid(format!("line {}: not a number: {v:?}", n + 3)))?;
         points.push((t - tz, v * mult));
     }
     Ok(MeterLog { format: if dmy { "hobo-dmy".into() } else { "hobo".into() }, series: cols[col].clone(), kind, points })
 }
 
-pub(crate) fn parse_plain_csv(text: &str) -> Result<MeterLog, String> {
+pub(crate) fn parse_plain_csv(text: &str) -> Result<MeterLog, EnergyError> {
     let mut points = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let l = line.trim();
@@ -226,12 +236,12 @@ pub(crate) fn parse_plain_csv(text: &str) -> Result<MeterLog, String> {
         }
         let f = split_csv(l, if l.contains(';') && !l.contains(',') { ';' } else { ',' });
         if f.len() < 2 {
-            return Err(format!("line {}: expected timestamp,watts: {l:?}", n + 1));
+            return Err(EnergyError::Invalid(format!("line {}: expected timestamp,watts: {l:?}", n + 1)));
         }
         match (parse_timestamp(&f[0]), parse_number(&f[1])) {
             (Some(t), Some(w)) => points.push((t, w)),
             _ if points.is_empty() && n == 0 => continue, // header
-            _ => return Err(format!("line {}: cannot parse {l:?} as timestamp,watts", n + 1)),
+            _ => return Err(EnergyError::Invalid(format!("line {}: cannot parse {l:?} as timestamp,watts", n + 1))),
         }
     }
     Ok(MeterLog { format: "csv".into(), series: "watts".into(), kind: SeriesKind::Watts, points })
@@ -240,7 +250,7 @@ pub(crate) fn parse_plain_csv(text: &str) -> Result<MeterLog, String> {
 /// The names `--meter-format` takes ("hoboware" is also accepted for "hobo").
 pub const FORMATS: [&str; 3] = ["hobo", "hobo-dmy", "csv"];
 
-pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, String> {
+pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, EnergyError> {
     let fmt = match format {
         Some(f) => f.to_string(),
         None if text.lines().next().is_some_and(|l| l.contains("Plot Title") || l.contains("Date Time")) => "hobo".into(),
@@ -250,24 +260,27 @@ pub fn parse_meter_log(text: &str, format: Option<&str>) -> Result<MeterLog, Str
         "hobo" | "hoboware" => parse_hobo(text, false)?,
         "hobo-dmy" => parse_hobo(text, true)?,
         "csv" => parse_plain_csv(text)?,
-        other => return Err(format!("unknown meter log format {other:?} ({})", FORMATS.join(", "))),
+        other => return Err(EnergyError::Invalid(format!("unknown meter log format {other:?} ({})", FORMATS.join(", ")))),
     };
     if log.points.len() < 2 {
-        return Err(format!("meter log has {} samples; at least two are needed", log.points.len()));
+        return Err(EnergyError::Invalid(format!("meter log has {} samples; at least two are needed", log.points.len())));
     }
     if let Some(p) = log.points.iter().find(|p| p.1 < 0.0) {
-        return Err(format!("meter log has a negative value {} at {}", p.1, p.0));
+        return Err(EnergyError::Invalid(format!("meter log has a negative value {} at {}", p.1, p.0)));
     }
     if let Some(p) = log.points.iter().find(|p| log.kind == SeriesKind::Watts && p.1 > super::MAX_SAMPLE_WATTS) {
-        return Err(format!(
+        return Err(EnergyError::Invalid(format!(
             "meter log has a sample of {:e} W at {}, more than the {:e} W a meter reads: check the log's unit and series",
             p.1,
             p.0,
             super::MAX_SAMPLE_WATTS
-        ));
+        )));
     }
     if let Some(p) = log.points.iter().find(|p| !p.0.is_finite() || p.0.abs() > MAX_TIMESTAMP_S) {
-        return Err(format!("meter log has a timestamp {:e} that is not a time (UNIX seconds before the year 5000)", p.0));
+        return Err(EnergyError::Invalid(format!(
+            "meter log has a timestamp {:e} that is not a time (UNIX seconds before the year 5000)",
+            p.0
+        )));
     }
     Ok(log)
 }

@@ -67,9 +67,12 @@ impl Scope {
     }
 
     /// A scope by its name (`ssd`, `wall_ac`, ...); Err is one phrase naming the known ones.
-    pub fn parse(text: &str) -> Result<Scope, String> {
+    pub fn parse(text: &str) -> Result<Scope, EnergyError> {
         SCOPES.iter().copied().find(|s| s.as_str() == text.trim()).ok_or_else(|| {
-            format!("'{text}' is not an energy scope (known: {})", SCOPES.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+            EnergyError::Invalid(format!(
+                "'{text}' is not an energy scope (known: {})",
+                SCOPES.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ))
         })
     }
 }
@@ -101,9 +104,9 @@ pub trait Source: Send {
     fn name(&self) -> &'static str;
     fn method(&self, scope: Scope) -> String;
     fn channels(&self) -> &[Channel];
-    /// One value per channel, in order; errors are gaps, their message what the record keeps
+    /// One value per channel, in order; errors are gaps, their line what the record keeps
     /// (the first one, in a note or a reason).
-    fn read(&mut self) -> Vec<Result<Reading, String>>;
+    fn read(&mut self) -> Vec<Result<Reading, EnergyError>>;
     /// Cheap to read (sysfs, perf, NVML): read synchronously at start.
     fn fast(&self) -> bool {
         false
@@ -200,7 +203,7 @@ impl EnergyConfig {
     /// The meter clock's correction; Err (bad input) says which value cannot be used.
     fn clock_correction(&self) -> Result<ClockCorrection, EnergyError> {
         match self.meter_sync {
-            Some((m1, m2)) => ClockCorrection::from_sync_marks(m1, m2).map_err(EnergyError::Invalid),
+            Some((m1, m2)) => ClockCorrection::from_sync_marks(m1, m2),
             None => Ok(ClockCorrection { offset_s: self.meter_offset_s, drift_ppm: self.meter_drift_ppm, anchor_meter_s: None }),
         }
         .and_then(|c| {
@@ -462,25 +465,25 @@ pub const MAX_SAMPLE_WATTS: f64 = 1e6;
 /// finite, is not a run's (a window of 10^13 s tried to allocate 160 TB).
 pub const MAX_WINDOW_S: f64 = 2.0 * crate::plan::validate::MAX_SECONDS;
 
-/// A finite number within ±`max`, for an option (clap's value parser); Err is one phrase.
-fn finite_within(text: &str, max: f64, unit: &str, what: &str) -> Result<f64, String> {
-    let v: f64 = text.trim().parse().map_err(|_| format!("'{text}' is not a number"))?;
+/// A finite number within ±`max`, for an option (clap's value parser); Err (bad input) is one phrase.
+fn finite_within(text: &str, max: f64, unit: &str, what: &str) -> Result<f64, EnergyError> {
+    let v: f64 = text.trim().parse().map_err(|_| EnergyError::Invalid(format!("'{text}' is not a number")))?;
     if !v.is_finite() {
-        return Err(format!("'{text}' is not a finite number"));
+        return Err(EnergyError::Invalid(format!("'{text}' is not a finite number")));
     }
     if v.abs() > max {
-        return Err(format!("{text} is beyond ±{max} {unit}, {what}"));
+        return Err(EnergyError::Invalid(format!("{text} is beyond ±{max} {unit}, {what}")));
     }
     Ok(v)
 }
 
 /// `--meter-drift-ppm`, `energy import --drift-ppm`: finite, within ±[`MAX_DRIFT_PPM`].
-pub(crate) fn parse_drift_ppm(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_drift_ppm(text: &str) -> Result<f64, EnergyError> {
     finite_within(text, MAX_DRIFT_PPM, "ppm", "more than any meter's clock drifts")
 }
 
 /// `--meter-offset`, `energy import --clock-offset`: finite seconds within a year.
-pub(crate) fn parse_clock_offset_s(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_clock_offset_s(text: &str) -> Result<f64, EnergyError> {
     finite_within(text, MAX_CLOCK_OFFSET_S, "s", "more than a year")
 }
 
@@ -497,19 +500,19 @@ pub struct SourceArgs {
     pub scope: Option<String>,
 }
 
-fn number_list(flag: &str, text: &str, lo: u32, hi: u32) -> Result<Vec<u32>, String> {
+fn number_list(flag: &str, text: &str, lo: u32, hi: u32) -> Result<Vec<u32>, EnergyError> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let n: u32 = part.parse().map_err(|_| format!("{flag} '{text}': '{part}' is not a number"))?;
+        let n: u32 = part.parse().map_err(|_| EnergyError::Invalid(format!("{flag} '{text}': '{part}' is not a number")))?;
         if !(lo..=hi).contains(&n) {
-            return Err(format!("{flag} '{text}': {n} is not between {lo} and {hi}"));
+            return Err(EnergyError::Invalid(format!("{flag} '{text}': {n} is not between {lo} and {hi}")));
         }
         if !out.contains(&n) {
             out.push(n);
         }
     }
     if out.is_empty() {
-        return Err(format!("{flag} '{text}' names none"));
+        return Err(EnergyError::Invalid(format!("{flag} '{text}' names none")));
     }
     Ok(out)
 }
@@ -517,26 +520,22 @@ fn number_list(flag: &str, text: &str, lo: u32, hi: u32) -> Result<Vec<u32>, Str
 impl SourceArgs {
     /// Check the options and put them in `cfg`; Err (bad input) is one line naming the option.
     pub fn apply(&self, cfg: &mut EnergyConfig) -> Result<(), EnergyError> {
-        self.apply_checked(cfg).map_err(EnergyError::Invalid)
-    }
-
-    /// `apply`'s checks, each refusal a line of text (all of them bad input).
-    fn apply_checked(&self, cfg: &mut EnergyConfig) -> Result<(), String> {
+        let bad = |m: String| Err(EnergyError::Invalid(m));
         match (&self.powersensor, &self.powersensor_rails) {
             (Some(dev), Some(r)) => {
                 let rails = number_list("--powersensor-rails", r, 0, powersensor::MAX_PAIRS as u32 - 1)?;
                 cfg.powersensor =
                     Some(powersensor::PowerSensorConfig { device: dev.clone(), rails: rails.into_iter().map(|r| r as usize).collect() });
             }
-            (Some(_), None) => return Err("--powersensor needs --powersensor-rails: the sensor pairs (0-3) that feed the drive".into()),
-            (None, Some(_)) => return Err("--powersensor-rails needs --powersensor DEVICE".into()),
+            (Some(_), None) => return bad("--powersensor needs --powersensor-rails: the sensor pairs (0-3) that feed the drive".into()),
+            (None, Some(_)) => return bad("--powersensor-rails needs --powersensor DEVICE".into()),
             (None, None) => {}
         }
         match (&self.netio_url, &self.netio_outlets) {
             (Some(url), Some(o)) => {
                 let outlets = number_list("--netio-outlets", o, 1, 64)?;
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(format!("--netio-url {} must start with http:// or https://", crate::secret::redact(url)));
+                    return bad(format!("--netio-url {} must start with http:// or https://", crate::secret::redact(url)));
                 }
                 let mut n = netio::NetioConfig {
                     url: url.clone(),
@@ -551,26 +550,27 @@ impl SourceArgs {
                 }
                 cfg.netio = Some(n);
             }
-            (Some(_), None) => return Err("--netio-url needs --netio-outlets: the output IDs that feed the server".into()),
-            (None, Some(_)) => return Err("--netio-outlets needs --netio-url URL".into()),
+            (Some(_), None) => return bad("--netio-url needs --netio-outlets: the output IDs that feed the server".into()),
+            (None, Some(_)) => return bad("--netio-outlets needs --netio-url URL".into()),
             (None, None) => {
                 if self.netio_credentials.is_some() {
-                    return Err("--netio-credentials needs --netio-url URL".into());
+                    return bad("--netio-credentials needs --netio-url URL".into());
                 }
             }
         }
-        let scope = self.scope.as_deref().map(Scope::parse).transpose().map_err(|e| format!("--energy-scope: {e}"))?;
+        let scope =
+            self.scope.as_deref().map(Scope::parse).transpose().map_err(|e| EnergyError::Invalid(format!("--energy-scope: {e}")))?;
         match (&self.command, &self.socket, scope) {
-            (Some(_), Some(_), _) => return Err("--energy-command and --energy-socket: give one meter of the two".into()),
-            (None, None, Some(_)) => return Err("--energy-scope needs --energy-command or --energy-socket".into()),
+            (Some(_), Some(_), _) => return bad("--energy-command and --energy-socket: give one meter of the two".into()),
+            (None, None, Some(_)) => return bad("--energy-scope needs --energy-command or --energy-socket".into()),
             (None, None, None) => {}
             (_, _, None) => {
-                return Err("--energy-command/--energy-socket need --energy-scope: what the meter measures (ssd, wall_ac, cpu_package, dram, platform, bmc_system, gpu)".into())
+                return bad("--energy-command/--energy-socket need --energy-scope: what the meter measures (ssd, wall_ac, cpu_package, dram, platform, bmc_system, gpu)".into())
             }
             (command, socket, Some(scope)) => {
                 if let Some(s) = socket {
                     if s.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
-                        return Err(format!("--energy-socket '{s}' is not HOST:PORT"));
+                        return bad(format!("--energy-socket '{s}' is not HOST:PORT"));
                     }
                 }
                 cfg.generic = Some(generic::GenericConfig { command: command.clone(), socket: socket.clone(), scope });
@@ -632,25 +632,21 @@ pub(crate) fn meter_log_problem(path: &Path) -> Option<String> {
 /// it), at most MAX_METER_LOG_BYTES (also when its size is not known up front, as in /proc).
 /// Err (bad input): the file given cannot be read as a meter log.
 pub(crate) fn read_meter_log(path: &Path) -> Result<String, EnergyError> {
-    read_meter_log_text(path).map_err(EnergyError::Invalid)
-}
-
-fn read_meter_log_text(path: &Path) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    let bad = |e: std::io::Error| EnergyError::Invalid(format!("{}: {e}", path.display()));
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
-    let f =
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let meta = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(bad)?;
+    let meta = f.metadata().map_err(bad)?;
     if !meta.is_file() {
-        return Err(not_regular(path, meta.file_type()));
+        return Err(EnergyError::Invalid(not_regular(path, meta.file_type())));
     }
     let mut buf = Vec::new();
-    f.take(MAX_METER_LOG_BYTES + 1).read_to_end(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+    f.take(MAX_METER_LOG_BYTES + 1).read_to_end(&mut buf).map_err(bad)?;
     if buf.len() as u64 > MAX_METER_LOG_BYTES {
-        return Err(too_big(path));
+        return Err(EnergyError::Invalid(too_big(path)));
     }
-    String::from_utf8(buf).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+    String::from_utf8(buf).map_err(|_| EnergyError::Invalid(format!("{} is not UTF-8 text", path.display())))
 }
 
 /// Read a meter log and integrate it over a host UNIX-time window.
@@ -672,7 +668,7 @@ impl MeterLogFile {
     /// Err (bad input): a log that cannot be read or parsed, or a clock correction that cannot be used.
     pub fn load(path: &Path, cfg: &EnergyConfig) -> Result<MeterLogFile, EnergyError> {
         let text = read_meter_log(path)?;
-        let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref()).map_err(EnergyError::Invalid)?;
+        let log = meterlog::parse_meter_log(&text, cfg.meter_format.as_deref())?;
         let corr = cfg.clock_correction()?;
         let corrected = meterlog::CorrectedLog::new(&log, &corr);
         Ok(MeterLogFile { path: path.to_path_buf(), log, corr, corrected })
@@ -741,7 +737,7 @@ impl MeterLogFile {
     }
 }
 
-type Samples = Vec<(f64, Vec<Result<Reading, String>>)>;
+type Samples = Vec<(f64, Vec<Result<Reading, EnergyError>>)>;
 
 struct Running {
     handle: JoinHandle<(Box<dyn Source>, Samples)>,
@@ -759,7 +755,7 @@ pub struct EnergyMeter {
     reasons: Vec<String>,
 }
 
-fn sample(src: &mut dyn Source, t0: Instant) -> (f64, Vec<Result<Reading, String>>) {
+fn sample(src: &mut dyn Source, t0: Instant) -> (f64, Vec<Result<Reading, EnergyError>>) {
     let a = t0.elapsed().as_secs_f64();
     let v = src.read();
     let b = t0.elapsed().as_secs_f64();
@@ -902,7 +898,7 @@ pub(crate) fn summarise(src: &dyn Source, samples: &Samples, end: f64) -> (Vec<S
                     let x = match v.get(i) {
                         Some(Ok(Reading::Raw(x))) | Some(Ok(Reading::Watts(x))) => Some(*x),
                         Some(Err(e)) => {
-                            first_err.get_or_insert_with(|| e.clone());
+                            first_err.get_or_insert_with(|| e.to_string());
                             None
                         }
                         None => None,

@@ -84,16 +84,16 @@ pub struct Netio {
 }
 
 /// One outlet's `Load` in watts from a netio.json document.
-pub(crate) fn outlet_load(v: &Value, id: u32) -> Result<f64, String> {
-    let outs = v.get("Outputs").and_then(|o| o.as_array()).ok_or("netio.json has no Outputs list")?;
+pub(crate) fn outlet_load(v: &Value, id: u32) -> Result<f64, EnergyError> {
+    let outs = v.get("Outputs").and_then(|o| o.as_array()).ok_or_else(|| EnergyError::Invalid("netio.json has no Outputs list".into()))?;
     let o = outs.iter().find(|o| o.get("ID").and_then(|i| i.as_u64()) == Some(id as u64)).ok_or_else(|| {
         let ids: Vec<String> = outs.iter().filter_map(|o| o.get("ID").and_then(|i| i.as_u64())).map(|i| i.to_string()).collect();
-        format!("the PDU has no output {id} (it has {})", ids.join(", "))
+        EnergyError::Invalid(format!("the PDU has no output {id} (it has {})", ids.join(", ")))
     })?;
-    let w = o.get("Load").ok_or_else(|| format!("output {id} reports no Load (it does not meter)"))?;
-    let w = w.as_f64().ok_or_else(|| format!("output {id} Load is {w}, not a number"))?;
+    let w = o.get("Load").ok_or_else(|| EnergyError::Invalid(format!("output {id} reports no Load (it does not meter)")))?;
+    let w = w.as_f64().ok_or_else(|| EnergyError::Invalid(format!("output {id} Load is {w}, not a number")))?;
     if !(w.is_finite() && (0.0..=MAX_SAMPLE_WATTS).contains(&w)) {
-        return Err(format!("output {id} Load {w} W is not a power reading; rejected"));
+        return Err(EnergyError::Invalid(format!("output {id} Load {w} W is not a power reading; rejected")));
     }
     Ok(w)
 }
@@ -105,7 +105,7 @@ pub fn clock_skew_s(v: &Value, host_unix: f64) -> Option<f64> {
 }
 
 impl Netio {
-    fn get(&self) -> Result<Value, String> {
+    fn get(&self) -> Result<Value, EnergyError> {
         let mut req = self.agent.get(&self.url).set("Accept", "application/json");
         if let Some(a) = &self.auth {
             req = req.set("Authorization", a);
@@ -113,13 +113,13 @@ impl Netio {
         let shown = redact(&self.url);
         match req.call() {
             Ok(r) => {
-                let body = r.into_string().map_err(|e| redact(&format!("GET {shown}: {e}")))?;
-                serde_json::from_str(&body).map_err(|e| format!("GET {shown}: not JSON: {e}"))
+                let body = r.into_string().map_err(|e| EnergyError::Unreachable(redact(&format!("GET {shown}: {e}"))))?;
+                serde_json::from_str(&body).map_err(|e| EnergyError::Unreachable(format!("GET {shown}: not JSON: {e}")))
             }
-            Err(ureq::Error::Status(401, _)) | Err(ureq::Error::Status(403, _)) => Err(format!(
+            Err(ureq::Error::Status(401, _)) | Err(ureq::Error::Status(403, _)) => Err(EnergyError::Unreachable(format!(
                 "GET {shown}: authentication refused (set IOLAB_NETIO_USER/IOLAB_NETIO_PASSWORD or --netio-credentials, the JSON API's read user)"
-            )),
-            Err(e) => Err(redact(&format!("GET {shown}: {e}"))),
+            ))),
+            Err(e) => Err(EnergyError::Unreachable(redact(&format!("GET {shown}: {e}")))),
         }
     }
 
@@ -156,11 +156,11 @@ impl Netio {
                 .collect(),
         };
         let host = super::unix_now();
-        let v = me.get().map_err(EnergyError::Unreachable)?;
+        let v = me.get()?;
         let mut notes = Vec::new();
         for &o in &me.outlets {
             // The PDU answered: an outlet it does not meter is one named wrongly.
-            let w = outlet_load(&v, o).map_err(EnergyError::Invalid)?;
+            let w = outlet_load(&v, o)?;
             notes.push(format!("output {o} first reading {w} W"));
         }
         if let Some(skew) = clock_skew_s(&v, host) {
@@ -194,7 +194,7 @@ impl Source for Netio {
     fn interval(&self) -> Duration {
         Duration::from_secs(1)
     }
-    fn read(&mut self) -> Vec<Result<Reading, String>> {
+    fn read(&mut self) -> Vec<Result<Reading, EnergyError>> {
         match self.get() {
             Ok(v) => self.outlets.iter().map(|&o| outlet_load(&v, o).map(Reading::Watts)).collect(),
             Err(e) => self.outlets.iter().map(|_| Err(e.clone())).collect(),
@@ -222,8 +222,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(outlet_load(&v, 1).unwrap(), 151.0);
-        assert!(outlet_load(&v, 2).unwrap_err().contains("no Load"));
-        assert!(outlet_load(&v, 9).unwrap_err().contains("has no output 9"));
+        assert!(outlet_load(&v, 2).unwrap_err().to_string().contains("no Load"));
+        assert!(outlet_load(&v, 9).unwrap_err().to_string().contains("has no output 9"));
         let skew = clock_skew_s(&v, 1_795_773_600.0 - 30.0).unwrap();
         assert!((skew - 30.0).abs() < 1e-6, "{skew}");
     }

@@ -128,11 +128,11 @@ impl Source for Nvml {
     fn fast(&self) -> bool {
         true
     }
-    fn read(&mut self) -> Vec<Result<Reading, String>> {
+    fn read(&mut self) -> Vec<Result<Reading, EnergyError>> {
         // SAFETY: as in open.
         let energy: Result<Symbol<unsafe extern "C" fn(*mut c_void, *mut u64) -> Ret>, _> =
             unsafe { self.lib.get(b"nvmlDeviceGetTotalEnergyConsumption\0") };
-        let Ok(energy) = energy else { return self.devices.iter().map(|_| Err("symbol vanished".into())).collect() };
+        let Ok(energy) = energy else { return self.devices.iter().map(|_| Err(EnergyError::Failed("symbol vanished".into()))).collect() };
         self.devices
             .iter()
             .map(|&h| {
@@ -141,7 +141,7 @@ impl Source for Nvml {
                 if r == NVML_SUCCESS {
                     Ok(Reading::Raw(mj as f64))
                 } else {
-                    Err(format!("nvml: {}", err_string(&self.lib, r)))
+                    Err(EnergyError::Failed(format!("nvml: {}", err_string(&self.lib, r))))
                 }
             })
             .collect()

@@ -165,7 +165,7 @@ impl Source for PerfPower {
     fn fast(&self) -> bool {
         true
     }
-    fn read(&mut self) -> Vec<Result<Reading, String>> {
+    fn read(&mut self) -> Vec<Result<Reading, EnergyError>> {
         self.fds
             .iter()
             .map(|&fd| {
@@ -175,7 +175,7 @@ impl Source for PerfPower {
                 if n == 8 {
                     Ok(Reading::Raw(v as f64))
                 } else {
-                    Err(format!("perf read: {}", std::io::Error::last_os_error()))
+                    Err(EnergyError::Failed(format!("perf read: {}", std::io::Error::last_os_error())))
                 }
             })
             .collect()

@@ -227,30 +227,30 @@ fn errno_msg(what: &str) -> String {
     format!("{what}: {}", std::io::Error::last_os_error())
 }
 
-fn write_byte(fd: i32, c: u8) -> Result<(), String> {
+fn write_byte(fd: i32, c: u8) -> Result<(), EnergyError> {
     // SAFETY: one byte from a valid buffer to an open descriptor.
     let n = unsafe { libc::write(fd, (&c as *const u8).cast(), 1) };
     if n == 1 {
         Ok(())
     } else {
-        Err(errno_msg(&format!("write {:?}", c as char)))
+        Err(EnergyError::Failed(errno_msg(&format!("write {:?}", c as char))))
     }
 }
 
 /// Read exactly `buf.len()` bytes, waiting at most `timeout` in all.
-fn read_exact_timeout(fd: i32, buf: &mut [u8], timeout: Duration) -> Result<(), String> {
+fn read_exact_timeout(fd: i32, buf: &mut [u8], timeout: Duration) -> Result<(), EnergyError> {
     let until = Instant::now() + timeout;
     let mut got = 0;
     while got < buf.len() {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!("the device sent {got} of {} bytes within {:?}", buf.len(), timeout));
+            return Err(EnergyError::Failed(format!("the device sent {got} of {} bytes within {:?}", buf.len(), timeout)));
         }
         let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd.
         let r = unsafe { libc::poll(&mut p, 1, left.as_millis().max(1) as i32) };
         if r < 0 {
-            return Err(errno_msg("poll"));
+            return Err(EnergyError::Failed(errno_msg("poll")));
         }
         if r == 0 {
             continue;
@@ -258,7 +258,7 @@ fn read_exact_timeout(fd: i32, buf: &mut [u8], timeout: Duration) -> Result<(), 
         // SAFETY: reading into the unread part of `buf`.
         let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
         if n <= 0 {
-            return Err(if n == 0 { "the device closed".into() } else { errno_msg("read") });
+            return Err(EnergyError::Failed(if n == 0 { "the device closed".into() } else { errno_msg("read") }));
         }
         got += n as usize;
     }
@@ -320,12 +320,11 @@ impl PowerSensor {
                 return Err(EnergyError::Failed(errno_msg(&format!("PowerSensor3 {dev}: tcsetattr"))));
             }
             // A device left streaming by a program that died: stop it, drop what it sent.
-            write_byte(raw, b'T').map_err(|e| EnergyError::Failed(format!("PowerSensor3 {dev}: {e}")))?;
+            write_byte(raw, b'T').map_err(|e| e.context(|m| format!("PowerSensor3 {dev}: {m}")))?;
             std::thread::sleep(Duration::from_millis(50));
             libc::tcflush(raw, libc::TCIFLUSH);
         }
-        let sensors =
-            read_config(raw).map_err(|e| EnergyError::Failed(format!("PowerSensor3 {dev}: reading its sensor configuration: {e}")))?;
+        let sensors = read_config(raw).map_err(|e| e.context(|m| format!("PowerSensor3 {dev}: reading its sensor configuration: {m}")))?;
         let mut rails = Vec::new();
         for &p in &cfg.rails {
             let (i, v) = (&sensors[2 * p], &sensors[2 * p + 1]);
@@ -357,7 +356,7 @@ impl PowerSensor {
                 )
             })
             .collect();
-        write_byte(raw, b'S').map_err(|e| EnergyError::Failed(format!("PowerSensor3 {dev}: {e}")))?;
+        write_byte(raw, b'S').map_err(|e| e.context(|m| format!("PowerSensor3 {dev}: {m}")))?;
         let shared = Arc::new(Mutex::new(Shared { bins: vec![Bins::default(); rails.len()], ..Default::default() }));
         let stop = Arc::new(AtomicBool::new(false));
         let calib: Vec<(usize, SensorConfig, SensorConfig)> =
@@ -393,7 +392,7 @@ impl Drop for PowerSensor {
 }
 
 /// `readSensorsFromEEPROM`: `R`, then each sensor's struct answered by `s`, then `D`.
-fn read_config(fd: i32) -> Result<Vec<SensorConfig>, String> {
+fn read_config(fd: i32) -> Result<Vec<SensorConfig>, EnergyError> {
     write_byte(fd, b'R')?;
     let mut out = Vec::new();
     for _ in 0..MAX_SENSORS {
@@ -405,7 +404,7 @@ fn read_config(fd: i32) -> Result<Vec<SensorConfig>, String> {
     let mut d = [0u8; 1];
     read_exact_timeout(fd, &mut d, Duration::from_secs(2))?;
     if d[0] != b'D' {
-        return Err(format!("expected 'D' after the configuration, got byte 0x{:02x}", d[0]));
+        return Err(EnergyError::Failed(format!("expected 'D' after the configuration, got byte 0x{:02x}", d[0])));
     }
     Ok(out)
 }
@@ -502,7 +501,7 @@ impl Source for PowerSensor {
     fn channels(&self) -> &[Channel] {
         &self.channels
     }
-    fn read(&mut self) -> Vec<Result<super::Reading, String>> {
+    fn read(&mut self) -> Vec<Result<super::Reading, EnergyError>> {
         Vec::new()
     }
     fn begin(&mut self, t0: Instant, _start_unix: f64) -> bool {

@@ -37,9 +37,9 @@ fn read_trim(p: &Path) -> std::io::Result<String> {
     std::fs::read_to_string(p).map(|s| s.trim_end_matches('\n').to_string())
 }
 
-pub(crate) fn read_energy_uj(p: &Path) -> Result<u64, String> {
-    let s = read_trim(p).map_err(|e| explain_read_error(p, &e))?;
-    s.trim().parse::<u64>().map_err(|_| format!("{}: not a number: {s:?}", p.display()))
+pub(crate) fn read_energy_uj(p: &Path) -> Result<u64, EnergyError> {
+    let s = read_trim(p).map_err(|e| EnergyError::Failed(explain_read_error(p, &e)))?;
+    s.trim().parse::<u64>().map_err(|_| EnergyError::Failed(format!("{}: not a number: {s:?}", p.display())))
 }
 
 /// Discover the zones to use. Ok((zones, notes)) or Err(why RAPL is unavailable).
@@ -142,7 +142,7 @@ impl Rapl {
     pub fn open(sysfs_root: &Path) -> Result<(Rapl, Vec<String>), EnergyError> {
         let (zones, notes) = discover(sysfs_root)?;
         for z in &zones {
-            read_energy_uj(&z.energy_path).map_err(EnergyError::Failed)?;
+            read_energy_uj(&z.energy_path)?;
         }
         let channels = zones
             .iter()
@@ -170,7 +170,7 @@ impl Source for Rapl {
     fn fast(&self) -> bool {
         true
     }
-    fn read(&mut self) -> Vec<Result<Reading, String>> {
+    fn read(&mut self) -> Vec<Result<Reading, EnergyError>> {
         self.zones.iter().map(|z| read_energy_uj(&z.energy_path).map(|v| Reading::Raw(v as f64))).collect()
     }
 }

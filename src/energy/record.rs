@@ -1,7 +1,7 @@
 //! The energy part of a run record: the window's report, and with `--idle-baseline` the idle
 //! power measured before the run (once for a sweep, or each run's own after its settings:
 //! [`IdleWhen`]), which of the two it is, and the dynamic part of the run's energy.
-use super::{EnergyConfig, EnergyMeter, EnergyReport};
+use super::{EnergyConfig, EnergyError, EnergyMeter, EnergyReport};
 pub use crate::plan::idle::{IdleWhen, PlanEnergy, PlanIdle};
 use serde::{Deserialize, Serialize};
 
@@ -21,12 +21,12 @@ impl EnergyOptions {
     /// These options with a plan's `[energy]` under them: the command line's `--idle-baseline`
     /// and `--idle` where given, else the plan's. Err, one line: a baseline per run without a
     /// length (nothing would be measured).
-    pub fn with_plan(&self, plan: PlanIdle) -> Result<EnergyOptions, String> {
+    pub fn with_plan(&self, plan: PlanIdle) -> Result<EnergyOptions, EnergyError> {
         let mut out = self.clone();
         out.idle_baseline_s = self.idle_baseline_s.or(plan.seconds);
         out.idle_when = self.idle_when.or(plan.when);
         if out.idle_when == Some(IdleWhen::PerRun) && out.idle_baseline_s.is_none() {
-            return Err("an idle baseline per run needs its length: --idle-baseline DURATION (e.g. 5s), or the plan's [energy] idle_baseline = \"5s\"".into());
+            return Err(EnergyError::Invalid("an idle baseline per run needs its length: --idle-baseline DURATION (e.g. 5s), or the plan's [energy] idle_baseline = \"5s\"".into()));
         }
         Ok(out)
     }
@@ -208,7 +208,7 @@ mod tests {
         assert!(e.contains("once") && e.contains("per-run"), "{e}");
         // Per run with no length anywhere: refused, one line.
         let per_run = EnergyOptions { idle_when: Some(IdleWhen::PerRun), ..Default::default() };
-        let e = per_run.with_plan(PlanIdle::default()).unwrap_err();
+        let e = per_run.with_plan(PlanIdle::default()).unwrap_err().to_string();
         assert!(e.contains("--idle-baseline") && e.contains("idle_baseline"), "{e}");
         // The plan's length with the command line's per-run; the plan's per-run with its length.
         let p = PlanIdle { when: Some(IdleWhen::PerRun), seconds: Some(3.0) };

@@ -68,22 +68,24 @@ fn link(v: &Value, key: &str) -> Option<String> {
     v.get(key)?.get("@odata.id")?.as_str().map(String::from)
 }
 
-pub(crate) fn reading_of(resource: Resource, v: &Value) -> Result<f64, String> {
+pub(crate) fn reading_of(resource: Resource, v: &Value) -> Result<f64, EnergyError> {
     let w = match resource {
-        Resource::EnvironmentMetrics => v.pointer("/PowerWatts/Reading").ok_or("EnvironmentMetrics has no PowerWatts.Reading")?,
-        Resource::LegacyPower => {
-            v.pointer("/PowerControl/0/PowerConsumedWatts").ok_or("Power has no PowerControl[0].PowerConsumedWatts")?
-        }
+        Resource::EnvironmentMetrics => v
+            .pointer("/PowerWatts/Reading")
+            .ok_or_else(|| EnergyError::Unreachable("EnvironmentMetrics has no PowerWatts.Reading".into()))?,
+        Resource::LegacyPower => v
+            .pointer("/PowerControl/0/PowerConsumedWatts")
+            .ok_or_else(|| EnergyError::Unreachable("Power has no PowerControl[0].PowerConsumedWatts".into()))?,
     };
-    let w = w.as_f64().ok_or_else(|| format!("power reading is {w} (not a number)"))?;
+    let w = w.as_f64().ok_or_else(|| EnergyError::Unreachable(format!("power reading is {w} (not a number)")))?;
     if w <= 0.0 || w >= 65535.0 {
-        return Err(format!("BMC reports {w} W; rejected"));
+        return Err(EnergyError::Unreachable(format!("BMC reports {w} W; rejected")));
     }
     Ok(w)
 }
 
 impl Redfish {
-    fn get(&self, path: &str) -> Result<Value, String> {
+    fn get(&self, path: &str) -> Result<Value, EnergyError> {
         let url = format!("{}{}", self.base, path);
         let mut req = self.agent.get(&url).set("Accept", "application/json");
         if let Some(a) = &self.auth {
@@ -91,13 +93,13 @@ impl Redfish {
         }
         match req.call() {
             Ok(r) => {
-                let body = r.into_string().map_err(|e| format!("GET {url}: {e}"))?;
-                serde_json::from_str(&body).map_err(|e| format!("GET {url}: not JSON: {e}"))
+                let body = r.into_string().map_err(|e| EnergyError::Unreachable(format!("GET {url}: {e}")))?;
+                serde_json::from_str(&body).map_err(|e| EnergyError::Unreachable(format!("GET {url}: not JSON: {e}")))
             }
-            Err(ureq::Error::Status(401, _)) | Err(ureq::Error::Status(403, _)) => {
-                Err(format!("GET {url}: authentication refused (set IOLAB_REDFISH_USER/IOLAB_REDFISH_PASSWORD or a credentials file)"))
-            }
-            Err(e) => Err(format!("GET {url}: {e}")),
+            Err(ureq::Error::Status(401, _)) | Err(ureq::Error::Status(403, _)) => Err(EnergyError::Unreachable(format!(
+                "GET {url}: authentication refused (set IOLAB_REDFISH_USER/IOLAB_REDFISH_PASSWORD or a credentials file)"
+            ))),
+            Err(e) => Err(EnergyError::Unreachable(format!("GET {url}: {e}"))),
         }
     }
 
@@ -118,13 +120,13 @@ impl Redfish {
             resource: Resource::EnvironmentMetrics,
             channels: Vec::new(),
         };
-        let coll = me.get("/redfish/v1/Chassis").map_err(EnergyError::Unreachable)?;
+        let coll = me.get("/redfish/v1/Chassis")?;
         let members: Vec<String> = coll
             .get("Members")
             .and_then(|m| m.as_array())
             .map(|a| a.iter().filter_map(|m| m.get("@odata.id").and_then(|x| x.as_str()).map(String::from)).collect())
             .unwrap_or_default();
-        let mut tried = Vec::new();
+        let mut tried: Vec<String> = Vec::new();
         for m in members {
             if let Some(id) = &cfg.chassis {
                 if m.trim_end_matches('/').rsplit('/').next() != Some(id.as_str()) {
@@ -134,7 +136,7 @@ impl Redfish {
             let ch = match me.get(&m) {
                 Ok(c) => c,
                 Err(e) => {
-                    tried.push(e);
+                    tried.push(e.to_string());
                     continue;
                 }
             };
@@ -181,7 +183,7 @@ impl Source for Redfish {
     fn interval(&self) -> Duration {
         Duration::from_secs(1)
     }
-    fn read(&mut self) -> Vec<Result<Reading, String>> {
+    fn read(&mut self) -> Vec<Result<Reading, EnergyError>> {
         vec![self.get(&self.path.clone()).and_then(|v| reading_of(self.resource, &v)).map(Reading::Watts)]
     }
 }

@@ -671,13 +671,14 @@ impl std::fmt::Display for InterfaceKind {
 }
 
 impl std::str::FromStr for InterfaceKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = InterfaceError;
+    /// An interface by its name; Err (bad input) names the known ones.
+    fn from_str(s: &str) -> Result<Self, InterfaceError> {
         InterfaceKind::ALL
             .iter()
             .copied()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown interface '{s}': choose one of {} (see `iolab interfaces`)", names()))
+            .ok_or_else(|| InterfaceError::Invalid(format!("unknown interface '{s}': choose one of {} (see `iolab interfaces`)", names())))
     }
 }
 
@@ -717,7 +718,7 @@ pub fn help() -> String {
 /// Whether this machine can run the named interface at all; Err carries the reason (an unknown
 /// name is bad input).
 pub fn machine_support(name: &str) -> Result<(), InterfaceError> {
-    (name.parse::<InterfaceKind>().map_err(InterfaceError::Invalid)?.rules().machine_support)()
+    (name.parse::<InterfaceKind>()?.rules().machine_support)()
 }
 
 /// The errno of the last failed libc call, as a negative completion result.

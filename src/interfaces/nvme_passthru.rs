@@ -104,20 +104,20 @@ fn machine_support() -> Result<(), InterfaceError> {
 
 /// What an NVMe command can carry here: whole logical blocks, at most what the controller takes
 /// in one command (passthrough commands are never split), data without interleaved metadata.
-fn check_namespace(bs: u64, offset: u64, shown: &str, ns: &Namespace, info: &TargetInfo) -> Result<(), String> {
+fn check_namespace(bs: u64, offset: u64, shown: &str, ns: &Namespace, info: &TargetInfo) -> Result<(), InterfaceError> {
     let lba = ns.id.lba_size as u64;
     if ns.id.extended && ns.id.metadata_size > 0 {
-        return Err(format!("{shown} uses LBA format {} with {} bytes of metadata interleaved with each block; nvme-passthru moves data only: use a namespace formatted without metadata",
-            ns.id.format, ns.id.metadata_size));
+        return Err(InterfaceError::Unsupported(format!("{shown} uses LBA format {} with {} bytes of metadata interleaved with each block; nvme-passthru moves data only: use a namespace formatted without metadata",
+            ns.id.format, ns.id.metadata_size)));
     }
     if !bs.is_multiple_of(lba) {
-        return Err(format!(
+        return Err(InterfaceError::Unsupported(format!(
             "block size {} is not a multiple of {shown}'s LBA size {lba}: NVMe commands move whole logical blocks; use a multiple of {lba}",
             bs
-        ));
+        )));
     }
     if !offset.is_multiple_of(lba) {
-        return Err(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", offset));
+        return Err(InterfaceError::Unsupported(format!("--offset {} is not a multiple of {shown}'s LBA size {lba}", offset)));
     }
     if let Some(d) = &info.device {
         let q = std::path::Path::new("/sys/block").join(d).join("queue");
@@ -129,8 +129,8 @@ fn check_namespace(bs: u64, offset: u64, shown: &str, ns: &Namespace, info: &Tar
             _ => None,
         };
         if let Some(max) = max.filter(|m| bs > *m) {
-            return Err(format!("--bs {} exceeds the {} bytes one NVMe command can carry to {shown} (queue/max_hw_sectors_kb, max_segments of {d}); passthrough commands are not split: use --bs {} or less",
-                bs, max, max));
+            return Err(InterfaceError::Unsupported(format!("--bs {} exceeds the {} bytes one NVMe command can carry to {shown} (queue/max_hw_sectors_kb, max_segments of {d}); passthrough commands are not split: use --bs {} or less",
+                bs, max, max)));
         }
     }
     Ok(())
@@ -263,9 +263,7 @@ impl Interface for Passthru {
     }
     fn check_target(_io: &IoChoice, bs: u64, offset: u64, target: &Target) -> Result<(), InterfaceError> {
         match &target.namespace {
-            Some(ns) => {
-                check_namespace(bs, offset, &target.path.display().to_string(), ns, &target.info).map_err(InterfaceError::Unsupported)
-            }
+            Some(ns) => check_namespace(bs, offset, &target.path.display().to_string(), ns, &target.info),
             None => Ok(()),
         }
     }

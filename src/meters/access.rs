@@ -59,14 +59,14 @@ impl Sysctls {
         }
     }
 
-    fn current(&self, setting: Setting) -> Result<i32, String> {
+    fn current(&self, setting: Setting) -> Result<i32, SettingsError> {
         let path = self.settings.sysctl_path(setting);
         let raw = read_raw(&path)?;
-        raw.parse().map_err(|_| format!("{} reads \"{raw}\", not a number", path.display()))
+        raw.parse().map_err(|_| SettingsError::Failed(format!("{} reads \"{raw}\", not a number", path.display())))
     }
 
     /// Lower `setting` to `want` for the run where it is higher. Err: why it could not be.
-    fn lower(&mut self, setting: Setting, want: i32) -> Result<Lowered, String> {
+    fn lower(&mut self, setting: Setting, want: i32) -> Result<Lowered, SettingsError> {
         let mut now = self.current(setting)?;
         if now <= want {
             return Ok(Lowered::Already(now));

@@ -178,21 +178,16 @@ pub struct Negotiated {
 /// kernel's client takes simple replies only).
 /// Every error is the server's answer to what was asked: bad input.
 pub(crate) fn negotiate(s: &mut TcpStream, export: &str) -> Result<Negotiated, ServeError> {
-    negotiate_go(s, export).map_err(ServeError::Invalid)
-}
-
-/// `negotiate`'s conversation; Err is the line saying what the server did.
-fn negotiate_go(s: &mut TcpStream, export: &str) -> Result<Negotiated, String> {
     use proto::*;
-    let io = |e: std::io::Error| format!("the server closed the negotiation: {e}");
+    let io = |e: std::io::Error| ServeError::Invalid(format!("the server closed the negotiation: {e}"));
     let mut g = [0u8; 18];
     s.read_exact(&mut g).map_err(io)?;
     if g[..8] != NBDMAGIC.to_be_bytes() || g[8..16] != IHAVEOPT.to_be_bytes() {
-        return Err("the server does not speak NBD's newstyle negotiation".into());
+        return Err(ServeError::Invalid("the server does not speak NBD's newstyle negotiation".into()));
     }
     let server = u16::from_be_bytes([g[16], g[17]]);
     if server & FLAG_FIXED_NEWSTYLE == 0 {
-        return Err("the server does not speak fixed newstyle negotiation".into());
+        return Err(ServeError::Invalid("the server does not speak fixed newstyle negotiation".into()));
     }
     let flags = FLAG_C_FIXED_NEWSTYLE | if server & FLAG_NO_ZEROES != 0 { FLAG_C_NO_ZEROES } else { 0 };
     let mut data = (export.len() as u32).to_be_bytes().to_vec();
@@ -211,12 +206,14 @@ fn negotiate_go(s: &mut TcpStream, export: &str) -> Result<Negotiated, String> {
         let kind = u32::from_be_bytes(h[12..16].try_into().expect("4"));
         let len = u32::from_be_bytes(h[16..20].try_into().expect("4"));
         if u64::from_be_bytes(h[..8].try_into().expect("8")) != REPLY_MAGIC || len > MAX_OPTION_LEN {
-            return Err("the server's option reply is malformed".into());
+            return Err(ServeError::Invalid("the server's option reply is malformed".into()));
         }
         let mut d = vec![0u8; len as usize];
         s.read_exact(&mut d).map_err(io)?;
         match kind {
-            REP_ACK => return got.ok_or_else(|| "the server acknowledged NBD_OPT_GO without NBD_INFO_EXPORT".to_string()),
+            REP_ACK => {
+                return got.ok_or_else(|| ServeError::Invalid("the server acknowledged NBD_OPT_GO without NBD_INFO_EXPORT".to_string()))
+            }
             REP_INFO if d.len() >= 12 && d[..2] == INFO_EXPORT.to_be_bytes() => {
                 got = Some(Negotiated {
                     size: u64::from_be_bytes(d[2..10].try_into().expect("8")),
@@ -225,9 +222,12 @@ fn negotiate_go(s: &mut TcpStream, export: &str) -> Result<Negotiated, String> {
             }
             REP_INFO => {}
             e if e & (1 << 31) != 0 => {
-                return Err(format!("the server refused export '{export}' (reply {e:#x}): {}", String::from_utf8_lossy(&d)))
+                return Err(ServeError::Invalid(format!(
+                    "the server refused export '{export}' (reply {e:#x}): {}",
+                    String::from_utf8_lossy(&d)
+                )))
             }
-            other => return Err(format!("the server answered NBD_OPT_GO with reply type {other}")),
+            other => return Err(ServeError::Invalid(format!("the server answered NBD_OPT_GO with reply type {other}"))),
         }
     }
 }

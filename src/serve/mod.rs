@@ -571,7 +571,7 @@ fn transmission(
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e.into()),
         }
-        let r = parse_request(&h).map_err(WireError::Protocol)?;
+        let r = parse_request(&h)?;
         if r.kind == CMD_WRITE {
             // The payload is read whatever the answer; one larger than the server takes cannot
             // be skipped safely, so the connection ends.

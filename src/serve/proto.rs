@@ -278,10 +278,10 @@ pub struct Request {
 pub const REQUEST_LEN: usize = 28;
 
 /// A request header from its 28 bytes.
-pub(crate) fn parse_request(h: &[u8; REQUEST_LEN]) -> Result<Request, String> {
+pub(crate) fn parse_request(h: &[u8; REQUEST_LEN]) -> Result<Request, WireError> {
     let magic = u32_at(h, 0);
     if magic != REQUEST_MAGIC {
-        return Err(format!("a request without the request magic ({magic:#x})"));
+        return Err(WireError::Protocol(format!("a request without the request magic ({magic:#x})")));
     }
     Ok(Request { flags: u16_at(h, 4), kind: u16_at(h, 6), cookie: u64_at(h, 8), offset: u64_at(h, 16), len: u32_at(h, 24) })
 }
@@ -438,7 +438,7 @@ mod tests {
         assert_eq!(parse_request(&b).unwrap(), r);
         let mut bad = b;
         bad[0] = 0;
-        assert!(parse_request(&bad).unwrap_err().contains("magic"));
+        assert!(parse_request(&bad).unwrap_err().to_string().contains("magic"));
     }
 
     #[test]

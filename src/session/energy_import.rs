@@ -29,7 +29,7 @@ pub fn import(db: &Path, log: &Path, sweep: Option<i64>, cfg: &EnergyConfig) -> 
     if !crate::store::exists(db) {
         return Err(Failure::invalid(format!("no results database at {}", crate::secret::redact_path(db))));
     }
-    let file = MeterLogFile::load(log, cfg).map_err(|e| Failure::invalid(format!("meter log {e}")))?;
+    let file = MeterLogFile::load(log, cfg).map_err(|e| e.context(|m| format!("meter log {m}")))?;
     let mut store = Store::open(db)?;
     if let Some(id) = sweep {
         store.sweep(id)?.ok_or_else(|| {

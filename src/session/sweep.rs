@@ -8,7 +8,7 @@ use super::{execute, Failure, FailureKind, Measure, RunError, RunUi};
 use crate::device::DeviceError;
 use crate::energy::record::{measure_idle, EnergyOptions, IdleBaseline, IdleTaken};
 use crate::plan::sweep::Expansion;
-use crate::plan::{Job, Numa, Plan};
+use crate::plan::{Job, Numa, Plan, PlanError};
 use crate::record::{RunRecord, RunStatus};
 use crate::store::{PlannedRun, PlannedStatus, Store, StoreError};
 use std::path::Path;
@@ -76,9 +76,13 @@ impl Share {
 }
 
 impl std::str::FromStr for Share {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("--share {s:?}: give I/N with 0 <= I < N, e.g. 0/4 (the shares 0/4 to 3/4 together are the whole plan)");
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self, PlanError> {
+        let bad = || {
+            PlanError::Value(format!(
+                "--share {s:?}: give I/N with 0 <= I < N, e.g. 0/4 (the shares 0/4 to 3/4 together are the whole plan)"
+            ))
+        };
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let (index, count) = (i.trim().parse::<usize>().map_err(|_| bad())?, n.trim().parse::<usize>().map_err(|_| bad())?);
         if count == 0 || index >= count {
@@ -211,7 +215,7 @@ fn step(outcome: Result<RunRecord, RunError>) -> Step {
 pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> {
     let e = expand(plan)?;
     // The command line's energy options over the plan's `[energy]`: bad input before anything.
-    let energy = plan.energy.with_plan(e.idle).map_err(Failure::invalid)?;
+    let energy = plan.energy.with_plan(e.idle)?;
     let hash = plan.plan.hash(plan.targets);
     let mut store = Store::open(plan.db)?;
     let Some(sweep_id) = find_or_create(plan, &e, &hash, &mut store)? else {
@@ -226,7 +230,7 @@ pub fn run(plan: &SweepPlan, ui: &mut impl SweepUi) -> Result<Outcome, Failure> 
     ui.planned(&e, sweep_id, pending.len(), planned.len());
     hand_over(plan, &store)?;
     // Each run's spec read back as the Job it was planned from, once.
-    let jobs: Vec<Result<Job, String>> = pending.iter().map(|r| r.job()).collect();
+    let jobs: Vec<Result<Job, StoreError>> = pending.iter().map(|r| r.job()).collect();
     let cancel = crate::engine::install_interrupt_handler();
     let shared = match before_runs(&energy, &e, &jobs, cancel, ui)? {
         Ok(shared) => shared,
@@ -318,7 +322,7 @@ struct Shared {
 fn before_runs(
     energy: &EnergyOptions,
     e: &Expansion,
-    jobs: &[Result<Job, String>],
+    jobs: &[Result<Job, StoreError>],
     cancel: crate::cancel::Cancel,
     ui: &mut impl SweepUi,
 ) -> Result<Result<Shared, String>, Failure> {
@@ -394,7 +398,7 @@ impl<'p, 'a> Sweeping<'p, 'a> {
     fn run_one(
         &mut self,
         run: &PlannedRun,
-        job: Result<Job, String>,
+        job: Result<Job, StoreError>,
         (n, of): (usize, usize),
         ui: &mut impl SweepUi,
     ) -> Result<(), Failure> {
@@ -414,7 +418,9 @@ impl<'p, 'a> Sweeping<'p, 'a> {
                 };
                 execute(&job, ui, measure)
             }
-            Err(why) => Err(RunError { failure: Failure::unsupported(why), record: None }),
+            // Whatever the device said, a target with no namespace to pass commands to is a run
+            // skipped, not a sweep stopped.
+            Err(why) => Err(RunError { failure: Failure::unsupported(why.to_string()), record: None }),
         };
         if let Some((what, why)) = self.store_step(run, step(outcome))? {
             // Each distinct reason once; the database keeps it for every run.
@@ -433,8 +439,8 @@ impl<'p, 'a> Sweeping<'p, 'a> {
     /// A planned run's job as this command runs it. Err: a stored spec no Job of this iolab
     /// reads (another version's): a database that cannot be used as given, as the store says of
     /// a newer schema.
-    fn job_for(&self, job: Result<Job, String>) -> Result<Job, Failure> {
-        let mut job = job.map_err(|m| Failure::invalid(m.to_string()))?;
+    fn job_for(&self, job: Result<Job, StoreError>) -> Result<Job, Failure> {
+        let mut job = job?;
         // This command's consent, also for runs planned by an earlier one (a resume).
         let consent: Vec<String> = self.plan.destructive.iter().filter(|d| !job.targets.destructive.contains(d)).cloned().collect();
         job.targets.destructive.extend(consent);
@@ -598,7 +604,7 @@ fn needs_target(job: &Job) -> bool {
 /// generic devices (nvme-passthru) runs on the generic device of each target's namespace, so the
 /// block path and the passthrough path of one device are compared in one sweep (S5). Ok carries
 /// the line saying which device stands in; Err why a target has no namespace (the run is skipped).
-fn passthrough_targets(job: &mut Job) -> Result<Option<String>, String> {
+fn passthrough_targets(job: &mut Job) -> Result<Option<String>, DeviceError> {
     if job.io.interface.info().targets != [crate::device::TargetKind::NvmeGeneric] {
         return Ok(None);
     }
@@ -660,7 +666,7 @@ mod tests {
         assert_eq!("1/3".parse::<Share>(), Ok(Share { index: 1, count: 3 }));
         for bad in ["3/3", "1", "a/2", "0/0", "-1/2"] {
             let err = bad.parse::<Share>().unwrap_err();
-            assert!(err.contains("give I/N"), "{bad}: {err}");
+            assert!(err.to_string().contains("give I/N"), "{bad}: {err}");
         }
     }
 

@@ -147,7 +147,7 @@ pub(super) fn read(setting: Setting, path: &Path) -> Result<String, SettingsErro
     let ctrl = controller_in(path);
     let f = open(&ctrl)?;
     let fd = f.as_raw_fd();
-    let label = |e: String| SettingsError::Failed(format!("{ctrl}: {e}"));
+    let label = |e: crate::device::DeviceError| SettingsError::Failed(format!("{ctrl}: {e}"));
     if setting == Setting::NvmePowerState {
         return Ok((nvme::get_feature(fd, nvme::FEATURE_POWER_MANAGEMENT, None).map_err(label)? & 0x1f).to_string());
     }
@@ -167,7 +167,7 @@ pub(super) fn write(setting: Setting, path: &Path, value: &str) -> Result<(), Se
     let ctrl = controller_in(path);
     let f = open(&ctrl)?;
     let fd = f.as_raw_fd();
-    let label = |e: String| SettingsError::Failed(format!("{ctrl}: {e}"));
+    let label = |e: crate::device::DeviceError| SettingsError::Failed(format!("{ctrl}: {e}"));
     if setting == Setting::NvmePowerState {
         let n = parse_state(value)?;
         return nvme::set_feature(fd, nvme::FEATURE_POWER_MANAGEMENT, n as u32, None).map(drop).map_err(label);

@@ -9,6 +9,7 @@
 //! `record`, the stored record itself, which `record_run` writes (extract.rs).
 
 use super::backend::{DbError, DbRow as Row};
+use super::StoreError;
 use crate::record::read::{Efficiency, Record};
 use rusqlite::types::Value as Sql;
 use serde::Serialize;
@@ -137,7 +138,7 @@ pub enum Csv {
 
 /// How a `runs!` column is read from a run record (the typed view and the JSON it was read
 /// from): its SQL value, or why the record cannot be stored.
-pub type Reader = fn(&Record, &Value) -> Result<Sql, String>;
+pub type Reader = fn(&Record, &Value) -> Result<Sql, StoreError>;
 
 /// A `runs!` column: the schema's view, the CSV's, and where its value comes from.
 pub struct RunColumn {
@@ -158,10 +159,11 @@ pub struct RunColumn {
 /// every released header stays the first columns of the next one.
 pub const CSV_RELEASED: u32 = 6;
 
-/// A required field of the record (`spec.bs`), as text or integer: Null is refused.
-pub fn need(path: &str, col: Sql) -> Result<Sql, String> {
+/// A required field of the record (`spec.bs`), as text or integer: Null is refused (a record
+/// that cannot be stored).
+pub fn need(path: &str, col: Sql) -> Result<Sql, StoreError> {
     if matches!(col, Sql::Null) {
-        Err(format!("run record has no usable {path}"))
+        Err(StoreError::Refused(format!("run record has no usable {path}")))
     } else {
         Ok(col)
     }
@@ -184,7 +186,7 @@ macro_rules! reader {
         None
     };
     ([|$r:ident, $v:ident| $get:expr]) => {
-        Some(|$r: &Record, $v: &Value| -> Result<Sql, String> { $get })
+        Some(|$r: &Record, $v: &Value| -> Result<Sql, StoreError> { $get })
     };
 }
 
@@ -348,7 +350,7 @@ pub(crate) fn select_list() -> String {
 
 /// (column, value) of every column read from a record, for the INSERT: the `runs!` columns with a
 /// reader (`status` first), then the metrics; the first field the record lacks refuses it.
-pub(crate) fn record_values(r: &Record, v: &Value) -> Result<Vec<(&'static str, Sql)>, String> {
+pub(crate) fn record_values(r: &Record, v: &Value) -> Result<Vec<(&'static str, Sql)>, StoreError> {
     let mut out = Vec::with_capacity(RUN_COLUMNS.len() + RUN_METRICS.len());
     for c in RUN_COLUMNS {
         if let Some(get) = c.from {

@@ -97,11 +97,11 @@ pub(crate) fn extract(record: &Value) -> Result<Extracted, StoreError> {
         return Err(StoreError::Refused("run record is not a JSON object".into()));
     }
     let r = Record::of(record);
-    need("status", Sql::from(r.status.map(|s| s.name().to_string()))).map_err(StoreError::Refused)?;
+    need("status", Sql::from(r.status.map(|s| s.name().to_string())))?;
     if !record.get("spec").is_some_and(Value::is_object) {
         return Err(StoreError::Refused("run record has no spec".into()));
     }
-    let columns = columns::record_values(&r, record).map_err(StoreError::Refused)?;
+    let columns = columns::record_values(&r, record)?;
 
     let mut stripped = record.clone();
     let mut histograms = Vec::new();

@@ -123,8 +123,9 @@ impl rusqlite::types::FromSql for PlannedStatus {
 impl PlannedRun {
     /// The Job this run was planned from, read back from its stored spec; Err says why it
     /// cannot be (a spec no Job reads, or a configuration stored as unsupported here).
-    pub fn job(&self) -> Result<crate::plan::Job, String> {
-        crate::plan::Job::from_spec(&self.spec).map_err(|e| format!("planned run {} has an unreadable spec: {e}", self.id))
+    pub fn job(&self) -> Result<crate::plan::Job, StoreError> {
+        crate::plan::Job::from_spec(&self.spec)
+            .map_err(|e| StoreError::Refused(format!("planned run {} has an unreadable spec: {e}", self.id)))
     }
 }
 

@@ -18,6 +18,7 @@ pub mod ui;
 
 use crate::analysis::saturation::{saturation_point, CurvePoint, Saturation, SaturationRule};
 use crate::plan::matrix::{dimension, target_set, DIMENSIONS, TARGET_SET};
+use crate::plan::PlanError;
 use crate::report::data::{Config, SweepRuns};
 use crate::report::panels::{iops, lat_mean_us};
 use crate::report::sections::{self, Ctx, Section};
@@ -177,7 +178,7 @@ impl Part {
     /// that is not one (`plan::matrix::target_set`). A part measured at an earlier part's
     /// saturation points (`at_saturation`) gets here every queue depth of that part's J-curves;
     /// [`Part::plan_at`] keeps each stack's own.
-    pub fn plan(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
+    pub fn plan(&self, quick: bool, given: &Given) -> Result<Option<String>, PlanError> {
         let Some(runs) = self.runs.as_ref() else { return Ok(None) };
         let (replicates, ramp, budget) = if quick { runs.quick } else { runs.full };
         let budget = match budget {
@@ -225,7 +226,7 @@ impl Part {
 
 /// How a part's runs use the devices given: the `target` dimension's values (a configuration
 /// each), or every run's devices.
-fn device_use(devices: Devices, given: &Given) -> Result<(Vec<String>, Vec<String>), String> {
+fn device_use(devices: Devices, given: &Given) -> Result<(Vec<String>, Vec<String>), PlanError> {
     let sets: Vec<Vec<String>> = given.targets.iter().map(|t| target_set(t)).collect::<Result<_, _>>()?;
     let mut all: Vec<String> = Vec::new();
     for d in sets.iter().flatten() {
@@ -429,7 +430,7 @@ impl Part {
 
     /// The target (a device, or a set joined by '+') every run of the part uses, as the earlier
     /// part's `target` dimension names it; None when no devices are given (a temporary file).
-    pub(crate) fn every_run_target(&self, given: &Given) -> Result<Option<String>, String> {
+    pub(crate) fn every_run_target(&self, given: &Given) -> Result<Option<String>, PlanError> {
         let Some(runs) = self.runs.as_ref() else { return Ok(None) };
         let (_, every_run) = device_use(runs.devices, given)?;
         Ok((!every_run.is_empty()).then(|| every_run.join(&TARGET_SET.to_string())))
@@ -438,7 +439,7 @@ impl Part {
     /// For counting a part measured at saturation before the part it depends on has run: every
     /// stack at one queue depth (the deepest of its J-curves) besides `keep`, as many runs as it
     /// will have. Any other part's plan is [`Part::plan`]'s.
-    pub(crate) fn plan_counted(&self, quick: bool, given: &Given) -> Result<Option<String>, String> {
+    pub(crate) fn plan_counted(&self, quick: bool, given: &Given) -> Result<Option<String>, PlanError> {
         let Some(text) = self.plan(quick, given)? else { return Ok(None) };
         let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
         let e = crate::plan::Plan::parse(&text)?.expand(&[])?;
@@ -466,7 +467,7 @@ impl Part {
     /// each stack kept at its own saturation point in `found` (and at the part's `keep` queue
     /// depths), its other queue depths left out by rules that say why; a stack `found` has no
     /// point for keeps only `keep`. Any other part's plan is [`Part::plan`]'s.
-    pub(crate) fn plan_at(&self, quick: bool, given: &Given, found: &Saturations) -> Result<Option<String>, String> {
+    pub(crate) fn plan_at(&self, quick: bool, given: &Given, found: &Saturations) -> Result<Option<String>, PlanError> {
         let Some(text) = self.plan(quick, given)? else { return Ok(None) };
         let Some(at) = self.at_saturation() else { return Ok(Some(text)) };
         let e = crate::plan::Plan::parse(&text)?.expand(&[])?;
@@ -616,7 +617,7 @@ mod tests {
             assert!(crate::plan::sweep::expand(&plan, &[]).unwrap().configs.iter().all(|c| !c.key.contains("target=")), "{}", p.name);
         }
         let bad = part_named("S4.1-latency").plan(true, &Given { targets: &v(&["/dev/a+"]), ..Given::default() });
-        assert!(bad.unwrap_err().contains("has an empty name"));
+        assert!(bad.unwrap_err().to_string().contains("has an empty name"));
         let plan = |t: &[&str]| part_named("S4.1-latency").plan(true, &Given { targets: &v(t), ..Given::default() }).unwrap();
         assert_ne!(plan(&["/dev/a", "/dev/b"]), plan(&["/dev/a", "/dev/c"]), "other devices, another plan");
     }

@@ -137,16 +137,16 @@ fn run_one_part(
     let unsupported: Vec<(String, String)> = p.unsupported.iter().map(|(w, r)| (w.to_string(), r.to_string())).collect();
     let plan = match p.at_saturation() {
         // A served part's file set is sized by its files, not by --size.
-        None if super::served::is_served(p) => p.plan(s.quick, &Given { size: None, ..*given }).map_err(Failure::invalid)?,
-        None => p.plan(s.quick, given).map_err(Failure::invalid)?,
+        None if super::served::is_served(p) => p.plan(s.quick, &Given { size: None, ..*given })?,
+        None => p.plan(s.quick, given)?,
         Some(at) => match stored_saturations(s, p, given, preconditioned)? {
             Ok(found) => {
                 ui.event(Event::AtSaturation { of: at.of, found: &found });
-                p.plan_at(s.quick, given, &found).map_err(Failure::invalid)?
+                p.plan_at(s.quick, given, &found)?
             }
             Err(why) if s.dry_run => {
                 ui.event(Event::SaturationNotYet { of: at.of, why: &why });
-                p.plan(s.quick, given).map_err(Failure::invalid)?
+                p.plan(s.quick, given)?
             }
             Err(why) => return Err(Failure::invalid(why)),
         },
@@ -202,7 +202,7 @@ fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Opt
             p.name, of.name
         )))
     };
-    let Some(text) = of.plan(s.quick, given).map_err(Failure::invalid)? else { return none(format!("{} runs nothing here", of.name)) };
+    let Some(text) = of.plan(s.quick, given)? else { return none(format!("{} runs nothing here", of.name)) };
     let (plan, _) = as_run(&text, s, preconditioned)?;
     if !crate::store::exists(&s.db) {
         return none(format!("{db} does not exist"));
@@ -216,7 +216,7 @@ fn stored_saturations(s: &SuiteRun, p: &Part, given: &Given, preconditioned: Opt
         return none(format!("its sweep #{} in {db} is unfinished ({} runs left)", info.id, info.pending));
     }
     let sweep = crate::report::data::load_sweep(&store, info.id, &crate::store::RunFilter::default())?;
-    Ok(Ok(Saturations::of(of.name, &sweep, p.every_run_target(given).map_err(Failure::invalid)?.as_deref())))
+    Ok(Ok(Saturations::of(of.name, &sweep, p.every_run_target(given)?.as_deref())))
 }
 
 /// The study's preconditioning before its parts, decided before anything is done.

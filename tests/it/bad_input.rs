@@ -375,3 +375,44 @@ fn a_device_error_exits_with_its_kind_s_code() {
     let r = iolab_in(dir.path(), &["probe", "/proc/self/status"]);
     assert!(r.assert_usage_error().contains("pseudo-file system"), "{}", r.describe());
 }
+
+/// The errors typed in the energy options, a sweep's command line and a stored run's plan keep
+/// their kind up to the exit code: each refusal below is bad input (exit 2, one line), before
+/// anything is opened or written (no database, no record).
+#[test]
+fn typed_option_errors_keep_their_kind_to_the_exit_code() {
+    let dir = tempdir();
+    let d = dir.path();
+    let plan = d.join("plan.toml");
+    std::fs::write(&plan, "name = \"typed\"\nruntime = \"0.1s\"\n[matrix]\ninterface = [\"null\"]\n").unwrap();
+    let (plan, db) = (plan.to_str().unwrap(), d.join("x.db"));
+    let db = db.to_str().unwrap();
+    // The energy layer's `EnergyError::Invalid`, from `iolab run`'s and `iolab sweep`'s options.
+    let l = refused(&["-i", "null", "--ios", "10", "--size", "1m", "--netio-url", "ftp://pdu", "--netio-outlets", "1"]);
+    assert_mentions(&l, &["--netio-url", "http://"]);
+    let l = refused(&["-i", "null", "--ios", "10", "--size", "1m", "--powersensor-rails", "0"]);
+    assert_mentions(&l, &["--powersensor-rails needs --powersensor"]);
+    let l = refused(&["-i", "null", "--ios", "10", "--size", "1m", "--energy-scope", "moon"]);
+    assert_mentions(&l, &["--energy-scope", "'moon' is not an energy scope"]);
+    for (args, words) in [
+        (vec!["sweep", plan, "--db", db, "--energy-command", "true", "--energy-socket", "h:1"], vec!["give one meter of the two"]),
+        (vec!["sweep", plan, "--db", db, "--idle", "per-run"], vec!["--idle-baseline"]),
+        // The plan layer's `PlanError`, for a sweep's own options.
+        (vec!["sweep", plan, "--db", db, "--wait-settings", "200h"], vec!["--wait-settings", "out of range"]),
+        (vec!["sweep", plan, "--db", db, "--share", "3/2"], vec!["--share", "give I/N"]),
+    ] {
+        let r = iolab_in(d, &args);
+        let line = r.assert_usage_error();
+        assert_mentions(&line, &words);
+        assert!(r.stdout.is_empty(), "stdout not empty:\n{}", r.describe());
+    }
+    assert!(!Path::new(db).exists(), "a database was made for a refused command");
+    // `energy import`'s meter log: a directory is no log (`EnergyError::Invalid`, its line given
+    // context by the import).
+    let stored = d.join("stored.db");
+    drop(iolab::store::Store::open(&stored).unwrap());
+    let logs = d.join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let r = iolab_in(d, &["energy", "import", logs.to_str().unwrap(), "--db", stored.to_str().unwrap()]);
+    assert_mentions(&r.assert_usage_error(), &["meter log", "a directory"]);
+}

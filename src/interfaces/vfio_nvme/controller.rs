@@ -5,6 +5,7 @@
 use super::queue::QueuePair;
 use super::{DmaMemory, DmaRegion, Registers};
 use crate::device::nvme::{self, parse_identify_controller, parse_identify_namespace, IdController, IdNamespace, Sqe};
+use crate::interfaces::InterfaceError;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -92,19 +93,19 @@ pub struct Controller<R: Registers, M: DmaMemory> {
     admin: Mutex<Admin<R>>,
 }
 
-fn wait_ready<R: Registers>(regs: &R, cap: &Cap, ready: bool) -> Result<(), String> {
+fn wait_ready<R: Registers>(regs: &R, cap: &Cap, ready: bool) -> Result<(), InterfaceError> {
     let until = Instant::now() + cap.timeout;
     loop {
         let csts = regs.read32(REG_CSTS);
         if csts & CSTS_CFS != 0 && ready {
-            return Err(format!("the controller reports a fatal status while being enabled (CSTS {csts:#x})"));
+            return Err(InterfaceError::Failed(format!("the controller reports a fatal status while being enabled (CSTS {csts:#x})")));
         }
         if (csts & CSTS_RDY != 0) == ready {
             return Ok(());
         }
         if Instant::now() > until {
             let what = if ready { "become ready" } else { "stop" };
-            return Err(format!("the controller did not {what} within CAP.TO ({:?}; CSTS {csts:#x})", cap.timeout));
+            return Err(InterfaceError::Failed(format!("the controller did not {what} within CAP.TO ({:?}; CSTS {csts:#x})", cap.timeout)));
         }
         std::thread::sleep(Duration::from_micros(100));
     }
@@ -123,14 +124,17 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
     /// Resets and enables the controller, identifies it and namespace `options.nsid`, and asks
     /// for I/O queues. The controller must not be in use by anything else (the kernel's driver
     /// unbound).
-    pub fn attach(regs: R, mem: M, options: Options) -> Result<Controller<R, M>, String> {
+    pub fn attach(regs: R, mem: M, options: Options) -> Result<Controller<R, M>, InterfaceError> {
         let cap = Cap::parse(read64(&regs, REG_CAP));
         let version = regs.read32(REG_VS);
         if cap.mpsmin != 0 {
-            return Err(format!("the controller's smallest memory page is {} KiB; iolab's driver uses 4 KiB pages", 4 << cap.mpsmin));
+            return Err(InterfaceError::Failed(format!(
+                "the controller's smallest memory page is {} KiB; iolab's driver uses 4 KiB pages",
+                4 << cap.mpsmin
+            )));
         }
         if !cap.nvm {
-            return Err("the controller does not support the NVM command set (CAP.CSS)".into());
+            return Err(InterfaceError::Failed("the controller does not support the NVM command set (CAP.CSS)".into()));
         }
         // Disable, then program the admin queues and enable.
         let cc = regs.read32(REG_CC);
@@ -139,7 +143,9 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
         }
         wait_ready(&regs, &cap, false)?;
         let entries = ADMIN_ENTRIES.min(cap.max_entries);
-        let alloc = |len: usize| mem.allocate(len.div_ceil(PAGE) * PAGE).map_err(|e| format!("DMA memory for the admin queues: {e}"));
+        let alloc = |len: usize| {
+            mem.allocate(len.div_ceil(PAGE) * PAGE).map_err(|e| InterfaceError::Failed(format!("DMA memory for the admin queues: {e}")))
+        };
         let (sq, cq, page) = (alloc(entries as usize * 64)?, alloc(entries as usize * 16)?, alloc(PAGE)?);
         regs.write32(REG_AQA, (entries - 1) << 16 | (entries - 1));
         write64(&regs, REG_ASQ, sq.iova);
@@ -162,35 +168,40 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
             options,
             admin,
         };
-        c.id = parse_identify_controller(&c.identify(nvme::CNS_CONTROLLER, 0)?)?;
+        c.id = parse_identify_controller(&c.identify(nvme::CNS_CONTROLLER, 0)?).map_err(|e| InterfaceError::Failed(e.to_string()))?;
         c.max_transfer = match c.id.mdts {
             0 => None,
             m => Some((PAGE as u64) << m),
         };
-        let ns = parse_identify_namespace(&c.identify(0, options.nsid).map_err(|e| format!("namespace {}: {e}", options.nsid))?)?;
+        let ns = parse_identify_namespace(
+            &c.identify(0, options.nsid).map_err(|e| InterfaceError::Failed(format!("namespace {}: {e}", options.nsid)))?,
+        )
+        .map_err(|e| InterfaceError::Failed(e.to_string()))?;
         if ns.metadata_size != 0 {
-            return Err(format!(
+            return Err(InterfaceError::Failed(format!(
                 "namespace {} is formatted with {} bytes of metadata per block, which iolab's driver does not transfer",
                 options.nsid, ns.metadata_size
-            ));
+            )));
         }
         c.ns = ns;
         let mut sf = Sqe::new(nvme::ADMIN_SET_FEATURES, 0);
         sf.cdw10 = nvme::FEATURE_NUMBER_OF_QUEUES;
         sf.cdw11 = (WANT_QUEUES - 1) << 16 | (WANT_QUEUES - 1);
-        let granted = c.admin(sf).map_err(|s| format!("Set Features (Number of Queues) failed: {}", nvme::status_text(s as u64)))?;
+        let granted = c
+            .admin(sf)
+            .map_err(|s| InterfaceError::Failed(format!("Set Features (Number of Queues) failed: {}", nvme::status_text(s as u64))))?;
         c.io_queues = ((granted & 0xffff).min(granted >> 16) + 1).min(WANT_QUEUES) as u16;
         c.admin.get_mut().expect("admin").qids.resize(c.io_queues as usize + 1, false);
         Ok(c)
     }
 
     /// Identify with CNS `cns` for namespace `nsid`: the 4096-byte data structure.
-    fn identify(&self, cns: u32, nsid: u32) -> Result<Vec<u8>, String> {
+    fn identify(&self, cns: u32, nsid: u32) -> Result<Vec<u8>, InterfaceError> {
         let mut sqe = Sqe::new(nvme::ADMIN_IDENTIFY, 0);
         sqe.nsid = nsid;
         sqe.cdw10 = cns;
         sqe.prp1 = self.admin.lock().expect("admin").page.iova;
-        self.admin(sqe).map_err(|s| format!("Identify (CNS {cns}) failed: {}", nvme::status_text(s as u64)))?;
+        self.admin(sqe).map_err(|s| InterfaceError::Failed(format!("Identify (CNS {cns}) failed: {}", nvme::status_text(s as u64))))?;
         let a = self.admin.lock().expect("admin");
         // SAFETY: the page is PAGE bytes the controller just wrote.
         Ok(unsafe { std::slice::from_raw_parts(a.page.virt, PAGE) }.to_vec())
@@ -225,31 +236,40 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
     }
 
     /// Entries per I/O queue for a thread keeping `qd` requests in flight, or why there is none.
-    pub(crate) fn queue_entries(&self, qd: u32) -> Result<u32, String> {
+    pub(crate) fn queue_entries(&self, qd: u32) -> Result<u32, InterfaceError> {
         let want = self.options.io_queue_entries.unwrap_or(qd + 1).max(2);
         if want > self.cap.max_entries {
-            return Err(format!("queues of {want} entries exceed the controller's maximum of {} (CAP.MQES)", self.cap.max_entries));
+            return Err(InterfaceError::Failed(format!(
+                "queues of {want} entries exceed the controller's maximum of {} (CAP.MQES)",
+                self.cap.max_entries
+            )));
         }
         if qd > want - 1 {
-            return Err(format!("--qd {qd} needs queues of {} entries; they have {want} (one stays empty)", qd + 1));
+            return Err(InterfaceError::Failed(format!(
+                "--qd {qd} needs queues of {} entries; they have {want} (one stays empty)",
+                qd + 1
+            )));
         }
         Ok(want)
     }
 
     /// A new I/O queue pair of `entries` entries, interrupts off (polled), its CQ and SQ created
     /// through the admin queue.
-    pub(crate) fn create_queue_pair(&self, entries: u32) -> Result<QueuePair<R>, String> {
+    pub(crate) fn create_queue_pair(&self, entries: u32) -> Result<QueuePair<R>, InterfaceError> {
         let qid = {
             let mut a = self.admin.lock().expect("admin");
             let Some(q) = a.qids.iter().position(|used| !used) else {
-                return Err(format!("the controller granted {} I/O queue pairs and all are in use: use fewer --threads", self.io_queues));
+                return Err(InterfaceError::Failed(format!(
+                    "the controller granted {} I/O queue pairs and all are in use: use fewer --threads",
+                    self.io_queues
+                )));
             };
             a.qids[q] = true;
             q as u16
         };
         let release = |e: String| {
             self.admin.lock().expect("admin").qids[qid as usize] = false;
-            e
+            InterfaceError::Failed(e)
         };
         let sq = self
             .mem
@@ -286,14 +306,16 @@ impl<R: Registers + Clone, M: DmaMemory> Controller<R, M> {
     }
 
     /// Deletes the pair's SQ and CQ on the controller and frees its memory.
-    pub(crate) fn delete_queue_pair(&self, qp: QueuePair<R>) -> Result<(), String> {
+    pub(crate) fn delete_queue_pair(&self, qp: QueuePair<R>) -> Result<(), InterfaceError> {
         let qid = qp.qid;
         let sq = self.admin(delete(nvme::ADMIN_DELETE_IO_SQ, qid));
         let cq = self.admin(delete(nvme::ADMIN_DELETE_IO_CQ, qid));
         self.mem.free(qp.sq_mem);
         self.mem.free(qp.cq_mem);
         self.admin.lock().expect("admin").qids[qid as usize] = false;
-        sq.and(cq).map(|_| ()).map_err(|s| format!("deleting I/O queue pair {qid} failed: {}", nvme::status_text(s as u64)))
+        sq.and(cq)
+            .map(|_| ())
+            .map_err(|s| InterfaceError::Failed(format!("deleting I/O queue pair {qid} failed: {}", nvme::status_text(s as u64))))
     }
 
     pub(crate) fn regs(&self) -> &R {

@@ -286,7 +286,7 @@ impl<R: Registers + Clone, M: DmaMemory> IoInterface for VfioNvme<R, M> {
         if !base.is_multiple_of(PAGE) || setup.buffers_len < bs as usize * qd as usize {
             return Err(invalid("the slot buffers are not page aligned or too short".into()));
         }
-        let entries = ctrl.queue_entries(qd).map_err(invalid)?;
+        let entries = ctrl.queue_entries(qd).map_err(|e| invalid(e.to_string()))?;
         let buf_len = setup.buffers_len.div_ceil(PAGE) * PAGE;
         let pages = ctrl.mem.map(setup.buffers, buf_len)?.into_boxed_slice();
         let prp_lists = if bs as usize > PAGE {

@@ -670,7 +670,7 @@ pub struct Attachment {
 }
 
 /// A new simulated controller with `cfg`, attached (reset, enabled, identified; namespace 1).
-pub fn attach(cfg: Config, io_queue_entries: Option<u32>) -> Result<Attachment, String> {
+pub fn attach(cfg: Config, io_queue_entries: Option<u32>) -> Result<Attachment, crate::interfaces::InterfaceError> {
     let sim = Sim::new(cfg);
     let (regs, dma) = sim.seam();
     let ctrl = Arc::new(super::Controller::attach(regs, dma, super::Options { nsid: 1, io_queue_entries })?);

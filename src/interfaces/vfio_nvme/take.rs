@@ -112,9 +112,9 @@ pub fn take(w: &Want) -> Result<Taken, Failure> {
         range: (0, 0),
     };
     // From here a failure gives the controller back as `taken` drops.
-    let vfio = Arc::new(Vfio::open(&target.bdf, &sys, w.allow_noiommu).map_err(Failure::failed)?);
-    vfio.enable_bus_master().map_err(Failure::failed)?;
-    let regs = BarRegs(Arc::new(vfio.bar0().map_err(Failure::failed)?));
+    let vfio = Arc::new(Vfio::open(&target.bdf, &sys, w.allow_noiommu)?);
+    vfio.enable_bus_master()?;
+    let regs = BarRegs(Arc::new(vfio.bar0()?));
     let mem = DmaHandle(Arc::new(Dma::new(vfio.clone())));
     let c = Controller::attach(regs, mem.clone(), Options { nsid: target.nsid, io_queue_entries: None })
         .map_err(|e| Failure::failed(format!("NVMe controller {}: {e}", target.bdf)))?;

@@ -156,45 +156,47 @@ pub struct Vfio {
 impl Vfio {
     /// Opens controller `bdf` (bound to vfio-pci) through its IOMMU group, sysfs under `sys`.
     /// No-IOMMU mode only when `allow_noiommu`.
-    pub fn open(bdf: &str, sys: &Path, allow_noiommu: bool) -> Result<Vfio, String> {
+    pub fn open(bdf: &str, sys: &Path, allow_noiommu: bool) -> Result<Vfio, InterfaceError> {
         let link = sys.join("bus/pci/devices").join(bdf).join("iommu_group");
         let group = std::fs::read_link(&link)
             .ok()
             .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .ok_or_else(|| no_group_reason(bdf))?;
+            .ok_or_else(|| InterfaceError::Failed(no_group_reason(bdf)))?;
         // vfio names the groups it makes up for devices without an IOMMU "vfio-noiommu".
         let noiommu =
             std::fs::read_to_string(sys.join("kernel/iommu_groups").join(&group).join("name")).is_ok_and(|n| n.trim() == "vfio-noiommu");
         let (node, iommu) = if noiommu {
             if !allow_noiommu {
-                return Err(format!(
+                return Err(InterfaceError::Failed(format!(
                     "{bdf} has no IOMMU: VFIO offers it only in the unsafe no-IOMMU mode (the device can reach all memory): pass --vfio-noiommu to allow that"
-                ));
+                )));
             }
             (Path::new("/dev/vfio").join(format!("noiommu-{group}")), Iommu::NoIommu)
         } else {
             (Path::new("/dev/vfio").join(&group), Iommu::Type1)
         };
-        let container = open_rw(Path::new("/dev/vfio/vfio")).map_err(|e| format!("cannot open /dev/vfio/vfio: {e} (modprobe vfio)"))?;
-        let api = ioctl(&container, VFIO_GET_API_VERSION, 0).map_err(|e| format!("VFIO_GET_API_VERSION: {e}"))?;
+        let container = open_rw(Path::new("/dev/vfio/vfio"))
+            .map_err(|e| InterfaceError::Failed(format!("cannot open /dev/vfio/vfio: {e} (modprobe vfio)")))?;
+        let api = ioctl(&container, VFIO_GET_API_VERSION, 0).map_err(|e| InterfaceError::Failed(format!("VFIO_GET_API_VERSION: {e}")))?;
         if api != VFIO_API_VERSION {
-            return Err(format!("this kernel's VFIO API is version {api}; iolab speaks {VFIO_API_VERSION}"));
+            return Err(InterfaceError::Failed(format!("this kernel's VFIO API is version {api}; iolab speaks {VFIO_API_VERSION}")));
         }
         let kind = match iommu {
             Iommu::NoIommu => VFIO_NOIOMMU_IOMMU,
             Iommu::Type1 => [VFIO_TYPE1V2_IOMMU, VFIO_TYPE1_IOMMU]
                 .into_iter()
                 .find(|k| ioctl(&container, VFIO_CHECK_EXTENSION, *k as usize).is_ok_and(|r| r > 0))
-                .ok_or("the VFIO container offers no type-1 IOMMU (modprobe vfio_iommu_type1)")?,
+                .ok_or_else(|| InterfaceError::Failed("the VFIO container offers no type-1 IOMMU (modprobe vfio_iommu_type1)".into()))?,
         };
         // The group's node appears with the binding; udev may still be setting it up.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
         while !node.exists() && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let group_fd = open_rw(&node).map_err(|e| format!("cannot open {}: {e}", node.display()))?;
+        let group_fd = open_rw(&node).map_err(|e| InterfaceError::Failed(format!("cannot open {}: {e}", node.display())))?;
         let mut status = GroupStatus { argsz: std::mem::size_of::<GroupStatus>() as u32, flags: 0 };
-        ioctl(&group_fd, VFIO_GROUP_GET_STATUS, &mut status as *mut _ as usize).map_err(|e| format!("VFIO_GROUP_GET_STATUS: {e}"))?;
+        ioctl(&group_fd, VFIO_GROUP_GET_STATUS, &mut status as *mut _ as usize)
+            .map_err(|e| InterfaceError::Failed(format!("VFIO_GROUP_GET_STATUS: {e}")))?;
         if status.flags & VFIO_GROUP_FLAGS_VIABLE == 0 {
             let others: Vec<String> = std::fs::read_dir(sys.join("kernel/iommu_groups").join(&group).join("devices"))
                 .into_iter()
@@ -203,22 +205,23 @@ impl Vfio {
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|d| d != bdf)
                 .collect();
-            return Err(format!(
+            return Err(InterfaceError::Failed(format!(
                 "IOMMU group {group} of {bdf} is not usable: its other devices ({}) must be bound to vfio-pci or to no driver",
                 others.join(", ")
-            ));
+            )));
         }
         let cfd = container.as_raw_fd();
-        ioctl(&group_fd, VFIO_GROUP_SET_CONTAINER, &cfd as *const _ as usize).map_err(|e| format!("VFIO_GROUP_SET_CONTAINER: {e}"))?;
+        ioctl(&group_fd, VFIO_GROUP_SET_CONTAINER, &cfd as *const _ as usize)
+            .map_err(|e| InterfaceError::Failed(format!("VFIO_GROUP_SET_CONTAINER: {e}")))?;
         ioctl(&container, VFIO_SET_IOMMU, kind as usize).map_err(|e| match e.raw_os_error() {
-            Some(libc::EPERM) => format!(
+            Some(libc::EPERM) => InterfaceError::Failed(format!(
                 "VFIO_SET_IOMMU: {e}: the IOMMU has no interrupt remapping (see dmesg); enable it (QEMU: intel-iommu,intremap=on) or load vfio_iommu_type1 with allow_unsafe_interrupts=1"
-            ),
-            _ => format!("VFIO_SET_IOMMU: {e}"),
+            )),
+            _ => InterfaceError::Failed(format!("VFIO_SET_IOMMU: {e}")),
         })?;
-        let name = CString::new(bdf).map_err(|_| format!("bad PCI address {bdf}"))?;
+        let name = CString::new(bdf).map_err(|_| InterfaceError::Failed(format!("bad PCI address {bdf}")))?;
         let dfd = ioctl(&group_fd, VFIO_GROUP_GET_DEVICE_FD, name.as_ptr() as usize)
-            .map_err(|e| format!("VFIO_GROUP_GET_DEVICE_FD {bdf}: {e} (is it in use by another program?)"))?;
+            .map_err(|e| InterfaceError::Failed(format!("VFIO_GROUP_GET_DEVICE_FD {bdf}: {e} (is it in use by another program?)")))?;
         // SAFETY: the ioctl returned a new descriptor that nothing else owns.
         let device = unsafe { OwnedFd::from_raw_fd(dfd) };
         let iova_ranges = match iommu {
@@ -228,31 +231,32 @@ impl Vfio {
         Ok(Vfio { bdf: bdf.to_string(), group, iommu, device, container, _group: group_fd, iova_ranges })
     }
 
-    fn region(&self, index: u32) -> Result<RegionInfo, String> {
+    fn region(&self, index: u32) -> Result<RegionInfo, InterfaceError> {
         let mut r = RegionInfo { argsz: std::mem::size_of::<RegionInfo>() as u32, index, ..Default::default() };
         ioctl(&self.device, VFIO_DEVICE_GET_REGION_INFO, &mut r as *mut _ as usize)
-            .map_err(|e| format!("VFIO_DEVICE_GET_REGION_INFO {index} of {}: {e}", self.bdf))?;
+            .map_err(|e| InterfaceError::Failed(format!("VFIO_DEVICE_GET_REGION_INFO {index} of {}: {e}", self.bdf)))?;
         Ok(r)
     }
 
     /// Turns on bus mastering (and memory decoding): vfio-pci leaves it off, and a controller
     /// that cannot master the bus goes fatal (CSTS.CFS) at its first DMA.
-    pub(crate) fn enable_bus_master(&self) -> Result<(), String> {
+    pub(crate) fn enable_bus_master(&self) -> Result<(), InterfaceError> {
         let cfg = self.region(VFIO_PCI_CONFIG_REGION_INDEX)?;
         // SAFETY: the device fd is open; File only borrows it (ManuallyDrop: not closed here).
         let f = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(self.device.as_raw_fd()) });
         let mut cmd = [0u8; 2];
-        f.read_exact_at(&mut cmd, cfg.offset + PCI_COMMAND).map_err(|e| format!("reading {}'s PCI command register: {e}", self.bdf))?;
+        f.read_exact_at(&mut cmd, cfg.offset + PCI_COMMAND)
+            .map_err(|e| InterfaceError::Failed(format!("reading {}'s PCI command register: {e}", self.bdf)))?;
         let want = u16::from_le_bytes(cmd) | PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY;
         f.write_all_at(&want.to_le_bytes(), cfg.offset + PCI_COMMAND)
-            .map_err(|e| format!("writing {}'s PCI command register: {e}", self.bdf))
+            .map_err(|e| InterfaceError::Failed(format!("writing {}'s PCI command register: {e}", self.bdf)))
     }
 
     /// BAR0, mapped.
-    pub(crate) fn bar0(self: &Arc<Self>) -> Result<Bar, String> {
+    pub(crate) fn bar0(self: &Arc<Self>) -> Result<Bar, InterfaceError> {
         let r = self.region(VFIO_PCI_BAR0_REGION_INDEX)?;
         if r.flags & VFIO_REGION_INFO_FLAG_MMAP == 0 || r.size < 0x2000 {
-            return Err(format!("{}'s BAR0 cannot be mapped (flags {:#x}, {} bytes)", self.bdf, r.flags, r.size));
+            return Err(InterfaceError::Failed(format!("{}'s BAR0 cannot be mapped (flags {:#x}, {} bytes)", self.bdf, r.flags, r.size)));
         }
         // SAFETY: a shared mapping of the device's BAR0 region at the offset VFIO gave.
         let p = unsafe {
@@ -266,7 +270,7 @@ impl Vfio {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(format!("mmap of {}'s BAR0: {}", self.bdf, io::Error::last_os_error()));
+            return Err(InterfaceError::Failed(format!("mmap of {}'s BAR0: {}", self.bdf, io::Error::last_os_error())));
         }
         Ok(Bar { base: p as *mut u8, len: r.size as usize, _vfio: self.clone() })
     }
@@ -337,12 +341,13 @@ fn no_group_reason(bdf: &str) -> String {
 /// The type-1 IOMMU's usable IO address ranges (VFIO_IOMMU_GET_INFO's IOVA range capability,
 /// Linux 5.4+); without it, the low 39 bits (the narrowest IOMMU width seen: QEMU's
 /// intel-iommu) above the first 4 GiB.
-fn iova_ranges(container: &OwnedFd) -> Result<Vec<(u64, u64)>, String> {
+fn iova_ranges(container: &OwnedFd) -> Result<Vec<(u64, u64)>, InterfaceError> {
     let fallback = vec![(1 << 32, (1 << 39) - 1)];
     let mut info = Type1Info { argsz: std::mem::size_of::<Type1Info>() as u32, ..Default::default() };
-    ioctl(container, VFIO_IOMMU_GET_INFO, &mut info as *mut _ as usize).map_err(|e| format!("VFIO_IOMMU_GET_INFO: {e}"))?;
+    ioctl(container, VFIO_IOMMU_GET_INFO, &mut info as *mut _ as usize)
+        .map_err(|e| InterfaceError::Failed(format!("VFIO_IOMMU_GET_INFO: {e}")))?;
     if info.iova_pgsizes & PAGE as u64 == 0 {
-        return Err(format!("the IOMMU cannot map 4 KiB pages (page sizes {:#x})", info.iova_pgsizes));
+        return Err(InterfaceError::Failed(format!("the IOMMU cannot map 4 KiB pages (page sizes {:#x})", info.iova_pgsizes)));
     }
     if info.flags & VFIO_IOMMU_INFO_CAPS == 0 || info.argsz as usize <= std::mem::size_of::<Type1Info>() {
         return Ok(fallback);
@@ -350,7 +355,8 @@ fn iova_ranges(container: &OwnedFd) -> Result<Vec<(u64, u64)>, String> {
     // Again with room for the capability chain.
     let mut buf = vec![0u64; (info.argsz as usize).div_ceil(8)];
     buf[0] = info.argsz as u64;
-    ioctl(container, VFIO_IOMMU_GET_INFO, buf.as_mut_ptr() as usize).map_err(|e| format!("VFIO_IOMMU_GET_INFO: {e}"))?;
+    ioctl(container, VFIO_IOMMU_GET_INFO, buf.as_mut_ptr() as usize)
+        .map_err(|e| InterfaceError::Failed(format!("VFIO_IOMMU_GET_INFO: {e}")))?;
     // SAFETY: buf is a live, 8-aligned buffer of argsz bytes.
     let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * 8) };
     Ok(parse_iova_ranges(bytes).unwrap_or(fallback))
