@@ -39,9 +39,11 @@ fn engines(text: &str) -> Vec<String> {
 /// (fio-rand-read, fio-rand-write, fio-seq-write, fio-rand-RW; fio-seq-RW with rw=rw); jobs
 /// without stonewall run together as one group (aio-read's four depths); offset modifiers,
 /// blockalign and strided zones are the run's stride, blockalign and zones (backwards-read,
-/// jesd219, disk-zone-profile); rates and rate floors are the run's pacing (1mbs_clients). The
-/// others showcase what iolab does not have (flow between jobs, exitall, zoned devices, per-direction block size splits, priorities, verify patterns, steady
-/// state, a latency target). Each refusal names the option, and `--fio-ignore` drops it on request; none is ignored
+/// jesd219, disk-zone-profile); rates and rate floors are the run's pacing (1mbs_clients); NUMA
+/// nodes and memory policy, I/O and per-command priorities, and steady state are given to the
+/// run's threads and judged on its per-second counts (numa, cmdprio-percentage, steadystate: 25).
+/// The others showcase what iolab does not have (flow between jobs, exitall, zoned devices,
+/// per-direction block size splits, priorities by block size, verify patterns, a latency target). Each refusal names the option, and `--fio-ignore` drops it on request; none is ignored
 /// silently.
 #[test]
 fn fio_examples_plan_or_are_refused_naming_the_option() {
