@@ -782,7 +782,14 @@ mod tests {
         assert_eq!(io.check_options().unwrap_err(), "--sq-cpu only applies with --submit sqpoll");
         io.submit = Submit::Sqpoll;
         assert_eq!(io.pinned_cpus(), [1]);
-        assert_eq!(Options::plan_keys(), ["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async", "iowait"]);
+        let keys = ["sq_cpu", "sq_idle_ms", "register_buffers", "register_files", "force_async", "iowait"];
+        assert_eq!(Options::plan_keys(), [&keys[..], &["mem_policy", "ioprio", "cmdprio", "steadystate"]].concat());
+        // A per-command priority only where a command carries one.
+        let mut io = IoChoice::default();
+        io.options.thread.cmdprio = Some("20%rt:0".parse().unwrap());
+        assert!(io.check_options().unwrap_err().starts_with("--cmdprio: a per-command priority is carried by -i libaio"));
+        io.interface = InterfaceKind::Libaio;
+        io.check_options().unwrap();
     }
 
     #[test]
