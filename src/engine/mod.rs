@@ -611,7 +611,14 @@ fn linger(sh: &Shared) {
 fn read_back(sh: &Shared, t: usize, ran: Ran, reader: impl FnMut(RawFd) -> Result<SyncReader, String>) -> ThreadOut {
     // fio's do_verify=0: the written blocks carry their verify data and are not read back.
     if sh.job.policy.verify_fio.is_some_and(|f| !f.read_back) {
-        return ThreadOut { applied: ran.applied, rec: ran.rec, end: ran.end, verified_written: 0, verify_error: None, read_back_mismatch: false };
+        return ThreadOut {
+            applied: ran.applied,
+            rec: ran.rec,
+            end: ran.end,
+            verified_written: 0,
+            verify_error: None,
+            read_back_mismatch: false,
+        };
     }
     let fds: Vec<RawFd> = sh.targets.iter().map(|o| o.fd).collect();
     let form = verify::Form::of(sh.job.policy.verify_fio, t as u16 + 1);
