@@ -14,6 +14,7 @@ pub mod nvme_passthru;
 pub mod posixaio;
 pub mod psync;
 pub mod pvsync2;
+pub mod steady;
 pub mod target;
 pub mod thread;
 #[cfg(target_endian = "little")]
@@ -615,7 +616,7 @@ interface_table! {
         // Each issuing thread's memory policy and I/O priority, and a per-command priority.
         thread: thread::ThreadOptions,
         // Steady state: the run ends once it is steady (fio's ss).
-        steady: crate::engine::steady::SteadyOptions,
+        steady: crate::interfaces::steady::SteadyOptions,
     }
 }
 

@@ -101,13 +101,13 @@ pub(crate) fn steadystate(t: &mut Tr, _: Option<&str>) -> Result<String, String>
         .ok_or_else(|| "needs ss_dur (the window judged): iolab does not guess one".to_string())?;
     let ramp = secs("ss_ramp", t.value("steadystate_ramp_time"))?.unwrap_or(0);
     let words = format!("{ss} dur={dur}s ramp={ramp}s");
-    let s: crate::engine::steady::SteadyState = words.parse()?;
+    let s: crate::interfaces::steady::SteadyState = words.parse()?;
     Ok(t.set_option("steadystate", Value::String(s.to_string())))
 }
 
 // ---- the reverse direction ----
 
-fn x_ss(j: &Job) -> Option<crate::engine::steady::SteadyState> {
+fn x_ss(j: &Job) -> Option<crate::interfaces::steady::SteadyState> {
     j.io.options.steady.steadystate
 }
 pub(crate) fn x_steadystate(j: &Job) -> Result<Option<String>, String> {
