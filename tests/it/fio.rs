@@ -627,22 +627,30 @@ fn a_fio_job_with_a_rate_runs_paced() {
 
 /// fio's flow: two null jobs run together, flow=8 and flow=1 in one flow, issue I/O about 8:1
 /// (each alone runs as fast as the other); each record says the flow's weights and I/Os.
-/// The counter is cumulative and exact while both run; the tolerance (10 %) covers the instants
-/// between the two jobs' starts and ends, when one runs without the other.
+/// The counter is cumulative and exact while both run; at the starts and ends one job may run
+/// without the other (a thread's weight joins the flow when its loop starts and leaves when it
+/// ends, as in fio's flow.c), for as long as the threads' starts are apart: tens of
+/// milliseconds on a loaded 2-core machine, in which the light job alone does hundreds of
+/// thousands of null I/Os. So the ratio is judged on the middle second of each job's per-second
+/// series (both running then, whatever the skew under a second), within 10 %, and the whole
+/// windows only for the light job held back.
 #[test]
 fn a_flow_holds_two_jobs_to_the_ratio_of_their_weights() {
     let dir = tempdir();
     let job = write(
         dir.path(),
         "flow.fio",
-        "[global]\nioengine=null\nsize=1g\nrw=randread\ntime_based\nruntime=1\n[heavy]\nflow=8\n[light]\nflow=1\n",
+        "[global]\nioengine=null\nsize=1g\nrw=randread\ntime_based\nruntime=3\n[heavy]\nflow=8\n[light]\nflow=1\n",
     );
     let json = dir.path().join("r.json");
     iolab(&["run", "--fio", &job, "-q", "--json", &json.display().to_string()]).assert_ok();
     let recs: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let ios: Vec<u64> = recs.iter().map(|r| crate::common::u(r, "/results/total/ios")).collect();
     let ratio = ios[0] as f64 / ios[1].max(1) as f64;
-    assert!(ios[1] > 1000 && (7.2..8.8).contains(&ratio), "{ios:?}: ratio {ratio}, asked 8");
+    assert!(ios[1] > 1000 && ratio > 2.0, "{ios:?}: ratio {ratio}, asked 8");
+    let middle: Vec<f64> = recs.iter().map(|r| r["results"]["series"][1]["read_iops"].as_f64().unwrap()).collect();
+    let ratio = middle[0] / middle[1].max(1.0);
+    assert!((7.2..8.8).contains(&ratio), "the middle second's IOPS {middle:?}: ratio {ratio}, asked 8");
     let flow = &recs[0]["group"]["flow"];
     assert_eq!((flow["id"].as_u64(), flow["weight"].as_u64()), (Some(0), Some(8)), "{flow}");
     assert_eq!(flow["members"][1]["name"], "flow.fio/light");
